@@ -1,0 +1,33 @@
+# Each target bootstraps .venv from pyproject.toml on a fresh machine (Python 3.11, git, make).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+export DAGSTER_HOME ?= $(CURDIR)/data/dagster_home
+
+.PHONY: demo test bench dev clean
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet uv
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[dev]' || $(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+$(VENV)/.installed-bench: $(VENV)/.installed
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[dev,bench]' || $(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	touch $@
+
+demo: $(VENV)/.installed
+	$(BIN)/lessonsync demo
+
+test: $(VENV)/.installed
+	$(BIN)/python -m pytest
+
+bench: $(VENV)/.installed-bench
+	$(BIN)/python -m bench
+
+dev: $(VENV)/.installed
+	mkdir -p $(DAGSTER_HOME)
+	$(BIN)/dagster dev -w workspace.yaml
+
+clean:
+	rm -rf $(VENV) data/warehouse.duckdb data/lake data/inbox.sqlite3* data/analytics.duckdb data/marts

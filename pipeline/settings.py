@@ -1,0 +1,51 @@
+"""Settings read from the environment (prefix `LESSONSYNC_`) or a `.env` file; see README "Settings"."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_APP_SECRET = "lessonsync-demo-secret"  # the embedded simulator's default; not a real credential
+
+
+class Settings(BaseSettings):
+    """How LessonSync reaches the platform and where it keeps its data."""
+
+    model_config = SettingsConfigDict(env_prefix="LESSONSYNC_", env_file=".env", extra="ignore")
+
+    base_url: str = Field("http://127.0.0.1:8765", description="Platform address, without the /v1 prefix.")
+    app_secret: SecretStr = Field(SecretStr(DEFAULT_APP_SECRET), description="Exchanged for API tokens.")
+    data_dir: Path = Field(Path("data"), description="Warehouse, lake, inbox and Dagster home live here.")
+    page_size: int = Field(500, ge=1, le=10_000, description="Records asked per page.")
+    first_page: Literal["auto", "0", "1"] = Field(
+        "auto", description="First pageNumber of the API; 'auto' probes it once per client."
+    )
+    concurrency: int = Field(8, ge=1, le=64, description="Requests in flight at once.")
+    lookback: timedelta = Field(timedelta(minutes=10), description="Each window starts this long before the cursor.")
+    safety_margin: timedelta = Field(
+        timedelta(seconds=30), description="The cursor never passes run start minus this margin."
+    )
+    request_timeout: float = Field(30.0, gt=0, description="Seconds per HTTP request (connect, read, write).")
+    max_attempts: int = Field(6, ge=1, le=20, description="Tries per request before giving up.")
+    retry_max_wait: float = Field(60.0, gt=0, description="Cap in seconds on one backoff or Retry-After wait.")
+
+    @property
+    def warehouse_path(self) -> Path:
+        return self.data_dir / "warehouse.duckdb"
+
+    @property
+    def lake_dir(self) -> Path:
+        return self.data_dir / "lake"
+
+    @property
+    def inbox_path(self) -> Path:
+        return self.data_dir / "inbox.sqlite3"
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Settings from the environment, with explicit overrides (used by the CLI and tests)."""
+    return Settings(**overrides)  # type: ignore[arg-type]
