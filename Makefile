@@ -26,7 +26,7 @@ bench: $(VENV)/.installed-bench
 	$(BIN)/python -m bench
 
 dev: $(VENV)/.installed
-	mkdir -p $(DAGSTER_HOME)
+	$(BIN)/python -m pipeline.instance
 	$(BIN)/dagster dev -w workspace.yaml
 
 clean:

@@ -9,12 +9,18 @@ from pathlib import Path
 
 import duckdb
 from dagster import ConfigurableResource
+from pydantic import Field
+
+from pipeline.settings import Settings, load_settings
+from pipeline.source import PlatformClient
+from pipeline.warehouse import Warehouse
 
 
 class WarehouseResource(ConfigurableResource):
     """The DuckDB warehouse and the Parquet lake under one data directory."""
 
-    data_dir: str = "data"
+    data_dir: str = Field("data", description="Warehouse, lake and published analytics live here.")
+    memory_limit: str = Field("2GB", description="DuckDB memory_limit; larger merges spill to disk.")
 
     @property
     def path(self) -> Path:
@@ -24,12 +30,31 @@ class WarehouseResource(ConfigurableResource):
     def lake_dir(self) -> Path:
         return Path(self.data_dir) / "lake"
 
+    def warehouse(self) -> Warehouse:
+        return Warehouse(self.path, self.lake_dir, memory_limit=self.memory_limit)
+
     @contextmanager
     def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A read-write connection, closed on exit."""
+        """A read-write connection, closed on exit; a file held by another process raises
+        WarehouseLockedError with what to do."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = duckdb.connect(str(self.path))
-        try:
+        with self.warehouse().connect() as conn:
             yield conn
-        finally:
-            conn.close()
+
+
+class PlatformResource(ConfigurableResource):
+    """The platform's developer API. Unset fields fall back to the LESSONSYNC_* settings."""
+
+    base_url: str | None = Field(None, description="Platform address without /v1 (LESSONSYNC_BASE_URL).")
+    app_secret: str | None = Field(None, description="App secret; pass EnvVar('LESSONSYNC_APP_SECRET').")
+    page_size: int | None = None
+    first_page: str | None = Field(None, description="'auto', '0' or '1'.")
+    concurrency: int | None = None
+
+    def settings(self) -> Settings:
+        overrides = {name: value for name in ("base_url", "app_secret", "page_size", "first_page", "concurrency")
+                     if (value := getattr(self, name)) is not None}
+        return load_settings(**overrides)
+
+    def client(self) -> PlatformClient:
+        return PlatformClient(self.settings())

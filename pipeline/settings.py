@@ -32,6 +32,14 @@ class Settings(BaseSettings):
     request_timeout: float = Field(30.0, gt=0, description="Seconds per HTTP request (connect, read, write).")
     max_attempts: int = Field(6, ge=1, le=20, description="Tries per request before giving up.")
     retry_max_wait: float = Field(60.0, gt=0, description="Cap in seconds on one backoff or Retry-After wait.")
+    duckdb_memory_limit: str = Field("2GB", description="DuckDB memory_limit; bigger merges spill to disk.")
+    duckdb_temp_directory: Path | None = Field(
+        None, description="Where DuckDB spills; default: <warehouse file>.tmp next to the warehouse."
+    )
+    duckdb_threads: int | None = Field(None, ge=1, description="DuckDB threads; default: all cores.")
+    duckdb_lock_timeout: float = Field(
+        10.0, ge=0, description="Seconds to wait for another process to release the warehouse file."
+    )
 
     @property
     def warehouse_path(self) -> Path:

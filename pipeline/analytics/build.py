@@ -1,0 +1,131 @@
+"""Building models into DuckDB schema `analytics`, each replaced atomically.
+
+A model is built under a temporary name (`analytics.__build__<model>`), its data tests run against that
+build, and only if no error-severity test fails is it swapped in: one transaction drops the old relation and
+renames the build. A reader therefore sees the old table or the new one, never a half-built or failing one.
+When a model fails (SQL error or blocking test) its previous version stays and the models downstream of it
+are skipped, like `dbt build`.
+
+Time-relative figures (certificates expiring in the next 30 days...) use the DuckDB variable `as_of`
+(`getvariable('as_of')`), set once per build, so every model of a build agrees on "now" and tests can pin it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal
+
+import duckdb
+
+from pipeline.analytics.checks import TestOutcome, quote, relation, run_test
+from pipeline.analytics.lineage import MODEL_SCHEMA
+from pipeline.analytics.models import AnalyticsProject, Model
+
+BUILD_PREFIX = "__build__"
+# One row per model: when its current relation was swapped in, for which `as_of`, and from which code.
+BUILDS_TABLE = f"{MODEL_SCHEMA}._builds"
+BUILDS_DDL = (
+    f"CREATE TABLE IF NOT EXISTS {BUILDS_TABLE} (model VARCHAR PRIMARY KEY, materialized VARCHAR NOT NULL, "
+    "built_at TIMESTAMPTZ NOT NULL, as_of TIMESTAMPTZ NOT NULL, row_count BIGINT NOT NULL, code_version VARCHAR)"
+)
+BuildStatus = Literal["built", "failed", "skipped"]
+
+
+@dataclass
+class ModelResult:
+    model: Model
+    status: BuildStatus
+    rows: int | None = None
+    columns: list[tuple[str, str]] = field(default_factory=list)  # (name, DuckDB type)
+    seconds: float = 0.0
+    outcomes: list[TestOutcome] = field(default_factory=list)
+    error: str | None = None
+
+
+def build_models(
+    conn: duckdb.DuckDBPyConnection,
+    project: AnalyticsProject,
+    selected: Iterable[str] | None = None,
+    as_of: datetime | None = None,
+) -> Iterator[ModelResult]:
+    """Build the selected models (default: all) in dependency order, yielding one result per model."""
+    as_of = as_of or datetime.now(UTC)
+    if as_of.tzinfo is None:
+        raise ValueError(f"as_of must carry a time zone (got {as_of.isoformat()}); e.g. 2026-11-22T00:00:00Z")
+    conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(MODEL_SCHEMA)}")
+    conn.execute(BUILDS_DDL)
+    conn.execute("SET VARIABLE as_of = ?::TIMESTAMPTZ", [as_of])
+    names = project.models.keys() if selected is None else selected
+    blocked: set[str] = set()
+    for model in project.in_build_order(names):
+        failed_upstream = sorted(d.name for d in model.deps if d.name in blocked and d.schema == MODEL_SCHEMA)
+        if failed_upstream:
+            blocked.add(model.name)
+            yield ModelResult(model, "skipped", error=f"upstream model(s) failed: {', '.join(failed_upstream)}")
+            continue
+        result = build_one(conn, model, as_of)
+        if result.status != "built":
+            blocked.add(model.name)
+        yield result
+
+
+def build_one(conn: duckdb.DuckDBPyConnection, model: Model, as_of: datetime) -> ModelResult:
+    """Build `model` under its temporary name, test it, and swap it in if no blocking test fails."""
+    started = time.perf_counter()
+    temp = relation(MODEL_SCHEMA, BUILD_PREFIX + model.name)
+    drop_relation(conn, MODEL_SCHEMA, BUILD_PREFIX + model.name)  # left over by a killed build
+    kind = "VIEW" if model.materialized == "view" else "TABLE"
+    try:
+        conn.execute(f"CREATE {kind} {temp} AS\n{model.sql.strip().rstrip(';')}")
+        columns = [(r[0], r[1]) for r in conn.execute(f"DESCRIBE SELECT * FROM {temp}").fetchall()]
+        missing = sorted(set(model.columns) - {name for name, _ in columns})
+        if missing:
+            raise duckdb.Error(
+                f"columns {missing} are documented in {model.sql_path.with_suffix('.yml')} but the model "
+                f"has no such column; fix the YAML or the SELECT"
+            )
+        outcomes = [run_test(conn, test, temp) for test in model.tests]
+    except duckdb.Error as error:
+        drop_relation(conn, MODEL_SCHEMA, BUILD_PREFIX + model.name)
+        message = f"{model.sql_path}: model {model.name} failed to build: {error}"
+        return ModelResult(model, "failed", seconds=time.perf_counter() - started, error=message)
+    if any(o.blocks for o in outcomes):
+        drop_relation(conn, MODEL_SCHEMA, BUILD_PREFIX + model.name)
+        failed = "; ".join(o.summary() for o in outcomes if o.blocks)
+        message = f"{model.name}: kept the previous build because data tests failed: {failed}"
+        return ModelResult(model, "failed", None, columns, time.perf_counter() - started, outcomes, message)
+    rows = int(conn.execute(f"SELECT count(*) FROM {temp}").fetchone()[0])
+    swap_in(conn, model, rows, as_of)
+    return ModelResult(model, "built", rows, columns, time.perf_counter() - started, outcomes)
+
+
+def swap_in(conn: duckdb.DuckDBPyConnection, model: Model, rows: int, as_of: datetime) -> None:
+    """Replace the model's relation by its build, and record the build, in one transaction."""
+    kind = "VIEW" if model.materialized == "view" else "TABLE"
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        drop_relation(conn, MODEL_SCHEMA, model.name)
+        conn.execute(f"ALTER {kind} {relation(MODEL_SCHEMA, BUILD_PREFIX + model.name)} RENAME TO {quote(model.name)}")
+        conn.execute(
+            f"INSERT OR REPLACE INTO {BUILDS_TABLE} VALUES (?, ?, now(), ?, ?, ?)",
+            [model.name, model.materialized, as_of, rows, model.code_version],
+        )
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def drop_relation(conn: duckdb.DuckDBPyConnection, schema: str, name: str) -> None:
+    """Drop a table or view by name, whichever it is (a model may change materialization)."""
+    kinds = conn.execute(
+        "SELECT 'TABLE' FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = ? "
+        "AND table_name = ? UNION ALL SELECT 'VIEW' FROM duckdb_views() WHERE database_name = current_database() "
+        "AND schema_name = ? AND view_name = ?",
+        [schema, name, schema, name],
+    ).fetchall()
+    for (kind,) in kinds:
+        conn.execute(f"DROP {kind} {relation(schema, name)}")

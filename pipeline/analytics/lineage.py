@@ -1,0 +1,73 @@
+"""Which tables a model's SQL reads, found with a real SQL parser (sqlglot, DuckDB dialect).
+
+Dependencies are never hand-kept: a model reads `lms.<raw table>` (the synced warehouse tables) and
+`analytics.<model>` (other models), always schema-qualified so that the SQL runs as written in the
+warehouse and a reader of the file sees where each table comes from. CTE names are not tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from pipeline.analytics.errors import ModelError
+
+RAW_SCHEMA = "lms"
+MODEL_SCHEMA = "analytics"
+# Table functions that read no table (and so hide no dependency); file readers like read_parquet are refused.
+_ALLOWED_TABLE_FUNCTIONS = (exp.GenerateSeries, exp.Unnest)
+
+
+@dataclass(frozen=True, order=True)
+class TableRef:
+    """A table a model reads: `schema.name`, schema being `lms` (raw) or `analytics` (a model)."""
+
+    schema: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.schema}.{self.name}"
+
+
+def parse_select(sql: str, path: Path) -> exp.Query:
+    """The one SELECT (or set operation / WITH ... SELECT) a model file must hold."""
+    try:
+        statements = [s for s in sqlglot.parse(sql, read="duckdb") if s is not None]
+    except SqlglotError as error:
+        raise ModelError(f"{path}: the SQL does not parse: {error}") from None
+    if len(statements) != 1:
+        raise ModelError(f"{path}: holds {len(statements)} statements; a model is exactly one SELECT")
+    statement = statements[0]
+    if not isinstance(statement, exp.Query):
+        kind = type(statement).__name__.upper()
+        raise ModelError(f"{path}: is a {kind} statement; a model is exactly one SELECT (the build creates it)")
+    return statement
+
+
+def referenced_tables(query: exp.Query, path: Path) -> set[TableRef]:
+    """Every schema-qualified table the query reads; unqualified names must be CTEs of the query."""
+    cte_names = {cte.alias_or_name for cte in query.find_all(exp.CTE)}
+    refs: set[TableRef] = set()
+    for table in query.find_all(exp.Table):
+        if not isinstance(table.this, exp.Identifier):
+            if isinstance(table.this, _ALLOWED_TABLE_FUNCTIONS):
+                continue
+            raise ModelError(
+                f"{path}: reads from the table function {table.this.sql('duckdb')!r}; models may read only "
+                f"{RAW_SCHEMA}.* and {MODEL_SCHEMA}.* tables, so that their lineage is known"
+            )
+        if table.catalog:
+            raise ModelError(f"{path}: references {table.sql('duckdb')!r}; drop the database qualifier")
+        if not table.db:
+            if table.name in cte_names:
+                continue
+            raise ModelError(
+                f"{path}: references the unqualified table {table.name!r}; write {RAW_SCHEMA}.{table.name} "
+                f"for a synced table or {MODEL_SCHEMA}.{table.name} for a model"
+            )
+        refs.add(TableRef(table.db, table.name))
+    return refs

@@ -1,0 +1,208 @@
+"""Discovery of the analyst models under dbt_like_sql/: one SELECT per `.sql` file (file name = model name),
+its YAML beside it, and the raw tables it may read declared in `sources.yml`.
+
+Loading is pure (files only, no database): a model that reads an unknown table, a broken YAML test or a
+dependency cycle fails here, when Dagster loads the code location, with the file and the table named.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cached_property
+from graphlib import CycleError, TopologicalSorter
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pipeline.analytics.config import Materialization, TestDecl, load_config
+from pipeline.analytics.errors import ModelError
+from pipeline.analytics.lineage import MODEL_SCHEMA, RAW_SCHEMA, TableRef, parse_select, referenced_tables
+
+DEFAULT_MODELS_DIR = Path(__file__).resolve().parents[2] / "dbt_like_sql"
+MODELS_DIR_ENV = "LESSONSYNC_MODELS_DIR"
+MARTS_LAYER = "marts"
+
+
+@dataclass(frozen=True)
+class ModelTest:
+    """A data test on a model, with `to` resolved to a table; `name` is its Dagster asset-check name."""
+
+    model: str
+    kind: str
+    columns: tuple[str, ...]
+    values: tuple[Any, ...]
+    to: TableRef | None
+    to_field: str | None
+    severity: str
+    where: str
+
+    @property
+    def name(self) -> str:
+        target = f"__{self.to.name}" if self.to else ""
+        return f"{self.kind}__{'__'.join(self.columns)}{target}"
+
+    @property
+    def description(self) -> str:
+        cols = ", ".join(self.columns)
+        if self.kind == "accepted_values":
+            return f"{cols} takes only the values {', '.join(map(str, self.values))} (or null)"
+        if self.kind == "relationships":
+            return f"every non-null {cols} exists as {self.to}.{self.to_field}"
+        if self.kind == "unique":
+            return f"no two rows share ({cols})"
+        return f"{cols} is never null"
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    layer: str  # the directory under dbt_like_sql/: staging, marts
+    sql_path: Path
+    sql: str
+    deps: tuple[TableRef, ...]
+    materialized: Materialization
+    description: str
+    columns: dict[str, str]
+    tests: tuple[ModelTest, ...]
+    config_text: str
+
+    @property
+    def is_mart(self) -> bool:
+        return self.layer == MARTS_LAYER
+
+    @property
+    def code_version(self) -> str:
+        """Changes whenever the SQL or the YAML changes, so the UI can flag stale materializations."""
+        return hashlib.sha256((self.sql + "\0" + self.config_text).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class AnalyticsProject:
+    root: Path
+    sources: dict[str, str]  # raw table in schema lms -> description
+    models: dict[str, Model]  # in build order: every model after the models it reads
+
+    @cached_property
+    def marts(self) -> list[Model]:
+        return [m for m in self.models.values() if m.is_mart]
+
+    def in_build_order(self, names: Iterable[str]) -> list[Model]:
+        wanted = set(names)
+        return [m for m in self.models.values() if m.name in wanted]
+
+    def downstream_of(self, name: str) -> set[str]:
+        """Models that read `name`, directly or not."""
+        found: set[str] = set()
+        for model in self.models.values():  # build order: a reader comes after what it reads
+            if any(d.schema == MODEL_SCHEMA and (d.name == name or d.name in found) for d in model.deps):
+                found.add(model.name)
+        return found
+
+
+def models_dir() -> Path:
+    return Path(os.environ.get(MODELS_DIR_ENV) or DEFAULT_MODELS_DIR)
+
+
+def load_project(root: Path | None = None) -> AnalyticsProject:
+    """Read every model under `root` (default dbt_like_sql/), validate it, and order it for building."""
+    root = Path(root or models_dir())
+    sources = _load_sources(root / "sources.yml")
+    files = sorted(p for p in root.rglob("*.sql") if p.is_file())
+    if not files:
+        raise ModelError(f"{root}: holds no .sql model; set {MODELS_DIR_ENV} to the models directory")
+    _refuse_duplicate_names(files)
+    names = {p.stem for p in files}
+    parsed = {p.stem: _load_model(p, root, sources, names) for p in files}
+    order = _build_order(parsed, root)
+    models = {name: parsed[name] for name in order}
+    return AnalyticsProject(root, sources, models)
+
+
+def _load_sources(path: Path) -> dict[str, str]:
+    if not path.exists():
+        raise ModelError(f"{path}: missing; it declares the {RAW_SCHEMA}.* tables models may read")
+    raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    tables = raw.get("tables") if isinstance(raw, dict) else None
+    if not isinstance(tables, dict) or not tables:
+        raise ModelError(f"{path}: expected `tables:` mapping each {RAW_SCHEMA} table name to its description")
+    return {str(name): str(desc or "").strip() for name, desc in tables.items()}
+
+
+def _refuse_duplicate_names(files: list[Path]) -> None:
+    seen: dict[str, Path] = {}
+    for path in files:
+        if path.stem in seen:
+            raise ModelError(f"{path} and {seen[path.stem]}: two models named {path.stem!r}; rename one")
+        seen[path.stem] = path
+
+
+def _load_model(path: Path, root: Path, sources: dict[str, str], model_names: set[str]) -> Model:
+    sql = path.read_text(encoding="utf-8")
+    deps = referenced_tables(parse_select(sql, path), path)
+    for ref in sorted(deps):
+        _check_known(ref, str(path), sources, model_names, self_name=path.stem)
+    config_path = path.with_suffix(".yml")
+    config = load_config(config_path)
+    layer = path.parent.relative_to(root).parts[0] if path.parent != root else ""
+    tests = tuple(_resolve_test(path.stem, t, sources, model_names) for t in config.tests)
+    _refuse_duplicate_tests(tests, config_path)
+    materialized = config.materialized or ("view" if layer == "staging" else "table")
+    config_text = config_path.read_text(encoding="utf-8") if config_path.exists() else ""
+    return Model(path.stem, layer, path, sql, tuple(sorted(deps)), materialized, config.description,
+                 config.columns, tests, config_text)
+
+
+def _check_known(ref: TableRef, where: str, sources: dict[str, str], models: set[str], self_name: str) -> None:
+    if ref.schema == RAW_SCHEMA and ref.name in sources:
+        return
+    if ref.schema == MODEL_SCHEMA and ref.name in models and ref.name != self_name:
+        return
+    if ref.schema == MODEL_SCHEMA and ref.name == self_name:
+        raise ModelError(f"{where}: the model reads itself ({ref}); a model cannot depend on its own table")
+    raise ModelError(
+        f"{where}: references unknown table {ref}. Known raw tables: "
+        f"{', '.join(f'{RAW_SCHEMA}.{s}' for s in sorted(sources))}; known models: "
+        f"{', '.join(f'{MODEL_SCHEMA}.{m}' for m in sorted(models))}. Fix the name, add the model, "
+        f"or declare the raw table in sources.yml"
+    )
+
+
+def _resolve_test(model: str, decl: TestDecl, sources: dict[str, str], models: set[str]) -> ModelTest:
+    to: TableRef | None = None
+    if decl.to is not None:
+        schema, _, name = str(decl.to).rpartition(".")
+        to = TableRef(schema or MODEL_SCHEMA, name)
+        _check_known(to, decl.where, sources, models, self_name="")
+    return ModelTest(model, decl.kind, decl.columns, decl.values, to, decl.to_field, decl.severity, decl.where)
+
+
+def _refuse_duplicate_tests(tests: tuple[ModelTest, ...], config_path: Path) -> None:
+    names = [t.name for t in tests]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ModelError(f"{config_path}: the same test is declared twice: {', '.join(duplicates)}; merge them")
+
+
+def _build_order(models: dict[str, Model], root: Path) -> list[str]:
+    # A relationships test reads its target model, so the target is built (and swapped in) first too.
+    graph = {
+        name: {d.name for d in m.deps if d.schema == MODEL_SCHEMA}
+        | {t.to.name for t in m.tests if t.to and t.to.schema == MODEL_SCHEMA and t.to.name != name}
+        for name, m in models.items()
+    }
+    sorter = TopologicalSorter(graph)
+    try:
+        sorter.prepare()
+    except CycleError as error:
+        cycle = " -> ".join(error.args[1])
+        raise ModelError(f"{root}: models depend on each other in a cycle: {cycle}; break it") from None
+    order: list[str] = []
+    while sorter.is_active():  # staging before marts, by name within a level: stable, readable logs
+        ready = sorted(sorter.get_ready(), key=lambda n: (models[n].layer != "staging", n))
+        order.extend(ready)
+        sorter.done(*ready)
+    return order

@@ -1,0 +1,57 @@
+"""Checking what was published, from the published files alone (the warehouse may be busy with a sync)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+
+from pipeline.analytics.checks import quote
+from pipeline.analytics.models import AnalyticsProject
+from pipeline.analytics.publish import MANIFEST_FILE, MARTS_DIR, SNAPSHOT_FILE
+
+
+def verify_published(project: AnalyticsProject, data_dir: Path) -> tuple[list[str], dict[str, int]]:
+    """(problems found, rows per snapshot table); no problem means analysts can read every file."""
+    snapshot = data_dir / SNAPSHOT_FILE
+    if not snapshot.exists():
+        return [f"{snapshot} does not exist: materialize analytics/published"], {}
+    problems: list[str] = []
+    rows: dict[str, int] = {}
+    conn = duckdb.connect(str(snapshot), read_only=True)
+    try:
+        tables = {name for (name,) in conn.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        for name in project.models:
+            if name not in tables:
+                problems.append(f"{snapshot}: table {name} is missing")
+                continue
+            rows[name] = conn.execute(f"SELECT count(*) FROM {quote(name)}").fetchone()[0]
+        problems += _check_parquet(project, data_dir / MARTS_DIR, rows, conn)
+    finally:
+        conn.close()
+    return problems, rows
+
+
+def _check_parquet(
+    project: AnalyticsProject, marts_dir: Path, rows: dict[str, int], conn: duckdb.DuckDBPyConnection
+) -> list[str]:
+    manifest_path = marts_dir / MANIFEST_FILE
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))["marts"]
+    except (OSError, ValueError, KeyError) as error:
+        return [f"{manifest_path}: unreadable ({error})"]
+    problems = []
+    for mart in project.marts:
+        path = marts_dir / f"{mart.name}.parquet"
+        entry = manifest.get(mart.name)
+        if entry is None or not path.exists():
+            problems.append(f"{path}: not published")
+            continue
+        count = conn.execute("SELECT count(*) FROM read_parquet(?)", [str(path)]).fetchone()[0]
+        if count != entry["rows"]:
+            problems.append(f"{path}: {count} rows but the manifest says {entry['rows']}")
+        elif mart.name in rows and rows[mart.name] != count:
+            # the snapshot and the Parquet files come from different publishes (one is being replaced)
+            problems.append(f"{path}: {count} rows but the snapshot's {mart.name} has {rows[mart.name]}")
+    return problems

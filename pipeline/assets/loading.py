@@ -1,0 +1,107 @@
+"""The one loop every sync asset runs: client batches -> one warehouse load -> one commit with the
+stream's cursor, with progress in the logs and the numbers in the materialization metadata."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from dagster import AssetExecutionContext, MetadataValue
+
+from pipeline.settings import Settings
+from pipeline.source import Batch, PlatformClient, RunStats
+from pipeline.warehouse import LoadResult, Warehouse
+from pipeline.windows import Window, cursor_window, next_cursor, partition_window
+
+PROGRESS_EVERY_S = 5.0
+FULL_REFRESH_TAG = "lessonsync/full-refresh"
+WINDOW_TAG = "lessonsync/window"
+
+
+@dataclass(frozen=True)
+class StreamLoad:
+    result: LoadResult
+    stats: RunStats
+    window: Window
+    seconds: float
+
+
+def window_for(context: AssetExecutionContext, cursor: datetime | None, settings: Settings) -> Window:
+    """Cursor runs (schedule, CLI, full refresh) read from the cursor; partition runs (backfills) read
+    their range."""
+    tags = context.run.tags
+    if tags.get(WINDOW_TAG) == "cursor" or not context.has_partition_key_range:
+        return cursor_window(cursor, settings.lookback, full_refresh=tags.get(FULL_REFRESH_TAG) == "true")
+    time_window = context.partition_time_window
+    return partition_window(time_window.start, time_window.end)
+
+
+def load_stream(
+    context: AssetExecutionContext,
+    warehouse: Warehouse,
+    client: PlatformClient,
+    stream: str,
+    fetch: Callable[[Window], Iterable[Batch]],
+    *,
+    window: Window | None = None,
+    snapshot_tables: Iterable[str] = (),
+) -> StreamLoad:
+    """Fetch `stream` for its window and commit it with the cursor in one transaction. `snapshot_tables`
+    were pulled whole: their rows not seen are marked deleted, but only after a complete sweep."""
+    cursor_before = warehouse.cursor(stream)
+    window = window or window_for(context, cursor_before, client.settings)
+    context.log.info(f"{stream}: reading {window.describe()}")
+    started_wall, started = datetime.now(UTC), time.monotonic()
+    with warehouse.load(stream=stream, run_id=context.run_id, started_at=started_wall) as load:
+        for batch in _with_progress(context, stream, fetch(window), started):
+            load.write(batch.table, batch.records)
+        stats = client.last_run_stats()
+        server_start = stats.server_time_at_start or started_wall
+        cursor = next_cursor(window, cursor_before, server_start, client.settings.safety_margin, stats.complete)
+        if not stats.complete:
+            context.log.warning(f"{stream}: page drift did not settle after {stats.passes} passes; the cursor "
+                                "stays where it was so the next run reads this window again")
+        complete = tuple(snapshot_tables) if stats.complete else ()
+        result = load.commit(cursor=cursor, complete_snapshots=complete, stats=stats.as_metadata())
+    return StreamLoad(result, stats, window, time.monotonic() - started)
+
+
+def _with_progress(context: AssetExecutionContext, stream: str, batches: Iterable[Batch],
+                   started: float) -> Iterator[Batch]:
+    rows, pages, last_report, previous_page = 0, 0, started, None
+    for batch in batches:
+        rows += batch.records.num_rows
+        if (batch.endpoint, batch.page) != previous_page:  # a page yields one batch per table
+            pages, previous_page = pages + 1, (batch.endpoint, batch.page)
+        now = time.monotonic()
+        if now - last_report >= PROGRESS_EVERY_S:
+            rate = rows / max(now - started, 1e-9)
+            context.log.info(f"{stream}: {pages:,} pages, {rows:,} rows, {rate:,.0f} rows/s so far")
+            last_report = now
+        yield batch
+
+
+def table_metadata(done: StreamLoad, table: str) -> dict[str, object]:
+    """Materialization metadata of one table of a stream load."""
+    stats, result, window = done.stats, done.result, done.window
+    counts = result.tables.get(table)
+    rows_fetched = stats.rows.get(table, 0)
+    metadata: dict[str, object] = {
+        "window": window.describe(),
+        "rows_fetched": rows_fetched,
+        "rows_per_second": round(rows_fetched / done.seconds, 1) if done.seconds > 0 else None,
+        "requests": stats.requests,
+        "retries": stats.retries,
+        "pages": stats.pages,
+        "quarantined": stats.quarantined,
+        "sweep_passes": stats.passes,
+        "complete": stats.complete,
+        "cursor_before": MetadataValue.text(str(result.cursor_before)),
+        "cursor_after": MetadataValue.text(str(result.cursor_after)),
+        "duration_s": round(done.seconds, 3),
+    }
+    if counts is not None:
+        metadata.update({f"rows_{name}": value for name, value in counts.as_dict().items()})
+    return metadata

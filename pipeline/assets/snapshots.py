@@ -1,0 +1,56 @@
+"""Snapshot assets, declared as data: each stream is pulled whole (disabled records included) and the
+rows that vanished from it are marked deleted, never dropped."""
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from dagster import AssetExecutionContext, AssetSpec, AssetsDefinition, MaterializeResult, multi_asset
+
+from pipeline.assets.loading import load_stream, table_metadata
+from pipeline.assets.progress import OWNERS, POOL, _ready, lms_key
+from pipeline.resources import PlatformResource, WarehouseResource
+from pipeline.source import TABLES
+from pipeline.windows import Window
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    stream: str  # a stream of pipeline.source.STREAMS
+    tables: tuple[str, ...]  # tables it fills, all complete after one pull
+    group: str
+    summary: str  # the one-line business description shown in the UI
+
+
+SNAPSHOTS = (
+    Snapshot("groups", ("groups", "users", "group_members"), "directory",
+             "Who the learners are and which groups they belong to (disabled groups and users included)."),
+    Snapshot("categories", ("categories",), "catalog", "How the organisation files its lessons."),
+    Snapshot("lessons", ("lessons", "lesson_questions"), "catalog",
+             "The lesson catalogue with its notions and the questions of every quiz."),
+    Snapshot("lesson_sessions", ("lesson_sessions", "lesson_session_registrations"), "sessions",
+             "Scheduled lesson sessions and who registered, attended or was turned away."),
+)
+
+
+def snapshot_asset(snapshot: Snapshot) -> AssetsDefinition:
+    specs = [AssetSpec(lms_key(table), description=TABLES[table].description, group_name=snapshot.group,
+                       kinds={"duckdb", "parquet"}, owners=OWNERS) for table in snapshot.tables]
+
+    @multi_asset(name=f"sync_{snapshot.stream}", specs=specs, pool=POOL, can_subset=False,
+                 description=snapshot.summary)
+    def _sync(
+        context: AssetExecutionContext, platform: PlatformResource, warehouse: WarehouseResource
+    ) -> Iterator[MaterializeResult]:
+        wh = _ready(warehouse)
+        with platform.client() as client:
+            done = load_stream(context, wh, client, snapshot.stream,
+                               lambda _: client.iter_stream(snapshot.stream),
+                               window=Window(since=None, until=None, moves_cursor=False, label="snapshot"),
+                               snapshot_tables=snapshot.tables)
+        for table in snapshot.tables:
+            yield MaterializeResult(asset_key=lms_key(table), metadata=table_metadata(done, table))
+
+    return _sync
+
+
+snapshot_assets = [snapshot_asset(s) for s in SNAPSHOTS]

@@ -1,0 +1,72 @@
+"""Sensors. `certificate_inbox_sensor` watches the webhook inbox (SQLite, read-only) and asks for a run of
+the certificates asset when events past its cursor exist. It never opens the DuckDB warehouse: the run
+itself loads from the warehouse's own high-water mark, so a request the sensor makes twice, or a run
+that fails, loses nothing -- the next run picks up every event not yet committed."""
+
+# No `from __future__ import annotations`: Dagster reads the resource annotations at runtime.
+import json
+import os
+from dataclasses import dataclass
+
+from dagster import DefaultSensorStatus, RunRequest, SensorEvaluationContext, SkipReason, sensor
+
+from pipeline.assets.certificates import certificates
+from pipeline.jobs import WRITES_WAREHOUSE
+from pipeline.webhooks.resource import InboxResource
+
+INTERVAL_ENV = "LESSONSYNC_CERTIFICATE_SENSOR_INTERVAL"
+
+
+def _interval_seconds() -> int:
+    raw = os.environ.get(INTERVAL_ENV, "30")
+    if not raw.strip().isdigit() or int(raw) < 1:
+        raise ValueError(f"{INTERVAL_ENV}={raw!r}: expected a whole number of seconds >= 1 (default 30)")
+    return int(raw)
+
+
+@dataclass(frozen=True)
+class InboxCursor:
+    """Highest inbox sequence already requested, and which inbox it counts in (a recreated inbox
+    restarts at 1 under a new id)."""
+
+    inbox_id: str | None
+    sequence: int
+
+    @classmethod
+    def parse(cls, text: str | None) -> "InboxCursor":
+        if not text:
+            return cls(None, 0)
+        if text.isdigit():  # a bare sequence, e.g. set by hand in the UI
+            return cls(None, int(text))
+        data = json.loads(text)
+        return cls(data.get("inbox_id"), int(data.get("sequence", 0)))
+
+    def dump(self) -> str:
+        return json.dumps({"inbox_id": self.inbox_id, "sequence": self.sequence}, sort_keys=True)
+
+    def seen_in(self, inbox_id: str) -> int:
+        """Sequence already requested for this inbox (0 for another inbox)."""
+        return self.sequence if self.inbox_id in (None, inbox_id) else 0
+
+
+@sensor(
+    name="certificate_inbox_sensor",
+    target=certificates,
+    minimum_interval_seconds=_interval_seconds(),
+    default_status=DefaultSensorStatus.RUNNING,
+    description=f"Loads new certificate webhook deliveries from the inbox (interval from {INTERVAL_ENV}, default 30 s).",
+)
+def certificate_inbox_sensor(context: SensorEvaluationContext, inbox: InboxResource) -> RunRequest | SkipReason:
+    box = inbox.inbox()
+    inbox_id = box.inbox_id()
+    if inbox_id is None:
+        return SkipReason(f"no inbox at {box.path} yet: the webhook receiver has not stored any delivery")
+    cursor = InboxCursor.parse(context.cursor)
+    high = box.max_sequence()
+    seen = cursor.seen_in(inbox_id)
+    if high <= seen:
+        return SkipReason(f"no new certificate events (inbox sequence {high}, already requested up to {seen})")
+    context.update_cursor(InboxCursor(inbox_id, high).dump())
+    context.log.info(f"certificate inbox: {high - seen} new event(s) up to sequence {high}")
+    # The inbox id in the run key keeps a recreated inbox's sequences from matching old keys.
+    return RunRequest(run_key=f"certificates-{inbox_id[:12]}-{high}", tags=WRITES_WAREHOUSE)

@@ -1,0 +1,118 @@
+"""The answers run: plan requests for the changed active lessons, fetch them concurrently (pages of one
+request in order), then check for page drift and fetch again what it may have hit.
+
+Drift in answer listings: they page over active-lesson records, and an active lesson updated mid-sweep
+moves, shifting the others. Answer rows do not show every move (an active lesson may have no answers),
+so each pass is bracketed by two listings of /v1/active-lessons?updatedSince=X, X = the latest server
+time (Date header) seen before the pass minus 2 s: one before, one after. An active lesson in the second
+but not the first (by key and lastDate) changed during the pass; every per-lesson or per-user request
+whose scope holds one is fetched again. Comparing two listings, not trusting clocks alone, keeps records
+updated in the second before X (or a stopped simulated clock) from looking like changes. Per-pair
+requests cover one record and cannot drift. After `max_passes` passes with drift still present the run
+is marked complete=False.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+import pyarrow as pa
+
+from pipeline.source.core import Emit, SourceCore
+from pipeline.source.pages import Page
+from pipeline.source.planner import PlannedRequest, plan_answer_requests
+from pipeline.source.progress import Progress
+from pipeline.source.requests import Request, format_updated_since
+from pipeline.source.stats import RunStats
+from pipeline.source.streams import STREAMS
+from pipeline.source.sweeps import run_pool, sweep
+
+log = logging.getLogger("lessonsync.source")
+SCOPE = {"answers_by_lesson": "lesson_id", "answers_by_user": "user_id"}
+DATE_RESOLUTION = timedelta(seconds=2)  # Date headers have whole seconds; one more for safety
+
+
+class Changes:
+    """Active lessons changed between two listings, counted per lesson and per user."""
+
+    def __init__(self, versions: set[tuple[str, str, str, object]], baseline: set[tuple[str, str, str, object]]):
+        changed = versions - baseline
+        self.count = len(changed)
+        self.per = {"lesson_id": Counter(lesson for _, _, lesson, _ in changed),
+                    "user_id": Counter(user for _, user, _, _ in changed)}
+
+    def hits(self, planned: PlannedRequest) -> int:
+        scope = SCOPE.get(planned.stream)
+        return 0 if scope is None else self.per[scope][dict(planned.path_values)[scope]]
+
+
+async def versions_since(core: SourceCore, instant: datetime) -> set[tuple[str, str, str, object]] | None:
+    """(owner, user, lesson, lastDate) of active lessons changed since `instant`; None when that listing
+    could not be read exactly (drift in it too)."""
+    found: set[tuple[str, str, str, object]] = set()
+
+    async def collect(_: Request, page: Page) -> None:
+        found.update((r["_ownerId"], r["_userId"], r["_lessonId"], r.get("lastDate")) for r in page.records)
+
+    since = format_updated_since(instant, core.updated_since_format)
+    exact = await sweep(core, Request(STREAMS["active_lessons"], updated_since=since), collect, RunStats("answers drift check"))
+    return found if exact else None
+
+
+async def _pass_start(core: SourceCore) -> datetime:
+    """A server instant no later than now: the latest Date seen (asking for a token first if none yet)."""
+    if core.transport.latest_server_time() is None:
+        await core.transport.auth.bearer()
+    seen = core.transport.latest_server_time()
+    assert seen is not None, "the platform sends no Date header; cannot bracket answer passes"
+    return seen - DATE_RESOLUTION
+
+
+async def run_answers(core: SourceCore, changed: pa.Table, updated_since: datetime | None,
+                      emit: Emit) -> RunStats:
+    """Answers of every (user_id, lesson_id) in `changed`, which must hold every active lesson changed since
+    `updated_since` (all of them when it is None): request coverage counts come from it."""
+    stats, progress = core.start_stats("answers"), Progress("answers")
+    plan = plan_answer_requests(changed, core.settings.page_size)
+    stats.planned_requests = plan.request_count
+    since = None if updated_since is None else format_updated_since(updated_since, core.updated_since_format)
+
+    async def fetch(request: Request) -> None:
+        async for page in core.pages(request):
+            await core.emit_page(request, page, emit, stats, progress)
+
+    extra: Counter[PlannedRequest] = Counter()  # records known to have joined a request's scope since planning
+
+    def requests(planned: Iterable[PlannedRequest]) -> Iterable[Request]:
+        for p in planned:
+            yield Request(STREAMS[p.stream], dict(p.path_values), since, p.covers + extra[p])
+
+    first_mark = core.transport.clock_mark()
+    pending: Iterable[PlannedRequest] = plan.requests()  # lazily: pairs never all become objects
+    candidates = [p for p in plan.grouped if p.stream in SCOPE]  # fetched this pass and able to drift
+    for number in range(1, core.max_passes + 1):
+        stats.passes = number
+        check_since = await _pass_start(core)
+        baseline = await versions_since(core, check_since) if candidates else set()
+        await run_pool(requests(pending), fetch, core.settings.concurrency)
+        after = await versions_since(core, check_since) if candidates else set()
+        changes = Changes(after, baseline) if after is not None and baseline is not None else None
+        redo = [p for p in candidates if changes is None or changes.hits(p)]
+        if not redo:
+            break
+        if number == core.max_passes:
+            stats.complete = False
+            log.warning("answers: %d request(s) still hit by page drift after %d passes; the result is "
+                        "marked incomplete, the cursor must not advance", len(redo), number)
+            break
+        log.warning("answers: %s active lesson(s) changed during pass %d; fetching the %d request(s) they "
+                    "may have shifted again", "some" if changes is None else changes.count, number, len(redo))
+        for p in redo:
+            extra[p] += 0 if changes is None else changes.hits(p)
+        pending = candidates = redo
+    stats.server_time_at_start = first_mark.server_start()
+    progress.report("done")
+    return stats.finish()

@@ -1,0 +1,164 @@
+"""PlatformClient: the synchronous face of the source client, for Dagster assets and scripts.
+
+    with PlatformClient(settings) as client:
+        for batch in client.iter_stream("active_lessons", updated_since=window_start):
+            warehouse.upsert(batch)                      # Batch(table, records, endpoint, page)
+        stats = client.last_run_stats()                  # requests, retries, pages, complete, ...
+
+Fetching runs on an asyncio event loop in a background thread and feeds a bounded queue, so memory
+stays flat and the consumer writes DuckDB/Parquet while the next pages download. Stopping the iteration
+early (break, exception) cancels the fetching cleanly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+
+import pyarrow as pa
+
+from pipeline.settings import Settings, load_settings
+from pipeline.source.answers import run_answers
+from pipeline.source.core import Emit, SourceCore
+from pipeline.source.requests import Batch, UpdatedSinceFormat
+from pipeline.source.runs import run_stream, runnable_stream
+from pipeline.source.stats import RunStats
+from pipeline.source.transport import fill_path, json_body
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class _End:
+    stats: RunStats | None = None
+    error: BaseException | None = None
+
+
+class PlatformClient:
+    def __init__(self, settings: Settings | None = None, *, max_passes: int = 3, queue_batches: int = 16,
+                 updated_since_format: UpdatedSinceFormat = "iso8601") -> None:
+        self.settings = settings or load_settings()
+        self._options = {"max_passes": max_passes, "updated_since_format": updated_since_format}
+        self._queue_batches = queue_batches
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._core: SourceCore | None = None
+        self._last_stats: RunStats | None = None
+
+    def __repr__(self) -> str:
+        return (f"PlatformClient(base_url={self.settings.base_url!r}, page_size={self.settings.page_size}, "
+                f"concurrency={self.settings.concurrency})")
+
+    def __enter__(self) -> PlatformClient:
+        self.open()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def open(self) -> None:
+        if self._loop is not None:
+            return
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="lessonsync-source", daemon=True)
+        self._thread.start()
+        self._core = self._call(self._make_core())
+
+    async def _make_core(self) -> SourceCore:  # built inside the loop that will use it
+        return SourceCore(self.settings, **self._options)  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        if self._loop is None:
+            return
+        try:
+            if self._core is not None:
+                self._call(self._core.transport.aclose())
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            assert self._thread is not None
+            self._thread.join()
+            self._loop.close()
+            self._loop = self._thread = self._core = None
+
+    def iter_stream(self, name: str, *, updated_since: datetime | None = None) -> Iterator[Batch]:
+        """Batches of stream `name` (see pipeline.source.runs.RUNNABLE); incremental streams take
+        `updated_since` (aware datetime, the window start). Stats: last_run_stats() after the end."""
+        runnable_stream(name, updated_since)  # fail here, not at the first next()
+        return self._iterate(lambda emit: run_stream(self._ready(), name, updated_since, emit))
+
+    def iter_answers(self, changed_pairs: pa.Table, *, updated_since: datetime | None = None) -> Iterator[Batch]:
+        """Answers (and answer_results) of the changed active lessons: `changed_pairs` has columns user_id,
+        lesson_id for EVERY active lesson with last_date >= updated_since (all when it is None)."""
+        return self._iterate(lambda emit: run_answers(self._ready(), changed_pairs, updated_since, emit))
+
+    def last_run_stats(self) -> RunStats:
+        if self._last_stats is None:
+            raise RuntimeError("no stream has run to its end on this client yet")
+        return self._last_stats
+
+    def get_json(self, path: str, *, path_values: Mapping[str, str] | None = None, **params: str) -> Any:
+        """One authenticated GET (single resources): `path` placeholders are filled from `path_values`,
+        percent-encoded; keyword arguments are query parameters."""
+        endpoint = fill_path(path, path_values or {})
+        return self._call(self._ready().transport.get(endpoint, params, json_body))
+
+    def server_time(self) -> datetime:
+        """The platform's clock as of its latest Date header (local UTC now before any response)."""
+        return self._ready().transport.server_time()
+
+    def first_page(self) -> int:
+        """The API's first pageNumber (probed once when LESSONSYNC_FIRST_PAGE=auto)."""
+        return self._call(self._ready().first_page())
+
+    def _ready(self) -> SourceCore:
+        if self._core is None:
+            self.open()
+        assert self._core is not None
+        return self._core
+
+    def _call(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        assert self._loop is not None
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    def _iterate(self, run: Callable[[Emit], Awaitable[RunStats]]) -> Iterator[Batch]:
+        self._ready()
+        queue: asyncio.Queue[Batch | _End] = self._call(self._new_queue())
+        task = self._call(self._start(run, queue))
+        try:
+            while True:
+                item = self._call(queue.get())
+                if isinstance(item, _End):
+                    if item.error is not None:
+                        raise item.error
+                    self._last_stats = item.stats
+                    return
+                yield item
+        finally:
+            self._call(self._cancel(task))
+
+    async def _new_queue(self) -> asyncio.Queue[Batch | _End]:
+        return asyncio.Queue(maxsize=self._queue_batches)
+
+    async def _start(self, run: Callable[[Emit], Awaitable[RunStats]],
+                     queue: asyncio.Queue[Batch | _End]) -> asyncio.Task[None]:
+        async def produce() -> None:
+            try:
+                stats = await run(queue.put)
+            except asyncio.CancelledError:
+                raise
+            except BaseException as error:  # handed to the consumer thread, raised there
+                await queue.put(_End(error=error))
+            else:
+                await queue.put(_End(stats=stats))
+
+        return asyncio.create_task(produce())
+
+    @staticmethod
+    async def _cancel(task: asyncio.Task[None]) -> None:
+        if not task.done():
+            task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

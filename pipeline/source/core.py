@@ -1,0 +1,108 @@
+"""The async engine shared by every stream: first page number, page fetching per pager kind, page ->
+batches with run statistics, and progress logging."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from pipeline.settings import Settings
+from pipeline.source.errors import PlatformRequestError
+from pipeline.source.pages import Page, PageDecoder, PageLocation
+from pipeline.source.pagination import answer_pages, record_pages, single_page
+from pipeline.source.progress import Progress
+from pipeline.source.requests import Batch, Request, UpdatedSinceFormat, page_batches
+from pipeline.source.stats import RunStats
+from pipeline.source.streams import StreamSpec
+from pipeline.source.transport import Transport, json_body
+
+log = logging.getLogger("lessonsync.source")
+Emit = Callable[[Batch], Awaitable[None]]
+PROBE_PATH = "/v1/active-lessons"
+
+
+def first_page_from_probe(page0: list[Any] | None, page1: list[Any]) -> int:
+    """The API's first pageNumber from pages 0 and 1 with pageSize=1 (page0 None = rejected with 400).
+
+    0 rejected -> 1. Page 0 empty, page 1 not -> 1. Both non-empty and equal -> 1 (0 is read as 1).
+    Both non-empty and different, or page 0 non-empty and page 1 empty -> 0. Both empty (no data to tell)
+    -> 0: on a 1-based API that reads 0 as 1 this repeats a page (duplicates), never skips one.
+    """
+    if page0 is None:
+        return 1
+    if not page0:
+        return 1 if page1 else 0
+    return 1 if page1 and page0[0] == page1[0] else 0
+
+
+class SourceCore:
+    def __init__(self, settings: Settings, *, max_passes: int = 3,
+                 updated_since_format: UpdatedSinceFormat = "iso8601") -> None:
+        self.settings = settings
+        self.transport = Transport(settings)
+        self.max_passes = max_passes
+        self.updated_since_format = updated_since_format
+        self._first_page: int | None = None if settings.first_page == "auto" else int(settings.first_page)
+        self._probe_lock = asyncio.Lock()
+        self._decoders: dict[str, PageDecoder] = {}
+
+    async def first_page(self) -> int:
+        if self._first_page is None:
+            async with self._probe_lock:
+                if self._first_page is None:
+                    self._first_page = await self._probe_first_page()
+        return self._first_page
+
+    async def _probe_first_page(self) -> int:
+        async def page(number: int) -> list[Any] | None:
+            params = {"pageSize": "1", "pageNumber": str(number)}
+            try:
+                return await self.transport.get(PROBE_PATH, params, json_body)
+            except PlatformRequestError as exc:
+                if exc.status == 400:
+                    return None
+                raise
+
+        page0, page1 = await page(0), await page(1)
+        first = first_page_from_probe(page0, page1 or [])
+        log.info("first pageNumber of the platform: %d (probed %s)%s", first, PROBE_PATH,
+                 "" if page0 or page1 else "; no data to tell, assumed 0 (repeats a page rather than skip one)")
+        return first
+
+    def decoder(self, stream: StreamSpec) -> PageDecoder:
+        if stream.name not in self._decoders:
+            self._decoders[stream.name] = PageDecoder(stream)
+        return self._decoders[stream.name]
+
+    async def pages(self, request: Request) -> AsyncIterator[Page]:
+        """Every page of `request`, in order, as its pager kind says."""
+        stream, endpoint, base = request.stream, request.endpoint, request.params()
+        decoder, size = self.decoder(stream), self.settings.page_size
+
+        async def fetch(number: int) -> Page:
+            params = base if stream.pager == "single" else {**base, "pageSize": str(size),
+                                                            "pageNumber": str(number)}
+            where = PageLocation(stream.name, endpoint, number, params)
+            return await self.transport.get(endpoint, params, lambda body: decoder.decode(body, where))
+
+        if stream.pager == "single":
+            pager = single_page(fetch)
+        elif stream.pager == "answers":
+            pager = answer_pages(fetch, await self.first_page(), size, request.covers)
+        else:
+            pager = record_pages(fetch, await self.first_page(), size, self.settings.concurrency)
+        async for page in pager:
+            yield page
+
+    async def emit_page(self, request: Request, page: Page, emit: Emit, stats: RunStats,
+                        progress: Progress) -> None:
+        batches = page_batches(request, page)
+        stats.note_page(page, batches)
+        progress.page(len(page.records))
+        for batch in batches:
+            await emit(batch)
+
+    def start_stats(self, stream: str) -> RunStats:
+        return RunStats.begin(stream, self.transport.stats)

@@ -1,0 +1,45 @@
+"""Errors of the source client. Messages name what failed and where (endpoint, parameters, status) and
+what to do next; they never carry the app secret or a token (the transport redacts them first)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+
+class SourceError(Exception):
+    """Base of every error raised by the source client."""
+
+
+class PlatformRequestError(SourceError):
+    """A request failed for good: a non-retryable status, or retries exhausted."""
+
+    def __init__(self, method: str, endpoint: str, params: Mapping[str, str], status: int | None,
+                 attempts: int, detail: str) -> None:
+        self.method, self.endpoint, self.params = method, endpoint, dict(params)
+        self.status, self.attempts, self.detail = status, attempts, detail
+        shown = "no response" if status is None else f"last status {status}"
+        super().__init__(
+            f"{method} {endpoint} with params {self.params} failed after {attempts} attempt(s), {shown}: "
+            f"{detail}. Check that LESSONSYNC_BASE_URL points at the platform and the platform is healthy; "
+            f"raise LESSONSYNC_MAX_ATTEMPTS / LESSONSYNC_RETRY_MAX_WAIT for a flaky network."
+        )
+
+
+class PlatformAuthError(SourceError):
+    """The platform refused our credentials (app secret, or a token it just issued)."""
+
+
+class PlatformResponseError(SourceError):
+    """A response that is not what the spec promises as a whole (e.g. a page that is not a JSON array)."""
+
+
+class RetryableFailure(Exception):
+    """Internal: one attempt failed in a way worth retrying (429, 5xx, transport error, truncated body)."""
+
+    def __init__(self, status: int | None, detail: str, retry_after: float | None = None) -> None:
+        super().__init__(detail)
+        self.status, self.detail, self.retry_after = status, detail, retry_after
+
+
+class TruncatedBody(Exception):
+    """Internal: a 200 body that is not complete JSON; the request is retried."""

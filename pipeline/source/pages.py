@@ -1,0 +1,173 @@
+"""Decoding one page: validate the whole page in Rust first; only if that fails, record by record, so a
+record that breaks its schema is quarantined (with endpoint, page, field, message and its raw JSON) and
+the rest of the page still loads. Records whose key fields are missing cannot be upserted and are
+quarantined too. A body that is not complete JSON raises TruncatedBody (the transport retries it).
+Records are validated dicts with API names (validation.py), ready for Arrow (builders.py).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from pipeline.source.catalog import TABLES
+from pipeline.source.errors import PlatformResponseError, TruncatedBody
+from pipeline.source.streams import StreamSpec
+from pipeline.source.validation import RecordValidator
+
+log = logging.getLogger("lessonsync.source")
+
+
+@dataclass(frozen=True)
+class PageLocation:
+    stream: str
+    endpoint: str  # the path as requested, percent-encoded
+    page: int  # pageNumber sent; 0 for unpaginated operations
+    params: Mapping[str, str]
+
+    def __str__(self) -> str:
+        return f"GET {self.endpoint} page {self.page}"
+
+
+@dataclass(frozen=True)
+class QuarantineRow:
+    seen_at: datetime
+    stream: str
+    endpoint: str
+    params: str  # JSON text
+    page: int
+    record_index: int
+    field: str  # API path of the first offending field, e.g. "quizType" or "results.0.type"
+    message: str
+    raw: str  # the record as served, JSON text
+
+
+@dataclass
+class Page:
+    location: PageLocation
+    served: int  # records in the page as served, valid or not (drives short-page and coverage rules)
+    records: list[Any]  # valid, keyed records: validated dicts with API names
+    quarantined: list[QuarantineRow]
+    with_extras: bool = False  # False: no record has an unknown field (no extras scan needed)
+
+
+def _path(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(part) for part in loc) or "(record)"
+
+
+def _field_path(item: Any, loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The part of an error location that exists in the record (drops pydantic's union-branch tags)."""
+    found: list[Any] = []
+    for part in loc:
+        if isinstance(item, dict) and part in item:
+            item = item[part]
+        elif isinstance(item, list) and isinstance(part, int) and 0 <= part < len(item):
+            item = item[part]
+        elif isinstance(item, dict) or part not in ("float", "int", "str", "bool"):
+            found.append(part)  # a missing field, named by the error
+            break
+        else:
+            break
+        found.append(part)
+    return tuple(found)
+
+
+def _describe(errors: list[Mapping[str, Any]], item: Any) -> tuple[str, str]:
+    """(first field path, one message for all errors) of a record, e.g. ("score", "score: Input should be
+    a valid number or Input should be a valid integer (got 'high')")."""
+    by_field: dict[str, list[Mapping[str, Any]]] = {}
+    for error in errors:
+        by_field.setdefault(_path(_field_path(item, tuple(error["loc"]))), []).append(error)
+    parts = []
+    for field, group in by_field.items():
+        shown = group[0].get("input", ...)
+        got = f" (got {shown!r:.60})" if shown is None or isinstance(shown, (str, int, float, bool)) else ""
+        messages = list(dict.fromkeys(e["msg"] for e in group))
+        parts.append(f"{field}: {' or '.join(messages)}{got}")
+    return next(iter(by_field)), "; ".join(parts)
+
+
+class PageDecoder:
+    """Turns page bodies of one stream into valid records plus quarantine rows.
+
+    Fast path: the whole page validated in Rust, unknown fields forbidden. If only unknown fields broke
+    it, the page is validated again keeping them. Otherwise each record is validated alone: the bad
+    ones are quarantined, the rest load.
+    """
+
+    def __init__(self, stream: StreamSpec) -> None:
+        self._stream = stream
+        self._validator = RecordValidator(stream.model)
+        fields = stream.model.model_fields
+        self._key_fields = [fields[name].alias or name for name in TABLES[stream.table].key
+                            if name in fields and not fields[name].is_required()]
+
+    def decode(self, body: bytes, where: PageLocation) -> Page:
+        try:
+            return self._keyed(Page(where, 0, self._validator.page_without_extras.validate_json(body), []))
+        except ValidationError as exc:
+            errors = exc.errors()
+        if any(e["type"] == "json_invalid" for e in errors):
+            raise TruncatedBody(errors[0]["msg"])
+        if any(len(e["loc"]) == 0 for e in errors):
+            raise PlatformResponseError(f"{where} ({self._stream.name}): expected a JSON array of "
+                                        f"{self._stream.model.__name__} records: {errors[0]['msg']}")
+        if all(e["type"] == "extra_forbidden" for e in errors):
+            try:
+                records = self._validator.page_with_extras.validate_json(body)
+                return self._keyed(Page(where, 0, records, [], with_extras=True))
+            except ValidationError as exc:  # unknown fields inside a closed object: find the records
+                errors = exc.errors()
+        return self._decode_slowly(body, errors, where)
+
+    def _decode_slowly(self, body: bytes, errors: list[Any], where: PageLocation) -> Page:
+        raw = orjson.loads(body)
+        by_index: dict[int, list[Mapping[str, Any]]] = {}
+        for error in errors:
+            if error["type"] != "extra_forbidden":  # unknown fields are kept, not errors
+                by_index.setdefault(int(error["loc"][0]), []).append({**error, "loc": error["loc"][1:]})
+        page = Page(where, len(raw), [], [], with_extras=True)
+        for index, item in enumerate(raw):
+            if index in by_index:
+                self._quarantine(page, index, item, by_index[index])
+                continue
+            try:
+                page.records.append(self._validator.record.validate_python(item))
+            except ValidationError as exc:  # e.g. an unknown field inside an object the spec closes
+                self._quarantine(page, index, item, exc.errors())
+        return self._keyed(page)
+
+    def _keyed(self, page: Page) -> Page:
+        """Records missing a key field cannot be upserted: quarantined (only optional key fields can be)."""
+        page.served = page.served or len(page.records)
+        keys = self._key_fields
+        if not keys or all(r.get(k) is not None for r in page.records for k in keys):
+            return page
+        kept = []
+        for index, record in enumerate(page.records):
+            missing = [k for k in keys if record.get(k) is None]
+            if not missing:
+                kept.append(record)
+                continue
+            message = (f"missing, and table {self._stream.table} cannot key a record without it "
+                       f"(key: {', '.join(TABLES[self._stream.table].key)})")
+            self._quarantine(page, index, record, [{"loc": (name,), "msg": message} for name in missing])
+        page.records = kept
+        return page
+
+    def _quarantine(self, page: Page, index: int, item: Any, errors: list[Mapping[str, Any]]) -> None:
+        where = page.location
+        field, message = _describe(errors, item)
+        row = QuarantineRow(
+            seen_at=datetime.now(UTC), stream=where.stream, endpoint=where.endpoint,
+            params=orjson.dumps(dict(where.params)).decode(), page=where.page, record_index=index,
+            field=field, message=message, raw=orjson.dumps(item, default=str).decode(),
+        )
+        page.quarantined.append(row)
+        log.warning("quarantined record %d of %s (%s): %s", index, where, where.stream, row.message)

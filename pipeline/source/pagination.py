@@ -1,0 +1,92 @@
+"""Pagers: which page numbers to ask for and when to stop, per pager kind of a stream.
+
+Record endpoints ("records"): stop on a short page. Pages are fetched ahead in a window that doubles up
+to `max_window` (1, 2, 4, ...) so a long stream keeps `concurrency` requests in flight while a
+one-page stream costs one request. A short page is only trusted as the last page when it was requested
+after every earlier page had arrived; otherwise it is fetched again. Together with the duplicate-key
+check of sweeps.py this keeps page drift detectable with out-of-order fetching (see docs/source-client.md).
+
+Answer listings ("answers") page on active-lesson records, so a page may hold no answer rows mid-stream:
+we never stop on a short or empty page by itself. The caller says how many active-lesson records the
+request covers; pages are fetched until pages * pageSize covers them, then until one empty page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from math import ceil
+
+from pipeline.source.pages import Page
+
+
+@dataclass(frozen=True)
+class Fetched:
+    page: Page
+    started: float  # monotonic instants of the request
+    finished: float
+
+
+FetchPage = Callable[[int], Awaitable[Page]]
+
+
+async def timed(fetch: FetchPage, number: int) -> Fetched:
+    started = time.monotonic()
+    page = await fetch(number)
+    return Fetched(page, started, time.monotonic())
+
+
+async def _drain(pending: deque[tuple[int, asyncio.Task[Fetched]]]) -> None:
+    for _, task in pending:
+        task.cancel()
+    await asyncio.gather(*(task for _, task in pending), return_exceptions=True)
+    pending.clear()
+
+
+async def record_pages(fetch: FetchPage, first: int, page_size: int, max_window: int) -> AsyncIterator[Page]:
+    """Pages in order until a short page, fetching ahead in a growing window."""
+    pending: deque[tuple[int, asyncio.Task[Fetched]]] = deque()
+    number, window, earlier_done = first, 1, 0.0
+    try:
+        while True:
+            while len(pending) < window:
+                pending.append((number, asyncio.create_task(timed(fetch, number))))
+                number += 1
+            current, task = pending.popleft()
+            fetched = await task
+            if fetched.page.served < page_size and fetched.started < earlier_done:
+                await _drain(pending)  # asked before an earlier page arrived: ask again, now alone
+                fetched = await timed(fetch, current)
+                number, window = current + 1, 1
+            yield fetched.page
+            if fetched.page.served < page_size:
+                return
+            earlier_done = max(earlier_done, fetched.finished)
+            window = min(window * 2, max_window)
+    finally:
+        await _drain(pending)
+
+
+async def answer_pages(fetch: FetchPage, first: int, page_size: int, covers: int) -> AsyncIterator[Page]:
+    """Pages in order, sequentially: enough to cover `covers` active-lesson records, then until an empty page."""
+    needed = ceil(covers / page_size)
+    number = first
+    while True:
+        page = await fetch(number)
+        yield page
+        number += 1
+        if number - first > needed and page.served == 0:
+            return
+
+
+async def single_page(fetch: FetchPage) -> AsyncIterator[Page]:
+    """Unpaginated operations: one request, no paging parameters."""
+    yield await fetch(0)
+
+
+def answer_request_cost(covers: int, page_size: int) -> int:
+    """Requests an answer listing over `covers` active-lesson records costs: its pages plus one confirm."""
+    return ceil(covers / page_size) + 1

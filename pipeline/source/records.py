@@ -1,0 +1,170 @@
+"""Model -> Arrow columns, derived generically from the pydantic models so the warehouse contract follows
+the spec and never drifts from it.
+
+Type mapping: str and enumerations -> string; Number -> float64 (the spec has one numeric type, double);
+bool -> bool; date-time -> timestamp[us, UTC] (a date-time without offset is taken as UTC); a nested
+object -> its fields flattened with the parent name as prefix; list of strings -> list<string>; list of
+objects -> JSON text (field metadata {b"json": b"1"}); anything else -> JSON text.
+
+A union of a number and a string (AnswerResult.value) becomes two columns, `<name>_number` (float64) and
+`<name>_text` (string): at most one is set, so the JSON type survives the round trip and numeric answers
+stay numeric for analysts.
+
+Unknown fields go to one JSON text column `extra`, keyed by their dotted API path (`stats.newField`),
+null when a record has none. Extras inside list-of-object JSON columns stay inside that JSON; extras of
+child records go to the child table's `extra`.
+
+Speed: records arrive as validated dicts (see validation.py), and every "arrow" leaf is converted by one
+`pa.array(dicts, type=struct)` call in C++; JSON, union, timestamp and extra columns take a Python pass
+(timestamps become integer microseconds ourselves: pyarrow's datetime path imports pandas, seconds).
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+import orjson
+import pyarrow as pa
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+
+JSON_METADATA = {b"json": b"1"}
+EXTRA_COLUMN = "extra"
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+LeafKind = Literal["arrow", "timestamp", "json", "number", "text"]
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """One output column and where its value sits in an API record (a path of API names)."""
+
+    column: str
+    path: tuple[str, ...]
+    type: pa.DataType
+    kind: LeafKind
+    default: Any = None  # the model's default, for records that omit the field
+
+    @property
+    def field(self) -> pa.Field:
+        json = self.kind == "json"
+        return pa.field(self.column, self.type, metadata=JSON_METADATA if json else None)
+
+
+def strip_optional(annotation: Any) -> tuple[Any, ...]:
+    """The non-None members of an annotation (Annotated unwrapped)."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    origin = typing.get_origin(annotation)
+    if origin is typing.Union or origin is types.UnionType:
+        members = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return tuple(m for member in members for m in strip_optional(member))
+    return (annotation,)
+
+
+def is_model(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+def _scalar_type(members: tuple[Any, ...]) -> pa.DataType | None:
+    kinds = set(members)
+    if all(typing.get_origin(m) is Literal for m in kinds):
+        values = [v for m in kinds for v in typing.get_args(m)]
+        return pa.string() if all(isinstance(v, str) for v in values) else None
+    if kinds == {str}:
+        return pa.string()
+    if kinds == {bool}:
+        return pa.bool_()
+    if kinds <= {float, int} and float in kinds:
+        return pa.float64()
+    if kinds == {int}:
+        return pa.int64()
+    if kinds == {datetime}:
+        return TIMESTAMP
+    return None
+
+
+def _is_string_list(members: tuple[Any, ...]) -> bool:
+    return (len(members) == 1 and typing.get_origin(members[0]) is list
+            and _scalar_type(strip_optional(typing.get_args(members[0])[0])) == pa.string())
+
+
+def leaves(model: type[BaseModel], *, exclude: frozenset[str] = frozenset(), prefix: str = "",
+           path: tuple[str, ...] = ()) -> list[Leaf]:
+    """Flattened columns of `model` (without `extra`), in field order; `exclude` names top-level fields
+    carried elsewhere (child tables)."""
+    found: list[Leaf] = []
+    for name, info in model.model_fields.items():
+        if name in exclude:
+            continue
+        column, where = f"{prefix}{name}", (*path, info.alias or name)
+        members = strip_optional(info.annotation)
+        default = None if info.default is PydanticUndefined else info.default
+        if len(members) == 1 and is_model(members[0]):
+            found += leaves(members[0], prefix=f"{column}_", path=where)
+        elif (scalar := _scalar_type(members)) is not None:
+            found.append(Leaf(column, where, scalar, "timestamp" if scalar == TIMESTAMP else "arrow", default))
+        elif set(members) == {float, int, str}:
+            found += [Leaf(f"{column}_number", where, pa.float64(), "number"),
+                      Leaf(f"{column}_text", where, pa.string(), "text")]
+        elif _is_string_list(members):
+            found.append(Leaf(column, where, pa.list_(pa.string()), "arrow", default))
+        else:
+            found.append(Leaf(column, where, pa.string(), "json"))
+    return found
+
+
+def object_paths(model: type[BaseModel], *, exclude: frozenset[str] = frozenset(),
+                 path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], frozenset[str]]]:
+    """(API path, known API names) of the record and of each flattened nested object: where extras hide."""
+    known = frozenset(info.alias or name for name, info in model.model_fields.items())
+    found = [(path, known)]
+    for name, info in model.model_fields.items():
+        members = strip_optional(info.annotation)
+        if name not in exclude and len(members) == 1 and is_model(members[0]):
+            found += object_paths(members[0], path=(*path, info.alias or name))
+    return found
+
+
+def dig(record: Any, path: tuple[str, ...]) -> Any:
+    """The value at `path` in nested dicts, None when any step is absent or null."""
+    for key in path:
+        if record is None:
+            return None
+        record = record.get(key)
+    return record
+
+
+def struct_type(arrow_leaves: Sequence[Leaf]) -> pa.StructType:
+    """The nested struct (API names) holding every "arrow" leaf, for one C++ conversion of the dicts."""
+    tree: dict[str, Any] = {}
+    for leaf in arrow_leaves:
+        node = tree
+        for key in leaf.path[:-1]:
+            node = node.setdefault(key, {})
+        node[leaf.path[-1]] = leaf.type
+
+    def build(node: dict[str, Any]) -> pa.StructType:
+        return pa.struct([(k, build(v) if isinstance(v, dict) else v) for k, v in node.items()])
+
+    return build(tree)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_EPOCH_NAIVE = datetime(1970, 1, 1)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def epoch_us(value: datetime | None) -> int | None:
+    """Microseconds since the epoch; a date-time without offset is taken as UTC."""
+    if value is None:
+        return None
+    return (value - (_EPOCH if value.tzinfo is not None else _EPOCH_NAIVE)) // _MICROSECOND
+
+
+def json_text(value: Any) -> str | None:
+    return None if value is None else orjson.dumps(value).decode()

@@ -1,0 +1,59 @@
+"""What one stream run did, for Dagster metadata and logs: requests, retries, pages, rows per table,
+quarantined records, sweep passes, whether the result is complete, and the server time it started."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pipeline.source.pages import Page
+    from pipeline.source.requests import Batch
+    from pipeline.source.transport import TransportStats
+
+
+@dataclass
+class RunStats:
+    stream: str
+    requests: int = 0
+    retries: int = 0
+    pages: int = 0
+    records: int = 0  # valid records of the stream's own table (before any dedupe by key)
+    rows: dict[str, int] = field(default_factory=dict)  # rows yielded per table
+    quarantined: int = 0
+    passes: int = 0  # sweeps of the window (more than 1 when page drift was seen)
+    complete: bool = True  # False: drift persisted; do not advance the cursor past this window
+    planned_requests: int = 0  # answers: requests in the plan (before re-sweeps)
+    server_time_at_start: datetime | None = None  # platform clock when the run started (Date header)
+    duration_s: float = 0.0
+    _transport: Any = field(default=None, repr=False)
+    _start_counts: tuple[int, int] = (0, 0)
+    _started: float = 0.0
+
+    @classmethod
+    def begin(cls, stream: str, transport: TransportStats) -> RunStats:
+        return cls(stream, _transport=transport, _start_counts=(transport.requests, transport.retries),
+                   _started=time.monotonic())
+
+    def note_page(self, page: Page, batches: list[Batch]) -> None:
+        self.pages += 1
+        self.records += len(page.records)
+        self.quarantined += len(page.quarantined)
+        for batch in batches:
+            self.rows[batch.table.name] = self.rows.get(batch.table.name, 0) + batch.records.num_rows
+
+    def finish(self) -> RunStats:
+        if self._transport is not None:
+            self.requests = self._transport.requests - self._start_counts[0]
+            self.retries = self._transport.retries - self._start_counts[1]
+        self.duration_s = time.monotonic() - self._started
+        return self
+
+    def as_metadata(self) -> dict[str, Any]:
+        """Plain values (no private fields), e.g. for Dagster materialization metadata."""
+        values = {k: v for k, v in asdict(self).items() if not k.startswith("_")}
+        start = values["server_time_at_start"]
+        values["server_time_at_start"] = start.isoformat() if start is not None else None
+        return values

@@ -1,0 +1,101 @@
+"""Exact sweeps of record streams under page drift.
+
+Offset pagination over a listing that changes while we page: when a record we already passed moves
+behind us (ordered by lastDate, an update moves it to the end), every later record shifts back one place
+and the one at the page boundary is skipped. Such a skip always comes with a record served twice in the
+same pass: the mover itself when it was already served, otherwise a record pushed back across an
+unserved/served boundary (proof sketch in docs/source-client.md; it holds for any fixed order and for
+out-of-order page fetching as long as the last page is asked after every earlier one arrived, which
+pagination.record_pages ensures). So: a pass in which no key appears twice skipped nothing. When one
+does, the whole window is swept again (the warehouse keeps the latest version of each key, and a later
+pass only serves newer versions); after `max_passes` the run reports complete=False so the caller does
+not advance its cursor. Records that are new or changed during the pass may be missed; their lastDate is
+after the run started, so the next window (cursor <= run start - safety margin) picks them up.
+
+Deletions while paging also shift records back and are not visible this way (the spec has no deletions
+of active lessons); see the docs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from operator import itemgetter
+from typing import Any, TypeVar
+
+import numpy as np
+
+from pipeline.source.catalog import TABLES
+from pipeline.source.core import SourceCore
+from pipeline.source.pages import Page
+from pipeline.source.requests import Request
+from pipeline.source.stats import RunStats
+
+log = logging.getLogger("lessonsync.source")
+T = TypeVar("T")
+HandlePage = Callable[[Request, Page], Awaitable[None]]
+
+
+class KeyHashes:
+    """64-bit hashes of the keys served in one pass (8 bytes a record), to find keys served twice."""
+
+    def __init__(self, key_fields: list[str]) -> None:
+        self._key = itemgetter(*key_fields) if key_fields else None
+        self._chunks: list[np.ndarray] = []
+
+    def add(self, records: list[Any]) -> None:
+        if self._key is not None and records:
+            key = self._key
+            self._chunks.append(np.fromiter((hash(key(r)) for r in records), dtype=np.int64,
+                                            count=len(records)))
+
+    def served_twice(self) -> int:
+        if not self._chunks:
+            return 0
+        hashes = np.concatenate(self._chunks)
+        return int(hashes.size - np.unique(hashes).size)
+
+
+async def sweep(core: SourceCore, request: Request, handle: HandlePage, stats: RunStats) -> bool:
+    """Every page of `request` to `handle`, swept again while drift shows; True when a pass showed none."""
+    stream = request.stream
+    fields = stream.model.model_fields
+    key_fields = [fields[k].alias or k for k in TABLES[stream.table].key if k in fields]
+    for number in range(1, core.max_passes + 1):
+        stats.passes = max(stats.passes, number)
+        seen = KeyHashes(key_fields)
+        async for page in core.pages(request):
+            seen.add(page.records)
+            await handle(request, page)
+        twice = seen.served_twice()
+        if twice == 0 or stream.pager == "single":
+            return True
+        log.warning("%s: %d record(s) of %s were served twice in pass %d (page drift: records changed "
+                    "while paging)%s", stats.stream, twice, request.endpoint, number,
+                    "; sweeping again" if number < core.max_passes else
+                    f"; giving up after {number} passes: the result is marked incomplete")
+    return False
+
+
+async def run_pool(items: Iterable[T], work: Callable[[T], Awaitable[None]], workers: int) -> None:
+    """`work` on every item with at most `workers` at once; the first failure cancels the rest."""
+    iterator = iter(items)
+
+    async def worker() -> None:
+        for item in iterator:  # a shared iterator: each next() happens between awaits, so no item twice
+            await work(item)
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            for _ in range(workers):
+                group.create_task(worker())
+    except BaseExceptionGroup as failed:
+        raise _first_error(failed) from None
+
+
+def _first_error(error: BaseException) -> BaseException:
+    """The first real error inside (possibly nested) exception groups: callers expect our own errors."""
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return error

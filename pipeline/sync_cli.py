@@ -1,0 +1,37 @@
+"""`lessonsync sync`: the nightly sync, in-process, for cron users without the Dagster daemon."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--full-refresh", action="store_true", help="ignore cursors and re-read every stream")
+    parser.add_argument("--select", action="append", default=[], metavar="SELECTION",
+                        help="Dagster asset selection, e.g. 'group:progress' or 'key:lms/answers' (repeatable)")
+    parser.add_argument("--data-dir", help="overrides LESSONSYNC_DATA_DIR")
+    parser.add_argument("--base-url", help="overrides LESSONSYNC_BASE_URL")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.data_dir:
+        os.environ["LESSONSYNC_DATA_DIR"] = args.data_dir
+    if args.base_url:
+        os.environ["LESSONSYNC_BASE_URL"] = args.base_url
+    from pipeline.sync import run_sync
+
+    started = time.monotonic()
+    report = run_sync(full_refresh=args.full_refresh, select=args.select,
+                      data_dir=Path(os.environ.get("LESSONSYNC_DATA_DIR", "data")))
+    for key, metadata in sorted(report.materializations.items()):
+        fetched = metadata.get("rows_fetched", metadata.get("events_loaded", ""))
+        print(f"{key:40} fetched {fetched!s:>10}  inserted {metadata.get('rows_inserted', '-')!s:>9}  "
+              f"updated {metadata.get('rows_updated', '-')!s:>9}  deleted {metadata.get('rows_deleted', '-')!s:>7}")
+    for check in report.failed_checks:
+        print(f"check failed: {check}")
+    outcome = "succeeded" if report.success else f"FAILED: {report.error}"
+    print(f"sync {outcome} in {time.monotonic() - started:.1f} s (run {report.run_id})")
+    return 0 if report.success else 1

@@ -1,0 +1,231 @@
+"""Is the warehouse equal to the platform? Compares every live row and every column of the raw tables
+with the simulator's ground truth, which is served in API shape.
+
+Deliberately independent of the client's flattening (pipeline/source/records.py): it derives the expected
+rows from the API dicts with the naming rule alone (camelCase -> snake_case, leading underscores dropped,
+nested objects prefixed by their parent, lists of objects as JSON, unknown fields in `extra` by their
+dotted API path), so a bug in the client cannot hide itself here. Used by the end-to-end tests and the demo.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import duckdb
+
+LOAD_METADATA = {"first_loaded_at", "last_loaded_at", "deleted_at"}
+DEFAULTS = {("lessons", "play_mode"): "standard"}  # the spec's default, filled when the API omits it
+UNION_COLUMNS = {"value"}  # AnswerResult.value: number or string -> value_number / value_text
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+class GroundTruth(Protocol):
+    def ground_truth(self, resource: str) -> Iterable[dict[str, Any]]: ...
+
+
+def column_name(api_name: str) -> str:
+    return _CAMEL.sub("_", api_name.lstrip("_")).lower()
+
+
+def flatten(record: dict[str, Any], prefix: str = "", path: str = "") -> Iterator[tuple[str, str, Any]]:
+    """(column, dotted API path, value) for every leaf; nested objects flattened, lists kept whole."""
+    for name, value in record.items():
+        column, api_path = prefix + column_name(name), f"{path}{name}"
+        if isinstance(value, dict):
+            yield from flatten(value, column + "_", api_path + ".")
+        else:
+            yield column, api_path, value
+
+
+@dataclass
+class TableDiff:
+    table: str
+    expected_rows: int = 0
+    actual_rows: int = 0
+    missing: list[tuple] = field(default_factory=list)  # keys expected, not in the warehouse
+    unexpected: list[tuple] = field(default_factory=list)  # keys in the warehouse, not expected
+    mismatches: list[str] = field(default_factory=list)  # examples: "key column: warehouse=.. platform=.."
+    mismatch_count: int = 0
+
+    @property
+    def equal(self) -> bool:
+        return not (self.missing or self.unexpected or self.mismatch_count)
+
+    def summary(self, limit: int = 5) -> str:
+        if self.equal:
+            return f"{self.table}: {self.actual_rows} rows, equal"
+        parts = [f"{self.table}: expected {self.expected_rows} rows, warehouse has {self.actual_rows}"]
+        if self.missing:
+            parts.append(f"  {len(self.missing)} missing, e.g. {self.missing[:limit]}")
+        if self.unexpected:
+            parts.append(f"  {len(self.unexpected)} unexpected, e.g. {self.unexpected[:limit]}")
+        if self.mismatches:
+            parts.append(f"  {self.mismatch_count} field mismatches, e.g. " + "; ".join(self.mismatches[:limit]))
+        return "\n".join(parts)
+
+
+def _answer_key(a: dict[str, Any]) -> dict[str, Any]:
+    return {"active_lesson_id": a["_activeLessonId"], "quiz_type": a["quizType"],
+            "attempt_index": a["attemptIndex"], "question_id": a.get("_questionId")}
+
+
+def _questions(truth: GroundTruth) -> Iterator[tuple[dict, dict]]:
+    for lesson in truth.ground_truth("lessons"):
+        for n, notion in enumerate(lesson.get("notions") or []):
+            for quiz, quizz_field in (("entry", "entryQuizz"), ("exit", "exitQuizz")):
+                quizz = notion.get(quizz_field) or {}
+                for q, question in enumerate(quizz.get("questions") or []):
+                    fixed = {"lesson_id": lesson["id"], "notion_index": n, "notion_title": notion.get("title"),
+                             "quiz": quiz, "quizz_type": quizz.get("type"),
+                             "quizz_life_number": quizz.get("lifeNumber"), "question_index": q}
+                    yield fixed, {"question": question}
+
+
+def _plain(resource: str, drop: tuple[str, ...] = ()) -> Callable:
+    def rows(truth: GroundTruth) -> Iterator[tuple[dict, dict]]:
+        for record in truth.ground_truth(resource):
+            yield {}, {k: v for k, v in record.items() if k not in drop}
+    return rows
+
+
+def _members(truth: GroundTruth) -> Iterator[tuple[dict, dict]]:
+    for member in truth.ground_truth("group_members"):
+        yield {"group_id": member["groupId"], "user_id": member["id"]}, {}
+
+
+def _registrations(truth: GroundTruth) -> Iterator[tuple[dict, dict]]:
+    for session in truth.ground_truth("lesson_sessions"):
+        for registration in session.get("registrations") or []:
+            yield {"session_id": session["id"]}, registration
+
+
+def _results(truth: GroundTruth) -> Iterator[tuple[dict, dict]]:
+    for answer in truth.ground_truth("answers"):
+        for index, result in enumerate(answer.get("results") or []):
+            yield {**_answer_key(answer), "result_index": index}, result
+
+
+# table -> expected rows as (fixed columns, API object to flatten); questions are flattened under "question_"
+EXPECTED: dict[str, Callable[[GroundTruth], Iterator[tuple[dict, dict]]]] = {
+    "active_lessons": _plain("active_lessons"),
+    "answers": _plain("answers", drop=("results",)),
+    "answer_results": _results,
+    "groups": _plain("groups"),
+    "users": _plain("users"),
+    "group_members": _members,
+    "categories": _plain("categories"),
+    "lesson_sessions": _plain("lesson_sessions", drop=("registrations",)),
+    "lesson_session_registrations": _registrations,
+    "lessons": _plain("lessons"),
+    "lesson_questions": _questions,
+}
+
+
+def compare_table(conn: duckdb.DuckDBPyConnection, truth: GroundTruth, table: str, max_examples: int = 20) -> TableDiff:
+    columns, key = _columns(conn, table), _primary_key(conn, table)
+    live = "WHERE deleted_at IS NULL" if "deleted_at" in columns else ""
+    data_columns = [c for c in columns if c not in LOAD_METADATA]
+    cursor = conn.execute(f"SELECT {', '.join(_q(c) for c in data_columns)} FROM lms.{_q(table)} {live}")
+    actual: dict[tuple, dict[str, Any]] = {}
+    while chunk := cursor.fetchmany(10_000):
+        for values in chunk:
+            row = dict(zip(data_columns, values, strict=True))
+            actual[tuple(_normal(row[k]) for k in key)] = row
+    diff = TableDiff(table, actual_rows=len(actual))
+    for fixed, api_object in EXPECTED[table](truth):
+        expected = _expected_row(table, fixed, api_object, data_columns)
+        diff.expected_rows += 1
+        row_key = tuple(_normal(expected.get(k)) for k in key)
+        row = actual.pop(row_key, None)
+        if row is None:
+            diff.missing.append(row_key)
+            continue
+        for column in data_columns:
+            want, got = _normal(expected.get(column)), _normal(row[column])
+            if want != got:
+                diff.mismatch_count += 1
+                if len(diff.mismatches) < max_examples:
+                    diff.mismatches.append(f"{row_key} {column}: warehouse={got!r} platform={want!r}")
+    diff.unexpected = list(actual)
+    return diff
+
+
+def compare_warehouse(conn: duckdb.DuckDBPyConnection, truth: GroundTruth,
+                      tables: Iterable[str] = tuple(EXPECTED)) -> list[TableDiff]:
+    return [compare_table(conn, truth, table) for table in tables]
+
+
+def _expected_row(table: str, fixed: dict, api_object: dict, columns: list[str]) -> dict[str, Any]:
+    row: dict[str, Any] = dict(fixed)
+    extra: dict[str, Any] = {}
+    prefix = "question_" if table == "lesson_questions" else ""
+    source = api_object.get("question", api_object) if table == "lesson_questions" else api_object
+    for column, api_path, value in flatten(source, prefix):
+        if column in UNION_COLUMNS and f"{column}_number" in columns:
+            is_number = isinstance(value, int | float) and not isinstance(value, bool)
+            row[f"{column}_number"] = value if is_number else None
+            row[f"{column}_text"] = value if isinstance(value, str) else None
+        elif column in columns and column not in fixed:
+            row[column] = value
+        elif column not in fixed and not (value is None and any(c.startswith(column + "_") for c in columns)):
+            extra[api_path] = value  # (a null nested object is its flattened columns, all null)
+    for (default_table, column), value in DEFAULTS.items():
+        if default_table == table and row.get(column) is None:
+            row[column] = value
+    if "extra" in columns:
+        row["extra"] = extra or None
+    return row
+
+
+def _normal(value: Any) -> Any:
+    """One comparable form for API values and DuckDB values."""
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).replace(tzinfo=UTC)
+    if isinstance(value, str) and _looks_like_timestamp(value):
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
+    if isinstance(value, str) and value[:1] in "[{":
+        try:
+            return _normal(json.loads(value))
+        except ValueError:
+            return value
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, list):
+        return [_normal(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _normal(v) for k, v in value.items()} or None
+    return value
+
+
+_TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$")
+
+
+def _looks_like_timestamp(text: str) -> bool:
+    return bool(_TIMESTAMP.match(text))
+
+
+def _columns(conn: duckdb.DuckDBPyConnection, table: str) -> list[str]:
+    rows = conn.execute("SELECT column_name FROM information_schema.columns WHERE table_schema = 'lms' "
+                        "AND table_name = ? ORDER BY ordinal_position", [table]).fetchall()
+    if not rows:
+        raise LookupError(f"table lms.{table} does not exist in the warehouse; run a sync first")
+    return [r[0] for r in rows]
+
+
+def _primary_key(conn: duckdb.DuckDBPyConnection, table: str) -> list[str]:
+    row = conn.execute("SELECT constraint_column_names FROM duckdb_constraints() WHERE schema_name = 'lms' "
+                       "AND table_name = ? AND constraint_type = 'PRIMARY KEY'", [table]).fetchone()
+    if row is None:
+        raise LookupError(f"table lms.{table} has no primary key")
+    return list(row[0])
+
+
+def _q(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'

@@ -1,0 +1,87 @@
+"""The commit of one load, in this order (why: see recovery.py):
+
+1. take the write lock (open read-write) and roll forward any load whose manifest outlived a crash;
+2. BEGIN; create/evolve the written tables; apply the load (upserts, deletions, cursor, _load_runs);
+3. write the manifest atomically: the commit point;
+4. COMMIT. If COMMIT fails (not a crash: an error), the manifest is removed again.
+
+A crash before 3 leaves the old warehouse and no manifest; between 3 and 4, the next writer replays the
+manifest; after 4 both agree. Either way: old cursor with old rows, or new cursor with new rows."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+
+from pipeline.warehouse import hooks
+from pipeline.warehouse.apply import apply_load
+from pipeline.warehouse.errors import SchemaError
+from pipeline.warehouse.lake import list_manifests, manifest_path, write_atomically
+from pipeline.warehouse.links import ChildLinks, resolve_links
+from pipeline.warehouse.manifest import LoadPlan, TableLoad, to_json
+from pipeline.warehouse.recovery import recover
+from pipeline.warehouse.results import LoadResult
+from pipeline.warehouse.schema import ensure_tables, table_def
+from pipeline.warehouse.state import applied_loads, ensure_state_tables, last_load_time
+
+if TYPE_CHECKING:
+    from pipeline.warehouse.load import Load
+
+
+def commit_load(load: Load, tables: tuple[TableLoad, ...], cursor: datetime | None,
+                complete_snapshots: tuple[str, ...], replace_children_of: ChildLinks | None,
+                stats: Mapping[str, Any]) -> LoadResult:
+    warehouse = load.warehouse
+    with warehouse.connect(read_only=False) as conn:
+        ensure_state_tables(conn)
+        recover(conn, warehouse.lake_dir, warehouse.upsert_strategy)
+        conn.begin()
+        try:
+            plan = _plan(conn, load, tables, cursor, complete_snapshots, replace_children_of, stats)
+            outcome = apply_load(conn, plan, warehouse.lake_dir, warehouse.upsert_strategy)
+            hooks.reached("applied")
+            manifest = manifest_path(warehouse.lake_dir, plan.seq, plan.load_id)
+            write_atomically(manifest, to_json(plan, outcome))
+            hooks.reached("manifest_written")
+        except BaseException:
+            conn.rollback()
+            raise
+        try:
+            conn.commit()
+        except BaseException:
+            manifest.unlink(missing_ok=True)
+            raise
+        hooks.reached("committed")
+    return LoadResult(plan.stream, plan.run_id, plan.load_id, plan.seq, plan.loaded_at, outcome.cursor_before,
+                      outcome.cursor_after, outcome.tables, manifest)
+
+
+def _plan(conn: duckdb.DuckDBPyConnection, load: Load, tables: tuple[TableLoad, ...], cursor: datetime | None,
+          complete_snapshots: tuple[str, ...], replace_children_of: ChildLinks | None,
+          stats: Mapping[str, Any]) -> LoadPlan:
+    catalog = ensure_tables(conn, [table_def(spec) for spec in load.specs.values()])
+    for name in complete_snapshots:
+        if name not in catalog:
+            raise SchemaError(f"complete_snapshots names table {name!r}, which the warehouse does not have; "
+                              "create it with Warehouse.ensure_tables(specs) or check the name.")
+    links = resolve_links(catalog, {t.name for t in tables}, replace_children_of)
+    return LoadPlan(
+        seq=_next_seq(conn, load.warehouse.lake_dir), load_id=load.load_id, stream=load.stream,
+        run_id=load.run_id, started_at=load.started_at, loaded_at=_load_time(conn, load.warehouse.clock()),
+        cursor=cursor, tables=tables, complete_snapshots=complete_snapshots, children=links,
+        catalog=tuple(catalog.values()), stats=stats)
+
+
+def _next_seq(conn: duckdb.DuckDBPyConnection, lake_dir: Any) -> int:
+    in_lake = [seq for seq, _ in list_manifests(lake_dir)]
+    return max([0, *applied_loads(conn), *in_lake]) + 1
+
+
+def _load_time(conn: duckdb.DuckDBPyConnection, now: datetime) -> datetime:
+    """Load times strictly increase with the load order, even if the clock steps back."""
+    now = now.astimezone(timezone.utc)
+    previous = last_load_time(conn)
+    return max(now, previous + timedelta(microseconds=1)) if previous else now

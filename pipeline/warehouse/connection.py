@@ -1,0 +1,76 @@
+"""Opening the DuckDB file: resource limits so big merges spill to disk instead of running out of memory,
+UTC session time zone, and DuckDB's lock errors turned into WarehouseLockedError."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from pipeline.warehouse.errors import WarehouseLockedError, WarehouseMissingError
+
+_LOCK_HOLDER = re.compile(r"Conflicting lock is held in (?P<exe>.*?) \(PID (?P<pid>\d+)\)")
+_LOCK_POLL_SECONDS = 0.2
+
+
+@dataclass(frozen=True)
+class ConnectionSettings:
+    """DuckDB limits for every connection to one warehouse file."""
+
+    memory_limit: str = "2GB"  # DuckDB syntax ("2GB", "512MiB"); merges beyond it spill to temp_directory
+    temp_directory: Path | None = None  # None: "<warehouse file>.tmp/" next to the file
+    threads: int | None = None  # None: DuckDB's default (all cores)
+    lock_timeout: float = 10.0  # seconds to keep retrying while another process holds the file
+
+    def duckdb_config(self, path: Path) -> dict[str, str | int]:
+        temp = self.temp_directory or path.with_name(path.name + ".tmp")
+        config: dict[str, str | int] = {"memory_limit": self.memory_limit, "temp_directory": str(temp)}
+        if self.threads is not None:
+            config["threads"] = self.threads
+        return config
+
+
+def open_connection(path: Path, settings: ConnectionSettings, *, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """A connection to `path`, waiting up to `settings.lock_timeout` for another process to let go of it."""
+    if read_only and not path.exists():
+        raise WarehouseMissingError(path)
+    if not read_only:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + settings.lock_timeout
+    while True:
+        try:
+            conn = _connect(path, settings, read_only)
+            break
+        except duckdb.IOException as error:
+            holder = lock_holder(str(error))
+            if holder is None:
+                raise
+            if time.monotonic() >= deadline:
+                raise WarehouseLockedError(path, holder) from None
+            time.sleep(_LOCK_POLL_SECONDS)
+    conn.execute("SET TimeZone = 'UTC'")  # TIMESTAMPTZ values come back in UTC whatever the machine's zone
+    return conn
+
+
+def _connect(path: Path, settings: ConnectionSettings, read_only: bool) -> duckdb.DuckDBPyConnection:
+    config = settings.duckdb_config(path)
+    try:
+        return duckdb.connect(str(path), read_only=read_only, config=config)
+    except duckdb.ConnectionException as error:
+        # DuckDB shares one database instance per file inside a process and refuses a second, differently
+        # configured one: a read-only request while this process already writes the file gets a connection
+        # to the instance that is open (it sees the same committed data).
+        if read_only and "different configuration" in str(error):
+            return duckdb.connect(str(path), read_only=False, config=config)
+        raise
+
+
+def lock_holder(message: str) -> str | None:
+    """'PID 123 (/usr/bin/python3)' when `message` is DuckDB's lock conflict, else None."""
+    if "Could not set lock on file" not in message:
+        return None
+    match = _LOCK_HOLDER.search(message)
+    return f"PID {match['pid']} ({match['exe']})" if match else "unknown process"

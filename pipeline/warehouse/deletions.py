@@ -1,0 +1,58 @@
+"""Rows that vanished from the source are marked, never dropped: deleted_at = the load time.
+
+- Complete snapshot: a row of the table that this load did not see is deleted.
+- Child replacement: when a parent row is reloaded, its children are exactly the children in this load
+  (an answer's results or a session's registrations may shrink); the parent's other children are
+  deleted. Children of parents that this load did not reload are left alone.
+A row that comes back later gets deleted_at = NULL again (staging classifies it as an update).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import duckdb
+
+from pipeline.warehouse.arrow_types import q
+from pipeline.warehouse.errors import SchemaError
+from pipeline.warehouse.manifest import ChildLink
+from pipeline.warehouse.schema import DELETED_AT, TableDef, table_ref
+from pipeline.warehouse.staging import Stage, join_on
+from pipeline.warehouse.upsert import ts_literal
+
+
+def mark_vanished(conn: duckdb.DuckDBPyConnection, target: TableDef, stage: Stage | None,
+                  loaded_at: datetime) -> int:
+    """Mark rows of a complete snapshot that are not in this load; returns how many."""
+    _require_deleted_at(target, "be a complete snapshot")
+    unseen = ""
+    if stage is not None:
+        unseen = f" AND NOT EXISTS (SELECT 1 FROM {q(stage.name)} AS s WHERE {join_on(target.key, 's', 't')})"
+    return _mark(conn, target, f"t.{q(DELETED_AT)} IS NULL{unseen}", loaded_at)
+
+
+def replace_children(conn: duckdb.DuckDBPyConnection, child: TableDef, link: ChildLink, parent: Stage | None,
+                     staged_children: Stage | None, loaded_at: datetime) -> int:
+    """Mark children of reloaded parents that this load did not bring again; returns how many."""
+    _require_deleted_at(child, f"have its children replaced (parent {link.parent})")
+    if parent is None:
+        return 0  # no parent row reloaded: nothing to replace
+    owner = " AND ".join(f"t.{q(cc)} = p.{q(pc)}" for cc, pc in link.on)
+    where = (f"t.{q(DELETED_AT)} IS NULL AND EXISTS (SELECT 1 FROM {q(parent.name)} AS p "
+             f"WHERE p._change <> 'stale' AND {owner})")
+    if staged_children is not None:
+        where += f" AND NOT EXISTS (SELECT 1 FROM {q(staged_children.name)} AS s WHERE {join_on(child.key, 's', 't')})"
+    return _mark(conn, child, where, loaded_at)
+
+
+def _mark(conn: duckdb.DuckDBPyConnection, target: TableDef, where: str, loaded_at: datetime) -> int:
+    result = conn.execute(
+        f"UPDATE {table_ref(target.name)} AS t SET {q(DELETED_AT)} = {ts_literal(loaded_at)} WHERE {where}"
+    ).fetchone()
+    return int(result[0]) if result else 0
+
+
+def _require_deleted_at(table: TableDef, role: str) -> None:
+    if not table.has_deleted_at:
+        raise SchemaError(f"table {table.name} has no {DELETED_AT} column, so it cannot {role}; only snapshot "
+                          "tables and child tables (spec.parent set) keep deleted rows.")

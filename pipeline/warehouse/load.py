@@ -1,0 +1,138 @@
+"""One load: batches of one or more tables written once to the lake, then committed to DuckDB together
+with the stream's cursor in ONE transaction. Leaving the `with` block without commit() discards the parts;
+a crash before the manifest exists leaves the warehouse and the lake's committed history untouched."""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from pipeline.warehouse import hooks
+from pipeline.warehouse.batches import conform_batch
+from pipeline.warehouse.commit import commit_load
+from pipeline.warehouse.errors import WarehouseError
+from pipeline.warehouse.lake import PartWriter, load_dir
+from pipeline.warehouse.links import ChildLinks
+from pipeline.warehouse.manifest import TableLoad
+from pipeline.warehouse.results import LoadResult
+from pipeline.warehouse.schema import check_identifier, table_def
+
+if TYPE_CHECKING:
+    from pipeline.source.tables import TableSpec
+    from pipeline.warehouse.warehouse import Warehouse
+
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+
+
+class Load:
+    """Created by Warehouse.load(); see its docstring."""
+
+    def __init__(self, warehouse: Warehouse, stream: str, run_id: str, started_at: datetime) -> None:
+        check_identifier(stream, "stream")
+        if not _RUN_ID.match(run_id):
+            raise WarehouseError(f"run_id {run_id!r} must be 1-100 letters, digits, '.', '_' or '-' (it names "
+                                 "lake directories); pass the Dagster run id or a similar token.")
+        require_aware(started_at, "started_at")
+        self.warehouse = warehouse
+        self.stream = stream
+        self.run_id = run_id
+        self.started_at = started_at
+        self.load_id = f"{run_id}-{stream}-{secrets.token_hex(4)}"
+        self._specs: dict[str, TableSpec] = {}
+        self._writers: dict[str, PartWriter] = {}
+        self._state = "open"
+
+    def __enter__(self) -> Load:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._state == "open":
+            self.abort()
+
+    def write(self, spec: TableSpec, batch: pa.RecordBatch | pa.Table) -> None:
+        """Append `batch` (rows of `spec.name`) to this load's Parquet parts in the lake."""
+        self._require_open()
+        known = self._specs.get(spec.name)
+        if known is None:
+            table_def(spec)  # names and types are checked before anything is written
+            self._specs[spec.name] = spec
+            self._writers[spec.name] = PartWriter(
+                load_dir(self.warehouse.lake_dir, spec.name, self.started_at, self.load_id),
+                self.warehouse.lake_dir, _lake_schema(spec, self.load_id),
+                part_rows=self.warehouse.part_rows, row_group_rows=self.warehouse.row_group_rows)
+        elif known != spec:
+            raise WarehouseError(f"table {spec.name} was written with two different specs in load "
+                                 f"{self.load_id}; write each table with one spec per load.")
+        for piece in conform_batch(spec, batch):
+            self._writers[spec.name].write(piece)
+
+    def commit(self, cursor: datetime | None = None, complete_snapshots: Iterable[str] = (),
+               replace_children_of: ChildLinks | None = None, stats: Mapping[str, Any] | None = None) -> LoadResult:
+        """Make everything written visible in the warehouse with the stream's new cursor, atomically.
+
+        cursor: the stream's new cursor; the stored one only moves forward (an older one is ignored).
+        complete_snapshots: tables pulled whole in this load: their rows not seen here get deleted_at.
+        replace_children_of: {child: parent or ChildOf}; None = every registered child of a table
+            written here (see links.py); {} = none.
+        stats: JSON-serializable numbers to record with the load (requests, retries...).
+        """
+        self._require_open()
+        if cursor is not None:
+            require_aware(cursor, "cursor")
+        stats = dict(stats or {})
+        try:
+            json.dumps(stats)
+        except (TypeError, ValueError) as error:
+            raise WarehouseError(f"stats of load {self.load_id} must be JSON-serializable: {error}") from None
+        self._state = "committing"
+        try:
+            tables = tuple(TableLoad(name, spec.kind, tuple(spec.key), spec.cursor_field, spec.parent,
+                                     tuple(spec.schema.names), self._writers[name].finish())
+                           for name, spec in self._specs.items())
+            hooks.reached("parts_written")
+            result = commit_load(self, tables, cursor, tuple(sorted(set(complete_snapshots))),
+                                 replace_children_of, stats)
+        except BaseException:
+            self._discard()
+            self._state = "failed"
+            raise
+        self._state = "committed"
+        return result
+
+    def abort(self) -> None:
+        """Forget this load: its parts are removed and nothing reaches the warehouse."""
+        if self._state == "committed":
+            raise WarehouseError(f"load {self.load_id} is already committed; it cannot be aborted.")
+        self._discard()
+        self._state = "aborted"
+
+    @property
+    def specs(self) -> Mapping[str, TableSpec]:
+        return dict(self._specs)
+
+    def _discard(self) -> None:
+        for writer in self._writers.values():
+            writer.discard()
+
+    def _require_open(self) -> None:
+        if self._state != "open":
+            raise WarehouseError(f"load {self.load_id} is {self._state}; start a new one with Warehouse.load().")
+
+
+def require_aware(value: datetime, name: str) -> None:
+    if not isinstance(value, datetime) or value.tzinfo is None or value.utcoffset() is None:
+        raise WarehouseError(f"{name} must be a timezone-aware datetime (UTC), got {value!r}.")
+
+
+def _lake_schema(spec: TableSpec, load_id: str) -> pa.Schema:
+    """The spec's schema, tagged so a lone Parquet file says what it is."""
+    tags = {b"lessonsync.table": spec.name.encode(), b"lessonsync.load_id": load_id.encode()}
+    return spec.schema.with_metadata({**(spec.schema.metadata or {}), **tags})

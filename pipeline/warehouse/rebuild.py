@@ -1,0 +1,90 @@
+"""Rebuilding the warehouse from the lake alone: replay every committed load's manifest in commit order,
+with the same rules, load timestamps and table definitions as the original commits, into a new DuckDB
+file; each replay must reproduce the counts its manifest recorded. In place, the new file replaces the old
+one with an atomic rename while the old one is held open (so no sync can write it meanwhile)."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline.warehouse.connection import ConnectionSettings, open_connection
+from pipeline.warehouse.errors import LakeError, WarehouseError
+from pipeline.warehouse.lake import fsync_dir, list_manifests
+from pipeline.warehouse.manifest import from_json
+from pipeline.warehouse.recovery import replay
+from pipeline.warehouse.catalog import read_catalog
+from pipeline.warehouse.schema import table_ref
+
+
+@dataclass
+class RebuildReport:
+    target: Path
+    loads: int
+    rows: dict[str, int] = field(default_factory=dict)  # table -> rows (deleted ones included)
+    seconds: float = 0.0
+    backup: Path | None = None
+
+
+def rebuild_into(lake_dir: Path, target: Path, settings: ConnectionSettings, strategy: str) -> RebuildReport:
+    """Build a new warehouse file at `target` (which must not exist) from the lake."""
+    started = time.monotonic()
+    if target.exists():
+        raise WarehouseError(f"{target} already exists; rebuild into a new path, or remove it first.")
+    manifests = list_manifests(lake_dir)
+    if not manifests:
+        raise LakeError(f"the lake {lake_dir} has no committed loads (no {lake_dir}/_loads/*.json): nothing "
+                        "to rebuild from. Check --data-dir.")
+    partial = target.with_name(target.name + ".rebuilding")
+    _remove_database(partial)  # left by an interrupted rebuild
+    conn = open_connection(partial, settings, read_only=False)
+    try:
+        for _, path in manifests:
+            plan, recorded = from_json(path.read_bytes(), str(path))
+            replay(conn, plan, recorded, lake_dir, strategy)
+        rows = {t.name: conn.execute(f"SELECT count(*) FROM {table_ref(t.name)}").fetchone()[0]
+                for t in read_catalog(conn)}
+        conn.execute("CHECKPOINT")
+    finally:
+        conn.close()
+    _require_no_wal(partial)
+    os.replace(partial, target)
+    fsync_dir(target.parent)
+    return RebuildReport(target, len(manifests), rows, time.monotonic() - started)
+
+
+def rebuild_in_place(warehouse: Path, lake_dir: Path, settings: ConnectionSettings, strategy: str, *,
+                     backup: bool = True) -> RebuildReport:
+    """Rebuild `warehouse` from the lake and swap it in; keep the old file as <name>.before-rebuild."""
+    fresh = warehouse.with_name(warehouse.name + ".rebuilt")
+    _remove_database(fresh)
+    holder = open_connection(warehouse, settings, read_only=False) if warehouse.exists() else None
+    try:
+        if holder is not None:
+            holder.execute("CHECKPOINT")  # the old file's WAL must not outlive it next to the new file
+        report = rebuild_into(lake_dir, fresh, settings, strategy)
+    finally:
+        if holder is not None:
+            holder.close()
+    if backup and warehouse.exists():
+        report.backup = warehouse.with_name(warehouse.name + ".before-rebuild")
+        report.backup.unlink(missing_ok=True)
+        os.link(warehouse, report.backup)
+    Path(str(warehouse) + ".wal").unlink(missing_ok=True)  # checkpointed above: nothing in it is needed
+    os.replace(fresh, warehouse)
+    fsync_dir(warehouse.parent)
+    report.target = warehouse
+    return report
+
+
+def _remove_database(path: Path) -> None:
+    path.unlink(missing_ok=True)
+    Path(str(path) + ".wal").unlink(missing_ok=True)
+
+
+def _require_no_wal(path: Path) -> None:
+    if Path(str(path) + ".wal").exists():
+        raise WarehouseError(f"{path}.wal is still there after a checkpoint; the rebuilt file was not swapped in. "
+                             "Retry the rebuild; if it persists, report it with DuckDB's version.")

@@ -1,0 +1,123 @@
+"""DuckDB tables from TableSpecs: CREATE TABLE with the primary key and the load metadata columns, and
+schema evolution by ALTER TABLE ADD COLUMN. Columns are never dropped or retyped behind anyone's back."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import duckdb
+
+from pipeline.warehouse.arrow_types import TIMESTAMPTZ, field_type, q
+from pipeline.warehouse.catalog import read_catalog
+from pipeline.warehouse.errors import SchemaError
+from pipeline.warehouse.tabledef import (  # noqa: F401  (re-exported: the names of the schema)
+    DELETED_AT, FIRST_LOADED_AT, LAST_LOADED_AT, META_COLUMNS, REGISTRY, RESERVED_COLUMNS, SCHEMA, TableDef,
+)
+
+if TYPE_CHECKING:  # the contract's types only: importing pipeline.source loads the whole client
+    from pipeline.source.tables import TableKind, TableSpec
+
+_IDENTIFIER = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def table_ref(name: str) -> str:
+    return f"{SCHEMA}.{q(name)}"
+
+
+def check_identifier(name: str, what: str) -> None:
+    if not _IDENTIFIER.match(name):
+        raise SchemaError(f"{what} {name!r} is not a valid name: use lower-case letters, digits and '_', "
+                          "starting with a letter.")
+
+
+def keeps_deleted_rows(kind: TableKind, parent: str | None) -> bool:
+    """Snapshot tables and child tables mark vanished rows with deleted_at instead of dropping them."""
+    return kind == "snapshot" or parent is not None
+
+
+def table_def(spec: TableSpec) -> TableDef:
+    """The DuckDB definition of `spec`: its data columns in order, then the load metadata columns."""
+    check_identifier(spec.name, "table")
+    columns = []
+    for field in spec.schema:
+        check_identifier(field.name, f"table {spec.name}: column")
+        if field.name in RESERVED_COLUMNS:
+            raise SchemaError(f"table {spec.name}: column {field.name!r} clashes with a warehouse column; "
+                              "rename it in the table spec.")
+        columns.append((field.name, field_type(field, spec.name)))
+    meta = [(FIRST_LOADED_AT, TIMESTAMPTZ), (LAST_LOADED_AT, TIMESTAMPTZ)]
+    if keeps_deleted_rows(spec.kind, spec.parent):
+        meta.append((DELETED_AT, TIMESTAMPTZ))
+    return TableDef(spec.name, tuple(columns + meta), tuple(spec.key), spec.description, spec.kind,
+                    spec.cursor_field, spec.parent)
+
+
+def ensure_tables(conn: duckdb.DuckDBPyConnection, wanted: Iterable[TableDef]) -> dict[str, TableDef]:
+    """Create each wanted table, or add the columns it has and the table lacks (at the end, in order).
+    Returns every data table as it is afterwards."""
+    conn.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+    conn.execute(REGISTRY_DDL)
+    existing = {t.name: t for t in read_catalog(conn)}
+    changed = [_ensure(conn, table, existing.get(table.name)) for table in wanted]
+    return {t.name: t for t in read_catalog(conn)} if any(changed) else existing
+
+
+def _ensure(conn: duckdb.DuckDBPyConnection, wanted: TableDef, existing: TableDef | None) -> bool:
+    if existing is None:
+        create_table(conn, wanted)
+        _register(conn, wanted)
+        return True
+    if existing.key != wanted.key:
+        raise SchemaError(f"table {wanted.name}: the warehouse has primary key {list(existing.key)} but the "
+                          f"spec says {list(wanted.key)}; a key change needs a rebuild of that table "
+                          "(drop it and re-sync with a full refresh).")
+    have = dict(existing.columns)
+    changed = False
+    for name, type_sql in wanted.columns:
+        if name not in have:
+            conn.execute(f"ALTER TABLE {table_ref(wanted.name)} ADD COLUMN {q(name)} {type_sql}")
+            changed = True
+        elif type_sql != have[name] and normalize_type(conn, type_sql) != have[name]:
+            raise SchemaError(f"table {wanted.name}: column {name!r} is {have[name]} in the warehouse but "
+                              f"{normalize_type(conn, type_sql)} in the spec; types are never changed in "
+                              "place: add a new column instead, or migrate the table by hand.")
+    if wanted.comment and wanted.comment != existing.comment:
+        set_comment(conn, wanted)
+        changed = True
+    if (wanted.kind, wanted.cursor_field, wanted.parent) != (existing.kind, existing.cursor_field, existing.parent):
+        _register(conn, wanted)
+        changed = True
+    return changed
+
+
+REGISTRY_DDL = f"""CREATE TABLE IF NOT EXISTS {REGISTRY} (
+    table_name VARCHAR PRIMARY KEY, kind VARCHAR NOT NULL, cursor_field VARCHAR, parent VARCHAR)"""
+
+
+def _register(conn: duckdb.DuckDBPyConnection, table: TableDef) -> None:
+    conn.execute(
+        f"INSERT INTO {REGISTRY} VALUES (?, ?, ?, ?) ON CONFLICT (table_name) DO UPDATE SET "
+        "kind = excluded.kind, cursor_field = excluded.cursor_field, parent = excluded.parent",
+        [table.name, table.kind, table.cursor_field, table.parent],
+    )
+
+
+def create_table(conn: duckdb.DuckDBPyConnection, table: TableDef) -> None:
+    parts = [f"{q(name)} {type_sql}" for name, type_sql in table.columns]
+    if table.key:
+        parts.append(f"PRIMARY KEY ({', '.join(q(k) for k in table.key)})")
+    conn.execute(f"CREATE TABLE {table_ref(table.name)} ({', '.join(parts)})")
+    if table.comment:
+        set_comment(conn, table)
+
+
+def set_comment(conn: duckdb.DuckDBPyConnection, table: TableDef) -> None:
+    text = table.comment.replace("'", "''")
+    conn.execute(f"COMMENT ON TABLE {table_ref(table.name)} IS '{text}'")
+
+
+def normalize_type(conn: duckdb.DuckDBPyConnection, type_sql: str) -> str:
+    """DuckDB's own spelling of a type ('TIMESTAMPTZ' -> 'TIMESTAMP WITH TIME ZONE'), for comparisons."""
+    return conn.execute(f"SELECT typeof(CAST(NULL AS {type_sql}))").fetchone()[0]

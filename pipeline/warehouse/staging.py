@@ -1,0 +1,116 @@
+"""Staging one table of one load: read its Parquet parts, cast to the warehouse types, keep one row per
+key (greatest cursor field; ties -> last written), and classify each row against the warehouse:
+
+  insert   key not in the table
+  stale    the table's copy has a newer cursor field (a slower, older fetch committing late): not applied
+  rewrite  a list column changed (DuckDB updates lists in indexed tables very slowly: delete + insert)
+  update   other data changed, or the row comes back after being marked deleted
+  same     identical data: only last_loaded_at moves
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import duckdb
+
+from pipeline.warehouse.arrow_types import q
+from pipeline.warehouse.errors import SchemaError
+from pipeline.warehouse.manifest import ChildLink, TableLoad
+from pipeline.warehouse.schema import DELETED_AT, FIRST_LOADED_AT, META_COLUMNS, TableDef, table_ref
+
+CHANGES = ("insert", "stale", "rewrite", "update", "same")
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str  # temp table holding the classified rows
+    load: TableLoad
+    target: TableDef
+
+    @property
+    def carried(self) -> tuple[str, ...]:
+        """Target columns a delete + insert must carry over from the old row: first_loaded_at and
+        columns that this load's spec does not have (kept from older loads, never dropped)."""
+        skip = set(self.load.columns) | {c for c in META_COLUMNS if c != FIRST_LOADED_AT}
+        return tuple(c for c in self.target.column_names if c not in skip)
+
+
+def is_list_type(type_sql: str) -> bool:
+    return "[]" in type_sql or type_sql.startswith("MAP(")
+
+
+def create_stage(conn: duckdb.DuckDBPyConnection, load: TableLoad, target: TableDef, files: list[str]) -> Stage:
+    stage = Stage(f"_stage_{load.name}", load, target)
+    drop_stage(conn, stage)
+    try:
+        conn.execute(_stage_sql(stage), {"files": files})
+    except duckdb.ConversionException as error:
+        raise SchemaError(f"table {load.name}: a value of this load does not fit its warehouse column "
+                          f"({error}); fix the client's conversion for that column.") from None
+    return stage
+
+
+def _stage_sql(stage: Stage) -> str:
+    load, target = stage.load, stage.target
+    types = dict(target.columns)
+    casts = ", ".join(f"CAST({q(c)} AS {types[c]}) AS {q(c)}" for c in load.columns)
+    order = [f"{q(load.cursor_field)} DESC NULLS LAST"] if load.cursor_field else []
+    order += ["_lake_file DESC", "file_row_number DESC"]  # ties: the last written row wins
+    carried = "".join(f", t.{q(c)} AS {q('_old_' + c)}" for c in stage.carried)
+    return f"""CREATE TEMP TABLE {q(stage.name)} AS
+        WITH src AS (
+            SELECT {casts}, _lake_file, file_row_number
+            FROM read_parquet($files, filename = '_lake_file', file_row_number = true)),
+        latest AS (
+            SELECT * EXCLUDE (_lake_file, file_row_number) FROM src
+            QUALIFY row_number() OVER (PARTITION BY {', '.join(q(k) for k in load.key)}
+                                       ORDER BY {', '.join(order)}) = 1)
+        SELECT s.*, {_classify(load, target)} AS _change{carried}
+        FROM latest AS s LEFT JOIN {table_ref(target.name)} AS t ON {join_on(load.key, 's', 't')}"""
+
+
+def _classify(load: TableLoad, target: TableDef) -> str:
+    types = dict(target.columns)
+    data = [c for c in load.columns if c not in load.key]
+    lists = [c for c in data if is_list_type(types[c])]
+    scalars = [c for c in data if c not in lists]
+    cases = [f"WHEN t.{q(load.key[0])} IS NULL THEN 'insert'"]
+    if load.cursor_field:
+        cases.append(f"WHEN s.{q(load.cursor_field)} < t.{q(load.cursor_field)} THEN 'stale'")
+    if lists:
+        cases.append(f"WHEN {_any_differs(lists)} THEN 'rewrite'")
+    revived = [f"t.{q(DELETED_AT)} IS NOT NULL"] if target.has_deleted_at else []
+    changed = revived + ([_any_differs(scalars)] if scalars else [])
+    if changed:
+        cases.append(f"WHEN {' OR '.join(changed)} THEN 'update'")
+    return f"CASE {' '.join(cases)} ELSE 'same' END"
+
+
+def _any_differs(columns: list[str]) -> str:
+    return "(" + " OR ".join(f"s.{q(c)} IS DISTINCT FROM t.{q(c)}" for c in columns) + ")"
+
+
+def join_on(key: tuple[str, ...], left: str, right: str) -> str:
+    return " AND ".join(f"{left}.{q(k)} = {right}.{q(k)}" for k in key)
+
+
+def count_changes(conn: duckdb.DuckDBPyConnection, stage: Stage) -> dict[str, int]:
+    rows = conn.execute(f"SELECT _change, count(*) FROM {q(stage.name)} GROUP BY _change").fetchall()
+    counts = dict.fromkeys(CHANGES, 0)
+    counts.update(dict(rows))
+    return counts
+
+
+def mark_stale_children(conn: duckdb.DuckDBPyConnection, child: Stage, parent: Stage, link: ChildLink) -> None:
+    """Children of a parent row that is stale in this load are stale too: the newer parent in the
+    warehouse owns its own (newer) children."""
+    match = " AND ".join(f"c.{q(cc)} = p.{q(pc)}" for cc, pc in link.on)
+    conn.execute(
+        f"UPDATE {q(child.name)} AS c SET _change = 'stale' WHERE EXISTS "
+        f"(SELECT 1 FROM {q(parent.name)} AS p WHERE p._change = 'stale' AND {match})"
+    )
+
+
+def drop_stage(conn: duckdb.DuckDBPyConnection, stage: Stage) -> None:
+    conn.execute(f"DROP TABLE IF EXISTS temp.{q(stage.name)}")

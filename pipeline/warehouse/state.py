@@ -1,0 +1,86 @@
+"""Sync state kept inside the warehouse, so it commits in the same transaction as the rows it covers:
+lms._sync_state (one cursor per stream, never moving backwards) and lms._load_runs (one row per load)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+import duckdb
+
+from pipeline.warehouse.manifest import LoadOutcome, LoadPlan
+from pipeline.warehouse.schema import REGISTRY_DDL, SCHEMA
+
+SYNC_STATE = f"{SCHEMA}._sync_state"
+LOAD_RUNS = f"{SCHEMA}._load_runs"
+
+_DDL = (
+    f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}",
+    f"""CREATE TABLE IF NOT EXISTS {SYNC_STATE} (
+        stream VARCHAR PRIMARY KEY,
+        cursor TIMESTAMPTZ,            -- the next window of this stream starts here (minus the lookback)
+        last_load_seq BIGINT NOT NULL,
+        last_loaded_at TIMESTAMPTZ NOT NULL)""",
+    f"""CREATE TABLE IF NOT EXISTS {LOAD_RUNS} (
+        load_seq BIGINT PRIMARY KEY,   -- commit order; the lake manifest _loads/<load_seq>-<load_id>.json
+        load_id VARCHAR NOT NULL,
+        stream VARCHAR NOT NULL,
+        run_id VARCHAR NOT NULL,
+        started_at TIMESTAMPTZ NOT NULL,
+        committed_at TIMESTAMPTZ NOT NULL,  -- the load time of every row this load touched
+        cursor_requested TIMESTAMPTZ,
+        cursor_before TIMESTAMPTZ,
+        cursor_after TIMESTAMPTZ,
+        complete_snapshots VARCHAR[] NOT NULL,
+        tables JSON NOT NULL,          -- per table: fetched, inserted, updated, unchanged, deleted, stale
+        stats JSON NOT NULL)           -- what the caller reported (requests, retries...)""",
+)
+
+
+def ensure_state_tables(conn: duckdb.DuckDBPyConnection) -> None:
+    """Create the internal tables (sync state, load runs, table registry) if missing. Every write path
+    calls this first, so later queries may assume them: inside a transaction a failed query would abort it."""
+    for statement in (*_DDL, REGISTRY_DDL):
+        conn.execute(statement)
+
+
+def read_cursor(conn: duckdb.DuckDBPyConnection, stream: str) -> datetime | None:
+    row = conn.execute(f"SELECT cursor FROM {SYNC_STATE} WHERE stream = ?", [stream]).fetchone()
+    return utc(row[0]) if row and row[0] is not None else None
+
+
+def advance_cursor(conn: duckdb.DuckDBPyConnection, plan: LoadPlan) -> tuple[datetime | None, datetime | None]:
+    """Store max(stored cursor, requested cursor) for the plan's stream; return (before, after)."""
+    before = read_cursor(conn, plan.stream)
+    candidates = [c for c in (before, plan.cursor) if c is not None]
+    after = max(candidates) if candidates else None
+    conn.execute(
+        f"INSERT INTO {SYNC_STATE} VALUES (?, ?, ?, ?) ON CONFLICT (stream) DO UPDATE SET "
+        "cursor = excluded.cursor, last_load_seq = excluded.last_load_seq, last_loaded_at = excluded.last_loaded_at",
+        [plan.stream, after, plan.seq, plan.loaded_at],
+    )
+    return before, after
+
+
+def record_load(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, outcome: LoadOutcome) -> None:
+    tables = {name: stats.as_dict() for name, stats in outcome.tables.items()}
+    conn.execute(
+        f"INSERT INTO {LOAD_RUNS} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [plan.seq, plan.load_id, plan.stream, plan.run_id, plan.started_at, plan.loaded_at, plan.cursor,
+         outcome.cursor_before, outcome.cursor_after, list(plan.complete_snapshots),
+         json.dumps(tables), json.dumps(dict(plan.stats))],
+    )
+
+
+def applied_loads(conn: duckdb.DuckDBPyConnection) -> dict[int, str]:
+    """load_seq -> load_id of every load this warehouse has committed."""
+    return dict(conn.execute(f"SELECT load_seq, load_id FROM {LOAD_RUNS}").fetchall())
+
+
+def last_load_time(conn: duckdb.DuckDBPyConnection) -> datetime | None:
+    value = conn.execute(f"SELECT max(committed_at) FROM {LOAD_RUNS}").fetchone()[0]
+    return utc(value) if value is not None else None
+
+
+def utc(value: datetime) -> datetime:
+    return value.astimezone(timezone.utc)

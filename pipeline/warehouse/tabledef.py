@@ -1,0 +1,35 @@
+"""TableDef: a warehouse table as DuckDB holds it, and the names every module agrees on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SCHEMA = "lms"
+REGISTRY = f"{SCHEMA}._tables"  # one row per data table: what its TableSpec said (kind, key, parent...)
+FIRST_LOADED_AT = "first_loaded_at"
+LAST_LOADED_AT = "last_loaded_at"
+DELETED_AT = "deleted_at"
+META_COLUMNS = (FIRST_LOADED_AT, LAST_LOADED_AT, DELETED_AT)
+# Column names the staging queries add next to the data; a data column may not use them either.
+RESERVED_COLUMNS = META_COLUMNS + ("file_row_number", "_lake_file", "_change")
+
+
+@dataclass(frozen=True)
+class TableDef:
+    """A table as DuckDB holds it: ordered (name, type) columns including load metadata, and its key."""
+
+    name: str
+    columns: tuple[tuple[str, str], ...]
+    key: tuple[str, ...]
+    comment: str = ""
+    kind: str = ""  # the TableSpec facts, kept in lms._tables: kind, cursor field, parent table
+    cursor_field: str | None = None
+    parent: str | None = None
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.columns)
+
+    @property
+    def has_deleted_at(self) -> bool:
+        return DELETED_AT in self.column_names

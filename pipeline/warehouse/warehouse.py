@@ -1,0 +1,96 @@
+"""The warehouse facade the Dagster assets use: one DuckDB file plus its Parquet lake. Constructing a
+Warehouse touches no file; every method opens the database only for as long as it needs it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import duckdb
+
+from pipeline.warehouse.connection import ConnectionSettings, open_connection
+from pipeline.warehouse.load import Load
+from pipeline.warehouse.recovery import recover
+from pipeline.warehouse.schema import ensure_tables, table_def
+from pipeline.warehouse.state import ensure_state_tables, read_cursor
+from pipeline.warehouse.upsert import DEFAULT_STRATEGY, STRATEGIES
+
+if TYPE_CHECKING:  # the contract's types only: importing pipeline.source loads the whole client
+    from pipeline.source.tables import TableSpec
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Warehouse:
+    def __init__(self, path: Path, lake_dir: Path, *, memory_limit: str = "2GB", temp_directory: Path | None = None,
+                 threads: int | None = None, lock_timeout: float = 10.0, upsert_strategy: str = DEFAULT_STRATEGY,
+                 part_rows: int = 1_000_000, row_group_rows: int = 131_072,
+                 clock: Callable[[], datetime] = utc_now) -> None:
+        if upsert_strategy not in STRATEGIES:
+            raise ValueError(f"upsert_strategy {upsert_strategy!r}: choose one of {', '.join(STRATEGIES)}")
+        self.path = Path(path)
+        self.lake_dir = Path(lake_dir)
+        self.connection_settings = ConnectionSettings(memory_limit, temp_directory, threads, lock_timeout)
+        self.upsert_strategy = upsert_strategy
+        self.part_rows = part_rows
+        self.row_group_rows = row_group_rows
+        self.clock = clock
+
+    @classmethod
+    def from_settings(cls, settings: object, **overrides: object) -> Warehouse:
+        """From pipeline.settings.Settings (warehouse_path, lake_dir and the duckdb_* fields when present)."""
+        options = {name: getattr(settings, f"duckdb_{name}") for name in
+                   ("memory_limit", "temp_directory", "threads", "lock_timeout") if hasattr(settings, f"duckdb_{name}")}
+        options.update(overrides)
+        return cls(settings.warehouse_path, settings.lake_dir, **options)  # type: ignore[attr-defined,arg-type]
+
+    def __repr__(self) -> str:
+        return f"Warehouse(path={str(self.path)!r}, lake_dir={str(self.lake_dir)!r})"
+
+    @contextmanager
+    def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A DuckDB connection, closed on exit. Raises WarehouseLockedError if another process holds the
+        file, WarehouseMissingError for a read-only open of a file that does not exist."""
+        conn = open_connection(self.path, self.connection_settings, read_only=read_only)
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+    def ensure_tables(self, specs: Iterable[TableSpec]) -> None:
+        """Create the tables of `specs` (schema lms) or add the columns they gained, in one transaction."""
+        wanted = [table_def(spec) for spec in specs]
+        with self.connect() as conn:
+            recover(conn, self.lake_dir, self.upsert_strategy)
+            conn.begin()
+            try:
+                ensure_state_tables(conn)
+                ensure_tables(conn, wanted)
+            except BaseException:
+                conn.rollback()
+                raise
+            conn.commit()
+
+    def recover(self) -> int:
+        """Replay loads whose manifest is in the lake but whose DuckDB commit was interrupted."""
+        with self.connect() as conn:
+            return recover(conn, self.lake_dir, self.upsert_strategy)
+
+    def cursor(self, stream: str) -> datetime | None:
+        """The stored cursor of `stream` (None before its first load)."""
+        if not self.path.exists():
+            return None
+        with self.connect(read_only=True) as conn:
+            try:
+                return read_cursor(conn, stream)
+            except duckdb.CatalogException:  # no load committed yet
+                return None
+
+    def load(self, stream: str, run_id: str, started_at: datetime) -> Load:
+        """A new load for `stream`; use it as a context manager and call commit() at the end."""
+        return Load(self, stream, run_id, started_at)

@@ -1,0 +1,127 @@
+"""The certificate webhook receiver as a Starlette app: `create_app(settings)`.
+
+Order of checks: credential (401) before anything is read, then content type (415), size (413) and
+payload (400). Every authenticated delivery ends in the inbox -- accepted ones as events, rejected ones
+raw in the quarantine with the reason -- and 2xx/4xx is answered only once that write is on disk. If the
+write fails the answer is 500, so the platform retries."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from pipeline.webhooks.auth import Authenticator
+from pipeline.webhooks.committer import GroupCommitter
+from pipeline.webhooks.events import PayloadError, Rejected, to_delivery
+from pipeline.webhooks.http_io import (
+    BodyTooLarge,
+    error_response,
+    is_json_media_type,
+    json_response,
+    read_bounded_body,
+)
+from pipeline.webhooks.inbox import Inbox
+from pipeline.webhooks.settings import WebhookSettings
+
+log = logging.getLogger(__name__)
+
+
+class CertificateReceiver:
+    """The POST endpoint; one instance per app, sharing the group committer."""
+
+    def __init__(self, settings: WebhookSettings, committer: GroupCommitter) -> None:
+        self._auth = Authenticator.from_settings(settings)
+        self._committer = committer
+        self._max_body = settings.max_body_bytes
+        self._source_header = settings.source_header
+        self._challenge = ", ".join(
+            scheme for scheme, on in (("Bearer", settings.bearer_tokens), ("Basic", settings.basic_credentials)) if on
+        )
+
+    async def handle(self, request: Request) -> Response:
+        received_at = datetime.now(UTC)
+        refusal = self._auth.authenticate(request.headers)
+        if refusal is not None:
+            headers = {"WWW-Authenticate": self._challenge} if self._challenge else None
+            log.info("webhook refused (401) from %s: %s", _client(request), refusal)
+            body = {"error": "unauthorized", "message": f"{refusal}; send a configured webhook credential"}
+            return json_response(401, body, headers)
+        source = request.headers.get(self._source_header)
+        content_type = request.headers.get("content-type")
+        try:
+            body = await read_bounded_body(request, self._max_body)
+        except BodyTooLarge:
+            reason = f"body larger than the {self._max_body}-byte limit (LESSONSYNC_WEBHOOK_MAX_BODY_BYTES)"
+            return await self._reject(Rejected(received_at, source, content_type, 413, reason, None), "payload_too_large")
+        if not is_json_media_type(content_type):
+            reason = f"content type {content_type!r} is not application/json"
+            return await self._reject(Rejected(received_at, source, content_type, 415, reason, body), "unsupported_media_type")
+        try:
+            delivery = to_delivery(body, received_at, source)
+        except PayloadError as exc:
+            rejected = Rejected(received_at, source, content_type, 400, f"invalid payload: {exc}", body)
+            return await self._reject(rejected, "invalid_payload", field=exc.field)
+        try:
+            outcome = await self._committer.store(delivery)
+        except Exception:  # noqa: BLE001 - any storage failure means: not acknowledged, retry
+            log.exception("could not store certificate delivery %s in the inbox", delivery.certificate_id)
+            return error_response(500, "storage_failed", "the delivery could not be stored; retry later")
+        assert outcome is not None
+        return json_response(200, {
+            "status": "duplicate" if outcome.duplicate else "stored",
+            "sequence": outcome.sequence,
+            "event_type": delivery.event_type,
+        })
+
+    async def _reject(self, rejected: Rejected, error: str, **extra: object) -> Response:
+        """Quarantine the raw body, then answer the 4xx; 500 if even that cannot be stored."""
+        try:
+            await self._committer.store(rejected)
+        except Exception:  # noqa: BLE001
+            log.exception("could not quarantine a rejected delivery (%s)", rejected.reason)
+            return error_response(500, "storage_failed", "the delivery could not be stored; retry later")
+        log.info("webhook rejected (%d) from source %r: %s", rejected.status, rejected.source, rejected.reason)
+        return error_response(rejected.status, error, rejected.reason, **extra)
+
+
+def _client(request: Request) -> str:
+    return f"{request.client.host}:{request.client.port}" if request.client else "unknown client"
+
+
+def create_app(settings: WebhookSettings | None = None) -> Starlette:
+    """The receiver app. Raises WebhookConfigError for an unsafe configuration (no credential)."""
+    settings = settings if settings is not None else WebhookSettings()
+    settings.check_servable()
+    inbox = Inbox(settings.resolved_inbox_path())
+    committer = GroupCommitter(inbox, settings.commit_max_batch)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        committer.start()
+        log.info("webhook receiver: POST %s, inbox %s, %s", settings.path, inbox.path, settings.auth_summary())
+        try:
+            yield
+        finally:
+            committer.stop()
+
+    async def healthz(request: Request) -> Response:
+        # The commit count lets the benchmark show how many deliveries share one fsync.
+        return json_response(200, {"status": "ok", "inbox_commits": committer.transactions})
+
+    app = Starlette(
+        routes=[
+            Route(settings.path, CertificateReceiver(settings, committer).handle, methods=["POST"]),
+            Route("/healthz", healthz, methods=["GET"]),
+        ],
+        lifespan=lifespan,
+    )
+    app.state.inbox = inbox
+    app.state.committer = committer
+    return app

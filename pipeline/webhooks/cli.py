@@ -1,0 +1,61 @@
+"""`lessonsync receive`: serve the certificate webhook receiver with uvicorn.
+
+Options override the LESSONSYNC_WEBHOOK_* environment; credentials come only from the environment (or
+.env) so that they never show in a process listing."""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+from pathlib import Path
+
+import uvicorn
+from pydantic import ValidationError
+
+from pipeline.webhooks.app import create_app
+from pipeline.webhooks.settings import WebhookConfigError, WebhookSettings
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8766, help="TCP port (default 8766)")
+    parser.add_argument("--path", help="POST path (default LESSONSYNC_WEBHOOK_PATH or /webhooks/certificates)")
+    parser.add_argument("--inbox", type=Path, help="SQLite inbox file (default <data dir>/inbox.sqlite3)")
+    parser.add_argument(
+        "--allow-open", action="store_true", help="accept deliveries without any credential (local use only)"
+    )
+    parser.add_argument("--access-log", action="store_true", help="log every request line (slower)")
+
+
+def settings_from_args(args: argparse.Namespace) -> WebhookSettings:
+    overrides: dict[str, object] = {}
+    if args.path:
+        overrides["path"] = args.path
+    if args.inbox:
+        overrides["inbox_path"] = args.inbox
+    if args.allow_open:
+        overrides["allow_open"] = True
+    return WebhookSettings(**overrides)  # type: ignore[arg-type]
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        app = create_app(settings_from_args(args))
+    except (WebhookConfigError, ValidationError) as exc:
+        print(f"lessonsync receive: {exc}", file=sys.stderr)
+        return 2
+    # Everything imported so far lives as long as the process: keep the collector from rescanning it,
+    # which otherwise shows as latency spikes under load.
+    gc.freeze()
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        access_log=args.access_log,
+        log_level="debug" if args.verbose else "info",
+        log_config=None,  # keep the lessonsync logging format set up by pipeline.cli
+        timeout_graceful_shutdown=10,
+        proxy_headers=False,  # the client address is only logged; do not trust forwarding headers for it
+        server_header=False,
+    )
+    return 0

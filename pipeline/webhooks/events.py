@@ -1,0 +1,140 @@
+"""From an HTTP body to an inbox event: validation with the Certificate model, event-type inference and
+the deduplication key.
+
+The payload names no event type (spec, Events rule 4), so it is inferred at receipt: `expires` in the
+past -> certificate_expired, else certificate_completed. The deduplication key hashes the canonical
+payload together with that type, so an identical redelivery is stored once while the completion and the
+expiry of one certificate `_id` stay two events."""
+
+from __future__ import annotations
+
+import hashlib
+import typing
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import orjson
+from pydantic import BaseModel, ValidationError
+
+from pipeline.source.models import Certificate
+
+EventType = Literal["certificate_completed", "certificate_expired"]
+COMPLETED: EventType = "certificate_completed"
+EXPIRED: EventType = "certificate_expired"
+MAX_REPORTED_ERRORS = 5
+
+
+class PayloadError(ValueError):
+    """The body is not a valid Certificate payload; `field` names where (API spelling, dotted path),
+    `message` says what is wrong and names the field too."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """An accepted delivery, as the inbox stores it. `payload` is the body exactly as received."""
+
+    dedupe_key: str
+    certificate_id: str
+    event_type: EventType
+    received_at: datetime
+    source: str | None
+    payload: bytes
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """A delivery answered with 4xx after authentication, kept raw in the quarantine with the reason."""
+
+    received_at: datetime
+    source: str | None
+    content_type: str | None
+    status: int
+    reason: str
+    body: bytes | None
+
+
+def as_utc(moment: datetime) -> datetime:
+    """Date-times without an offset are taken as UTC (the platform's instants are UTC)."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def infer_event_type(expires: datetime | None, received_at: datetime) -> EventType:
+    if expires is not None and as_utc(expires) <= received_at:
+        return EXPIRED
+    return COMPLETED
+
+
+def dedupe_key(document: dict[str, Any], event_type: EventType) -> str:
+    """sha256 over the event type and the payload with sorted keys: formatting and key order of a
+    redelivery do not matter, any changed value does."""
+    canonical = orjson.dumps(document, option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(event_type.encode() + b"\n" + canonical).hexdigest()
+
+
+def parse_certificate(body: bytes) -> tuple[dict[str, Any], Certificate]:
+    """The JSON document and its validated model, or PayloadError naming the first bad fields."""
+    try:
+        document = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise PayloadError("body", f"body is not valid JSON ({exc})") from None
+    if not isinstance(document, dict):
+        raise PayloadError("body", f"body must be a JSON object (a Certificate), not {type(document).__name__}")
+    try:
+        certificate = Certificate.model_validate(document)
+    except ValidationError as exc:
+        raise _first_fields(exc) from None
+    if not certificate.id.strip():
+        raise PayloadError("_id", "_id must be a non-empty string (it identifies the certificate)")
+    return document, certificate
+
+
+def _first_fields(exc: ValidationError) -> PayloadError:
+    """One message per bad field (a union reports each member it tried; they are merged)."""
+    by_field: dict[str, list[str]] = {}
+    for error in exc.errors(include_url=False, include_input=False):
+        by_field.setdefault(_field_path(error["loc"]), []).append(error["msg"])
+    shown = [f"{name}: {' / '.join(dict.fromkeys(messages))}" for name, messages in by_field.items()]
+    if len(shown) > MAX_REPORTED_ERRORS:
+        shown = [*shown[:MAX_REPORTED_ERRORS], f"and {len(shown) - MAX_REPORTED_ERRORS} more"]
+    return PayloadError(next(iter(by_field)), "; ".join(shown))
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    """The API path of an error location, without the union member tags pydantic appends (`.float`)."""
+    parts: list[str] = []
+    model: type[BaseModel] | None = Certificate
+    for part in loc:
+        if isinstance(part, int):  # a list index
+            parts.append(str(part))
+            continue
+        fields = {info.alias or name: info for name, info in model.model_fields.items()} if model else {}
+        if part not in fields:
+            break
+        parts.append(part)
+        model = _nested_model(fields[part].annotation)
+    return ".".join(parts) or "body"
+
+
+def _nested_model(annotation: Any) -> type[BaseModel] | None:
+    candidates = typing.get_args(annotation) or (annotation,)
+    return next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+
+
+def to_delivery(body: bytes, received_at: datetime, source: str | None) -> Delivery:
+    """Validate the body and build the inbox event; raises PayloadError for a bad payload."""
+    document, certificate = parse_certificate(body)
+    event_type = infer_event_type(certificate.expires, received_at)
+    return Delivery(
+        dedupe_key=dedupe_key(document, event_type),
+        certificate_id=certificate.id,
+        event_type=event_type,
+        received_at=received_at,
+        source=source,
+        payload=body,
+    )

@@ -1,0 +1,96 @@
+"""Receiver settings, from the environment with prefix `LESSONSYNC_WEBHOOK_` (see README "Webhooks").
+
+Credential lists are comma-separated so that several can be valid at once while one is rotated out.
+Every credential is a SecretStr: it never shows in a repr, a log line or an error message."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from pipeline.settings import Settings
+
+MIB = 1024 * 1024
+
+
+class WebhookConfigError(ValueError):
+    """The receiver configuration cannot be served safely (e.g. no credential and not explicitly open)."""
+
+
+def _split_list(value: object) -> object:
+    """`"a,b"` -> `["a", "b"]`; blanks dropped so a trailing comma is harmless."""
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+class WebhookSettings(BaseSettings):
+    """How the certificate webhook receiver authenticates, validates and stores deliveries."""
+
+    model_config = SettingsConfigDict(env_prefix="LESSONSYNC_WEBHOOK_", env_file=".env", extra="ignore")
+
+    bearer_tokens: Annotated[list[SecretStr], NoDecode] = Field(
+        default_factory=list, description="Accepted `Authorization: Bearer <token>` values, comma-separated."
+    )
+    basic_credentials: Annotated[list[SecretStr], NoDecode] = Field(
+        default_factory=list, description="Accepted HTTP basic `user:password` pairs, comma-separated."
+    )
+    api_keys: Annotated[list[SecretStr], NoDecode] = Field(
+        default_factory=list, description="Accepted values of the API-key header, comma-separated."
+    )
+    api_key_header: str = Field("X-Api-Key", min_length=1, description="Header that carries an API key.")
+    path: str = Field("/webhooks/certificates", pattern=r"^/\S*$", description="POST path of the receiver.")
+    max_body_bytes: int = Field(MIB, ge=1, description="Larger bodies get 413 (checked while streaming).")
+    allow_open: bool = Field(False, description="Serve without any credential (local experiments only).")
+    inbox_path: Path | None = Field(None, description="SQLite inbox; default <LESSONSYNC_DATA_DIR>/inbox.sqlite3.")
+    source_header: str = Field("X-Webhook-Source", min_length=1, description="Header naming the sender.")
+    commit_max_batch: int = Field(
+        512, ge=1, le=10_000, description="Most deliveries made durable by one inbox transaction."
+    )
+
+    @field_validator("bearer_tokens", "basic_credentials", "api_keys", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: object) -> object:
+        return _split_list(value)
+
+    def resolved_inbox_path(self) -> Path:
+        """The inbox file: explicit setting, else the data directory of the main settings."""
+        return self.inbox_path if self.inbox_path is not None else Settings().inbox_path
+
+    def basic_pairs(self) -> list[tuple[bytes, bytes]]:
+        """Configured basic credentials as (user, password) bytes, split on the first colon (RFC 7617)."""
+        pairs = []
+        for value in self.basic_credentials:
+            user, _, password = value.get_secret_value().partition(":")
+            pairs.append((user.encode(), password.encode()))
+        return pairs
+
+    def has_credentials(self) -> bool:
+        return bool(self.bearer_tokens or self.basic_credentials or self.api_keys)
+
+    def check_servable(self) -> None:
+        """Refuse an unauthenticated or malformed configuration. Checked here rather than in a field
+        validator because pydantic's errors echo the input value, which here is a secret."""
+        for position, value in enumerate(self.basic_credentials, start=1):
+            user, sep, _ = value.get_secret_value().partition(":")
+            if not sep or not user:
+                raise WebhookConfigError(
+                    f"LESSONSYNC_WEBHOOK_BASIC_CREDENTIALS entry #{position} is not 'user:password' "
+                    "(value hidden); separate several pairs with commas"
+                )
+        if not self.has_credentials() and not self.allow_open:
+            raise WebhookConfigError(
+                "no webhook credential configured: set LESSONSYNC_WEBHOOK_BEARER_TOKENS, "
+                "LESSONSYNC_WEBHOOK_BASIC_CREDENTIALS or LESSONSYNC_WEBHOOK_API_KEYS "
+                "(or LESSONSYNC_WEBHOOK_ALLOW_OPEN=true to accept unauthenticated deliveries)"
+            )
+
+    def auth_summary(self) -> str:
+        """What is configured, by count only, for the startup log line."""
+        return (
+            f"bearer tokens: {len(self.bearer_tokens)}, basic credentials: {len(self.basic_credentials)}, "
+            f"API keys: {len(self.api_keys)} (header {self.api_key_header}), open: {self.allow_open}"
+        )

@@ -1,0 +1,107 @@
+"""Lineage read from the SQL matches the files, and the Dagster graph carries it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+from dagster import AssetKey
+
+from pipeline.analytics.models import DEFAULT_MODELS_DIR, AnalyticsProject
+from pipeline.assets.analytics import PUBLISHED_KEY, analytics_checks, analytics_models, analytics_published
+from pipeline.source.catalog import TABLES
+from pipeline.webhooks.tables import CERTIFICATE_EVENTS, CERTIFICATES
+
+
+def test_every_sql_file_is_one_model_with_its_yaml(project: AnalyticsProject) -> None:
+    files = sorted(DEFAULT_MODELS_DIR.rglob("*.sql"))
+    assert sorted(m.sql_path for m in project.models.values()) == files
+    assert {p.stem for p in files} == set(project.models)
+    for model in project.models.values():
+        assert model.sql_path.with_suffix(".yml").exists(), f"{model.name} has no YAML beside it"
+        assert model.description, f"{model.name}: its YAML has no description"
+    assert {m.layer for m in project.models.values()} == {"staging", "marts"}
+
+
+def _tables_in_parse_tree(node: object, found: set[str]) -> set[str]:
+    if isinstance(node, dict):
+        if node.get("type") == "BASE_TABLE" and node.get("schema_name"):  # unqualified ones are CTEs
+            found.add(f"{node['schema_name']}.{node['table_name']}")
+        for value in node.values():
+            _tables_in_parse_tree(value, found)
+    elif isinstance(node, list):
+        for value in node:
+            _tables_in_parse_tree(value, found)
+    return found
+
+
+def test_deps_match_duckdbs_own_parse_of_each_file(project: AnalyticsProject) -> None:
+    # DuckDB's own parser (json_serialize_sql), independent of sqlglot, names the tables each file reads.
+    conn = duckdb.connect()
+    for model in project.models.values():
+        tree = json.loads(conn.execute("SELECT json_serialize_sql(?)", [model.sql_path.read_text()]).fetchone()[0])
+        assert tree["error"] is False, model.name
+        assert {str(d) for d in model.deps} == _tables_in_parse_tree(tree, set()), model.name
+
+
+def test_some_deps_spelled_out(project: AnalyticsProject) -> None:
+    deps = {name: {str(d) for d in m.deps} for name, m in project.models.items()}
+    assert deps["stg_answers"] == {"lms.answers"}
+    assert deps["lesson_funnel"] == {"analytics.learner_progress", "analytics.stg_lessons"}
+    assert deps["certificates_by_badge"] == {"analytics.certificates"}
+    assert deps["learner_progress"] == {"analytics.stg_active_lessons", "analytics.stg_answers",
+                                        "analytics.stg_lessons"}
+
+
+def test_staging_reads_only_synced_tables_and_marts_only_models(project: AnalyticsProject) -> None:
+    for model in project.models.values():
+        schemas = {d.schema for d in model.deps}
+        assert schemas == ({"lms"} if model.layer == "staging" else {"analytics"}), model.name
+
+
+def test_build_order_puts_every_model_after_what_it_reads(project: AnalyticsProject) -> None:
+    position = {name: i for i, name in enumerate(project.models)}
+    for model in project.models.values():
+        for dep in model.deps:
+            if dep.schema == "analytics":
+                assert position[dep.name] < position[model.name], (dep.name, model.name)
+
+
+def test_sources_are_the_warehouse_tables(project: AnalyticsProject) -> None:
+    synced = set(TABLES) - {"quarantine"} | {CERTIFICATE_EVENTS.name, CERTIFICATES.name}
+    assert set(project.sources) == synced
+
+
+def test_dagster_asset_graph_follows_the_sql(project: AnalyticsProject) -> None:
+    keys = {AssetKey(["analytics", name]) for name in project.models}
+    assert set(analytics_models.keys) == keys
+    for name, model in project.models.items():
+        key = AssetKey(["analytics", name])
+        assert analytics_models.asset_deps[key] == {AssetKey([d.schema, d.name]) for d in model.deps}
+        spec = analytics_models.specs_by_key[key]
+        assert spec.group_name == "analytics" and set(spec.kinds) == {"duckdb"}
+        assert spec.code_version == model.code_version
+    assert analytics_published.asset_deps[PUBLISHED_KEY] == keys
+    assert analytics_models.can_subset and analytics_models.op.pool == "warehouse"
+    assert analytics_published.op.pool == "warehouse"
+
+
+def test_yaml_tests_become_asset_checks(project: AnalyticsProject) -> None:
+    check_keys = {(k.asset_key.path[-1], k.name) for k in analytics_models.check_keys}
+    expected = {(m.name, t.name) for m in project.models.values() for t in m.tests}
+    assert check_keys == expected
+    assert ("learner_progress", "unique__user_id__lesson_id") in check_keys
+    assert ("stg_group_members", "relationships__user_id__stg_users") in check_keys
+    assert ("stg_answers", "accepted_values__quiz_type") in check_keys
+    assert ("stg_groups", "not_null__group_id") in check_keys
+    assert [c.name for c in analytics_checks[0].check_specs] == ["published_files_consistent"]
+
+
+def test_relationship_checks_depend_on_their_target(project: AnalyticsProject) -> None:
+    spec = next(s for s in analytics_models.check_specs if s.name == "relationships__user_id__stg_users")
+    assert [d.asset_key for d in spec.additional_deps] == [AssetKey(["analytics", "stg_users"])]
+
+
+def test_models_dir_is_the_repository_folder() -> None:
+    assert DEFAULT_MODELS_DIR == Path(__file__).resolve().parents[2] / "dbt_like_sql"

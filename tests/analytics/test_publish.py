@@ -1,0 +1,157 @@
+"""Publishing: the snapshot database and the Parquet marts are complete, readable by another process while
+the warehouse is held read-write, and swapped whole."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+
+from analytics_world import AS_OF, insert, seed_small_world
+from pipeline.analytics.build import build_models
+from pipeline.analytics.models import AnalyticsProject
+from pipeline.analytics.publish import publish
+from pipeline.analytics.verify import verify_published
+
+READER = r'''
+import json, sys, time
+from pathlib import Path
+import duckdb, pyarrow.parquet as pq
+
+data = Path(sys.argv[1])
+report = {"iterations": 0, "errors": [], "progress_rows": [], "parquet_rows": [], "warehouse_open": None}
+try:  # the premise: while another process writes the warehouse, even a read-only open fails
+    duckdb.connect(str(data / "warehouse.duckdb"), read_only=True).close()
+    report["warehouse_open"] = "opened"
+except duckdb.Error as error:
+    report["warehouse_open"] = str(error)
+(data / "reader-ready").touch()
+while not (data / "reader-stop").exists():
+    try:
+        conn = duckdb.connect(str(data / "analytics.duckdb"), read_only=True)
+        try:
+            progress = conn.execute("SELECT count(*) FROM learner_progress").fetchone()[0]
+            funnel = conn.execute("SELECT sum(learners) FROM lesson_funnel").fetchone()[0]
+        finally:
+            conn.close()
+        if funnel != progress:
+            report["errors"].append(f"torn snapshot: funnel {funnel} vs progress {progress}")
+        report["progress_rows"].append(progress)
+        marts = json.loads((data / "marts" / "_manifest.json").read_text())["marts"]
+        for name in marts:
+            rows = pq.read_table(data / "marts" / f"{name}.parquet").num_rows
+            if name == "learner_progress":
+                report["parquet_rows"].append(rows)
+    except Exception as error:
+        report["errors"].append(repr(error))
+    report["iterations"] += 1
+    time.sleep(0.01)  # leave the writer a core on a 2-core machine
+print(json.dumps(report))
+'''
+
+
+def build_and_publish(conn: duckdb.DuckDBPyConnection, project: AnalyticsProject, data_dir: Path) -> int:
+    assert {r.status for r in build_models(conn, project, as_of=AS_OF)} == {"built"}
+    publish(conn, project, data_dir)
+    return conn.execute("SELECT count(*) FROM analytics.learner_progress").fetchone()[0]
+
+
+def add_learners(conn: duckdb.DuckDBPyConnection, round_: int, count: int = 50) -> None:
+    """What a sync does between two builds: new progress records."""
+    insert(conn, "active_lessons", [
+        {"owner_id": "O1", "user_id": f"R{round_}-{k}", "lesson_id": "L1", "stats_progress_in_percent": 10.0}
+        for k in range(count)
+    ])
+
+
+def test_publish_writes_every_model_and_every_mart(
+    warehouse_conn: duckdb.DuckDBPyConnection, project: AnalyticsProject, data_dir: Path
+) -> None:
+    seed_small_world(warehouse_conn)
+    build_and_publish(warehouse_conn, project, data_dir)
+    snapshot = duckdb.connect(str(data_dir / "analytics.duckdb"), read_only=True)
+    try:
+        tables = {r[0] for r in snapshot.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        assert tables == set(project.models) | {"_builds", "_published"}
+        for mart in project.marts:
+            in_snapshot = snapshot.execute(f"SELECT * FROM {mart.name} ORDER BY ALL").fetchall()
+            in_warehouse = warehouse_conn.execute(f"SELECT * FROM analytics.{mart.name} ORDER BY ALL").fetchall()
+            assert in_snapshot == in_warehouse, mart.name
+            table = pq.read_table(data_dir / "marts" / f"{mart.name}.parquet")
+            assert table.num_rows == len(in_warehouse) and table.column_names == [
+                r[0] for r in warehouse_conn.execute(f"DESCRIBE analytics.{mart.name}").fetchall()
+            ]
+    finally:
+        snapshot.close()
+    manifest = json.loads((data_dir / "marts" / "_manifest.json").read_text())
+    assert manifest["marts"]["lesson_funnel"] == {"file": "lesson_funnel.parquet", "rows": 3}
+    assert verify_published(project, data_dir) == ([], verify_published(project, data_dir)[1])
+    assert not list(data_dir.rglob("*.tmp*"))
+
+
+@pytest.mark.slow
+def test_reader_process_queries_through_rebuilds_without_error(
+    warehouse_conn: duckdb.DuckDBPyConnection, project: AnalyticsProject, data_dir: Path
+) -> None:
+    seed_small_world(warehouse_conn)
+    published = [build_and_publish(warehouse_conn, project, data_dir)]
+    reader = subprocess.Popen([sys.executable, "-c", READER, str(data_dir)], stdout=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (data_dir / "reader-ready").exists():
+            assert reader.poll() is None and time.monotonic() < deadline, "the reader did not start"
+            time.sleep(0.05)
+        for round_ in range(4):  # the warehouse stays open read-write in this process the whole time
+            add_learners(warehouse_conn, round_)
+            published.append(build_and_publish(warehouse_conn, project, data_dir))
+        time.sleep(0.5)  # let the reader see the last publish
+    finally:
+        (data_dir / "reader-stop").touch()
+        out, _ = reader.communicate(timeout=60)
+    report = json.loads(out)
+    assert "lock" in report["warehouse_open"].lower()
+    assert report["errors"] == []
+    assert report["iterations"] >= 10
+    assert set(report["progress_rows"]) <= set(published)
+    assert len(set(report["progress_rows"])) >= 3  # it read across several swaps
+    assert set(report["parquet_rows"]) <= set(published)
+
+
+def test_removed_mart_loses_its_parquet_file(
+    warehouse_conn: duckdb.DuckDBPyConnection, project: AnalyticsProject, data_dir: Path
+) -> None:
+    build_and_publish(warehouse_conn, project, data_dir)
+    manifest_path = data_dir / "marts" / "_manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["marts"]["old_mart"] = {"file": "old_mart.parquet", "rows": 0}
+    manifest_path.write_text(json.dumps(manifest))
+    (data_dir / "marts" / "old_mart.parquet").write_bytes(b"stale")
+    (data_dir / "marts" / "notes.txt").write_text("an analyst's file")
+    publish(warehouse_conn, project, data_dir)
+    assert not (data_dir / "marts" / "old_mart.parquet").exists()
+    assert (data_dir / "marts" / "notes.txt").exists()
+
+
+def test_verify_reports_a_parquet_file_that_disagrees(
+    warehouse_conn: duckdb.DuckDBPyConnection, project: AnalyticsProject, data_dir: Path
+) -> None:
+    seed_small_world(warehouse_conn)
+    build_and_publish(warehouse_conn, project, data_dir)
+    warehouse_conn.execute("COPY (SELECT 1 AS x) TO ? (FORMAT parquet)", [str(data_dir / "marts" / "lesson_funnel.parquet")])
+    problems, rows = verify_published(project, data_dir)
+    assert problems == [f"{data_dir / 'marts' / 'lesson_funnel.parquet'}: 1 rows but the manifest says 3"]
+    assert rows["lesson_funnel"] == 3
+
+
+def test_publish_refuses_when_models_were_never_built(
+    warehouse_conn: duckdb.DuckDBPyConnection, project: AnalyticsProject, data_dir: Path
+) -> None:
+    with pytest.raises(Exception, match="models never built in the warehouse: stg_active_lessons"):
+        publish(warehouse_conn, project, data_dir)
+    assert not (data_dir / "analytics.duckdb").exists()

@@ -1,0 +1,129 @@
+"""Shared pieces of the warehouse tests: realistic TableSpecs (tz timestamps, lists of strings, JSON text,
+nullable fields, child tables), batch builders, and readers that dump a table for exact comparison."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from pipeline.source.tables import TableSpec
+from pipeline.warehouse import Warehouse
+
+UTC = timezone.utc
+TS = pa.timestamp("us", tz="UTC")
+JSON = {b"json": b"1"}
+T0 = datetime(2026, 11, 1, 8, 0, tzinfo=UTC)
+
+ANSWER_KEY = ("active_lesson_id", "question_id", "attempt_index")
+ANSWERS = TableSpec(
+    name="answers",
+    schema=pa.schema([
+        pa.field("active_lesson_id", pa.string(), nullable=False),
+        pa.field("question_id", pa.string(), nullable=False),
+        pa.field("attempt_index", pa.float64(), nullable=False),
+        pa.field("user_id", pa.string()),
+        pa.field("lesson_id", pa.string()),
+        pa.field("is_valid", pa.bool_()),
+        pa.field("tags", pa.list_(pa.string())),
+        pa.field("validation", pa.string(), metadata=JSON),
+        pa.field("last_date", TS),
+    ]),
+    key=ANSWER_KEY, kind="incremental", cursor_field="last_date", description="One answer to one question.",
+)
+ANSWER_RESULTS = TableSpec(
+    name="answer_results",
+    schema=pa.schema([
+        *(pa.field(k, ANSWERS.schema.field(k).type, nullable=False) for k in ANSWER_KEY),
+        pa.field("result_index", pa.int64(), nullable=False),
+        pa.field("value", pa.string()),
+    ]),
+    key=(*ANSWER_KEY, "result_index"), kind="incremental", parent="answers", description="Results of an answer.",
+)
+ACTIVE_LESSONS = TableSpec(
+    name="active_lessons",
+    schema=pa.schema([pa.field("user_id", pa.string(), nullable=False),
+                      pa.field("lesson_id", pa.string(), nullable=False),
+                      pa.field("score", pa.float64()), pa.field("last_date", TS)]),
+    key=("user_id", "lesson_id"), kind="incremental", cursor_field="last_date",
+)
+GROUPS = TableSpec(
+    name="groups",
+    schema=pa.schema([pa.field("id", pa.string(), nullable=False), pa.field("title", pa.string()),
+                      pa.field("disabled", pa.bool_())]),
+    key=("id",), kind="snapshot", description="User groups.",
+)
+SESSIONS = TableSpec(
+    name="lesson_sessions",
+    schema=pa.schema([pa.field("id", pa.string(), nullable=False), pa.field("title", pa.string()),
+                      pa.field("presenters", pa.list_(pa.string())), pa.field("start_date", TS)]),
+    key=("id",), kind="snapshot",
+)
+REGISTRATIONS = TableSpec(
+    name="lesson_session_registrations",
+    schema=pa.schema([pa.field("session_id", pa.string(), nullable=False),
+                      pa.field("user_id", pa.string(), nullable=False), pa.field("status", pa.string())]),
+    key=("session_id", "user_id"), kind="snapshot", parent="lesson_sessions",
+)
+QUARANTINE = TableSpec(
+    name="quarantine",
+    schema=pa.schema([pa.field("seen_at", TS, nullable=False), pa.field("stream", pa.string()),
+                      pa.field("raw", pa.string(), metadata=JSON)]),
+    key=(), kind="append",
+)
+ALL_SPECS = (ANSWERS, ANSWER_RESULTS, ACTIVE_LESSONS, GROUPS, SESSIONS, REGISTRATIONS, QUARANTINE)
+
+
+def batch(spec: TableSpec, rows: list[dict[str, Any]]) -> pa.RecordBatch:
+    """A record batch of `spec` from row dicts (missing fields are null)."""
+    columns = {name: [row.get(name) for row in rows] for name in spec.schema.names}
+    return pa.RecordBatch.from_pydict(columns, schema=spec.schema)
+
+
+def answer(al: str, q: str, attempt: float = 0, *, minutes: int = 0, valid: bool | None = True,
+           tags: list[str] | None = None, validation: str | None = None, user: str = "u1") -> dict[str, Any]:
+    return {"active_lesson_id": al, "question_id": q, "attempt_index": attempt, "user_id": user, "lesson_id": "l1",
+            "is_valid": valid, "tags": tags, "validation": validation, "last_date": T0 + timedelta(minutes=minutes)}
+
+
+def result(al: str, q: str, index: int, value: str, attempt: float = 0) -> dict[str, Any]:
+    return {"active_lesson_id": al, "question_id": q, "attempt_index": attempt, "result_index": index, "value": value}
+
+
+def stepping_clock(start: datetime = datetime(2026, 11, 22, 2, 0, tzinfo=UTC)) -> Callable[[], datetime]:
+    """A clock that moves one second per reading, so load times are distinct and predictable."""
+    ticks = itertools.count()
+    return lambda: start + timedelta(seconds=next(ticks))
+
+
+def make_warehouse(root: Path, **options: Any) -> Warehouse:
+    options.setdefault("clock", stepping_clock())
+    options.setdefault("memory_limit", "512MB")
+    options.setdefault("threads", 2)
+    options.setdefault("lock_timeout", 0.0)
+    return Warehouse(root / "warehouse.duckdb", root / "lake", **options)
+
+
+def rows(conn: duckdb.DuckDBPyConnection, table: str, columns: str = "*") -> list[tuple[Any, ...]]:
+    """Every row of lms.<table>, all columns, in a stable order."""
+    return conn.execute(f'SELECT {columns} FROM lms."{table}" ORDER BY ALL').fetchall()
+
+
+def dump(wh: Warehouse, tables: tuple[str, ...] | None = None) -> dict[str, list[tuple[Any, ...]]]:
+    with wh.connect(read_only=True) as conn:
+        names = tables or tuple(n for (n,) in conn.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'lms' ORDER BY 1").fetchall())
+        return {name: rows(conn, name) for name in names}
+
+
+def load_once(wh: Warehouse, stream: str, tables: list[tuple[TableSpec, list[dict[str, Any]]]], *,
+              run_id: str = "run", cursor: datetime | None = None, **commit: Any) -> Any:
+    with wh.load(stream, run_id, T0) as load:
+        for spec, table_rows in tables:
+            load.write(spec, batch(spec, table_rows))
+        return load.commit(cursor=cursor, **commit)

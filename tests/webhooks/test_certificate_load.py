@@ -1,0 +1,164 @@
+"""Loading the inbox into DuckDB (pipeline/webhooks/load.py) on real files: current-state rules, column
+layout, idempotence, a recreated inbox, and failures in the middle of a load."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import closing
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import orjson
+import pytest
+from webhook_helpers import FUTURE, PAST, certificate
+
+from pipeline.webhooks.events import to_delivery
+from pipeline.webhooks.inbox import Inbox
+from pipeline.webhooks.load import high_water_mark, load_certificate_events
+from pipeline.webhooks.transform import InboxEventError
+
+T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def inbox(tmp_path: Path) -> Inbox:
+    return Inbox(tmp_path / "inbox.sqlite3")
+
+
+@pytest.fixture
+def conn(tmp_path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb")) as connection:
+        yield connection
+
+
+def deliver(inbox: Inbox, *payloads: dict[str, Any], at: datetime = T0) -> None:
+    """Each payload received one second after the previous, as the receiver would store it."""
+    inbox.append([
+        to_delivery(orjson.dumps(p), at + timedelta(seconds=n), "test") for n, p in enumerate(payloads)
+    ])
+
+
+def state(conn: duckdb.DuckDBPyConnection, cid: str) -> tuple[str, str]:
+    query = "SELECT state, strftime(updated_at, '%Y-%m-%d') FROM lms.certificates WHERE id = ?"
+    [row] = conn.execute(query, [cid]).fetchall()
+    return row
+
+
+def table_contents(conn: duckdb.DuckDBPyConnection) -> dict[str, list[tuple[Any, ...]]]:
+    return {
+        table: conn.execute(f"SELECT * FROM lms.{table} ORDER BY ALL").fetchall()
+        for table in ("certificate_events", "certificates", "certificate_inbox_state")
+    }
+
+
+def test_completed_then_expired_gives_two_events_and_the_expired_state(inbox: Inbox, conn: Any) -> None:
+    deliver(inbox, certificate("c1", FUTURE, "2026-11-01T00:00:00Z"), certificate("c1", PAST, "2026-11-05T00:00:00Z"))
+    stats = load_certificate_events(conn, inbox)
+    assert (stats.events_loaded, stats.completed, stats.expired, stats.hwm_after) == (2, 1, 1, 2)
+    assert state(conn, "c1") == ("expired", "2026-11-05")
+
+
+@pytest.mark.parametrize("separate_loads", [False, True], ids=["same load", "later load"])
+def test_a_late_older_completion_never_overwrites_the_expiry(inbox: Inbox, conn: Any, separate_loads: bool) -> None:
+    deliver(inbox, certificate("c1", PAST, "2026-11-05T00:00:00Z"))
+    if separate_loads:
+        load_certificate_events(conn, inbox)
+    deliver(inbox, certificate("c1", FUTURE, "2026-11-01T00:00:00Z"), at=T0 + timedelta(hours=1))
+    load_certificate_events(conn, inbox)
+    assert state(conn, "c1") == ("expired", "2026-11-05")
+    assert conn.execute("SELECT count(*) FROM lms.certificate_events").fetchall() == [(2,)]
+
+
+@pytest.mark.parametrize("order", [("completed", "expired"), ("expired", "completed")])
+def test_on_equal_updated_at_expired_wins_whatever_the_arrival_order(
+    inbox: Inbox, conn: Any, order: tuple[str, str]
+) -> None:
+    payloads = {"completed": certificate("c1", FUTURE), "expired": certificate("c1", PAST)}
+    for n, kind in enumerate(order):  # one load per delivery: the rule must hold across loads too
+        deliver(inbox, payloads[kind], at=T0 + timedelta(minutes=n))
+        load_certificate_events(conn, inbox)
+    assert state(conn, "c1")[0] == "expired"
+
+
+def test_a_renewal_with_a_later_update_makes_it_completed_again(inbox: Inbox, conn: Any) -> None:
+    deliver(inbox, certificate("c1", PAST, "2026-11-05T00:00:00Z"), certificate("c1", FUTURE, "2026-11-06T00:00:00Z"))
+    load_certificate_events(conn, inbox)
+    assert state(conn, "c1") == ("completed", "2026-11-06")
+
+
+def test_columns_follow_the_naming_rule_with_extras_as_json(inbox: Inbox, conn: Any) -> None:
+    payload = certificate("c1", expires="2027-01-01T01:00:00+01:00", updated_at="2026-11-01T10:00:00",
+                          brandNew=[1, {"a": None}], ruleData={"name": "Excel", "tier": "gold"})
+    deliver(inbox, payload)
+    load_certificate_events(conn, inbox)
+    conn.execute("SET TimeZone = 'UTC'")
+    [row] = conn.execute(
+        "SELECT id, user_id, badge_id, expires::VARCHAR, updated_at::VARCHAR, lesson_active_ids, rule_data_name, "
+        "rule_data_validity_duration_days, v, extra::VARCHAR, event_type, source, sequence "
+        "FROM lms.certificate_events"
+    ).fetchall()
+    assert row == (
+        "c1", "user-1", "badge-1", "2027-01-01 00:00:00+00", "2026-11-01 10:00:00+00", ["al-1", "al-2"], "Excel",
+        None, 0.0, '{"brandNew":[1,{"a":null}],"ruleData":{"tier":"gold"}}', "certificate_completed", "test", 1,
+    )
+    types = dict(conn.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = "
+                              "'certificates'").fetchall())
+    assert types["expires"] == types["first_loaded_at"] == "TIMESTAMP WITH TIME ZONE"
+    assert types["extra"] == "JSON" and types["lesson_active_ids"] == "VARCHAR[]"
+
+
+def test_loading_again_changes_nothing(inbox: Inbox, conn: Any) -> None:
+    deliver(inbox, *(certificate(f"c{n}", PAST if n % 3 == 0 else FUTURE) for n in range(20)))
+    load_certificate_events(conn, inbox)
+    before = table_contents(conn)
+    stats = load_certificate_events(conn, inbox)
+    assert (stats.events_read, stats.events_loaded, stats.hwm_before, stats.hwm_after) == (0, 0, 20, 20)
+    assert table_contents(conn) == before
+
+
+def test_a_recreated_inbox_with_the_same_events_changes_nothing(inbox: Inbox, conn: Any, tmp_path: Path) -> None:
+    deliver(inbox, certificate("c1", FUTURE), certificate("c2", PAST))
+    load_certificate_events(conn, inbox)
+    events_before = conn.execute("SELECT * FROM lms.certificate_events ORDER BY ALL").fetchall()
+    certificates_before = conn.execute("SELECT * FROM lms.certificates ORDER BY ALL").fetchall()
+    other = Inbox(tmp_path / "recreated.sqlite3")
+    deliver(other, certificate("c1", FUTURE), certificate("c2", PAST))  # same events, new inbox id
+    stats = load_certificate_events(conn, other)
+    assert (stats.events_loaded, stats.duplicates_skipped, stats.hwm_after) == (0, 2, 2)
+    assert conn.execute("SELECT * FROM lms.certificate_events ORDER BY ALL").fetchall() == events_before
+    assert conn.execute("SELECT * FROM lms.certificates ORDER BY ALL").fetchall() == certificates_before
+    assert high_water_mark(conn, other.inbox_id() or "") == 2
+
+
+def test_small_chunks_give_the_same_tables(inbox: Inbox, tmp_path: Path) -> None:
+    deliver(inbox, *(certificate(f"c{n % 4}", PAST if n % 5 == 0 else FUTURE, f"2026-11-{n + 1:02d}T00:00:00Z")
+                     for n in range(11)))
+    with duckdb.connect(str(tmp_path / "one.duckdb")) as one, duckdb.connect(str(tmp_path / "many.duckdb")) as many:
+        load_certificate_events(one, inbox)
+        stats = load_certificate_events(many, inbox, chunk_events=3)
+        assert stats.transactions == 4
+        query = "SELECT * EXCLUDE (first_loaded_at, last_loaded_at) FROM lms.{} ORDER BY ALL"
+        for table in ("certificate_events", "certificates"):
+            assert one.execute(query.format(table)).fetchall() == many.execute(query.format(table)).fetchall()
+
+
+def test_an_event_that_no_longer_validates_stops_the_load_after_the_committed_chunks(
+    inbox: Inbox, conn: Any
+) -> None:
+    deliver(inbox, *(certificate(f"c{n}") for n in range(4)))
+    with closing(sqlite3.connect(inbox.path)) as raw:  # as if the model had become stricter since receipt
+        raw.execute("UPDATE events SET payload = ? WHERE sequence = 3", (b'{"_id": "c2", "_userId": 42}',))
+        raw.commit()
+    with pytest.raises(InboxEventError, match=r"inbox event 3 \(certificate 'c2'\).*_userId"):
+        load_certificate_events(conn, inbox, chunk_events=2)
+    assert high_water_mark(conn, inbox.inbox_id() or "") == 2  # first chunk committed, second rolled back
+    assert conn.execute("SELECT count(*) FROM lms.certificate_events").fetchall() == [(2,)]
+
+
+def test_no_inbox_yet_loads_nothing_and_creates_the_tables(tmp_path: Path, conn: Any) -> None:
+    stats = load_certificate_events(conn, Inbox(tmp_path / "none.sqlite3"))
+    assert (stats.inbox_id, stats.events_loaded) == (None, 0)
+    assert conn.execute("SELECT count(*) FROM lms.certificates").fetchall() == [(0,)]

@@ -1,0 +1,136 @@
+"""Shared helpers of the webhook tests: certificate payloads and a real receiver on loopback."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+
+from pipeline.webhooks.app import create_app
+from pipeline.webhooks.inbox import Inbox
+from pipeline.webhooks.settings import WebhookSettings
+
+PAST = "2020-01-01T00:00:00.000Z"
+FUTURE = "2040-01-01T00:00:00.000Z"
+REPO = Path(__file__).resolve().parents[2]
+
+BEARER = "bearer-token-under-test-7f3a"
+BEARER_NEXT = "bearer-token-rotated-in-91c2"
+BASIC_USER, BASIC_PASSWORD = "platform", "basic-password-under-test-55e1"
+API_KEY = "api-key-under-test-0b9d"
+SECRETS = (BEARER, BEARER_NEXT, BASIC_PASSWORD, API_KEY)
+
+
+def certificate(cid: str, expires: str | None = FUTURE, updated_at: str = "2026-11-01T10:00:00.000Z",
+                **fields: Any) -> dict[str, Any]:
+    """A full Certificate payload as the platform sends it (API spelling)."""
+    return {
+        "_id": cid, "_userId": "user-1", "_ownerId": "owner-1", "_badgeId": "badge-1",
+        "creationDate": "2026-10-01T09:00:00.000Z", "expires": expires, "disabled": False,
+        "expiryReminderSent": expires == PAST, "_lessonActiveIds": ["al-1", "al-2"],
+        "ruleData": {"type": "lesson", "name": "Sécurité", "description": "Pass 2 lessons", "validityDurationDays": 365},
+        "createdAt": "2026-10-01T09:00:00.000Z", "updatedAt": updated_at, "__v": 0, **fields,
+    }
+
+
+def make_settings(tmp_path: Path, **overrides: object) -> WebhookSettings:
+    values: dict[str, object] = {
+        "bearer_tokens": f"{BEARER},{BEARER_NEXT}",
+        "basic_credentials": f"{BASIC_USER}:{BASIC_PASSWORD}",
+        "api_keys": API_KEY,
+        "inbox_path": tmp_path / "inbox.sqlite3",
+        **overrides,
+    }
+    return WebhookSettings(**values)  # type: ignore[arg-type]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class RunningReceiver:
+    url: str  # the POST endpoint
+    base: str
+    inbox: Inbox
+    settings: WebhookSettings
+    client: httpx.Client  # one pool for the test: a new client per request costs an SSL context each
+
+    def post(self, body: Any = None, *, content: bytes | None = None, headers: dict[str, str] | None = None,
+             **kwargs: Any) -> httpx.Response:
+        all_headers = {"Content-Type": "application/json", "X-Webhook-Source": "test-platform", **(headers or {})}
+        if content is None:
+            return self.client.post(self.url, json=body, headers=all_headers, **kwargs)
+        return self.client.post(self.url, content=content, headers=all_headers, **kwargs)
+
+
+@contextmanager
+def serve_in_thread(settings: WebhookSettings) -> Iterator[RunningReceiver]:
+    """The real app on a real uvicorn server in a thread of the test process (so caplog sees its logs)."""
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="info",
+                                           log_config=None, access_log=False))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("receiver thread did not start")
+        time.sleep(0.02)
+    base = f"http://127.0.0.1:{port}"
+    client = httpx.Client(timeout=30, limits=httpx.Limits(max_connections=64))
+    try:
+        yield RunningReceiver(base + settings.path, base, Inbox(settings.resolved_inbox_path()), settings, client)
+    finally:
+        client.close()
+        server.should_exit = True
+        thread.join(timeout=20)
+
+
+@contextmanager
+def receiver_process(inbox_path: Path, env: dict[str, str]) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """`lessonsync receive` as its own process; yields (process, POST url). Killed on exit if still alive."""
+    port = free_port()
+    full_env = {**os.environ, "LESSONSYNC_WEBHOOK_INBOX_PATH": str(inbox_path), **env}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.cli", "receive", "--port", str(port)],
+        cwd=REPO, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(base, process)
+        yield process, base + "/webhooks/certificates"
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGKILL)
+        process.wait(timeout=20)
+        if process.stdout:
+            process.stdout.close()
+
+
+def _wait_healthy(base: str, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            output = process.stdout.read().decode() if process.stdout else ""
+            raise RuntimeError(f"receiver exited with {process.returncode}: {output}")
+        try:
+            if httpx.get(base + "/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.05)
+    raise RuntimeError("receiver did not become healthy in 30 s")
