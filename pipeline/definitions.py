@@ -3,16 +3,14 @@
 import os
 from pathlib import Path
 
-from dagster import Definitions, EnvVar, build_last_update_freshness_checks, build_sensor_for_freshness_checks
-from dagster import DefaultSensorStatus, in_process_executor
+from dagster import Definitions, EnvVar, in_process_executor
 
 from pipeline.assets.analytics import analytics_assets, analytics_checks
 from pipeline.assets.certificates import certificates
 from pipeline.assets.checks import raw_table_checks
 from pipeline.assets.progress import active_lessons, answers
 from pipeline.assets.snapshots import snapshot_assets
-from pipeline.freshness import FRESHNESS_LOWER_BOUND
-from pipeline.jobs import full_refresh_job, nightly_sync_job
+from pipeline.jobs import check_warehouse_job, full_refresh_job, nightly_sync_job
 from pipeline.resources import PlatformResource, WarehouseResource
 from pipeline.schedules import nightly_sync_schedule
 from pipeline.sensors import certificate_inbox_sensor
@@ -24,24 +22,15 @@ def _env(name: str) -> EnvVar | None:
     return EnvVar(name) if name in os.environ else None
 
 
-freshness_checks = build_last_update_freshness_checks(
-    assets=[active_lessons, answers], lower_bound_delta=FRESHNESS_LOWER_BOUND
-)
-
-
 def build_definitions() -> Definitions:
     """The code location, configured from the LESSONSYNC_* environment as it is now (read, nothing opened)."""
     data_dir = os.environ.get("LESSONSYNC_DATA_DIR", "data")
     return Definitions(
         assets=[active_lessons, answers, *snapshot_assets, certificates, *analytics_assets],
-        asset_checks=[*raw_table_checks, *freshness_checks, *analytics_checks],
-        jobs=[nightly_sync_job, full_refresh_job],
+        asset_checks=[*raw_table_checks, *analytics_checks],
+        jobs=[nightly_sync_job, full_refresh_job, check_warehouse_job],
         schedules=[nightly_sync_schedule],
-        sensors=[
-            certificate_inbox_sensor,
-            build_sensor_for_freshness_checks(freshness_checks=freshness_checks,
-                                              default_status=DefaultSensorStatus.RUNNING),
-        ],
+        sensors=[certificate_inbox_sensor],
         resources={
             "platform": PlatformResource(base_url=_env("LESSONSYNC_BASE_URL"),
                                          app_secret=_env("LESSONSYNC_APP_SECRET")),

@@ -24,3 +24,9 @@ full_refresh_job = define_asset_job(
     description="Re-read every stream from the beginning (cursors ignored, then moved to now).",
     tags={**WRITES_WAREHOUSE, **CURSOR_WINDOW, "lessonsync/full-refresh": "true"},
 )
+
+check_warehouse_job = define_asset_job(
+    "check_warehouse",
+    selection=AssetSelection.all_asset_checks(),
+    description="Run every asset check against the warehouse as it is, without syncing anything.",
+)

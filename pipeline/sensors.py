@@ -54,7 +54,7 @@ class InboxCursor:
     target=certificates,
     minimum_interval_seconds=_interval_seconds(),
     default_status=DefaultSensorStatus.RUNNING,
-    description=f"Loads new certificate webhook deliveries from the inbox (interval from {INTERVAL_ENV}, default 30 s).",
+    description=f"Loads new certificate webhook deliveries from the inbox (every {INTERVAL_ENV} s, default 30).",
 )
 def certificate_inbox_sensor(context: SensorEvaluationContext, inbox: InboxResource) -> RunRequest | SkipReason:
     box = inbox.inbox()

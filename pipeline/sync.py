@@ -5,8 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from dagster import AssetKey, AssetSelection, DagsterInstance
+from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+
+from pipeline.assets.loading import WINDOW_TAG
 
 from pipeline.instance import ensure_dagster_home
 from pipeline.partitions import updated_daily
@@ -22,18 +26,31 @@ class SyncReport:
 
 
 def run_sync(*, full_refresh: bool = False, select: Sequence[str] = (), data_dir: Path | None = None,
-             instance: DagsterInstance | None = None) -> SyncReport:
-    """Materialize the selected assets (default: everything) with their checks, cursor-based."""
+             instance: DagsterInstance | None = None, partition_range: tuple[str, str] | None = None) -> SyncReport:
+    """Materialize the selected assets (default: everything) with their checks: cursor-based, or over
+    `partition_range` (first and last daily partition) as one sweep, the way a UI backfill runs."""
+    job_name = "full_refresh" if full_refresh else "nightly_sync"
+    return run_job(job_name, select=select, data_dir=data_dir, instance=instance, partition_range=partition_range)
+
+
+def run_job(job_name: str, *, select: Sequence[str] = (), data_dir: Path | None = None,
+            instance: DagsterInstance | None = None, partition_range: tuple[str, str] | None = None) -> SyncReport:
+    """Execute a job of the code location in this process and summarise what it did."""
     from pipeline.definitions import build_definitions  # reads LESSONSYNC_* as they are now
 
     defs = build_definitions()
-    job = defs.resolve_job_def("full_refresh" if full_refresh else "nightly_sync")
+    job = defs.resolve_job_def(job_name)
     if instance is None:
         ensure_dagster_home(data_dir or Path("data"))
         instance = DagsterInstance.get()
     keys = _selected_keys(defs, select) if select else None
-    result = job.execute_in_process(instance=instance, partition_key=updated_daily.get_last_partition_key(),
-                                    asset_selection=keys, raise_on_error=False)
+    partition: dict[str, object] = {}
+    if partition_range is not None:
+        partition = {"tags": {WINDOW_TAG: "partition", ASSET_PARTITION_RANGE_START_TAG: partition_range[0],
+                              ASSET_PARTITION_RANGE_END_TAG: partition_range[1]}}
+    elif job.partitions_def is not None:  # cursor runs ignore the range, but partitioned assets need a key
+        partition = {"partition_key": updated_daily.get_last_partition_key()}
+    result = job.execute_in_process(instance=instance, asset_selection=keys, raise_on_error=False, **partition)
     report = SyncReport(success=result.success, run_id=result.run_id)
     for event in result.get_asset_materialization_events():
         materialization = event.event_specific_data.materialization
@@ -44,8 +61,15 @@ def run_sync(*, full_refresh: bool = False, select: Sequence[str] = (), data_dir
             report.failed_checks.append(f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}")
     if not result.success:
         failure = next((e for e in result.all_events if e.is_step_failure), None)
-        report.error = failure.event_specific_data.error.message.strip() if failure else "the run failed"
+        report.error = _root_message(failure.event_specific_data.error) if failure else "the run failed"
     return report
+
+
+def _root_message(error: Any) -> str:
+    """The message of the exception that started it all, not Dagster's 'error occurred in op' wrapper."""
+    while getattr(error, "cause", None) is not None:
+        error = error.cause
+    return error.message.strip()
 
 
 def _selected_keys(defs, select: Sequence[str]) -> list[AssetKey]:

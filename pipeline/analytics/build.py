@@ -20,9 +20,10 @@ from typing import Literal
 
 import duckdb
 
-from pipeline.analytics.checks import TestOutcome, quote, relation, run_test
+from pipeline.analytics.checks import TestOutcome, run_test
 from pipeline.analytics.lineage import MODEL_SCHEMA
 from pipeline.analytics.models import AnalyticsProject, Model
+from pipeline.analytics.sql import quote, relation, scalar
 
 BUILD_PREFIX = "__build__"
 # One row per model: when its current relation was swapped in, for which `as_of`, and from which code.
@@ -97,7 +98,7 @@ def build_one(conn: duckdb.DuckDBPyConnection, model: Model, as_of: datetime) ->
         failed = "; ".join(o.summary() for o in outcomes if o.blocks)
         message = f"{model.name}: kept the previous build because data tests failed: {failed}"
         return ModelResult(model, "failed", None, columns, time.perf_counter() - started, outcomes, message)
-    rows = int(conn.execute(f"SELECT count(*) FROM {temp}").fetchone()[0])
+    rows = int(scalar(conn, f"SELECT count(*) FROM {temp}"))
     swap_in(conn, model, rows, as_of)
     return ModelResult(model, "built", rows, columns, time.perf_counter() - started, outcomes)
 

@@ -16,6 +16,7 @@ from typing import Any
 import duckdb
 
 from pipeline.analytics.models import ModelTest
+from pipeline.analytics.sql import quote, relation, scalar
 
 SAMPLE_SIZE = 5
 
@@ -40,18 +41,10 @@ class TestOutcome:
         return f"{self.test.model}.{self.test.name} ({self.test.description}): {status}"
 
 
-def quote(identifier: str) -> str:
-    return '"' + identifier.replace('"', '""') + '"'
-
-
-def relation(schema: str, name: str) -> str:
-    return f"{quote(schema)}.{quote(name)}"
-
-
 def run_test(conn: duckdb.DuckDBPyConnection, test: ModelTest, rel: str) -> TestOutcome:
     """Run `test` against the relation `rel` (a quoted schema.name, e.g. the not-yet-swapped build)."""
     failing_sql, params = _failing_rows_sql(test, rel)
-    count = conn.execute(f"SELECT count(*) FROM ({failing_sql})", params).fetchone()[0]
+    count = scalar(conn, f"SELECT count(*) FROM ({failing_sql})", params)
     sample: list[Any] = []
     if count:
         rows = conn.execute(f"SELECT * FROM ({failing_sql}) LIMIT {SAMPLE_SIZE}", params).fetchall()

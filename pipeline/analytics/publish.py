@@ -25,10 +25,10 @@ from pathlib import Path
 import duckdb
 
 from pipeline.analytics.build import BUILDS_TABLE
-from pipeline.analytics.checks import quote, relation
 from pipeline.analytics.errors import ModelError
 from pipeline.analytics.lineage import MODEL_SCHEMA
 from pipeline.analytics.models import AnalyticsProject
+from pipeline.analytics.sql import quote, relation, scalar, string_literal
 
 SNAPSHOT_FILE = "analytics.duckdb"
 MARTS_DIR = "marts"
@@ -80,11 +80,11 @@ def _built_models(conn: duckdb.DuckDBPyConnection, project: AnalyticsProject) ->
 def _write_snapshot(conn: duckdb.DuckDBPyConnection, tables: list[str], target: Path, at: datetime) -> dict[str, int]:
     temp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.tmp")
     rows: dict[str, int] = {}
-    conn.execute(f"ATTACH {_string(temp)} AS {_ALIAS}")
+    conn.execute(f"ATTACH {string_literal(str(temp))} AS {_ALIAS}")
     try:
         for name in tables:
             conn.execute(f"CREATE TABLE {_ALIAS}.main.{quote(name)} AS SELECT * FROM {relation(MODEL_SCHEMA, name)}")
-            rows[name] = int(conn.execute(f"SELECT count(*) FROM {_ALIAS}.main.{quote(name)}").fetchone()[0])
+            rows[name] = int(scalar(conn, f"SELECT count(*) FROM {_ALIAS}.main.{quote(name)}"))
         conn.execute(f"CREATE TABLE {_ALIAS}.main._published AS SELECT ?::TIMESTAMPTZ AS published_at", [at])
         conn.execute(f"CHECKPOINT {_ALIAS}")
     except BaseException:
@@ -101,7 +101,7 @@ def _write_parquet(conn: duckdb.DuckDBPyConnection, mart: str, marts_dir: Path) 
     temp = marts_dir / f".{mart}.parquet.{uuid.uuid4().hex[:12]}.tmp"
     try:
         conn.execute(
-            f"COPY (SELECT * FROM {relation(MODEL_SCHEMA, mart)}) TO {_string(temp)} (FORMAT parquet, COMPRESSION zstd)"
+            f"COPY (SELECT * FROM {relation(MODEL_SCHEMA, mart)}) TO {string_literal(str(temp))} (FORMAT parquet, COMPRESSION zstd)"
         )
     except BaseException:
         _unlink(temp)
@@ -153,7 +153,3 @@ def _remove_leftovers(data_dir: Path) -> None:
 def _unlink(path: Path) -> None:
     path.unlink(missing_ok=True)
     Path(f"{path}.wal").unlink(missing_ok=True)
-
-
-def _string(path: Path) -> str:
-    return "'" + str(path).replace("'", "''") + "'"

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline.analytics.checks import quote
 from pipeline.analytics.models import AnalyticsProject
 from pipeline.analytics.publish import MANIFEST_FILE, MARTS_DIR, SNAPSHOT_FILE
+from pipeline.analytics.sql import quote, scalar
 
 
 def verify_published(project: AnalyticsProject, data_dir: Path) -> tuple[list[str], dict[str, int]]:
@@ -26,7 +26,7 @@ def verify_published(project: AnalyticsProject, data_dir: Path) -> tuple[list[st
             if name not in tables:
                 problems.append(f"{snapshot}: table {name} is missing")
                 continue
-            rows[name] = conn.execute(f"SELECT count(*) FROM {quote(name)}").fetchone()[0]
+            rows[name] = scalar(conn, f"SELECT count(*) FROM {quote(name)}")
         problems += _check_parquet(project, data_dir / MARTS_DIR, rows, conn)
     finally:
         conn.close()
@@ -48,7 +48,7 @@ def _check_parquet(
         if entry is None or not path.exists():
             problems.append(f"{path}: not published")
             continue
-        count = conn.execute("SELECT count(*) FROM read_parquet(?)", [str(path)]).fetchone()[0]
+        count = scalar(conn, "SELECT count(*) FROM read_parquet(?)", [str(path)])
         if count != entry["rows"]:
             problems.append(f"{path}: {count} rows but the manifest says {entry['rows']}")
         elif mart.name in rows and rows[mart.name] != count:

@@ -12,7 +12,7 @@ from dagster import AssetExecutionContext, MetadataValue
 
 from pipeline.settings import Settings
 from pipeline.source import Batch, PlatformClient, RunStats
-from pipeline.warehouse import LoadResult, Warehouse
+from pipeline.warehouse import LoadResult, TableLoadStats, Warehouse
 from pipeline.windows import Window, cursor_window, next_cursor, partition_window
 
 PROGRESS_EVERY_S = 5.0
@@ -54,7 +54,7 @@ def load_stream(
     window = window or window_for(context, cursor_before, client.settings)
     context.log.info(f"{stream}: reading {window.describe()}")
     started_wall, started = datetime.now(UTC), time.monotonic()
-    with warehouse.load(stream=stream, run_id=context.run_id, started_at=started_wall) as load:
+    with warehouse.load(stream=stream, run_id=context.run.run_id, started_at=started_wall) as load:
         for batch in _with_progress(context, stream, fetch(window), started):
             load.write(batch.table, batch.records)
         stats = client.last_run_stats()
@@ -86,7 +86,7 @@ def _with_progress(context: AssetExecutionContext, stream: str, batches: Iterabl
 def table_metadata(done: StreamLoad, table: str) -> dict[str, object]:
     """Materialization metadata of one table of a stream load."""
     stats, result, window = done.stats, done.result, done.window
-    counts = result.tables.get(table)
+    counts = result.tables.get(table, TableLoadStats())  # a table with no rows in this load is untouched
     rows_fetched = stats.rows.get(table, 0)
     metadata: dict[str, object] = {
         "window": window.describe(),
@@ -102,6 +102,5 @@ def table_metadata(done: StreamLoad, table: str) -> dict[str, object]:
         "cursor_after": MetadataValue.text(str(result.cursor_after)),
         "duration_s": round(done.seconds, 3),
     }
-    if counts is not None:
-        metadata.update({f"rows_{name}": value for name, value in counts.as_dict().items()})
+    metadata.update({f"rows_{name}": value for name, value in counts.as_dict().items()})
     return metadata

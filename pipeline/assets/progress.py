@@ -6,6 +6,7 @@ import pyarrow as pa
 from dagster import AssetExecutionContext, AssetKey, AssetSpec, MaterializeResult, asset, multi_asset
 
 from pipeline.assets.loading import load_stream, table_metadata
+from pipeline.freshness import progress_freshness
 from pipeline.partitions import one_sweep, updated_daily
 from pipeline.resources import PlatformResource, WarehouseResource
 from pipeline.source import TABLES
@@ -29,6 +30,7 @@ def lms_key(table: str) -> AssetKey:
     backfill_policy=one_sweep,
     pool=POOL,
     description=TABLES["active_lessons"].description,
+    freshness_policy=progress_freshness,
 )
 def active_lessons(
     context: AssetExecutionContext, platform: PlatformResource, warehouse: WarehouseResource
@@ -44,7 +46,8 @@ def active_lessons(
 @multi_asset(
     specs=[
         AssetSpec(lms_key("answers"), deps=[lms_key("active_lessons")], description=TABLES["answers"].description,
-                  group_name="progress", kinds={"duckdb", "parquet"}, owners=OWNERS),
+                  group_name="progress", kinds={"duckdb", "parquet"}, owners=OWNERS,
+                  freshness_policy=progress_freshness),
         AssetSpec(lms_key("answer_results"), deps=[lms_key("answers")],
                   description=TABLES["answer_results"].description, group_name="progress",
                   kinds={"duckdb", "parquet"}, owners=OWNERS),
@@ -75,7 +78,7 @@ def changed_active_lessons(wh: Warehouse, window: Window) -> pa.Table:
     right after the active-lessons sweep: the answers client plans its requests from these counts."""
     where, params = ("", []) if window.since is None else ("WHERE last_date >= ?", [window.since])
     with wh.connect(read_only=True) as conn:
-        return conn.execute(f"SELECT user_id, lesson_id FROM lms.active_lessons {where}", params).to_arrow_table()
+        return conn.sql(f"SELECT user_id, lesson_id FROM lms.active_lessons {where}", params=params).to_arrow_table()
 
 
 def _ready(warehouse: WarehouseResource) -> Warehouse:

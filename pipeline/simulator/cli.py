@@ -67,7 +67,12 @@ def run(args: argparse.Namespace) -> int:
     log.info("simulator listening on http://%s:%s (seed %s, scale %s, first page %s, order %s, faults %r, "
              "webhooks %s) %s", host, port, config.seed, config.scale, config.first_page, config.order,
              str(platform.faults.spec), config.webhook_url or "off", platform.world.counts())
-    uvicorn.Server(uvicorn_config(platform)).run(sockets=[sock])
-    if platform.webhooks is not None:
-        platform.webhooks.close()
+    try:
+        uvicorn.Server(uvicorn_config(platform)).run(sockets=[sock])
+    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it handled: a normal stop, not an error
+        pass
+    finally:
+        if platform.webhooks is not None:
+            platform.webhooks.close()
+    log.info("simulator stopped")
     return 0

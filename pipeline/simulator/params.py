@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from urllib.parse import unquote
+from urllib.parse import unquote, unquote_to_bytes
 
 from pipeline.simulator.errors import DomainError
 from pipeline.simulator.timeutil import parse_instant
@@ -65,9 +65,12 @@ def since(text: str | None) -> int | None:
 
 
 def path_id(name: str, raw: str) -> str:
-    """A path segment as the client meant it: routing sees the raw, still percent-encoded path."""
+    """A path segment as the client meant it: routing sees the raw, still percent-encoded path (bytes
+    decoded as latin-1), so `%2F` stays inside the segment; here it becomes UTF-8 text."""
     try:
-        value = unquote(raw, errors="strict")
+        value = unquote_to_bytes(raw.encode("latin-1")).decode("utf-8")
+    except UnicodeEncodeError:  # a server that gave no raw path: the segment is already text
+        value = unquote(raw)
     except UnicodeDecodeError:
         raise DomainError(400, f"{name} {raw!r} is not valid percent-encoded UTF-8") from None
     if not value.strip() or len(value) > MAX_ID_LENGTH or any(ord(c) < 32 for c in value):

@@ -24,14 +24,15 @@ class ActiveLessonViews:
     def __init__(self, store: ActiveLessonStore, order: Order) -> None:
         self.store = store
         self.order = order
-        self._cache: dict[str, tuple[int, object]] = {}
+        self._cache: dict[str, tuple[tuple[int, int], object]] = {}
 
-    def _cached(self, name: str, build):  # type: ignore[no-untyped-def]
+    def _cached(self, name: str, build, groups: int = 0):  # type: ignore[no-untyped-def]
+        version = (self.store.mutations, groups)  # new users or lessons also invalidate group offsets
         hit = self._cache.get(name)
-        if hit is not None and hit[0] == self.store.mutations:
+        if hit is not None and hit[0] == version:
             return hit[1]
         value = build()
-        self._cache[name] = (self.store.mutations, value)
+        self._cache[name] = (version, value)
         return value
 
     def _global(self) -> tuple[np.ndarray, np.ndarray]:
@@ -50,7 +51,7 @@ class ActiveLessonViews:
                 perm = np.lexsort((self.store.column("last_ms"), key))  # lexsort is stable: ties by index
             offsets = np.searchsorted(key[perm], np.arange(groups + 1))
             return _Grouped(perm, offsets)
-        return self._cached(column, build)
+        return self._cached(column, build, groups)
 
     def select(self, *, user: int | None = None, lesson: int | None = None, since_ms: int | None = None,
                n_users: int = 0, n_lessons: int = 0) -> np.ndarray:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Iterable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 
@@ -33,41 +33,66 @@ from pipeline.source.sweeps import run_pool, sweep
 log = logging.getLogger("lessonsync.source")
 SCOPE = {"answers_by_lesson": "lesson_id", "answers_by_user": "user_id"}
 DATE_RESOLUTION = timedelta(seconds=2)  # Date headers have whole seconds; one more for safety
+Version = tuple[str, str, str, datetime | None]  # owner, user, lesson, lastDate of an active lesson
+
+
+Window = tuple[datetime, datetime]  # server-time span one request was in flight, widened by DATE_RESOLUTION
+
+
+def _aware(instant: datetime | None) -> datetime | None:
+    return instant if instant is None or instant.tzinfo is not None else instant.replace(tzinfo=UTC)
 
 
 class Changes:
-    """Active lessons changed between two listings, counted per lesson and per user."""
+    """Active lessons changed between two listings, with their lastDate, per lesson and per user."""
 
-    def __init__(self, versions: set[tuple[str, str, str, object]], baseline: set[tuple[str, str, str, object]]):
+    def __init__(self, versions: set[Version], baseline: set[Version]) -> None:
         changed = versions - baseline
         self.count = len(changed)
-        self.per = {"lesson_id": Counter(lesson for _, _, lesson, _ in changed),
-                    "user_id": Counter(user for _, user, _, _ in changed)}
+        self.per: dict[str, dict[str, list[datetime | None]]] = {"lesson_id": {}, "user_id": {}}
+        for _, user, lesson, last in changed:
+            self.per["lesson_id"].setdefault(lesson, []).append(_aware(last))
+            self.per["user_id"].setdefault(user, []).append(_aware(last))
 
-    def hits(self, planned: PlannedRequest) -> int:
+    def hits(self, planned: PlannedRequest, window: Window | None = None) -> int:
+        """Changes in the request's scope (made while it was in flight, when `window` is given: only those
+        can have shifted its pages; a change without lastDate always counts)."""
         scope = SCOPE.get(planned.stream)
-        return 0 if scope is None else self.per[scope][dict(planned.path_values)[scope]]
+        dates = [] if scope is None else self.per[scope].get(dict(planned.path_values)[scope], [])
+        if window is None:
+            return len(dates)
+        return sum(1 for d in dates if d is None or window[0] <= d <= window[1])
 
 
-async def versions_since(core: SourceCore, instant: datetime) -> set[tuple[str, str, str, object]] | None:
+async def versions_since(core: SourceCore, instant: datetime) -> set[Version] | None:
     """(owner, user, lesson, lastDate) of active lessons changed since `instant`; None when that listing
     could not be read exactly (drift in it too)."""
-    found: set[tuple[str, str, str, object]] = set()
+    found: set[Version] = set()
 
     async def collect(_: Request, page: Page) -> None:
         found.update((r["_ownerId"], r["_userId"], r["_lessonId"], r.get("lastDate")) for r in page.records)
 
     since = format_updated_since(instant, core.updated_since_format)
-    exact = await sweep(core, Request(STREAMS["active_lessons"], updated_since=since), collect, RunStats("answers drift check"))
+    listing = Request(STREAMS["active_lessons"], updated_since=since)
+    exact = await sweep(core, listing, collect, RunStats("answers drift check"))
     return found if exact else None
 
 
+NO_DATE_SLACK = timedelta(minutes=5)
+
+
 async def _pass_start(core: SourceCore) -> datetime:
-    """A server instant no later than now: the latest Date seen (asking for a token first if none yet)."""
+    """A server instant no later than now: the latest Date seen (asking for a token first if none yet).
+
+    The spec does not promise a Date header; without one our own clock minus 5 minutes stands in, which
+    only makes the drift-check listings longer."""
     if core.transport.latest_server_time() is None:
         await core.transport.auth.bearer()
     seen = core.transport.latest_server_time()
-    assert seen is not None, "the platform sends no Date header; cannot bracket answer passes"
+    if seen is None:
+        log.warning("the platform sends no Date header: answer drift checks use the local clock minus %s",
+                    NO_DATE_SLACK)
+        return datetime.now(UTC) - NO_DATE_SLACK
     return seen - DATE_RESOLUTION
 
 
@@ -80,15 +105,18 @@ async def run_answers(core: SourceCore, changed: pa.Table, updated_since: dateti
     stats.planned_requests = plan.request_count
     since = None if updated_since is None else format_updated_since(updated_since, core.updated_since_format)
 
-    async def fetch(request: Request) -> None:
+    extra: Counter[PlannedRequest] = Counter()  # records known to have joined a request's scope since planning
+    windows: dict[PlannedRequest, Window] = {}
+
+    async def fetch(planned: PlannedRequest) -> None:
+        request = Request(STREAMS[planned.stream], dict(planned.path_values), since, planned.covers + extra[planned])
+        mark = core.transport.clock_mark()
         async for page in core.pages(request):
             await core.emit_page(request, page, emit, stats, progress)
-
-    extra: Counter[PlannedRequest] = Counter()  # records known to have joined a request's scope since planning
-
-    def requests(planned: Iterable[PlannedRequest]) -> Iterable[Request]:
-        for p in planned:
-            yield Request(STREAMS[p.stream], dict(p.path_values), since, p.covers + extra[p])
+        if planned.stream in SCOPE:
+            start, end = mark.server_start(), core.transport.latest_server_time()
+            if start is not None and end is not None:
+                windows[planned] = (start - DATE_RESOLUTION, end + DATE_RESOLUTION)
 
     first_mark = core.transport.clock_mark()
     pending: Iterable[PlannedRequest] = plan.requests()  # lazily: pairs never all become objects
@@ -97,10 +125,10 @@ async def run_answers(core: SourceCore, changed: pa.Table, updated_since: dateti
         stats.passes = number
         check_since = await _pass_start(core)
         baseline = await versions_since(core, check_since) if candidates else set()
-        await run_pool(requests(pending), fetch, core.settings.concurrency)
+        await run_pool(pending, fetch, core.settings.concurrency)
         after = await versions_since(core, check_since) if candidates else set()
         changes = Changes(after, baseline) if after is not None and baseline is not None else None
-        redo = [p for p in candidates if changes is None or changes.hits(p)]
+        redo = [p for p in candidates if changes is None or changes.hits(p, windows.get(p))]
         if not redo:
             break
         if number == core.max_passes:

@@ -23,10 +23,6 @@ from pipeline.source.records import (
 )
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _flat_columns(records: Sequence[Any], struct: pa.StructType) -> dict[str, pa.Array]:
     """Every leaf of `struct` from the dicts, by dotted API path (parent nulls propagate to children)."""
     table = pa.Table.from_struct_array(pa.array(records, type=struct))
@@ -64,14 +60,19 @@ class ModelColumns:
             array = flat[".".join(leaf.path)]
             # validation rejects an explicit null for a field with a default, so null here means "absent"
             return pc.fill_null(array, leaf.default) if leaf.default is not None else array
-        values = [dig(r, leaf.path) for r in records]
+        if len(leaf.path) == 1:
+            key = leaf.path[0]
+            values = [r.get(key) for r in records]
+        else:
+            values = [dig(r, leaf.path) for r in records]
         if leaf.kind == "timestamp":
             return pa.array([epoch_us(v) for v in values], type=pa.int64()).view(leaf.type)
         if leaf.kind == "json":
             return pa.array([json_text(v) for v in values], type=pa.string())
-        if leaf.kind == "number":
-            return pa.array([v if _is_number(v) else None for v in values], type=pa.float64())
-        return pa.array([v if isinstance(v, str) else None for v in values], type=pa.string())
+        if leaf.kind == "number":  # exact classes: bool is an int subclass but not a number here
+            return pa.array([v if v.__class__ is float or v.__class__ is int else None for v in values],
+                            type=pa.float64())
+        return pa.array([v if v.__class__ is str else None for v in values], type=pa.string())
 
     def _extras(self, record: Any) -> str | None:
         found: dict[str, Any] | None = None

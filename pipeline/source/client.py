@@ -24,10 +24,11 @@ import pyarrow as pa
 from pipeline.settings import Settings, load_settings
 from pipeline.source.answers import run_answers
 from pipeline.source.core import Emit, SourceCore
+from pipeline.source.paths import fill_path
 from pipeline.source.requests import Batch, UpdatedSinceFormat
 from pipeline.source.runs import run_stream, runnable_stream
 from pipeline.source.stats import RunStats
-from pipeline.source.transport import fill_path, json_body
+from pipeline.source.transport import json_body
 
 T = TypeVar("T")
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -18,6 +17,7 @@ from pydantic import ValidationError
 
 from pipeline.source.catalog import TABLES
 from pipeline.source.errors import PlatformResponseError, TruncatedBody
+from pipeline.source.quarantine import QuarantineRow, quarantine_row
 from pipeline.source.streams import StreamSpec
 from pipeline.source.validation import RecordValidator
 
@@ -35,19 +35,6 @@ class PageLocation:
         return f"GET {self.endpoint} page {self.page}"
 
 
-@dataclass(frozen=True)
-class QuarantineRow:
-    seen_at: datetime
-    stream: str
-    endpoint: str
-    params: str  # JSON text
-    page: int
-    record_index: int
-    field: str  # API path of the first offending field, e.g. "quizType" or "results.0.type"
-    message: str
-    raw: str  # the record as served, JSON text
-
-
 @dataclass
 class Page:
     location: PageLocation
@@ -55,42 +42,6 @@ class Page:
     records: list[Any]  # valid, keyed records: validated dicts with API names
     quarantined: list[QuarantineRow]
     with_extras: bool = False  # False: no record has an unknown field (no extras scan needed)
-
-
-def _path(loc: tuple[Any, ...]) -> str:
-    return ".".join(str(part) for part in loc) or "(record)"
-
-
-def _field_path(item: Any, loc: tuple[Any, ...]) -> tuple[Any, ...]:
-    """The part of an error location that exists in the record (drops pydantic's union-branch tags)."""
-    found: list[Any] = []
-    for part in loc:
-        if isinstance(item, dict) and part in item:
-            item = item[part]
-        elif isinstance(item, list) and isinstance(part, int) and 0 <= part < len(item):
-            item = item[part]
-        elif isinstance(item, dict) or part not in ("float", "int", "str", "bool"):
-            found.append(part)  # a missing field, named by the error
-            break
-        else:
-            break
-        found.append(part)
-    return tuple(found)
-
-
-def _describe(errors: list[Mapping[str, Any]], item: Any) -> tuple[str, str]:
-    """(first field path, one message for all errors) of a record, e.g. ("score", "score: Input should be
-    a valid number or Input should be a valid integer (got 'high')")."""
-    by_field: dict[str, list[Mapping[str, Any]]] = {}
-    for error in errors:
-        by_field.setdefault(_path(_field_path(item, tuple(error["loc"]))), []).append(error)
-    parts = []
-    for field, group in by_field.items():
-        shown = group[0].get("input", ...)
-        got = f" (got {shown!r:.60})" if shown is None or isinstance(shown, (str, int, float, bool)) else ""
-        messages = list(dict.fromkeys(e["msg"] for e in group))
-        parts.append(f"{field}: {' or '.join(messages)}{got}")
-    return next(iter(by_field)), "; ".join(parts)
 
 
 class PageDecoder:
@@ -147,7 +98,7 @@ class PageDecoder:
         """Records missing a key field cannot be upserted: quarantined (only optional key fields can be)."""
         page.served = page.served or len(page.records)
         keys = self._key_fields
-        if not keys or all(r.get(k) is not None for r in page.records for k in keys):
+        if all(None not in [r.get(k) for r in page.records] for k in keys):
             return page
         kept = []
         for index, record in enumerate(page.records):
@@ -162,12 +113,6 @@ class PageDecoder:
         return page
 
     def _quarantine(self, page: Page, index: int, item: Any, errors: list[Mapping[str, Any]]) -> None:
-        where = page.location
-        field, message = _describe(errors, item)
-        row = QuarantineRow(
-            seen_at=datetime.now(UTC), stream=where.stream, endpoint=where.endpoint,
-            params=orjson.dumps(dict(where.params)).decode(), page=where.page, record_index=index,
-            field=field, message=message, raw=orjson.dumps(item, default=str).decode(),
-        )
+        row = quarantine_row(page.location, index, item, errors)
         page.quarantined.append(row)
-        log.warning("quarantined record %d of %s (%s): %s", index, where, where.stream, row.message)
+        log.warning("quarantined record %d of %s (%s): %s", index, page.location, page.location.stream, row.message)

@@ -11,9 +11,9 @@ import pyarrow as pa
 
 from pipeline.source.catalog import BUILDS, QUARANTINE, ChildTable, RecordTable, quarantine_batch
 from pipeline.source.pages import Page
+from pipeline.source.paths import fill_path
 from pipeline.source.streams import StreamSpec
 from pipeline.source.tables import TableSpec
-from pipeline.source.transport import fill_path
 
 UpdatedSinceFormat = Literal["iso8601", "iso8601-z", "epoch-ms"]
 

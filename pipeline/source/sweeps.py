@@ -1,19 +1,27 @@
 """Exact sweeps of record streams under page drift.
 
-Offset pagination over a listing that changes while we page: when a record we already passed moves
-behind us (ordered by lastDate, an update moves it to the end), every later record shifts back one place
-and the one at the page boundary is skipped. Such a skip always comes with a record served twice in the
-same pass: the mover itself when it was already served, otherwise a record pushed back across an
-unserved/served boundary (proof sketch in docs/source-client.md; it holds for any fixed order and for
-out-of-order page fetching as long as the last page is asked after every earlier one arrived, which
-pagination.record_pages ensures). So: a pass in which no key appears twice skipped nothing. When one
-does, the whole window is swept again (the warehouse keeps the latest version of each key, and a later
-pass only serves newer versions); after `max_passes` the run reports complete=False so the caller does
-not advance its cursor. Records that are new or changed during the pass may be missed; their lastDate is
-after the run started, so the next window (cursor <= run start - safety margin) picks them up.
+The problem: offset pagination over a listing that changes while we page. Ordered by lastDate, an
+update moves a record to the end; if it sat before our offset, every later record shifts back one place
+and the one at the page boundary is skipped, though it never changed, and the next run's window
+(cursor - lookback) may not reach back to it.
 
-Deletions while paging also shift records back and are not visible this way (the spec has no deletions
-of active lessons); see the docs.
+The detector: within one pass, a skip always comes with a key served twice. Look at one move of a
+record Y and the slots between its old place and the end, each slot either served (S: its page already
+fetched) or unserved (U). Every record in that range shifts back one slot: at a boundary U|S the record
+leaves a served slot for an unserved one (it will be served again: a duplicate); at S|U it leaves an
+unserved slot for a served one (a skip). The end is unserved while the sweep runs (the last page is
+only trusted when asked after every earlier page arrived, see pagination.record_pages). If Y's old slot
+was served, Y itself is served again; if not, the range starts and ends unserved, so boundaries S|U and
+U|S alternate and come in equal numbers. Either way a move that skips something serves something twice.
+This holds for any fixed order and for out-of-order page fetching. Hashing keys (8 bytes a record) finds
+the duplicates; none means the pass skipped nothing.
+
+The remedy: sweep the whole window again (the warehouse keeps the latest version of each key, and a
+later pass only serves newer versions); after `max_passes` the run reports complete=False so the caller
+does not advance its cursor. Records new or changed during the pass may be missed; their lastDate is
+after the run started, so the next window (cursor <= run start - safety margin) picks them up. A server
+that deletes records while we page also shifts records back, invisibly: the spec has no deletions of
+active lessons; for snapshots, the warehouse should mark vanished rows deleted only after a complete run.
 """
 
 from __future__ import annotations

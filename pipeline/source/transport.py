@@ -12,9 +12,8 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, TypeVar
-from urllib.parse import quote
 
 import httpx
 import orjson
@@ -23,6 +22,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 
 from pipeline.settings import Settings
 from pipeline.source.auth import TokenManager
+from pipeline.source.clock import ClockMark
 from pipeline.source.errors import (
     PlatformAuthError,
     PlatformRequestError,
@@ -36,45 +36,6 @@ from pipeline.source.retrying import RetryAfterOrBackoff, parse_http_date, retry
 log = logging.getLogger("lessonsync.source")
 T = TypeVar("T")
 Decode = Callable[[bytes], T]
-
-
-def encode_segment(value: str) -> str:
-    """One path segment, percent-encoded so that '/', '?', '#', ' ', '%' and non-ASCII stay inside it.
-
-    Segments made only of dots are encoded too: httpx (like browsers) would resolve '.' and '..' away.
-    """
-    if value == "":
-        raise ValueError("an empty id cannot address a resource (path segment would vanish)")
-    if set(value) == {"."}:
-        return value.replace(".", "%2E")
-    return quote(value, safe="")
-
-
-def fill_path(template: str, values: Mapping[str, str]) -> str:
-    """`template` ("/v1/groups/{group_id}/users") with each placeholder percent-encoded."""
-    return template.format(**{name: encode_segment(value) for name, value in values.items()})
-
-
-class ClockMark:
-    """Server time at a local instant, learnt from the first Date header that arrives after it.
-
-    Never extrapolated forward from an older Date: the platform's clock may be simulated or stopped, and a
-    start time later than the real one would hide changes. The Date header has whole seconds, hence -1 s.
-    """
-
-    def __init__(self) -> None:
-        self.started = time.monotonic()
-        self._date: datetime | None = None
-        self._received = 0.0
-
-    def note(self, server_now: datetime, received: float) -> None:
-        if self._date is None:
-            self._date, self._received = server_now, received
-
-    def server_start(self) -> datetime | None:
-        if self._date is None:
-            return None
-        return self._date - timedelta(seconds=self._received - self.started + 1.0)
 
 
 @dataclass

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import types
 import typing
-from typing import Annotated, Any, Union
+from typing import Annotated, Any, NotRequired, Required, Union
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter
-from typing_extensions import NotRequired, Required, TypedDict  # pydantic needs these on Python < 3.12
+from typing_extensions import TypedDict  # pydantic needs this one on Python < 3.12
 
 _cache: dict[tuple[type[BaseModel], bool], Any] = {}
 

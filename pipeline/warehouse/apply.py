@@ -4,6 +4,7 @@ the lake, so all three produce the same rows, load timestamps, cursor and counts
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import duckdb
@@ -16,26 +17,14 @@ from pipeline.warehouse.manifest import LoadOutcome, LoadPlan, TableLoad
 from pipeline.warehouse.results import TableLoadStats
 from pipeline.warehouse.schema import TableDef, ensure_tables, table_ref
 from pipeline.warehouse.staging import Stage, count_changes, create_stage, drop_stage, mark_stale_children
-from pipeline.warehouse.state import advance_cursor, ensure_state_tables, record_load
+from pipeline.warehouse.state import advance_cursor, record_load
 from pipeline.warehouse.upsert import apply_stage, ts_literal
 
 
 def apply_load(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, lake_dir: Path, strategy: str) -> LoadOutcome:
-    ensure_state_tables(conn)
+    """Needs the internal tables (state.ensure_state_tables) to exist already."""
     catalog = ensure_tables(conn, plan.catalog)  # replays: the tables as they were at that commit
-    label = f"load {plan.seq} ({plan.load_id})"
-    stats: dict[str, TableLoadStats] = {}
-    stages: dict[str, Stage] = {}
-    for load in parents_first(plan.tables):
-        target = _target(catalog, load.name)
-        files = check_parts(lake_dir, load.parts, label)
-        fetched = sum(part.rows for part in load.parts)
-        if load.kind == "append":
-            stats[load.name] = TableLoadStats(fetched=fetched, inserted=_append(conn, load, target, files, plan))
-        elif files:
-            stages[load.name] = create_stage(conn, load, target, files)
-        else:
-            stats[load.name] = TableLoadStats()
+    stats, stages = _stage_tables(conn, plan, catalog, lake_dir)
     for link in plan.children:
         if link.child in stages and link.parent in stages:
             mark_stale_children(conn, stages[link.child], stages[link.parent], link)
@@ -45,23 +34,46 @@ def apply_load(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, lake_dir: Path, 
         stats[name] = TableLoadStats(
             fetched=sum(p.rows for p in stage.load.parts), inserted=counts["insert"],
             updated=counts["update"] + counts["rewrite"], unchanged=counts["same"], stale=counts["stale"])
-    deleted: dict[str, int] = {}
-    for name in plan.complete_snapshots:
-        deleted[name] = deleted.get(name, 0) + mark_vanished(conn, _target(catalog, name), stages.get(name), plan.loaded_at)
-    for link in plan.children:
-        marked = replace_children(conn, _target(catalog, link.child), link, stages.get(link.parent),
-                                  stages.get(link.child), plan.loaded_at)
-        deleted[link.child] = deleted.get(link.child, 0) + marked
-    for name, count in deleted.items():
-        base = stats.get(name, TableLoadStats())
-        stats[name] = TableLoadStats(base.fetched, base.inserted, base.updated, base.unchanged,
-                                     base.deleted + count, base.stale)
+    for name, count in _mark_deleted(conn, plan, catalog, stages).items():
+        stats[name] = replace(stats.get(name, TableLoadStats()), deleted=count)
     for stage in stages.values():
         drop_stage(conn, stage)
     before, after = advance_cursor(conn, plan)
     outcome = LoadOutcome(before, after, stats)
     record_load(conn, plan, outcome)
     return outcome
+
+
+def _stage_tables(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, catalog: dict[str, TableDef],
+                  lake_dir: Path) -> tuple[dict[str, TableLoadStats], dict[str, Stage]]:
+    """Append tables are inserted at once; the others are staged (deduped and classified) for upsert."""
+    stats: dict[str, TableLoadStats] = {}
+    stages: dict[str, Stage] = {}
+    for load in parents_first(plan.tables):
+        target = _target(catalog, load.name)
+        files = check_parts(lake_dir, load.parts, f"load {plan.seq} ({plan.load_id})")
+        if load.kind == "append":
+            fetched = sum(part.rows for part in load.parts)
+            stats[load.name] = TableLoadStats(fetched=fetched, inserted=_append(conn, load, target, files, plan))
+        elif files:
+            stages[load.name] = create_stage(conn, load, target, files)
+        else:
+            stats[load.name] = TableLoadStats()
+    return stats, stages
+
+
+def _mark_deleted(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, catalog: dict[str, TableDef],
+                  stages: dict[str, Stage]) -> dict[str, int]:
+    """Rows newly marked deleted per table: vanished from complete snapshots, replaced children."""
+    deleted: dict[str, int] = {}
+    for name in plan.complete_snapshots:
+        marked = mark_vanished(conn, _target(catalog, name), stages.get(name), plan.loaded_at)
+        deleted[name] = deleted.get(name, 0) + marked
+    for link in plan.children:
+        marked = replace_children(conn, _target(catalog, link.child), link, stages.get(link.parent),
+                                  stages.get(link.child), plan.loaded_at)
+        deleted[link.child] = deleted.get(link.child, 0) + marked
+    return deleted
 
 
 def parents_first(tables: tuple[TableLoad, ...]) -> list[TableLoad]:

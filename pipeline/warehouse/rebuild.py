@@ -17,6 +17,7 @@ from pipeline.warehouse.manifest import from_json
 from pipeline.warehouse.recovery import replay
 from pipeline.warehouse.catalog import read_catalog
 from pipeline.warehouse.schema import table_ref
+from pipeline.warehouse.state import ensure_state_tables
 
 
 @dataclass
@@ -41,6 +42,7 @@ def rebuild_into(lake_dir: Path, target: Path, settings: ConnectionSettings, str
     _remove_database(partial)  # left by an interrupted rebuild
     conn = open_connection(partial, settings, read_only=False)
     try:
+        ensure_state_tables(conn)
         for _, path in manifests:
             plan, recorded = from_json(path.read_bytes(), str(path))
             replay(conn, plan, recorded, lake_dir, strategy)

@@ -17,14 +17,14 @@ from pipeline.warehouse.apply import apply_load
 from pipeline.warehouse.errors import LakeError
 from pipeline.warehouse.lake import list_manifests
 from pipeline.warehouse.manifest import LoadOutcome, LoadPlan, from_json
-from pipeline.warehouse.state import applied_loads, ensure_state_tables
+from pipeline.warehouse.state import applied_loads
 
 log = logging.getLogger(__name__)
 
 
 def recover(conn: duckdb.DuckDBPyConnection, lake_dir: Path, strategy: str) -> int:
-    """Replay committed loads the warehouse does not have yet; returns how many."""
-    ensure_state_tables(conn)
+    """Replay committed loads the warehouse does not have yet; returns how many. The caller has run
+    state.ensure_state_tables on this connection."""
     applied = applied_loads(conn)
     newest = max(applied, default=0)
     replayed = 0

@@ -66,10 +66,10 @@ class Warehouse:
         """Create the tables of `specs` (schema lms) or add the columns they gained, in one transaction."""
         wanted = [table_def(spec) for spec in specs]
         with self.connect() as conn:
+            ensure_state_tables(conn)
             recover(conn, self.lake_dir, self.upsert_strategy)
             conn.begin()
             try:
-                ensure_state_tables(conn)
                 ensure_tables(conn, wanted)
             except BaseException:
                 conn.rollback()
@@ -79,6 +79,7 @@ class Warehouse:
     def recover(self) -> int:
         """Replay loads whose manifest is in the lake but whose DuckDB commit was interrupted."""
         with self.connect() as conn:
+            ensure_state_tables(conn)
             return recover(conn, self.lake_dir, self.upsert_strategy)
 
     def cursor(self, stream: str) -> datetime | None:

@@ -13,16 +13,19 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from pipeline.webhooks.auth import Authenticator
 from pipeline.webhooks.committer import GroupCommitter
-from pipeline.webhooks.events import PayloadError, Rejected, to_delivery
+from pipeline.webhooks.event_clock import EventClock
+from pipeline.webhooks.events import Delivery, PayloadError, Rejected, to_delivery
 from pipeline.webhooks.http_io import (
     BodyTooLarge,
     error_response,
+    header_map,
     is_json_media_type,
     json_response,
     read_bounded_body,
@@ -38,36 +41,50 @@ class CertificateReceiver:
 
     def __init__(self, settings: WebhookSettings, committer: GroupCommitter) -> None:
         self._auth = Authenticator.from_settings(settings)
+        self._clock = EventClock.from_settings(settings)
         self._committer = committer
         self._max_body = settings.max_body_bytes
-        self._source_header = settings.source_header
+        self._source_header = settings.source_header.lower()
         self._challenge = ", ".join(
             scheme for scheme, on in (("Bearer", settings.bearer_tokens), ("Basic", settings.basic_credentials)) if on
         )
 
     async def handle(self, request: Request) -> Response:
         received_at = datetime.now(UTC)
-        refusal = self._auth.authenticate(request.headers)
+        headers = header_map(request)
+        refusal = self._auth.authenticate(headers)
         if refusal is not None:
-            headers = {"WWW-Authenticate": self._challenge} if self._challenge else None
-            log.info("webhook refused (401) from %s: %s", _client(request), refusal)
-            body = {"error": "unauthorized", "message": f"{refusal}; send a configured webhook credential"}
-            return json_response(401, body, headers)
-        source = request.headers.get(self._source_header)
-        content_type = request.headers.get("content-type")
+            return self._unauthorized(request, refusal)
+        source = headers.get(self._source_header)
+        content_type = headers.get("content-type")
         try:
-            body = await read_bounded_body(request, self._max_body)
+            body = await read_bounded_body(request, headers, self._max_body)
         except BodyTooLarge:
             reason = f"body larger than the {self._max_body}-byte limit (LESSONSYNC_WEBHOOK_MAX_BODY_BYTES)"
-            return await self._reject(Rejected(received_at, source, content_type, 413, reason, None), "payload_too_large")
+            rejected = Rejected(received_at, source, content_type, 413, reason, None)
+            return await self._reject(rejected, "payload_too_large")
         if not is_json_media_type(content_type):
             reason = f"content type {content_type!r} is not application/json"
-            return await self._reject(Rejected(received_at, source, content_type, 415, reason, body), "unsupported_media_type")
+            rejected = Rejected(received_at, source, content_type, 415, reason, body)
+            return await self._reject(rejected, "unsupported_media_type")
         try:
-            delivery = to_delivery(body, received_at, source)
+            delivery = to_delivery(
+                body, received_at, source,
+                reference_at=self._clock.reference_at(headers, received_at),
+                declared_type=self._clock.declared_type(headers),
+            )
         except PayloadError as exc:
             rejected = Rejected(received_at, source, content_type, 400, f"invalid payload: {exc}", body)
             return await self._reject(rejected, "invalid_payload", field=exc.field)
+        return await self._store(delivery)
+
+    def _unauthorized(self, request: Request, refusal: str) -> Response:
+        headers = {"WWW-Authenticate": self._challenge} if self._challenge else None
+        log.info("webhook refused (401) from %s: %s", _client(request), refusal)
+        body = {"error": "unauthorized", "message": f"{refusal}; send a configured webhook credential"}
+        return json_response(401, body, headers)
+
+    async def _store(self, delivery: Delivery) -> Response:
         try:
             outcome = await self._committer.store(delivery)
         except Exception:  # noqa: BLE001 - any storage failure means: not acknowledged, retry
@@ -115,7 +132,13 @@ def create_app(settings: WebhookSettings | None = None) -> Starlette:
         # The commit count lets the benchmark show how many deliveries share one fsync.
         return json_response(200, {"status": "ok", "inbox_commits": committer.transactions})
 
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        # Wrong path or method: the JSON error body of every other answer, not Starlette's plain text.
+        return error_response(exc.status_code, "http_error", f"{request.method} {request.url.path}: {exc.detail}")
+
     app = Starlette(
+        exception_handlers={HTTPException: http_error},
         routes=[
             Route(settings.path, CertificateReceiver(settings, committer).handle, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),

@@ -45,6 +45,7 @@ class Authenticator:
         """None if the request carries an accepted credential, else why not (never echoing a value)."""
         if self.allow_open:
             return None
+        # Header values are the wire bytes decoded as latin-1; encoding back gives those exact bytes.
         authorization = headers.get("authorization", "")
         scheme, _, credential = authorization.partition(" ")
         accepted = False

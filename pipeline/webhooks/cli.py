@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from pipeline.webhooks.app import create_app
 from pipeline.webhooks.settings import WebhookConfigError, WebhookSettings
 
+
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8766, help="TCP port (default 8766)")

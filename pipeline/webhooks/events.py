@@ -64,8 +64,9 @@ def as_utc(moment: datetime) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
-def infer_event_type(expires: datetime | None, received_at: datetime) -> EventType:
-    if expires is not None and as_utc(expires) <= received_at:
+def infer_event_type(expires: datetime | None, reference_at: datetime) -> EventType:
+    """Expired when `expires` is not after the reference instant (receipt, or the sender's clock)."""
+    if expires is not None and as_utc(expires) <= reference_at:
         return EXPIRED
     return COMPLETED
 
@@ -126,10 +127,18 @@ def _nested_model(annotation: Any) -> type[BaseModel] | None:
     return next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
 
 
-def to_delivery(body: bytes, received_at: datetime, source: str | None) -> Delivery:
-    """Validate the body and build the inbox event; raises PayloadError for a bad payload."""
+def to_delivery(
+    body: bytes,
+    received_at: datetime,
+    source: str | None,
+    *,
+    reference_at: datetime | None = None,
+    declared_type: EventType | None = None,
+) -> Delivery:
+    """Validate the body and build the inbox event; raises PayloadError for a bad payload. The type is
+    `declared_type` if the sender named it, else inferred against `reference_at` (default: receipt)."""
     document, certificate = parse_certificate(body)
-    event_type = infer_event_type(certificate.expires, received_at)
+    event_type = declared_type or infer_event_type(certificate.expires, reference_at or received_at)
     return Delivery(
         dedupe_key=dedupe_key(document, event_type),
         certificate_id=certificate.id,

@@ -14,6 +14,15 @@ class BodyTooLarge(Exception):
     """The body is over the configured limit; nothing beyond the limit was read."""
 
 
+def header_map(request: Request) -> dict[str, str]:
+    """All request headers in one pass, lower-case names; the first of repeated headers wins. Starlette's
+    Headers scans the whole list per lookup, and the receiver looks up six headers per delivery."""
+    headers: dict[str, str] = {}
+    for name, value in request.scope["headers"]:
+        headers.setdefault(name.decode("latin-1"), value.decode("latin-1"))
+    return headers
+
+
 def json_response(status: int, body: Mapping[str, object], headers: Mapping[str, str] | None = None) -> Response:
     return Response(orjson.dumps(body), status_code=status, media_type="application/json", headers=headers)
 
@@ -31,9 +40,9 @@ def is_json_media_type(content_type: str | None) -> bool:
     return media_type == "application/json" or (media_type.startswith("application/") and media_type.endswith("+json"))
 
 
-async def read_bounded_body(request: Request, max_bytes: int) -> bytes:
+async def read_bounded_body(request: Request, headers: Mapping[str, str], max_bytes: int) -> bytes:
     """The whole body, or BodyTooLarge as soon as the declared or streamed size passes max_bytes."""
-    declared = request.headers.get("content-length")
+    declared = headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_bytes:
         raise BodyTooLarge
     chunks: list[bytes] = []

@@ -17,8 +17,8 @@ from itertools import islice
 import duckdb
 import pyarrow as pa
 
-from pipeline.webhooks.inbox import Inbox, InboxEvent
 from pipeline.webhooks import sql
+from pipeline.webhooks.inbox import Inbox, InboxEvent
 from pipeline.webhooks.tables import CERTIFICATE_EVENTS, CERTIFICATES
 from pipeline.webhooks.transform import events_to_arrow
 

@@ -6,7 +6,7 @@ Every credential is a SecretStr: it never shows in a repr, a log line or an erro
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -47,6 +47,14 @@ class WebhookSettings(BaseSettings):
     allow_open: bool = Field(False, description="Serve without any credential (local experiments only).")
     inbox_path: Path | None = Field(None, description="SQLite inbox; default <LESSONSYNC_DATA_DIR>/inbox.sqlite3.")
     source_header: str = Field("X-Webhook-Source", min_length=1, description="Header naming the sender.")
+    expiry_clock: Literal["sender", "receipt"] = Field(
+        "sender",
+        description="Instant 'expires' is judged against: the request's Date header when present ('sender'), "
+        "or always the receipt time ('receipt').",
+    )
+    event_type_header: str | None = Field(
+        None, description="Header naming the event type, used when it holds a known type (default: infer only)."
+    )
     commit_max_batch: int = Field(
         512, ge=1, le=10_000, description="Most deliveries made durable by one inbox transaction."
     )

@@ -17,6 +17,7 @@ from analytics_world import AS_OF, insert, seed_small_world
 from pipeline.analytics.build import build_models
 from pipeline.analytics.models import AnalyticsProject
 from pipeline.analytics.publish import publish
+from pipeline.analytics.summary import mart_summary
 from pipeline.analytics.verify import verify_published
 
 READER = r'''
@@ -155,3 +156,16 @@ def test_publish_refuses_when_models_were_never_built(
     with pytest.raises(Exception, match="models never built in the warehouse: stg_active_lessons"):
         publish(warehouse_conn, project, data_dir)
     assert not (data_dir / "analytics.duckdb").exists()
+
+
+def test_demo_summary_reads_the_published_snapshot(
+    warehouse_conn: duckdb.DuckDBPyConnection, project: AnalyticsProject, data_dir: Path
+) -> None:
+    assert "no analytics published yet" in mart_summary(data_dir)
+    seed_small_world(warehouse_conn)
+    build_and_publish(warehouse_conn, project, data_dir)
+    sections = {part.splitlines()[0]: part.splitlines()[2:] for part in mart_summary(data_dir).split("\n\n")[1:]}
+    funnel = sections["Lesson funnel: the five lessons with the most learners"]
+    assert funnel[0].split() == ["Sécurité", "4", "1", "1", "1", "1", "33.3", "48.0"]
+    badges = sections["Certificates per badge"]
+    assert [line.split() for line in badges] == [["Sécurité", "3", "2", "1", "1", "0"], ["Excel", "2", "1", "0", "0", "1"]]

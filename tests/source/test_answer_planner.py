@@ -9,9 +9,9 @@ from pipeline.source.planner import PAIR_COST, plan_answer_requests
 def covered(plan, pairs):
     lessons = {dict(r.path_values)["lesson_id"] for r in plan.grouped if r.stream == "answers_by_lesson"}
     users = {dict(r.path_values)["user_id"] for r in plan.grouped if r.stream == "answers_by_user"}
-    singles = {(u, l) for u, l in zip(plan.pairs.column("user_id").to_pylist(),
-                                      plan.pairs.column("lesson_id").to_pylist())}
-    return all(l in lessons or u in users or (u, l) in singles for u, l in pairs)
+    singles = set(zip(plan.pairs.column("user_id").to_pylist(), plan.pairs.column("lesson_id").to_pylist(),
+                      strict=True))
+    return all(lesson in lessons or user in users or (user, lesson) in singles for user, lesson in pairs)
 
 
 def test_one_lesson_many_users_is_one_lesson_request():
@@ -35,8 +35,8 @@ def test_scattered_pairs_stay_pair_requests_and_duplicates_collapse():
 
 def test_mixed_plan_covers_everything_and_beats_pairs():
     users = [f"u{i % 37}" for i in range(600)]
-    lessons = [f"l{(i * 7) % 23}" for i in range(600)] 
-    pairs = list(zip(users, lessons))
+    lessons = [f"l{(i * 7) % 23}" for i in range(600)]
+    pairs = list(zip(users, lessons, strict=True))
     plan = plan_answer_requests(pa.table({"user_id": users, "lesson_id": lessons}), 10)
     assert covered(plan, pairs)
     assert plan.estimated_cost(10) < PAIR_COST * len(set(pairs))

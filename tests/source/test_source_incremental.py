@@ -1,9 +1,11 @@
 """Incremental windows, ids with reserved characters, and quarantine, over real HTTP."""
 
+import json
 from datetime import timedelta
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pytest
 from conftest import all_pairs, client_settings, rows_by_table, truth
 from source_expect import assert_same_table, expected_tables, keyed
 
@@ -61,9 +63,10 @@ def test_ids_with_reserved_characters_address_their_own_resource(sim, client):
     assert_same_table("answer_results", got["answer_results"], expected["answer_results"])
 
 
+@pytest.mark.slow
 def test_a_record_with_a_bad_enum_is_quarantined_and_the_rest_load():
     with start_simulator(SimulatorConfig(seed=9, scale="tiny")) as sim:
-        planted = sim.plant_invalid("answers", field="quizType", value="final")
+        sim.plant_invalid("answers", field="quizType", value="final")
         sim.plant_invalid("active_lessons", field="score", value="high")
         with PlatformClient(client_settings(sim)) as client:
             active = rows_by_table(client.iter_stream("active_lessons"))
@@ -71,8 +74,8 @@ def test_a_record_with_a_bad_enum_is_quarantined_and_the_rest_load():
             stats = client.last_run_stats()
         everything = truth(sim, "active_lessons", "answers")
     bad_answer = [a for a in everything["answers"] if a["quizType"] == "final"]
-    assert len(bad_answer) == 1 and all(bad_answer[0][k] == v for k, v in planted.items() if k in bad_answer[0])
     [row] = answers["quarantine"]
+    assert len(bad_answer) == 1 and json.loads(row["raw"]) == bad_answer[0]
     assert row["field"] == "quizType" and "'final'" in row["message"] and "'exit'" in row["message"]
     assert row["endpoint"].startswith("/v1/") and row["endpoint"].endswith("/answers") and row["page"] >= 1
     assert '"final"' in row["raw"] and row["stream"].startswith("answers_by_")

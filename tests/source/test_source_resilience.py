@@ -77,6 +77,7 @@ def test_one_pass_under_drift_misses_records_and_says_incomplete():
     assert missing  # offset pagination under drift did skip records
 
 
+@pytest.mark.slow
 def test_answer_listings_under_drift_are_fetched_again_and_exact():
     with start_simulator(SimulatorConfig(seed=3, scale="tiny", order="last_date")) as sim:
         with PlatformClient(client_settings(sim, page_size=5), queue_batches=1) as client:

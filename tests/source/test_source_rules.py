@@ -10,9 +10,9 @@ import pytest
 
 from pipeline.source.auth import refresh_margin, token_lifetime
 from pipeline.source.core import first_page_from_probe
+from pipeline.source.paths import encode_segment, fill_path
 from pipeline.source.requests import format_updated_since
 from pipeline.source.retrying import RetryAfterOrBackoff, retry_after_seconds
-from pipeline.source.transport import encode_segment, fill_path
 
 
 @pytest.mark.parametrize(("page0", "page1", "first"), [
@@ -80,7 +80,8 @@ def test_waits_honour_retry_after_with_a_backoff_floor_and_a_cap():
 
 
 def test_token_lifetime_from_unverified_jwt():
-    token = jwt.encode({"exp": 1_000_030, "iat": 1_000_000, "sub": "x"}, "a-test-signing-key-of-32-bytes-or-more", algorithm="HS256")
+    key = "a-test-signing-key-of-32-bytes-or-more"
+    token = jwt.encode({"exp": 1_000_030, "iat": 1_000_000, "sub": "x"}, key, algorithm="HS256")
     assert token_lifetime(token) == 30
     assert token_lifetime("opaque-token") is None
     assert refresh_margin(30) == 6 and refresh_margin(3600) == 30 and refresh_margin(1) == 0.2

@@ -7,12 +7,12 @@ import re
 
 import pytest
 from pydantic import SecretStr
+from source_edge_server import SECRET, EdgeState, edge_server, raw, status
 
 from pipeline.settings import Settings
 from pipeline.source import PlatformAuthError, PlatformClient, PlatformRequestError, PlatformResponseError
 from pipeline.source.core import SourceCore
 from pipeline.source.transport import json_body
-from source_edge_server import SECRET, EdgeState, edge_server, raw, status
 
 CATEGORIES = [{"name": "Safety", "ownerID": "o", "id": "c1"}, {"name": "Sales", "ownerID": "o", "id": "c2"}]
 

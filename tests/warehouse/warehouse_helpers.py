@@ -121,9 +121,49 @@ def dump(wh: Warehouse, tables: tuple[str, ...] | None = None) -> dict[str, list
         return {name: rows(conn, name) for name in names}
 
 
+def digest(conn: duckdb.DuckDBPyConnection, sql_from: str, columns: str = "*") -> tuple[int, int]:
+    """(rows, order-independent hash of every row) of a query: compares big tables without fetching them."""
+    return conn.execute(f"SELECT count(*), coalesce(sum(hash(t)::HUGEINT), 0) FROM (SELECT {columns} FROM {sql_from}) AS t").fetchone()
+
+
+def digest_all(path: Path) -> dict[str, tuple[int, int]]:
+    """A digest of every table of schema lms, all columns (load metadata and internal tables included)."""
+    conn = duckdb.connect(str(path), read_only=True)
+    try:
+        names = [n for (n,) in conn.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'lms' ORDER BY 1").fetchall()]
+        return {name: digest(conn, f'lms."{name}"') for name in names}
+    finally:
+        conn.close()
+
+
 def load_once(wh: Warehouse, stream: str, tables: list[tuple[TableSpec, list[dict[str, Any]]]], *,
               run_id: str = "run", cursor: datetime | None = None, **commit: Any) -> Any:
     with wh.load(stream, run_id, T0) as load:
         for spec, table_rows in tables:
             load.write(spec, batch(spec, table_rows))
         return load.commit(cursor=cursor, **commit)
+
+
+def generated(spec: TableSpec, sql: str) -> pa.Table:
+    """Rows made by DuckDB (fast for many rows, and no pandas import in short-lived subprocesses)."""
+    return duckdb.sql(sql).to_arrow_table().cast(spec.schema)
+
+
+def answers_generation(generation: int, rows_count: int) -> tuple[pa.Table, pa.Table]:
+    """Answers and their results. Generation 2 changes a third of generation 1's upper half (validity,
+    lists, cursor), shrinks their results to one, leaves the lower half alone and adds new answers."""
+    start, stop = (0, rows_count) if generation == 1 else (rows_count // 2, rows_count + rows_count // 5)
+    changed = f"({generation} = 2 AND i % 3 = 0)"
+    answers = generated(ANSWERS, f"""
+        SELECT 'al' || (i // 4) AS active_lesson_id, 'q' || (i % 4) AS question_id, 0.0 AS attempt_index,
+               'u' || (i % 97) AS user_id, 'l' || (i % 13) AS lesson_id, NOT {changed} AS is_valid,
+               CASE WHEN {changed} AND i % 2 = 0 THEN ['x', 'y'] WHEN i % 2 = 0 THEN ['x'] END AS tags,
+               CASE WHEN i % 7 = 0 THEN '{{"status": "pending"}}' END AS validation,
+               TIMESTAMPTZ '2026-11-01 08:00:00+00' + to_minutes(CASE WHEN {changed} THEN 60 ELSE 0 END) AS last_date
+        FROM range({start}, {stop}) AS t(i)""")
+    results = generated(ANSWER_RESULTS, f"""
+        SELECT 'al' || (i // 4) AS active_lesson_id, 'q' || (i % 4) AS question_id, 0.0 AS attempt_index,
+               r AS result_index, 'v' || i || '-' || r AS value
+        FROM range({start}, {stop}) AS t(i), range(2) AS s(r) WHERE r = 0 OR NOT {changed}""")
+    return answers, results

@@ -91,7 +91,9 @@ def test_sensor_interval_comes_from_the_environment(monkeypatch: pytest.MonkeyPa
 def run_asset(tmp_path: Path, inbox: Inbox) -> dict[AssetKey, dict[str, object]]:
     result = materialize(
         [certificates],
-        resources={"warehouse": WarehouseResource(data_dir=str(tmp_path)), "inbox": InboxResource(path=str(inbox.path))},
+        resources={
+            "warehouse": WarehouseResource(data_dir=str(tmp_path)), "inbox": InboxResource(path=str(inbox.path)),
+        },
     )
     assert result.success
     return {

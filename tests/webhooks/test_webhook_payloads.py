@@ -52,7 +52,9 @@ def test_non_json_content_type_is_415_and_quarantined(
     assert (status, raw) == (415, body) and content_type in reason
 
 
-@pytest.mark.parametrize("content_type", ["application/json; charset=utf-8", "APPLICATION/JSON", "application/vnd.x+json"])
+@pytest.mark.parametrize(
+    "content_type", ["application/json; charset=utf-8", "APPLICATION/JSON", "application/vnd.x+json"]
+)
 def test_json_content_types_with_parameters_or_suffix_are_accepted(
     receiver: RunningReceiver, bearer: dict[str, str], content_type: str
 ) -> None:
@@ -107,3 +109,11 @@ def test_missing_source_header_is_recorded_as_null(receiver: RunningReceiver, be
     assert response.status_code == 200
     [event] = list(receiver.inbox.read_events())
     assert event.source in ("", None)
+
+
+def test_wrong_method_or_path_get_json_errors(receiver: RunningReceiver, bearer: dict[str, str]) -> None:
+    wrong_method = receiver.client.get(receiver.url, headers=bearer)
+    wrong_path = receiver.client.post(receiver.base + "/webhooks/other", headers=bearer, json=certificate("c1"))
+    assert (wrong_method.status_code, wrong_path.status_code) == (405, 404)
+    assert wrong_method.json()["error"] == wrong_path.json()["error"] == "http_error"
+    assert receiver.client.get(receiver.base + "/healthz").json()["status"] == "ok"

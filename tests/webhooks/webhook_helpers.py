@@ -40,7 +40,9 @@ def certificate(cid: str, expires: str | None = FUTURE, updated_at: str = "2026-
         "_id": cid, "_userId": "user-1", "_ownerId": "owner-1", "_badgeId": "badge-1",
         "creationDate": "2026-10-01T09:00:00.000Z", "expires": expires, "disabled": False,
         "expiryReminderSent": expires == PAST, "_lessonActiveIds": ["al-1", "al-2"],
-        "ruleData": {"type": "lesson", "name": "Sécurité", "description": "Pass 2 lessons", "validityDurationDays": 365},
+        "ruleData": {
+            "type": "lesson", "name": "Sécurité", "description": "Pass 2 lessons", "validityDurationDays": 365,
+        },
         "createdAt": "2026-10-01T09:00:00.000Z", "updatedAt": updated_at, "__v": 0, **fields,
     }
 

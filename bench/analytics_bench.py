@@ -1,0 +1,164 @@
+"""Benchmark of the analyst models (not a test): build time of every model and of publishing, at a scale.
+
+By default the `lms` tables are created by the warehouse layer's own DDL and filled in bulk with synthetic
+rows shaped like the simulator's scale (large: 1,000,000 active lessons, ~10,000,000 answers, ~13,000,000
+answer results, 60,000 users in 1,000 groups, 2,000 lessons). With --data-dir, an existing synced data
+directory is used instead (its warehouse is copied first, so it is left untouched).
+
+    .venv/bin/python bench/analytics_bench.py --scale large
+    .venv/bin/python bench/analytics_bench.py --data-dir data      # a warehouse synced by `lessonsync sync`
+
+Reports the build time per model (with its data tests), the total, publishing (snapshot + Parquet), file
+sizes and the peak RSS of this process (DuckDB runs in it), and writes bench/results/analytics_<scale>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from pipeline.analytics.build import build_models  # noqa: E402
+from pipeline.analytics.models import load_project  # noqa: E402
+from pipeline.analytics.publish import publish  # noqa: E402
+from pipeline.source.catalog import TABLES  # noqa: E402
+from pipeline.warehouse import Warehouse  # noqa: E402
+from pipeline.webhooks.load import ensure_certificate_tables  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+SCALES = {  # users, lessons, active lessons, groups, sessions (the simulator's profiles)
+    "tiny": (48, 12, 300, 20, 8), "small": (1_500, 120, 20_000, 60, 80),
+    "medium": (12_000, 600, 200_000, 250, 300), "large": (60_000, 2_000, 1_000_000, 1_000, 1_000),
+}
+T0 = "TIMESTAMPTZ '2026-05-01 00:00:00+00'"
+# Every statement is one bulk INSERT ... SELECT over range(): {users} {lessons} {n} {groups} {sessions}.
+FILL = [
+    "INSERT INTO lms.lessons (id, title, status, visibility, summary) SELECT 'L' || range, 'Lesson ' || range, "
+    "'online', 'public', 's' FROM range({lessons})",
+    "INSERT INTO lms.lesson_questions (lesson_id, notion_index, quiz, question_index, question_id, question_title, "
+    "question_type) SELECT 'L' || l, 0, q.quiz, q.k, 'Q' || l || '-' || q.quiz || q.k, 'Question ' || q.k, 'simple' "
+    "FROM range({lessons}) t(l), (SELECT * FROM (VALUES ('entry'), ('exit')) v(quiz), range(10) r(k)) q",
+    "INSERT INTO lms.users (id, login, email, firstname, lastname, alias, locale, points) SELECT 'U' || range, "
+    "'u' || range, 'u' || range || '@x', 'F', 'L', 'A', 'fr', 0 FROM range({users})",
+    "INSERT INTO lms.groups (id, title, disabled) SELECT 'G' || range, 'Group ' || range, range % 50 = 0 "
+    "FROM range({groups})",
+    "INSERT INTO lms.group_members (group_id, user_id) SELECT DISTINCT 'G' || ((u * 7 + k * 13) % {groups}), "
+    "'U' || u FROM range({users}) t(u), range(2) r(k)",
+    # (user, lesson) pairs are unique: i = u + users * k, lesson = (97 k + u) mod lessons, k < lessons / 97
+    "INSERT INTO lms.active_lessons (owner_id, user_id, lesson_id, title, stats_progress_in_percent, stats_success, "
+    "achieved, score, time_spent, start_date, last_date) SELECT 'O', 'U' || (i % {users}), "
+    "'L' || ((97 * (i // {users}) + i % {users}) % {lessons}), 'Lesson', "
+    "CASE WHEN i % 5 = 0 THEN 0 WHEN i % 3 = 0 THEN 100 ELSE i % 95 + 1 END, i % 3 = 0 AND i % 2 = 0, "
+    "i % 3 = 0 AND i % 2 = 0, i % 101, i % 3600, {t0} + to_minutes(i % 250000), "
+    "{t0} + to_minutes(i % 250000 + i % 5000) FROM range({n}) t(i)",
+    # answered (4 in 5): attempts 1..3 of the exit quiz (4..8 questions), an entry quiz for half of them
+    "INSERT INTO lms.answers (active_lesson_id, user_id, lesson_id, quiz_type, attempt_index, question_id, "
+    "question_title, last_date, is_valid, validation_feedback_status) SELECT 'AL' || i, 'U' || (i % {users}), "
+    "'L' || ((97 * (i // {users}) + i % {users}) % {lessons}) AS lesson, a.quiz, a.attempt, "
+    "'Q' || ((97 * (i // {users}) + i % {users}) % {lessons}) || '-' || a.quiz || q, 'Question ' || q, "
+    "{t0} + to_minutes(i % 250000 + a.attempt * 60), (i + q + a.attempt) % 3 <> 0, "
+    "CASE WHEN q = 3 THEN (['valid', 'invalid', 'pending'])[1 + (i + a.attempt) % 3] END "
+    "FROM range({n}) t(i), (SELECT 'exit' AS quiz, range AS attempt FROM range(1, 4) UNION ALL "
+    "SELECT 'entry', 0) a, range(8) r(q) "
+    "WHERE i % 5 <> 0 AND q < 4 + i % 5 AND (a.quiz = 'exit' AND a.attempt <= 1 + i % 3 OR a.quiz = 'entry' AND i % 2 = 0)",
+    "INSERT INTO lms.answer_results (active_lesson_id, quiz_type, attempt_index, question_id, result_index, type, "
+    "value_text, label_name) SELECT active_lesson_id, quiz_type, attempt_index, question_id, k, 'choice-ref', "
+    "'c' || k, 'Choix' FROM lms.answers, range(1 + (hash(question_id) % 4 = 0)::INT) r(k)",
+    "INSERT INTO lms.lesson_sessions (id, lesson_id, title, status, quotas_type, quotas_min, quotas_max, presenters, "
+    "on_site, is_live) SELECT 'S' || range, 'L' || (range % {lessons}), 'Session', 'online', "
+    "(['max', 'min-max', 'none'])[1 + range % 3], 3, 20, [], true, false FROM range({sessions})",
+    "INSERT INTO lms.lesson_session_registrations (session_id, user_id, status, attendance) SELECT 'S' || s, "
+    "'U' || ((s * 31 + k) % {users}), (['approved', 'waiting-list', 'rejected', 'pending-validation'])[1 + k % 4], "
+    "(['attended', 'absent', 'none'])[1 + (s + k) % 3] FROM range({sessions}) t(s), range(12) r(k)",
+    "INSERT INTO lms.certificates (id, user_id, badge_id, rule_data_name, creation_date, expires, disabled, state, "
+    "last_event_id, last_event_type, last_received_at, first_loaded_at, last_loaded_at) SELECT 'C' || range, "
+    "'U' || (range % {users}), 'B' || (range % 200), 'Badge', {t0} + to_hours(range % 4000), "
+    "{t0} + to_hours(range % 9000), range % 97 = 0, 'completed', 'E' || range, 'certificate_completed', {t0}, "
+    "{t0}, {t0} FROM range({n} // 20)",
+    "INSERT INTO lms.certificate_events (event_id, event_type, received_at, inbox_id, sequence, id, "
+    "first_loaded_at, last_loaded_at) SELECT 'E' || range, 'certificate_completed', {t0}, 'I', range, "
+    "'C' || range, {t0}, {t0} FROM range({n} // 20)",
+]
+
+
+def synthetic_warehouse(data_dir: Path, scale: str) -> Warehouse:
+    users, lessons, n, groups, sessions = SCALES[scale]
+    warehouse = Warehouse(data_dir / "warehouse.duckdb", data_dir / "lake")
+    warehouse.ensure_tables(TABLES.values())
+    with warehouse.connect() as conn:
+        ensure_certificate_tables(conn)
+        for statement in FILL:
+            sql = statement.format(users=users, lessons=lessons, n=n, groups=groups, sessions=sessions, t0=T0)
+            conn.execute(sql)
+        conn.execute("CHECKPOINT")
+    return warehouse
+
+
+def counts(warehouse: Warehouse) -> dict[str, int]:
+    with warehouse.connect() as conn:
+        names = [r[0] for r in conn.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'lms' AND NOT starts_with(table_name, '_')"
+        ).fetchall()]
+        return {name: conn.execute(f'SELECT count(*) FROM lms."{name}"').fetchone()[0] for name in sorted(names)}
+
+
+def run(warehouse: Warehouse, data_dir: Path) -> dict[str, object]:
+    project = load_project()
+    with warehouse.connect() as conn:
+        started = time.perf_counter()
+        results = list(build_models(conn, project, as_of=datetime.now(UTC)))
+        build_seconds = time.perf_counter() - started
+        failed = [r.error for r in results if r.status != "built"]
+        published = publish(conn, project, data_dir)
+    return {
+        "build_seconds": round(build_seconds, 2),
+        "publish_seconds": round(published.seconds, 2),
+        "models": {r.model.name: {"seconds": round(r.seconds, 2), "rows": r.rows, "materialized": r.model.materialized}
+                   for r in results},
+        "failed": failed,
+        "snapshot_mib": round(published.snapshot.stat().st_size / 2**20, 1),
+        "parquet_mib": round(sum(p.stat().st_size for p in published.parquet.values()) / 2**20, 1),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scale", choices=SCALES, default="large")
+    parser.add_argument("--data-dir", type=Path, help="use this synced data directory (copied) instead")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="analytics-bench-") as tmp:
+        data_dir = Path(tmp)
+        started = time.perf_counter()
+        if args.data_dir:
+            shutil.copy2(args.data_dir / "warehouse.duckdb", data_dir / "warehouse.duckdb")
+            warehouse, label = Warehouse(data_dir / "warehouse.duckdb", data_dir / "lake"), "synced"
+        else:
+            warehouse, label = synthetic_warehouse(data_dir, args.scale), args.scale
+        prepare = time.perf_counter() - started
+        report = {"scale": label, "prepare_seconds": round(prepare, 1), "tables": counts(warehouse),
+                  **run(warehouse, data_dir), "date": datetime.now(UTC).isoformat(timespec="seconds")}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"analytics_{label}.json").write_text(json.dumps(report, indent=2) + "\n")
+    slowest = sorted(report["models"].items(), key=lambda kv: -kv[1]["seconds"])[:6]
+    print(f"scale {label}: lms rows {report['tables']}")
+    print(f"build of {len(report['models'])} models (with their tests): {report['build_seconds']} s; "
+          f"publish: {report['publish_seconds']} s; snapshot {report['snapshot_mib']} MiB, "
+          f"Parquet {report['parquet_mib']} MiB; peak RSS {report['peak_rss_mib']} MiB")
+    print("slowest: " + ", ".join(f"{name} {m['seconds']} s" for name, m in slowest))
+    if report["failed"]:
+        print("FAILED: " + " | ".join(report["failed"]))
+    return 1 if report["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

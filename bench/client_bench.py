@@ -1,0 +1,192 @@
+"""Benchmark of the source client (not a test): records/s and requests/s for active lessons and answers
+(full sync), next to a bare httpx loop with the same concurrency downloading the same pages (the
+ceiling), and the client's peak RSS.
+
+The simulator runs in a subprocess (`lessonsync simulate`, fixed seed, latency_ms per request); each
+measured side runs in its own child process so peak RSS is the child's own (os.wait4). Order: a client
+run that records every URL it fetched, the ceiling on exactly those URLs, then the measured client run
+(both measured runs see a warm server). The one-time pandas import pyarrow does on its first Python
+conversion (seconds on a small machine) happens before the clock starts.
+
+    .venv/bin/python -m bench.client_bench --scale large       # also: small, medium
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from pipeline.settings import DEFAULT_APP_SECRET
+
+RESULTS = Path(__file__).resolve().parent / "results"
+PHASES = ("active_lessons", "answers")
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_simulator(scale: str, latency_ms: float, port: int) -> subprocess.Popen[bytes]:
+    command = [sys.executable, "-m", "pipeline.cli", "simulate", "--host", "127.0.0.1", "--port", str(port),
+               "--scale", scale, "--seed", "42", "--faults", f"latency_ms={latency_ms}"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    while True:
+        if process.poll() is not None:
+            raise SystemExit(f"simulator exited early: {process.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/v1/categories", timeout=1)
+            return process
+        except httpx.HTTPError:
+            time.sleep(0.3)
+
+
+def run_child(args: list[str]) -> dict[str, Any]:
+    """Runs this module as a child with `args`; its JSON report plus its own peak RSS."""
+    with tempfile.TemporaryFile() as out:
+        child = subprocess.Popen([sys.executable, "-m", "bench.client_bench", *args], stdout=out)
+        _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        if child.returncode != 0:
+            raise SystemExit(f"child {args[:2]} failed with exit code {child.returncode}")
+        out.seek(0)
+        report = json.loads(out.read())
+    report["peak_rss_mib"] = round(usage.ru_maxrss / 1024, 1)  # Linux: kilobytes
+    return report
+
+
+def client_child(base_url: str, page_size: int, concurrency: int, urls_file: str | None) -> dict[str, Any]:
+    import pyarrow as pa
+
+    from pipeline.settings import Settings
+    from pipeline.source import PlatformClient
+
+    pa.array([1.0])  # pyarrow imports pandas on its first conversion: not part of the measurement
+    settings = Settings(base_url=base_url, page_size=page_size, concurrency=concurrency, data_dir="unused")
+    seen: list[tuple[str, str]] = []
+    phase = {"name": PHASES[0]}
+    report: dict[str, Any] = {}
+    with PlatformClient(settings) as client:
+        client.first_page()
+        if urls_file:
+            async def record(request: httpx.Request) -> None:
+                if request.method == "GET":
+                    seen.append((phase["name"], str(request.url)))
+            client._ready().transport._client.event_hooks["request"] = [record]  # bench-only introspection
+        began, rows, pairs = time.perf_counter(), 0, []
+        for batch in client.iter_stream("active_lessons"):
+            rows += batch.records.num_rows
+            pairs.append(batch.records.select(["user_id", "lesson_id"]))
+        report["active_lessons"] = _phase(client.last_run_stats(), rows, time.perf_counter() - began)
+        phase["name"] = "answers"
+        changed = pa.Table.from_batches(pairs)
+        began, rows, results = time.perf_counter(), 0, 0
+        for batch in client.iter_answers(changed):
+            rows += batch.records.num_rows if batch.table.name == "answers" else 0
+            results += batch.records.num_rows if batch.table.name == "answer_results" else 0
+        report["answers"] = {**_phase(client.last_run_stats(), rows, time.perf_counter() - began),
+                             "answer_results": results}
+    if urls_file:
+        Path(urls_file).write_text("\n".join(f"{p}\t{u}" for p, u in seen))
+    return report
+
+
+def _phase(stats: Any, rows: int, seconds: float) -> dict[str, Any]:
+    return {"seconds": round(seconds, 2), "records": rows, "requests": stats.requests, "retries": stats.retries,
+            "pages": stats.pages, "complete": stats.complete, "records_per_s": round(rows / seconds),
+            "requests_per_s": round(stats.requests / seconds, 1)}
+
+
+async def _download(base_url: str, token: str, urls: list[str], concurrency: int) -> None:
+    slots = asyncio.Semaphore(concurrency)
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=120,
+                                 headers={"Authorization": f"Bearer {token}"}) as http:
+        async def one(url: str) -> None:
+            async with slots:
+                response = await http.get(url)
+                await response.aread()
+                if response.status_code != 200:
+                    raise SystemExit(f"ceiling: {url} answered {response.status_code}")
+
+        await asyncio.gather(*(one(u) for u in urls))
+
+
+def ceiling_child(base_url: str, concurrency: int, urls_file: str) -> dict[str, Any]:
+    lines = [line.split("\t", 1) for line in Path(urls_file).read_text().splitlines()]
+    token = httpx.post(f"{base_url}/v1/token", json={"appSecret": DEFAULT_APP_SECRET}).json()["access_token"]
+    report = {}
+    for phase in PHASES:
+        urls = [url for p, url in lines if p == phase]
+        began = time.perf_counter()
+        asyncio.run(_download(base_url, token, urls, concurrency))
+        seconds = time.perf_counter() - began
+        report[phase] = {"seconds": round(seconds, 2), "requests": len(urls),
+                         "requests_per_s": round(len(urls) / seconds, 1)}
+    return report
+
+
+def compare(scale: str, latency_ms: float, page_size: int, concurrency: int) -> dict[str, Any]:
+    port = free_port()
+    server = start_simulator(scale, latency_ms, port)
+    base_url = f"http://127.0.0.1:{port}"
+    common = ["--base-url", base_url, "--page-size", str(page_size), "--concurrency", str(concurrency)]
+    try:
+        with tempfile.NamedTemporaryFile(suffix=".urls") as urls:
+            run_child(["--child", "client", *common, "--urls", urls.name])
+            ceiling = run_child(["--child", "ceiling", *common, "--urls", urls.name])
+        client = run_child(["--child", "client", *common])
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    for phase in PHASES:
+        ceiling[phase]["records_per_s"] = round(client[phase]["records"] / ceiling[phase]["seconds"])
+        client[phase]["share_of_ceiling"] = round(ceiling[phase]["seconds"] / client[phase]["seconds"], 3)
+    return {"scale": scale, "latency_ms": latency_ms, "page_size": page_size, "concurrency": concurrency,
+            "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d"), "client": client, "ceiling": ceiling}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scale", default="large", choices=("tiny", "small", "medium", "large"))
+    parser.add_argument("--latency-ms", type=float, default=5.0)
+    parser.add_argument("--page-size", type=int, default=1000)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--child", choices=("client", "ceiling"), help=argparse.SUPPRESS)
+    parser.add_argument("--base-url", help=argparse.SUPPRESS)
+    parser.add_argument("--urls", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child == "client":
+        print(json.dumps(client_child(args.base_url, args.page_size, args.concurrency, args.urls)))
+        return 0
+    if args.child == "ceiling":
+        print(json.dumps(ceiling_child(args.base_url, args.concurrency, args.urls)))
+        return 0
+    result = compare(args.scale, args.latency_ms, args.page_size, args.concurrency)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"client_{args.scale}.json").write_text(json.dumps(result, indent=2))
+    for phase in PHASES:
+        c, k = result["client"][phase], result["ceiling"][phase]
+        print(f"{args.scale:6} {phase:15} client {c['records_per_s']:>9,} rec/s {c['requests_per_s']:>7} req/s "
+              f"| ceiling {k['records_per_s']:>9,} rec/s {k['requests_per_s']:>7} req/s "
+              f"| {c['share_of_ceiling']:.0%} of ceiling")
+    peaks = result["client"]["peak_rss_mib"], result["ceiling"]["peak_rss_mib"]
+    print(f"client peak RSS {peaks[0]} MiB (ceiling loop {peaks[1]} MiB)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,79 @@
+"""Everything LessonSync talks to, on loopback in one process: the platform simulator, the webhook
+receiver it delivers certificates to, and the environment a sync reads. Used by the demo and the tests."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dagster import DagsterInstance
+from pydantic import SecretStr
+
+from pipeline.serving import ThreadedServer, serve_in_thread
+from pipeline.simulator import SimulatorConfig, start_simulator
+from pipeline.simulator.server import SimulatorHandle
+from pipeline.sync import SyncReport, run_sync
+from pipeline.webhooks.app import create_app
+from pipeline.webhooks.settings import WebhookSettings
+
+
+@dataclass
+class Stack:
+    sim: SimulatorHandle
+    receiver: ThreadedServer
+    data_dir: Path
+    env: dict[str, str]
+
+    @property
+    def warehouse_path(self) -> Path:
+        return self.data_dir / "warehouse.duckdb"
+
+    def advance(self, *, hours: float) -> dict[str, int]:
+        """Move the platform's clock; its certificate webhooks are in the inbox when this returns."""
+        activity = self.sim.advance(hours=hours)
+        if not self.sim.flush_webhooks(timeout=60):
+            raise RuntimeError("the simulator could not deliver every certificate webhook within 60 s")
+        return activity
+
+    def sync(self, *, instance: DagsterInstance | None = None, **options: Any) -> SyncReport:
+        """`run_sync` against this stack (options as run_sync's), LESSONSYNC_* set only meanwhile."""
+        with environment(self.env):
+            return run_sync(instance=instance or DagsterInstance.ephemeral(), data_dir=self.data_dir, **options)
+
+
+@contextmanager
+def local_stack(data_dir: Path, *, seed: int = 42, scale: str = "tiny", faults: str = "",
+                order: str = "last_date", page_size: int | None = None) -> Iterator[Stack]:
+    """Start simulator and receiver; `Stack.env` holds the LESSONSYNC_* settings that point at them."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    token = secrets.token_urlsafe(24)  # a fresh webhook credential per stack; never printed
+    receiver_settings = WebhookSettings(bearer_tokens=[SecretStr(token)], inbox_path=data_dir / "inbox.sqlite3")
+    with ExitStack() as stack:
+        receiver = stack.enter_context(serve_in_thread(create_app(receiver_settings), name="webhook-receiver",
+                                                       lifespan="on"))
+        sim = stack.enter_context(start_simulator(SimulatorConfig(
+            seed=seed, scale=scale, faults=faults, order=order,
+            webhook_url=receiver.base_url + receiver_settings.path, webhook_auth=f"bearer:{token}")))
+        env = {"LESSONSYNC_BASE_URL": sim.base_url, "LESSONSYNC_DATA_DIR": str(data_dir)}
+        if page_size is not None:
+            env["LESSONSYNC_PAGE_SIZE"] = str(page_size)
+        yield Stack(sim, receiver, data_dir, env)
+
+
+@contextmanager
+def environment(values: dict[str, str]) -> Iterator[None]:
+    previous = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

@@ -1,0 +1,35 @@
+"""Fixtures shared across test packages: a whole local stack (simulator + webhook receiver) and a warehouse
+synced from it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from pipeline.stack import Stack, local_stack
+from pipeline.verify import compare_warehouse
+
+RAW = ("key:lms/*",)  # every raw table and the certificates; analytics models have their own tests
+
+
+def assert_warehouse_equals_platform(stack: Stack) -> None:
+    with duckdb.connect(str(stack.warehouse_path), read_only=True) as conn:
+        diffs = compare_warehouse(conn, stack.sim)
+    unequal = [d.summary() for d in diffs if not d.equal]
+    assert not unequal, "warehouse differs from the platform:\n" + "\n".join(unequal)
+
+
+@pytest.fixture(scope="session")
+def synced_tiny(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """A tiny platform two simulated days into its life (activity, certificates completed and expired)
+    and a warehouse fully synced from it, exactly. Read-only for its users: do not sync or advance it."""
+    data_dir: Path = tmp_path_factory.mktemp("synced_tiny") / "data"
+    with local_stack(data_dir, scale="tiny") as stack:
+        stack.advance(hours=48)
+        report = stack.sync(select=RAW)
+        assert report.success, report.error
+        assert_warehouse_equals_platform(stack)
+        yield stack

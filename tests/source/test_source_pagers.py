@@ -1,0 +1,60 @@
+"""Pager rules on scripted page sizes (pure logic; the HTTP side is covered against the simulator)."""
+
+import asyncio
+
+from pipeline.source.pages import Page, PageLocation
+from pipeline.source.pagination import answer_pages, record_pages
+
+
+def scripted(served: dict[int, int], delays: dict[int, float] | None = None):
+    asked: list[int] = []
+
+    async def fetch(number: int) -> Page:
+        asked.append(number)
+        await asyncio.sleep((delays or {}).get(number, 0.0))
+        count = served.get(number, 0)
+        return Page(PageLocation("s", "/v1/x", number, {}), count, [{}] * count, [])
+
+    return fetch, asked
+
+
+def run(pager) -> list[int]:
+    async def collect():
+        return [page.location.page async for page in pager]
+
+    return asyncio.run(collect())
+
+
+def test_records_stop_on_the_first_short_page():
+    fetch, asked = scripted({1: 10, 2: 10, 3: 4})
+    assert run(record_pages(fetch, 1, 10, max_window=4)) == [1, 2, 3]
+    assert asked[0] == 1 and set(asked) <= {1, 2, 3, 4, 5, 6}  # at most window - 1 pages past the end
+
+
+def test_one_page_stream_costs_one_request():
+    fetch, asked = scripted({0: 3})
+    assert run(record_pages(fetch, 0, 10, max_window=8)) == [0]
+    assert asked == [0]
+
+
+def test_short_page_asked_before_earlier_pages_arrived_is_asked_again():
+    fetch, asked = scripted({1: 10, 2: 10, 3: 10, 4: 2}, delays={3: 0.2})
+    assert run(record_pages(fetch, 1, 10, max_window=4)) == [1, 2, 3, 4]
+    assert asked.count(4) == 2  # page 4 came back before page 3: not trusted as the end
+
+
+def test_answers_never_stop_on_empty_pages_before_coverage():
+    fetch, asked = scripted({1: 5, 2: 0, 3: 7, 4: 0})  # covers 5 active lessons with pageSize 2: 3 pages
+    assert run(answer_pages(fetch, 1, 2, covers=5)) == [1, 2, 3, 4]
+    assert sorted(asked) == [1, 2, 3, 4]
+
+
+def test_answers_keep_going_until_an_empty_page_after_coverage():
+    fetch, asked = scripted({1: 3, 2: 4, 3: 1, 4: 0})
+    assert run(answer_pages(fetch, 1, 10, covers=3)) == [1, 2, 3, 4]
+
+
+def test_answers_for_nothing_cost_one_confirming_request():
+    fetch, asked = scripted({})
+    assert run(answer_pages(fetch, 0, 10, covers=0)) == [0]
+    assert asked == [0]
