@@ -40,6 +40,12 @@ SCALES = {  # users, lessons, active lessons, groups, sessions (the simulator's 
     "medium": (12_000, 600, 200_000, 250, 300), "large": (60_000, 2_000, 1_000_000, 1_000, 1_000),
 }
 T0 = "TIMESTAMPTZ '2026-05-01 00:00:00+00'"
+CHUNK = 100_000  # active lessons per bulk statement of the answer tables
+ANSWER_ROWS = (
+    "FROM range({lo}, {hi}) t(i), (SELECT 'exit' AS quiz, range AS attempt FROM range(1, 4) UNION ALL "
+    "SELECT 'entry', 0) a, range(8) r(q) WHERE i % 5 <> 0 AND q < 4 + i % 5 "
+    "AND (a.quiz = 'exit' AND a.attempt <= 1 + i % 3 OR a.quiz = 'entry' AND i % 2 = 0)"
+)
 # Every statement is one bulk INSERT ... SELECT over range(): {users} {lessons} {n} {groups} {sessions}.
 FILL = [
     "INSERT INTO lms.lessons (id, title, status, visibility, summary) SELECT 'L' || range, 'Lesson ' || range, "
@@ -60,19 +66,18 @@ FILL = [
     "CASE WHEN i % 5 = 0 THEN 0 WHEN i % 3 = 0 THEN 100 ELSE i % 95 + 1 END, i % 3 = 0 AND i % 2 = 0, "
     "i % 3 = 0 AND i % 2 = 0, i % 101, i % 3600, {t0} + to_minutes(i % 250000), "
     "{t0} + to_minutes(i % 250000 + i % 5000) FROM range({n}) t(i)",
-    # answered (4 in 5): attempts 1..3 of the exit quiz (4..8 questions), an entry quiz for half of them
+    # answered (4 in 5): attempts 1..3 of the exit quiz (4..8 questions), an entry quiz for half of them;
+    # one result per answer, two for every fourth question. Filled in chunks of active lessons [lo, hi).
     "INSERT INTO lms.answers (active_lesson_id, user_id, lesson_id, quiz_type, attempt_index, question_id, "
     "question_title, last_date, is_valid, validation_feedback_status) SELECT 'AL' || i, 'U' || (i % {users}), "
-    "'L' || ((97 * (i // {users}) + i % {users}) % {lessons}) AS lesson, a.quiz, a.attempt, "
+    "'L' || ((97 * (i // {users}) + i % {users}) % {lessons}), a.quiz, a.attempt, "
     "'Q' || ((97 * (i // {users}) + i % {users}) % {lessons}) || '-' || a.quiz || q, 'Question ' || q, "
     "{t0} + to_minutes(i % 250000 + a.attempt * 60), (i + q + a.attempt) % 3 <> 0, "
-    "CASE WHEN q = 3 THEN (['valid', 'invalid', 'pending'])[1 + (i + a.attempt) % 3] END "
-    "FROM range({n}) t(i), (SELECT 'exit' AS quiz, range AS attempt FROM range(1, 4) UNION ALL "
-    "SELECT 'entry', 0) a, range(8) r(q) "
-    "WHERE i % 5 <> 0 AND q < 4 + i % 5 AND (a.quiz = 'exit' AND a.attempt <= 1 + i % 3 OR a.quiz = 'entry' AND i % 2 = 0)",
+    "CASE WHEN q = 3 THEN (['valid', 'invalid', 'pending'])[1 + (i + a.attempt) % 3] END " + ANSWER_ROWS,
     "INSERT INTO lms.answer_results (active_lesson_id, quiz_type, attempt_index, question_id, result_index, type, "
-    "value_text, label_name) SELECT active_lesson_id, quiz_type, attempt_index, question_id, k, 'choice-ref', "
-    "'c' || k, 'Choix' FROM lms.answers, range(1 + (hash(question_id) % 4 = 0)::INT) r(k)",
+    "value_text, label_name) SELECT 'AL' || i, a.quiz, a.attempt, "
+    "'Q' || ((97 * (i // {users}) + i % {users}) % {lessons}) || '-' || a.quiz || q, k, 'choice-ref', 'c' || k, "
+    "'Choix' " + ANSWER_ROWS.replace("range(8) r(q) ", "range(8) r(q), range(2) s(k) ") + " AND (k = 0 OR q % 4 = 0)",
     "INSERT INTO lms.lesson_sessions (id, lesson_id, title, status, quotas_type, quotas_min, quotas_max, presenters, "
     "on_site, is_live) SELECT 'S' || range, 'L' || (range % {lessons}), 'Session', 'online', "
     "(['max', 'min-max', 'none'])[1 + range % 3], 3, 20, [], true, false FROM range({sessions})",
@@ -91,16 +96,20 @@ FILL = [
 
 
 def synthetic_warehouse(data_dir: Path, scale: str) -> Warehouse:
+    """The lms tables (the warehouse's own DDL, primary keys included) filled in bulk. Filling uses a larger
+    memory limit than the build: it maintains the primary-key indexes of 10M-row inserts."""
     users, lessons, n, groups, sessions = SCALES[scale]
-    warehouse = Warehouse(data_dir / "warehouse.duckdb", data_dir / "lake")
-    warehouse.ensure_tables(TABLES.values())
-    with warehouse.connect() as conn:
+    filler = Warehouse(data_dir / "warehouse.duckdb", data_dir / "lake", memory_limit="8GB")
+    filler.ensure_tables(TABLES.values())
+    with filler.connect() as conn:
         ensure_certificate_tables(conn)
         for statement in FILL:
-            sql = statement.format(users=users, lessons=lessons, n=n, groups=groups, sessions=sessions, t0=T0)
-            conn.execute(sql)
+            chunks = [(lo, min(lo + CHUNK, n)) for lo in range(0, n, CHUNK)] if "{lo}" in statement else [(0, 0)]
+            for lo, hi in chunks:
+                conn.execute(statement.format(users=users, lessons=lessons, n=n, groups=groups, sessions=sessions,
+                                              t0=T0, lo=lo, hi=hi))
         conn.execute("CHECKPOINT")
-    return warehouse
+    return Warehouse(data_dir / "warehouse.duckdb", data_dir / "lake")  # the build runs with the defaults
 
 
 def counts(warehouse: Warehouse) -> dict[str, int]:

@@ -3,9 +3,9 @@
 ceiling), and the client's peak RSS.
 
 The simulator runs in a subprocess (`lessonsync simulate`, fixed seed, latency_ms per request); each
-measured side runs in its own child process so peak RSS is the child's own (os.wait4). Order: a client
-run that records every URL it fetched, the ceiling on exactly those URLs, then the measured client run
-(both measured runs see a warm server). The one-time pandas import pyarrow does on its first Python
+measured side runs in its own child process so peak RSS is the child's own (os.wait4). `--repeat`
+rounds of: a client run (the first one records every URL it fetches), then the ceiling on exactly those
+URLs; medians are reported. The one-time pandas import pyarrow does on its first Python
 conversion (seconds on a small machine) happens before the clock starts.
 
     .venv/bin/python -m bench.client_bench --scale large       # also: small, medium
@@ -139,24 +139,37 @@ def ceiling_child(base_url: str, concurrency: int, urls_file: str) -> dict[str, 
     return report
 
 
-def compare(scale: str, latency_ms: float, page_size: int, concurrency: int) -> dict[str, Any]:
+def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per phase, the run with the median time; peak RSS is the highest seen."""
+    merged: dict[str, Any] = {"peak_rss_mib": max(r["peak_rss_mib"] for r in runs), "runs": len(runs)}
+    for phase in PHASES:
+        ordered = sorted((r[phase] for r in runs), key=lambda p: p["seconds"])
+        merged[phase] = {**ordered[len(ordered) // 2], "all_seconds": [p["seconds"] for p in ordered]}
+    return merged
+
+
+def compare(scale: str, latency_ms: float, page_size: int, concurrency: int, repeat: int) -> dict[str, Any]:
     port = free_port()
     server = start_simulator(scale, latency_ms, port)
     base_url = f"http://127.0.0.1:{port}"
     common = ["--base-url", base_url, "--page-size", str(page_size), "--concurrency", str(concurrency)]
+    ceilings, clients = [], []
     try:
         with tempfile.NamedTemporaryFile(suffix=".urls") as urls:
-            run_child(["--child", "client", *common, "--urls", urls.name])
-            ceiling = run_child(["--child", "ceiling", *common, "--urls", urls.name])
-        client = run_child(["--child", "client", *common])
+            for round_number in range(repeat):  # interleaved, so a busy machine weighs on both sides alike
+                record = ["--urls", urls.name] if round_number == 0 else []
+                clients.append(run_child(["--child", "client", *common, *record]))
+                ceilings.append(run_child(["--child", "ceiling", *common, "--urls", urls.name]))
     finally:
         server.terminate()
         server.wait(timeout=30)
+    ceiling, client = _median_run(ceilings), _median_run(clients)
     for phase in PHASES:
         ceiling[phase]["records_per_s"] = round(client[phase]["records"] / ceiling[phase]["seconds"])
         client[phase]["share_of_ceiling"] = round(ceiling[phase]["seconds"] / client[phase]["seconds"], 3)
     return {"scale": scale, "latency_ms": latency_ms, "page_size": page_size, "concurrency": concurrency,
-            "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d"), "client": client, "ceiling": ceiling}
+            "cpus": os.cpu_count(), "load_average": os.getloadavg(), "date": time.strftime("%Y-%m-%d"),
+            "client": client, "ceiling": ceiling}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-ms", type=float, default=5.0)
     parser.add_argument("--page-size", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--repeat", type=int, default=3, help="measured runs of each side (medians reported)")
     parser.add_argument("--child", choices=("client", "ceiling"), help=argparse.SUPPRESS)
     parser.add_argument("--base-url", help=argparse.SUPPRESS)
     parser.add_argument("--urls", help=argparse.SUPPRESS)
@@ -175,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.child == "ceiling":
         print(json.dumps(ceiling_child(args.base_url, args.concurrency, args.urls)))
         return 0
-    result = compare(args.scale, args.latency_ms, args.page_size, args.concurrency)
+    result = compare(args.scale, args.latency_ms, args.page_size, args.concurrency, args.repeat)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"client_{args.scale}.json").write_text(json.dumps(result, indent=2))
     for phase in PHASES:

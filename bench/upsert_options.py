@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -97,16 +98,30 @@ def batch_keys(target: int, batch: int, new_fraction: float) -> str:
             f"UNION ALL SELECT range AS i FROM range({target}, {target + batch - updates})")
 
 
-def load(wh: Warehouse, shape: Shape, sql: str, run_id: str) -> tuple[float, float, dict[str, int]]:
-    """Write the rows to the lake (seconds), commit them (seconds), and the counts."""
+@dataclass
+class Timing:
+    write_s: float  # batches -> lake parts
+    commit_s: float  # wall seconds of load.commit()
+    commit_cpu_s: float  # CPU seconds of this process (all DuckDB threads) during the commit
+    counts: dict[str, int]
+
+
+def load(wh: Warehouse, shape: Shape, sql: str, run_id: str) -> Timing:
+    """Write the rows to the lake, then commit them; wall and CPU time (the CPU time does not depend on
+    what else runs on the machine), and the counts."""
     started = time.perf_counter()
     with wh.load(shape.spec.name, run_id, STARTED) as current:
         for piece in duckdb.sql(sql).to_arrow_reader(200_000):
             current.write(shape.spec, piece.cast(shape.spec.schema))
-        written = time.perf_counter()
+        written, cpu = time.perf_counter(), _cpu()
         result = current.commit(complete_snapshots=())
-    done = time.perf_counter()
-    return written - started, done - written, result.tables[shape.spec.name].as_dict()
+    return Timing(written - started, time.perf_counter() - written, _cpu() - cpu,
+                  result.tables[shape.spec.name].as_dict())
+
+
+def _cpu() -> float:
+    times = psutil.Process().cpu_times()
+    return times.user + times.system
 
 
 def table_digest(wh: Warehouse, spec: TableSpec) -> tuple[int, int]:
@@ -123,31 +138,31 @@ def warehouse(root: Path, strategy: str, args: argparse.Namespace) -> Warehouse:
 
 def run(args: argparse.Namespace) -> dict[str, object]:
     shape = SHAPES[args.shape]
+    first = shape.sql(first_keys(args.batch_rows), 1)
+    batch = shape.sql(batch_keys(args.target_rows, args.batch_rows, args.new_fraction), 2)
     work = Path(tempfile.mkdtemp(prefix="upsert-bench-", dir=args.work_dir))
-    results: dict[str, object] = {"shape": args.shape, "target_rows": args.target_rows, "batch_rows": args.batch_rows,
+    results: dict[str, object] = {"load_average_at_start": os.getloadavg(), "shape": args.shape, "target_rows": args.target_rows, "batch_rows": args.batch_rows,
                                   "new_fraction": args.new_fraction, "duckdb": duckdb.__version__,
                                   "memory_limit": args.memory_limit, "first_load": {}, "upsert": {}}
     try:
         base = work / "base"
-        write_s, commit_s, counts = load(warehouse(base, "auto", args), shape,
-                                         shape.sql(first_keys(args.target_rows), 1), "base")
-        results["base_build"] = {"rows": args.target_rows, "write_s": write_s, "commit_s": commit_s}
-        print(f"base table: {args.target_rows:,} rows written in {write_s:.1f} s, committed in {commit_s:.1f} s")
+        built = load(warehouse(base, "auto", args), shape, shape.sql(first_keys(args.target_rows), 1), "base")
+        results["base_build"] = {"rows": args.target_rows, **vars(built)}
+        print(f"base table: {args.target_rows:,} rows written in {built.write_s:.1f} s, committed in "
+              f"{built.commit_s:.1f} s ({built.commit_cpu_s:.1f} CPU s)")
         digests = {}
         for strategy in args.strategies:
             fresh = warehouse(work / f"first-{strategy}", strategy, args)
-            _, seconds, counts = load(fresh, shape, shape.sql(first_keys(args.batch_rows), 1), "first")
-            results["first_load"][strategy] = _row(args.batch_rows, seconds, counts)  # type: ignore[index]
-            print(f"first load  {strategy:14s} {seconds:8.2f} s  {args.batch_rows / seconds:12,.0f} rows/s  {counts}")
+            results["first_load"][strategy] = _measure(  # type: ignore[index]
+                "first load", strategy, args.batch_rows, lambda: load(fresh, shape, first, "first"))
             shutil.rmtree(work / f"first-{strategy}")
             copy = work / f"upsert-{strategy}"
             shutil.copytree(base, copy)
             target = warehouse(copy, strategy, args)
-            batch = shape.sql(batch_keys(args.target_rows, args.batch_rows, args.new_fraction), 2)
-            _, seconds, counts = load(target, shape, batch, "batch")
-            digests[strategy] = table_digest(target, shape.spec)
-            results["upsert"][strategy] = _row(args.batch_rows, seconds, counts)  # type: ignore[index]
-            print(f"upsert      {strategy:14s} {seconds:8.2f} s  {args.batch_rows / seconds:12,.0f} rows/s  {counts}")
+            results["upsert"][strategy] = _measure(  # type: ignore[index]
+                "upsert", strategy, args.batch_rows, lambda: load(target, shape, batch, "batch"))
+            if "error" not in results["upsert"][strategy]:  # type: ignore[index]
+                digests[strategy] = table_digest(target, shape.spec)
             shutil.rmtree(copy)
         results["same_table_for_every_strategy"] = len(set(digests.values())) == 1
         results["peak_rss_mib"] = psutil.Process().memory_info().rss / 2**20
@@ -156,8 +171,16 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     return results
 
 
-def _row(rows: int, seconds: float, counts: dict[str, int]) -> dict[str, object]:
-    return {"seconds": round(seconds, 3), "rows_per_s": round(rows / seconds), "counts": counts}
+def _measure(what: str, strategy: str, rows: int, run_load: Callable[[], Timing]) -> dict[str, object]:
+    try:
+        timing = run_load()
+    except duckdb.Error as error:  # e.g. out of memory: a result too
+        print(f"{what:11s} {strategy:14s} FAILED: {str(error).splitlines()[0]}")
+        return {"error": str(error).splitlines()[0]}
+    print(f"{what:11s} {strategy:14s} {timing.commit_s:8.2f} s {timing.commit_cpu_s:8.2f} CPU s "
+          f"{rows / timing.commit_s:12,.0f} rows/s  {timing.counts}")
+    return {"seconds": round(timing.commit_s, 3), "cpu_seconds": round(timing.commit_cpu_s, 3),
+            "rows_per_s": round(rows / timing.commit_s), "counts": timing.counts}
 
 
 def main() -> int:

@@ -17,7 +17,7 @@ from pydantic import SecretStr
 from pipeline.serving import ThreadedServer, serve_in_thread
 from pipeline.simulator import SimulatorConfig, start_simulator
 from pipeline.simulator.server import SimulatorHandle
-from pipeline.sync import SyncReport, run_sync
+from pipeline.sync import SyncReport, run_job, run_sync
 from pipeline.webhooks.app import create_app
 from pipeline.webhooks.settings import WebhookSettings
 
@@ -44,6 +44,11 @@ class Stack:
         """`run_sync` against this stack (options as run_sync's), LESSONSYNC_* set only meanwhile."""
         with environment(self.env):
             return run_sync(instance=instance or DagsterInstance.ephemeral(), data_dir=self.data_dir, **options)
+
+    def run_job(self, name: str, *, instance: DagsterInstance | None = None) -> SyncReport:
+        """Any job of the code location (e.g. check_warehouse) against this stack."""
+        with environment(self.env):
+            return run_job(name, instance=instance or DagsterInstance.ephemeral(), data_dir=self.data_dir)
 
 
 @contextmanager

@@ -6,20 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import duckdb
 import pytest
+from stack_helpers import RAW, assert_warehouse_equals_platform
 
 from pipeline.stack import Stack, local_stack
-from pipeline.verify import compare_warehouse
-
-RAW = ("key:lms/*",)  # every raw table and the certificates; analytics models have their own tests
-
-
-def assert_warehouse_equals_platform(stack: Stack) -> None:
-    with duckdb.connect(str(stack.warehouse_path), read_only=True) as conn:
-        diffs = compare_warehouse(conn, stack.sim)
-    unequal = [d.summary() for d in diffs if not d.equal]
-    assert not unequal, "warehouse differs from the platform:\n" + "\n".join(unequal)
 
 
 @pytest.fixture(scope="session")

@@ -21,6 +21,7 @@ from typing import Literal
 import duckdb
 
 from pipeline.analytics.checks import TestOutcome, run_test
+from pipeline.analytics.errors import ModelError
 from pipeline.analytics.lineage import MODEL_SCHEMA
 from pipeline.analytics.models import AnalyticsProject, Model
 from pipeline.analytics.sql import quote, relation, scalar
@@ -84,12 +85,12 @@ def build_one(conn: duckdb.DuckDBPyConnection, model: Model, as_of: datetime) ->
         columns = [(r[0], r[1]) for r in conn.execute(f"DESCRIBE SELECT * FROM {temp}").fetchall()]
         missing = sorted(set(model.columns) - {name for name, _ in columns})
         if missing:
-            raise duckdb.Error(
+            raise ModelError(
                 f"columns {missing} are documented in {model.sql_path.with_suffix('.yml')} but the model "
                 f"has no such column; fix the YAML or the SELECT"
             )
         outcomes = [run_test(conn, test, temp) for test in model.tests]
-    except duckdb.Error as error:
+    except (duckdb.Error, ModelError) as error:
         drop_relation(conn, MODEL_SCHEMA, BUILD_PREFIX + model.name)
         message = f"{model.sql_path}: model {model.name} failed to build: {error}"
         return ModelResult(model, "failed", seconds=time.perf_counter() - started, error=message)

@@ -15,7 +15,7 @@ from typing import Any
 
 import duckdb
 
-from pipeline.analytics.models import ModelTest
+from pipeline.analytics.model_tests import ModelTest
 from pipeline.analytics.sql import quote, relation, scalar
 
 SAMPLE_SIZE = 5

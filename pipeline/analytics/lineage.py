@@ -71,3 +71,19 @@ def referenced_tables(query: exp.Query, path: Path) -> set[TableRef]:
             )
         refs.add(TableRef(table.db, table.name))
     return refs
+
+
+def check_known(ref: TableRef, where: str, sources: dict[str, str], models: set[str], self_name: str) -> None:
+    """`ref` must be a declared raw table or another model; else an error naming `where` and the table."""
+    if ref.schema == RAW_SCHEMA and ref.name in sources:
+        return
+    if ref.schema == MODEL_SCHEMA and ref.name in models and ref.name != self_name:
+        return
+    if ref.schema == MODEL_SCHEMA and ref.name == self_name:
+        raise ModelError(f"{where}: the model reads itself ({ref}); a model cannot depend on its own table")
+    raise ModelError(
+        f"{where}: references unknown table {ref}. Known raw tables: "
+        f"{', '.join(f'{RAW_SCHEMA}.{s}' for s in sorted(sources))}; known models: "
+        f"{', '.join(f'{MODEL_SCHEMA}.{m}' for m in sorted(models))}. Fix the name, add the model, "
+        f"or declare the raw table in sources.yml"
+    )

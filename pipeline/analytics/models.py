@@ -14,47 +14,19 @@ from dataclasses import dataclass
 from functools import cached_property
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
-from typing import Any
 
 import yaml
 
-from pipeline.analytics.config import Materialization, TestDecl, load_config
+from pipeline.analytics.config import Materialization, load_config
 from pipeline.analytics.errors import ModelError
-from pipeline.analytics.lineage import MODEL_SCHEMA, RAW_SCHEMA, TableRef, parse_select, referenced_tables
+from pipeline.analytics.lineage import (
+    MODEL_SCHEMA, RAW_SCHEMA, TableRef, check_known, parse_select, referenced_tables,
+)
+from pipeline.analytics.model_tests import ModelTest, resolve_tests
 
 DEFAULT_MODELS_DIR = Path(__file__).resolve().parents[2] / "dbt_like_sql"
 MODELS_DIR_ENV = "LESSONSYNC_MODELS_DIR"
 MARTS_LAYER = "marts"
-
-
-@dataclass(frozen=True)
-class ModelTest:
-    """A data test on a model, with `to` resolved to a table; `name` is its Dagster asset-check name."""
-
-    model: str
-    kind: str
-    columns: tuple[str, ...]
-    values: tuple[Any, ...]
-    to: TableRef | None
-    to_field: str | None
-    severity: str
-    where: str
-
-    @property
-    def name(self) -> str:
-        target = f"__{self.to.name}" if self.to else ""
-        return f"{self.kind}__{'__'.join(self.columns)}{target}"
-
-    @property
-    def description(self) -> str:
-        cols = ", ".join(self.columns)
-        if self.kind == "accepted_values":
-            return f"{cols} takes only the values {', '.join(map(str, self.values))} (or null)"
-        if self.kind == "relationships":
-            return f"every non-null {cols} exists as {self.to}.{self.to_field}"
-        if self.kind == "unique":
-            return f"no two rows share ({cols})"
-        return f"{cols} is never null"
 
 
 @dataclass(frozen=True)
@@ -144,47 +116,15 @@ def _load_model(path: Path, root: Path, sources: dict[str, str], model_names: se
     sql = path.read_text(encoding="utf-8")
     deps = referenced_tables(parse_select(sql, path), path)
     for ref in sorted(deps):
-        _check_known(ref, str(path), sources, model_names, self_name=path.stem)
+        check_known(ref, str(path), sources, model_names, self_name=path.stem)
     config_path = path.with_suffix(".yml")
     config = load_config(config_path)
     layer = path.parent.relative_to(root).parts[0] if path.parent != root else ""
-    tests = tuple(_resolve_test(path.stem, t, sources, model_names) for t in config.tests)
-    _refuse_duplicate_tests(tests, config_path)
+    tests = resolve_tests(path.stem, config.tests, sources, model_names, config_path)
     materialized = config.materialized or ("view" if layer == "staging" else "table")
     config_text = config_path.read_text(encoding="utf-8") if config_path.exists() else ""
     return Model(path.stem, layer, path, sql, tuple(sorted(deps)), materialized, config.description,
                  config.columns, tests, config_text)
-
-
-def _check_known(ref: TableRef, where: str, sources: dict[str, str], models: set[str], self_name: str) -> None:
-    if ref.schema == RAW_SCHEMA and ref.name in sources:
-        return
-    if ref.schema == MODEL_SCHEMA and ref.name in models and ref.name != self_name:
-        return
-    if ref.schema == MODEL_SCHEMA and ref.name == self_name:
-        raise ModelError(f"{where}: the model reads itself ({ref}); a model cannot depend on its own table")
-    raise ModelError(
-        f"{where}: references unknown table {ref}. Known raw tables: "
-        f"{', '.join(f'{RAW_SCHEMA}.{s}' for s in sorted(sources))}; known models: "
-        f"{', '.join(f'{MODEL_SCHEMA}.{m}' for m in sorted(models))}. Fix the name, add the model, "
-        f"or declare the raw table in sources.yml"
-    )
-
-
-def _resolve_test(model: str, decl: TestDecl, sources: dict[str, str], models: set[str]) -> ModelTest:
-    to: TableRef | None = None
-    if decl.to is not None:
-        schema, _, name = str(decl.to).rpartition(".")
-        to = TableRef(schema or MODEL_SCHEMA, name)
-        _check_known(to, decl.where, sources, models, self_name="")
-    return ModelTest(model, decl.kind, decl.columns, decl.values, to, decl.to_field, decl.severity, decl.where)
-
-
-def _refuse_duplicate_tests(tests: tuple[ModelTest, ...], config_path: Path) -> None:
-    names = [t.name for t in tests]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise ModelError(f"{config_path}: the same test is declared twice: {', '.join(duplicates)}; merge them")
 
 
 def _build_order(models: dict[str, Model], root: Path) -> list[str]:

@@ -42,7 +42,7 @@ def mart_summary(data_dir: Path) -> str:
         published = scalar(conn, "SELECT published_at FROM _published")
         parts = [f"Analytics published at {published:%Y-%m-%d %H:%M:%S %Z} ({snapshot})"]
         for title, query in SUMMARY_QUERIES:
-            table = conn.execute(query).df().to_string(index=False, na_rep="-")
+            table = conn.sql(query).to_arrow_table().to_pandas().to_string(index=False, na_rep="-")
             parts.append(f"\n{title}\n{table}")
         return "\n".join(parts)
     finally:

@@ -19,33 +19,29 @@ from pathlib import Path
 from dagster import (
     AssetCheckExecutionContext,
     AssetCheckResult,
-    AssetCheckSeverity,
-    AssetCheckSpec,
     AssetExecutionContext,
     AssetKey,
-    AssetSpec,
     Config,
     Failure,
     MaterializeResult,
     MetadataValue,
-    TableColumn,
-    TableSchema,
     asset,
     asset_check,
     multi_asset,
 )
 from pydantic import Field
 
-from pipeline.analytics.build import ModelResult, build_models
-from pipeline.analytics.checks import TestOutcome
+from pipeline.analytics.build import build_models
+from pipeline.analytics.dagster_specs import (
+    GROUP, asset_key, asset_spec, check_results, check_specs, log_line, materialization,
+)
 from pipeline.analytics.errors import ModelError
-from pipeline.analytics.lineage import MODEL_SCHEMA, TableRef
-from pipeline.analytics.models import Model, load_project
+from pipeline.analytics.lineage import MODEL_SCHEMA
+from pipeline.analytics.models import load_project
 from pipeline.analytics.publish import publish
 from pipeline.analytics.verify import verify_published
 from pipeline.resources import WarehouseResource
 
-GROUP = "analytics"
 AS_OF_ENV = "LESSONSYNC_ANALYTICS_AS_OF"  # default `as_of` when the run config gives none (e.g. the demo's clock)
 POOL = "warehouse"
 PUBLISHED_KEY = AssetKey([MODEL_SCHEMA, "published"])
@@ -63,42 +59,6 @@ class AnalyticsBuildConfig(Config):
     )
 
 
-def _key(ref: TableRef | Model) -> AssetKey:
-    return AssetKey([ref.schema, ref.name]) if isinstance(ref, TableRef) else AssetKey([MODEL_SCHEMA, ref.name])
-
-
-def _spec(model: Model) -> AssetSpec:
-    columns = [TableColumn(name, description=text or None) for name, text in model.columns.items()]
-    return AssetSpec(
-        key=_key(model),
-        deps=[_key(d) for d in model.deps],
-        description=model.description or None,
-        group_name=GROUP,
-        kinds={"duckdb"},
-        code_version=model.code_version,
-        tags={"layer": model.layer or "models"},
-        metadata={
-            "dagster/table_name": f"{MODEL_SCHEMA}.{model.name}",
-            "dagster/column_schema": TableSchema(columns=columns),
-            "sql": MetadataValue.path(str(model.sql_path.relative_to(PROJECT.root.parent))),
-            "materialized": model.materialized,
-        },
-    )
-
-
-def _check_specs(model: Model) -> list[AssetCheckSpec]:
-    return [
-        AssetCheckSpec(
-            test.name,
-            asset=_key(model),
-            description=f"{test.description} ({test.severity})",
-            blocking=test.severity == "error",
-            additional_deps=[_key(test.to)] if test.to and test.to.name != model.name else None,
-        )
-        for test in model.tests
-    ]
-
-
 def _parse_as_of(text: str | None) -> datetime:
     text = text or os.environ.get(AS_OF_ENV)
     if not text:
@@ -114,8 +74,8 @@ def _parse_as_of(text: str | None) -> datetime:
 
 @multi_asset(
     name="analytics_models",
-    specs=[_spec(m) for m in PROJECT.models.values()],
-    check_specs=[spec for m in PROJECT.models.values() for spec in _check_specs(m)],
+    specs=[asset_spec(m, PROJECT.root.parent) for m in PROJECT.models.values()],
+    check_specs=[spec for m in PROJECT.models.values() for spec in check_specs(m)],
     can_subset=True,
     pool=POOL,
     description="Builds the selected dbt_like_sql models into DuckDB schema `analytics`, in dependency order.",
@@ -128,10 +88,10 @@ def analytics_models(
     failures: list[str] = []
     with warehouse.connect() as conn:
         for result in build_models(conn, PROJECT, selected, as_of):
-            context.log.info(_log_line(result))
-            yield from _check_results(context, result.outcomes)
+            context.log.info(log_line(result))
+            yield from check_results(result.outcomes, set(context.selected_asset_check_keys))
             if result.status == "built":
-                yield _materialization(result, as_of)
+                yield materialization(result, as_of)
             else:
                 failures.append(result.error or result.model.name)
     if failures:
@@ -140,50 +100,9 @@ def analytics_models(
         )
 
 
-def _log_line(result: ModelResult) -> str:
-    if result.status == "built":
-        return f"{result.model.name}: {result.rows} rows ({result.model.materialized}) in {result.seconds:.2f}s"
-    return f"{result.model.name}: {result.status}: {result.error}"
-
-
-def _check_results(context: AssetExecutionContext, outcomes: list[TestOutcome]) -> Iterator[AssetCheckResult]:
-    selected = context.selected_asset_check_keys
-    for outcome in outcomes:
-        key = _key(PROJECT.models[outcome.test.model])
-        if not any(k.asset_key == key and k.name == outcome.test.name for k in selected):
-            continue
-        yield AssetCheckResult(
-            asset_key=key,
-            check_name=outcome.test.name,
-            passed=outcome.passed,
-            severity=AssetCheckSeverity.ERROR if outcome.test.severity == "error" else AssetCheckSeverity.WARN,
-            description=outcome.summary(),
-            metadata={"failing_rows": outcome.failing_rows, "sample": MetadataValue.json(_jsonable(outcome.sample))},
-        )
-
-
-def _jsonable(values: list) -> list:
-    return [v if isinstance(v, (str, int, float, bool, type(None))) else str(v) for v in values]
-
-
-def _materialization(result: ModelResult, as_of: datetime) -> MaterializeResult:
-    return MaterializeResult(
-        asset_key=_key(result.model),
-        metadata={
-            "dagster/row_count": result.rows or 0,
-            "dagster/column_schema": TableSchema(columns=[
-                TableColumn(name, type_, description=result.model.columns.get(name) or None)
-                for name, type_ in result.columns
-            ]),
-            "seconds": round(result.seconds, 3),
-            "as_of": as_of.isoformat(),
-        },
-    )
-
-
 @asset(
     key=PUBLISHED_KEY,
-    deps=[_key(m) for m in PROJECT.models.values()],
+    deps=[asset_key(m) for m in PROJECT.models.values()],
     group_name=GROUP,
     kinds={"duckdb", "parquet"},
     pool=POOL,

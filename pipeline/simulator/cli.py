@@ -9,7 +9,7 @@ from datetime import datetime
 import uvicorn
 
 from pipeline.settings import DEFAULT_APP_SECRET
-from pipeline.simulator.config import DEFAULT_START, SCALES, SimulatorConfig
+from pipeline.simulator.config import DEFAULT_START, SCALES, SimulatorConfig, redact_url
 from pipeline.simulator.faults import parse_faults
 from pipeline.simulator.server import build_platform, listening_socket, uvicorn_config
 
@@ -51,12 +51,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = SimulatorConfig(
-        seed=args.seed, scale=args.scale, first_page=args.first_page, faults=args.faults, order=args.order,
-        app_secret=args.app_secret, token_ttl_seconds=args.token_ttl, start=args.start,
-        webhook_url=args.webhook_url, webhook_auth=args.webhook_auth, webhook_source=args.webhook_source,
-        host=args.host, port=args.port,
-    )
+    try:
+        config = SimulatorConfig(
+            seed=args.seed, scale=args.scale, first_page=args.first_page, faults=args.faults, order=args.order,
+            app_secret=args.app_secret, token_ttl_seconds=args.token_ttl, start=args.start,
+            webhook_url=args.webhook_url, webhook_auth=args.webhook_auth, webhook_source=args.webhook_source,
+            host=args.host, port=args.port,
+        )
+    except ValueError as exc:
+        log.error("%s", exc)
+        return 2
     try:
         sock = listening_socket(args.host, args.port)
     except OSError as exc:
@@ -66,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     host, port = sock.getsockname()[:2]
     log.info("simulator listening on http://%s:%s (seed %s, scale %s, first page %s, order %s, faults %r, "
              "webhooks %s) %s", host, port, config.seed, config.scale, config.first_page, config.order,
-             str(platform.faults.spec), config.webhook_url or "off", platform.world.counts())
+             str(platform.faults.spec), redact_url(config.webhook_url) or "off", platform.world.counts())
     try:
         uvicorn.Server(uvicorn_config(platform)).run(sockets=[sock])
     except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it handled: a normal stop, not an error

@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from pipeline.settings import DEFAULT_APP_SECRET
-from pipeline.simulator.faults import FaultSpec
+from pipeline.simulator.faults import FaultSpec, parse_faults
+from pipeline.simulator.webhooks import auth_headers
 
 ScaleName = Literal["tiny", "small", "medium", "large"]
 Order = Literal["last_date", "key"]
@@ -81,6 +83,8 @@ class SimulatorConfig:
             raise ValueError("token lifetimes must be positive numbers of seconds")
         if (self.webhook_auth is not None) and not self.webhook_url:
             raise ValueError("webhook_auth is set but webhook_url is not: give both or neither")
+        auth_headers(self.webhook_auth)  # a malformed credential spec fails here, not on the first delivery
+        parse_faults(self.faults)
 
     @property
     def profile(self) -> ScaleProfile:
@@ -89,6 +93,18 @@ class SimulatorConfig:
     def __repr__(self) -> str:  # the app secret and webhook credential never reach logs through a repr
         return (
             f"SimulatorConfig(seed={self.seed}, scale={self.scale!r}, first_page={self.first_page}, "
-            f"order={self.order!r}, faults={str(self.faults)!r}, webhook_url={self.webhook_url!r}, "
+            f"order={self.order!r}, faults={str(self.faults)!r}, webhook_url={redact_url(self.webhook_url)!r}, "
             f"app_secret='***', webhook_auth={'***' if self.webhook_auth else None})"
         )
+
+
+def redact_url(url: str | None) -> str | None:
+    """The URL without any user:password part, for logs."""
+    if not url:
+        return url
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 from email.utils import format_datetime
 
@@ -27,7 +28,8 @@ def from_ms(ms: int) -> datetime:
 
 def iso(ms: int) -> str:
     """`2026-11-01T08:30:00.000Z`: millisecond precision, always UTC with a Z."""
-    return iso_many(np.array([ms], dtype=np.int64))[0]
+    seconds, millis = divmod(int(ms), 1000)
+    return f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(seconds))}.{millis:03d}Z"
 
 
 def iso_many(ms: np.ndarray) -> list[str]:

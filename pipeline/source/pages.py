@@ -84,30 +84,33 @@ class PageDecoder:
             if error["type"] != "extra_forbidden":  # unknown fields are kept, not errors
                 by_index.setdefault(int(error["loc"][0]), []).append({**error, "loc": error["loc"][1:]})
         page = Page(where, len(raw), [], [], with_extras=True)
+        positions: list[int] = []  # where each kept record sat in the page
         for index, item in enumerate(raw):
             if index in by_index:
                 self._quarantine(page, index, item, by_index[index])
                 continue
             try:
                 page.records.append(self._validator.record.validate_python(item))
+                positions.append(index)
             except ValidationError as exc:  # e.g. an unknown field inside an object the spec closes
                 self._quarantine(page, index, item, exc.errors())
-        return self._keyed(page)
+        return self._keyed(page, positions)
 
-    def _keyed(self, page: Page) -> Page:
+    def _keyed(self, page: Page, positions: list[int] | None = None) -> Page:
         """Records missing a key field cannot be upserted: quarantined (only optional key fields can be)."""
         page.served = page.served or len(page.records)
         keys = self._key_fields
         if all(None not in [r.get(k) for r in page.records] for k in keys):
             return page
         kept = []
-        for index, record in enumerate(page.records):
+        for number, record in enumerate(page.records):
             missing = [k for k in keys if record.get(k) is None]
             if not missing:
                 kept.append(record)
                 continue
             message = (f"missing, and table {self._stream.table} cannot key a record without it "
                        f"(key: {', '.join(TABLES[self._stream.table].key)})")
+            index = number if positions is None else positions[number]
             self._quarantine(page, index, record, [{"loc": (name,), "msg": message} for name in missing])
         page.records = kept
         return page

@@ -27,6 +27,7 @@ class Stage:
     name: str  # temp table holding the classified rows
     load: TableLoad
     target: TableDef
+    target_was_empty: bool  # then every row is an insert and the upsert can take the bulk path
 
     @property
     def carried(self) -> tuple[str, ...]:
@@ -41,7 +42,8 @@ def is_list_type(type_sql: str) -> bool:
 
 
 def create_stage(conn: duckdb.DuckDBPyConnection, load: TableLoad, target: TableDef, files: list[str]) -> Stage:
-    stage = Stage(f"_stage_{load.name}", load, target)
+    empty = conn.execute(f"SELECT count(*) = 0 FROM {table_ref(target.name)}").fetchone()[0]
+    stage = Stage(f"_stage_{load.name}", load, target, empty)
     drop_stage(conn, stage)
     try:
         conn.execute(_stage_sql(stage), {"files": files})
@@ -66,8 +68,9 @@ def _stage_sql(stage: Stage) -> str:
             SELECT * EXCLUDE (_lake_file, file_row_number) FROM src
             QUALIFY row_number() OVER (PARTITION BY {', '.join(q(k) for k in load.key)}
                                        ORDER BY {', '.join(order)}) = 1)
-        SELECT s.*, {_classify(load, target)} AS _change{carried}
-        FROM latest AS s LEFT JOIN {table_ref(target.name)} AS t ON {join_on(load.key, 's', 't')}"""
+        SELECT s.*, {_classify(load, target)} AS _change, t.rowid AS _rowid{carried}
+        FROM latest AS s LEFT JOIN {table_ref(target.name)} AS t ON {join_on(load.key, 's', 't')}
+        {'' if stage.target_was_empty else 'ORDER BY _rowid NULLS LAST'}"""  # in-place updates are fastest in storage order
 
 
 def _classify(load: TableLoad, target: TableDef) -> str:

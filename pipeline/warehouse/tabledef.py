@@ -11,7 +11,7 @@ LAST_LOADED_AT = "last_loaded_at"
 DELETED_AT = "deleted_at"
 META_COLUMNS = (FIRST_LOADED_AT, LAST_LOADED_AT, DELETED_AT)
 # Column names the staging queries add next to the data; a data column may not use them either.
-RESERVED_COLUMNS = META_COLUMNS + ("file_row_number", "_lake_file", "_change")
+RESERVED_COLUMNS = META_COLUMNS + ("file_row_number",)  # staging also adds _lake_file, _change, _rowid, _old_*
 
 
 @dataclass(frozen=True)

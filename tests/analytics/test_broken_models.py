@@ -108,6 +108,7 @@ def test_missing_sources_file(models_dir: Path) -> None:
     assert "sources.yml: missing" in load_error(models_dir)
 
 
+@pytest.mark.slow
 def test_code_location_load_fails_naming_file_and_table(models_dir: Path) -> None:
     """What `dagster dev` shows: importing the assets module fails with the clear message."""
     path = add_model(models_dir, "broken", "SELECT * FROM lms.nope")

@@ -5,7 +5,7 @@ from datetime import timedelta
 
 import duckdb
 import pytest
-from conftest import RAW, assert_warehouse_equals_platform
+from stack_helpers import RAW, assert_warehouse_equals_platform
 
 from pipeline.stack import local_stack
 

@@ -96,6 +96,12 @@ def test_logout_by_id(sim) -> None:
         assert client.post("/v1/auth/logout-by-id", json={}).status_code == 400
 
 
-def test_secret_never_in_reprs() -> None:
-    config = SimulatorConfig(app_secret="s3cr3t-value", webhook_url="http://127.0.0.1:9/x", webhook_auth="bearer:tok3n")
-    assert "s3cr3t-value" not in repr(config) and "tok3n" not in repr(config)
+def test_secrets_never_in_reprs_and_bad_config_fails_early() -> None:
+    config = SimulatorConfig(app_secret="s3cr3t-value", webhook_url="http://ada:pa55@127.0.0.1:9/x",
+                             webhook_auth="bearer:tok3n")
+    text = repr(config)
+    assert "s3cr3t-value" not in text and "tok3n" not in text and "pa55" not in text and "127.0.0.1:9" in text
+    with pytest.raises(ValueError, match="error_rate"):
+        SimulatorConfig(faults="error_rate=lots")
+    with pytest.raises(ValueError, match="scale"):
+        SimulatorConfig(scale="huge")  # type: ignore[arg-type]

@@ -64,9 +64,11 @@ def test_ids_with_reserved_characters_address_their_own_resource(sim, client):
 
 
 @pytest.mark.slow
-def test_a_record_with_a_bad_enum_is_quarantined_and_the_rest_load():
+def test_bad_records_are_quarantined_with_where_and_why_and_the_rest_load():
     with start_simulator(SimulatorConfig(seed=9, scale="tiny")) as sim:
         sim.plant_invalid("answers", field="quizType", value="final")
+        answered = [i for i in range(sim.world.store.n) if sim.world.store.att_n[i].sum() > 0]
+        unkeyed = sim.plant_invalid("answers", field="_questionId", value=None, index=answered[0])
         sim.plant_invalid("active_lessons", field="score", value="high")
         with PlatformClient(client_settings(sim)) as client:
             active = rows_by_table(client.iter_stream("active_lessons"))
@@ -74,16 +76,19 @@ def test_a_record_with_a_bad_enum_is_quarantined_and_the_rest_load():
             stats = client.last_run_stats()
         everything = truth(sim, "active_lessons", "answers")
     bad_answer = [a for a in everything["answers"] if a["quizType"] == "final"]
-    [row] = answers["quarantine"]
+    row, missing = sorted(answers["quarantine"], key=lambda r: r["field"] != "quizType")
     assert len(bad_answer) == 1 and json.loads(row["raw"]) == bad_answer[0]
+    assert missing["field"] == "_questionId" and "cannot key" in missing["message"]
+    assert json.loads(missing["raw"])["_activeLessonId"] == unkeyed["_activeLessonId"]
     assert row["field"] == "quizType" and "'final'" in row["message"] and "'exit'" in row["message"]
     assert row["endpoint"].startswith("/v1/") and row["endpoint"].endswith("/answers") and row["page"] >= 1
     assert '"final"' in row["raw"] and row["stream"].startswith("answers_by_")
-    assert stats.quarantined == 1
+    assert stats.quarantined == 2
     [al_row] = active["quarantine"]
     assert al_row["field"] == "score" and al_row["endpoint"] == "/v1/active-lessons"
     assert "valid number" in al_row["message"] and "'high'" in al_row["message"]
-    expected = expected_tables({"answers": [a for a in everything["answers"] if a["quizType"] != "final"],
+    expected = expected_tables({"answers": [a for a in everything["answers"]
+                                            if a["quizType"] != "final" and a.get("_questionId") is not None],
                                 "active_lessons": [a for a in everything["active_lessons"]
                                                    if a.get("score") != "high"]})
     assert_same_table("answers", answers["answers"], expected["answers"])

@@ -1,5 +1,7 @@
 """Every stream, over real HTTP against the simulator, equals the ground truth row for row, field for field."""
 
+import logging
+
 import httpx
 import pyarrow as pa
 import pytest
@@ -23,13 +25,15 @@ def test_snapshot_streams_equal_ground_truth(sim, client):
 
 
 @pytest.mark.slow
-def test_active_lessons_and_answers_equal_ground_truth(sim, client):
+def test_active_lessons_and_answers_equal_ground_truth(sim, client, caplog):
+    caplog.set_level(logging.INFO, logger="lessonsync.source")
     expected = expected_tables(truth(sim, "active_lessons", "answers"))
     active = rows_by_table(client.iter_stream("active_lessons"))["active_lessons"]
     stats = client.last_run_stats()
     assert stats.complete and stats.passes == 1 and stats.pages == -(-len(active) // 7)
     assert stats.server_time_at_start is not None and stats.server_time_at_start <= sim.now()
     assert_same_table("active_lessons", active, expected["active_lessons"])
+    assert f"active_lessons done: {stats.pages} pages, {len(active)} records" in caplog.text  # progress log
     answers = rows_by_table(client.iter_answers(all_pairs(active)))
     stats = client.last_run_stats()
     assert stats.complete and stats.quarantined == 0 and stats.planned_requests > 0

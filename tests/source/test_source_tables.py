@@ -153,3 +153,22 @@ def test_empty_batches_match_the_schema(table):
         assert build.batch(parent, [], with_extras=False).schema == TABLES[table].schema
     else:
         assert build.batch([], with_extras=False).schema == TABLES[table].schema
+
+
+def test_a_page_decodes_record_by_record_only_when_it_must():
+    from pipeline.source.pages import PageDecoder, PageLocation
+
+    decoder = PageDecoder(STREAMS["answers_by_lesson"])
+    where = PageLocation("answers_by_lesson", "/v1/lessons/L%2F1/answers", 3, {"pageSize": "4"})
+    page = decoder.decode(orjson.dumps([{**GOOD, "quizType": "final", "_questionId": "q0"},
+                                        {**GOOD, "_questionId": "q1"},
+                                        GOOD,  # no _questionId: cannot be keyed
+                                        {**GOOD, "_questionId": "q3", "surprise": {"x": 1}}]), where)
+    assert page.served == 4 and page.with_extras
+    assert [r["_questionId"] for r in page.records] == ["q1", "q3"]
+    assert [(q.record_index, q.field) for q in page.quarantined] == [(0, "quizType"), (2, "_questionId")]
+    assert all(q.endpoint == where.endpoint and q.page == 3 for q in page.quarantined)
+    batch = BUILDS["answers"].batch(page.records, with_extras=page.with_extras)
+    assert batch.column("extra").to_pylist() == [None, '{"surprise":{"x":1}}']
+    clean = decoder.decode(orjson.dumps([{**GOOD, "_questionId": "q"}]), where)
+    assert not clean.with_extras and clean.quarantined == []

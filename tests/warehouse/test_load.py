@@ -43,6 +43,7 @@ def test_lake_layout_parts_and_manifest(tmp_path: Path) -> None:
     assert [p["rows"] for p in manifest["tables"][0]["parts"]] == [4, 4]
     assert manifest["stats"] == {"requests": 3, "retries": 1}
     assert manifest["outcome"]["tables"]["answers"]["inserted"] == 8
+    assert outcome.metadata()["answers.inserted"] == 8 and outcome.metadata()["load_seq"] == 1
     with wh.connect(read_only=True) as conn:
         assert json.loads(conn.execute("SELECT stats FROM lms._load_runs").fetchone()[0]) == {"requests": 3, "retries": 1}
 

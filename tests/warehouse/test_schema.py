@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import duckdb
 import pyarrow as pa
@@ -11,7 +12,7 @@ import pytest
 from warehouse_helpers import ALL_SPECS, ANSWERS, GROUPS, TS, answer, load_once
 
 from pipeline.source.tables import TableSpec
-from pipeline.warehouse import SchemaError, Warehouse
+from pipeline.warehouse import SchemaError, Warehouse, WarehouseMissingError
 
 
 def columns(conn: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str, str]]:
@@ -107,6 +108,11 @@ def test_bad_specs_are_refused_with_the_column_named(wh: Warehouse, field: pa.Fi
     assert not wh.path.exists()  # checked before the warehouse is even opened
 
 
-def test_constructing_a_warehouse_touches_nothing(tmp_path) -> None:
-    Warehouse(tmp_path / "w" / "warehouse.duckdb", tmp_path / "w" / "lake")
+def test_constructing_a_warehouse_touches_nothing(tmp_path: Path) -> None:
+    wh = Warehouse(tmp_path / "w" / "warehouse.duckdb", tmp_path / "w" / "lake")
+    assert wh.cursor("answers") is None
+    with pytest.raises(WarehouseMissingError, match="does not exist yet: run a sync"):
+        with wh.connect(read_only=True):
+            pass
     assert not (tmp_path / "w").exists()
+    assert "secret" not in repr(wh) and repr(wh).startswith("Warehouse(path=")

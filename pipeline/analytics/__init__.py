@@ -1,0 +1,20 @@
+"""Analyst models: SQL files under dbt_like_sql/ built into DuckDB schema `analytics`, tested, and published
+for analysts (data/analytics.duckdb, data/marts/*.parquet). Dagster assets: pipeline/assets/analytics.py.
+
+    project = load_project()                        # files only; ModelError names the file and the table
+    for result in build_models(conn, project, as_of=...):   # dependency order, atomic swap per model
+        ...
+    publish(conn, project, data_dir)                # snapshot database + Parquet marts, swapped atomically
+"""
+
+from pipeline.analytics.build import ModelResult, build_models
+from pipeline.analytics.errors import ModelError
+from pipeline.analytics.models import AnalyticsProject, Model, load_project
+from pipeline.analytics.publish import PublishResult, publish
+from pipeline.analytics.summary import mart_summary
+from pipeline.analytics.verify import verify_published
+
+__all__ = [
+    "AnalyticsProject", "Model", "ModelError", "ModelResult", "PublishResult", "build_models", "load_project",
+    "mart_summary", "publish", "verify_published",
+]

@@ -1,0 +1,107 @@
+"""Models as Dagster sees them: asset and check specs from the project, and build results as Dagster events.
+Kept apart from the asset definitions so that pipeline/assets/analytics.py reads as the wiring only."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from dagster import (
+    AssetCheckKey,
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetKey,
+    AssetSpec,
+    MaterializeResult,
+    MetadataValue,
+    TableColumn,
+    TableSchema,
+)
+
+from pipeline.analytics.build import ModelResult
+from pipeline.analytics.checks import TestOutcome
+from pipeline.analytics.lineage import MODEL_SCHEMA, TableRef
+from pipeline.analytics.models import Model
+
+GROUP = "analytics"
+
+
+def asset_key(ref: TableRef | Model) -> AssetKey:
+    """lms/<table> for a raw table, analytics/<model> for a model."""
+    return AssetKey([ref.schema, ref.name]) if isinstance(ref, TableRef) else AssetKey([MODEL_SCHEMA, ref.name])
+
+
+def asset_spec(model: Model, repo_root: Path) -> AssetSpec:
+    columns = [TableColumn(name, description=text or None) for name, text in model.columns.items()]
+    return AssetSpec(
+        key=asset_key(model),
+        deps=[asset_key(d) for d in model.deps],
+        description=model.description or None,
+        group_name=GROUP,
+        kinds={"duckdb"},
+        code_version=model.code_version,
+        tags={"layer": model.layer or "models"},
+        metadata={
+            "dagster/table_name": f"{MODEL_SCHEMA}.{model.name}",
+            "dagster/column_schema": TableSchema(columns=columns),
+            "sql": MetadataValue.path(str(model.sql_path.relative_to(repo_root))),
+            "materialized": model.materialized,
+        },
+    )
+
+
+def check_specs(model: Model) -> list[AssetCheckSpec]:
+    """One check per YAML test; error-severity ones block what is downstream."""
+    return [
+        AssetCheckSpec(
+            test.name,
+            asset=asset_key(model),
+            description=f"{test.description} ({test.severity})",
+            blocking=test.severity == "error",
+            additional_deps=[asset_key(test.to)] if test.to and test.to.name != model.name else None,
+        )
+        for test in model.tests
+    ]
+
+
+def check_results(outcomes: list[TestOutcome], selected: set[AssetCheckKey]) -> Iterator[AssetCheckResult]:
+    for outcome in outcomes:
+        key = AssetKey([MODEL_SCHEMA, outcome.test.model])
+        if AssetCheckKey(key, outcome.test.name) not in selected:
+            continue
+        yield AssetCheckResult(
+            asset_key=key,
+            check_name=outcome.test.name,
+            passed=outcome.passed,
+            severity=AssetCheckSeverity.ERROR if outcome.test.severity == "error" else AssetCheckSeverity.WARN,
+            description=outcome.summary(),
+            metadata={"failing_rows": outcome.failing_rows, "sample": MetadataValue.json(_jsonable(outcome.sample))},
+        )
+
+
+def materialization(result: ModelResult, as_of: datetime) -> MaterializeResult:
+    return MaterializeResult(
+        asset_key=asset_key(result.model),
+        metadata={
+            "dagster/row_count": result.rows or 0,
+            "dagster/column_schema": TableSchema(columns=[
+                TableColumn(name, type_, description=result.model.columns.get(name) or None)
+                for name, type_ in result.columns
+            ]),
+            "seconds": round(result.seconds, 3),
+            "as_of": as_of.isoformat(),
+        },
+    )
+
+
+def log_line(result: ModelResult) -> str:
+    if result.status == "built":
+        return f"{result.model.name}: {result.rows} rows ({result.model.materialized}) in {result.seconds:.2f}s"
+    return f"{result.model.name}: {result.status}: {result.error}"
+
+
+def _jsonable(values: list[Any]) -> list[Any]:
+    return [v if isinstance(v, (str, int, float, bool, type(None))) else str(v) for v in values]
