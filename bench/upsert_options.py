@@ -141,9 +141,10 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     first = shape.sql(first_keys(args.batch_rows), 1)
     batch = shape.sql(batch_keys(args.target_rows, args.batch_rows, args.new_fraction), 2)
     work = Path(tempfile.mkdtemp(prefix="upsert-bench-", dir=args.work_dir))
-    results: dict[str, object] = {"load_average_at_start": os.getloadavg(), "shape": args.shape, "target_rows": args.target_rows, "batch_rows": args.batch_rows,
-                                  "new_fraction": args.new_fraction, "duckdb": duckdb.__version__,
-                                  "memory_limit": args.memory_limit, "first_load": {}, "upsert": {}}
+    results: dict[str, object] = {
+        "load_average_at_start": os.getloadavg(), "shape": args.shape, "target_rows": args.target_rows,
+        "batch_rows": args.batch_rows, "new_fraction": args.new_fraction, "duckdb": duckdb.__version__,
+        "memory_limit": args.memory_limit, "first_load": {}, "upsert": {}}
     try:
         base = work / "base"
         built = load(warehouse(base, "auto", args), shape, shape.sql(first_keys(args.target_rows), 1), "base")
@@ -154,13 +155,13 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         for strategy in args.strategies:
             fresh = warehouse(work / f"first-{strategy}", strategy, args)
             results["first_load"][strategy] = _measure(  # type: ignore[index]
-                "first load", strategy, args.batch_rows, lambda: load(fresh, shape, first, "first"))
+                "first load", strategy, args.batch_rows, lambda wh=fresh: load(wh, shape, first, "first"))
             shutil.rmtree(work / f"first-{strategy}")
             copy = work / f"upsert-{strategy}"
             shutil.copytree(base, copy)
             target = warehouse(copy, strategy, args)
             results["upsert"][strategy] = _measure(  # type: ignore[index]
-                "upsert", strategy, args.batch_rows, lambda: load(target, shape, batch, "batch"))
+                "upsert", strategy, args.batch_rows, lambda wh=target: load(wh, shape, batch, "batch"))
             if "error" not in results["upsert"][strategy]:  # type: ignore[index]
                 digests[strategy] = table_digest(target, shape.spec)
             shutil.rmtree(copy)

@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 import duckdb
 
 from pipeline.warehouse.arrow_types import q
-from pipeline.warehouse.errors import SchemaError
 from pipeline.warehouse.catalog import read_table_def
+from pipeline.warehouse.errors import SchemaError
 from pipeline.warehouse.schema import DELETED_AT, TableDef, table_ref
 
 

@@ -3,7 +3,8 @@
 1. take the write lock (open read-write) and roll forward any load whose manifest outlived a crash;
 2. BEGIN; create/evolve the written tables; apply the load (upserts, deletions, cursor, _load_runs);
 3. write the manifest atomically: the commit point;
-4. COMMIT. If COMMIT fails (not a crash: an error), the manifest is removed again.
+4. COMMIT. If COMMIT raises and the load is certainly not in DuckDB, the manifest is removed again
+   (if that cannot be told, it stays and the next writer rolls the load forward).
 
 A crash before 3 leaves the old warehouse and no manifest; between 3 and 4, the next writer replays the
 manifest; after 4 both agree. Either way: old cursor with old rows, or new cursor with new rows."""
@@ -25,7 +26,7 @@ from pipeline.warehouse.manifest import LoadPlan, TableLoad, to_json
 from pipeline.warehouse.recovery import recover
 from pipeline.warehouse.results import LoadResult
 from pipeline.warehouse.schema import ensure_tables, table_def
-from pipeline.warehouse.state import applied_loads, ensure_state_tables, last_load_time
+from pipeline.warehouse.state import LOAD_RUNS, applied_loads, ensure_state_tables, last_load_time
 
 if TYPE_CHECKING:
     from pipeline.warehouse.load import Load
@@ -52,7 +53,8 @@ def commit_load(load: Load, tables: tuple[TableLoad, ...], cursor: datetime | No
         try:
             conn.commit()
         except BaseException:
-            manifest.unlink(missing_ok=True)
+            if _certainly_not_committed(conn, plan.seq):
+                manifest.unlink(missing_ok=True)  # a clean failure; otherwise the next writer rolls forward
             raise
         hooks.reached("committed")
     return LoadResult(plan.stream, plan.run_id, plan.load_id, plan.seq, plan.loaded_at, outcome.cursor_before,
@@ -73,6 +75,18 @@ def _plan(conn: duckdb.DuckDBPyConnection, load: Load, tables: tuple[TableLoad, 
         run_id=load.run_id, started_at=load.started_at, loaded_at=_load_time(conn, load.warehouse.clock()),
         cursor=cursor, tables=tables, complete_snapshots=complete_snapshots, children=links,
         catalog=tuple(catalog.values()), stats=stats)
+
+
+def _certainly_not_committed(conn: duckdb.DuckDBPyConnection, seq: int) -> bool:
+    """After COMMIT raised: True only if this connection can still see that load `seq` is absent."""
+    try:
+        conn.rollback()
+    except duckdb.Error:
+        pass  # no transaction left open: the usual case after a failed COMMIT
+    try:
+        return not conn.execute(f"SELECT count(*) FROM {LOAD_RUNS} WHERE load_seq = ?", [seq]).fetchone()[0]
+    except duckdb.Error:
+        return False
 
 
 def _next_seq(conn: duckdb.DuckDBPyConnection, lake_dir: Any) -> int:

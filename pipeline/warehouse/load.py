@@ -18,7 +18,7 @@ from pipeline.warehouse import hooks
 from pipeline.warehouse.batches import conform_batch
 from pipeline.warehouse.commit import commit_load
 from pipeline.warehouse.errors import WarehouseError
-from pipeline.warehouse.lake import PartWriter, load_dir
+from pipeline.warehouse.lake import PartWriter, list_manifests, load_dir
 from pipeline.warehouse.links import ChildLinks
 from pipeline.warehouse.manifest import TableLoad
 from pipeline.warehouse.results import LoadResult
@@ -101,7 +101,8 @@ class Load:
             result = commit_load(self, tables, cursor, tuple(sorted(set(complete_snapshots))),
                                  replace_children_of, stats)
         except BaseException:
-            self._discard()
+            if not self._has_manifest():  # once the manifest exists the parts belong to a committed load
+                self._discard()
             self._state = "failed"
             raise
         self._state = "committed"
@@ -117,6 +118,9 @@ class Load:
     @property
     def specs(self) -> Mapping[str, TableSpec]:
         return dict(self._specs)
+
+    def _has_manifest(self) -> bool:
+        return any(path.name.endswith(f"-{self.load_id}.json") for _, path in list_manifests(self.warehouse.lake_dir))
 
     def _discard(self) -> None:
         for writer in self._writers.values():

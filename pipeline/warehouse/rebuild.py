@@ -10,12 +10,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipeline.warehouse.catalog import read_catalog
 from pipeline.warehouse.connection import ConnectionSettings, open_connection
 from pipeline.warehouse.errors import LakeError, WarehouseError
 from pipeline.warehouse.lake import fsync_dir, list_manifests
 from pipeline.warehouse.manifest import from_json
 from pipeline.warehouse.recovery import replay
-from pipeline.warehouse.catalog import read_catalog
 from pipeline.warehouse.schema import table_ref
 from pipeline.warehouse.state import ensure_state_tables
 

@@ -13,7 +13,14 @@ from pipeline.warehouse.arrow_types import TIMESTAMPTZ, field_type, q
 from pipeline.warehouse.catalog import read_catalog
 from pipeline.warehouse.errors import SchemaError
 from pipeline.warehouse.tabledef import (  # noqa: F401  (re-exported: the names of the schema)
-    DELETED_AT, FIRST_LOADED_AT, LAST_LOADED_AT, META_COLUMNS, REGISTRY, RESERVED_COLUMNS, SCHEMA, TableDef,
+    DELETED_AT,
+    FIRST_LOADED_AT,
+    LAST_LOADED_AT,
+    META_COLUMNS,
+    REGISTRY,
+    RESERVED_COLUMNS,
+    SCHEMA,
+    TableDef,
 )
 
 if TYPE_CHECKING:  # the contract's types only: importing pipeline.source loads the whole client

@@ -60,6 +60,7 @@ def _stage_sql(stage: Stage) -> str:
     order = [f"{q(load.cursor_field)} DESC NULLS LAST"] if load.cursor_field else []
     order += ["_lake_file DESC", "file_row_number DESC"]  # ties: the last written row wins
     carried = "".join(f", t.{q(c)} AS {q('_old_' + c)}" for c in stage.carried)
+    in_storage_order = "" if stage.target_was_empty else "ORDER BY _rowid NULLS LAST"  # fastest in-place updates
     return f"""CREATE TEMP TABLE {q(stage.name)} AS
         WITH src AS (
             SELECT {casts}, _lake_file, file_row_number
@@ -70,7 +71,7 @@ def _stage_sql(stage: Stage) -> str:
                                        ORDER BY {', '.join(order)}) = 1)
         SELECT s.*, {_classify(load, target)} AS _change, t.rowid AS _rowid{carried}
         FROM latest AS s LEFT JOIN {table_ref(target.name)} AS t ON {join_on(load.key, 's', 't')}
-        {'' if stage.target_was_empty else 'ORDER BY _rowid NULLS LAST'}"""  # in-place updates are fastest in storage order
+        {in_storage_order}"""
 
 
 def _classify(load: TableLoad, target: TableDef) -> str:

@@ -19,7 +19,12 @@ import duckdb
 
 from pipeline.warehouse.arrow_types import q
 from pipeline.warehouse.schema import (
-    DELETED_AT, FIRST_LOADED_AT, LAST_LOADED_AT, TableDef, create_table, table_ref,
+    DELETED_AT,
+    FIRST_LOADED_AT,
+    LAST_LOADED_AT,
+    TableDef,
+    create_table,
+    table_ref,
 )
 from pipeline.warehouse.staging import Stage, is_list_type, join_on
 

@@ -18,7 +18,14 @@ from typing import Any
 import duckdb
 import pytest
 from warehouse_helpers import (
-    ALL_SPECS, ANSWER_RESULTS, ANSWERS, T0, answers_generation, digest, digest_all, make_warehouse,
+    ALL_SPECS,
+    ANSWER_RESULTS,
+    ANSWERS,
+    T0,
+    answers_generation,
+    digest,
+    digest_all,
+    make_warehouse,
 )
 
 from pipeline.warehouse import Warehouse, duplicate_keys

@@ -6,7 +6,17 @@ from datetime import timedelta
 
 import pytest
 from warehouse_helpers import (
-    ANSWER_RESULTS, ANSWERS, GROUPS, REGISTRATIONS, SESSIONS, T0, answer, batch, load_once, result, rows,
+    ANSWER_RESULTS,
+    ANSWERS,
+    GROUPS,
+    REGISTRATIONS,
+    SESSIONS,
+    T0,
+    answer,
+    batch,
+    load_once,
+    result,
+    rows,
 )
 
 from pipeline.warehouse import ChildOf, SchemaError, TableLoadStats, Warehouse, row_count

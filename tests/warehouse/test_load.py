@@ -11,7 +11,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from warehouse_helpers import (
-    ANSWER_RESULTS, ANSWERS, QUARANTINE, T0, answer, batch, dump, load_once, make_warehouse, result,
+    ANSWER_RESULTS,
+    ANSWERS,
+    QUARANTINE,
+    T0,
+    answer,
+    batch,
+    dump,
+    load_once,
+    make_warehouse,
+    result,
 )
 
 from pipeline.warehouse import SchemaError, TableLoadStats, Warehouse, WarehouseError
@@ -36,7 +45,8 @@ def test_lake_layout_parts_and_manifest(tmp_path: Path) -> None:
         f"{prefix}/part-000000.parquet", f"{prefix}/part-000001.parquet",
     ]
     part = pq.read_table(wh.lake_dir / prefix / "part-000000.parquet")
-    assert part.num_rows == 4 and part.schema.field("validation").metadata == {b"json": b"1"}
+    assert part.num_rows == 4
+    assert part.schema.field("validation").metadata == {b"json": b"1"}
     assert part.schema.metadata[b"lessonsync.load_id"] == outcome.load_id.encode()
     manifest = json.loads(outcome.manifest.read_text())
     assert manifest["seq"] == 1 and manifest["stream"] == "answers" and manifest["cursor"] == T0.isoformat()
@@ -45,7 +55,8 @@ def test_lake_layout_parts_and_manifest(tmp_path: Path) -> None:
     assert manifest["outcome"]["tables"]["answers"]["inserted"] == 8
     assert outcome.metadata()["answers.inserted"] == 8 and outcome.metadata()["load_seq"] == 1
     with wh.connect(read_only=True) as conn:
-        assert json.loads(conn.execute("SELECT stats FROM lms._load_runs").fetchone()[0]) == {"requests": 3, "retries": 1}
+        recorded = conn.execute("SELECT stats FROM lms._load_runs").fetchone()[0]
+    assert json.loads(recorded) == {"requests": 3, "retries": 1}
 
 
 def test_exception_before_commit_leaves_warehouse_and_lake_untouched(seeded: Warehouse) -> None:

@@ -11,8 +11,19 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from warehouse_helpers import (
-    ALL_SPECS, ANSWER_RESULTS, ANSWERS, GROUPS, QUARANTINE, REGISTRATIONS, SESSIONS, T0, answer, dump, load_once,
-    make_warehouse, result,
+    ALL_SPECS,
+    ANSWER_RESULTS,
+    ANSWERS,
+    GROUPS,
+    QUARANTINE,
+    REGISTRATIONS,
+    SESSIONS,
+    T0,
+    answer,
+    dump,
+    load_once,
+    make_warehouse,
+    result,
 )
 
 from pipeline.cli import main as lessonsync

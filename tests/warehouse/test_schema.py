@@ -8,7 +8,6 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 import pytest
-
 from warehouse_helpers import ALL_SPECS, ANSWERS, GROUPS, TS, answer, load_once
 
 from pipeline.source.tables import TableSpec

@@ -71,7 +71,8 @@ def test_first_load_fast_path_keeps_the_primary_key_and_comment(wh: Warehouse) -
         assert key == ["active_lesson_id", "question_id", "attempt_index"]
         assert conn.execute("SELECT comment FROM duckdb_tables() WHERE table_name = 'answers'").fetchone()[0]
         with pytest.raises(Exception, match="Duplicate key"):
-            conn.execute("INSERT INTO lms.answers (active_lesson_id, question_id, attempt_index) VALUES ('a1', 'q1', 0)")
+            conn.execute("INSERT INTO lms.answers (active_lesson_id, question_id, attempt_index) "
+                         "VALUES ('a1', 'q1', 0)")
 
 
 def test_a_value_that_does_not_fit_names_the_table(wh: Warehouse) -> None:
@@ -101,9 +102,13 @@ def scenario(root: Path, strategy: str) -> dict[str, list]:
     return tables
 
 
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list]:
+    return scenario(tmp_path_factory.mktemp("auto"), "auto")
+
+
 @pytest.mark.parametrize("strategy", [s for s in STRATEGIES if s != "auto"])
-def test_every_strategy_gives_the_same_tables(tmp_path: Path, strategy: str) -> None:
-    reference = scenario(tmp_path / "auto", "auto")
+def test_every_strategy_gives_the_same_tables(tmp_path: Path, strategy: str, reference: dict[str, list]) -> None:
     assert scenario(tmp_path / strategy, strategy) == reference
     legacy = {r[0]: r[-1] for r in reference["answers"]}  # rows are (active_lesson_id, ..., legacy)
     assert legacy["a0"] == "keep-a0" and legacy["a1"] == "keep-a1"

@@ -4,7 +4,7 @@ nullable fields, child tables), batch builders, and readers that dump a table fo
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -123,7 +123,8 @@ def dump(wh: Warehouse, tables: tuple[str, ...] | None = None) -> dict[str, list
 
 def digest(conn: duckdb.DuckDBPyConnection, sql_from: str, columns: str = "*") -> tuple[int, int]:
     """(rows, order-independent hash of every row) of a query: compares big tables without fetching them."""
-    return conn.execute(f"SELECT count(*), coalesce(sum(hash(t)::HUGEINT), 0) FROM (SELECT {columns} FROM {sql_from}) AS t").fetchone()
+    return conn.execute(f"SELECT count(*), coalesce(sum(hash(t)::HUGEINT), 0) "
+                        f"FROM (SELECT {columns} FROM {sql_from}) AS t").fetchone()
 
 
 def digest_all(path: Path) -> dict[str, tuple[int, int]]:
