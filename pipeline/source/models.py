@@ -16,7 +16,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 # Date-times arrive as ISO 8601 strings; parsing them is not coercion of a wrong type.
 Timestamp = Annotated[datetime, Field(strict=False)]
@@ -315,26 +315,17 @@ class LessonSessionBody(ApiModel):
     codes: list[LessonSessionCode] | None = None
 
 
-class LessonSessionUpdateBody(ApiModel):
-    """Update request: the create body's properties, every one optional."""
+def _every_field_optional(model: type[ApiModel], name: str, doc: str) -> type[ApiModel]:
+    fields: dict[str, Any] = {
+        field_name: (info.annotation | None, Field(None, alias=info.alias))
+        for field_name, info in model.model_fields.items()
+    }
+    return create_model(name, __base__=ApiModel, __doc__=doc, __module__=__name__, **fields)
 
-    title: str | None = None
-    description: str | None = None
-    lesson_id: str | None = Field(None, alias="lessonId")
-    presenters: list[str] | None = None
-    status: LessonSessionStatus | None = None
-    type: LessonSessionType | None = None
-    registration_group_type: RegistrationGroupType | None = Field(None, alias="registrationGroupType")
-    quota: LessonSessionQuota | None = None
-    registrations_period: RegistrationsPeriod | None = Field(None, alias="registrationsPeriod")
-    location: SessionBodyLocation | None = None
-    start_date: str | None = Field(None, alias="startDate")
-    end_date: str | None = Field(None, alias="endDate")
-    is_attendance_session: bool | None = Field(None, alias="isAttendanceSession")
-    is_signed_session: bool | None = Field(None, alias="isSignedSession")
-    has_live: bool | None = Field(None, alias="hasLive")
-    onsite: bool | None = None
-    codes: list[LessonSessionCode] | None = None
+
+LessonSessionUpdateBody = _every_field_optional(
+    LessonSessionBody, "LessonSessionUpdateBody", "Update request: the create body's properties, every one optional."
+)
 
 
 # --- Catalogue --------------------------------------------------------------------------------------
