@@ -56,7 +56,7 @@ NOTES = {
     "source": "X-Webhook-Source header of the delivery",
     "inbox_id": "identity of the inbox the event was read from",
     "sequence": "position of the event in the inbox (loaded in this order, exactly once)",
-    "state": "active, expired or revoked, as of the latest event",
+    "state": "completed or expired: the event type of the delivery that set the current state",
     "last_event_id": "event_id of the event that set this state",
     "last_event_type": "event_type of that event",
     "last_received_at": "received_at of that event",

@@ -20,7 +20,7 @@ from typing import Literal
 
 import duckdb
 
-from pipeline.analytics.checks import TestOutcome, run_test
+from pipeline.analytics.checks import TestOutcome, run_tests
 from pipeline.analytics.errors import ModelError
 from pipeline.analytics.lineage import MODEL_SCHEMA
 from pipeline.analytics.models import AnalyticsProject, Model
@@ -89,7 +89,7 @@ def build_one(conn: duckdb.DuckDBPyConnection, model: Model, as_of: datetime) ->
                 f"columns {missing} are documented in {model.sql_path.with_suffix('.yml')} but the model "
                 f"has no such column; fix the YAML or the SELECT"
             )
-        outcomes = [run_test(conn, test, temp) for test in model.tests]
+        outcomes = run_tests(conn, model.tests, temp)
     except (duckdb.Error, ModelError) as error:
         drop_relation(conn, MODEL_SCHEMA, BUILD_PREFIX + model.name)
         message = f"{model.sql_path}: model {model.name} failed to build: {error}"

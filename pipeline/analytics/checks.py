@@ -1,6 +1,6 @@
-"""Data tests of a model as SQL: each counts the rows that break it and samples a few of them.
+"""Data tests of a model as SQL: each counts what breaks it and samples a few offending values.
 
-Semantics (dbt's, written down):
+Semantics (dbt's, written down); the count is of rows, except for unique (of duplicated keys):
 - unique: no two rows share the value(s) of the columns; nulls count as a value, so two rows with the same
   columns null are duplicates.
 - not_null: no row has the column null.
@@ -10,6 +10,7 @@ Semantics (dbt's, written down):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +25,7 @@ SAMPLE_SIZE = 5
 @dataclass(frozen=True)
 class TestOutcome:
     test: ModelTest
-    failing_rows: int
+    failing_rows: int  # rows that break the test; for unique, duplicated keys
     sample: list[Any]
 
     @property
@@ -41,35 +42,63 @@ class TestOutcome:
         return f"{self.test.model}.{self.test.name} ({self.test.description}): {status}"
 
 
-def run_test(conn: duckdb.DuckDBPyConnection, test: ModelTest, rel: str) -> TestOutcome:
-    """Run `test` against the relation `rel` (a quoted schema.name, e.g. the not-yet-swapped build)."""
-    failing_sql, params = _failing_rows_sql(test, rel)
-    count = scalar(conn, f"SELECT count(*) FROM ({failing_sql})", params)
-    sample: list[Any] = []
-    if count:
-        rows = conn.execute(f"SELECT * FROM ({failing_sql}) LIMIT {SAMPLE_SIZE}", params).fetchall()
-        sample = [row[0] if len(row) == 1 else list(row) for row in rows]
-    return TestOutcome(test, int(count), sample)
+def run_tests(conn: duckdb.DuckDBPyConnection, tests: Sequence[ModelTest], rel: str) -> list[TestOutcome]:
+    """Run a model's tests against the relation `rel` (a quoted schema.name: the not-yet-swapped build).
+    Row-level tests (not_null, accepted_values) share one scan: a staging view over millions of rows is
+    read once for all of them, not once per test."""
+    row_level = [t for t in tests if t.kind in _ROW_LEVEL]
+    counts: dict[int, int] = {}
+    if row_level:
+        conditions = [_violation(t) for t in row_level]
+        aggregates = ", ".join(f"count(*) FILTER (WHERE {sql})" for sql, _ in conditions)
+        params = [p for _, ps in conditions for p in ps]
+        found = conn.execute(f"SELECT {aggregates} FROM {rel}", params).fetchall()[0]
+        counts = {id(t): int(n) for t, n in zip(row_level, found, strict=True)}
+    outcomes = []
+    for test in tests:
+        failing_sql, params = _failing_values_sql(test, rel)
+        count = counts[id(test)] if id(test) in counts else int(scalar(conn, _count_sql(test, rel), params))
+        sample: list[Any] = []
+        if count:
+            rows = conn.execute(f"SELECT * FROM ({failing_sql}) LIMIT {SAMPLE_SIZE}", params).fetchall()
+            sample = [row[0] if len(row) == 1 else list(row) for row in rows]
+        outcomes.append(TestOutcome(test, count, sample))
+    return outcomes
 
 
-def _failing_rows_sql(test: ModelTest, rel: str) -> tuple[str, list[Any]]:
-    cols = [quote(c) for c in test.columns]
-    col = cols[0]
-    if test.kind == "unique":
-        keys = ", ".join(cols)
-        return f"SELECT {keys} FROM {rel} GROUP BY ALL HAVING count(*) > 1", []
+_ROW_LEVEL = ("not_null", "accepted_values")
+
+
+def _violation(test: ModelTest) -> tuple[str, list[Any]]:
+    """The condition a row breaking a row-level test meets, and its parameters."""
+    col = quote(test.columns[0])
     if test.kind == "not_null":
-        return f"SELECT {col} FROM {rel} WHERE {col} IS NULL", []
-    if test.kind == "accepted_values":
-        return f"SELECT DISTINCT {col} FROM {rel} WHERE {col} IS NOT NULL AND NOT list_contains(?, {col})", [
-            list(test.values)
-        ]
+        return f"{col} IS NULL", []
+    return f"{col} IS NOT NULL AND NOT list_contains(?, {col})", [list(test.values)]
+
+
+def _count_sql(test: ModelTest, rel: str) -> str:
+    """Rows that break a relationships test; duplicated keys for a unique test."""
+    if test.kind == "unique":
+        return f"SELECT count(*) FROM ({_failing_values_sql(test, rel)[0]})"
+    parent_missing, _ = _orphans(test, rel)
+    return f"SELECT count(*) FROM {rel} AS c WHERE {parent_missing}"
+
+
+def _failing_values_sql(test: ModelTest, rel: str) -> tuple[str, list[Any]]:
+    """Distinct offending values (or keys), for the sample shown with a failure."""
+    cols = [quote(c) for c in test.columns]
+    if test.kind == "unique":
+        return f"SELECT {', '.join(cols)} FROM {rel} GROUP BY ALL HAVING count(*) > 1", []
     if test.kind == "relationships":
-        assert test.to is not None and test.to_field is not None
-        parent = relation(test.to.schema, test.to.name)
-        return (
-            f"SELECT DISTINCT c.{col} FROM {rel} AS c WHERE c.{col} IS NOT NULL AND NOT EXISTS "
-            f"(SELECT 1 FROM {parent} AS p WHERE p.{quote(test.to_field)} = c.{col})",
-            [],
-        )
-    raise ValueError(f"unknown test kind {test.kind!r}")
+        parent_missing, _ = _orphans(test, rel)
+        return f"SELECT DISTINCT c.{cols[0]} FROM {rel} AS c WHERE {parent_missing}", []
+    condition, params = _violation(test)
+    return f"SELECT DISTINCT {cols[0]} FROM {rel} WHERE {condition}", params
+
+
+def _orphans(test: ModelTest, rel: str) -> tuple[str, list[Any]]:
+    assert test.to is not None and test.to_field is not None
+    col, parent = quote(test.columns[0]), relation(test.to.schema, test.to.name)
+    return (f"c.{col} IS NOT NULL AND NOT EXISTS "
+            f"(SELECT 1 FROM {parent} AS p WHERE p.{quote(test.to_field)} = c.{col})", [])

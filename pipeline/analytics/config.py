@@ -3,6 +3,7 @@ data tests, dbt style:
 
     description: One row per learner and lesson.
     materialized: table            # or view; default: view in staging/, table elsewhere
+    publish: true                  # copied into data/analytics.duckdb (and marts to Parquet); default true
     columns:
       user_id:
         description: The learner.
@@ -49,6 +50,7 @@ class TestDecl:
 class ModelConfig:
     description: str = ""
     materialized: Materialization | None = None
+    publish: bool = True
     columns: dict[str, str] = field(default_factory=dict)  # column -> description
     tests: tuple[TestDecl, ...] = ()
 
@@ -62,10 +64,13 @@ def load_config(path: Path) -> ModelConfig:
     except yaml.YAMLError as error:
         raise ModelError(f"{path}: is not valid YAML: {error}") from None
     _expect(isinstance(raw, dict), path, "top level", "a mapping")
-    unknown = set(raw) - {"description", "materialized", "columns", "tests"}
-    _expect(not unknown, path, "top level", f"only description, materialized, columns, tests (got {sorted(unknown)})")
+    unknown = set(raw) - {"description", "materialized", "publish", "columns", "tests"}
+    _expect(not unknown, path, "top level",
+            f"only description, materialized, publish, columns, tests (got {sorted(unknown)})")
     materialized = raw.get("materialized")
     _expect(materialized in (None, "table", "view"), path, "materialized", "'table' or 'view'")
+    publish = raw.get("publish", True)
+    _expect(isinstance(publish, bool), path, "publish", "true or false")
     columns_raw = raw.get("columns") or {}
     _expect(isinstance(columns_raw, dict), path, "columns", "a mapping of column name to its docs and tests")
     columns: dict[str, str] = {}
@@ -79,7 +84,7 @@ def load_config(path: Path) -> ModelConfig:
             tests.append(_parse_test(item, path, f"{where}.tests[{index}]", default_column=str(column)))
     for index, item in enumerate(raw.get("tests") or []):
         tests.append(_parse_test(item, path, f"tests[{index}]", default_column=None))
-    return ModelConfig(str(raw.get("description", "")).strip(), materialized, columns, tuple(tests))
+    return ModelConfig(str(raw.get("description", "")).strip(), materialized, publish, columns, tuple(tests))
 
 
 def _parse_test(item: Any, path: Path, where: str, default_column: str | None) -> TestDecl:

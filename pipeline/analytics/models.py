@@ -37,6 +37,7 @@ class Model:
     sql: str
     deps: tuple[TableRef, ...]
     materialized: Materialization
+    publish: bool  # copied into the analysts' snapshot (and, for a mart, to Parquet)
     description: str
     columns: dict[str, str]
     tests: tuple[ModelTest, ...]
@@ -60,7 +61,13 @@ class AnalyticsProject:
 
     @cached_property
     def marts(self) -> list[Model]:
-        return [m for m in self.models.values() if m.is_mart]
+        """Marts published as Parquet files."""
+        return [m for m in self.models.values() if m.is_mart and m.publish]
+
+    @cached_property
+    def published(self) -> list[Model]:
+        """Models copied into the analysts' snapshot database."""
+        return [m for m in self.models.values() if m.publish]
 
     def in_build_order(self, names: Iterable[str]) -> list[Model]:
         wanted = set(names)
@@ -123,8 +130,8 @@ def _load_model(path: Path, root: Path, sources: dict[str, str], model_names: se
     tests = resolve_tests(path.stem, config.tests, sources, model_names, config_path)
     materialized = config.materialized or ("view" if layer == "staging" else "table")
     config_text = config_path.read_text(encoding="utf-8") if config_path.exists() else ""
-    return Model(path.stem, layer, path, sql, tuple(sorted(deps)), materialized, config.description,
-                 config.columns, tests, config_text)
+    return Model(path.stem, layer, path, sql, tuple(sorted(deps)), materialized, config.publish,
+                 config.description, config.columns, tests, config_text)
 
 
 def _build_order(models: dict[str, Model], root: Path) -> list[str]:

@@ -3,7 +3,8 @@
 DuckDB allows one read-write process per file and, while it holds the file, no reader from another process.
 So after each successful build LessonSync publishes copies that nobody writes in place:
 
-- `data/analytics.duckdb`: every analytics model as a plain table in schema `main` (views materialized),
+- `data/analytics.duckdb`: every analytics model as a plain table in schema `main` (views materialized;
+  a model whose YAML says `publish: false` is left out),
   plus `_builds` (when and for which `as_of` each model was built) and `_published` (when this file was
   written). Written to a temporary file in the same directory, then `os.replace`d: a reader that has the old
   file open keeps reading it; the next open sees the new one. Open it read-only.
@@ -43,6 +44,7 @@ class PublishResult:
     rows: dict[str, int]  # table in the snapshot -> rows
     published_at: datetime
     seconds: float
+    seconds_by_table: dict[str, float]  # copying each table into the snapshot
 
 
 def publish(conn: duckdb.DuckDBPyConnection, project: AnalyticsProject, data_dir: Path) -> PublishResult:
@@ -53,12 +55,12 @@ def publish(conn: duckdb.DuckDBPyConnection, project: AnalyticsProject, data_dir
     data_dir.mkdir(parents=True, exist_ok=True)
     _remove_leftovers(data_dir)
     snapshot = data_dir / SNAPSHOT_FILE
-    rows = _write_snapshot(conn, tables + [BUILDS_TABLE.split(".")[1]], snapshot, published_at)
+    rows, timings = _write_snapshot(conn, tables + [BUILDS_TABLE.split(".")[1]], snapshot, published_at)
     marts_dir = data_dir / MARTS_DIR
     marts_dir.mkdir(parents=True, exist_ok=True)
     parquet = {m.name: _write_parquet(conn, m.name, marts_dir) for m in project.marts}
     _write_manifest(marts_dir, parquet, rows, published_at)
-    return PublishResult(snapshot, parquet, rows, published_at, time.perf_counter() - started)
+    return PublishResult(snapshot, parquet, rows, published_at, time.perf_counter() - started, timings)
 
 
 def _built_models(conn: duckdb.DuckDBPyConnection, project: AnalyticsProject) -> list[str]:
@@ -68,23 +70,28 @@ def _built_models(conn: duckdb.DuckDBPyConnection, project: AnalyticsProject) ->
             "AND table_schema = ?", [MODEL_SCHEMA],
         ).fetchall()
     }
-    missing = [name for name in project.models if name not in existing]
+    missing = [m.name for m in project.published if m.name not in existing]
     if missing:
         raise ModelError(
             f"cannot publish: models never built in the warehouse: {', '.join(missing)}; "
             f"materialize the analytics assets first"
         )
-    return list(project.models)
+    return [m.name for m in project.published]
 
 
-def _write_snapshot(conn: duckdb.DuckDBPyConnection, tables: list[str], target: Path, at: datetime) -> dict[str, int]:
+def _write_snapshot(
+    conn: duckdb.DuckDBPyConnection, tables: list[str], target: Path, at: datetime
+) -> tuple[dict[str, int], dict[str, float]]:
     temp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.tmp")
     rows: dict[str, int] = {}
+    timings: dict[str, float] = {}
     conn.execute(f"ATTACH {string_literal(str(temp))} AS {_ALIAS}")
     try:
         for name in tables:
+            started = time.perf_counter()
             conn.execute(f"CREATE TABLE {_ALIAS}.main.{quote(name)} AS SELECT * FROM {relation(MODEL_SCHEMA, name)}")
             rows[name] = int(scalar(conn, f"SELECT count(*) FROM {_ALIAS}.main.{quote(name)}"))
+            timings[name] = round(time.perf_counter() - started, 3)
         conn.execute(f"CREATE TABLE {_ALIAS}.main._published AS SELECT ?::TIMESTAMPTZ AS published_at", [at])
         conn.execute(f"CHECKPOINT {_ALIAS}")
     except BaseException:
@@ -93,7 +100,7 @@ def _write_snapshot(conn: duckdb.DuckDBPyConnection, tables: list[str], target: 
         raise
     conn.execute(f"DETACH {_ALIAS}")
     _replace(temp, target)
-    return rows
+    return rows, timings
 
 
 def _write_parquet(conn: duckdb.DuckDBPyConnection, mart: str, marts_dir: Path) -> Path:

@@ -22,7 +22,7 @@ def verify_published(project: AnalyticsProject, data_dir: Path) -> tuple[list[st
     conn = duckdb.connect(str(snapshot), read_only=True)
     try:
         tables = {name for (name,) in conn.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-        for name in project.models:
+        for name in (m.name for m in project.published):
             if name not in tables:
                 problems.append(f"{snapshot}: table {name} is missing")
                 continue

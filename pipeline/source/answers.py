@@ -22,10 +22,9 @@ from datetime import UTC, datetime, timedelta
 import pyarrow as pa
 
 from pipeline.source.core import Emit, SourceCore
-from pipeline.source.pages import Page
 from pipeline.source.planner import PlannedRequest, plan_answer_requests
 from pipeline.source.progress import Progress
-from pipeline.source.requests import Request, format_updated_since
+from pipeline.source.requests import Page, Request, format_updated_since
 from pipeline.source.stats import RunStats
 from pipeline.source.streams import STREAMS
 from pipeline.source.sweeps import run_pool, sweep
@@ -70,7 +69,9 @@ async def versions_since(core: SourceCore, instant: datetime) -> set[Version] | 
     found: set[Version] = set()
 
     async def collect(_: Request, page: Page) -> None:
-        found.update((r["_ownerId"], r["_userId"], r["_lessonId"], r.get("lastDate")) for r in page.records)
+        if page.own is not None:
+            columns = [page.own.column(c).to_pylist() for c in ("owner_id", "user_id", "lesson_id", "last_date")]
+            found.update(zip(*columns, strict=True))
 
     since = format_updated_since(instant, core.updated_since_format)
     listing = Request(STREAMS["active_lessons"], updated_since=since)
@@ -112,7 +113,7 @@ async def run_answers(core: SourceCore, changed: pa.Table, updated_since: dateti
         request = Request(STREAMS[planned.stream], dict(planned.path_values), since, planned.covers + extra[planned])
         mark = core.transport.clock_mark()
         async for page in core.pages(request):
-            await core.emit_page(request, page, emit, stats, progress)
+            await core.emit_page(page, emit, stats, progress)
         if planned.stream in SCOPE:
             start, end = mark.server_start(), core.transport.latest_server_time()
             if start is not None and end is not None:

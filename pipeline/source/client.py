@@ -40,8 +40,19 @@ class _End:
 
 
 class PlatformClient:
+    """Reads the platform's API into Arrow batches; use as a context manager (or open()/close()).
+
+    settings: base URL, app secret, page size, first page, concurrency, timeouts, retries (LESSONSYNC_*).
+    max_passes: sweeps of a window under page drift before a run is reported incomplete.
+    queue_batches: batches fetched ahead of the consumer (memory bound, together with concurrency).
+    updated_since_format: how updatedSince is written ("iso8601", "iso8601-z" or "epoch-ms"); the spec
+    does not show it.
+    """
+
     def __init__(self, settings: Settings | None = None, *, max_passes: int = 3, queue_batches: int = 16,
                  updated_since_format: UpdatedSinceFormat = "iso8601") -> None:
+        if max_passes < 1 or queue_batches < 1:
+            raise ValueError(f"max_passes ({max_passes}) and queue_batches ({queue_batches}) must be at least 1")
         self.settings = settings or load_settings()
         self._options = {"max_passes": max_passes, "updated_since_format": updated_since_format}
         self._queue_batches = queue_batches

@@ -6,14 +6,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from operator import itemgetter
 from typing import Any
 
 from pipeline.settings import Settings
+from pipeline.source.catalog import TABLES
 from pipeline.source.errors import PlatformRequestError
-from pipeline.source.pages import Page, PageDecoder, PageLocation
+from pipeline.source.pages import PageDecoder, PageLocation
 from pipeline.source.pagination import answer_pages, record_pages, single_page
 from pipeline.source.progress import Progress
-from pipeline.source.requests import Batch, Request, UpdatedSinceFormat, page_batches
+from pipeline.source.requests import Batch, Page, Request, UpdatedSinceFormat, arrow_page
 from pipeline.source.stats import RunStats
 from pipeline.source.streams import StreamSpec
 from pipeline.source.transport import Transport, json_body
@@ -80,12 +82,15 @@ class SourceCore:
         """Every page of `request`, in order, as its pager kind says."""
         stream, endpoint, base = request.stream, request.endpoint, request.params()
         decoder, size = self.decoder(stream), self.settings.page_size
+        key = self.key_getter(stream) if stream.pager == "records" else None
 
         async def fetch(number: int) -> Page:
             params = base if stream.pager == "single" else {**base, "pageSize": str(size),
                                                             "pageNumber": str(number)}
             where = PageLocation(stream.name, endpoint, number, params)
-            return await self.transport.get(endpoint, params, lambda body: decoder.decode(body, where))
+            # decoded and turned into Arrow at once, inside the retried attempt: dicts never wait in line
+            return await self.transport.get(endpoint, params,
+                                            lambda body: arrow_page(request, decoder.decode(body, where), key))
 
         if stream.pager == "single":
             pager = single_page(fetch)
@@ -96,12 +101,16 @@ class SourceCore:
         async for page in pager:
             yield page
 
-    async def emit_page(self, request: Request, page: Page, emit: Emit, stats: RunStats,
-                        progress: Progress) -> None:
-        batches = page_batches(request, page)
-        stats.note_page(page, batches)
-        progress.page(len(page.records))
-        for batch in batches:
+    @staticmethod
+    def key_getter(stream: StreamSpec) -> Callable[[Any], Any]:
+        """Reads a record's key (API names) from its dict, for drift detection."""
+        fields = stream.model.model_fields
+        return itemgetter(*[fields[k].alias or k for k in TABLES[stream.table].key if k in fields])
+
+    async def emit_page(self, page: Page, emit: Emit, stats: RunStats, progress: Progress) -> None:
+        stats.note_page(page)
+        progress.page(page.records)
+        for batch in page.batches:
             await emit(batch)
 
     def start_stats(self, stream: str) -> RunStats:

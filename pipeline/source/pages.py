@@ -36,7 +36,9 @@ class PageLocation:
 
 
 @dataclass
-class Page:
+class DecodedPage:
+    """A page as validated dicts (API names), before it becomes Arrow batches (requests.arrow_page)."""
+
     location: PageLocation
     served: int  # records in the page as served, valid or not (drives short-page and coverage rules)
     records: list[Any]  # valid, keyed records: validated dicts with API names
@@ -59,9 +61,9 @@ class PageDecoder:
         self._key_fields = [fields[name].alias or name for name in TABLES[stream.table].key
                             if name in fields and not fields[name].is_required()]
 
-    def decode(self, body: bytes, where: PageLocation) -> Page:
+    def decode(self, body: bytes, where: PageLocation) -> DecodedPage:
         try:
-            return self._keyed(Page(where, 0, self._validator.page_without_extras.validate_json(body), []))
+            return self._keyed(DecodedPage(where, 0, self._validator.page_without_extras.validate_json(body), []))
         except ValidationError as exc:
             errors = exc.errors()
         if any(e["type"] == "json_invalid" for e in errors):
@@ -72,18 +74,18 @@ class PageDecoder:
         if all(e["type"] == "extra_forbidden" for e in errors):
             try:
                 records = self._validator.page_with_extras.validate_json(body)
-                return self._keyed(Page(where, 0, records, [], with_extras=True))
+                return self._keyed(DecodedPage(where, 0, records, [], with_extras=True))
             except ValidationError as exc:  # unknown fields inside a closed object: find the records
                 errors = exc.errors()
         return self._decode_slowly(body, errors, where)
 
-    def _decode_slowly(self, body: bytes, errors: list[Any], where: PageLocation) -> Page:
+    def _decode_slowly(self, body: bytes, errors: list[Any], where: PageLocation) -> DecodedPage:
         raw = orjson.loads(body)
         by_index: dict[int, list[Mapping[str, Any]]] = {}
         for error in errors:
             if error["type"] != "extra_forbidden":  # unknown fields are kept, not errors
                 by_index.setdefault(int(error["loc"][0]), []).append({**error, "loc": error["loc"][1:]})
-        page = Page(where, len(raw), [], [], with_extras=True)
+        page = DecodedPage(where, len(raw), [], [], with_extras=True)
         positions: list[int] = []  # where each kept record sat in the page
         for index, item in enumerate(raw):
             if index in by_index:
@@ -96,7 +98,7 @@ class PageDecoder:
                 self._quarantine(page, index, item, exc.errors())
         return self._keyed(page, positions)
 
-    def _keyed(self, page: Page, positions: list[int] | None = None) -> Page:
+    def _keyed(self, page: DecodedPage, positions: list[int] | None = None) -> DecodedPage:
         """Records missing a key field cannot be upserted: quarantined (only optional key fields can be)."""
         page.served = page.served or len(page.records)
         keys = self._key_fields
@@ -115,7 +117,7 @@ class PageDecoder:
         page.records = kept
         return page
 
-    def _quarantine(self, page: Page, index: int, item: Any, errors: list[Mapping[str, Any]]) -> None:
+    def _quarantine(self, page: DecodedPage, index: int, item: Any, errors: list[Mapping[str, Any]]) -> None:
         row = quarantine_row(page.location, index, item, errors)
         page.quarantined.append(row)
         log.warning("quarantined record %d of %s (%s): %s", index, page.location, page.location.stream, row.message)

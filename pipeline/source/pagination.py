@@ -23,11 +23,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from math import ceil
 
-from pipeline.source.pages import Page
+from pipeline.source.requests import Page
 
 
 @dataclass(frozen=True)
-class Fetched:
+class Timed:
     page: Page
     started: float  # monotonic instants of the request
     finished: float
@@ -36,13 +36,13 @@ class Fetched:
 FetchPage = Callable[[int], Awaitable[Page]]
 
 
-async def timed(fetch: FetchPage, number: int) -> Fetched:
+async def timed(fetch: FetchPage, number: int) -> Timed:
     started = time.monotonic()
     page = await fetch(number)
-    return Fetched(page, started, time.monotonic())
+    return Timed(page, started, time.monotonic())
 
 
-async def _drain(pending: deque[tuple[int, asyncio.Task[Fetched]]]) -> None:
+async def _drain(pending: deque[tuple[int, asyncio.Task[Timed]]]) -> None:
     for _, task in pending:
         task.cancel()
     await asyncio.gather(*(task for _, task in pending), return_exceptions=True)
@@ -51,7 +51,7 @@ async def _drain(pending: deque[tuple[int, asyncio.Task[Fetched]]]) -> None:
 
 async def record_pages(fetch: FetchPage, first: int, page_size: int, max_window: int) -> AsyncIterator[Page]:
     """Pages in order until a short page, fetching ahead once the first page is full."""
-    pending: deque[tuple[int, asyncio.Task[Fetched]]] = deque()
+    pending: deque[tuple[int, asyncio.Task[Timed]]] = deque()
     number, window, earlier_done = first, 1, 0.0
     try:
         while True:
@@ -80,7 +80,7 @@ async def answer_pages(fetch: FetchPage, first: int, page_size: int, covers: int
     Pages known to be needed (and the first confirming page) are fetched `window` at a time; past them,
     one page at a time while pages keep coming back non-empty.
     """
-    pending: deque[tuple[int, asyncio.Task[Fetched]]] = deque()
+    pending: deque[tuple[int, asyncio.Task[Timed]]] = deque()
     number, last_known = first, first + ceil(covers / page_size)  # last_known: the first confirming page
     try:
         while True:

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Literal
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
 
+import numpy as np
 import pyarrow as pa
 
 from pipeline.source.catalog import BUILDS, QUARANTINE, ChildTable, RecordTable, quarantine_batch
-from pipeline.source.pages import Page
+from pipeline.source.pages import DecodedPage, PageLocation
 from pipeline.source.paths import fill_path
 from pipeline.source.streams import StreamSpec
 from pipeline.source.tables import TableSpec
@@ -23,8 +24,8 @@ def format_updated_since(instant: datetime, style: UpdatedSinceFormat = "iso8601
     if instant.tzinfo is None:
         raise ValueError(f"updated_since must be timezone-aware, got {instant!r}")
     utc = instant.astimezone(UTC)
-    if style == "epoch-ms":
-        return str(int(utc.timestamp() * 1000))
+    if style == "epoch-ms":  # floored: a window may start earlier, never later
+        return str((utc - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1))
     text = utc.isoformat()
     return text.replace("+00:00", "Z") if style == "iso8601-z" else text
 
@@ -59,7 +60,31 @@ class Batch:
     page: int
 
 
-def page_batches(request: Request, page: Page) -> list[Batch]:
+@dataclass
+class Page:
+    """A fetched page, already Arrow: the dicts are dropped as soon as it is converted, so pages waiting
+    in flight or in order hold compact columns, not Python objects (memory stays flat at scale)."""
+
+    location: PageLocation
+    served: int  # records in the page as served, valid or not (drives short-page and coverage rules)
+    batches: list[Batch]  # own table, then child tables, then quarantine; empty ones left out
+    records: int = 0  # valid records (rows of the own table)
+    quarantined: int = 0
+    key_hashes: np.ndarray | None = None  # hashes of the records' keys (drift detection of record sweeps)
+    own: pa.RecordBatch | None = None  # the own table's batch, for reading ids of sub-requests
+
+
+def arrow_page(request: Request, page: DecodedPage, key: Callable[[Any], Any] | None = None) -> Page:
+    """Batches of a decoded page, plus key hashes when `key` (a getter on the dicts) is given."""
+    batches = page_batches(request, page)
+    hashes = None
+    if key is not None:
+        hashes = np.fromiter((hash(key(r)) for r in page.records), dtype=np.int64, count=len(page.records))
+    own = batches[0].records if page.records else None
+    return Page(page.location, page.served, batches, len(page.records), len(page.quarantined), hashes, own)
+
+
+def page_batches(request: Request, page: DecodedPage) -> list[Batch]:
     """The page's own table, then its child tables, then its quarantine rows; empty batches are left out.
 
     A child batch follows its parent batch from the same page, so a warehouse that replaces all children

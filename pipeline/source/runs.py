@@ -7,9 +7,8 @@ import logging
 from datetime import datetime
 
 from pipeline.source.core import Emit, SourceCore
-from pipeline.source.pages import Page
 from pipeline.source.progress import Progress
-from pipeline.source.requests import Request, format_updated_since
+from pipeline.source.requests import Page, Request, format_updated_since
 from pipeline.source.stats import RunStats
 from pipeline.source.streams import ANSWER_STREAMS, STREAMS, StreamSpec
 from pipeline.source.sweeps import HandlePage, run_pool, sweep
@@ -41,7 +40,7 @@ async def run_stream(core: SourceCore, name: str, updated_since: datetime | None
     since = None if updated_since is None else format_updated_since(updated_since, core.updated_since_format)
 
     async def handle(request: Request, page: Page) -> None:
-        await core.emit_page(request, page, emit, stats, progress)
+        await core.emit_page(page, emit, stats, progress)
 
     request = Request(stream, updated_since=since)
     if stream.substream is None:
@@ -67,7 +66,8 @@ async def _with_substream(core: SourceCore, request: Request, handle: HandlePage
     parents: dict[str, None] = {}
 
     async def handle_parent(parent_request: Request, page: Page) -> None:
-        parents.update(dict.fromkeys(record[sub.field] for record in page.records))
+        if page.own is not None:
+            parents.update(dict.fromkeys(page.own.column(sub.column).to_pylist()))
         await handle(parent_request, page)
 
     complete = await sweep(core, request, handle_parent, stats)

@@ -9,8 +9,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pipeline.source.pages import Page
-    from pipeline.source.requests import Batch
+    from pipeline.source.requests import Page
     from pipeline.source.transport import TransportStats
 
 
@@ -37,11 +36,11 @@ class RunStats:
         return cls(stream, _transport=transport, _start_counts=(transport.requests, transport.retries),
                    _started=time.monotonic())
 
-    def note_page(self, page: Page, batches: list[Batch]) -> None:
+    def note_page(self, page: Page) -> None:
         self.pages += 1
-        self.records += len(page.records)
-        self.quarantined += len(page.quarantined)
-        for batch in batches:
+        self.records += page.records
+        self.quarantined += page.quarantined
+        for batch in page.batches:
             self.rows[batch.table.name] = self.rows.get(batch.table.name, 0) + batch.records.num_rows
 
     def finish(self) -> RunStats:

@@ -26,11 +26,11 @@ SNAPSHOT_PARAMS = {"includeDisabled": "true"}
 
 @dataclass(frozen=True)
 class SubStream:
-    """For each record of the parent stream, run `stream` with `placeholder` = the record's `field` (API name)."""
+    """For each record of the parent stream, run `stream` with `placeholder` = the record's `column`."""
 
     stream: str
     placeholder: str
-    field: str
+    column: str
 
 
 @dataclass(frozen=True)

@@ -29,15 +29,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from operator import itemgetter
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 
-from pipeline.source.catalog import TABLES
 from pipeline.source.core import SourceCore
-from pipeline.source.pages import Page
-from pipeline.source.requests import Request
+from pipeline.source.requests import Page, Request
 from pipeline.source.stats import RunStats
 
 log = logging.getLogger("lessonsync.source")
@@ -48,15 +45,12 @@ HandlePage = Callable[[Request, Page], Awaitable[None]]
 class KeyHashes:
     """64-bit hashes of the keys served in one pass (8 bytes a record), to find keys served twice."""
 
-    def __init__(self, key_fields: list[str]) -> None:
-        self._key = itemgetter(*key_fields) if key_fields else None
+    def __init__(self) -> None:
         self._chunks: list[np.ndarray] = []
 
-    def add(self, records: list[Any]) -> None:
-        if self._key is not None and records:
-            key = self._key
-            self._chunks.append(np.fromiter((hash(key(r)) for r in records), dtype=np.int64,
-                                            count=len(records)))
+    def add(self, hashes: np.ndarray | None) -> None:
+        if hashes is not None and hashes.size:
+            self._chunks.append(hashes)
 
     def served_twice(self) -> int:
         if not self._chunks:
@@ -68,13 +62,11 @@ class KeyHashes:
 async def sweep(core: SourceCore, request: Request, handle: HandlePage, stats: RunStats) -> bool:
     """Every page of `request` to `handle`, swept again while drift shows; True when a pass showed none."""
     stream = request.stream
-    fields = stream.model.model_fields
-    key_fields = [fields[k].alias or k for k in TABLES[stream.table].key if k in fields]
     for number in range(1, core.max_passes + 1):
         stats.passes = max(stats.passes, number)
-        seen = KeyHashes(key_fields)
+        seen = KeyHashes()
         async for page in core.pages(request):
-            seen.add(page.records)
+            seen.add(page.key_hashes)
             await handle(request, page)
         twice = seen.served_twice()
         if twice == 0 or stream.pager == "single":

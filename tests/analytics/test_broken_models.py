@@ -93,6 +93,7 @@ def test_two_models_with_one_name(models_dir: Path) -> None:
         ("tests:\n  - not_null\n", "tests[0]: expected a column"),
         ("materialized: ephemeral\n", "materialized: expected 'table' or 'view'"),
         ("columns: [x]\n", "columns: expected a mapping"),
+        ("publish: maybe\n", "publish: expected true or false"),
         ("columns:\n  x:\n    tests: [not_null, not_null]\n", "declared twice: not_null__x"),
         ("description: [unclosed\n", "is not valid YAML"),
     ],

@@ -142,7 +142,7 @@ def test_warn_severity_reports_without_blocking(tmp_path: Path, numbers_db: duck
     (result,) = build_models(numbers_db, project)
     assert result.status == "built"
     (outcome,) = result.outcomes
-    assert not outcome.passed and outcome.failing_rows == 1 and outcome.sample == [1]
+    assert not outcome.passed and outcome.failing_rows == ROWS[1] and outcome.sample == [1]
 
 
 def test_sql_error_names_the_file_and_keeps_previous_table(

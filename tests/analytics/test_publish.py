@@ -15,7 +15,7 @@ import pytest
 
 from analytics_world import AS_OF, insert, seed_small_world
 from pipeline.analytics.build import build_models
-from pipeline.analytics.models import AnalyticsProject
+from pipeline.analytics.models import AnalyticsProject, load_project
 from pipeline.analytics.publish import publish
 from pipeline.analytics.summary import mart_summary
 from pipeline.analytics.verify import verify_published
@@ -79,7 +79,7 @@ def test_publish_writes_every_model_and_every_mart(
     snapshot = duckdb.connect(str(data_dir / "analytics.duckdb"), read_only=True)
     try:
         tables = {r[0] for r in snapshot.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-        assert tables == set(project.models) | {"_builds", "_published"}
+        assert tables == {m.name for m in project.published} | {"_builds", "_published"}
         for mart in project.marts:
             in_snapshot = snapshot.execute(f"SELECT * FROM {mart.name} ORDER BY ALL").fetchall()
             in_warehouse = warehouse_conn.execute(f"SELECT * FROM analytics.{mart.name} ORDER BY ALL").fetchall()
@@ -169,3 +169,23 @@ def test_demo_summary_reads_the_published_snapshot(
     assert funnel[0].split() == ["Sécurité", "4", "1", "1", "1", "1", "33.3", "48.0"]
     badges = sections["Certificates per badge"]
     assert [line.split() for line in badges] == [["Sécurité", "3", "2", "1", "1", "0"], ["Excel", "2", "1", "0", "0", "1"]]
+
+
+def test_a_model_can_stay_out_of_the_snapshot(tmp_path: Path) -> None:
+    root = tmp_path / "models"
+    (root / "marts").mkdir(parents=True)
+    (root / "sources.yml").write_text("tables:\n  numbers: n\n")
+    (root / "marts" / "kept.sql").write_text("SELECT 1 AS x FROM lms.numbers")
+    (root / "marts" / "internal.sql").write_text("SELECT 2 AS x FROM lms.numbers")
+    (root / "marts" / "internal.yml").write_text("publish: false\n")
+    project = load_project(root)
+    conn = duckdb.connect(str(tmp_path / "warehouse.duckdb"))
+    conn.execute("CREATE SCHEMA lms; CREATE TABLE lms.numbers AS SELECT 1 AS n")
+    assert {r.status for r in build_models(conn, project)} == {"built"}
+    publish(conn, project, tmp_path)
+    conn.close()
+    snapshot = duckdb.connect(str(tmp_path / "analytics.duckdb"), read_only=True)
+    assert {r[0] for r in snapshot.execute("SELECT table_name FROM duckdb_tables()").fetchall()} == {
+        "kept", "_builds", "_published"}
+    snapshot.close()
+    assert sorted(p.name for p in (tmp_path / "marts").glob("*.parquet")) == ["kept.parquet"]

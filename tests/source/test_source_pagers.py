@@ -2,8 +2,9 @@
 
 import asyncio
 
-from pipeline.source.pages import Page, PageLocation
+from pipeline.source.pages import PageLocation
 from pipeline.source.pagination import answer_pages, record_pages
+from pipeline.source.requests import Page
 
 
 def scripted(served: dict[int, int], delays: dict[int, float] | None = None):
@@ -13,7 +14,7 @@ def scripted(served: dict[int, int], delays: dict[int, float] | None = None):
         asked.append(number)
         await asyncio.sleep((delays or {}).get(number, 0.0))
         count = served.get(number, 0)
-        return Page(PageLocation("s", "/v1/x", number, {}), count, [{}] * count, [])
+        return Page(PageLocation("s", "/v1/x", number, {}), count, [], records=count)
 
     return fetch, asked
 

@@ -129,7 +129,7 @@ def test_sigkill_at_each_commit_step(tmp_path: Path, states: dict[str, Any], poi
     check_recovery(root, states, replayed)
 
 
-@pytest.mark.parametrize("delay", [0.05, 0.15, 0.4])
+@pytest.mark.parametrize("delay", [0.05, 0.3])
 def test_sigkill_at_an_arbitrary_moment_of_the_commit(tmp_path: Path, states: dict[str, Any], delay: float) -> None:
     root = tmp_path / "wh"
     shutil.copytree(states["base"], root)

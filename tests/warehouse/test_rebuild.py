@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 from datetime import timedelta
 from pathlib import Path
 
@@ -57,14 +58,26 @@ def history(wh: Warehouse) -> None:
     load_once(wh, "groups", [(GROUPS, [{"id": "g1", "title": "one"}, {"id": "g2"}])], complete_snapshots={"groups"})
 
 
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data directory (warehouse + lake) holding `history`; tests work on copies of it."""
+    data = tmp_path_factory.mktemp("recorded")
+    history(make_warehouse(data))
+    return data
+
+
+@pytest.fixture
+def wh(recorded: Path, tmp_path: Path) -> Warehouse:
+    shutil.copytree(recorded, tmp_path / "data")
+    return make_warehouse(tmp_path / "data")
+
+
 def layout(wh: Warehouse) -> tuple:
     with wh.connect(read_only=True) as conn:
         return read_catalog(conn)
 
 
-def test_rebuild_from_the_lake_equals_the_warehouse(tmp_path: Path) -> None:
-    wh = make_warehouse(tmp_path / "data")
-    history(wh)
+def test_rebuild_from_the_lake_equals_the_warehouse(wh: Warehouse, tmp_path: Path) -> None:
     rebuilt = make_warehouse(tmp_path / "copy")
     report = rebuild_into(wh.lake_dir, rebuilt.path, wh.connection_settings, wh.upsert_strategy)
     assert report.loads == 8 and report.rows["answers"] == 3
@@ -78,11 +91,9 @@ def test_rebuild_from_the_lake_equals_the_warehouse(tmp_path: Path) -> None:
     assert deleted == {"groups": 0, "answer_results": 1, "lesson_session_registrations": 1}
 
 
-def test_rebuild_in_place_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+def test_rebuild_in_place_through_the_cli(wh: Warehouse, capsys: pytest.CaptureFixture[str],
                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    data = tmp_path / "data"
-    wh = make_warehouse(data)
-    history(wh)
+    data = wh.path.parent
     before = dump(wh)
     for name in ("LESSONSYNC_DUCKDB_MEMORY_LIMIT", "LESSONSYNC_DUCKDB_THREADS"):
         monkeypatch.delenv(name, raising=False)
@@ -94,9 +105,7 @@ def test_rebuild_in_place_through_the_cli(tmp_path: Path, capsys: pytest.Capture
     assert not (data / "warehouse.duckdb.rebuilt").exists()
 
 
-def test_a_missing_lake_part_is_reported(tmp_path: Path) -> None:
-    wh = make_warehouse(tmp_path)
-    history(wh)
+def test_a_missing_lake_part_is_reported(wh: Warehouse, tmp_path: Path) -> None:
     victim = next(wh.lake_dir.glob("groups/*/*/part-000000.parquet"))
     victim.unlink()
     with pytest.raises(LakeError, match=rf"lake part {victim} of load \d+ .* is missing: the lake is damaged"):
@@ -104,9 +113,7 @@ def test_a_missing_lake_part_is_reported(tmp_path: Path) -> None:
     assert not (tmp_path / "other.duckdb").exists()
 
 
-def test_a_replay_that_disagrees_with_its_manifest_is_reported(tmp_path: Path) -> None:
-    wh = make_warehouse(tmp_path)
-    history(wh)
+def test_a_replay_that_disagrees_with_its_manifest_is_reported(wh: Warehouse, tmp_path: Path) -> None:
     manifest = sorted((wh.lake_dir / "_loads").glob("*.json"))[2]
     doc = json.loads(manifest.read_text())
     doc["outcome"]["tables"]["groups"]["inserted"] = 5
@@ -116,7 +123,7 @@ def test_a_replay_that_disagrees_with_its_manifest_is_reported(tmp_path: Path) -
 
 
 def test_rebuild_refuses_an_existing_target_and_an_empty_lake(tmp_path: Path) -> None:
-    wh = make_warehouse(tmp_path)
+    wh = make_warehouse(tmp_path / "fresh")
     with pytest.raises(LakeError, match="has no committed loads"):
         rebuild_into(wh.lake_dir, tmp_path / "new.duckdb", wh.connection_settings, "auto")
     load_once(wh, "answers", [(ANSWERS, [answer("a1", "q1")])])
