@@ -30,13 +30,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
-    # Parse the command name first, then let its module declare its own options.
-    known, _ = parser.parse_known_args(argv)
-    module = importlib.import_module(SUBCOMMANDS[known.command][0])
-    command_parser = argparse.ArgumentParser(prog=f"lessonsync {known.command}")
+    # Find the command name first, then let its module declare its own options (and answer its --help).
+    command = next((a for a in argv if not a.startswith("-")), None)
+    if command not in SUBCOMMANDS:
+        parser.parse_args(argv)  # prints usage, or the error naming the unknown command, and exits
+    module = importlib.import_module(SUBCOMMANDS[command][0])
+    command_parser = argparse.ArgumentParser(prog=f"lessonsync {command}")
     command_parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     module.configure(command_parser)
-    args = command_parser.parse_args([a for a in argv if a != known.command])
+    rest = list(argv)
+    rest.remove(command)
+    args = command_parser.parse_args(rest)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

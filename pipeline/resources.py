@@ -20,7 +20,6 @@ class WarehouseResource(ConfigurableResource):
     """The DuckDB warehouse and the Parquet lake under one data directory."""
 
     data_dir: str = Field("data", description="Warehouse, lake and published analytics live here.")
-    memory_limit: str = Field("2GB", description="DuckDB memory_limit; larger merges spill to disk.")
 
     @property
     def path(self) -> Path:
@@ -31,7 +30,8 @@ class WarehouseResource(ConfigurableResource):
         return Path(self.data_dir) / "lake"
 
     def warehouse(self) -> Warehouse:
-        return Warehouse(self.path, self.lake_dir, memory_limit=self.memory_limit)
+        """DuckDB memory limit, temp directory, threads and lock timeout from LESSONSYNC_DUCKDB_*."""
+        return Warehouse.from_settings(load_settings(data_dir=Path(self.data_dir)))
 
     @contextmanager
     def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:

@@ -1,16 +1,27 @@
 -- Daily learning activity, per UTC calendar day with any activity:
 -- answers given (by answer time), distinct learners and lessons answered, correct answers,
 -- lessons started (by start date), certificates completed (by completion date).
-WITH answers AS (
+WITH per_learner_lesson_day AS (
+    -- narrows millions of answers to (day, learner, lesson) before the distinct counts
     SELECT
         CAST(timezone('UTC', answered_at) AS DATE) AS activity_date,
+        user_id,
+        lesson_id,
         count(*) AS answers,
-        count(*) FILTER (WHERE is_correct) AS correct_answers,
-        count(DISTINCT user_id) AS active_learners,
-        count(DISTINCT lesson_id) AS lessons_answered
+        count(*) FILTER (WHERE is_correct) AS correct_answers
     FROM analytics.stg_answers
     WHERE answered_at IS NOT NULL
-    GROUP BY 1
+    GROUP BY 1, 2, 3
+),
+answers AS (
+    SELECT
+        activity_date,
+        CAST(sum(answers) AS BIGINT) AS answers,
+        CAST(sum(correct_answers) AS BIGINT) AS correct_answers,
+        count(DISTINCT user_id) AS active_learners,
+        count(DISTINCT lesson_id) AS lessons_answered
+    FROM per_learner_lesson_day
+    GROUP BY activity_date
 ),
 starts AS (
     SELECT CAST(timezone('UTC', started_at) AS DATE) AS activity_date, count(*) AS lessons_started

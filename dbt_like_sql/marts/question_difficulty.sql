@@ -2,26 +2,31 @@
 -- their first attempt. A learner's first attempt at a question is their answer with the lowest attempt_index.
 -- first_attempt_correct_rate = correct / decided first answers (undecided answers, pending review, left out).
 -- The title comes from the catalogue when the question is found there, else from the latest answer.
-WITH first_answers AS (
-    SELECT *
+WITH per_learner AS (
+    -- one row per learner (progress record) and question: the first attempt's verdict, as a hash aggregate
+    -- (attempt_index is unique per record, quiz and question: the key of the answer)
+    SELECT
+        lesson_id,
+        quiz_type,
+        question_id,
+        arg_min({'is_correct': is_correct}, attempt_index).is_correct AS first_is_correct,
+        count(*) AS answers,
+        arg_max(question_title, answered_at) AS latest_title,
+        max(answered_at) AS latest_at
     FROM analytics.stg_answers
-    QUALIFY attempt_index = min(attempt_index) OVER (PARTITION BY active_lesson_id, quiz_type, question_id)
+    GROUP BY active_lesson_id, lesson_id, quiz_type, question_id
 ),
 per_question AS (
     SELECT
         lesson_id,
         quiz_type,
         question_id,
-        arg_max(question_title, answered_at) AS answered_title,
+        arg_max(latest_title, latest_at) AS answered_title,
         count(*) AS first_attempts,
-        count(is_correct) AS first_attempts_decided,
-        count(*) FILTER (WHERE is_correct) AS first_attempts_correct
-    FROM first_answers
-    GROUP BY lesson_id, quiz_type, question_id
-),
-all_answers AS (
-    SELECT lesson_id, quiz_type, question_id, count(*) AS answers
-    FROM analytics.stg_answers
+        count(first_is_correct) AS first_attempts_decided,
+        count(*) FILTER (WHERE first_is_correct) AS first_attempts_correct,
+        sum(answers) AS answers_all_attempts
+    FROM per_learner
     GROUP BY lesson_id, quiz_type, question_id
 ),
 catalogue AS (
@@ -40,7 +45,6 @@ SELECT
     p.first_attempts_decided,
     p.first_attempts_correct,
     p.first_attempts_correct / nullif(p.first_attempts_decided, 0) AS first_attempt_correct_rate,
-    a.answers AS answers_all_attempts
+    CAST(p.answers_all_attempts AS BIGINT) AS answers_all_attempts
 FROM per_question AS p
-JOIN all_answers AS a USING (lesson_id, quiz_type, question_id)
 LEFT JOIN catalogue AS c USING (lesson_id, quiz_type, question_id)
