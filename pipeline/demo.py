@@ -18,6 +18,7 @@ import duckdb
 import pandas as pd
 from dagster import DagsterInstance
 
+from pipeline.analytics import mart_summary
 from pipeline.instance import ensure_dagster_home
 from pipeline.stack import Stack, local_stack
 from pipeline.sync import SyncReport
@@ -27,16 +28,6 @@ from pipeline.webhooks.load import certificate_summary
 RAW_TABLES = ("active_lessons", "answers", "answer_results", "groups", "users", "group_members", "categories",
               "lesson_sessions", "lesson_session_registrations", "lessons", "lesson_questions",
               "certificate_events", "certificates")
-# Read from the published snapshot (data/demo/analytics.duckdb), where the marts are plain tables.
-MART_PREVIEWS = {
-    "Lesson funnel (top 5 lessons by learners started)":
-        "SELECT lesson_title, learners, started, in_progress, succeeded, failed, median_hours_to_success "
-        "FROM lesson_funnel ORDER BY started DESC LIMIT 5",
-    "Certificates per badge": "SELECT badge_name, certificates, active, expiring_within_30_days, expired "
-                              "FROM certificates_by_badge ORDER BY certificates DESC LIMIT 5",
-}
-
-
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scale", default="small", choices=["tiny", "small", "medium", "large"])
     parser.add_argument("--seed", type=int, default=42)
@@ -112,10 +103,8 @@ def _summary(stack: Stack, incremental: SyncReport, full_s: float, incremental_s
 
 
 def _marts(stack: Stack) -> None:
-    with duckdb.connect(str(stack.data_dir / "analytics.duckdb"), read_only=True) as conn:
-        for title, query in MART_PREVIEWS.items():
-            print(f"\n{title}")
-            print(conn.sql(query).df().to_string(index=False, max_colwidth=40))
+    print("\nA few marts, from the published data/demo/analytics.duckdb")
+    print(mart_summary(stack.data_dir))
 
 
 def _has_column(conn: duckdb.DuckDBPyConnection, table: str, column: str) -> bool:

@@ -40,14 +40,18 @@ class Stack:
             raise RuntimeError("the simulator could not deliver every certificate webhook within 60 s")
         return activity
 
+    def run_env(self) -> dict[str, str]:
+        # The marts judge "expired" and "expiring soon" as of the platform's clock, simulated here.
+        return {**self.env, "LESSONSYNC_ANALYTICS_AS_OF": self.sim.now().isoformat()}
+
     def sync(self, *, instance: DagsterInstance | None = None, **options: Any) -> SyncReport:
         """`run_sync` against this stack (options as run_sync's), LESSONSYNC_* set only meanwhile."""
-        with environment(self.env):
+        with environment(self.run_env()):
             return run_sync(instance=instance or DagsterInstance.ephemeral(), data_dir=self.data_dir, **options)
 
     def run_job(self, name: str, *, instance: DagsterInstance | None = None) -> SyncReport:
         """Any job of the code location (e.g. check_warehouse) against this stack."""
-        with environment(self.env):
+        with environment(self.run_env()):
             return run_job(name, instance=instance or DagsterInstance.ephemeral(), data_dir=self.data_dir)
 
 

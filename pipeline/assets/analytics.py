@@ -102,12 +102,12 @@ def analytics_models(
 
 @asset(
     key=PUBLISHED_KEY,
-    deps=[asset_key(m) for m in PROJECT.models.values()],
+    deps=[asset_key(m) for m in PROJECT.published],
     group_name=GROUP,
     kinds={"duckdb", "parquet"},
     pool=POOL,
-    description="What analysts query while syncs run: data/analytics.duckdb (every model, read-only copy, "
-    "swapped atomically) and data/marts/<mart>.parquet.",
+    description="What analysts query while syncs run: data/analytics.duckdb (a copy of every published model, "
+    "swapped atomically; open it read-only) and data/marts/<mart>.parquet.",
 )
 def analytics_published(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
     with warehouse.connect() as conn:

@@ -82,7 +82,9 @@ def test_dagster_asset_graph_follows_the_sql(project: AnalyticsProject) -> None:
         spec = analytics_models.specs_by_key[key]
         assert spec.group_name == "analytics" and set(spec.kinds) == {"duckdb"}
         assert spec.code_version == model.code_version
-    assert analytics_published.asset_deps[PUBLISHED_KEY] == keys
+    published = {AssetKey(["analytics", m.name]) for m in project.published}
+    assert analytics_published.asset_deps[PUBLISHED_KEY] == published
+    assert AssetKey(["analytics", "stg_answer_results"]) not in published  # publish: false in its YAML
     assert analytics_models.can_subset and analytics_models.op.pool == "warehouse"
     assert analytics_published.op.pool == "warehouse"
 

@@ -92,7 +92,8 @@ def test_publish_writes_every_model_and_every_mart(
         snapshot.close()
     manifest = json.loads((data_dir / "marts" / "_manifest.json").read_text())
     assert manifest["marts"]["lesson_funnel"] == {"file": "lesson_funnel.parquet", "rows": 3}
-    assert verify_published(project, data_dir) == ([], verify_published(project, data_dir)[1])
+    problems, rows = verify_published(project, data_dir)
+    assert problems == [] and rows["lesson_funnel"] == 3 and rows["learner_progress"] == 6
     assert not list(data_dir.rglob("*.tmp*"))
 
 
