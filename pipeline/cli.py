@@ -45,8 +45,9 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    if not args.verbose:  # one line per request is noise; lessonsync.source logs progress instead
-        logging.getLogger("httpx").setLevel(logging.WARNING)
+    if not args.verbose:  # per-request and migration lines are noise; lessonsync.source logs progress
+        for noisy in ("httpx", "alembic"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
     return int(module.run(args) or 0)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 from datetime import datetime
 
@@ -67,6 +68,10 @@ def run(args: argparse.Namespace) -> int:
         log.error("cannot listen on %s:%s (%s): choose another --port or stop what uses it", args.host, args.port, exc)
         return 2
     platform = build_platform(config)
+    # A large world is millions of long-lived objects: keep the collector off them (it doubles answer
+    # throughput). Only here, in a process that is nothing but the server: embedded simulators (tests,
+    # demo) share their process and must not freeze its objects.
+    gc.freeze()
     host, port = sock.getsockname()[:2]
     log.info("simulator listening on http://%s:%s (seed %s, scale %s, first page %s, order %s, faults %r, "
              "webhooks %s) %s", host, port, config.seed, config.scale, config.first_page, config.order,

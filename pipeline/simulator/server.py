@@ -4,7 +4,6 @@ handle exposing the simulated clock, faults, ground truth, counters and webhook 
 from __future__ import annotations
 
 import dataclasses
-import gc
 import logging
 import socket
 import threading
@@ -31,8 +30,6 @@ log = logging.getLogger("pipeline.simulator")
 def build_platform(config: SimulatorConfig) -> Platform:
     """World + tokens + faults, and the webhook sender (already fed the existing certificates) if configured."""
     platform = Platform(config)
-    if config.scale != "tiny":
-        gc.freeze()  # a large world is millions of long-lived objects: keep the collector off them
     if config.webhook_url:
         sender = WebhookSender(config.webhook_url, config.webhook_auth, config.webhook_source, seed=config.seed,
                                max_attempts=config.webhook_max_attempts, backoff_seconds=config.webhook_backoff_seconds,

@@ -53,15 +53,19 @@ class AnswerPlan:
                                      (("user_id", user_id), ("lesson_id", lesson_id)), 1)
 
 
-def _distinct_pairs(changed: pa.Table) -> pa.Table:
+def _distinct_pairs(changed: pa.Table) -> tuple[pa.Table, dict[str, pa.Array]]:
+    """Distinct pairs as int32 codes (cheap to group and filter at a million rows), plus the id of each code."""
     missing = {"user_id", "lesson_id"} - set(changed.column_names)
     if missing:
         raise ValueError(f"changed pairs need columns user_id and lesson_id; missing {sorted(missing)}")
-    pairs = changed.select(["user_id", "lesson_id"]).cast(pa.schema([("user_id", pa.string()),
-                                                                    ("lesson_id", pa.string())]))
-    if pairs.column("user_id").null_count or pairs.column("lesson_id").null_count:
-        raise ValueError("changed pairs contain a null user_id or lesson_id; they cannot address answers")
-    return pairs.group_by(["user_id", "lesson_id"]).aggregate([])
+    names, codes = {}, {}
+    for column in ("user_id", "lesson_id"):
+        values = changed.column(column).cast(pa.string()).combine_chunks()
+        if values.null_count:
+            raise ValueError("changed pairs contain a null user_id or lesson_id; they cannot address answers")
+        encoded = pc.dictionary_encode(values)
+        names[column], codes[column] = encoded.dictionary, encoded.indices
+    return pa.table(codes).group_by(["user_id", "lesson_id"]).aggregate([]), names
 
 
 def _ratios(remaining: pa.Table, column: str, totals: pa.Table, page_size: int) -> pa.Table:
@@ -76,7 +80,7 @@ def _ratios(remaining: pa.Table, column: str, totals: pa.Table, page_size: int) 
 
 def plan_answer_requests(changed: pa.Table, page_size: int) -> AnswerPlan:
     """The bucketed-greedy plan covering every (user_id, lesson_id) of `changed` (duplicates allowed)."""
-    remaining = _distinct_pairs(changed)
+    remaining, names = _distinct_pairs(changed)
     totals = {c: remaining.group_by(c).aggregate([([], "count_all")]).rename_columns([c, "total"])
               for c in ("lesson_id", "user_id")}
     streams = {"lesson_id": "answers_by_lesson", "user_id": "answers_by_user"}
@@ -91,9 +95,10 @@ def plan_answer_requests(changed: pa.Table, page_size: int) -> AnswerPlan:
             chosen = table.filter(pc.less_equal(table.column("ratio"), limit))
             if chosen.num_rows == 0:
                 continue
-            for value, covers in zip(chosen.column(column).to_pylist(), chosen.column("covers").to_pylist(),
-                                     strict=True):
+            values = names[column].take(chosen.column(column).combine_chunks())
+            for value, covers in zip(values.to_pylist(), chosen.column("covers").to_pylist(), strict=True):
                 grouped.append(PlannedRequest(streams[column], ((column, value),), covers))
             remaining = remaining.filter(pc.invert(pc.is_in(remaining.column(column), chosen.column(column))))
     grouped.sort(key=lambda r: -r.covers)
-    return AnswerPlan(grouped, remaining)
+    leftovers = pa.table({c: names[c].take(remaining.column(c).combine_chunks()) for c in ("user_id", "lesson_id")})
+    return AnswerPlan(grouped, leftovers)
