@@ -12,7 +12,9 @@ import uvicorn
 from pipeline.settings import DEFAULT_APP_SECRET
 from pipeline.simulator.config import DEFAULT_START, SCALES, SimulatorConfig, redact_url
 from pipeline.simulator.faults import parse_faults
-from pipeline.simulator.server import build_platform, listening_socket, uvicorn_config
+from pipeline.serving import listening_socket
+from pipeline.simulator.app import build_app
+from pipeline.simulator.server import UVICORN_OPTIONS, build_platform
 
 log = logging.getLogger("pipeline.simulator")
 
@@ -77,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
              "webhooks %s) %s", host, port, config.seed, config.scale, config.first_page, config.order,
              str(platform.faults.spec), redact_url(config.webhook_url) or "off", platform.world.counts())
     try:
-        uvicorn.Server(uvicorn_config(platform)).run(sockets=[sock])
+        uvicorn.Server(uvicorn.Config(build_app(platform), log_level="warning", access_log=False, lifespan="off",
+                                      **UVICORN_OPTIONS)).run(sockets=[sock])
     except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it handled: a normal stop, not an error
         pass
     finally:

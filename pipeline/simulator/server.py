@@ -5,16 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-import uvicorn
-
+from pipeline.serving import ThreadedServer
 from pipeline.simulator.app import build_app
 from pipeline.simulator.certificates import CertificateEvent, CertificateStore
 from pipeline.simulator.config import SimulatorConfig
@@ -44,26 +40,15 @@ def build_platform(config: SimulatorConfig) -> Platform:
     return platform
 
 
-def listening_socket(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    return sock
-
-
-def uvicorn_config(platform: Platform) -> uvicorn.Config:
-    # Date comes from the simulated clock (middleware), so uvicorn's own wall-clock Date is off
-    return uvicorn.Config(build_app(platform), log_level="warning", access_log=False, lifespan="off",
-                          date_header=False, server_header=False, timeout_keep_alive=30)
+# Date comes from the simulated clock (middleware), so uvicorn's own wall-clock Date is off.
+UVICORN_OPTIONS = {"date_header": False, "server_header": False, "timeout_keep_alive": 30}
 
 
 class SimulatorHandle:
-    def __init__(self, platform: Platform, server: uvicorn.Server, thread: threading.Thread, base_url: str) -> None:
+    def __init__(self, platform: Platform, server: ThreadedServer) -> None:
         self.platform = platform
         self._server = server
-        self._thread = thread
-        self.base_url = base_url
+        self.base_url = server.base_url
 
     def __repr__(self) -> str:
         return f"SimulatorHandle(base_url={self.base_url!r}, config={self.platform.config!r})"
@@ -106,8 +91,7 @@ class SimulatorHandle:
         return {} if self.platform.webhooks is None else self.platform.webhooks.stats()
 
     def stop(self) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout=15)
+        self._server.stop()
         if self.platform.webhooks is not None:
             self.platform.webhooks.close()
 
@@ -116,18 +100,8 @@ def launch(config: SimulatorConfig | None = None, **overrides: Any) -> Simulator
     """Start a simulator on a background thread and return once it accepts connections."""
     config = dataclasses.replace(config or SimulatorConfig(), **overrides)
     platform = build_platform(config)
-    sock = listening_socket(config.host, config.port)
-    host, port = sock.getsockname()[:2]
-    server = uvicorn.Server(uvicorn_config(platform))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="simulator", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError(f"the simulator did not start on {host}:{port}; see the uvicorn log above")
-        time.sleep(0.005)
-    url_host = f"[{host}]" if ":" in host else host
-    handle = SimulatorHandle(platform, server, thread, f"http://{url_host}:{port}")
+    server = ThreadedServer(build_app(platform), config.host, config.port, name="simulator", **UVICORN_OPTIONS)
+    handle = SimulatorHandle(platform, server.start())
     log.info("simulator listening on %s (seed %s, scale %s, %s)", handle.base_url, config.seed, config.scale,
              platform.world.counts())
     return handle

@@ -60,11 +60,12 @@ def _distinct_pairs(changed: pa.Table) -> tuple[pa.Table, dict[str, pa.Array]]:
         raise ValueError(f"changed pairs need columns user_id and lesson_id; missing {sorted(missing)}")
     names, codes = {}, {}
     for column in ("user_id", "lesson_id"):
-        values = changed.column(column).cast(pa.string()).combine_chunks()
+        values = changed.column(column).cast(pa.string())
         if values.null_count:
             raise ValueError("changed pairs contain a null user_id or lesson_id; they cannot address answers")
-        encoded = pc.dictionary_encode(values)
-        names[column], codes[column] = encoded.dictionary, encoded.indices
+        encoded = pc.dictionary_encode(values)  # chunk by chunk, one dictionary for all: no copy of the ids
+        codes[column] = pa.chunked_array([chunk.indices for chunk in encoded.chunks], type=pa.int32())
+        names[column] = encoded.chunks[0].dictionary if encoded.num_chunks else pa.array([], pa.string())
     return pa.table(codes).group_by(["user_id", "lesson_id"]).aggregate([]), names
 
 
@@ -101,4 +102,5 @@ def plan_answer_requests(changed: pa.Table, page_size: int) -> AnswerPlan:
             remaining = remaining.filter(pc.invert(pc.is_in(remaining.column(column), chosen.column(column))))
     grouped.sort(key=lambda r: -r.covers)
     leftovers = pa.table({c: names[c].take(remaining.column(c).combine_chunks()) for c in ("user_id", "lesson_id")})
+    pa.default_memory_pool().release_unused()  # the group-bys' scratch memory, back to the OS
     return AnswerPlan(grouped, leftovers)

@@ -18,7 +18,7 @@ from starlette.routing import Route
 
 from pipeline.settings import DEFAULT_APP_SECRET
 from pipeline.simulator import SimulatorHandle
-from pipeline.simulator.server import listening_socket
+from pipeline.serving import listening_socket
 
 
 def enc(value: str) -> str:
