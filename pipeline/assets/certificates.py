@@ -20,9 +20,9 @@ from dagster import (
 
 from pipeline.resources import WarehouseResource
 from pipeline.source.tables import TableSpec
+from pipeline.warehouse.arrow_types import field_type
 from pipeline.webhooks.load import LoadStats, load_certificate_events, scalar
 from pipeline.webhooks.resource import InboxResource
-from pipeline.webhooks.sql import duckdb_type
 from pipeline.webhooks.tables import CERTIFICATE_EVENTS, CERTIFICATES
 
 GROUP = "certificates"
@@ -33,7 +33,7 @@ CERTIFICATES_KEY = AssetKey(["lms", CERTIFICATES.name])
 
 
 def _spec(key: AssetKey, table: TableSpec) -> AssetSpec:
-    columns = [TableColumn(field.name, duckdb_type(field)) for field in table.schema]
+    columns = [TableColumn(field.name, field_type(field, table.name)) for field in table.schema]
     return AssetSpec(
         key=key,
         group_name=GROUP,

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import pyarrow as pa
 
 from pipeline.source.tables import TableSpec
 from pipeline.webhooks.tables import CERTIFICATE_EVENTS, PAYLOAD_FIELDS
+from pipeline.warehouse.arrow_types import field_type
 
 CREATE_STATE = """
 CREATE TABLE IF NOT EXISTS lms.certificate_inbox_state (
@@ -35,24 +35,9 @@ COUNT_BY_STATE = "SELECT state, count(*) FROM lms.certificates GROUP BY state OR
 COUNT_EVENTS_BY_TYPE = "SELECT event_type, count(*) FROM lms.certificate_events GROUP BY event_type ORDER BY 1"
 
 
-def duckdb_type(field: pa.Field) -> str:
-    if field.metadata and field.metadata.get(b"json") == b"1":
-        return "JSON"
-    kind = field.type
-    if pa.types.is_list(kind):
-        return duckdb_type(kind.value_field) + "[]"
-    for check, name in (
-        (pa.types.is_string, "VARCHAR"), (pa.types.is_timestamp, "TIMESTAMPTZ"), (pa.types.is_boolean, "BOOLEAN"),
-        (pa.types.is_float64, "DOUBLE"), (pa.types.is_int64, "BIGINT"),
-    ):
-        if check(kind):
-            return name
-    raise TypeError(f"column {field.name}: no DuckDB type mapped for Arrow type {kind}")
-
-
 def create_table(spec: TableSpec, extra_columns: list[str]) -> str:
     columns = [
-        f"{f.name} {duckdb_type(f)}{'' if f.nullable else ' NOT NULL'}" for f in spec.schema
+        f"{f.name} {field_type(f, spec.name)}{'' if f.nullable else ' NOT NULL'}" for f in spec.schema
     ] + extra_columns + [f"PRIMARY KEY ({', '.join(spec.key)})"]
     return f"CREATE TABLE IF NOT EXISTS lms.{spec.name} (\n    " + ",\n    ".join(columns) + "\n)"
 

@@ -159,7 +159,7 @@ def test_sql_error_names_the_file_and_keeps_previous_table(
 
 
 def test_documented_column_missing_from_the_select(tmp_path: Path, numbers_db: duckdb.DuckDBPyConnection) -> None:
-    project = tiny_project(tmp_path)
+    tiny_project(tmp_path)
     (tmp_path / "models" / "marts" / "big.yml").write_text("columns:\n  generation: {description: typo}\n")
     (result,) = build_models(numbers_db, load_project(tmp_path / "models"))
     assert result.status == "failed"
