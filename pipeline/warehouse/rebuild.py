@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import duckdb
 
 from pipeline.warehouse.catalog import read_catalog
 from pipeline.warehouse.connection import ConnectionSettings, open_connection
@@ -29,8 +32,10 @@ class RebuildReport:
     backup: Path | None = None
 
 
-def rebuild_into(lake_dir: Path, target: Path, settings: ConnectionSettings, strategy: str) -> RebuildReport:
-    """Build a new warehouse file at `target` (which must not exist) from the lake."""
+def rebuild_into(lake_dir: Path, target: Path, settings: ConnectionSettings, strategy: str,
+                 also: Callable[[duckdb.DuckDBPyConnection], None] | None = None) -> RebuildReport:
+    """Build a new warehouse file at `target` (which must not exist) from the lake; `also` then fills
+    what has its own durable log instead of the lake (the certificate inbox), before the file is swapped in."""
     started = time.monotonic()
     if target.exists():
         raise WarehouseError(f"{target} already exists; rebuild into a new path, or remove it first.")
@@ -46,6 +51,8 @@ def rebuild_into(lake_dir: Path, target: Path, settings: ConnectionSettings, str
         for _, path in manifests:
             plan, recorded = from_json(path.read_bytes(), str(path))
             replay(conn, plan, recorded, lake_dir, strategy)
+        if also is not None:
+            also(conn)
         rows = {t.name: conn.execute(f"SELECT count(*) FROM {table_ref(t.name)}").fetchone()[0]
                 for t in read_catalog(conn)}
         conn.execute("CHECKPOINT")
@@ -58,7 +65,8 @@ def rebuild_into(lake_dir: Path, target: Path, settings: ConnectionSettings, str
 
 
 def rebuild_in_place(warehouse: Path, lake_dir: Path, settings: ConnectionSettings, strategy: str, *,
-                     backup: bool = True) -> RebuildReport:
+                     backup: bool = True, also: Callable[[duckdb.DuckDBPyConnection], None] | None = None
+                     ) -> RebuildReport:
     """Rebuild `warehouse` from the lake and swap it in; keep the old file as <name>.before-rebuild."""
     fresh = warehouse.with_name(warehouse.name + ".rebuilt")
     _remove_database(fresh)
@@ -66,7 +74,7 @@ def rebuild_in_place(warehouse: Path, lake_dir: Path, settings: ConnectionSettin
     try:
         if holder is not None:
             holder.execute("CHECKPOINT")  # the old file's WAL must not outlive it next to the new file
-        report = rebuild_into(lake_dir, fresh, settings, strategy)
+        report = rebuild_into(lake_dir, fresh, settings, strategy, also)
     finally:
         if holder is not None:
             holder.close()
