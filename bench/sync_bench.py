@@ -1,0 +1,206 @@
+"""Benchmark of the whole sync (not a test), issue 4's closing note: against ONE simulator started once,
+a full sync into a fresh data dir, then at once a no-change incremental sync, then after
+`POST /_sim/advance?hours=24` (~1% of active lessons change) a 1%-change incremental sync. Per run: wall
+time, rows and rows/s per stream, requests, peak RSS of the sync process, and the Dagster run's time
+outside the assets (run start/stop overhead, from the event log's step timings).
+
+Each sync runs in its own child process (`pipeline.sync.run_sync` on an ephemeral instance), so the peak
+RSS is the sync's own (os.wait4), never the simulator's. Results go to bench/results/sync_<scale>.json
+after every run, so an interrupted benchmark keeps what it measured.
+
+    .venv/bin/python -m bench.sync_bench --scale large                     # raw tables + certificates
+    .venv/bin/python -m bench.sync_bench --scale small --select group:progress --select 'key:lms/*'
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.client_bench import free_port
+
+RESULTS = Path(__file__).resolve().parent / "results"
+STREAMS = ("active_lessons", "answers", "answer_results")
+RUN_KINDS = ("full", "no_change", "one_percent")
+
+
+def start_simulator(scale: str, port: int) -> subprocess.Popen[bytes]:
+    command = [sys.executable, "-m", "pipeline.cli", "simulate", "--host", "127.0.0.1", "--port", str(port),
+               "--scale", scale, "--seed", "42"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    while True:
+        if process.poll() is not None:
+            raise SystemExit(f"simulator exited early: {process.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/v1/categories", timeout=1)
+            return process
+        except httpx.HTTPError:
+            time.sleep(0.5)
+
+
+def sync_child(select: list[str]) -> dict[str, Any]:
+    """Runs in the child: one sync, its materialization metadata and the run's step timings."""
+    from dagster import DagsterEventType, DagsterInstance
+
+    from pipeline.sync import run_sync
+
+    instance = DagsterInstance.ephemeral()
+    began = time.perf_counter()
+    report = run_sync(select=select, data_dir=Path(os.environ["LESSONSYNC_DATA_DIR"]), instance=instance)
+    seconds = time.perf_counter() - began
+    if not report.success:
+        raise SystemExit(f"sync failed: {report.error}")
+    stamps: dict[str, list[float]] = {}
+    step_seconds = 0.0
+    for record in instance.all_logs(report.run_id):
+        event = record.dagster_event
+        if event is None:
+            continue
+        stamps.setdefault(event.event_type_value, []).append(record.timestamp)
+        if event.event_type == DagsterEventType.STEP_SUCCESS:
+            step_seconds += event.event_specific_data.duration_ms / 1000
+    run_start, run_end = stamps["PIPELINE_START"][0], stamps["PIPELINE_SUCCESS"][-1]
+    return {"run_seconds": round(seconds, 2), "dagster_run_seconds": round(run_end - run_start, 2),
+            "step_seconds": round(step_seconds, 2), "failed_checks": report.failed_checks,
+            "materializations": report.materializations}
+
+
+def run_sync_child(select: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """One sync in a child process; its report plus wall time and the child's own peak RSS."""
+    args = [sys.executable, "-m", "bench.sync_bench", "--child"] + [f"--select={s}" for s in select]
+    began = time.perf_counter()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        child = subprocess.Popen(args, stdout=out, stderr=err, env=env)
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - began
+        if os.waitstatus_to_exitcode(status) != 0:
+            err.seek(0)
+            raise RuntimeError(f"sync child failed ({os.waitstatus_to_exitcode(status)}): "
+                               f"{err.read().decode(errors='replace')[-3000:]}")
+        out.seek(0)
+        report = json.loads(out.read())
+    report["process_seconds"] = round(wall, 2)  # includes the imports and building the definitions
+    report["peak_rss_mib"] = round(usage.ru_maxrss / 1024, 1)  # Linux: kilobytes
+    return summarize(report)
+
+
+def summarize(report: dict[str, Any]) -> dict[str, Any]:
+    """Per stream: rows fetched, rows/s, requests; the run's total requests are counted once per stream."""
+    streams: dict[str, Any] = {}
+    requests_by_load: dict[tuple[str, str], int] = {}  # tables of one load share its request count
+    for key, meta in report.pop("materializations").items():
+        table = key.split("/")[-1]
+        fetched = meta.get("rows_fetched", meta.get("events_loaded"))
+        streams[table] = {name: meta.get(name) for name in
+                          ("rows_fetched", "rows_per_second", "rows_inserted", "rows_updated", "rows_deleted",
+                           "requests", "retries", "duration_s") if meta.get(name) is not None}
+        if fetched is not None:
+            streams[table]["rows_fetched"] = fetched
+        if meta.get("requests") is not None:
+            requests_by_load[(str(meta.get("cursor_after")), str(meta.get("duration_s")))] = meta["requests"]
+    report["streams"] = streams
+    report["requests"] = sum(requests_by_load.values())
+    report["rows_fetched"] = sum(stream.get("rows_fetched", 0) for stream in streams.values())
+    report["outside_steps_seconds"] = round(report["dagster_run_seconds"] - report["step_seconds"], 2)
+    return report
+
+
+def bench_selection(select: list[str], base_url: str, work_dir: Path, label: str,
+                    save: Any) -> dict[str, Any]:
+    data_dir = work_dir / label
+    env = {**os.environ, "LESSONSYNC_BASE_URL": base_url, "LESSONSYNC_DATA_DIR": str(data_dir),
+           "DAGSTER_HOME": str(work_dir / f"{label}_dagster_home")}
+    Path(env["DAGSTER_HOME"]).mkdir(parents=True, exist_ok=True)
+    runs: dict[str, Any] = {"select": select}
+    for kind in RUN_KINDS:
+        if kind == "one_percent":
+            activity = httpx.post(f"{base_url}/_sim/advance", params={"hours": 24}, timeout=600).json()
+            runs["advance_activity"] = activity.get("activity")
+        print(f"[{label}] {kind} sync ...", file=sys.stderr, flush=True)
+        runs[kind] = run_sync_child(select, env)
+        print(f"[{label}] {kind}: {runs[kind]['process_seconds']} s, peak {runs[kind]['peak_rss_mib']} MiB",
+              file=sys.stderr, flush=True)
+        save(label, runs)
+    full = runs["full"]["run_seconds"]
+    for kind in RUN_KINDS[1:]:
+        runs[kind]["share_of_full"] = round(runs[kind]["run_seconds"] / full, 4)
+    save(label, runs)
+    return runs
+
+
+def markdown(results: dict[str, Any]) -> str:
+    lines = ["| selection | run | wall s (run / process) | outside steps s | rows fetched | requests | "
+             "peak RSS MiB | share of full | rows/s: " + ", ".join(STREAMS) + " |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for label, runs in results["selections"].items():
+        for kind in RUN_KINDS:
+            run = runs.get(kind)
+            if run is None:
+                continue
+            rates = ", ".join(f"{run['streams'].get(t, {}).get('rows_per_second', '-')}" for t in STREAMS)
+            lines.append(f"| {label} | {kind} | {run['run_seconds']} / {run['process_seconds']} | "
+                         f"{run['outside_steps_seconds']} | {run['rows_fetched']:,} | {run['requests']:,} | "
+                         f"{run['peak_rss_mib']} | {run.get('share_of_full', '-')} | {rates} |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scale", default="large", choices=["tiny", "small", "medium", "large"])
+    parser.add_argument("--repeat", type=int, default=1, help="rounds, each on a fresh data dir")
+    parser.add_argument("--select", action="append", default=[],
+                        help="asset selection, one benchmark sequence each (default 'key:lms/*'); repeatable")
+    parser.add_argument("--work-dir", type=Path, help="data dirs go here (default: a temp dir, removed after)")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    selections = args.select or ["key:lms/*"]
+    if args.child:
+        print(json.dumps(sync_child(selections), default=str))
+        return 0
+    with tempfile.TemporaryDirectory(prefix="sync_bench_", dir=args.work_dir) as work:
+        results = run_all(args.scale, selections, args.repeat, Path(work))
+    print(markdown(results))
+    return 0
+
+
+def run_all(scale: str, selections: list[str], repeat: int, work_dir: Path) -> dict[str, Any]:
+    port = free_port()
+    began = time.perf_counter()
+    server = start_simulator(scale, port)
+    base_url = f"http://127.0.0.1:{port}"
+    results: dict[str, Any] = {
+        "scale": scale, "date": date.today().isoformat(), "cpus": os.cpu_count(),
+        "load_average_at_start": os.getloadavg(), "simulator_startup_s": round(time.perf_counter() - began, 1),
+        "duckdb_memory_limit": os.environ.get("LESSONSYNC_DUCKDB_MEMORY_LIMIT", "default"),
+        "counts": httpx.get(f"{base_url}/_sim/counts", timeout=60).json(), "selections": {}}
+    out = RESULTS / f"sync_{scale}.json"
+
+    def save(label: str, runs: dict[str, Any]) -> None:
+        results["selections"][label] = runs
+        results["load_average_now"] = os.getloadavg()
+        out.write_text(json.dumps(results, indent=2, default=str))
+
+    try:
+        for round_number in range(repeat):
+            for select in selections:
+                label = select if repeat == 1 else f"{select} #{round_number + 1}"
+                bench_selection([select], base_url, work_dir, label.replace("/", "_").replace(":", "_")
+                                .replace("*", "all").replace(" #", "_"), save)
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    return results
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
