@@ -40,10 +40,10 @@ from pipeline.analytics.lineage import MODEL_SCHEMA
 from pipeline.analytics.models import load_project
 from pipeline.analytics.publish import publish
 from pipeline.analytics.verify import verify_published
+from pipeline.assets.common import POOL
 from pipeline.resources import WarehouseResource
 
 AS_OF_ENV = "LESSONSYNC_ANALYTICS_AS_OF"  # default `as_of` when the run config gives none (e.g. the demo's clock)
-POOL = "warehouse"
 PUBLISHED_KEY = AssetKey([MODEL_SCHEMA, "published"])
 
 PROJECT = load_project()  # files only; a broken model fails the code location's load, naming file and table

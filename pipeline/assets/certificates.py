@@ -18,6 +18,7 @@ from dagster import (
     multi_asset,
 )
 
+from pipeline.assets.common import OWNERS, POOL
 from pipeline.resources import WarehouseResource
 from pipeline.source.tables import TableSpec
 from pipeline.warehouse.arrow_types import field_type
@@ -26,8 +27,6 @@ from pipeline.webhooks.resource import InboxResource
 from pipeline.webhooks.tables import CERTIFICATE_EVENTS, CERTIFICATES
 
 GROUP = "certificates"
-OWNERS = ["team:data-platform"]
-POOL = "warehouse"  # DuckDB has one writer; same pool as every asset that writes the warehouse
 EVENTS_KEY = AssetKey(["lms", CERTIFICATE_EVENTS.name])
 CERTIFICATES_KEY = AssetKey(["lms", CERTIFICATES.name])
 

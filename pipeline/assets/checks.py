@@ -16,7 +16,7 @@ from dagster import (
     multi_asset_check,
 )
 
-from pipeline.assets.progress import POOL, lms_key
+from pipeline.assets.common import POOL, lms_key
 from pipeline.resources import WarehouseResource
 from pipeline.source import TABLES
 from pipeline.source.catalog import ANSWER_KEY

@@ -3,8 +3,9 @@
 from collections.abc import Iterator
 
 import pyarrow as pa
-from dagster import AssetExecutionContext, AssetKey, AssetSpec, MaterializeResult, asset, multi_asset
+from dagster import AssetExecutionContext, AssetSpec, MaterializeResult, asset, multi_asset
 
+from pipeline.assets.common import OWNERS, POOL, lms_key, ready_warehouse
 from pipeline.assets.loading import load_stream, table_metadata
 from pipeline.freshness import progress_freshness
 from pipeline.partitions import one_sweep, updated_daily
@@ -12,14 +13,6 @@ from pipeline.resources import PlatformResource, WarehouseResource
 from pipeline.source import TABLES
 from pipeline.warehouse import Warehouse
 from pipeline.windows import Window
-
-OWNERS = ["team:data-engineering"]
-POOL = "warehouse"
-
-
-def lms_key(table: str) -> AssetKey:
-    return AssetKey(["lms", table])
-
 
 @asset(
     key=lms_key("active_lessons"),
@@ -36,7 +29,7 @@ def active_lessons(
     context: AssetExecutionContext, platform: PlatformResource, warehouse: WarehouseResource
 ) -> MaterializeResult:
     """Where every learner stands on every lesson: progress, score, success, time spent."""
-    wh = _ready(warehouse)
+    wh = ready_warehouse(warehouse)
     with platform.client() as client:
         done = load_stream(context, wh, client, "active_lessons",
                            lambda window: client.iter_stream("active_lessons", updated_since=window.since))
@@ -61,7 +54,7 @@ def answers(
     context: AssetExecutionContext, platform: PlatformResource, warehouse: WarehouseResource
 ) -> Iterator[MaterializeResult]:
     """Every answer of every attempt (entry and exit quizzes), fetched only for lessons that changed."""
-    wh = _ready(warehouse)
+    wh = ready_warehouse(warehouse)
     with platform.client() as client:
 
         def fetch(window: Window):
@@ -79,10 +72,3 @@ def changed_active_lessons(wh: Warehouse, window: Window) -> pa.Table:
     where, params = ("", []) if window.since is None else ("WHERE last_date >= ?", [window.since])
     with wh.connect(read_only=True) as conn:
         return conn.sql(f"SELECT user_id, lesson_id FROM lms.active_lessons {where}", params=params).to_arrow_table()
-
-
-def _ready(warehouse: WarehouseResource) -> Warehouse:
-    wh = warehouse.warehouse()
-    wh.path.parent.mkdir(parents=True, exist_ok=True)
-    wh.ensure_tables(TABLES.values())
-    return wh

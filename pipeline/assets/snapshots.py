@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from dagster import AssetExecutionContext, AssetSpec, AssetsDefinition, MaterializeResult, multi_asset
 
 from pipeline.assets.loading import load_stream, table_metadata
-from pipeline.assets.progress import OWNERS, POOL, _ready, lms_key
+from pipeline.assets.common import OWNERS, POOL, lms_key, ready_warehouse
 from pipeline.resources import PlatformResource, WarehouseResource
 from pipeline.source import TABLES
 from pipeline.windows import Window
@@ -41,7 +41,7 @@ def snapshot_asset(snapshot: Snapshot) -> AssetsDefinition:
     def _sync(
         context: AssetExecutionContext, platform: PlatformResource, warehouse: WarehouseResource
     ) -> Iterator[MaterializeResult]:
-        wh = _ready(warehouse)
+        wh = ready_warehouse(warehouse)
         with platform.client() as client:
             done = load_stream(context, wh, client, snapshot.stream,
                                lambda _: client.iter_stream(snapshot.stream),
