@@ -83,10 +83,11 @@ def run_sync_child(select: list[str], env: dict[str, str]) -> dict[str, Any]:
         child = subprocess.Popen(args, stdout=out, stderr=err, env=env)
         _, status, usage = os.wait4(child.pid, 0)
         wall = time.perf_counter() - began
-        if os.waitstatus_to_exitcode(status) != 0:
+        if os.waitstatus_to_exitcode(status) != 0:  # a failed sync is a finding: keep its time and memory
             err.seek(0)
-            raise RuntimeError(f"sync child failed ({os.waitstatus_to_exitcode(status)}): "
-                               f"{err.read().decode(errors='replace')[-3000:]}")
+            last_lines = err.read().decode(errors="replace").strip().splitlines()[-12:]
+            return {"error": "\n".join(last_lines), "process_seconds": round(wall, 2),
+                    "peak_rss_mib": round(usage.ru_maxrss / 1024, 1)}
         out.seek(0)
         report = json.loads(out.read())
     report["process_seconds"] = round(wall, 2)  # includes the imports and building the definitions
@@ -128,6 +129,10 @@ def bench_selection(select: list[str], base_url: str, work_dir: Path, label: str
             runs["advance_activity"] = activity.get("activity")
         print(f"[{label}] {kind} sync ...", file=sys.stderr, flush=True)
         runs[kind] = run_sync_child(select, env)
+        if "error" in runs[kind]:
+            print(f"[{label}] {kind} FAILED: {runs[kind]['error']}", file=sys.stderr, flush=True)
+            save(label, runs)
+            return runs
         print(f"[{label}] {kind}: {runs[kind]['process_seconds']} s, peak {runs[kind]['peak_rss_mib']} MiB",
               file=sys.stderr, flush=True)
         save(label, runs)
@@ -146,6 +151,10 @@ def markdown(results: dict[str, Any]) -> str:
         for kind in RUN_KINDS:
             run = runs.get(kind)
             if run is None:
+                continue
+            if "error" in run:
+                lines.append(f"| {label} | {kind} | FAILED after {run['process_seconds']} s | | | | "
+                             f"{run['peak_rss_mib']} | | {run['error'].splitlines()[-1][:120]} |")
                 continue
             rates = ", ".join(f"{run['streams'].get(t, {}).get('rows_per_second', '-')}" for t in STREAMS)
             lines.append(f"| {label} | {kind} | {run['run_seconds']} / {run['process_seconds']} | "
@@ -183,7 +192,8 @@ def run_all(scale: str, selections: list[str], repeat: int, work_dir: Path) -> d
         "load_average_at_start": os.getloadavg(), "simulator_startup_s": round(time.perf_counter() - began, 1),
         "duckdb_memory_limit": os.environ.get("LESSONSYNC_DUCKDB_MEMORY_LIMIT", "default"),
         "counts": httpx.get(f"{base_url}/_sim/counts", timeout=60).json(), "selections": {}}
-    out = RESULTS / f"sync_{scale}.json"
+    memory_limit = os.environ.get("LESSONSYNC_DUCKDB_MEMORY_LIMIT")  # a second data point, kept apart
+    out = RESULTS / (f"sync_{scale}_mem{memory_limit}.json" if memory_limit else f"sync_{scale}.json")
 
     def save(label: str, runs: dict[str, Any]) -> None:
         results["selections"][label] = runs

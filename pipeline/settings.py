@@ -6,6 +6,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
+import psutil
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -32,7 +33,11 @@ class Settings(BaseSettings):
     request_timeout: float = Field(30.0, gt=0, description="Seconds per HTTP request (connect, read, write).")
     max_attempts: int = Field(6, ge=1, le=20, description="Tries per request before giving up.")
     retry_max_wait: float = Field(60.0, gt=0, description="Cap in seconds on one backoff or Retry-After wait.")
-    duckdb_memory_limit: str = Field("2GB", description="DuckDB memory_limit; bigger merges spill to disk.")
+    duckdb_memory_limit: str = Field(
+        default_factory=lambda: default_memory_limit(),
+        description="DuckDB memory_limit (default 75% of RAM); bigger merges spill to disk, but the primary-key "
+        "index of a first load of ~10M answers needs several GB that do not spill (see docs/BENCHMARKS.md).",
+    )
     duckdb_temp_directory: Path | None = Field(
         None, description="Where DuckDB spills; default: <warehouse file>.tmp next to the warehouse."
     )
@@ -52,6 +57,12 @@ class Settings(BaseSettings):
     @property
     def inbox_path(self) -> Path:
         return self.data_dir / "inbox.sqlite3"
+
+
+def default_memory_limit() -> str:
+    # DuckDB's ART primary-key index ignores memory_limit while a big transaction builds it: a limit far below
+    # what the index needs ends in a fatal "failed to pin block" at COMMIT instead of a spill.
+    return f"{max(1, int(psutil.virtual_memory().total * 0.75 / 2**30))}GB"
 
 
 def load_settings(**overrides: object) -> Settings:
