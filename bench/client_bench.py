@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,64 +25,20 @@ from typing import Any
 
 import httpx
 
+from bench.common import CpuMeter, free_port, run_measured, start_simulator
 from pipeline.settings import DEFAULT_APP_SECRET
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PHASES = ("active_lessons", "answers")
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_simulator(scale: str, latency_ms: float, port: int) -> subprocess.Popen[bytes]:
-    command = [sys.executable, "-m", "pipeline.cli", "simulate", "--host", "127.0.0.1", "--port", str(port),
-               "--scale", scale, "--seed", "42", "--faults", f"latency_ms={latency_ms}"]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    while True:
-        if process.poll() is not None:
-            raise SystemExit(f"simulator exited early: {process.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/v1/categories", timeout=1)
-            return process
-        except httpx.HTTPError:
-            time.sleep(0.3)
-
-
-class CpuMeter:
-    """CPU seconds spent by this process and by the simulator during one phase: on a shared machine
-    these do not depend on how busy the other processes are, unlike wall time."""
-
-    def __init__(self, server_pid: int) -> None:
-        import psutil
-
-        self._server = psutil.Process(server_pid)
-        self._start = self._read()
-
-    def _read(self) -> tuple[float, float]:
-        server = self._server.cpu_times()
-        return time.process_time(), server.user + server.system
-
-    def done(self) -> dict[str, float]:
-        own, server = self._read()
-        return {"cpu_s": round(own - self._start[0], 2), "server_cpu_s": round(server - self._start[1], 2)}
-
-
 def run_child(args: list[str]) -> dict[str, Any]:
     """Runs this module as a child with `args`; its JSON report plus its own peak RSS."""
-    with tempfile.TemporaryFile() as out:
-        child = subprocess.Popen([sys.executable, "-m", "bench.client_bench", *args], stdout=out)
-        _, status, usage = os.wait4(child.pid, 0)
-        child.returncode = os.waitstatus_to_exitcode(status)
-        if child.returncode != 0:
-            raise SystemExit(f"child {args[:2]} failed with exit code {child.returncode}")
-        out.seek(0)
-        report = json.loads(out.read())
-    report["peak_rss_mib"] = round(usage.ru_maxrss / 1024, 1)  # Linux: kilobytes
+    child = run_measured([sys.executable, "-m", "bench.client_bench", *args])
+    if child.returncode != 0:
+        raise SystemExit(f"child {args[:2]} failed with exit code {child.returncode}: {child.stderr_tail}")
+    report = json.loads(child.stdout)
+    report["peak_rss_mib"] = child.peak_rss_mib
     return report
 
 
@@ -171,7 +126,7 @@ def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def compare(scale: str, latency_ms: float, page_size: int, concurrency: int, repeat: int) -> dict[str, Any]:
     port = free_port()
-    server = start_simulator(scale, latency_ms, port)
+    server = start_simulator(scale, port, latency_ms)
     base_url = f"http://127.0.0.1:{port}"
     common = ["--base-url", base_url, "--page-size", str(page_size), "--concurrency", str(concurrency),
               "--server-pid", str(server.pid)]

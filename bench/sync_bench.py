@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,25 +26,11 @@ from typing import Any
 
 import httpx
 
-from bench.client_bench import free_port
+from bench.common import free_port, run_measured, start_simulator
 
 RESULTS = Path(__file__).resolve().parent / "results"
 STREAMS = ("active_lessons", "answers", "answer_results")
 RUN_KINDS = ("full", "no_change", "one_percent")
-
-
-def start_simulator(scale: str, port: int) -> subprocess.Popen[bytes]:
-    command = [sys.executable, "-m", "pipeline.cli", "simulate", "--host", "127.0.0.1", "--port", str(port),
-               "--scale", scale, "--seed", "42"]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    while True:
-        if process.poll() is not None:
-            raise SystemExit(f"simulator exited early: {process.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/v1/categories", timeout=1)
-            return process
-        except httpx.HTTPError:
-            time.sleep(0.5)
 
 
 def sync_child(select: list[str]) -> dict[str, Any]:
@@ -78,20 +63,12 @@ def sync_child(select: list[str]) -> dict[str, Any]:
 def run_sync_child(select: list[str], env: dict[str, str]) -> dict[str, Any]:
     """One sync in a child process; its report plus wall time and the child's own peak RSS."""
     args = [sys.executable, "-m", "bench.sync_bench", "--child"] + [f"--select={s}" for s in select]
-    began = time.perf_counter()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        child = subprocess.Popen(args, stdout=out, stderr=err, env=env)
-        _, status, usage = os.wait4(child.pid, 0)
-        wall = time.perf_counter() - began
-        if os.waitstatus_to_exitcode(status) != 0:  # a failed sync is a finding: keep its time and memory
-            err.seek(0)
-            last_lines = err.read().decode(errors="replace").strip().splitlines()[-12:]
-            return {"error": "\n".join(last_lines), "process_seconds": round(wall, 2),
-                    "peak_rss_mib": round(usage.ru_maxrss / 1024, 1)}
-        out.seek(0)
-        report = json.loads(out.read())
-    report["process_seconds"] = round(wall, 2)  # includes the imports and building the definitions
-    report["peak_rss_mib"] = round(usage.ru_maxrss / 1024, 1)  # Linux: kilobytes
+    child = run_measured(args, env)
+    if child.returncode != 0:  # a failed sync is a finding: keep its time and memory
+        return {"error": child.stderr_tail, "process_seconds": child.seconds, "peak_rss_mib": child.peak_rss_mib}
+    report = json.loads(child.stdout)
+    report["process_seconds"] = child.seconds  # includes the imports and building the definitions
+    report["peak_rss_mib"] = child.peak_rss_mib
     return summarize(report)
 
 
