@@ -12,6 +12,7 @@ from typing import Any
 from pipeline.settings import Settings
 from pipeline.source.catalog import TABLES
 from pipeline.source.errors import PlatformRequestError
+from pipeline.source.fast import FastPages
 from pipeline.source.pages import PageDecoder, PageLocation
 from pipeline.source.pagination import answer_pages, record_pages, single_page
 from pipeline.source.progress import Progress
@@ -49,6 +50,7 @@ class SourceCore:
         self._first_page: int | None = None if settings.first_page == "auto" else int(settings.first_page)
         self._probe_lock = asyncio.Lock()
         self._decoders: dict[str, PageDecoder] = {}
+        self._fast: dict[str, FastPages | None] = {}
 
     async def first_page(self) -> int:
         if self._first_page is None:
@@ -78,19 +80,30 @@ class SourceCore:
             self._decoders[stream.name] = PageDecoder(stream)
         return self._decoders[stream.name]
 
+    def fast_pages(self, stream: StreamSpec) -> FastPages | None:
+        if stream.name not in self._fast:
+            self._fast[stream.name] = FastPages.for_stream(stream)
+        return self._fast[stream.name]
+
     async def pages(self, request: Request) -> AsyncIterator[Page]:
         """Every page of `request`, in order, as its pager kind says."""
         stream, endpoint, base = request.stream, request.endpoint, request.params()
-        decoder, size = self.decoder(stream), self.settings.page_size
+        decoder, fast, size = self.decoder(stream), self.fast_pages(stream), self.settings.page_size
         key = self.key_getter(stream) if stream.pager == "records" else None
 
         async def fetch(number: int) -> Page:
             params = base if stream.pager == "single" else {**base, "pageSize": str(size),
                                                             "pageNumber": str(number)}
             where = PageLocation(stream.name, endpoint, number, params)
-            # decoded and turned into Arrow at once, inside the retried attempt: dicts never wait in line
-            return await self.transport.get(endpoint, params,
-                                            lambda body: arrow_page(request, decoder.decode(body, where), key))
+
+            def decode(body: bytes) -> Page:
+                # the fast path (fast.py) when it can decode the page exactly, else the validated path
+                # (pages.py: quarantine, extras, truncated bodies); either way Arrow at once, inside the
+                # retried attempt, so dicts or Structs never wait in line
+                page = None if fast is None else fast.page(request, body, where, key is not None)
+                return page if page is not None else arrow_page(request, decoder.decode(body, where), key)
+
+            return await self.transport.get(endpoint, params, decode)
 
         if stream.pager == "single":
             pager = single_page(fetch)

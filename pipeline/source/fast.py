@@ -1,0 +1,316 @@
+"""The fast path of page decoding: a page body straight to Arrow batches, with no per-record validation in
+Python and no dicts.
+
+How: the pydantic models are translated (here, at import) into msgspec Structs with the same fields, API
+names, types, enumerations (Literal), required/nullable rules and defaults, all strict, and closed to
+unknown fields. msgspec decodes and validates a whole page in C, into compact Structs; the columns are
+read off them attribute by attribute (one C-level `map(attrgetter)` per column) and converted to Arrow
+in C++. Date-times are decoded as text and parsed by Arrow in bulk (below).
+
+The fast path only ever accepts a page it can decode *exactly* as the validated path (pages.PageDecoder)
+would. Whenever it finds anything unusual in a page, it gives up on that page and returns None, and the
+caller decodes the page through PageDecoder, record by record if need be, so quarantine rows (endpoint,
+page, record index, field, message, raw JSON), unknown fields kept in `extra`, truncated bodies and
+errors are exactly those of the validated path. Unusual means:
+
+- any msgspec error: wrong type (a string where a number is expected is an error, never coerced; so is
+  a bool where a number is expected), value outside an enumeration, missing required field, unknown
+  field anywhere (pages with new fields take the validated path, which keeps them in `extra`), JSON
+  that is not a complete array of objects;
+- a record without one of its key fields (quarantined by the validated path);
+- a date-time that is not plain ISO 8601 `YYYY-MM-DDTHH:MM:SS[.ffffff][Z|±HH:MM]` (pydantic accepts more
+  spellings, which the validated path parses), or that Arrow cannot parse (e.g. 30 February);
+- an empty page (nothing to gain).
+
+Date-times: without an offset they are UTC, as in records.epoch_us; with one they are converted to UTC.
+
+Models whose columns hold JSON text (lists of objects: sessions' codes, lessons' notions) or whose fields
+this translation does not cover have no fast path (their streams are small snapshots); `FastPages.for_stream`
+returns None for them. tests/source/test_source_fast.py checks that both paths give identical batches.
+"""
+
+from __future__ import annotations
+
+import re
+import types
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from itertools import chain
+from operator import attrgetter
+from typing import Any, Literal
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pydantic import BaseModel
+from pydantic.types import Strict
+from pydantic_core import PydanticUndefined
+
+from pipeline.source.catalog import BUILDS, ChildTable, RecordTable
+from pipeline.source.pages import PageLocation
+from pipeline.source.records import TIMESTAMP, Leaf
+from pipeline.source.records import leaves as model_leaves
+from pipeline.source.requests import Batch, Page, Request
+from pipeline.source.streams import StreamSpec
+
+Unsupported = type("Unsupported", (), {})
+_cache: dict[type[BaseModel], Any] = {}
+
+# Plain ISO 8601 as the platform writes it; anything else goes the validated way.
+_ISO = (r"^[1-9]\d{3}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,6})?"
+        r"(Z|[+-]([01]\d|2[0-3]):[0-5]\d)?$")
+_HAS_OFFSET = r"(Z|[+-]\d\d:\d\d)$"
+
+
+def _is_timestamp(annotation: Any) -> bool:
+    if typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    return annotation is datetime
+
+
+def _translate(annotation: Any) -> Any:
+    """The msgspec type validating what pydantic (strict) validates for `annotation`, or Unsupported."""
+    if _is_timestamp(annotation):
+        if typing.get_origin(annotation) is typing.Annotated and not all(
+                isinstance(m, Strict) or getattr(m, "metadata", None) == [Strict(strict=False)]
+                for m in annotation.__metadata__):
+            return Unsupported
+        return str  # parsed by Arrow in bulk
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return Unsupported
+    if origin is typing.Union or origin is types.UnionType:
+        members = [a for a in args if a is not type(None)]
+        if set(members) >= {float, int}:  # Number: JSON integers and floats, not bools; Arrow float64
+            members = [float, *(a for a in members if a not in (float, int))]
+        translated = [_translate(a) for a in members]
+        if Unsupported in translated:
+            return Unsupported
+        union = translated[0]
+        for other in translated[1:]:
+            union = union | other
+        return union | None if type(None) in args else union
+    if origin is Literal:
+        return annotation if all(isinstance(v, str) for v in args) else Unsupported
+    if origin is list:
+        item = _translate(args[0])
+        return Unsupported if item is Unsupported else list[item]  # type: ignore[valid-type]
+    if annotation in (str, bool, float, int):
+        return annotation
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        struct = fast_struct(annotation)
+        return Unsupported if struct is None else struct
+    return Unsupported
+
+
+def fast_struct(model: type[BaseModel]) -> Any:
+    """The msgspec Struct equivalent to `model` (closed to unknown fields), or None when not translatable."""
+    if model not in _cache:
+        _cache[model] = None  # recursion guard
+        fields: list[tuple[Any, ...]] = []
+        for name, info in model.model_fields.items():
+            annotation = _translate(info.annotation)
+            if annotation is Unsupported or info.metadata or info.default_factory is not None:
+                return None
+            if isinstance(info.default, (list, dict, set)):
+                return None
+            alias = info.alias or name
+            if info.is_required():
+                fields.append((name, annotation, msgspec.field(name=alias)))
+            else:
+                fields.append((name, annotation, msgspec.field(default=info.default, name=alias)))
+        _cache[model] = msgspec.defstruct(f"{model.__name__}Fast", fields, kw_only=True,
+                                          forbid_unknown_fields=True, gc=False)
+    return _cache[model]
+
+
+def _attribute_path(model: type[BaseModel], api_path: Sequence[str]) -> tuple[str, ...]:
+    """API names (`stats`, `progressInPercent`) -> Struct attribute names (`stats`, `progress_in_percent`)."""
+    found: list[str] = []
+    for key in api_path:
+        name, info = next((n, i) for n, i in model.model_fields.items() if (i.alias or n) == key)
+        found.append(name)
+        members = [a for a in typing.get_args(info.annotation) or (info.annotation,) if a is not type(None)]
+        nested = [a for a in members if isinstance(a, type) and issubclass(a, BaseModel)]
+        model = nested[0] if nested else model
+    return tuple(found)
+
+
+class _Columns:
+    """Arrow arrays of one model's leaves (records.leaves) read from its Structs."""
+
+    def __init__(self, model: type[BaseModel], leaves: Sequence[Leaf]) -> None:
+        self.leaves = tuple(leaves)
+        if any(leaf.kind == "json" for leaf in self.leaves):
+            raise _NoFastPath(f"{model.__name__} has JSON columns")
+        self.paths = [_attribute_path(model, leaf.path) for leaf in self.leaves]
+
+    def arrays(self, records: Sequence[Any]) -> list[pa.Array] | None:
+        """One array per leaf, then `extra` (always null: the fast path never sees unknown fields);
+        None when a date-time needs the validated path."""
+        objects: dict[tuple[str, ...], list[Any]] = {(): records}  # type: ignore[dict-item]
+
+        def values(path: tuple[str, ...]) -> list[Any]:
+            if path not in objects:
+                parents = values(path[:-1])
+                name = path[-1]
+                if len(path) == 1:
+                    objects[path] = list(map(attrgetter(name), parents))
+                else:
+                    objects[path] = [None if o is None else getattr(o, name) for o in parents]
+            return objects[path]
+
+        arrays: list[pa.Array] = []
+        for leaf, path in zip(self.leaves, self.paths, strict=True):
+            found = values(path)
+            if leaf.kind == "timestamp":
+                array = _timestamps(found)
+                if array is None:
+                    return None
+            elif leaf.kind == "number":
+                array = pa.array([v if v.__class__ is float else None for v in found], type=pa.float64())
+            elif leaf.kind == "text":
+                array = pa.array([v if v.__class__ is str else None for v in found], type=pa.string())
+            else:
+                array = pa.array(found, type=leaf.type)
+            arrays.append(array)
+        arrays.append(pa.nulls(len(records), type=pa.string()))
+        return arrays
+
+
+def _timestamps(values: list[str | None]) -> pa.Array | None:
+    """ISO 8601 text -> timestamp[us, UTC] (no offset = UTC); None when any value is not plain ISO 8601."""
+    text = pa.array(values, type=pa.string())
+    if text.null_count == len(text):
+        return pa.nulls(len(text), type=TIMESTAMP)
+    plain = pc.match_substring_regex(text, _ISO)
+    if not pc.all(pc.or_kleene(plain, pc.is_null(text))).as_py():
+        return None
+    with_offset = pc.match_substring_regex(text, _HAS_OFFSET)
+    if not pc.all(pc.or_kleene(with_offset, pc.is_null(text))).as_py():
+        text = pc.if_else(with_offset, text, pc.binary_join_element_wise(text, "Z", ""))
+    try:
+        return pc.cast(text, TIMESTAMP)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # e.g. 30 February: the validated path decides
+        return None
+
+
+class _NoFastPath(Exception):
+    pass
+
+
+# Children the fast path builds: (child table) -> (records, path values) -> (parent indices, context
+# columns, child Structs or None). Streams with any other child take the validated path.
+ChildRows = tuple[np.ndarray, list[pa.Array], list[Any] | None]
+
+
+def _answer_results(answers: Sequence[Any], _: Mapping[str, str]) -> ChildRows:
+    lists = list(map(attrgetter("results"), answers))
+    counts = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+    indices = np.repeat(np.arange(len(lists), dtype=np.int64), counts)
+    starts = np.repeat(np.cumsum(counts) - counts, counts)
+    position = np.arange(len(indices), dtype=np.int64) - starts
+    return indices, [pa.array(position, type=pa.int64())], list(chain.from_iterable(lists))
+
+
+def _group_members(users: Sequence[Any], path_values: Mapping[str, str]) -> ChildRows:
+    group = pa.array([path_values["group_id"]] * len(users), type=pa.string())
+    return np.arange(len(users), dtype=np.int64), [group], None
+
+
+FAST_CHILDREN: dict[str, Callable[[Sequence[Any], Mapping[str, str]], ChildRows]] = {
+    "answer_results": _answer_results,
+    "group_members": _group_members,
+}
+
+
+class FastPages:
+    """Page bodies of one stream -> Page (Arrow batches), or None: take the validated path."""
+
+    def __init__(self, stream: StreamSpec) -> None:
+        struct = fast_struct(stream.model)
+        if struct is None:
+            raise _NoFastPath(f"{stream.model.__name__} is not translatable")
+        self._stream = stream
+        self._decoder = msgspec.json.Decoder(list[struct])
+        own = BUILDS[stream.table]
+        assert isinstance(own, RecordTable)
+        self._own = own
+        self._own_columns = _Columns(stream.model, own.columns.leaves)
+        self._children: list[tuple[ChildTable, Callable[..., ChildRows], _Columns | None]] = []
+        for child_name, _ in stream.children:
+            if child_name not in FAST_CHILDREN:
+                raise _NoFastPath(f"no fast builder for child table {child_name}")
+            child = BUILDS[child_name]
+            assert isinstance(child, ChildTable)
+            columns = None
+            if child.columns is not None:
+                child_model = _child_model(stream.model, child_name)
+                columns = _Columns(child_model, child.columns.leaves)
+            self._children.append((child, FAST_CHILDREN[child_name], columns))
+        schema = own.spec.schema
+        self._optional_keys = [schema.get_field_index(k) for k in own.spec.key
+                               if k in stream.model.model_fields and not stream.model.model_fields[k].is_required()]
+        # the key as a tuple (a value alone for one field), hashed like core.key_getter's on the dicts
+        self._key = attrgetter(*[k for k in own.spec.key if k in stream.model.model_fields])
+
+    @classmethod
+    def for_stream(cls, stream: StreamSpec) -> FastPages | None:
+        try:
+            return cls(stream)
+        except _NoFastPath:
+            return None
+
+    def page(self, request: Request, body: bytes, where: PageLocation, with_keys: bool) -> Page | None:
+        try:
+            records = self._decoder.decode(body)
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            return None
+        if not records:
+            return None
+        arrays = self._own_columns.arrays(records)
+        if arrays is None:
+            return None
+        for index in self._optional_keys:  # a record without its key: the validated path quarantines it
+            if arrays[index].null_count:
+                return None
+        parent = pa.RecordBatch.from_arrays(arrays, schema=self._own.spec.schema)
+        batches = [Batch(self._own.spec, parent, where.endpoint, where.page)]
+        for child, expand, columns in self._children:
+            indices, context, children = expand(records, request.path_values)
+            if not len(indices):
+                continue
+            taken = pa.array(indices, type=pa.int64())
+            keys = [parent.column(source).take(taken) for source, _ in child.parent_key]
+            front = [*context, *keys] if child.context_first else [*keys, *context]
+            rest: list[pa.Array] = []
+            if columns is not None:
+                assert children is not None
+                built = columns.arrays(children)
+                if built is None:
+                    return None
+                rest = built
+            batches.append(Batch(child.spec, pa.RecordBatch.from_arrays([*front, *rest], schema=child.spec.schema),
+                                 where.endpoint, where.page))
+        hashes = None
+        if with_keys:
+            hashes = np.fromiter(map(hash, map(self._key, records)), dtype=np.int64, count=len(records))
+        return Page(where, len(records), batches, len(records), 0, hashes, parent)
+
+
+def _child_model(model: type[BaseModel], child_table: str) -> type[BaseModel]:
+    """The model of a child table's records: the item model of the parent's list field they come from."""
+    child = BUILDS[child_table]
+    assert isinstance(child, ChildTable) and child.columns is not None
+    for info in model.model_fields.values():
+        union = typing.get_origin(info.annotation) in (typing.Union, types.UnionType)
+        for member in typing.get_args(info.annotation) if union else (info.annotation,):
+            if typing.get_origin(member) is list:
+                item = typing.get_args(member)[0]
+                if isinstance(item, type) and issubclass(item, BaseModel):
+                    if [leaf.column for leaf in model_leaves(item)] == [leaf.column for leaf in child.columns.leaves]:
+                        return item
+    raise _NoFastPath(f"cannot find the model of {child_table}")
+
