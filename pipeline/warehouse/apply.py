@@ -12,6 +12,7 @@ import duckdb
 from pipeline.warehouse.arrow_types import q
 from pipeline.warehouse.deletions import mark_vanished, replace_children
 from pipeline.warehouse.errors import SchemaError
+from pipeline.warehouse.firstload import swap_in
 from pipeline.warehouse.lake import check_parts
 from pipeline.warehouse.manifest import LoadOutcome, LoadPlan, TableLoad
 from pipeline.warehouse.results import TableLoadStats
@@ -21,10 +22,12 @@ from pipeline.warehouse.state import advance_cursor, record_load
 from pipeline.warehouse.upsert import apply_stage, ts_literal
 
 
-def apply_load(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, lake_dir: Path, strategy: str) -> LoadOutcome:
-    """Needs the internal tables (state.ensure_state_tables) to exist already."""
+def apply_load(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, lake_dir: Path, strategy: str,
+               prebuilt: dict[str, str] | None = None) -> LoadOutcome:
+    """Needs the internal tables (state.ensure_state_tables) to exist already. `prebuilt` (table ->
+    shadow table, from firstload.prebuild) are swapped in instead of staged: a big first load."""
     catalog = ensure_tables(conn, plan.catalog)  # replays: the tables as they were at that commit
-    stats, stages = _stage_tables(conn, plan, catalog, lake_dir)
+    stats, stages = _stage_tables(conn, plan, catalog, lake_dir, prebuilt or {})
     for link in plan.children:
         if link.child in stages and link.parent in stages:
             mark_stale_children(conn, stages[link.child], stages[link.parent], link)
@@ -34,7 +37,7 @@ def apply_load(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, lake_dir: Path, 
         stats[name] = TableLoadStats(
             fetched=sum(p.rows for p in stage.load.parts), inserted=counts["insert"],
             updated=counts["update"] + counts["rewrite"], unchanged=counts["same"], stale=counts["stale"])
-    for name, count in _mark_deleted(conn, plan, catalog, stages).items():
+    for name, count in _mark_deleted(conn, plan, catalog, stages, set(prebuilt or ())).items():
         stats[name] = replace(stats.get(name, TableLoadStats()), deleted=count)
     for stage in stages.values():
         drop_stage(conn, stage)
@@ -45,12 +48,18 @@ def apply_load(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, lake_dir: Path, 
 
 
 def _stage_tables(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, catalog: dict[str, TableDef],
-                  lake_dir: Path) -> tuple[dict[str, TableLoadStats], dict[str, Stage]]:
-    """Append tables are inserted at once; the others are staged (deduped and classified) for upsert."""
+                  lake_dir: Path, prebuilt: dict[str, str]) -> tuple[dict[str, TableLoadStats], dict[str, Stage]]:
+    """Append tables are inserted at once; the others are staged (deduped and classified) for upsert,
+    or, when prebuilt, swapped in (every row is new: the table was empty)."""
     stats: dict[str, TableLoadStats] = {}
     stages: dict[str, Stage] = {}
     for load in parents_first(plan.tables):
         target = _target(catalog, load.name)
+        if load.name in prebuilt:
+            check_parts(lake_dir, load.parts, f"load {plan.seq} ({plan.load_id})")
+            stats[load.name] = TableLoadStats(fetched=sum(p.rows for p in load.parts),
+                                              inserted=swap_in(conn, load.name, prebuilt[load.name]))
+            continue
         files = check_parts(lake_dir, load.parts, f"load {plan.seq} ({plan.load_id})")
         if load.kind == "append":
             fetched = sum(part.rows for part in load.parts)
@@ -63,10 +72,14 @@ def _stage_tables(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, catalog: dict
 
 
 def _mark_deleted(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, catalog: dict[str, TableDef],
-                  stages: dict[str, Stage]) -> dict[str, int]:
-    """Rows newly marked deleted per table: vanished from complete snapshots, replaced children."""
+                  stages: dict[str, Stage], prebuilt: set[str]) -> dict[str, int]:
+    """Rows newly marked deleted per table: vanished from complete snapshots, replaced children. A
+    prebuilt table was empty before this load and now holds exactly its rows: nothing vanished."""
     deleted: dict[str, int] = {}
     for name in plan.complete_snapshots:
+        if name in prebuilt:
+            deleted[name] = deleted.get(name, 0)
+            continue
         marked = mark_vanished(conn, _target(catalog, name), stages.get(name), plan.loaded_at)
         deleted[name] = deleted.get(name, 0) + marked
     for link in plan.children:

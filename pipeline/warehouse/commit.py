@@ -1,7 +1,9 @@
 """The commit of one load, in this order (why: see recovery.py):
 
 1. take the write lock (open read-write) and roll forward any load whose manifest outlived a crash;
-2. BEGIN; create/evolve the written tables; apply the load (upserts, deletions, cursor, _load_runs);
+2. create/evolve the written tables (own transaction); a big first load builds its tables in shadow
+   tables, slice by slice (firstload.py: nothing visible); BEGIN; apply the load (upserts or the swap of
+   the shadow tables, deletions, cursor, _load_runs);
 3. write the manifest atomically: the commit point;
 4. COMMIT. If COMMIT raises and the load is certainly not in DuckDB, the manifest is removed again
    (if that cannot be told, it stays and the next writer rolls the load forward).
@@ -20,6 +22,7 @@ import duckdb
 from pipeline.warehouse import hooks
 from pipeline.warehouse.apply import apply_load
 from pipeline.warehouse.errors import SchemaError
+from pipeline.warehouse.firstload import prebuild
 from pipeline.warehouse.lake import list_manifests, manifest_path, write_atomically
 from pipeline.warehouse.links import ChildLinks, resolve_links
 from pipeline.warehouse.manifest import LoadPlan, TableLoad, to_json
@@ -38,11 +41,19 @@ def commit_load(load: Load, tables: tuple[TableLoad, ...], cursor: datetime | No
     warehouse = load.warehouse
     with warehouse.connect(read_only=False) as conn:
         ensure_state_tables(conn)
-        recover(conn, warehouse.lake_dir, warehouse.upsert_strategy)
-        conn.begin()
+        recover(conn, warehouse.lake_dir, warehouse.upsert_strategy, warehouse.slice_rows)
+        conn.begin()  # creating or evolving the tables commits on its own: empty tables, no cursor, no rows
         try:
             plan = _plan(conn, load, tables, cursor, complete_snapshots, replace_children_of, stats)
-            outcome = apply_load(conn, plan, warehouse.lake_dir, warehouse.upsert_strategy)
+        except BaseException:
+            conn.rollback()
+            raise
+        conn.commit()
+        # a big first load builds its tables' key index in slices first (firstload.py): invisible until swapped in
+        prebuilt = prebuild(conn, plan, warehouse.lake_dir, warehouse.upsert_strategy, warehouse.slice_rows)
+        conn.begin()
+        try:
+            outcome = apply_load(conn, plan, warehouse.lake_dir, warehouse.upsert_strategy, prebuilt)
             hooks.reached("applied")
             manifest = manifest_path(warehouse.lake_dir, plan.seq, plan.load_id)
             write_atomically(manifest, to_json(plan, outcome))

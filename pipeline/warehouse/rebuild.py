@@ -16,6 +16,7 @@ import duckdb
 from pipeline.warehouse.catalog import read_catalog
 from pipeline.warehouse.connection import ConnectionSettings, open_connection
 from pipeline.warehouse.errors import LakeError, WarehouseError
+from pipeline.warehouse.firstload import DEFAULT_SLICE_ROWS
 from pipeline.warehouse.lake import fsync_dir, list_manifests
 from pipeline.warehouse.manifest import from_json
 from pipeline.warehouse.recovery import replay
@@ -33,7 +34,8 @@ class RebuildReport:
 
 
 def rebuild_into(lake_dir: Path, target: Path, settings: ConnectionSettings, strategy: str,
-                 also: Callable[[duckdb.DuckDBPyConnection], None] | None = None) -> RebuildReport:
+                 also: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+                 slice_rows: int | None = DEFAULT_SLICE_ROWS) -> RebuildReport:
     """Build a new warehouse file at `target` (which must not exist) from the lake; `also` then fills
     what has its own durable log instead of the lake (the certificate inbox), before the file is swapped in."""
     started = time.monotonic()
@@ -50,7 +52,7 @@ def rebuild_into(lake_dir: Path, target: Path, settings: ConnectionSettings, str
         ensure_state_tables(conn)
         for _, path in manifests:
             plan, recorded = from_json(path.read_bytes(), str(path))
-            replay(conn, plan, recorded, lake_dir, strategy)
+            replay(conn, plan, recorded, lake_dir, strategy, slice_rows)
         if also is not None:
             also(conn)
         rows = {t.name: conn.execute(f"SELECT count(*) FROM {table_ref(t.name)}").fetchone()[0]

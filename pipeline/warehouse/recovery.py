@@ -15,6 +15,7 @@ import duckdb
 
 from pipeline.warehouse.apply import apply_load
 from pipeline.warehouse.errors import LakeError
+from pipeline.warehouse.firstload import DEFAULT_SLICE_ROWS, prebuild
 from pipeline.warehouse.lake import list_manifests
 from pipeline.warehouse.manifest import LoadOutcome, LoadPlan, from_json
 from pipeline.warehouse.state import applied_loads
@@ -22,7 +23,8 @@ from pipeline.warehouse.state import applied_loads
 log = logging.getLogger(__name__)
 
 
-def recover(conn: duckdb.DuckDBPyConnection, lake_dir: Path, strategy: str) -> int:
+def recover(conn: duckdb.DuckDBPyConnection, lake_dir: Path, strategy: str,
+            slice_rows: int | None = DEFAULT_SLICE_ROWS) -> int:
     """Replay committed loads the warehouse does not have yet; returns how many. The caller has run
     state.ensure_state_tables on this connection."""
     applied = applied_loads(conn)
@@ -39,17 +41,19 @@ def recover(conn: duckdb.DuckDBPyConnection, lake_dir: Path, strategy: str) -> i
                             f"later loads; rebuild with `lessonsync rebuild` to get a consistent warehouse.")
         log.warning("rolling forward load %s from %s (its commit was interrupted)", seq, path)
         plan, recorded = from_json(path.read_bytes(), str(path))
-        replay(conn, plan, recorded, lake_dir, strategy)
+        replay(conn, plan, recorded, lake_dir, strategy, slice_rows)
         replayed += 1
     return replayed
 
 
 def replay(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, recorded: LoadOutcome, lake_dir: Path,
-           strategy: str) -> None:
-    """Apply one manifest's load in its own transaction and check it did what the manifest says."""
+           strategy: str, slice_rows: int | None = DEFAULT_SLICE_ROWS) -> None:
+    """Apply one manifest's load in its own transaction and check it did what the manifest says (a big
+    first load builds its shadow tables first, as a live commit does)."""
+    prebuilt = prebuild(conn, plan, lake_dir, strategy, slice_rows)
     conn.begin()
     try:
-        outcome = apply_load(conn, plan, lake_dir, strategy)
+        outcome = apply_load(conn, plan, lake_dir, strategy, prebuilt)
         check_same(plan, outcome, recorded)
     except BaseException:
         conn.rollback()

@@ -53,22 +53,27 @@ def create_stage(conn: duckdb.DuckDBPyConnection, load: TableLoad, target: Table
     return stage
 
 
-def _stage_sql(stage: Stage) -> str:
-    load, target = stage.load, stage.target
+def deduped_sql(load: TableLoad, target: TableDef) -> str:
+    """The load's rows (parameter $files: its Parquet parts), cast to the warehouse types, one per key:
+    the greatest cursor field wins, ties go to the row written last."""
     types = dict(target.columns)
     casts = ", ".join(f"CAST({q(c)} AS {types[c]}) AS {q(c)}" for c in load.columns)
     order = [f"{q(load.cursor_field)} DESC NULLS LAST"] if load.cursor_field else []
     order += ["_lake_file DESC", "file_row_number DESC"]  # ties: the last written row wins
+    return f"""WITH src AS (
+            SELECT {casts}, _lake_file, file_row_number
+            FROM read_parquet($files, filename = '_lake_file', file_row_number = true))
+        SELECT * EXCLUDE (_lake_file, file_row_number) FROM src
+        QUALIFY row_number() OVER (PARTITION BY {', '.join(q(k) for k in load.key)}
+                                   ORDER BY {', '.join(order)}) = 1"""
+
+
+def _stage_sql(stage: Stage) -> str:
+    load, target = stage.load, stage.target
     carried = "".join(f", t.{q(c)} AS {q('_old_' + c)}" for c in stage.carried)
     in_storage_order = "" if stage.target_was_empty else "ORDER BY _rowid NULLS LAST"  # fastest in-place updates
     return f"""CREATE TEMP TABLE {q(stage.name)} AS
-        WITH src AS (
-            SELECT {casts}, _lake_file, file_row_number
-            FROM read_parquet($files, filename = '_lake_file', file_row_number = true)),
-        latest AS (
-            SELECT * EXCLUDE (_lake_file, file_row_number) FROM src
-            QUALIFY row_number() OVER (PARTITION BY {', '.join(q(k) for k in load.key)}
-                                       ORDER BY {', '.join(order)}) = 1)
+        WITH latest AS ({deduped_sql(load, target)})
         SELECT s.*, {_classify(load, target)} AS _change, t.rowid AS _rowid{carried}
         FROM latest AS s LEFT JOIN {table_ref(target.name)} AS t ON {join_on(load.key, 's', 't')}
         {in_storage_order}"""

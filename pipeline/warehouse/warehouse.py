@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from pipeline.warehouse.connection import ConnectionSettings, open_connection
+from pipeline.warehouse.firstload import DEFAULT_SLICE_ROWS
 from pipeline.warehouse.load import Load
 from pipeline.warehouse.recovery import recover
 from pipeline.warehouse.schema import ensure_tables, table_def
@@ -30,7 +31,7 @@ class Warehouse:
     def __init__(self, path: Path, lake_dir: Path, *, memory_limit: str = "2GB", temp_directory: Path | None = None,
                  threads: int | None = None, lock_timeout: float = 10.0, upsert_strategy: str = DEFAULT_STRATEGY,
                  part_rows: int = 1_000_000, row_group_rows: int = 131_072,
-                 clock: Callable[[], datetime] = utc_now) -> None:
+                 slice_rows: int | None = DEFAULT_SLICE_ROWS, clock: Callable[[], datetime] = utc_now) -> None:
         if upsert_strategy not in STRATEGIES:
             raise ValueError(f"upsert_strategy {upsert_strategy!r}: choose one of {', '.join(STRATEGIES)}")
         self.path = Path(path)
@@ -39,6 +40,7 @@ class Warehouse:
         self.upsert_strategy = upsert_strategy
         self.part_rows = part_rows
         self.row_group_rows = row_group_rows
+        self.slice_rows = slice_rows  # a first load bigger than this builds its key index in slices (firstload.py)
         self.clock = clock
 
     @classmethod
@@ -67,7 +69,7 @@ class Warehouse:
         wanted = [table_def(spec) for spec in specs]
         with self.connect() as conn:
             ensure_state_tables(conn)
-            recover(conn, self.lake_dir, self.upsert_strategy)
+            recover(conn, self.lake_dir, self.upsert_strategy, self.slice_rows)
             conn.begin()
             try:
                 ensure_tables(conn, wanted)
@@ -80,7 +82,7 @@ class Warehouse:
         """Replay loads whose manifest is in the lake but whose DuckDB commit was interrupted."""
         with self.connect() as conn:
             ensure_state_tables(conn)
-            return recover(conn, self.lake_dir, self.upsert_strategy)
+            return recover(conn, self.lake_dir, self.upsert_strategy, self.slice_rows)
 
     def cursor(self, stream: str) -> datetime | None:
         """The stored cursor of `stream` (None before its first load)."""
