@@ -1,5 +1,7 @@
 """`make bench` (`python -m bench`): every benchmark in turn, at BENCH_SCALE (default large), each in its own
-process; results in bench/results/, summary figures in docs/BENCHMARKS.md. Not part of `make test`."""
+process; a benchmark that fails is reported and the others still run. Results in bench/results/, summary
+figures in docs/BENCHMARKS.md (compare_bench regenerates its own section there and docs/benchmark_scaling.png).
+BENCH_REPEAT sets the rounds of the side-by-side comparison. Not part of `make test`."""
 
 from __future__ import annotations
 
@@ -7,17 +9,24 @@ import os
 import subprocess
 import sys
 
-SCALED = ("bench.simulator_bench", "bench.client_bench", "bench.sync_bench", "bench.analytics_bench")
+SCALED = ("bench.simulator_bench", "bench.client_bench", "bench.sync_bench", "bench.analytics_bench",
+          "bench.compare_bench")  # compare_bench: side by side with dlt and the ceiling, then scaling (issue 7)
 UNSCALED = ("bench.upsert_options", "bench.webhook_bench")
 
 
 def main() -> int:
     scale = os.environ.get("BENCH_SCALE", "large")
     runs = [[module, "--scale", scale] for module in SCALED] + [[module] for module in UNSCALED]
+    if os.environ.get("BENCH_REPEAT"):  # rounds of the side-by-side comparison (default 3)
+        runs[SCALED.index("bench.compare_bench")] += ["--repeat", os.environ["BENCH_REPEAT"]]
     failed = []
     for module, *args in runs:
         print(f"\n=== {module} {' '.join(args)}", flush=True)
-        if subprocess.run([sys.executable, "-m", module, *args]).returncode != 0:
+        try:
+            if subprocess.run([sys.executable, "-m", module, *args]).returncode != 0:
+                failed.append(module)
+        except OSError as exc:  # one benchmark failing never stops the others
+            print(f"{module}: {type(exc).__name__}: {exc}", flush=True)
             failed.append(module)
     print("\nbenchmarks done" + (f"; FAILED: {', '.join(failed)}" if failed else "; results in bench/results/"))
     return 1 if failed else 0

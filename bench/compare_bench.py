@@ -191,8 +191,8 @@ def run_ceiling(base_url: str, urls_file: str, server_pid: int) -> dict[str, Any
 # ---------------------------------------------------------------- one round
 
 
-def one_round(scale: str, number: int, work: Path, urls_file: str, record_urls: bool,
-              log: Any) -> dict[str, Any]:
+def one_round(scale: str, number: int, work: Path, urls_file: str, record_urls: bool, log: Any,
+              dlt_configs: tuple[str, ...] = DLT_CONFIGS, incremental: bool = True) -> dict[str, Any]:
     from bench.exactness import Checker
 
     port = free_port()
@@ -202,37 +202,45 @@ def one_round(scale: str, number: int, work: Path, urls_file: str, record_urls: 
     round_dir.mkdir()
     result: dict[str, Any] = {"counts": httpx.get(f"{base_url}/_sim/counts", timeout=60).json(), "runs": {}}
     runs = result["runs"]
+    lessonsync_db = round_dir / "lessonsync" / "warehouse.duckdb"
+
+    def side(name: str, measure: Any, checker: Any = None, database: Path | None = None,
+             flavour: str = "") -> None:
+        """One measured side; a failure is recorded and the round goes on with the other sides."""
+        log(f"round {number}: {name}")
+        try:
+            runs[name] = measure()
+        except BaseException as exc:  # noqa: BLE001 - a benchmark failure is a finding, not a crash
+            runs[name] = {"error": f"{type(exc).__name__}: {exc}", "process_seconds": 0, "peak_rss_mib": 0}
+        if checker is not None and "error" not in runs[name]:
+            try:
+                runs[name]["exactness"] = checker.check(database, flavour)
+            except Exception as exc:  # noqa: BLE001
+                runs[name]["exactness"] = {"equal": False, "error": f"{type(exc).__name__}: {exc}", "tables": {}}
+
     try:
         log(f"round {number}: ground truth (full)")
         truth = Checker(round_dir, base_url, "full")
-        log(f"round {number}: LessonSync full sync")
-        runs["lessonsync_full"] = run_lessonsync(base_url, round_dir / "lessonsync",
-                                                 urls_file if record_urls else None)
-        if "error" not in runs["lessonsync_full"]:
-            runs["lessonsync_full"]["exactness"] = truth.check(round_dir / "lessonsync" / "warehouse.duckdb",
-                                                               "lessonsync")
-        log(f"round {number}: ceiling")
-        runs["ceiling"] = run_ceiling(base_url, urls_file, server.pid)
-        for config in DLT_CONFIGS:
-            log(f"round {number}: dlt {config} full sync")
-            runs[f"dlt_{config}_full"] = run = run_dlt(base_url, config, round_dir / f"dlt_{config}")
-            if "error" not in run:
-                run["exactness"] = truth.check(round_dir / f"dlt_{config}" / "dlt.duckdb", "dlt")
+        side("lessonsync_full", lambda: run_lessonsync(base_url, round_dir / "lessonsync",
+                                                       urls_file if record_urls else None),
+             truth, lessonsync_db, "lessonsync")
+        if Path(urls_file).exists() and Path(urls_file).stat().st_size:
+            side("ceiling", lambda: run_ceiling(base_url, urls_file, server.pid))
+        for config in dlt_configs:
+            side(f"dlt_{config}_full", lambda config=config: run_dlt(base_url, config, round_dir / f"dlt_{config}"),
+                 truth, round_dir / f"dlt_{config}" / "dlt.duckdb", "dlt")
         truth.close()
-        log(f"round {number}: no-change runs")
-        runs["lessonsync_no_change"] = run_lessonsync(base_url, round_dir / "lessonsync")
-        runs["dlt_tuned_no_change"] = run_dlt(base_url, "tuned", round_dir / "dlt_tuned")
-        result["advance"] = httpx.post(f"{base_url}/_sim/advance", params={"hours": 24}, timeout=600).json()
-        log(f"round {number}: 1%-change runs")
-        runs["lessonsync_one_percent"] = run_lessonsync(base_url, round_dir / "lessonsync")
-        runs["dlt_tuned_one_percent"] = run_dlt(base_url, "tuned", round_dir / "dlt_tuned")
-        truth = Checker(round_dir, base_url, "after_advance")
-        for name, database, flavour in (("lessonsync_one_percent", round_dir / "lessonsync" / "warehouse.duckdb",
-                                         "lessonsync"),
-                                        ("dlt_tuned_one_percent", round_dir / "dlt_tuned" / "dlt.duckdb", "dlt")):
-            if "error" not in runs[name]:
-                runs[name]["exactness"] = truth.check(database, flavour)
-        truth.close()
+        if incremental:
+            last = dlt_configs[-1]
+            side("lessonsync_no_change", lambda: run_lessonsync(base_url, round_dir / "lessonsync"))
+            side(f"dlt_{last}_no_change", lambda: run_dlt(base_url, last, round_dir / f"dlt_{last}"))
+            result["advance"] = httpx.post(f"{base_url}/_sim/advance", params={"hours": 24}, timeout=600).json()
+            truth = Checker(round_dir, base_url, "after_advance")
+            side("lessonsync_one_percent", lambda: run_lessonsync(base_url, round_dir / "lessonsync"),
+                 truth, lessonsync_db, "lessonsync")
+            side(f"dlt_{last}_one_percent", lambda: run_dlt(base_url, last, round_dir / f"dlt_{last}"),
+                 truth, round_dir / f"dlt_{last}" / "dlt.duckdb", "dlt")
+            truth.close()
     finally:
         server.terminate()
         server.wait(timeout=60)
@@ -258,7 +266,9 @@ def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return median
 
 
-def compare(scale: str, repeat: int, work_dir: Path | None) -> dict[str, Any]:
+def compare(scale: str, repeat: int, work_dir: Path | None, dlt_configs: tuple[str, ...] = DLT_CONFIGS,
+            incremental: bool = True, keep_work: Path | None = None) -> dict[str, Any]:
+    """The side-by-side rounds and their medians; data goes to a temp dir (or `keep_work`, left in place)."""
     log_lines: list[str] = []
 
     def log(line: str) -> None:
@@ -272,10 +282,12 @@ def compare(scale: str, repeat: int, work_dir: Path | None) -> dict[str, Any]:
                               "select": SELECT, "rounds": []}
     out = RESULTS / f"compare_{scale}.json"
     RESULTS.mkdir(exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="compare_bench_", dir=work_dir) as work, \
-            tempfile.NamedTemporaryFile(suffix=".urls", dir=work) as urls:
+    with tempfile.TemporaryDirectory(prefix="compare_bench_", dir=work_dir) as temporary:
+        work = Path(temporary) if keep_work is None else keep_work
+        work.mkdir(parents=True, exist_ok=True)
+        urls = str(work / "lessonsync.urls")
         for number in range(repeat):  # interleaved: a busy machine weighs on every side alike
-            result["rounds"].append(one_round(scale, number, Path(work), urls.name, number == 0, log))
+            result["rounds"].append(one_round(scale, number, work, urls, number == 0, log, dlt_configs, incremental))
             out.write_text(json.dumps(result, indent=2, default=str))  # an interrupted run keeps its rounds
     names = result["rounds"][0]["runs"].keys()
     result["median"] = {name: _median([r["runs"][name] for r in result["rounds"] if name in r["runs"]])
@@ -617,16 +629,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=("compare", "scaling", "docs"), help="one part only")
     parser.add_argument("--no-docs", action="store_true", help="do not touch docs/ (tests)")
     parser.add_argument("--work-dir", type=Path, help="temporary data goes under here (default: the temp dir)")
+    parser.add_argument("--results-dir", type=Path, help="JSON results go here (default bench/results)")
+    parser.add_argument("--dlt-configs", default=",".join(DLT_CONFIGS), help="dlt configurations to run")
+    parser.add_argument("--full-only", action="store_true", help="skip the no-change and 1%%-change runs")
     parser.add_argument("--child", choices=("lessonsync",), help=argparse.SUPPRESS)
     parser.add_argument("--urls", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child == "lessonsync":
         print(json.dumps(lessonsync_child(SELECT, args.urls), default=str))
         return 0
+    if args.results_dir:
+        global RESULTS
+        RESULTS = args.results_dir
     compared = None
     failed = False
     if args.only in (None, "compare"):
-        compared = compare(args.scale, args.repeat, args.work_dir)
+        configs = tuple(c for c in args.dlt_configs.split(",") if c)
+        compared = compare(args.scale, args.repeat, args.work_dir, configs, not args.full_only)
         for name, run in compared["median"].items():
             failed |= "error" in run
         print(json.dumps({"median_seconds": {k: v.get("run_seconds") for k, v in compared["median"].items()},
