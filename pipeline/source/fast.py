@@ -158,6 +158,8 @@ class _Columns:
                 name = path[-1]
                 if len(path) == 1:
                     objects[path] = list(map(attrgetter(name), parents))
+                elif parents.count(None) == len(parents):  # e.g. no record has `validation`
+                    objects[path] = parents
                 else:
                     objects[path] = [None if o is None else getattr(o, name) for o in parents]
             return objects[path]
@@ -185,6 +187,11 @@ def _timestamps(values: list[str | None]) -> pa.Array | None:
     text = pa.array(values, type=pa.string())
     if text.null_count == len(text):
         return pa.nulls(len(text), type=TIMESTAMP)
+    if _canonical(text):  # what the platform writes (checked in one pass, cheaper than the regex)
+        try:
+            return pc.cast(text, TIMESTAMP)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return None
     plain = pc.match_substring_regex(text, _ISO)
     if not pc.all(pc.or_kleene(plain, pc.is_null(text))).as_py():
         return None
@@ -195,6 +202,27 @@ def _timestamps(values: list[str | None]) -> pa.Array | None:
         return pc.cast(text, TIMESTAMP)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # e.g. 30 February: the validated path decides
         return None
+
+
+_CANONICAL = b"2026-05-05T07:43:45.815Z"  # the shape the platform writes
+_SEPARATOR_AT = np.array([i for i, c in enumerate(_CANONICAL) if not chr(c).isdigit()])
+_SEPARATORS = np.frombuffer(_CANONICAL, dtype=np.uint8)[_SEPARATOR_AT]
+_DIGIT_AT = np.array([i for i, c in enumerate(_CANONICAL) if chr(c).isdigit()])
+
+
+def _canonical(text: pa.Array) -> bool:
+    """Every value (nulls aside) is `YYYY-MM-DDTHH:MM:SS.fffZ`: digits and separators in place, a year
+    not starting with 0; checked on the bytes with numpy. Arrow's parser then rejects impossible dates."""
+    present = text.drop_null() if text.null_count else text
+    count, width = len(present), len(_CANONICAL)
+    _, offsets, data = present.buffers()
+    bounds = np.frombuffer(offsets, dtype=np.int32, count=present.offset + count + 1)[present.offset:]
+    if count == 0 or (np.diff(bounds) != width).any():
+        return False
+    chars = np.frombuffer(data, dtype=np.uint8, count=int(bounds[-1]))[bounds[0]:].reshape(count, width)
+    digits = chars[:, _DIGIT_AT]
+    return bool((chars[:, _SEPARATOR_AT] == _SEPARATORS).all() and ((digits >= 48) & (digits <= 57)).all()
+                and (chars[:, 0] != 48).all())
 
 
 class _NoFastPath(Exception):

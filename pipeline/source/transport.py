@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import httpx
 import orjson
+from httpcore._async.http11 import AsyncHTTP11Connection
 from pydantic import ValidationError
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
@@ -34,6 +35,12 @@ from pipeline.source.models import TokenResponse
 from pipeline.source.retrying import RetryAfterOrBackoff, parse_http_date, retry_after_seconds
 
 log = logging.getLogger("lessonsync.source")
+
+# httpcore reads a response body 64 KiB at a time, each read costing a round of anyio and h11 plumbing in
+# Python; pages of answers are megabytes, so 256 KiB reads (asyncio's own socket read size) cut the
+# client's HTTP CPU per record by about a quarter (docs/BENCHMARKS.md). A class attribute of httpcore's
+# HTTP/1.1 connection: it only sizes reads.
+AsyncHTTP11Connection.READ_NUM_BYTES = max(AsyncHTTP11Connection.READ_NUM_BYTES, 256 * 1024)
 T = TypeVar("T")
 Decode = Callable[[bytes], T]
 
