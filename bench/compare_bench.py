@@ -428,43 +428,46 @@ LABELS = {
 def compare_markdown(result: dict[str, Any]) -> list[str]:
     m, scale = result["median"], result["scale"]
     counts = result["rounds"][0]["counts"]
+    rounds = f"{result['repeat']} round" + ("s" if result["repeat"] != 1 else "")
     lines = [f"### Side by side at scale {scale} (`python -m bench.compare_bench --scale {scale} --repeat "
              f"{result['repeat']}`)", "",
              f"Simulator: seed 42, scale {scale} ({_n(counts['active_lessons'])} active lessons, "
              f"{_n(counts['answers'])} answers, {_n(counts['lessons'])} lessons), {result['latency_ms']:g} ms latency "
-             f"per request, loopback. Run {result['started']} to {result.get('finished', '?')} UTC; medians of "
-             f"{result['repeat']} rounds (all times in the JSON).", "",
-             "| side | wall s (median) | all rounds s | answers stream s | answer rows/s | requests | "
-             "peak RSS (process / tree) | exact vs ground truth (active lessons, answers, results) |",
-             "|---|---|---|---|---|---|---|---|"]
+             f"per request, loopback. Run {result['started']} to {result.get('finished', '?')} UTC; "
+             + (f"medians of {rounds} (every time in the JSON)." if result["repeat"] > 1 else "one round."), "",
+             "| side | wall s | rounds s | rows fetched (active lessons / answers / results) | answers step s | "
+             "answer rows/s | requests | peak RSS (process / tree) | exact vs ground truth |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for name, label in LABELS.items():
         run = m.get(name)
         if run is None:
             continue
         if "error" in run:
-            lines.append(f"| {label} | FAILED after {run['process_seconds']} s | | | | | {_mib(run['peak_rss_mib'])} | "
+            lines.append(f"| {label} | FAILED after {run['process_seconds']} s | | | | | | {_mib(run['peak_rss_mib'])} | "
                          f"{run['error'].splitlines()[-1][:160] if run['error'] else ''} |")
             continue
         answers_s = run.get("stream_seconds", {}).get("answers")
         rows = run.get("rows") or m["lessonsync_full"].get("rows", {})
-        rate = rows.get("answers", 0) / answers_s if answers_s else None
+        fetched = "same pages" if name == "ceiling" else " / ".join(
+            _n(rows.get(t, 0)) for t in ("active_lessons", "answers", "answer_results"))
+        rate = rows.get("answers", 0) / answers_s if answers_s and rows.get("answers") else None
         tree = run.get("tree_peak_rss_mib")
         peak = _mib(run["peak_rss_mib"]) + (f" / {_mib(tree)}" if tree else "")
         lines.append(f"| {label} | {run['run_seconds']:,.1f} | {', '.join(f'{s:g}' for s in run['all_seconds'])} | "
-                     f"{_n(answers_s)} | {_n(round(rate)) if rate else '–'} | {_n(run.get('requests'))} | {peak} | "
-                     f"{_exact(run) if name != 'ceiling' else 'downloads only'} |")
+                     f"{fetched} | {_n(answers_s)} | {_n(round(rate)) if rate else '–'} | {_n(run.get('requests'))} | "
+                     f"{peak} | {_exact(run) if name != 'ceiling' else 'downloads only'} |")
     r = result.get("ratios", {})
     lines += ["", "Ratios, from the medians of this run:", ""]
     if "lessonsync_share_of_ceiling_answers" in r:
         lines.append(f"- LessonSync / ceiling: **{r['lessonsync_share_of_ceiling_answers']:.0%}** of the ceiling's "
-                     f"speed on the answers stream (ceiling download time / LessonSync's answers asset time), "
+                     f"speed on the answers stream (ceiling download time / LessonSync's answers step time), "
                      f"{r['lessonsync_share_of_ceiling_end_to_end']:.0%} end to end (both streams; LessonSync's "
                      "run includes Dagster, the warehouse loads and the checks).")
     for config in DLT_CONFIGS:
         key = f"lessonsync_over_dlt_{config}_answers_rows_per_s"
         if key in r:
-            lines.append(f"- LessonSync / dlt {config}: **{r[key]:.2f}×** dlt's answer rows/s on the answers stream, "
-                         f"{r[f'lessonsync_over_dlt_{config}_end_to_end']:.2f}× end to end.")
+            lines.append(f"- LessonSync / dlt {config}: **{r[key]:.2f}×** dlt's answer rows/s on the answers stream "
+                         f"(rows each side loaded), {r[f'lessonsync_over_dlt_{config}_end_to_end']:.2f}× end to end.")
     return lines
 
 
@@ -632,6 +635,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results-dir", type=Path, help="JSON results go here (default bench/results)")
     parser.add_argument("--dlt-configs", default=",".join(DLT_CONFIGS), help="dlt configurations to run")
     parser.add_argument("--full-only", action="store_true", help="skip the no-change and 1%%-change runs")
+    parser.add_argument("--reuse-compare", default="", help="scales whose saved comparison (compare_<scale>.json) "
+                        "gives the scaling figure instead of a new run (with --only scaling)")
     parser.add_argument("--child", choices=("lessonsync",), help=argparse.SUPPRESS)
     parser.add_argument("--urls", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -653,6 +658,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.only in (None, "scaling"):
         scales = [s for s in args.scaling_scales.split(",") if s]
         result = scaling(scales, args.work_dir, compared)
+        for scale in (s for s in args.reuse_compare.split(",") if s):  # a comparison run earlier, from its JSON
+            result = scaling([scale], args.work_dir, json.loads((RESULTS / f"compare_{scale}.json").read_text()))
         failed |= any("error" in result["scales"][s] for s in scales)
     if not args.no_docs:
         regenerate()
