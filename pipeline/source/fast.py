@@ -41,12 +41,12 @@ from operator import attrgetter
 from typing import Any, Literal
 
 import msgspec
+from msgspec.structs import astuple
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel
 from pydantic.types import Strict
-from pydantic_core import PydanticUndefined
 
 from pipeline.source.catalog import BUILDS, ChildTable, RecordTable
 from pipeline.source.pages import PageLocation
@@ -139,50 +139,77 @@ def _attribute_path(model: type[BaseModel], api_path: Sequence[str]) -> tuple[st
 
 
 class _Columns:
-    """Arrow arrays of one model's leaves (records.leaves) read from its Structs."""
+    """Arrow arrays of one model's leaves (records.leaves) read from its Structs.
+
+    Values are read by transposing: each Struct (the records, then each nested object) becomes a tuple
+    once (msgspec.structs.astuple, in C) and zip(*) turns the tuples into columns, so every record is
+    visited once per object level rather than once per column (records of a page are scattered in
+    memory: fewer passes, fewer cache misses)."""
 
     def __init__(self, model: type[BaseModel], leaves: Sequence[Leaf]) -> None:
         self.leaves = tuple(leaves)
         if any(leaf.kind == "json" for leaf in self.leaves):
             raise _NoFastPath(f"{model.__name__} has JSON columns")
         self.paths = [_attribute_path(model, leaf.path) for leaf in self.leaves]
+        self._names: dict[tuple[str, ...], tuple[str, ...]] = {}  # object path -> its Struct's fields, in order
+        for path in self.paths:
+            for depth in range(len(path)):
+                self._names.setdefault(path[:depth], tuple(_model_at(model, path[:depth]).model_fields))
+
+    def _columns(self, records: Sequence[Any]) -> Callable[[tuple[str, ...]], Sequence[Any]]:
+        found: dict[tuple[str, ...], dict[str, Sequence[Any]]] = {}
+
+        def column(path: tuple[str, ...]) -> Sequence[Any]:
+            prefix = path[:-1]
+            if prefix not in found:
+                objects = column(prefix) if prefix else records
+                names = self._names[prefix]
+                absent = objects.count(None) if prefix else 0
+                if absent == len(objects):  # no object at all (or no records): every value None
+                    columns: Sequence[Sequence[Any]] = [objects] * len(names)
+                elif absent:
+                    empty = (None,) * len(names)
+                    columns = list(zip(*[empty if o is None else astuple(o) for o in objects], strict=True))
+                else:
+                    columns = list(zip(*map(astuple, objects), strict=True))
+                found[prefix] = dict(zip(names, columns, strict=True))
+            return found[prefix][path[-1]]
+
+        return column
 
     def arrays(self, records: Sequence[Any]) -> list[pa.Array] | None:
         """One array per leaf, then `extra` (always null: the fast path never sees unknown fields);
         None when a date-time needs the validated path."""
-        objects: dict[tuple[str, ...], list[Any]] = {(): records}  # type: ignore[dict-item]
-
-        def values(path: tuple[str, ...]) -> list[Any]:
-            if path not in objects:
-                parents = values(path[:-1])
-                name = path[-1]
-                if len(path) == 1:
-                    objects[path] = list(map(attrgetter(name), parents))
-                elif parents.count(None) == len(parents):  # e.g. no record has `validation`
-                    objects[path] = parents
-                else:
-                    objects[path] = [None if o is None else getattr(o, name) for o in parents]
-            return objects[path]
-
+        column = self._columns(records)
         arrays: list[pa.Array] = []
         for leaf, path in zip(self.leaves, self.paths, strict=True):
-            found = values(path)
+            values = column(path)
             if leaf.kind == "timestamp":
-                array = _timestamps(found)
+                array = _timestamps(values)
                 if array is None:
                     return None
             elif leaf.kind == "number":
-                array = pa.array([v if v.__class__ is float else None for v in found], type=pa.float64())
+                array = pa.array([v if v.__class__ is float else None for v in values], type=pa.float64())
             elif leaf.kind == "text":
-                array = pa.array([v if v.__class__ is str else None for v in found], type=pa.string())
+                array = pa.array([v if v.__class__ is str else None for v in values], type=pa.string())
             else:
-                array = pa.array(found, type=leaf.type)
+                array = pa.array(values, type=leaf.type)
             arrays.append(array)
         arrays.append(pa.nulls(len(records), type=pa.string()))
         return arrays
 
 
-def _timestamps(values: list[str | None]) -> pa.Array | None:
+def _model_at(model: type[BaseModel], path: Sequence[str]) -> type[BaseModel]:
+    """The model of the nested object at attribute `path`."""
+    for name in path:
+        annotation = model.model_fields[name].annotation
+        union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+        members = typing.get_args(annotation) if union else (annotation,)
+        model = next(m for m in members if isinstance(m, type) and issubclass(m, BaseModel))
+    return model
+
+
+def _timestamps(values: Sequence[str | None]) -> pa.Array | None:
     """ISO 8601 text -> timestamp[us, UTC] (no offset = UTC); None when any value is not plain ISO 8601."""
     text = pa.array(values, type=pa.string())
     if text.null_count == len(text):
