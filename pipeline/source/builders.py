@@ -49,7 +49,7 @@ class ModelColumns:
         flat = _flat_columns(records, self._struct) if self._struct is not None else {}
         arrays = [self._leaf_array(leaf, records, flat) for leaf in self.leaves]
         if with_extras:
-            arrays.append(pa.array([self._extras(r) for r in records], type=pa.string()))
+            arrays.append(pa.array([self.extras(r) for r in records], type=pa.string()))
         else:
             arrays.append(pa.nulls(len(records), type=pa.string()))
         return arrays
@@ -74,7 +74,8 @@ class ModelColumns:
                             type=pa.float64())
         return pa.array([v if v.__class__ is str else None for v in values], type=pa.string())
 
-    def _extras(self, record: Any) -> str | None:
+    def extras(self, record: Any) -> str | None:
+        """The record's unknown fields as JSON text keyed by dotted API path, None when it has none."""
         found: dict[str, Any] | None = None
         for path, known in self._objects:
             obj = dig(record, path) if path else record

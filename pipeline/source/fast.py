@@ -41,6 +41,7 @@ from operator import attrgetter
 from typing import Any, Literal
 
 import msgspec
+import orjson
 from msgspec.structs import astuple
 import numpy as np
 import pyarrow as pa
@@ -56,7 +57,7 @@ from pipeline.source.requests import Batch, Page, Request
 from pipeline.source.streams import StreamSpec
 
 Unsupported = type("Unsupported", (), {})
-_cache: dict[type[BaseModel], Any] = {}
+_cache: dict[tuple[type[BaseModel], bool], Any] = {}
 
 # Plain ISO 8601 as the platform writes it; anything else goes the validated way.
 _ISO = (r"^[1-9]\d{3}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,6})?"
@@ -70,7 +71,7 @@ def _is_timestamp(annotation: Any) -> bool:
     return annotation is datetime
 
 
-def _translate(annotation: Any) -> Any:
+def _translate(annotation: Any, closed: bool) -> Any:
     """The msgspec type validating what pydantic (strict) validates for `annotation`, or Unsupported."""
     if _is_timestamp(annotation):
         if typing.get_origin(annotation) is typing.Annotated and not all(
@@ -85,7 +86,7 @@ def _translate(annotation: Any) -> Any:
         members = [a for a in args if a is not type(None)]
         if set(members) >= {float, int}:  # Number: JSON integers and floats, not bools; Arrow float64
             members = [float, *(a for a in members if a not in (float, int))]
-        translated = [_translate(a) for a in members]
+        translated = [_translate(a, closed) for a in members]
         if Unsupported in translated:
             return Unsupported
         union = translated[0]
@@ -95,23 +96,25 @@ def _translate(annotation: Any) -> Any:
     if origin is Literal:
         return annotation if all(isinstance(v, str) for v in args) else Unsupported
     if origin is list:
-        item = _translate(args[0])
+        item = _translate(args[0], closed)
         return Unsupported if item is Unsupported else list[item]  # type: ignore[valid-type]
     if annotation in (str, bool, float, int):
         return annotation
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        struct = fast_struct(annotation)
+        struct = fast_struct(annotation, closed=closed)
         return Unsupported if struct is None else struct
     return Unsupported
 
 
-def fast_struct(model: type[BaseModel]) -> Any:
-    """The msgspec Struct equivalent to `model` (closed to unknown fields), or None when not translatable."""
-    if model not in _cache:
-        _cache[model] = None  # recursion guard
+def fast_struct(model: type[BaseModel], *, closed: bool = True) -> Any:
+    """The msgspec Struct equivalent to `model`, or None when not translatable. `closed`: unknown fields are
+    errors (the first try); otherwise they are skipped (models the spec closes reject them either way)."""
+    key = (model, closed)
+    if key not in _cache:
+        _cache[key] = None  # recursion guard
         fields: list[tuple[Any, ...]] = []
         for name, info in model.model_fields.items():
-            annotation = _translate(info.annotation)
+            annotation = _translate(info.annotation, closed)
             if annotation is Unsupported or info.metadata or info.default_factory is not None:
                 return None
             if isinstance(info.default, (list, dict, set)):
@@ -121,9 +124,10 @@ def fast_struct(model: type[BaseModel]) -> Any:
                 fields.append((name, annotation, msgspec.field(name=alias)))
             else:
                 fields.append((name, annotation, msgspec.field(default=info.default, name=alias)))
-        _cache[model] = msgspec.defstruct(f"{model.__name__}Fast", fields, kw_only=True,
-                                          forbid_unknown_fields=True, gc=False)
-    return _cache[model]
+        forbid = closed or model.model_config.get("extra") == "forbid"
+        _cache[key] = msgspec.defstruct(f"{model.__name__}{'Closed' if closed else 'Open'}", fields, kw_only=True,
+                                        forbid_unknown_fields=forbid, gc=False)
+    return _cache[key]
 
 
 def _attribute_path(model: type[BaseModel], api_path: Sequence[str]) -> tuple[str, ...]:
@@ -290,11 +294,13 @@ class FastPages:
             raise _NoFastPath(f"{stream.model.__name__} is not translatable")
         self._stream = stream
         self._decoder = msgspec.json.Decoder(list[struct])
+        self._open_decoder = msgspec.json.Decoder(list[fast_struct(stream.model, closed=False)])
         own = BUILDS[stream.table]
         assert isinstance(own, RecordTable)
         self._own = own
         self._own_columns = _Columns(stream.model, own.columns.leaves)
         self._children: list[tuple[ChildTable, Callable[..., ChildRows], _Columns | None]] = []
+        self._child_lists: dict[str, str | None] = {}  # child table -> API name of the list it comes from
         for child_name, _ in stream.children:
             if child_name not in FAST_CHILDREN:
                 raise _NoFastPath(f"no fast builder for child table {child_name}")
@@ -305,6 +311,7 @@ class FastPages:
                 child_model = _child_model(stream.model, child_name)
                 columns = _Columns(child_model, child.columns.leaves)
             self._children.append((child, FAST_CHILDREN[child_name], columns))
+            self._child_lists[child_name] = _child_field(stream.model, child_name)
         schema = own.spec.schema
         self._optional_keys = [schema.get_field_index(k) for k in own.spec.key
                                if k in stream.model.model_fields and not stream.model.model_fields[k].is_required()]
@@ -319,15 +326,26 @@ class FastPages:
             return None
 
     def page(self, request: Request, body: bytes, where: PageLocation, with_keys: bool) -> Page | None:
+        raw: list[Any] | None = None  # the page as dicts, only when it has unknown fields
         try:
             records = self._decoder.decode(body)
-        except (msgspec.ValidationError, msgspec.DecodeError):
+        except msgspec.ValidationError as error:
+            if not str(error).startswith("Object contains unknown field"):
+                return None
+            try:  # new fields the platform added: validated the same, then kept in `extra`
+                records = self._open_decoder.decode(body)
+            except (msgspec.ValidationError, msgspec.DecodeError):
+                return None
+            raw = orjson.loads(body)
+        except msgspec.DecodeError:
             return None
         if not records:
             return None
         arrays = self._own_columns.arrays(records)
         if arrays is None:
             return None
+        if raw is not None:
+            arrays[-1] = pa.array(list(map(self._own.columns.extras, raw)), type=pa.string())
         for index in self._optional_keys:  # a record without its key: the validated path quarantines it
             if arrays[index].null_count:
                 return None
@@ -347,12 +365,31 @@ class FastPages:
                 if built is None:
                     return None
                 rest = built
+                source = self._child_lists[child.spec.name]
+                if raw is not None and source is not None:
+                    items = chain.from_iterable(record[source] for record in raw)
+                    assert child.columns is not None
+                    rest[-1] = pa.array(list(map(child.columns.extras, items)), type=pa.string())
             batches.append(Batch(child.spec, pa.RecordBatch.from_arrays([*front, *rest], schema=child.spec.schema),
                                  where.endpoint, where.page))
         hashes = None
         if with_keys:
             hashes = np.fromiter(map(hash, map(self._key, records)), dtype=np.int64, count=len(records))
         return Page(where, len(records), batches, len(records), 0, hashes, parent)
+
+
+def _child_field(model: type[BaseModel], child_table: str) -> str | None:
+    """API name of the list field of `model` whose items are the child table's records (None: no records)."""
+    child = BUILDS[child_table]
+    assert isinstance(child, ChildTable)
+    if child.columns is None:
+        return None
+    item_model = _child_model(model, child_table)
+    for name, info in model.model_fields.items():
+        union = typing.get_origin(info.annotation) in (typing.Union, types.UnionType)
+        if list[item_model] in (typing.get_args(info.annotation) if union else (info.annotation,)):
+            return info.alias or name
+    raise _NoFastPath(f"cannot find the list field of {child_table}")
 
 
 def _child_model(model: type[BaseModel], child_table: str) -> type[BaseModel]:
