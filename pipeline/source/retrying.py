@@ -9,6 +9,7 @@ so `Retry-After: 0` cannot make us spin.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from functools import lru_cache
 from email.utils import parsedate_to_datetime
 
 from tenacity import RetryCallState, wait_exponential_jitter
@@ -41,6 +42,7 @@ def retry_after_seconds(value: str | None, server_now: datetime | None) -> float
     return max(0.0, min(delays))
 
 
+@lru_cache(maxsize=64)  # every response carries one, and it changes once a second at most
 def parse_http_date(value: str | None) -> datetime | None:
     """A Date header as an aware datetime, None when absent or unreadable."""
     if not value:
