@@ -65,12 +65,22 @@ def orphans(conn: duckdb.DuckDBPyConnection, child: str, parent: str, on: Mappin
     pairs = dict(on) if isinstance(on, Mapping) else {c: c for c in on}
     child_def, parent_def = _table(conn, child), _table(conn, parent)
     match = " AND ".join(f"c.{q(cc)} = p.{q(pc)}" for cc, pc in pairs.items())
-    scope, params = "", []
-    if touched_since is not None and not parent_def.has_deleted_at:
-        scope, params = f" AND c.{q(LAST_LOADED_AT)} >= ?", [touched_since]
-    return _scalar(conn, f"SELECT count(*) FROM {table_ref(child)} AS c WHERE {_live(child_def, 'c')}{scope} "
-                         f"AND NOT EXISTS (SELECT 1 FROM {table_ref(parent)} AS p WHERE {match} "
-                         f"AND {_live(parent_def, 'p')})", params)
+    if touched_since is None or parent_def.has_deleted_at:
+        return _scalar(conn, f"SELECT count(*) FROM {table_ref(child)} AS c WHERE {_live(child_def, 'c')} "
+                             f"AND NOT EXISTS (SELECT 1 FROM {table_ref(parent)} AS p WHERE {match} "
+                             f"AND {_live(parent_def, 'p')})")
+    # The rows a load wrote are few: they are the hash table, and the parent table is only scanned where its
+    # first linked column lies within their range (a parent kept in key order skips the rest).
+    child_column, parent_column = next(iter(pairs.items()))
+    touched = (f"(SELECT * FROM {table_ref(child)} AS c WHERE {_live(child_def, 'c')} "
+               f"AND c.{q(LAST_LOADED_AT)} >= $since)")
+    lowest, highest = conn.execute(f"SELECT min({q(child_column)}), max({q(child_column)}) FROM {touched}",
+                                   {"since": touched_since}).fetchone()
+    parents = (f"(SELECT 1 AS _found, * FROM {table_ref(parent)} AS p WHERE {_live(parent_def, 'p')} "
+               f"AND p.{q(parent_column)} BETWEEN $lowest AND $highest)")
+    return int(conn.execute(f"SELECT count(*) FROM {touched} AS c LEFT JOIN {parents} AS p ON {match} "
+                            f"WHERE p._found IS NULL",
+                            {"since": touched_since, "lowest": lowest, "highest": highest}).fetchone()[0])
 
 
 def last_load_time(conn: duckdb.DuckDBPyConnection, table: str) -> datetime | None:
@@ -98,5 +108,5 @@ def _live(table: TableDef, alias: str) -> str:
     return f"{alias}.{q(DELETED_AT)} IS NULL" if table.has_deleted_at else "TRUE"
 
 
-def _scalar(conn: duckdb.DuckDBPyConnection, sql: str, params: Sequence[object] = ()) -> int:
-    return int(conn.execute(sql, list(params)).fetchone()[0])
+def _scalar(conn: duckdb.DuckDBPyConnection, sql: str) -> int:
+    return int(conn.execute(sql).fetchone()[0])

@@ -37,12 +37,28 @@ def replace_children(conn: duckdb.DuckDBPyConnection, child: TableDef, link: Chi
     _require_deleted_at(child, f"have its children replaced (parent {link.parent})")
     if parent is None:
         return 0  # no parent row reloaded: nothing to replace
+    # Two steps, so that the child table is only probed (its rows are never hashed): the live children of
+    # the reloaded parents, by row id (hash table on the parent stage, the small side), minus those in
+    # this load (both sides small); then an update by row id.
     owner = " AND ".join(f"t.{q(cc)} = p.{q(pc)}" for cc, pc in link.on)
-    where = (f"t.{q(DELETED_AT)} IS NULL AND EXISTS (SELECT 1 FROM {q(parent.name)} AS p "
-             f"WHERE p._change <> 'stale' AND {owner})")
+    gone = f"_gone_{child.name}"
+    key = ", ".join(f"t.{q(k)}" for k in child.key)
+    conn.execute(f"DROP TABLE IF EXISTS temp.{q(gone)}")
+    child_column, parent_column = link.on[0]  # only where the parents lie (a table in key order skips the rest)
+    lowest, highest = conn.execute(f"SELECT min({q(parent_column)}), max({q(parent_column)}) "
+                                   f"FROM {q(parent.name)}").fetchone()
+    conn.execute(
+        f"CREATE TEMP TABLE {q(gone)} AS SELECT t.rowid AS _rowid, {key} FROM {table_ref(child.name)} AS t "
+        f"JOIN (SELECT * FROM {q(parent.name)} WHERE _change <> 'stale') AS p ON {owner} "
+        f"WHERE t.{q(DELETED_AT)} IS NULL AND t.{q(child_column)} BETWEEN $lowest AND $highest",
+        {"lowest": lowest, "highest": highest})
     if staged_children is not None:
-        where += f" AND NOT EXISTS (SELECT 1 FROM {q(staged_children.name)} AS s WHERE {join_on(child.key, 's', 't')})"
-    return _mark(conn, child, where, loaded_at)
+        conn.execute(f"DELETE FROM temp.{q(gone)} AS t WHERE EXISTS "
+                     f"(SELECT 1 FROM {q(staged_children.name)} AS s WHERE {join_on(child.key, 's', 't')})")
+    try:
+        return _mark(conn, child, f"t.rowid IN (SELECT _rowid FROM temp.{q(gone)})", loaded_at)
+    finally:
+        conn.execute(f"DROP TABLE temp.{q(gone)}")
 
 
 def _mark(conn: duckdb.DuckDBPyConnection, target: TableDef, where: str, loaded_at: datetime) -> int:

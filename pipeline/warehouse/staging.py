@@ -45,12 +45,20 @@ def create_stage(conn: duckdb.DuckDBPyConnection, load: TableLoad, target: Table
     empty = conn.execute(f"SELECT count(*) = 0 FROM {table_ref(target.name)}").fetchone()[0]
     stage = Stage(f"_stage_{load.name}", load, target, empty)
     drop_stage(conn, stage)
-    try:
-        conn.execute(_stage_sql(stage), {"files": files})
+    try:  # the load's rows first, on their own: the join below then knows they are the small side
+        conn.execute(f"CREATE TEMP TABLE {q(_loaded(stage))} AS {deduped_sql(load, target)}", {"files": files})
     except duckdb.ConversionException as error:
         raise SchemaError(f"table {load.name}: a value of this load does not fit its warehouse column "
                           f"({error}); fix the client's conversion for that column.") from None
+    lowest, highest = conn.execute(f"SELECT min({q(load.key[0])}), max({q(load.key[0])}) "
+                                   f"FROM temp.{q(_loaded(stage))}").fetchone()
+    conn.execute(_stage_sql(stage), {"lowest": lowest, "highest": highest})
+    drop_stage(conn, stage, keep_stage=True)
     return stage
+
+
+def _loaded(stage: Stage) -> str:
+    return f"_loaded_{stage.load.name}"
 
 
 def deduped_sql(load: TableLoad, target: TableDef) -> str:
@@ -72,10 +80,16 @@ def _stage_sql(stage: Stage) -> str:
     load, target = stage.load, stage.target
     carried = "".join(f", t.{q(c)} AS {q('_old_' + c)}" for c in stage.carried)
     in_storage_order = "" if stage.target_was_empty else "ORDER BY _rowid NULLS LAST"  # fastest in-place updates
+    # The load's rows are the hash table; the warehouse table is only scanned, and only where its first key
+    # column lies within the load's range of it: a table kept in key order (firstload.py sorts a big first
+    # load) then reads a few row groups for a load of recent records (DuckDB cannot look a composite key up
+    # in its ART index, and reading every row group of a 10M-row table is what made a small load slow).
+    first = q(load.key[0])
     return f"""CREATE TEMP TABLE {q(stage.name)} AS
-        WITH latest AS ({deduped_sql(load, target)})
-        SELECT s.*, {_classify(load, target)} AS _change, t.rowid AS _rowid{carried}
-        FROM latest AS s LEFT JOIN {table_ref(target.name)} AS t ON {join_on(load.key, 's', 't')}
+        SELECT s.*, {_classify(load, target)} AS _change, t._rowid AS _rowid{carried}
+        FROM temp.{q(_loaded(stage))} AS s LEFT JOIN (
+            SELECT rowid AS _rowid, * FROM {table_ref(target.name)}
+            WHERE {first} BETWEEN $lowest AND $highest) AS t ON {join_on(load.key, 's', 't')}
         {in_storage_order}"""
 
 
@@ -121,5 +135,7 @@ def mark_stale_children(conn: duckdb.DuckDBPyConnection, child: Stage, parent: S
     )
 
 
-def drop_stage(conn: duckdb.DuckDBPyConnection, stage: Stage) -> None:
-    conn.execute(f"DROP TABLE IF EXISTS temp.{q(stage.name)}")
+def drop_stage(conn: duckdb.DuckDBPyConnection, stage: Stage, *, keep_stage: bool = False) -> None:
+    names = (_loaded(stage),) + (() if keep_stage else (stage.name,))
+    for name in names:
+        conn.execute(f"DROP TABLE IF EXISTS temp.{q(name)}")
