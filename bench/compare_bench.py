@@ -191,10 +191,30 @@ def run_ceiling(base_url: str, urls_file: str, server_pid: int) -> dict[str, Any
 # ---------------------------------------------------------------- one round
 
 
+class Truth:
+    """The exactness checks (bench/exactness.py) in child processes, so this process stays small: a child's
+    peak RSS from os.wait4 starts at its parent's size when it is forked."""
+
+    def __init__(self, work: Path, base_url: str, label: str) -> None:
+        child = run_measured([sys.executable, "-m", "bench.exactness", "truth", "--base-url", base_url,
+                              "--work-dir", str(work), "--label", label])
+        if child.returncode != 0:
+            raise RuntimeError(f"ground truth {label}: {child.stderr_tail}")
+        self.db = work / f"truth_{label}.duckdb"
+
+    def check(self, database: Path, flavour: str) -> dict[str, Any]:
+        child = run_measured([sys.executable, "-m", "bench.exactness", "check", "--truth", str(self.db),
+                              "--database", str(database), "--flavour", flavour])
+        if child.returncode != 0:
+            raise RuntimeError(f"exactness check of {database.name}: {child.stderr_tail}")
+        return json.loads(child.stdout)
+
+    def close(self) -> None:
+        self.db.unlink(missing_ok=True)
+
+
 def one_round(scale: str, number: int, work: Path, urls_file: str, record_urls: bool, log: Any,
               dlt_configs: tuple[str, ...] = DLT_CONFIGS, incremental: bool = True) -> dict[str, Any]:
-    from bench.exactness import Checker
-
     port = free_port()
     server = start_simulator(scale, port, LATENCY_MS)
     base_url = f"http://127.0.0.1:{port}"
@@ -220,7 +240,7 @@ def one_round(scale: str, number: int, work: Path, urls_file: str, record_urls: 
 
     try:
         log(f"round {number}: ground truth (full)")
-        truth = Checker(round_dir, base_url, "full")
+        truth = Truth(round_dir, base_url, "full")
         side("lessonsync_full", lambda: run_lessonsync(base_url, round_dir / "lessonsync",
                                                        urls_file if record_urls else None),
              truth, lessonsync_db, "lessonsync")
@@ -235,7 +255,7 @@ def one_round(scale: str, number: int, work: Path, urls_file: str, record_urls: 
             side("lessonsync_no_change", lambda: run_lessonsync(base_url, round_dir / "lessonsync"))
             side(f"dlt_{last}_no_change", lambda: run_dlt(base_url, last, round_dir / f"dlt_{last}"))
             result["advance"] = httpx.post(f"{base_url}/_sim/advance", params={"hours": 24}, timeout=600).json()
-            truth = Checker(round_dir, base_url, "after_advance")
+            truth = Truth(round_dir, base_url, "after_advance")
             side("lessonsync_one_percent", lambda: run_lessonsync(base_url, round_dir / "lessonsync"),
                  truth, lessonsync_db, "lessonsync")
             side(f"dlt_{last}_one_percent", lambda: run_dlt(base_url, last, round_dir / f"dlt_{last}"),
@@ -366,20 +386,21 @@ def scaling(scales: list[str], work_dir: Path | None, reuse: dict[str, Any] | No
 
 
 def machine() -> dict[str, Any]:
-    import dagster
-    import duckdb
+    """Without importing the packages: this process stays small (see Truth)."""
+    from importlib.metadata import PackageNotFoundError, version
 
-    try:
-        import dlt
-        dlt_version = dlt.__version__
-    except ImportError:  # the bench extra is missing
-        dlt_version = None
+    def installed(name: str) -> str | None:
+        try:
+            return version(name)
+        except PackageNotFoundError:  # the bench extra is missing
+            return None
+
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), host.processor()) if Path("/proc/cpuinfo").exists() else ""
     return {"cpus": os.cpu_count(), "cpu_model": cpu, "memory_gib": round(memory, 1), "os": host.platform(),
-            "python": host.python_version(), "dagster": dagster.__version__, "duckdb": duckdb.__version__,
-            "dlt": dlt_version, "httpx": httpx.__version__, "load_average": os.getloadavg()}
+            "python": host.python_version(), **{name: installed(name) for name in ("dagster", "duckdb", "dlt", "httpx")},
+            "load_average": os.getloadavg()}
 
 
 def _n(value: Any) -> str:

@@ -131,13 +131,24 @@ class TableCheck:
 
 
 class Checker:
-    """Holds the ground truth of one platform state (hashed) and checks results against it."""
+    """The ground truth of one platform state, hashed into a DuckDB file (`build`), and checks of results
+    against it. The benchmarks call it through its CLI in a child process, so their own process stays small
+    (a child's peak RSS from os.wait4 starts at its parent's size at fork)."""
 
-    def __init__(self, work_dir: Path, base_url: str, label: str) -> None:
-        self.conn = duckdb.connect()
+    def __init__(self, truth_db: Path) -> None:
+        self.conn = duckdb.connect(str(truth_db))
         self.conn.execute("SET TimeZone = 'UTC'")
-        self.conn.execute(f"SET temp_directory = '{work_dir / 'exactness_tmp'}'")
-        self.label = label
+        self.conn.execute(f"SET temp_directory = '{truth_db.parent / 'exactness_tmp'}'")
+        self.label = truth_db.stem.removeprefix("truth_")
+        self.counts = {t: self.conn.execute(f"SELECT count(*) FROM truth_{t}").fetchone()[0] for t in TABLES}
+
+    @classmethod
+    def build(cls, work_dir: Path, base_url: str, label: str) -> Checker:
+        truth_db = work_dir / f"truth_{label}.duckdb"
+        truth_db.unlink(missing_ok=True)
+        conn = duckdb.connect(str(truth_db))
+        conn.execute("SET TimeZone = 'UTC'")
+        conn.execute(f"SET temp_directory = '{work_dir / 'exactness_tmp'}'")
         files = {}
         for resource in ("active_lessons", "answers"):
             path = work_dir / f"truth_{label}_{resource}.ndjson"
@@ -149,17 +160,18 @@ class Checker:
             files[resource] = path
         for resource, path in files.items():
             columns = ", ".join(f"'{name}': '{kind}'" for name, kind in TRUTH_COLUMNS[resource].items())
-            self.conn.execute(f"CREATE VIEW raw_{resource} AS SELECT * FROM read_json('{path}', "
-                              f"format='newline_delimited', columns={{{columns}}}, maximum_object_size=1000000000)")
-        self.conn.execute("CREATE VIEW raw_answer_results AS SELECT *, i - 1 AS result_index, "
-                          "CAST(results AS JSON[])[i] AS result FROM raw_answers, "
-                          "range(1, CAST(json_array_length(results) AS BIGINT) + 1) AS t(i)")
+            conn.execute(f"CREATE TEMP VIEW raw_{resource} AS SELECT * FROM read_json('{path}', "
+                         f"format='newline_delimited', columns={{{columns}}}, maximum_object_size=1000000000)")
+        conn.execute("CREATE TEMP VIEW raw_answer_results AS SELECT *, i - 1 AS result_index, "
+                     "CAST(results AS JSON[])[i] AS result FROM raw_answers, "
+                     "range(1, CAST(json_array_length(results) AS BIGINT) + 1) AS t(i)")
         for table in TABLES:
             exprs = [f[3] for f in FIELDS[table]]
-            self.conn.execute(f"CREATE TABLE truth_{table} AS SELECT {_hashes(table, exprs)} FROM raw_{table}")
+            conn.execute(f"CREATE TABLE truth_{table} AS SELECT {_hashes(table, exprs)} FROM raw_{table}")
+        conn.close()
         for path in files.values():
             path.unlink()
-        self.counts = {t: self.conn.execute(f"SELECT count(*) FROM truth_{t}").fetchone()[0] for t in TABLES}
+        return cls(truth_db)
 
     def check(self, database: Path, flavour: str) -> dict[str, Any]:
         """`flavour` is 'lessonsync' (schema lms, LessonSync's tables) or 'dlt' (dataset lms)."""
@@ -221,3 +233,33 @@ class Checker:
 
     def close(self) -> None:
         self.conn.close()
+
+
+def main() -> int:
+    """`python -m bench.exactness truth --base-url U --work-dir D --label L` builds D/truth_L.duckdb;
+    `python -m bench.exactness check --truth D/truth_L.duckdb --database W --flavour lessonsync|dlt` prints the
+    verdict as JSON."""
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("command", choices=("truth", "check"))
+    parser.add_argument("--base-url")
+    parser.add_argument("--work-dir", type=Path)
+    parser.add_argument("--label")
+    parser.add_argument("--truth", type=Path)
+    parser.add_argument("--database", type=Path)
+    parser.add_argument("--flavour", choices=("lessonsync", "dlt"))
+    args = parser.parse_args()
+    if args.command == "truth":
+        checker = Checker.build(args.work_dir, args.base_url, args.label)
+        print(json.dumps(checker.counts))
+    else:
+        checker = Checker(args.truth)
+        print(json.dumps(checker.check(args.database, args.flavour)))
+    checker.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
