@@ -562,7 +562,8 @@ def findings(compare_results: list[dict[str, Any]], scaling_result: dict[str, An
             if ours and theirs and "error" not in ours and "error" not in theirs:
                 lines.append(f"- Scale {scale}, {kind.replace('_', '-')} run: LessonSync {ours['run_seconds']} s "
                              f"({_n(ours['requests'])} requests), tuned dlt {theirs['run_seconds']} s "
-                             f"({_n(theirs['requests'])} requests: dlt re-lists every lesson's answers).")
+                             f"({_n(theirs['requests'])} requests: one answers listing per lesson of the catalogue, "
+                             "whatever changed).")
     runs = [(s, scaling_result["scales"][s]) for s in SCALES
             if scaling_result and s in scaling_result.get("scales", {}) and "error" not in scaling_result["scales"][s]]
     if len(runs) > 1:
