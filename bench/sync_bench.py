@@ -47,6 +47,7 @@ def sync_child(select: list[str]) -> dict[str, Any]:
         raise SystemExit(f"sync failed: {report.error}")
     stamps: dict[str, list[float]] = {}
     step_seconds = 0.0
+    steps: dict[str, float] = {}  # seconds per step (asset or check): where a run's time goes
     for record in instance.all_logs(report.run_id):
         event = record.dagster_event
         if event is None:
@@ -54,9 +55,10 @@ def sync_child(select: list[str]) -> dict[str, Any]:
         stamps.setdefault(event.event_type_value, []).append(record.timestamp)
         if event.event_type == DagsterEventType.STEP_SUCCESS:
             step_seconds += event.event_specific_data.duration_ms / 1000
+            steps[event.step_key] = round(event.event_specific_data.duration_ms / 1000, 2)
     run_start, run_end = stamps["PIPELINE_START"][0], stamps["PIPELINE_SUCCESS"][-1]
     return {"run_seconds": round(seconds, 2), "dagster_run_seconds": round(run_end - run_start, 2),
-            "step_seconds": round(step_seconds, 2), "failed_checks": report.failed_checks,
+            "step_seconds": round(step_seconds, 2), "steps": steps, "failed_checks": report.failed_checks,
             "materializations": report.materializations}
 
 
@@ -81,7 +83,7 @@ def summarize(report: dict[str, Any]) -> dict[str, Any]:
         fetched = meta.get("rows_fetched", meta.get("events_loaded"))
         streams[table] = {name: meta.get(name) for name in
                           ("rows_fetched", "rows_per_second", "rows_inserted", "rows_updated", "rows_deleted",
-                           "requests", "retries", "duration_s") if meta.get(name) is not None}
+                           "requests", "retries", "duration_s", "commit_s") if meta.get(name) is not None}
         if fetched is not None:
             streams[table]["rows_fetched"] = fetched
         if meta.get("requests") is not None:

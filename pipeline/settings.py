@@ -6,10 +6,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
-import psutil
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+DEFAULT_MEMORY_LIMIT = "512MB"  # with the client and Dagster, a full sync at scale large stays under 1 GiB RSS
 DEFAULT_APP_SECRET = "lessonsync-demo-secret"  # the embedded simulator's default; not a real credential
 
 
@@ -34,9 +34,9 @@ class Settings(BaseSettings):
     max_attempts: int = Field(6, ge=1, le=20, description="Tries per request before giving up.")
     retry_max_wait: float = Field(60.0, gt=0, description="Cap in seconds on one backoff or Retry-After wait.")
     duckdb_memory_limit: str = Field(
-        default_factory=lambda: default_memory_limit(),
-        description="DuckDB memory_limit (default 75% of RAM); bigger merges spill to disk, but the primary-key "
-        "index of a first load of ~10M answers needs several GB that do not spill (see docs/BENCHMARKS.md).",
+        DEFAULT_MEMORY_LIMIT,
+        description="DuckDB memory_limit; merges and sorts beyond it spill to the temp directory, and a big first "
+        "load builds its key index in slices that fit (docs/warehouse.md).",
     )
     duckdb_temp_directory: Path | None = Field(
         None, description="Where DuckDB spills; default: <warehouse file>.tmp next to the warehouse."
@@ -57,12 +57,6 @@ class Settings(BaseSettings):
     @property
     def inbox_path(self) -> Path:
         return self.data_dir / "inbox.sqlite3"
-
-
-def default_memory_limit() -> str:
-    # DuckDB's ART primary-key index ignores memory_limit while a big transaction builds it: a limit far below
-    # what the index needs ends in a fatal "failed to pin block" at COMMIT instead of a spill.
-    return f"{max(1, int(psutil.virtual_memory().total * 0.75 / 2**30))}GB"
 
 
 def load_settings(**overrides: object) -> Settings:

@@ -15,7 +15,8 @@ writer drops the leftovers. The rows become the table, and the cursor moves, in 
 transaction (apply.apply_load), exactly as before: old cursor with old rows, or new cursor with new rows.
 
 Used only when every table the load upserts (and every child table it may replace) is empty and the load
-has more than `slice_rows` rows; replays and rebuilds take the same path, so they stay within memory too."""
+has at least min(`slice_rows`, MIN_ROWS) rows; replays and rebuilds take the same path, so they stay within
+memory too."""
 
 from __future__ import annotations
 
@@ -31,6 +32,9 @@ from pipeline.warehouse.tabledef import FIRST_LOADED_AT, LAST_LOADED_AT
 SHADOW_PREFIX = "_first_"
 _SORTED = "_first_load_sorted"
 DEFAULT_SLICE_ROWS = 1_000_000
+# From this many rows on, a first load takes this path (in one slice up to slice_rows): the bulk path's table
+# (insert, then ALTER TABLE ADD PRIMARY KEY) cost ~4 s at the first checkpoint after its first update at 1M rows.
+MIN_ROWS = 100_000
 
 
 def shadow_name(table: str) -> str:
@@ -54,7 +58,7 @@ def prebuild(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, lake_dir, strategy
     upserted = [t for t in plan.tables if t.kind != "append" and t.parts]
     if strategy != "auto" or not slice_rows or not upserted or any(not t.key for t in upserted):
         return {}
-    if sum(part.rows for t in upserted for part in t.parts) <= slice_rows:
+    if sum(part.rows for t in upserted for part in t.parts) < min(slice_rows, MIN_ROWS):
         return {}
     catalog = ensure_tables(conn, plan.catalog)  # the tables as they were at that commit (empty ones harmless)
     involved = {t.name for t in upserted} | {link.child for link in plan.children}
