@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-DEFAULT_MEMORY_LIMIT = "512MB"  # with the client and Dagster, a full sync at scale large stays under 1 GiB RSS
+DEFAULT_MEMORY_LIMIT = "2GB"  # a 1%-change load into 10M-row tables needs more than 512MB (docs/BENCHMARKS.md)
 DEFAULT_APP_SECRET = "lessonsync-demo-secret"  # the embedded simulator's default; not a real credential
 
 
