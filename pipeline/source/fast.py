@@ -31,6 +31,7 @@ returns None for them. tests/source/test_source_fast.py checks that both paths g
 
 from __future__ import annotations
 
+import gc
 import re
 import types
 import typing
@@ -326,6 +327,21 @@ class FastPages:
             return None
 
     def page(self, request: Request, body: bytes, where: PageLocation, with_keys: bool) -> Page | None:
+        """The page as Arrow batches, or None: take the validated path.
+
+        The cyclic garbage collector is paused meanwhile: a page makes thousands of short-lived lists and
+        tuples (no cycles; reference counting frees them), each batch of 700 triggering a collection that
+        walks the rest, and some of them a full collection of the whole process: that took as much CPU
+        as the decoding itself on pages of several thousand records."""
+        if not gc.isenabled():
+            return self._page(request, body, where, with_keys)
+        gc.disable()
+        try:
+            return self._page(request, body, where, with_keys)
+        finally:
+            gc.enable()
+
+    def _page(self, request: Request, body: bytes, where: PageLocation, with_keys: bool) -> Page | None:
         raw: list[Any] | None = None  # the page as dicts, only when it has unknown fields
         try:
             records = self._decoder.decode(body)
