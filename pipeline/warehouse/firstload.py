@@ -32,8 +32,8 @@ from pipeline.warehouse.tabledef import FIRST_LOADED_AT, LAST_LOADED_AT
 SHADOW_PREFIX = "_first_"
 _SORTED = "_first_load_sorted"
 DEFAULT_SLICE_ROWS = 1_000_000
-# From this many rows on, a first load takes this path (in one slice up to slice_rows): the bulk path's table
-# (insert, then ALTER TABLE ADD PRIMARY KEY) cost ~4 s at the first checkpoint after its first update at 1M rows.
+# From this many rows on, a first load takes this path (in one slice up to slice_rows), so every table of
+# some size (active lessons, the groups snapshot) is built the same way: in key order, index checkpointed.
 MIN_ROWS = 100_000
 
 
