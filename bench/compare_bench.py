@@ -455,7 +455,9 @@ def compare_markdown(result: dict[str, Any]) -> list[str]:
              f"Simulator: seed 42, scale {scale} ({_n(counts['active_lessons'])} active lessons, "
              f"{_n(counts['answers'])} answers, {_n(counts['lessons'])} lessons), {result['latency_ms']:g} ms latency "
              f"per request, loopback. Run {result['started']} to {result.get('finished', '?')} UTC; "
-             + (f"medians of {rounds} (every time in the JSON)." if result["repeat"] > 1 else "one round."), "",
+             + (f"medians of {rounds} (every time in the JSON)." if result["repeat"] > 1 else "one round.")
+             + "".join(f" dlt {config} was not run at this scale (`--dlt-configs`)." for config in DLT_CONFIGS
+                       if f"dlt_{config}_full" not in m), "",
              "| side | wall s | rounds s | rows fetched (active lessons / answers / results) | answers step s | "
              "answer rows/s | requests | peak RSS (process / tree) | exact vs ground truth |",
              "|---|---|---|---|---|---|---|---|---|"]
