@@ -738,7 +738,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-docs", action="store_true", help="do not touch docs/ (tests)")
     parser.add_argument("--work-dir", type=Path, help="temporary data goes under here (default: the temp dir)")
     parser.add_argument("--results-dir", type=Path, help="JSON results go here (default bench/results)")
-    parser.add_argument("--dlt-configs", default=",".join(DLT_CONFIGS), help="dlt configurations to run")
+    parser.add_argument("--dlt-configs", help="dlt configurations to run (default: default,tuned at tiny and small; "
+                        "tuned only at medium and large, where dlt's defaults need far more memory than the machine "
+                        "may have: 6.9 GiB at small)")
     parser.add_argument("--full-only", action="store_true", help="skip the no-change and 1%%-change runs")
     parser.add_argument("--reuse-compare", default="", help="scales whose saved comparison (compare_<scale>.json) "
                         "gives the scaling figure instead of a new run (with --only scaling)")
@@ -754,7 +756,8 @@ def main(argv: list[str] | None = None) -> int:
     compared = None
     failed = False
     if args.only in (None, "compare"):
-        configs = tuple(c for c in args.dlt_configs.split(",") if c)
+        chosen = args.dlt_configs or (",".join(DLT_CONFIGS) if args.scale in ("tiny", "small") else "tuned")
+        configs = tuple(c for c in chosen.split(",") if c)
         compared = compare(args.scale, args.repeat, args.work_dir, configs, not args.full_only)
         for name, run in compared["median"].items():
             failed |= "error" in run
