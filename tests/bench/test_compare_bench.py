@@ -10,8 +10,6 @@ from pathlib import Path
 import duckdb
 import pytest
 
-pytest.importorskip("dlt")  # the `bench` extra (make bench installs it)
-
 from bench import compare_bench  # noqa: E402
 from bench.common import free_port  # noqa: E402
 from bench.exactness import Checker  # noqa: E402
