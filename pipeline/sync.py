@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +51,11 @@ def run_job(job_name: str, *, select: Sequence[str] = (), data_dir: Path | None 
                               ASSET_PARTITION_RANGE_END_TAG: partition_range[1]}}
     elif job.partitions_def is not None:  # cursor runs ignore the range, but partitioned assets need a key
         partition = {"partition_key": updated_daily.get_last_partition_key()}
-    result = job.execute_in_process(instance=instance, asset_selection=keys, raise_on_error=False, **partition)
+    # Dagster's console logger prints every engine event at DEBUG; cron users and the demo want the assets' own
+    # progress lines (INFO) and problems. LESSONSYNC_LOG_LEVEL=DEBUG brings the engine events back.
+    loggers = {"loggers": {"console": {"config": {"log_level": os.environ.get("LESSONSYNC_LOG_LEVEL", "INFO")}}}}
+    result = job.execute_in_process(run_config=loggers, instance=instance, asset_selection=keys,
+                                    raise_on_error=False, **partition)
     report = SyncReport(success=result.success, run_id=result.run_id)
     for event in result.get_asset_materialization_events():
         materialization = event.event_specific_data.materialization
