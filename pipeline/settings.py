@@ -45,6 +45,10 @@ class Settings(BaseSettings):
     duckdb_lock_timeout: float = Field(
         10.0, ge=0, description="Seconds to wait for another process to release the warehouse file."
     )
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "INFO", description="Console log level of in-process runs (lessonsync sync, demo); DEBUG adds every "
+        "Dagster engine event."
+    )
 
     @property
     def warehouse_path(self) -> Path:

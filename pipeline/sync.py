@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +13,7 @@ from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PART
 from pipeline.assets.loading import WINDOW_TAG
 
 from pipeline.instance import ensure_dagster_home
+from pipeline.settings import load_settings
 from pipeline.partitions import updated_daily
 
 
@@ -53,7 +53,7 @@ def run_job(job_name: str, *, select: Sequence[str] = (), data_dir: Path | None 
         partition = {"partition_key": updated_daily.get_last_partition_key()}
     # Dagster's console logger prints every engine event at DEBUG; cron users and the demo want the assets' own
     # progress lines (INFO) and problems. LESSONSYNC_LOG_LEVEL=DEBUG brings the engine events back.
-    loggers = {"loggers": {"console": {"config": {"log_level": os.environ.get("LESSONSYNC_LOG_LEVEL", "INFO")}}}}
+    loggers = {"loggers": {"console": {"config": {"log_level": load_settings().log_level}}}}
     result = job.execute_in_process(run_config=loggers, instance=instance, asset_selection=keys,
                                     raise_on_error=False, **partition)
     report = SyncReport(success=result.success, run_id=result.run_id)
