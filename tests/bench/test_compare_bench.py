@@ -10,10 +10,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from bench import compare_bench  # noqa: E402
-from bench.common import free_port  # noqa: E402
-from bench.exactness import Checker  # noqa: E402
-from pipeline.simulator.server import start_simulator  # noqa: E402
+from bench import compare_bench
+from bench.common import free_port
+from bench.exactness import Checker
+from pipeline.simulator.server import start_simulator
 
 TINY = {"active_lessons": 300, "answers": 2330}
 
