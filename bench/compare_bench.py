@@ -73,7 +73,8 @@ def lessonsync_child(select: str, urls_file: str | None) -> dict[str, Any]:
                 phase = "answers" if path.endswith("/answers") else (
                     "active_lessons" if path.endswith("/active-lessons") else None)
                 if phase:
-                    seen.append(f"{phase}\t{request.url}")
+                    # path and query only: every round starts its own simulator on a new port
+                    seen.append(f"{phase}\t{request.url.raw_path.decode('ascii')}")
             return response
 
         httpx.AsyncClient.send = send  # type: ignore[method-assign]

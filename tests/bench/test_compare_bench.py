@@ -36,6 +36,9 @@ def test_harness_checks_every_side_against_the_ground_truth(tmp_path: Path, monk
 
     ceiling = runs["ceiling"]
     assert "error" not in ceiling, ceiling
+    # later rounds start their own simulator on another port and replay these: path and query only
+    recorded = (work / "lessonsync.urls").read_text().splitlines()
+    assert recorded and all(line.split("\t", 1)[1].startswith("/v1/") for line in recorded), recorded[:3]
     assert ceiling["stream_requests"]["answers"] > 0 and ceiling["stream_requests"]["active_lessons"] > 0
 
     theirs = runs["dlt_default_full"]
