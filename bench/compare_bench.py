@@ -512,9 +512,8 @@ def scaling_markdown(result: dict[str, Any]) -> list[str]:
                      f"{_n(rows['answer_results'])} | {run['run_seconds']:,.1f} | {_n(round(total / run['run_seconds']))} | "
                      f"{run['run_seconds'] / max(rows['answers'], 1) * 1e6:,.0f} | {_mib(run['peak_rss_mib'])} | "
                      f"{run['source']}, {run['date']} |")
-    lines += ["", "Each point ran the code on disk at the time; client and warehouse work by others landed while "
-              "these were measured (2026-11-23: medium at 16:46, small and tiny at 17:18, large at 17:24 UTC), so "
-              "later points ran faster code and the per-answer times are not a clean scaling law.",
+    lines += ["", "Each row is one full sync of the code on disk when it ran (`from` says which run): compare µs per "
+              "answer between rows of one run; rows of different runs may have run different code.",
               "", f"![throughput and peak RSS against scale]({PLOT.relative_to(DOC.parent)})"]
     return lines
 
