@@ -55,13 +55,11 @@ def _stage_tables(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, catalog: dict
     stages: dict[str, Stage] = {}
     for load in parents_first(plan.tables):
         target = _target(catalog, load.name)
+        files = check_parts(lake_dir, load.parts, f"load {plan.seq} ({plan.load_id})")
         if load.name in prebuilt:
-            check_parts(lake_dir, load.parts, f"load {plan.seq} ({plan.load_id})")
             stats[load.name] = TableLoadStats(fetched=sum(p.rows for p in load.parts),
                                               inserted=swap_in(conn, load.name, prebuilt[load.name]))
-            continue
-        files = check_parts(lake_dir, load.parts, f"load {plan.seq} ({plan.load_id})")
-        if load.kind == "append":
+        elif load.kind == "append":
             fetched = sum(part.rows for part in load.parts)
             stats[load.name] = TableLoadStats(fetched=fetched, inserted=_append(conn, load, target, files, plan))
         elif files:

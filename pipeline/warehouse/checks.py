@@ -21,6 +21,7 @@ from pipeline.warehouse.arrow_types import q
 from pipeline.warehouse.catalog import read_table_def
 from pipeline.warehouse.errors import SchemaError
 from pipeline.warehouse.schema import DELETED_AT, LAST_LOADED_AT, TableDef, table_ref
+from pipeline.warehouse.staging import value_range
 from pipeline.warehouse.state import LOAD_RUNS
 
 
@@ -74,13 +75,12 @@ def orphans(conn: duckdb.DuckDBPyConnection, child: str, parent: str, on: Mappin
     child_column, parent_column = next(iter(pairs.items()))
     touched = (f"(SELECT * FROM {table_ref(child)} AS c WHERE {_live(child_def, 'c')} "
                f"AND c.{q(LAST_LOADED_AT)} >= $since)")
-    lowest, highest = conn.execute(f"SELECT min({q(child_column)}), max({q(child_column)}) FROM {touched}",
-                                   {"since": touched_since}).fetchone()
     parents = (f"(SELECT 1 AS _found, * FROM {table_ref(parent)} AS p WHERE {_live(parent_def, 'p')} "
                f"AND p.{q(parent_column)} BETWEEN $lowest AND $highest)")
     return int(conn.execute(f"SELECT count(*) FROM {touched} AS c LEFT JOIN {parents} AS p ON {match} "
                             f"WHERE p._found IS NULL",
-                            {"since": touched_since, "lowest": lowest, "highest": highest}).fetchone()[0])
+                            {"since": touched_since, **value_range(conn, touched, child_column, {"since": touched_since})}
+                            ).fetchone()[0])
 
 
 def last_load_time(conn: duckdb.DuckDBPyConnection, table: str) -> datetime | None:

@@ -17,7 +17,7 @@ from pipeline.warehouse.arrow_types import q
 from pipeline.warehouse.errors import SchemaError
 from pipeline.warehouse.manifest import ChildLink
 from pipeline.warehouse.schema import DELETED_AT, TableDef, table_ref
-from pipeline.warehouse.staging import Stage, join_on
+from pipeline.warehouse.staging import Stage, join_on, value_range
 from pipeline.warehouse.upsert import ts_literal
 
 
@@ -45,13 +45,11 @@ def replace_children(conn: duckdb.DuckDBPyConnection, child: TableDef, link: Chi
     key = ", ".join(f"t.{q(k)}" for k in child.key)
     conn.execute(f"DROP TABLE IF EXISTS temp.{q(gone)}")
     child_column, parent_column = link.on[0]  # only where the parents lie (a table in key order skips the rest)
-    lowest, highest = conn.execute(f"SELECT min({q(parent_column)}), max({q(parent_column)}) "
-                                   f"FROM {q(parent.name)}").fetchone()
     conn.execute(
         f"CREATE TEMP TABLE {q(gone)} AS SELECT t.rowid AS _rowid, {key} FROM {table_ref(child.name)} AS t "
         f"JOIN (SELECT * FROM {q(parent.name)} WHERE _change <> 'stale') AS p ON {owner} "
         f"WHERE t.{q(DELETED_AT)} IS NULL AND t.{q(child_column)} BETWEEN $lowest AND $highest",
-        {"lowest": lowest, "highest": highest})
+        value_range(conn, q(parent.name), parent_column))
     if staged_children is not None:
         conn.execute(f"DELETE FROM temp.{q(gone)} AS t WHERE EXISTS "
                      f"(SELECT 1 FROM {q(staged_children.name)} AS s WHERE {join_on(child.key, 's', 't')})")

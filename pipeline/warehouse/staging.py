@@ -50,9 +50,7 @@ def create_stage(conn: duckdb.DuckDBPyConnection, load: TableLoad, target: Table
     except duckdb.ConversionException as error:
         raise SchemaError(f"table {load.name}: a value of this load does not fit its warehouse column "
                           f"({error}); fix the client's conversion for that column.") from None
-    lowest, highest = conn.execute(f"SELECT min({q(load.key[0])}), max({q(load.key[0])}) "
-                                   f"FROM temp.{q(_loaded(stage))}").fetchone()
-    conn.execute(_stage_sql(stage), {"lowest": lowest, "highest": highest})
+    conn.execute(_stage_sql(stage), value_range(conn, f"temp.{q(_loaded(stage))}", load.key[0]))
     drop_stage(conn, stage, keep_stage=True)
     return stage
 
@@ -116,6 +114,14 @@ def _any_differs(columns: list[str]) -> str:
 
 def join_on(key: tuple[str, ...], left: str, right: str) -> str:
     return " AND ".join(f"{left}.{q(k)} = {right}.{q(k)}" for k in key)
+
+
+def value_range(conn: duckdb.DuckDBPyConnection, relation: str, column: str,
+                params: dict[str, object] | None = None) -> dict[str, object]:
+    """{"lowest": min, "highest": max} of `column` in `relation` (SQL), the parameters of a
+    `BETWEEN $lowest AND $highest` that lets a big table in key order be read only where a few rows lie."""
+    lowest, highest = conn.execute(f"SELECT min({q(column)}), max({q(column)}) FROM {relation}", params).fetchone()
+    return {"lowest": lowest, "highest": highest}
 
 
 def count_changes(conn: duckdb.DuckDBPyConnection, stage: Stage) -> dict[str, int]:
