@@ -30,6 +30,12 @@ class Settings(BaseSettings):
     safety_margin: timedelta = Field(
         timedelta(seconds=30), description="The cursor never passes run start minus this margin."
     )
+    answers_refetch: Literal["changed", "window"] = Field(
+        "changed",
+        description="Cursor runs: 'changed' asks for the answers of the window's active lessons whose lastDate "
+        "differs from the one whose answers the warehouse holds; 'window' asks for every active lesson of the "
+        "window. Full refreshes and backfills always refetch their whole window.",
+    )
     request_timeout: float = Field(30.0, gt=0, description="Seconds per HTTP request (connect, read, write).")
     max_attempts: int = Field(6, ge=1, le=20, description="Tries per request before giving up.")
     retry_max_wait: float = Field(60.0, gt=0, description="Cap in seconds on one backoff or Retry-After wait.")

@@ -14,7 +14,7 @@ from dagster import AssetExecutionContext, MetadataValue
 
 from pipeline.settings import Settings
 from pipeline.source import Batch, PlatformClient, RunStats
-from pipeline.warehouse import LoadResult, TableLoadStats, Warehouse
+from pipeline.warehouse import Load, LoadResult, TableLoadStats, Warehouse
 from pipeline.windows import Window, cursor_window, next_cursor, partition_window
 
 PROGRESS_EVERY_S = 5.0
@@ -50,9 +50,11 @@ def load_stream(
     *,
     window: Window | None = None,
     snapshot_tables: Iterable[str] = (),
+    before_commit: Callable[[Load, RunStats], None] | None = None,
 ) -> StreamLoad:
     """Fetch `stream` for its window and commit it with the cursor in one transaction. `snapshot_tables`
-    were pulled whole: their rows not seen are marked deleted, but only after a complete sweep."""
+    were pulled whole: their rows not seen are marked deleted, but only after a complete sweep.
+    `before_commit(load, stats)` may write more rows (sync state) to commit in the same transaction."""
     cursor_before = warehouse.cursor(stream)
     window = window or window_for(context, cursor_before, client.settings)
     context.log.info(f"{stream}: reading {window.describe()}")
@@ -67,6 +69,8 @@ def load_stream(
             context.log.warning(f"{stream}: page drift did not settle after {stats.passes} passes; the cursor "
                                 "stays where it was so the next run reads this window again")
         complete = tuple(snapshot_tables) if stats.complete else ()
+        if before_commit is not None:
+            before_commit(load, stats)
         _release_fetch_memory()  # the pages are in the lake now; DuckDB gets the memory for the commit
         committing = time.monotonic()
         result = load.commit(cursor=cursor, complete_snapshots=complete, stats=stats.as_metadata())

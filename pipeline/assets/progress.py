@@ -1,17 +1,21 @@
 """Progress assets: active lessons and their per-question answers, synced by `updatedSince` cursors."""
 
 from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from dagster import AssetExecutionContext, AssetSpec, MaterializeResult, asset, multi_asset
 
 from pipeline.assets.common import OWNERS, POOL, lms_key, ready_warehouse
+from pipeline.assets.answer_versions import VERSIONS, fetched_versions, window_active_lessons
 from pipeline.assets.loading import load_stream, table_metadata
 from pipeline.freshness import progress_freshness
 from pipeline.partitions import one_sweep, updated_daily
 from pipeline.resources import PlatformResource, WarehouseResource
 from pipeline.source import TABLES
-from pipeline.warehouse import Warehouse
+from pipeline.source import RunStats
+from pipeline.warehouse import Load
 from pipeline.windows import Window
 
 @asset(
@@ -53,22 +57,32 @@ def active_lessons(
 def answers(
     context: AssetExecutionContext, platform: PlatformResource, warehouse: WarehouseResource
 ) -> Iterator[MaterializeResult]:
-    """Every answer of every attempt (entry and exit quizzes), fetched only for lessons that changed."""
+    """Every answer of every attempt (entry and exit quizzes), fetched only for active lessons whose
+    version (lastDate) changed since their answers were fetched (pipeline/assets/answer_versions.py)."""
     wh = ready_warehouse(warehouse)
+    wh.ensure_tables([VERSIONS])
+    planned: dict[str, Any] = {}
     with platform.client() as client:
 
         def fetch(window: Window):
-            return client.iter_answers(changed_active_lessons(wh, window), updated_since=window.since)
+            planned["window"] = window
+            whole = window.since is None or window.label != "incremental" or \
+                client.settings.answers_refetch == "window"
+            planned["lessons"] = window_active_lessons(wh, window, only_changed=not whole)
+            return client.iter_answers(planned["lessons"], updated_since=window.since)
 
-        done = load_stream(context, wh, client, "answers", fetch)
+        def record_versions(load: Load, stats: RunStats) -> None:
+            # Only a complete run holds the answers of every planned active lesson: an incomplete one (page
+            # drift that did not settle) records nothing, so the next run asks for them again.
+            if stats.complete:
+                load.write(VERSIONS, fetched_versions(planned["lessons"], planned["window"]))
+
+        done = load_stream(context, wh, client, "answers", fetch, before_commit=record_versions)
+    lessons = planned["lessons"]
+    refetched = pc.sum(lessons.column("refetch")).as_py() or 0
+    context.log.info(f"answers: {refetched:,} of the window's {lessons.num_rows:,} active lessons needed their "
+                     f"answers; {done.stats.planned_requests:,} requests planned")
     yield MaterializeResult(asset_key=lms_key("answers"), metadata={
-        **table_metadata(done, "answers"), "planned_requests": done.stats.planned_requests})
+        **table_metadata(done, "answers"), "planned_requests": done.stats.planned_requests,
+        "window_active_lessons": lessons.num_rows, "refetched_active_lessons": refetched})
     yield MaterializeResult(asset_key=lms_key("answer_results"), metadata=table_metadata(done, "answer_results"))
-
-
-def changed_active_lessons(wh: Warehouse, window: Window) -> pa.Table:
-    """(user_id, lesson_id) of every active lesson updated in the window, as the warehouse knows them
-    right after the active-lessons sweep: the answers client plans its requests from these counts."""
-    where, params = ("", []) if window.since is None else ("WHERE last_date >= ?", [window.since])
-    with wh.connect(read_only=True) as conn:
-        return conn.sql(f"SELECT user_id, lesson_id FROM lms.active_lessons {where}", params=params).to_arrow_table()

@@ -100,7 +100,9 @@ async def _pass_start(core: SourceCore) -> datetime:
 async def run_answers(core: SourceCore, changed: pa.Table, updated_since: datetime | None,
                       emit: Emit) -> RunStats:
     """Answers of every (user_id, lesson_id) in `changed`, which must hold every active lesson changed since
-    `updated_since` (all of them when it is None): request coverage counts come from it."""
+    `updated_since` (all of them when it is None): request coverage counts come from it. With a boolean
+    `refetch` column only the pairs marked true need their answers (the planner covers just those; the
+    others still count in what a per-lesson or per-user request returns)."""
     stats, progress = core.start_stats("answers"), Progress("answers")
     plan = plan_answer_requests(changed, core.settings.page_size)
     stats.planned_requests = plan.request_count
@@ -120,11 +122,13 @@ async def run_answers(core: SourceCore, changed: pa.Table, updated_since: dateti
                 windows[planned] = (start - DATE_RESOLUTION, end + DATE_RESOLUTION)
 
     first_mark = core.transport.clock_mark()
+    first_check: datetime | None = None
     pending: Iterable[PlannedRequest] = plan.requests()  # lazily: pairs never all become objects
     candidates = [p for p in plan.grouped if p.stream in SCOPE]  # fetched this pass and able to drift
     for number in range(1, core.max_passes + 1):
         stats.passes = number
         check_since = await _pass_start(core)
+        first_check = check_since if number == 1 else first_check
         baseline = await versions_since(core, check_since) if candidates else set()
         await run_pool(pending, fetch, core.settings.concurrency)
         after = await versions_since(core, check_since) if candidates else set()
@@ -142,6 +146,8 @@ async def run_answers(core: SourceCore, changed: pa.Table, updated_since: dateti
         for p in redo:
             extra[p] += 0 if changes is None else changes.hits(p)
         pending = candidates = redo
-    stats.server_time_at_start = first_mark.server_start()
+    # A run with nothing to fetch may have made no request after the mark: the pass start (a server
+    # instant seen before any fetching) is then the conservative start, never the local clock.
+    stats.server_time_at_start = first_mark.server_start() or first_check
     progress.report("done")
     return stats.finish()

@@ -5,6 +5,10 @@ Three endpoints can fetch a pair's answers: per lesson (/v1/lessons/{L}/answers)
 returns every changed pair of that lesson/user (updatedSince = window start), and costs its pages plus
 one confirming empty page: ceil(n / pageSize) + 1. A per-pair request costs 2 (one page, one confirm).
 
+Only some pairs of the window may need their answers (the others' versions are already in the
+warehouse): a `refetch` boolean column marks the pairs to cover, while the cost of a grouped request
+still counts EVERY pair of the window in its scope (the API returns them all, changed or not).
+
 This is weighted set cover; we run greedy in buckets: each round takes every lesson and user whose cost
 per still-uncovered pair is within 25% of the best, while that beats the per-pair cost of 2. Ratios only
 grow as pairs get covered, so rounds are few (log_1.25 of the ratio range, ~30 at most), and each round
@@ -53,8 +57,12 @@ class AnswerPlan:
                                      (("user_id", user_id), ("lesson_id", lesson_id)), 1)
 
 
-def _distinct_pairs(changed: pa.Table) -> tuple[pa.Table, dict[str, pa.Array]]:
-    """Distinct pairs as int32 codes (cheap to group and filter at a million rows), plus the id of each code."""
+REFETCH = "refetch"  # optional boolean column of the planner's input: cover this pair (default: every pair)
+
+
+def _distinct_pairs(changed: pa.Table) -> tuple[pa.Table, pa.Table, dict[str, pa.Array]]:
+    """Distinct pairs as int32 codes (cheap to group and filter at a million rows): all of them, and those
+    to cover (a pair is covered when any of its rows has refetch true), plus the id of each code."""
     missing = {"user_id", "lesson_id"} - set(changed.column_names)
     if missing:
         raise ValueError(f"changed pairs need columns user_id and lesson_id; missing {sorted(missing)}")
@@ -66,7 +74,15 @@ def _distinct_pairs(changed: pa.Table) -> tuple[pa.Table, dict[str, pa.Array]]:
         encoded = pc.dictionary_encode(values)  # chunk by chunk, one dictionary for all: no copy of the ids
         codes[column] = pa.chunked_array([chunk.indices for chunk in encoded.chunks], type=pa.int32())
         names[column] = encoded.chunks[0].dictionary if encoded.num_chunks else pa.array([], pa.string())
-    return pa.table(codes).group_by(["user_id", "lesson_id"]).aggregate([]), names
+    pairs = pa.table(codes)
+    every = pairs.group_by(["user_id", "lesson_id"]).aggregate([])
+    if REFETCH not in changed.column_names:
+        return every, every, names
+    flags = changed.column(REFETCH)
+    if flags.null_count:
+        raise ValueError(f"the {REFETCH} column holds nulls; say true or false for every pair")
+    wanted = pairs.filter(flags.cast(pa.bool_())).group_by(["user_id", "lesson_id"]).aggregate([])
+    return every, wanted, names
 
 
 def _ratios(remaining: pa.Table, column: str, totals: pa.Table, page_size: int) -> pa.Table:
@@ -80,9 +96,10 @@ def _ratios(remaining: pa.Table, column: str, totals: pa.Table, page_size: int) 
 
 
 def plan_answer_requests(changed: pa.Table, page_size: int) -> AnswerPlan:
-    """The bucketed-greedy plan covering every (user_id, lesson_id) of `changed` (duplicates allowed)."""
-    remaining, names = _distinct_pairs(changed)
-    totals = {c: remaining.group_by(c).aggregate([([], "count_all")]).rename_columns([c, "total"])
+    """The bucketed-greedy plan covering every (user_id, lesson_id) of `changed` (duplicates allowed), or
+    only those with `refetch` true when that column is present (the others still count in request costs)."""
+    every, remaining, names = _distinct_pairs(changed)
+    totals = {c: every.group_by(c).aggregate([([], "count_all")]).rename_columns([c, "total"])
               for c in ("lesson_id", "user_id")}
     streams = {"lesson_id": "answers_by_lesson", "user_id": "answers_by_user"}
     grouped: list[PlannedRequest] = []
