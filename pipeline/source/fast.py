@@ -162,25 +162,12 @@ class _Columns:
                 self._names.setdefault(path[:depth], tuple(_model_at(model, path[:depth]).model_fields))
 
     def _columns(self, records: Sequence[Any]) -> Callable[[tuple[str, ...]], Sequence[Any]]:
-        found: dict[tuple[str, ...], dict[str, Sequence[Any]]] = {}
+        """A reader of columns by attribute path over `records`, transposing each object level once.
 
-        def column(path: tuple[str, ...]) -> Sequence[Any]:
-            prefix = path[:-1]
-            if prefix not in found:
-                objects = column(prefix) if prefix else records
-                names = self._names[prefix]
-                absent = objects.count(None) if prefix else 0
-                if absent == len(objects):  # no object at all (or no records): every value None
-                    columns: Sequence[Sequence[Any]] = [objects] * len(names)
-                elif absent:
-                    empty = (None,) * len(names)
-                    columns = list(zip(*[empty if o is None else astuple(o) for o in objects], strict=True))
-                else:
-                    columns = list(zip(*map(astuple, objects), strict=True))
-                found[prefix] = dict(zip(names, columns, strict=True))
-            return found[prefix][path[-1]]
-
-        return column
+        No closure refers to itself here: a recursive inner function is a reference cycle (function ->
+        cell -> function) that kept every transposed value of a page (and the answers' result lists) alive
+        until the cyclic collector ran, which then spent milliseconds per page freeing them."""
+        return _Transposed(records, self._names).column
 
     def arrays(self, records: Sequence[Any]) -> list[pa.Array] | None:
         """One array per leaf, then `extra` (always null: the fast path never sees unknown fields);
@@ -202,6 +189,33 @@ class _Columns:
             arrays.append(array)
         arrays.append(pa.nulls(len(records), type=pa.string()))
         return arrays
+
+
+class _Transposed:
+    """Columns of one page's Structs by attribute path, each object level transposed once (see _Columns)."""
+
+    __slots__ = ("_records", "_names", "_found")
+
+    def __init__(self, records: Sequence[Any], names: Mapping[tuple[str, ...], tuple[str, ...]]) -> None:
+        self._records, self._names = records, names
+        self._found: dict[tuple[str, ...], dict[str, Sequence[Any]]] = {}
+
+    def column(self, path: tuple[str, ...]) -> Sequence[Any]:
+        prefix = path[:-1]
+        found = self._found
+        if prefix not in found:
+            objects = self.column(prefix) if prefix else self._records
+            names = self._names[prefix]
+            absent = objects.count(None) if prefix else 0
+            if absent == len(objects):  # no object at all (or no records): every value None
+                columns: Sequence[Sequence[Any]] = [objects] * len(names)
+            elif absent:
+                empty = (None,) * len(names)
+                columns = list(zip(*[empty if o is None else astuple(o) for o in objects], strict=True))
+            else:
+                columns = list(zip(*map(astuple, objects), strict=True))
+            found[prefix] = dict(zip(names, columns, strict=True))
+        return found[prefix][path[-1]]
 
 
 def _model_at(model: type[BaseModel], path: Sequence[str]) -> type[BaseModel]:
