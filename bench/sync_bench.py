@@ -65,12 +65,17 @@ def sync_child(select: list[str]) -> dict[str, Any]:
 def run_sync_child(select: list[str], env: dict[str, str]) -> dict[str, Any]:
     """One sync in a child process; its report plus wall time and the child's own peak RSS."""
     args = [sys.executable, "-m", "bench.sync_bench", "--child"] + [f"--select={s}" for s in select]
+    load_before = os.getloadavg()
     child = run_measured(args, env)
+    load = {"load_average_before": [round(x, 2) for x in load_before],
+            "load_average_after": [round(x, 2) for x in os.getloadavg()]}  # other work on the machine meanwhile
     if child.returncode != 0:  # a failed sync is a finding: keep its time and memory
-        return {"error": child.stderr_tail, "process_seconds": child.seconds, "peak_rss_mib": child.peak_rss_mib}
+        return {"error": child.stderr_tail, "process_seconds": child.seconds, "peak_rss_mib": child.peak_rss_mib,
+                **load}
     report = json.loads(child.stdout)
     report["process_seconds"] = child.seconds  # includes the imports and building the definitions
     report["peak_rss_mib"] = child.peak_rss_mib
+    report.update(load)
     return summarize(report)
 
 
@@ -112,8 +117,8 @@ def bench_selection(select: list[str], base_url: str, work_dir: Path, label: str
             print(f"[{label}] {kind} FAILED: {runs[kind]['error']}", file=sys.stderr, flush=True)
             save(label, runs)
             return runs
-        print(f"[{label}] {kind}: {runs[kind]['process_seconds']} s, peak {runs[kind]['peak_rss_mib']} MiB",
-              file=sys.stderr, flush=True)
+        print(f"[{label}] {kind}: {runs[kind]['process_seconds']} s, peak {runs[kind]['peak_rss_mib']} MiB, "
+              f"load average {runs[kind]['load_average_after']}", file=sys.stderr, flush=True)
         save(label, runs)
     full = runs["full"]["run_seconds"]
     for kind in RUN_KINDS[1:]:
