@@ -8,6 +8,7 @@ import logging
 import time
 from typing import Any
 
+from pipeline.simulator import fastroutes
 from pipeline.simulator.errors import error_body
 from pipeline.simulator.platform import Platform
 from pipeline.simulator.timeutil import http_date
@@ -27,9 +28,10 @@ logging.getLogger("uvicorn.error").addFilter(_HideDeliberateTruncation())
 
 
 class PlatformMiddleware:
-    def __init__(self, app: Any, platform: Platform) -> None:
+    def __init__(self, app: Any, platform: Platform, *, fast_routes: bool = True) -> None:
         self.app = app
         self.platform = platform
+        self.fast_routes = fast_routes  # hot listings without FastAPI's machinery (fastroutes.py)
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -71,6 +73,14 @@ class PlatformMiddleware:
                 return
             await send(message)
 
+        fast = fastroutes.match(scope["method"], scope["path"]) if api and self.fast_routes else None
+        if fast is not None:  # a hot listing: same handlers, without FastAPI's per-request machinery
+            route, values = fast
+            response = fastroutes.serve(self.platform, route, values, scope.get("query_string", b""),
+                                        _header(scope, b"authorization"))
+            await response(scope, receive, send_wrapper)
+            self.platform.stats.request(f"{scope['method']} {route.template}", status_box[0])
+            return
         await self.app(scope, receive, send_wrapper)
         self._count(scope, status_box[0])
 
@@ -106,6 +116,14 @@ class PlatformMiddleware:
         start["headers"] = [*headers, (b"content-length", str(len(cut)).encode())]
         await send(start)  # a complete response whose JSON is cut short
         await send({"type": "http.response.body", "body": cut, "more_body": False})
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    """The first header `name` (lower case), as Starlette's request.headers.get would return it."""
+    for key, value in scope.get("headers", ()):
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return None
 
 
 async def _send_error(send: Any, status: int, message: str, date: bytes, extra: list[tuple[bytes, bytes]]) -> None:
