@@ -54,3 +54,26 @@ def test_bad_input_is_named():
         plan_answer_requests(pa.table({"user_id": ["u"]}), 10)
     with pytest.raises(ValueError, match="null"):
         plan_answer_requests(pa.table({"user_id": ["u", None], "lesson_id": ["l", "m"]}), 10)
+
+
+def test_only_refetch_pairs_are_covered_but_every_pair_counts_in_request_costs():
+    users = [f"u{i}" for i in range(50)]
+    one_changed = pa.table({"user_id": users, "lesson_id": ["L"] * 50, "refetch": [i == 7 for i in range(50)]})
+    plan = plan_answer_requests(one_changed, 20)
+    assert plan.grouped == []  # a lesson request would return all 50 (4 requests): one pair costs 2
+    assert plan.pairs.to_pylist() == [{"user_id": "u7", "lesson_id": "L"}]
+
+    most_changed = pa.table({"user_id": users, "lesson_id": ["L"] * 50, "refetch": [i % 5 != 0 for i in range(50)]})
+    plan = plan_answer_requests(most_changed, 20)
+    assert [(r.stream, r.covers) for r in plan.grouped] == [("answers_by_lesson", 50)]  # covers = what it returns
+    assert plan.pairs.num_rows == 0
+
+    nothing = pa.table({"user_id": users, "lesson_id": ["L"] * 50, "refetch": [False] * 50})
+    assert plan_answer_requests(nothing, 20).request_count == 0
+
+
+def test_a_pair_needs_its_answers_when_any_of_its_rows_says_so():
+    table = pa.table({"user_id": ["a", "a", "b"], "lesson_id": ["1", "1", "2"], "refetch": [False, True, False]})
+    assert plan_answer_requests(table, 100).pairs.to_pylist() == [{"user_id": "a", "lesson_id": "1"}]
+    with pytest.raises(ValueError, match="refetch"):
+        plan_answer_requests(pa.table({"user_id": ["a"], "lesson_id": ["1"], "refetch": pa.array([None], pa.bool_())}), 10)
