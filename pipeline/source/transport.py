@@ -33,6 +33,7 @@ from pipeline.source.errors import (
 )
 from pipeline.source.models import TokenResponse
 from pipeline.source.retrying import RetryAfterOrBackoff, parse_http_date, retry_after_seconds
+from pipeline.source.wire import Wire, WireError, WireResponse, WireTimeout
 
 log = logging.getLogger("lessonsync.source")
 
@@ -61,6 +62,10 @@ class Transport:
                                 max_keepalive_connections=settings.concurrency),
             headers={"Accept": "application/json"},
         )
+        # GETs (every page) go through the lean HTTP/1.1 client (wire.py) when it can reach the base URL
+        # directly; token requests, and GETs when it cannot (a proxy from the environment), through httpx
+        self._wire = Wire(settings.base_url.rstrip("/"), settings.request_timeout, settings.concurrency,
+                          {"Accept": "application/json"})
         self._slots = asyncio.Semaphore(settings.concurrency)
         self.auth = TokenManager(settings.app_secret, self._post_token)
         self.stats = TransportStats()
@@ -71,6 +76,7 @@ class Transport:
         return f"Transport(base_url={self._settings.base_url!r}, concurrency={self._settings.concurrency})"
 
     async def aclose(self) -> None:
+        await self._wire.aclose()
         await self._client.aclose()
 
     def server_time(self) -> datetime:
@@ -139,12 +145,21 @@ class Transport:
             return self._decoded(method, path, params, response, decode, attempt)
 
     async def _send(self, method: str, path: str, params: Mapping[str, str], body: Any,
-                    token: str | None) -> httpx.Response:
+                    token: str | None) -> httpx.Response | WireResponse:
         headers = {"Authorization": f"Bearer {token}"} if token is not None else None
         content = orjson.dumps(body) if body is not None else None
         if content is not None:
             headers = {**(headers or {}), "Content-Type": "application/json"}
         self.stats.requests += 1
+        if method == "GET" and self._wire.usable:
+            try:
+                response: httpx.Response | WireResponse = await self._wire.get(path, params, headers or {})
+            except WireTimeout as exc:
+                raise RetryableFailure(None, f"timed out ({exc})") from None
+            except WireError as exc:
+                raise RetryableFailure(None, f"connection error ({exc})") from None
+            self._note_date(response.headers.get("date"))
+            return response
         try:
             response = await self._client.request(method, path, params=params, content=content,
                                                   headers=headers)
@@ -152,7 +167,11 @@ class Transport:
             raise RetryableFailure(None, f"timed out ({type(exc).__name__})") from None
         except httpx.TransportError as exc:
             raise RetryableFailure(None, f"connection error ({type(exc).__name__}: {exc})") from None
-        server_now = parse_http_date(response.headers.get("date"))
+        self._note_date(response.headers.get("date"))
+        return response
+
+    def _note_date(self, date: str | None) -> None:
+        server_now = parse_http_date(date)
         if server_now is not None:
             if self._server_time is None or server_now > self._server_time:
                 self._server_time = server_now
@@ -160,9 +179,8 @@ class Transport:
             for mark in self._open_marks:
                 mark.note(server_now, received)
             self._open_marks.clear()
-        return response
 
-    def _decoded(self, method: str, path: str, params: Mapping[str, str], response: httpx.Response,
+    def _decoded(self, method: str, path: str, params: Mapping[str, str], response: httpx.Response | WireResponse,
                  decode: Decode[T], attempt: int) -> T:
         status = response.status_code
         if 200 <= status < 300:
@@ -196,7 +214,7 @@ def _token_pair(body: bytes) -> TokenResponse:
                                     ) from None
 
 
-def _error_detail(response: httpx.Response) -> str:
+def _error_detail(response: httpx.Response | WireResponse) -> str:
     """The DomainErrorModel's kind and message when the body is one, else the start of the body."""
     try:
         error = orjson.loads(response.content)
