@@ -59,8 +59,7 @@ def answers(
 ) -> Iterator[MaterializeResult]:
     """Every answer of every attempt (entry and exit quizzes), fetched only for active lessons whose
     version (lastDate) changed since their answers were fetched (pipeline/assets/answer_versions.py)."""
-    wh = ready_warehouse(warehouse)
-    wh.ensure_tables([VERSIONS])
+    wh = ready_warehouse(warehouse, also=[VERSIONS])
     planned: dict[str, Any] = {}
     with platform.client() as client:
 
