@@ -41,7 +41,8 @@ def commit_load(load: Load, tables: tuple[TableLoad, ...], cursor: datetime | No
     warehouse = load.warehouse
     with warehouse.connect(read_only=False) as conn:
         ensure_state_tables(conn)
-        recover(conn, warehouse.lake_dir, warehouse.upsert_strategy, warehouse.slice_rows)
+        memory_limit = warehouse.connection_settings.memory_limit
+        recover(conn, warehouse.lake_dir, warehouse.upsert_strategy, warehouse.slice_rows, memory_limit)
         conn.begin()  # creating or evolving the tables commits on its own: empty tables, no cursor, no rows
         try:
             plan = _plan(conn, load, tables, cursor, complete_snapshots, replace_children_of, stats)
@@ -50,7 +51,8 @@ def commit_load(load: Load, tables: tuple[TableLoad, ...], cursor: datetime | No
             raise
         conn.commit()
         # a big first load builds its tables' key index in slices first (firstload.py): invisible until swapped in
-        prebuilt = prebuild(conn, plan, warehouse.lake_dir, warehouse.upsert_strategy, warehouse.slice_rows)
+        prebuilt = prebuild(conn, plan, warehouse.lake_dir, warehouse.upsert_strategy, warehouse.slice_rows,
+                            memory_limit)
         conn.begin()
         try:
             outcome = apply_load(conn, plan, warehouse.lake_dir, warehouse.upsert_strategy, prebuilt)

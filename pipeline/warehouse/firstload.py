@@ -20,6 +20,10 @@ memory too."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import duckdb
 
 from pipeline.warehouse import hooks
@@ -35,6 +39,11 @@ DEFAULT_SLICE_ROWS = 1_000_000
 # From this many rows on, a first load takes this path (in one slice up to slice_rows), so every table of
 # some size (active lessons, the groups snapshot) is built the same way: in key order, index checkpointed.
 MIN_ROWS = 100_000
+# The slices need little memory (one slice's index at a time; the key-ordered sort spills to temp_directory), so a
+# first load runs under this limit when the connection's own is higher: DuckDB otherwise fills whatever it is given
+# with cached table and sort blocks (a large full sync peaked at 2.4 GiB RSS under 2GB, 1.1 GiB under 512MB).
+# Incremental loads keep the connection's limit: they need room for the index blocks their inserts touch.
+FIRST_LOAD_MEMORY_LIMIT = "512MB"
 
 
 def shadow_name(table: str) -> str:
@@ -51,9 +60,10 @@ def drop_leftovers(conn: duckdb.DuckDBPyConnection) -> None:
 
 
 def prebuild(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, lake_dir, strategy: str,
-             slice_rows: int | None) -> dict[str, str]:
+             slice_rows: int | None, memory_limit: str | None = None) -> dict[str, str]:
     """Outside any transaction: build the shadow tables of a big first load; returns table -> shadow.
-    Returns {} (nothing done) when the load is not a big first load."""
+    Returns {} (nothing done) when the load is not a big first load. `memory_limit` is the connection's own
+    (DuckDB syntax); the slices run under min(it, FIRST_LOAD_MEMORY_LIMIT) and it is set back afterwards."""
     drop_leftovers(conn)
     upserted = [t for t in plan.tables if t.kind != "append" and t.parts]
     if strategy != "auto" or not slice_rows or not upserted or any(not t.key for t in upserted):
@@ -65,9 +75,38 @@ def prebuild(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, lake_dir, strategy
     if not all(_is_empty(conn, name) for name in involved if name in catalog):
         return {}
     shadows: dict[str, str] = {}
-    for load in upserted:
-        shadows[load.name] = _build(conn, plan, load, catalog[load.name], lake_dir, slice_rows)
+    with capped_memory(conn, memory_limit, FIRST_LOAD_MEMORY_LIMIT):
+        for load in upserted:
+            shadows[load.name] = _build(conn, plan, load, catalog[load.name], lake_dir, slice_rows)
     return shadows
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b|b|bytes)?\s*$", re.IGNORECASE)
+_UNITS = {"b": 1, "bytes": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def size_bytes(text: str) -> int | None:
+    """'2GB' -> 2_000_000_000, '512MiB' -> 536_870_912 (DuckDB's units); None for anything else ('80%')."""
+    match = _SIZE.match(text)
+    if not match:
+        return None
+    return int(float(match[1]) * _UNITS[(match[2] or "b").lower()])
+
+
+@contextmanager
+def capped_memory(conn: duckdb.DuckDBPyConnection, configured: str | None, cap: str) -> Iterator[None]:
+    """Run the block under `cap` when the connection's configured limit is known and higher, then set the
+    configured limit back (also on errors)."""
+    have, most = (size_bytes(configured) if configured else None), size_bytes(cap)
+    if have is None or most is None or have <= most:
+        yield
+        return
+    conn.execute(f"SET memory_limit = '{cap}'")
+    try:
+        yield
+    finally:
+        conn.execute(f"SET memory_limit = '{configured}'")
 
 
 def swap_in(conn: duckdb.DuckDBPyConnection, table: str, shadow: str) -> int:

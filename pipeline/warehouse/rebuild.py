@@ -52,7 +52,7 @@ def rebuild_into(lake_dir: Path, target: Path, settings: ConnectionSettings, str
         ensure_state_tables(conn)
         for _, path in manifests:
             plan, recorded = from_json(path.read_bytes(), str(path))
-            replay(conn, plan, recorded, lake_dir, strategy, slice_rows)
+            replay(conn, plan, recorded, lake_dir, strategy, slice_rows, settings.memory_limit)
         if also is not None:
             also(conn)
         rows = {t.name: conn.execute(f"SELECT count(*) FROM {table_ref(t.name)}").fetchone()[0]

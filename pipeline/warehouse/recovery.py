@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 
 
 def recover(conn: duckdb.DuckDBPyConnection, lake_dir: Path, strategy: str,
-            slice_rows: int | None = DEFAULT_SLICE_ROWS) -> int:
+            slice_rows: int | None = DEFAULT_SLICE_ROWS, memory_limit: str | None = None) -> int:
     """Replay committed loads the warehouse does not have yet; returns how many. The caller has run
     state.ensure_state_tables on this connection."""
     applied = applied_loads(conn)
@@ -41,16 +41,16 @@ def recover(conn: duckdb.DuckDBPyConnection, lake_dir: Path, strategy: str,
                             f"later loads; rebuild with `lessonsync rebuild` to get a consistent warehouse.")
         log.warning("rolling forward load %s from %s (its commit was interrupted)", seq, path)
         plan, recorded = from_json(path.read_bytes(), str(path))
-        replay(conn, plan, recorded, lake_dir, strategy, slice_rows)
+        replay(conn, plan, recorded, lake_dir, strategy, slice_rows, memory_limit)
         replayed += 1
     return replayed
 
 
 def replay(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, recorded: LoadOutcome, lake_dir: Path,
-           strategy: str, slice_rows: int | None = DEFAULT_SLICE_ROWS) -> None:
+           strategy: str, slice_rows: int | None = DEFAULT_SLICE_ROWS, memory_limit: str | None = None) -> None:
     """Apply one manifest's load in its own transaction and check it did what the manifest says (a big
-    first load builds its shadow tables first, as a live commit does)."""
-    prebuilt = prebuild(conn, plan, lake_dir, strategy, slice_rows)
+    first load builds its shadow tables first, as a live commit does; `memory_limit`: the connection's)."""
+    prebuilt = prebuild(conn, plan, lake_dir, strategy, slice_rows, memory_limit)
     conn.begin()
     try:
         outcome = apply_load(conn, plan, lake_dir, strategy, prebuilt)

@@ -69,7 +69,7 @@ class Warehouse:
         wanted = [table_def(spec) for spec in specs]
         with self.connect() as conn:
             ensure_state_tables(conn)
-            recover(conn, self.lake_dir, self.upsert_strategy, self.slice_rows)
+            recover(conn, self.lake_dir, self.upsert_strategy, self.slice_rows, self.connection_settings.memory_limit)
             conn.begin()
             try:
                 ensure_tables(conn, wanted)
@@ -82,7 +82,8 @@ class Warehouse:
         """Replay loads whose manifest is in the lake but whose DuckDB commit was interrupted."""
         with self.connect() as conn:
             ensure_state_tables(conn)
-            return recover(conn, self.lake_dir, self.upsert_strategy, self.slice_rows)
+            return recover(conn, self.lake_dir, self.upsert_strategy, self.slice_rows,
+                           self.connection_settings.memory_limit)
 
     def cursor(self, stream: str) -> datetime | None:
         """The stored cursor of `stream` (None before its first load)."""

@@ -101,3 +101,36 @@ def test_sigkill_during_a_sliced_first_load_leaves_old_or_new(tmp_path: Path, ki
         commit(wh, 2)
     assert fingerprint(wh.path) == new
     assert not [t for t in data(wh.path)["tables"] if t.startswith("_first_")]
+
+
+def test_first_load_slices_run_under_the_first_load_cap_and_the_limit_is_set_back(tmp_path: Path) -> None:
+    from pipeline.warehouse import firstload
+
+    wh = make_warehouse(tmp_path, slice_rows=SLICE, memory_limit="3GB")
+    wh.ensure_tables(ALL_SPECS)
+    seen: list[str] = []
+    conns: list[duckdb.DuckDBPyConnection] = []
+    original = firstload._build
+
+    def spy(conn: duckdb.DuckDBPyConnection, *args: object) -> str:
+        seen.append(conn.execute("SELECT current_setting('memory_limit')").fetchone()[0])
+        conns.append(conn)
+        return original(conn, *args)
+
+    firstload._build = spy
+    try:
+        commit(wh, 1)
+    finally:
+        firstload._build = original
+    assert seen == ["488.2 MiB", "488.2 MiB"]  # FIRST_LOAD_MEMORY_LIMIT (512MB) while each table is sliced
+    assert firstload.size_bytes("3GB") == 3 * 10**9 and firstload.size_bytes("512MiB") == 2**29
+    assert firstload.size_bytes("80%") is None
+    with duckdb.connect(config={"memory_limit": "3GB"}) as conn:
+        with firstload.capped_memory(conn, "3GB", "512MB"):
+            assert conn.execute("SELECT current_setting('memory_limit')").fetchone()[0] == "488.2 MiB"
+        assert conn.execute("SELECT current_setting('memory_limit')").fetchone()[0] == "2.7 GiB"  # set back
+        with firstload.capped_memory(conn, "256MB", "512MB"):  # a lower limit is never raised
+            assert conn.execute("SELECT current_setting('memory_limit')").fetchone()[0] == "2.7 GiB"
+        with pytest.raises(RuntimeError), firstload.capped_memory(conn, "3GB", "512MB"):
+            raise RuntimeError("a failed slice")
+        assert conn.execute("SELECT current_setting('memory_limit')").fetchone()[0] == "2.7 GiB"
