@@ -29,7 +29,7 @@ from pipeline.resources import WarehouseResource
 from pipeline.source import TABLES
 from pipeline.source.catalog import ANSWER_KEY
 from pipeline.warehouse import duplicate_keys, null_keys, orphans, row_count
-from pipeline.warehouse.checks import enforced_by_primary_key, last_load_time
+from pipeline.warehouse.checks import enforced_by_primary_key
 
 CHECKED_TABLES = tuple(name for name, spec in TABLES.items() if spec.kind != "append")
 MAX_DELETED_FRACTION = float(os.environ.get("LESSONSYNC_MAX_DELETED_FRACTION", "0.2"))
@@ -80,11 +80,14 @@ def raw_checks(context: AssetCheckExecutionContext, warehouse: WarehouseResource
     with warehouse.warehouse().connect(read_only=True) as conn:
         for table in CHECKED_TABLES:  # declaration order: parents before their children
             if table in selected:
-                yield from _table_results(conn, table, selected[table], lms_key(table) in loaded)
+                yield from _table_results(conn, table, selected[table],
+                                          context.run.run_id if lms_key(table) in loaded else None)
 
 
 def _table_results(conn: duckdb.DuckDBPyConnection, table: str, selected: set[str],
-                   loaded_here: bool) -> Iterator[AssetCheckResult]:
+                   loaded_by: str | None) -> Iterator[AssetCheckResult]:
+    """`loaded_by`: the run id when this run materialized the table (link checks then look only at the rows
+    its loads wrote: none at all when they wrote no row of the table), else None (every row)."""
     key, links = lms_key(table), [link for link in LINKS if link.child == table]
     if "key_unique_not_null" in selected:
         duplicates, nulls = duplicate_keys(conn, table), null_keys(conn, table)
@@ -92,15 +95,27 @@ def _table_results(conn: duckdb.DuckDBPyConnection, table: str, selected: set[st
                                passed=duplicates == 0 and nulls == 0,
                                metadata={"duplicate_keys": duplicates, "null_keys": nulls,
                                          "enforced_by_primary_key": enforced_by_primary_key(conn, table)})
-    since = last_load_time(conn, table) if loaded_here and links else None
+    since = _first_load_time(conn, table, loaded_by) if loaded_by is not None and links else None
     for link in links:
         if link.check_name in selected:
-            count = orphans(conn, link.child, link.parent, link.on, touched_since=since)
-            scope = "rows loaded by this run" if since is not None else "every row"
+            if loaded_by is not None and since is None:  # materialized, but its loads wrote no row of it
+                count, scope = 0, "no rows loaded by this run"
+            else:
+                count = orphans(conn, link.child, link.parent, link.on, touched_since=since)
+                scope = "rows loaded by this run" if since is not None else "every row"
             yield AssetCheckResult(check_name=link.check_name, asset_key=key, passed=count == 0,
                                    metadata={"orphans": count, "checked": scope})
     if "not_shrinking" in selected:
         yield _shrink_result(conn, table)
+
+
+def _first_load_time(conn: duckdb.DuckDBPyConnection, table: str, run_id: str):
+    """When the first load of run `run_id` that wrote rows of `table` committed (its rows carry that load time
+    or a later one), None when no load of the run wrote any. Not the table's newest load: a run whose load
+    wrote no row of a table would then check every row loaded since some earlier run (a full sync: 10M rows)."""
+    row = conn.execute("SELECT min(committed_at) FROM lms._load_runs WHERE run_id = ? AND json_exists(tables, ?)",
+                       [run_id, f"$.{table}"]).fetchone()
+    return row[0] if row else None
 
 
 def _materialized_in_this_run(context: AssetCheckExecutionContext, keys: list[AssetKey]) -> set[AssetKey]:

@@ -73,8 +73,9 @@ def answers(
         def record_versions(load: Load, stats: RunStats) -> None:
             # Only a complete run holds the answers of every planned active lesson: an incomplete one (page
             # drift that did not settle) records nothing, so the next run asks for them again.
-            if stats.complete:
-                load.write(VERSIONS, fetched_versions(planned["lessons"], planned["window"]))
+            versions = fetched_versions(planned["lessons"], planned["window"])
+            if stats.complete and versions.num_rows:
+                load.write(VERSIONS, versions)
 
         done = load_stream(context, wh, client, "answers", fetch, before_commit=record_versions)
     lessons = planned["lessons"]

@@ -5,6 +5,7 @@ from datetime import timedelta
 
 import duckdb
 import pytest
+from dagster import DagsterInstance
 from stack_helpers import RAW, assert_warehouse_equals_platform
 
 from pipeline.stack import environment, local_stack
@@ -33,7 +34,14 @@ def test_no_change_run_asks_for_no_answers_and_a_version_changed_in_the_lookback
 
         # Nothing changed: the lookback re-reads active lessons, but every version is held -> no answer request.
         stack.advance(hours=0.05)
-        quiet = _answers(stack.sync(select=PROGRESS))
+        instance = DagsterInstance.ephemeral()
+        quiet_run = stack.sync(select=PROGRESS, instance=instance)
+        quiet = _answers(quiet_run)
+        # ... and its link checks have no row of this run to look at (not every row since the full sync)
+        scopes = {e.dagster_event.event_specific_data.check_name: e.dagster_event.event_specific_data.metadata
+                  for e in instance.all_logs(quiet_run.run_id)
+                  if e.dagster_event and e.dagster_event.event_type_value == "ASSET_CHECK_EVALUATION"}
+        assert scopes["links_to_active_lessons"]["checked"].value == "no rows loaded by this run"
         assert quiet["refetched_active_lessons"] == 0
         assert quiet["planned_requests"] == 0
         assert quiet["rows_fetched"] == 0
