@@ -24,6 +24,7 @@ import pyarrow as pa
 from pipeline.settings import Settings, load_settings
 from pipeline.source.answers import run_answers
 from pipeline.source.core import Emit, SourceCore
+from pipeline.source.memory import release_free_memory
 from pipeline.source.paths import fill_path
 from pipeline.source.requests import Batch, UpdatedSinceFormat
 from pipeline.source.runs import run_stream, runnable_stream
@@ -151,6 +152,7 @@ class PlatformClient:
                 yield item
         finally:
             self._call(self._cancel(task))
+            release_free_memory()
 
     async def _new_queue(self) -> asyncio.Queue[Batch | _End]:
         return asyncio.Queue(maxsize=self._queue_batches)

@@ -13,6 +13,7 @@ from pipeline.settings import Settings
 from pipeline.source.catalog import TABLES
 from pipeline.source.errors import PlatformRequestError
 from pipeline.source.fast import FastPages
+from pipeline.source.memory import RELEASE_EVERY_PAGES, release_free_memory
 from pipeline.source.pages import PageDecoder, PageLocation
 from pipeline.source.pagination import answer_pages, record_pages, single_page
 from pipeline.source.progress import Progress
@@ -51,6 +52,7 @@ class SourceCore:
         self._probe_lock = asyncio.Lock()
         self._decoders: dict[str, PageDecoder] = {}
         self._fast: dict[str, FastPages | None] = {}
+        self._pages_emitted = 0
 
     async def first_page(self) -> int:
         if self._first_page is None:
@@ -125,6 +127,9 @@ class SourceCore:
         progress.page(page.records)
         for batch in page.batches:
             await emit(batch)
+        self._pages_emitted += 1
+        if self._pages_emitted % RELEASE_EVERY_PAGES == 0:
+            release_free_memory()
 
     def start_stats(self, stream: str) -> RunStats:
         return RunStats.begin(stream, self.transport.stats)

@@ -229,7 +229,7 @@ class _Connection(asyncio.BufferedProtocol):
             self._timer.cancel()
         result = self._result
         self.reusable = alive if keep_alive is None else keep_alive
-        self._mode = "done"
+        self._mode, self._body = "done", bytearray()  # an idle connection keeps no body alive
         if not result.done():
             result.set_result(WireResponse(status, reason, headers, body))  # type: ignore[arg-type]
 
