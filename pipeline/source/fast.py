@@ -251,24 +251,24 @@ def _timestamps(values: Sequence[str | None]) -> pa.Array | None:
 
 
 _CANONICAL = b"2026-05-05T07:43:45.815Z"  # the shape the platform writes
-_SEPARATOR_AT = np.array([i for i, c in enumerate(_CANONICAL) if not chr(c).isdigit()])
-_SEPARATORS = np.frombuffer(_CANONICAL, dtype=np.uint8)[_SEPARATOR_AT]
-_DIGIT_AT = np.array([i for i, c in enumerate(_CANONICAL) if chr(c).isdigit()])
+# per byte position: the lowest and highest byte allowed (a digit, a separator; the year's first digit 1-9)
+_LOWEST = np.array([48 if chr(c).isdigit() else c for c in _CANONICAL], dtype=np.uint8)
+_HIGHEST = np.array([57 if chr(c).isdigit() else c for c in _CANONICAL], dtype=np.uint8)
+_LOWEST[0] = 49
 
 
 def _canonical(text: pa.Array) -> bool:
     """Every value (nulls aside) is `YYYY-MM-DDTHH:MM:SS.fffZ`: digits and separators in place, a year
-    not starting with 0; checked on the bytes with numpy. Arrow's parser then rejects impossible dates."""
+    not starting with 0; checked on the bytes with numpy (two broadcast comparisons against the
+    allowed range of each position). Arrow's parser then rejects impossible dates."""
     present = text.drop_null() if text.null_count else text
     count, width = len(present), len(_CANONICAL)
     _, offsets, data = present.buffers()
     bounds = np.frombuffer(offsets, dtype=np.int32, count=present.offset + count + 1)[present.offset:]
-    if count == 0 or (np.diff(bounds) != width).any():
+    if count == 0 or bounds[-1] - bounds[0] != count * width or (np.diff(bounds) != width).any():
         return False
     chars = np.frombuffer(data, dtype=np.uint8, count=int(bounds[-1]))[bounds[0]:].reshape(count, width)
-    digits = chars[:, _DIGIT_AT]
-    return bool((chars[:, _SEPARATOR_AT] == _SEPARATORS).all() and ((digits >= 48) & (digits <= 57)).all()
-                and (chars[:, 0] != 48).all())
+    return bool((chars >= _LOWEST).all() and (chars <= _HIGHEST).all())
 
 
 class _NoFastPath(Exception):
