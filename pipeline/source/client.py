@@ -32,6 +32,7 @@ from pipeline.source.stats import RunStats
 from pipeline.source.transport import json_body
 
 T = TypeVar("T")
+TAKE_AT_ONCE = 4
 
 
 @dataclass(frozen=True)
@@ -143,16 +144,26 @@ class PlatformClient:
         task = self._call(self._start(run, queue))
         try:
             while True:
-                item = self._call(queue.get())
-                if isinstance(item, _End):
-                    if item.error is not None:
-                        raise item.error
-                    self._last_stats = item.stats
-                    return
-                yield item
+                for item in self._call(self._take(queue)):
+                    if isinstance(item, _End):
+                        if item.error is not None:
+                            raise item.error
+                        self._last_stats = item.stats
+                        return
+                    yield item
         finally:
             self._call(self._cancel(task))
             release_free_memory()
+
+    @staticmethod
+    async def _take(queue: asyncio.Queue[Batch | _End]) -> list[Batch | _End]:
+        """The next item and every other one already waiting: one crossing of threads for all of them
+        (a page of answers queues two batches at once). At most TAKE_AT_ONCE, so the consumer holds only a
+        few batches beyond the queue's bound."""
+        items = [await queue.get()]
+        while not queue.empty() and len(items) < TAKE_AT_ONCE:
+            items.append(queue.get_nowait())
+        return items
 
     async def _new_queue(self) -> asyncio.Queue[Batch | _End]:
         return asyncio.Queue(maxsize=self._queue_batches)
