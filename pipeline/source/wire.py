@@ -294,6 +294,8 @@ class Wire:
     async def get(self, path: str, params: Mapping[str, str], headers: Mapping[str, str]) -> WireResponse:
         target = self.url(path, params)
         extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        if extra.count("\n") != len(headers) or extra.count("\r") != len(headers):
+            raise WireError("a request header contains a line break")  # never send a forged header line
         request = f"GET {target} HTTP/1.1\r\n{self._fixed}{extra}\r\n".encode()
         connection, reused = await self._connection()
         try:

@@ -157,6 +157,9 @@ def test_errors_truncated_body_encoded_body_garbage_and_timeout():
             await wire.get("/c", {}, {})
         with pytest.raises(WireTimeout, match="ReadTimeout"):
             await wire.get("/d", {}, {})
+        with pytest.raises(WireError, match="line break") as raised:
+            await wire.get("/e", {}, {"Authorization": "Bearer x\r\nX-Forged: 1"})
+        assert "Bearer" not in str(raised.value)
 
     run(handler, test, timeout=0.3)
 
