@@ -57,30 +57,77 @@ def null_keys(conn: duckdb.DuckDBPyConnection, table: str, key: Sequence[str] | 
     return _scalar(conn, f"SELECT count(*) FROM {table_ref(table)} WHERE {nulls}")
 
 
+# A link check hashes one side of the join; when both sides are bigger than this (a full sync's 12.5M answer
+# results against 9.7M answers: a ~1.5 GB hash table, 2.1 GiB RSS under memory_limit 2GB) it runs in ranges
+# of the first linked column, each joining only the rows of its range (the tables are in key order, so the
+# scans skip the other row groups).
+ORPHAN_CHUNK_ROWS = 2_000_000
+_SAMPLE_ROWS = 20_000
+
+
 def orphans(conn: duckdb.DuckDBPyConnection, child: str, parent: str, on: Mapping[str, str] | Sequence[str], *,
-            touched_since: datetime | None = None) -> int:
+            touched_since: datetime | None = None, chunk_rows: int = ORPHAN_CHUNK_ROWS) -> int:
     """Live rows of `child` with no live `parent` row. `on` maps child columns to parent columns, or
     lists columns with the same name in both (answers -> active_lessons on ["user_id", "lesson_id"]).
     With `touched_since`, only child rows loaded at or after that instant are looked at, unless parent
-    rows can be marked deleted (then every child row could have lost its parent: all are checked)."""
+    rows can be marked deleted (then every child row could have lost its parent: all are checked).
+    Memory stays bounded: with more than `chunk_rows` rows on both sides the join runs range by range of
+    the first linked column (a child row whose first linked column is NULL has no parent: counted too)."""
     pairs = dict(on) if isinstance(on, Mapping) else {c: c for c in on}
     child_def, parent_def = _table(conn, child), _table(conn, parent)
     match = " AND ".join(f"c.{q(cc)} = p.{q(pc)}" for cc, pc in pairs.items())
-    if touched_since is None or parent_def.has_deleted_at:
-        return _scalar(conn, f"SELECT count(*) FROM {table_ref(child)} AS c WHERE {_live(child_def, 'c')} "
-                             f"AND NOT EXISTS (SELECT 1 FROM {table_ref(parent)} AS p WHERE {match} "
-                             f"AND {_live(parent_def, 'p')})")
-    # The rows a load wrote are few: they are the hash table, and the parent table is only scanned where its
-    # first linked column lies within their range (a parent kept in key order skips the rest).
+    scoped = touched_since is not None and not parent_def.has_deleted_at
+    params: dict[str, object] = {"since": touched_since} if scoped else {}
+    since = f" AND c.{q(LAST_LOADED_AT)} >= $since" if scoped else ""
+    children = f"(SELECT * FROM {table_ref(child)} AS c WHERE {_live(child_def, 'c')}{since})"
     child_column, parent_column = next(iter(pairs.items()))
-    touched = (f"(SELECT * FROM {table_ref(child)} AS c WHERE {_live(child_def, 'c')} "
-               f"AND c.{q(LAST_LOADED_AT)} >= $since)")
-    parents = (f"(SELECT 1 AS _found, * FROM {table_ref(parent)} AS p WHERE {_live(parent_def, 'p')} "
-               f"AND p.{q(parent_column)} BETWEEN $lowest AND $highest)")
-    return int(conn.execute(f"SELECT count(*) FROM {touched} AS c LEFT JOIN {parents} AS p ON {match} "
-                            f"WHERE p._found IS NULL",
-                            {"since": touched_since, **value_range(conn, touched, child_column, {"since": touched_since})}
-                            ).fetchone()[0])
+    c_col, p_col = f"c.{q(child_column)}", f"p.{q(parent_column)}"
+
+    def unmatched(child_range: str, parent_range: str, extra: dict[str, object]) -> int:
+        # The child rows are the probe side only if the parents are fewer: DuckDB hashes the smaller side.
+        parents = (f"(SELECT 1 AS _found, * FROM {table_ref(parent)} AS p WHERE {_live(parent_def, 'p')} "
+                   f"AND {parent_range})")
+        return int(conn.execute(f"SELECT count(*) FROM (SELECT * FROM {children} AS c WHERE {child_range}) AS c "
+                                f"LEFT JOIN {parents} AS p ON {match} WHERE p._found IS NULL",
+                                {**params, **extra}).fetchone()[0])
+
+    nulls = _scalar_params(conn, f"SELECT count(*) FROM {children} AS c WHERE {c_col} IS NULL", params)
+    bounds = _chunk_bounds(conn, children, parent, parent_def, c_col, params, chunk_rows)
+    if bounds is None:  # one join, only where the parent's first linked column lies within the children's range
+        extent = value_range(conn, children + " AS c", child_column, params)
+        if extent["lowest"] is None:
+            return nulls
+        return nulls + unmatched(f"{c_col} BETWEEN $lowest AND $highest",
+                                 f"{p_col} BETWEEN $lowest AND $highest", extent)
+    total = nulls
+    for lowest, highest in zip([None, *bounds], [*bounds, None], strict=True):
+        ranges = [(f"{{col}} >= $lowest", {"lowest": lowest})] if lowest is not None else []
+        ranges += [(f"{{col}} < $highest", {"highest": highest})] if highest is not None else []
+        extra = {k: v for _, part in ranges for k, v in part.items()}
+        total += unmatched(" AND ".join(r.format(col=c_col) for r, _ in ranges),
+                           " AND ".join(r.format(col=p_col) for r, _ in ranges), extra)
+    return total
+
+
+def _chunk_bounds(conn: duckdb.DuckDBPyConnection, children: str, parent: str, parent_def: TableDef,
+                  c_col: str, params: dict[str, object], chunk_rows: int) -> list[object] | None:
+    """Ascending boundaries splitting the children's first linked column into ranges of about `chunk_rows`
+    rows (from a sample: any boundaries give an exact count, they only size the pieces), or None when one
+    side is small enough to be hashed whole."""
+    count = _scalar_params(conn, f"SELECT count(*) FROM {children} AS c", params)
+    if count <= chunk_rows:
+        return None
+    parents = _scalar(conn, f"SELECT count(*) FROM {table_ref(parent)} AS p WHERE {_live(parent_def, 'p')}")
+    if parents <= chunk_rows:
+        return None
+    pieces = -(-min(count, parents) // chunk_rows)
+    # sorted and deduplicated by DuckDB, so the ranges follow its ordering of the column's type
+    sample = conn.execute(
+        f"SELECT list_sort(list_distinct(list(v))) FROM (SELECT {c_col} AS v FROM {children} AS c "
+        f"WHERE {c_col} IS NOT NULL USING SAMPLE reservoir({_SAMPLE_ROWS} ROWS) REPEATABLE (7))",
+        params or None).fetchone()[0] or []
+    picks = sorted({len(sample) * i // pieces for i in range(1, pieces)} - {0})
+    return [sample[i] for i in picks] or None
 
 
 def last_load_time(conn: duckdb.DuckDBPyConnection, table: str) -> datetime | None:
@@ -110,3 +157,7 @@ def _live(table: TableDef, alias: str) -> str:
 
 def _scalar(conn: duckdb.DuckDBPyConnection, sql: str) -> int:
     return int(conn.execute(sql).fetchone()[0])
+
+
+def _scalar_params(conn: duckdb.DuckDBPyConnection, sql: str, params: dict[str, object]) -> int:
+    return int(conn.execute(sql, params or None).fetchone()[0])

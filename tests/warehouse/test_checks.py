@@ -55,3 +55,31 @@ def test_key_checks_trust_a_declared_primary_key_and_link_checks_can_look_at_one
         assert orphans(conn, "answers", "active_lessons", on, touched_since=since) == 1  # what the last load wrote
         assert orphans(conn, "answers", "active_lessons", on, touched_since=first) == 2
         assert last_load_time(conn, "groups") is None  # never loaded
+
+
+def test_link_checks_in_ranges_count_exactly_what_one_join_counts(seeded: Warehouse) -> None:
+    """Both sides bigger than chunk_rows: the join runs range by range of the first linked column; planted
+    orphans at the edges, inside, beyond both ends and with a NULL first column are all counted once."""
+    with seeded.connect() as conn:
+        conn.execute("CREATE TABLE lms.parents (a VARCHAR, b BIGINT, deleted_at TIMESTAMPTZ)")
+        conn.execute("CREATE TABLE lms.kids (a VARCHAR, b BIGINT, k BIGINT, last_loaded_at TIMESTAMPTZ)")
+        conn.execute("INSERT INTO lms.parents SELECT printf('p%05d', i // 3), i % 3, NULL FROM range(6000) t(i)")
+        conn.execute("INSERT INTO lms.parents VALUES ('p00010', 7, TIMESTAMPTZ '2026-01-01')")  # deleted parent
+        conn.execute("INSERT INTO lms.kids SELECT a, b, k, TIMESTAMPTZ '2026-01-01' FROM lms.parents, range(2) r(k) "
+                     "WHERE deleted_at IS NULL")
+        conn.execute("INSERT INTO lms.kids VALUES ('p00000', 5, 0, NULL), ('p01999', 9, 0, NULL), "
+                     "('a', 0, 0, NULL), ('z', 0, 0, NULL), (NULL, 0, 0, NULL), ('p00010', 7, 0, NULL), "
+                     "('p00500', NULL, 0, NULL)")
+        on = ["a", "b"]
+        whole = orphans(conn, "kids", "parents", on, chunk_rows=10**9)
+        assert whole == 7
+        for chunk_rows in (5000, 1000, 10):  # 3, 7 and many ranges
+            assert orphans(conn, "kids", "parents", on, chunk_rows=chunk_rows) == whole
+        # scoped to the rows a load wrote (the parent keeps no deleted rows): the old rows are not looked at
+        conn.execute("CREATE TABLE lms.live_parents AS SELECT a, b FROM lms.parents WHERE deleted_at IS NULL")
+        conn.execute("UPDATE lms.kids SET last_loaded_at = TIMESTAMPTZ '2026-02-01' WHERE a IN ('z', 'p00010') "
+                     "OR (a, b) = ('p00002', 1)")
+        since = T0.replace(year=2026, month=2, day=1, hour=0)
+        for chunk_rows in (10**9, 1000, 10):
+            assert orphans(conn, "kids", "live_parents", on, chunk_rows=chunk_rows) == 7
+            assert orphans(conn, "kids", "live_parents", on, touched_since=since, chunk_rows=chunk_rows) == 2
