@@ -35,15 +35,24 @@ from pipeline.warehouse.tabledef import FIRST_LOADED_AT, LAST_LOADED_AT
 
 SHADOW_PREFIX = "_first_"
 _SORTED = "_first_load_sorted"
-DEFAULT_SLICE_ROWS = 1_000_000
+DEFAULT_SLICE_ROWS = 500_000
 # From this many rows on, a first load takes this path (in one slice up to slice_rows), so every table of
 # some size (active lessons, the groups snapshot) is built the same way: in key order, index checkpointed.
 MIN_ROWS = 100_000
 # The slices need little memory (one slice's index at a time; the key-ordered sort spills to temp_directory), so a
-# first load runs under this limit when the connection's own is higher: DuckDB otherwise fills whatever it is given
-# with cached table and sort blocks (a large full sync peaked at 2.4 GiB RSS under 2GB, 1.1 GiB under 512MB).
-# Incremental loads keep the connection's limit: they need room for the index blocks their inserts touch.
-FIRST_LOAD_MEMORY_LIMIT = "512MB"
+# first load runs under a lower limit when the connection's own is higher: DuckDB otherwise fills whatever it is
+# given with cached table and sort blocks (3M answers + 4M results: commit peak RSS 1,737 MiB under 2GB, 490 MiB
+# under 256MB with 500k-row slices). The limit must hold one slice's index while it is built (measured up to
+# ~390 bytes per composite key: 1M-row slices failed under 256MB), hence FIRST_LOAD_BYTES_PER_ROW per slice row,
+# at least FIRST_LOAD_MEMORY_LIMIT. Incremental loads keep the connection's limit: they need room for the index
+# blocks their inserts touch (docs/warehouse.md).
+FIRST_LOAD_MEMORY_LIMIT = 256 * 2**20
+FIRST_LOAD_BYTES_PER_ROW = 600
+
+
+def first_load_memory_limit(slice_rows: int) -> str:
+    """DuckDB memory_limit for building shadow tables in slices of `slice_rows` rows."""
+    return f"{max(FIRST_LOAD_MEMORY_LIMIT, FIRST_LOAD_BYTES_PER_ROW * slice_rows)}B"
 
 
 def shadow_name(table: str) -> str:
@@ -63,7 +72,7 @@ def prebuild(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, lake_dir, strategy
              slice_rows: int | None, memory_limit: str | None = None) -> dict[str, str]:
     """Outside any transaction: build the shadow tables of a big first load; returns table -> shadow.
     Returns {} (nothing done) when the load is not a big first load. `memory_limit` is the connection's own
-    (DuckDB syntax); the slices run under min(it, FIRST_LOAD_MEMORY_LIMIT) and it is set back afterwards."""
+    (DuckDB syntax); the slices run under min(it, first_load_memory_limit(slice_rows)), then it is set back."""
     drop_leftovers(conn)
     upserted = [t for t in plan.tables if t.kind != "append" and t.parts]
     if strategy != "auto" or not slice_rows or not upserted or any(not t.key for t in upserted):
@@ -75,7 +84,7 @@ def prebuild(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, lake_dir, strategy
     if not all(_is_empty(conn, name) for name in involved if name in catalog):
         return {}
     shadows: dict[str, str] = {}
-    with capped_memory(conn, memory_limit, FIRST_LOAD_MEMORY_LIMIT):
+    with capped_memory(conn, memory_limit, first_load_memory_limit(slice_rows)):
         for load in upserted:
             shadows[load.name] = _build(conn, plan, load, catalog[load.name], lake_dir, slice_rows)
     return shadows
