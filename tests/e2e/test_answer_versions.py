@@ -25,7 +25,7 @@ def _query(stack, sql, params=()):
 
 
 @pytest.mark.slow
-def test_no_change_run_asks_for_no_answers_and_a_version_changed_in_the_lookback_is_asked_again(tmp_path):
+def test_no_change_run_asks_for_no_answers_a_changed_version_is_asked_again_and_window_mode_asks_all(tmp_path):
     with local_stack(tmp_path / "data", scale="tiny") as stack:
         full = _answers(stack.sync(select=RAW))
         assert full["refetched_active_lessons"] == full["window_active_lessons"] > 0
@@ -67,6 +67,19 @@ def test_no_change_run_asks_for_no_answers_and_a_version_changed_in_the_lookback
         assert _query(stack, "SELECT last_date FROM lms.answers_synced_versions WHERE owner_id = ? AND user_id = ? "
                       "AND lesson_id = ?", [owner, user, lesson])[0][0] == last
 
+        # LESSONSYNC_ANSWERS_REFETCH=window asks for every active lesson of the window; the default, over the
+        # same (3-day) window right after, for none: every version is held.
+        cursor = _query(stack, "SELECT cursor FROM lms._sync_state WHERE stream = 'answers'")[0][0]
+        _query(stack, "UPDATE lms._sync_state SET cursor = ? WHERE stream = 'answers'", [cursor - timedelta(days=3)])
+        with environment({"LESSONSYNC_ANSWERS_REFETCH": "window"}):
+            whole = _answers(stack.sync(select=PROGRESS))
+        assert whole["refetched_active_lessons"] == whole["window_active_lessons"] > 1
+        assert whole["planned_requests"] > 0
+        _query(stack, "UPDATE lms._sync_state SET cursor = ? WHERE stream = 'answers'", [cursor - timedelta(days=3)])
+        changed = _answers(stack.sync(select=PROGRESS))
+        assert changed["window_active_lessons"] > 1 and changed["refetched_active_lessons"] == 0
+        assert_warehouse_equals_platform(stack)
+
 
 @pytest.mark.slow
 def test_answers_failing_after_active_lessons_committed_lose_nothing(tmp_path):
@@ -95,21 +108,4 @@ def test_answers_failing_after_active_lessons_committed_lose_nothing(tmp_path):
 
         after = _answers(stack.sync(select=RAW))
         assert after["refetched_active_lessons"] >= held
-        assert_warehouse_equals_platform(stack)
-
-
-@pytest.mark.slow
-def test_window_mode_refetches_the_whole_window(tmp_path):
-    with local_stack(tmp_path / "data", scale="tiny") as stack:
-        assert stack.sync(select=RAW).success
-        stack.advance(hours=0.05)
-        cursor = _query(stack, "SELECT cursor FROM lms._sync_state WHERE stream = 'answers'")[0][0]
-        _query(stack, "UPDATE lms._sync_state SET cursor = ? WHERE stream = 'answers'", [cursor - timedelta(days=3)])
-        with environment({"LESSONSYNC_ANSWERS_REFETCH": "window"}):
-            whole = _answers(stack.sync(select=PROGRESS))
-        assert whole["refetched_active_lessons"] == whole["window_active_lessons"] > 0
-        assert whole["planned_requests"] > 0
-        _query(stack, "UPDATE lms._sync_state SET cursor = ? WHERE stream = 'answers'", [cursor - timedelta(days=3)])
-        changed = _answers(stack.sync(select=PROGRESS))  # default mode, same window: every version is held
-        assert changed["window_active_lessons"] > 0 and changed["refetched_active_lessons"] == 0
         assert_warehouse_equals_platform(stack)
