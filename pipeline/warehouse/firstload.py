@@ -41,12 +41,13 @@ DEFAULT_SLICE_ROWS = 500_000
 MIN_ROWS = 100_000
 # The slices need little memory (one slice's index at a time; the key-ordered sort spills to temp_directory), so a
 # first load runs under a lower limit when the connection's own is higher: DuckDB otherwise fills whatever it is
-# given with cached table and sort blocks (3M answers + 4M results: commit peak RSS 1,737 MiB under 2GB, 490 MiB
-# under 256MB with 500k-row slices). The limit must hold one slice's index while it is built (measured up to
-# ~390 bytes per composite key: 1M-row slices failed under 256MB), hence FIRST_LOAD_BYTES_PER_ROW per slice row,
-# at least FIRST_LOAD_MEMORY_LIMIT. Incremental loads keep the connection's limit: they need room for the index
-# blocks their inserts touch (docs/warehouse.md).
-FIRST_LOAD_MEMORY_LIMIT = 256 * 2**20
+# given with cached table and sort blocks (3M answers + 4M results: commit peak RSS 1,737 MiB under 2GB, 737 MiB
+# under 512MB). Not lower: the dedupe-and-sort of a large full sync's 9.7M answers failed to pin a block under
+# 300MB (the 3M-row test had passed under 256MB). The limit must also hold one slice's index while it is built
+# (up to ~390 bytes per composite key), hence FIRST_LOAD_BYTES_PER_ROW per slice row when that is more.
+# Incremental loads keep the connection's limit: they need room for the index blocks their inserts touch
+# (docs/warehouse.md).
+FIRST_LOAD_MEMORY_LIMIT = 512 * 2**20
 FIRST_LOAD_BYTES_PER_ROW = 600
 
 

@@ -122,7 +122,7 @@ def test_first_load_slices_run_under_the_first_load_cap_and_the_limit_is_set_bac
         commit(wh, 1)
     finally:
         firstload._build = original
-    assert seen == ["256.0 MiB", "256.0 MiB"]  # first_load_memory_limit(1,500 rows): the 256 MiB floor
+    assert seen == ["512.0 MiB", "512.0 MiB"]  # first_load_memory_limit(1,500 rows): the 512 MiB floor
     assert firstload.size_bytes("3GB") == 3 * 10**9 and firstload.size_bytes("512MiB") == 2**29
     assert firstload.size_bytes("80%") is None
     with duckdb.connect(config={"memory_limit": "3GB"}) as conn:
@@ -134,4 +134,4 @@ def test_first_load_slices_run_under_the_first_load_cap_and_the_limit_is_set_bac
         with pytest.raises(RuntimeError), firstload.capped_memory(conn, "3GB", "512MB"):
             raise RuntimeError("a failed slice")
         assert conn.execute("SELECT current_setting('memory_limit')").fetchone()[0] == "2.7 GiB"
-    assert firstload.size_bytes(firstload.first_load_memory_limit(500_000)) == 300_000_000  # 600 bytes a row
+    assert firstload.size_bytes(firstload.first_load_memory_limit(2_000_000)) == 1_200_000_000  # 600 bytes a row
