@@ -56,15 +56,11 @@ def client_child(base_url: str, page_size: int, concurrency: int, urls_file: str
     report: dict[str, Any] = {}
     with PlatformClient(settings) as client:
         client.first_page()
-        if urls_file:  # bench-only introspection: every GET the client sends (all go through its Wire)
-            wire = client._ready().transport._wire
-            assert wire.usable, "the benchmark expects the client's lean HTTP path (no proxy in the environment)"
-            send = wire.get
-
-            async def record(path: str, params: Any, headers: Any) -> Any:
-                seen.append((phase["name"], wire.url(path, params)))
-                return await send(path, params, headers)
-            wire.get = record  # type: ignore[method-assign]
+        if urls_file:
+            async def record(request: httpx.Request) -> None:
+                if request.method == "GET":
+                    seen.append((phase["name"], str(request.url)))
+            client._ready().transport._client.event_hooks["request"] = [record]  # bench-only introspection
         began, rows, pairs, cpu = time.perf_counter(), 0, [], CpuMeter(server_pid)
         for batch in client.iter_stream("active_lessons"):
             rows += batch.records.num_rows

@@ -17,11 +17,11 @@ from typing import Any, TypeVar
 
 import httpx
 import orjson
-from httpcore._async.http11 import AsyncHTTP11Connection
 from pydantic import ValidationError
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
 from pipeline.settings import Settings
+from pipeline.source.aio import AiohttpTransport
 from pipeline.source.auth import TokenManager
 from pipeline.source.clock import ClockMark
 from pipeline.source.errors import (
@@ -33,15 +33,9 @@ from pipeline.source.errors import (
 )
 from pipeline.source.models import TokenResponse
 from pipeline.source.retrying import RetryAfterOrBackoff, parse_http_date, retry_after_seconds
-from pipeline.source.wire import Wire, WireError, WireResponse, WireTimeout
 
 log = logging.getLogger("lessonsync.source")
 
-# httpcore reads a response body 64 KiB at a time, each read costing a round of anyio and h11 plumbing in
-# Python; pages of answers are megabytes, so 256 KiB reads (asyncio's own socket read size) cut the
-# client's HTTP CPU per record by about a quarter (docs/BENCHMARKS.md). A class attribute of httpcore's
-# HTTP/1.1 connection: it only sizes reads.
-AsyncHTTP11Connection.READ_NUM_BYTES = max(AsyncHTTP11Connection.READ_NUM_BYTES, 256 * 1024)
 T = TypeVar("T")
 Decode = Callable[[bytes], T]
 
@@ -61,11 +55,8 @@ class Transport:
             limits=httpx.Limits(max_connections=settings.concurrency,
                                 max_keepalive_connections=settings.concurrency),
             headers={"Accept": "application/json"},
+            transport=AiohttpTransport(settings.concurrency),  # aiohttp's C HTTP parser under httpx (aio.py)
         )
-        # GETs (every page) go through the lean HTTP/1.1 client (wire.py) when it can reach the base URL
-        # directly; token requests, and GETs when it cannot (a proxy from the environment), through httpx
-        self._wire = Wire(settings.base_url.rstrip("/"), settings.request_timeout, settings.concurrency,
-                          {"Accept": "application/json"})
         self._slots = asyncio.Semaphore(settings.concurrency)
         self.auth = TokenManager(settings.app_secret, self._post_token)
         self.stats = TransportStats()
@@ -76,7 +67,6 @@ class Transport:
         return f"Transport(base_url={self._settings.base_url!r}, concurrency={self._settings.concurrency})"
 
     async def aclose(self) -> None:
-        await self._wire.aclose()
         await self._client.aclose()
 
     def server_time(self) -> datetime:
@@ -145,21 +135,12 @@ class Transport:
             return self._decoded(method, path, params, response, decode, attempt)
 
     async def _send(self, method: str, path: str, params: Mapping[str, str], body: Any,
-                    token: str | None) -> httpx.Response | WireResponse:
+                    token: str | None) -> httpx.Response:
         headers = {"Authorization": f"Bearer {token}"} if token is not None else None
         content = orjson.dumps(body) if body is not None else None
         if content is not None:
             headers = {**(headers or {}), "Content-Type": "application/json"}
         self.stats.requests += 1
-        if method == "GET" and self._wire.usable:
-            try:
-                response: httpx.Response | WireResponse = await self._wire.get(path, params, headers or {})
-            except WireTimeout as exc:
-                raise RetryableFailure(None, f"timed out ({exc})") from None
-            except WireError as exc:
-                raise RetryableFailure(None, f"connection error ({exc})") from None
-            self._note_date(response.headers.get("date"))
-            return response
         try:
             response = await self._client.request(method, path, params=params, content=content,
                                                   headers=headers)
@@ -167,6 +148,8 @@ class Transport:
             raise RetryableFailure(None, f"timed out ({type(exc).__name__})") from None
         except httpx.TransportError as exc:
             raise RetryableFailure(None, f"connection error ({type(exc).__name__}: {exc})") from None
+        except httpx.DecodingError as exc:  # a compressed body that does not decompress: cut short or garbled
+            raise RetryableFailure(None, f"undecodable body ({exc})") from None
         self._note_date(response.headers.get("date"))
         return response
 
@@ -180,7 +163,7 @@ class Transport:
                 mark.note(server_now, received)
             self._open_marks.clear()
 
-    def _decoded(self, method: str, path: str, params: Mapping[str, str], response: httpx.Response | WireResponse,
+    def _decoded(self, method: str, path: str, params: Mapping[str, str], response: httpx.Response,
                  decode: Decode[T], attempt: int) -> T:
         status = response.status_code
         if 200 <= status < 300:
@@ -214,7 +197,7 @@ def _token_pair(body: bytes) -> TokenResponse:
                                     ) from None
 
 
-def _error_detail(response: httpx.Response | WireResponse) -> str:
+def _error_detail(response: httpx.Response) -> str:
     """The DomainErrorModel's kind and message when the body is one, else the start of the body."""
     try:
         error = orjson.loads(response.content)
