@@ -12,8 +12,10 @@ from datetime import UTC, datetime
 import pyarrow as pa
 from dagster import AssetExecutionContext, MetadataValue
 
+from pipeline.assets.common import one_connection
 from pipeline.settings import Settings
-from pipeline.source import Batch, PlatformClient, RunStats
+from pipeline.source import TABLES, Batch, PlatformClient, RunStats
+from pipeline.source.tables import TableSpec
 from pipeline.warehouse import Load, LoadResult, TableLoadStats, Warehouse
 from pipeline.windows import Window, cursor_window, next_cursor, partition_window
 
@@ -54,16 +56,22 @@ def load_stream(
     window: Window | None = None,
     snapshot_tables: Iterable[str] = (),
     before_commit: Callable[[Load, RunStats], None] | None = None,
+    also_tables: Iterable[TableSpec] = (),
 ) -> StreamLoad:
     """Fetch `stream` for its window and commit it with the cursor in one transaction. `snapshot_tables`
     were pulled whole: their rows not seen are marked deleted, but only after a complete sweep.
-    `before_commit(load, stats)` may write more rows (sync state) to commit in the same transaction."""
-    cursor_before = warehouse.cursor(stream)
-    window = window or window_for(context, cursor_before, client.settings)
-    context.log.info(f"{stream}: reading {window.describe()}")
-    started_wall, started = datetime.now(UTC), time.monotonic()
+    `before_commit(load, stats)` may write more rows (sync state) to commit in the same transaction.
+    First, on one connection: every raw table (and `also_tables`) created or evolved, the cursor read and
+    `fetch(window)` called (it may plan from the warehouse); its batches are read after the file is let go."""
+    with one_connection(warehouse):
+        warehouse.ensure_tables([*TABLES.values(), *also_tables])
+        cursor_before = warehouse.cursor(stream)
+        window = window or window_for(context, cursor_before, client.settings)
+        context.log.info(f"{stream}: reading {window.describe()}")
+        started_wall, started = datetime.now(UTC), time.monotonic()
+        batches = fetch(window)
     with warehouse.load(stream=stream, run_id=context.run.run_id, started_at=started_wall) as load:
-        for batch in _with_progress(context, stream, fetch(window), started):
+        for batch in _with_progress(context, stream, batches, started):
             load.write(batch.table, batch.records)
         stats = client.last_run_stats()
         server_start = stats.server_time_at_start or started_wall

@@ -59,7 +59,7 @@ def answers(
 ) -> Iterator[MaterializeResult]:
     """Every answer of every attempt (entry and exit quizzes), fetched only for active lessons whose
     version (lastDate) changed since their answers were fetched (pipeline/assets/answer_versions.py)."""
-    wh = ready_warehouse(warehouse, also=[VERSIONS])
+    wh = ready_warehouse(warehouse)
     planned: dict[str, Any] = {}
     with platform.client() as client:
 
@@ -77,7 +77,8 @@ def answers(
             if stats.complete and versions.num_rows:
                 load.write(VERSIONS, versions)
 
-        done = load_stream(context, wh, client, "answers", fetch, before_commit=record_versions)
+        done = load_stream(context, wh, client, "answers", fetch, before_commit=record_versions,
+                           also_tables=[VERSIONS])
     lessons = planned["lessons"]
     refetched = pc.sum(lessons.column("refetch")).as_py() or 0
     context.log.info(f"answers: {refetched:,} of the window's {lessons.num_rows:,} active lessons needed their "

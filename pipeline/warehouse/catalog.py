@@ -1,5 +1,14 @@
 """Reading table definitions back from the DuckDB catalog (a few bulk queries: DuckDB's catalog
-functions cost milliseconds per call, and a commit looks at every table)."""
+functions cost milliseconds per call, and a commit looks at every table).
+
+A no-change sync read the catalog ~90 times (every commit several times, every asset check once per table
+and check) at ~10-25 ms each, mostly duckdb_columns() and duckdb_constraints(). Each read now starts with
+duckdb_tables() alone: its `sql` column is the table's CREATE statement as DuckDB holds it now (columns,
+types and primary key; DuckDB rewrites it on ADD COLUMN, ADD PRIMARY KEY and rollbacks), so together with
+the comment and the registry rows it determines the TableDefs exactly. Definitions already derived from
+the same text are reused (`_DERIVED`); anything else (a new table, a new column, a new comment or
+registry row, another file) misses and is read in full. No invalidation is needed: the key is the
+catalog itself, as this connection sees it now."""
 
 from __future__ import annotations
 
@@ -21,23 +30,45 @@ def read_catalog(conn: duckdb.DuckDBPyConnection) -> tuple[TableDef, ...]:
     return _read(conn, None)
 
 
+# (tables' name, comment, CREATE sql; registry rows) -> TableDefs; a few entries: one file's catalog, and
+# the one it had before a schema change
+_DERIVED: dict[tuple[object, ...], tuple[TableDef, ...]] = {}
+_DERIVED_MAX = 32
+READS = {"full": 0, "reused": 0}  # catalog reads of this process (tests and benchmarks count them)
+
+
 def _read(conn: duckdb.DuckDBPyConnection, name: str | None) -> tuple[TableDef, ...]:
     where = _DATA_TABLES + (" AND table_name = $name" if name is not None else "")
     params: dict[str, str] = {"schema": SCHEMA, **({"name": name} if name is not None else {})}
-    tables = conn.execute(f"SELECT table_name, coalesce(comment, '') FROM duckdb_tables() WHERE {where} "
-                          "ORDER BY table_name", params).fetchall()
-    if not tables:
+    found = conn.execute(f"SELECT table_name, coalesce(comment, ''), sql FROM duckdb_tables() WHERE {where} "
+                         "ORDER BY table_name", params).fetchall()
+    if not found:
         return ()
+    try:  # write paths create the registry first (state.bootstrap); a failed query would abort their transaction
+        facts = {row[0]: tuple(row[1:]) for row in conn.execute(f"SELECT * FROM {REGISTRY}").fetchall()}
+    except duckdb.CatalogException:  # read-only look at a file written before any table was registered
+        facts = {}
+    key = (tuple(found), tuple(sorted(facts.items(), key=lambda item: item[0])))
+    derived = _DERIVED.get(key)
+    if derived is not None:
+        READS["reused"] += 1
+        return derived
+    READS["full"] += 1
+    derived = _derive(conn, where, params, [(table, comment) for table, comment, _ in found], facts)
+    if len(_DERIVED) >= _DERIVED_MAX:
+        _DERIVED.clear()
+    _DERIVED[key] = derived
+    return derived
+
+
+def _derive(conn: duckdb.DuckDBPyConnection, where: str, params: dict[str, str], tables: list[tuple[str, str]],
+            facts: dict[str, tuple[object, ...]]) -> tuple[TableDef, ...]:
     columns = dict(conn.execute(
         f"SELECT table_name, list((column_name, data_type) ORDER BY column_index) FROM duckdb_columns() "
         f"WHERE {where} GROUP BY table_name", params).fetchall())
     keys = dict(conn.execute(
         f"SELECT table_name, constraint_column_names FROM duckdb_constraints() WHERE {where} "
         "AND constraint_type = 'PRIMARY KEY'", params).fetchall())
-    try:  # write paths create the registry first (state.bootstrap); a failed query would abort their transaction
-        facts = {row[0]: row[1:] for row in conn.execute(f"SELECT * FROM {REGISTRY}").fetchall()}
-    except duckdb.CatalogException:  # read-only look at a file written before any table was registered
-        facts = {}
     return tuple(
         TableDef(table, tuple((c["column_name"], c["data_type"]) if isinstance(c, dict) else tuple(c)
                               for c in columns[table]),

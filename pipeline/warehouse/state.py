@@ -45,8 +45,10 @@ def ensure_state_tables(conn: duckdb.DuckDBPyConnection) -> None:
 
 
 def read_cursor(conn: duckdb.DuckDBPyConnection, stream: str) -> datetime | None:
-    row = conn.execute(f"SELECT cursor FROM {SYNC_STATE} WHERE stream = ?", [stream]).fetchone()
-    return utc(row[0]) if row and row[0] is not None else None
+    # fetchall: the result is finished, so the connection can serve the next query (DuckDB 2.0 refuses
+    # conn.sql() while an execute() result is still open)
+    rows = conn.execute(f"SELECT cursor FROM {SYNC_STATE} WHERE stream = ?", [stream]).fetchall()
+    return utc(rows[0][0]) if rows and rows[0][0] is not None else None
 
 
 def advance_cursor(conn: duckdb.DuckDBPyConnection, plan: LoadPlan) -> tuple[datetime | None, datetime | None]:
