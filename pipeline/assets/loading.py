@@ -9,12 +9,12 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-import pyarrow as pa
 from dagster import AssetExecutionContext, MetadataValue
 
 from pipeline.assets.common import one_connection
 from pipeline.settings import Settings
 from pipeline.source import TABLES, Batch, PlatformClient, RunStats
+from pipeline.source.memory import release_free_memory
 from pipeline.source.tables import TableSpec
 from pipeline.warehouse import Load, LoadResult, TableLoadStats, Warehouse
 from pipeline.windows import Window, cursor_window, next_cursor, partition_window
@@ -91,10 +91,10 @@ def load_stream(
 
 
 def _release_fetch_memory() -> None:
-    """Hand memory the fetch freed back to the OS (Python's cyclic garbage, Arrow's allocator pool), so the
-    process's peak is the fetch's or the commit's, not both added up."""
+    """Hand memory the fetch freed back to the OS (Python's cyclic garbage, then Arrow's pool and glibc's
+    arenas), so the process's peak is the fetch's or the commit's, not both added up."""
     gc.collect()
-    pa.default_memory_pool().release_unused()
+    release_free_memory()
 
 
 def _with_progress(context: AssetExecutionContext, stream: str, batches: Iterable[Batch],

@@ -73,17 +73,18 @@ def answers(
         def record_versions(load: Load, stats: RunStats) -> None:
             # Only a complete run holds the answers of every planned active lesson: an incomplete one (page
             # drift that did not settle) records nothing, so the next run asks for them again.
-            versions = fetched_versions(planned["lessons"], planned["window"])
+            lessons = planned.pop("lessons")  # 1M rows in a full sync: not held through the commit
+            planned["counts"] = lessons.num_rows, pc.sum(lessons.column("refetch")).as_py() or 0
+            versions = fetched_versions(lessons, planned["window"])
             if stats.complete and versions.num_rows:
                 load.write(VERSIONS, versions)
 
         done = load_stream(context, wh, client, "answers", fetch, before_commit=record_versions,
                            also_tables=[VERSIONS])
-    lessons = planned["lessons"]
-    refetched = pc.sum(lessons.column("refetch")).as_py() or 0
-    context.log.info(f"answers: {refetched:,} of the window's {lessons.num_rows:,} active lessons needed their "
+    in_window, refetched = planned["counts"]
+    context.log.info(f"answers: {refetched:,} of the window's {in_window:,} active lessons needed their "
                      f"answers; {done.stats.planned_requests:,} requests planned")
     yield MaterializeResult(asset_key=lms_key("answers"), metadata={
         **table_metadata(done, "answers"), "planned_requests": done.stats.planned_requests,
-        "window_active_lessons": lessons.num_rows, "refetched_active_lessons": refetched})
+        "window_active_lessons": in_window, "refetched_active_lessons": refetched})
     yield MaterializeResult(asset_key=lms_key("answer_results"), metadata=table_metadata(done, "answer_results"))
