@@ -10,7 +10,9 @@ So after each successful build LessonSync publishes copies that nobody writes in
   file open keeps reading it; the next open sees the new one. Open it read-only.
 - `data/marts/<mart>.parquet`: one file per mart (temp file + `os.replace` each), and `_manifest.json`
   (what was published, when, row counts). Each file is always whole; two marts read one after the other can
-  come from two consecutive publishes: use the snapshot database when they must agree.
+  come from two consecutive publishes: use the snapshot database when they must agree. Read a file through
+  one open handle (`pq.read_table(open(path, "rb"))`): pyarrow's reader given a path opens it once for the
+  footer and again for the data, and a publish in between pairs one file's footer with the next's pages.
 """
 
 from __future__ import annotations

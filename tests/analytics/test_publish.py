@@ -46,7 +46,8 @@ while not (data / "reader-stop").exists():
         report["progress_rows"].append(progress)
         marts = json.loads((data / "marts" / "_manifest.json").read_text())["marts"]
         for name in marts:
-            rows = pq.read_table(data / "marts" / f"{name}.parquet").num_rows
+            with open(data / "marts" / f"{name}.parquet", "rb") as handle:  # one open: one version of the file
+                rows = pq.read_table(handle).num_rows
             if name == "learner_progress":
                 report["parquet_rows"].append(rows)
     except Exception as error:
