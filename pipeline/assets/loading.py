@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 
 from dagster import AssetExecutionContext, MetadataValue
 
-from pipeline.assets.common import one_connection
 from pipeline.settings import Settings
 from pipeline.source import TABLES, Batch, PlatformClient, RunStats
 from pipeline.source.memory import release_free_memory
@@ -63,7 +62,7 @@ def load_stream(
     `before_commit(load, stats)` may write more rows (sync state) to commit in the same transaction.
     First, on one connection: every raw table (and `also_tables`) created or evolved, the cursor read and
     `fetch(window)` called (it may plan from the warehouse); its batches are read after the file is let go."""
-    with one_connection(warehouse):
+    with warehouse.one_connection():
         warehouse.ensure_tables([*TABLES.values(), *also_tables])
         cursor_before = warehouse.cursor(stream)
         window = window or window_for(context, cursor_before, client.settings)
