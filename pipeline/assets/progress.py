@@ -3,7 +3,6 @@
 from collections.abc import Iterator
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.compute as pc
 from dagster import AssetExecutionContext, AssetSpec, MaterializeResult, asset, multi_asset
 
@@ -13,8 +12,7 @@ from pipeline.assets.loading import load_stream, table_metadata
 from pipeline.freshness import progress_freshness
 from pipeline.partitions import one_sweep, updated_daily
 from pipeline.resources import PlatformResource, WarehouseResource
-from pipeline.source import TABLES
-from pipeline.source import RunStats
+from pipeline.source import TABLES, RunStats
 from pipeline.warehouse import Load
 from pipeline.windows import Window
 

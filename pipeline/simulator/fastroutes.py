@@ -45,12 +45,13 @@ def _answers(q: QueryParams) -> tuple[bool, bool]:
     return api_progress._answer_flags(q.get("includeArchived"), q.get("includeEntryQuiz"))
 
 
-def _listing(user: int | None, lesson: int | None, *, since: bool, answers: bool) -> Handler:
+def _listing(by_user: bool, by_lesson: bool, *, since: bool, answers: bool) -> Handler:
+    """A listing whose path holds a user id, a lesson id, both (in that order) or neither."""
     def handle(platform: Platform, path: tuple[str, ...], q: QueryParams) -> Response:
         values = iter(path)
         return api_progress._listing(
-            platform, user_raw=next(values) if user is not None else None,
-            lesson_raw=next(values) if lesson is not None else None, page_size=q.get("pageSize"),
+            platform, user_raw=next(values) if by_user else None,
+            lesson_raw=next(values) if by_lesson else None, page_size=q.get("pageSize"),
             page_number=q.get("pageNumber"), updated_since=q.get("updatedSince") if since else None,
             answers=_answers(q) if answers else None)
     return handle
@@ -63,13 +64,13 @@ def _group_users(platform: Platform, path: tuple[str, ...], q: QueryParams) -> R
 
 
 ROUTES = (  # in the order FastAPI would try them (first match wins there too)
-    _route("/v1/active-lessons", _listing(None, None, since=True, answers=False)),
-    _route("/v1/users/{USER_ID}/active-lessons", _listing(0, None, since=False, answers=False)),
-    _route("/v1/lessons/{LESSON_ID}/active-lessons", _listing(None, 0, since=False, answers=False)),
-    _route("/v1/users/{USER_ID}/lessons/{LESSON_ID}/active-lessons", _listing(0, 1, since=False, answers=False)),
-    _route("/v1/users/{USER_ID}/lessons/{LESSON_ID}/answers", _listing(0, 1, since=False, answers=True)),
-    _route("/v1/lessons/{LESSON_ID}/answers", _listing(None, 0, since=True, answers=True)),
-    _route("/v1/users/{USER_ID}/answers", _listing(0, None, since=True, answers=True)),
+    _route("/v1/active-lessons", _listing(False, False, since=True, answers=False)),
+    _route("/v1/users/{USER_ID}/active-lessons", _listing(True, False, since=False, answers=False)),
+    _route("/v1/lessons/{LESSON_ID}/active-lessons", _listing(False, True, since=False, answers=False)),
+    _route("/v1/users/{USER_ID}/lessons/{LESSON_ID}/active-lessons", _listing(True, True, since=False, answers=False)),
+    _route("/v1/users/{USER_ID}/lessons/{LESSON_ID}/answers", _listing(True, True, since=False, answers=True)),
+    _route("/v1/lessons/{LESSON_ID}/answers", _listing(False, True, since=True, answers=True)),
+    _route("/v1/users/{USER_ID}/answers", _listing(True, False, since=True, answers=True)),
     _route("/v1/groups/{groupId}/users", _group_users),
 )
 

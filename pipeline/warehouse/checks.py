@@ -91,7 +91,7 @@ def orphans(conn: duckdb.DuckDBPyConnection, child: str, parent: str, on: Mappin
                                 f"LEFT JOIN {parents} AS p ON {match} WHERE p._found IS NULL",
                                 {**params, **extra}).fetchone()[0])
 
-    nulls = _scalar_params(conn, f"SELECT count(*) FROM {children} AS c WHERE {c_col} IS NULL", params)
+    nulls = _scalar(conn, f"SELECT count(*) FROM {children} AS c WHERE {c_col} IS NULL", params)
     bounds = _chunk_bounds(conn, children, parent, parent_def, c_col, params, chunk_rows)
     if bounds is None:  # one join, only where the parent's first linked column lies within the children's range
         extent = value_range(conn, children + " AS c", child_column, params)
@@ -114,7 +114,7 @@ def _chunk_bounds(conn: duckdb.DuckDBPyConnection, children: str, parent: str, p
     """Ascending boundaries splitting the children's first linked column into ranges of about `chunk_rows`
     rows (from a sample: any boundaries give an exact count, they only size the pieces), or None when one
     side is small enough to be hashed whole."""
-    count = _scalar_params(conn, f"SELECT count(*) FROM {children} AS c", params)
+    count = _scalar(conn, f"SELECT count(*) FROM {children} AS c", params)
     if count <= chunk_rows:
         return None
     parents = _scalar(conn, f"SELECT count(*) FROM {table_ref(parent)} AS p WHERE {_live(parent_def, 'p')}")
@@ -155,9 +155,5 @@ def _live(table: TableDef, alias: str) -> str:
     return f"{alias}.{q(DELETED_AT)} IS NULL" if table.has_deleted_at else "TRUE"
 
 
-def _scalar(conn: duckdb.DuckDBPyConnection, sql: str) -> int:
-    return int(conn.execute(sql).fetchone()[0])
-
-
-def _scalar_params(conn: duckdb.DuckDBPyConnection, sql: str, params: dict[str, object]) -> int:
+def _scalar(conn: duckdb.DuckDBPyConnection, sql: str, params: dict[str, object] | None = None) -> int:
     return int(conn.execute(sql, params or None).fetchone()[0])
