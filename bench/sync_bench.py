@@ -183,6 +183,7 @@ def run_all(scale: str, selections: list[str], repeat: int, work_dir: Path) -> d
         "counts": httpx.get(f"{base_url}/_sim/counts", timeout=60).json(), "selections": {}}
     memory_limit = os.environ.get("LESSONSYNC_DUCKDB_MEMORY_LIMIT")  # a second data point, kept apart
     out = RESULTS / (f"sync_{scale}_mem{memory_limit}.json" if memory_limit else f"sync_{scale}.json")
+    RESULTS.mkdir(parents=True, exist_ok=True)  # git-ignored: absent from a fresh clone
 
     def save(label: str, runs: dict[str, Any]) -> None:
         results["selections"][label] = runs

@@ -59,7 +59,9 @@ def window_active_lessons(wh: Warehouse, window: Window, *, only_changed: bool) 
     needs ALL of them (what a per-lesson or per-user request returns) and covers those with refetch."""
     where, params = ("", []) if window.since is None else ("WHERE a.last_date >= ?", [window.since])
     if only_changed:
-        query = (f"SELECT {_COLUMNS}, v.last_date IS DISTINCT FROM a.last_date AS refetch "
+        # No stored version at all (v.owner_id NULL) means never fetched, whatever lastDate holds: a NULL
+        # lastDate must not look like the NULL of a missing version row.
+        query = (f"SELECT {_COLUMNS}, v.owner_id IS NULL OR v.last_date IS DISTINCT FROM a.last_date AS refetch "
                  f"FROM lms.active_lessons a LEFT JOIN lms.{VERSIONS.name} v "
                  f"USING (owner_id, user_id, lesson_id) {where}")
     else:

@@ -19,9 +19,10 @@ from pipeline.warehouse import Load, LoadResult, TableLoadStats, Warehouse
 from pipeline.windows import Window, cursor_window, next_cursor, partition_window
 
 PROGRESS_EVERY_S = 5.0
-# A full collection costs ~0.25 s in a process holding Dagster and DuckDB: worth it before the commit of a big
-# fetch (peak RSS), not after a few pages (a no-change run paid it six times, 1.5 s).
-RELEASE_AFTER_ROWS = 100_000
+# A full collection costs ~0.2-0.25 s in a process holding Dagster and DuckDB: worth it before the commit of a
+# big fetch (peak RSS: the full sync's 1M active lessons and 22M answer rows), not after a snapshot of a few
+# hundred thousand small rows (the groups snapshot of every run paid it: 0.19 s of a 4 s no-change run).
+RELEASE_AFTER_ROWS = 1_000_000
 FULL_REFRESH_TAG = "lessonsync/full-refresh"
 WINDOW_TAG = "lessonsync/window"
 

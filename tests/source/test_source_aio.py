@@ -176,3 +176,31 @@ def test_a_cancelled_request_closes_its_connection_and_the_next_one_works():
         assert (await client.get("/fast")).content == b"[3]"
 
     assert run(handler, test).connections == 2
+
+
+def test_requests_go_through_the_environment_proxy_unless_no_proxy_names_the_host(monkeypatch):
+    async def proxy(reader, writer, head):
+        writer.write(reply(b'{"via": "proxy"}'))
+        await writer.drain()
+        return True
+
+    async def main() -> tuple[Server, int | None]:
+        server = Server(proxy)
+        listener = await asyncio.start_server(server.serve, "127.0.0.1", 0)
+        port = listener.sockets[0].getsockname()[1]
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
+        monkeypatch.setenv("NO_PROXY", "direct.invalid")
+        client = httpx.AsyncClient(base_url="http://platform.invalid", transport=AiohttpTransport(2))
+        try:
+            for _ in range(2):  # the second request reuses what the first read from the environment
+                assert (await client.get("/v1/groups", params={"pageNumber": 1})).json() == {"via": "proxy"}
+            with pytest.raises(httpx.ConnectError):  # NO_PROXY: straight to a host that does not resolve
+                await client.get("http://direct.invalid/v1/groups")
+        finally:
+            await client.aclose()
+            listener.close()
+        return server
+
+    server = asyncio.run(main())
+    assert [head.split(b"\r\n")[0] for head in server.requests] == \
+        [b"GET http://platform.invalid/v1/groups?pageNumber=1 HTTP/1.1"] * 2
