@@ -122,7 +122,7 @@ def test_first_load_slices_run_under_the_first_load_cap_and_the_limit_is_set_bac
         commit(wh, 1)
     finally:
         firstload._build = original
-    assert seen == ["512.0 MiB", "512.0 MiB"]  # first_load_memory_limit(1,500 rows): the 512 MiB floor
+    assert seen == ["400.0 MiB", "400.0 MiB"]  # first_load_memory_limit(1,500 rows): the 400 MiB floor
     assert firstload.size_bytes("3GB") == 3 * 10**9 and firstload.size_bytes("512MiB") == 2**29
     assert firstload.size_bytes("80%") is None
     with duckdb.connect(config={"memory_limit": "3GB"}) as conn:
