@@ -44,8 +44,9 @@ MIN_ROWS = 100_000
 # given with cached table and sort blocks (3M answers + 4M results: commit peak RSS 1,737 MiB under 2GB, 737 MiB
 # under 512MB). 400 MiB: the large full sync's peak RSS 1,067-1,095 MiB under 512 MiB, 1,014 MiB under 400 MiB,
 # commit no slower (94.7 s against 97-102 s). Not lower: the dedupe-and-sort of a large full sync's 9.7M answers
-# failed to pin a block under 300MB (the 3M-row test had passed under 256MB). The limit must also hold one slice's index while it is built
-# (up to ~390 bytes per composite key), hence FIRST_LOAD_BYTES_PER_ROW per slice row when that is more.
+# failed to pin a block under 300MB (the 3M-row test had passed under 256MB). The limit must also hold one
+# slice's index while it is built (up to ~390 bytes per composite key), hence FIRST_LOAD_BYTES_PER_ROW per
+# slice row when that is more.
 # Incremental loads keep the connection's limit: they need room for the index blocks their inserts touch
 # (docs/warehouse.md).
 FIRST_LOAD_MEMORY_LIMIT = 400 * 2**20

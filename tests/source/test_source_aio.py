@@ -184,7 +184,7 @@ def test_requests_go_through_the_environment_proxy_unless_no_proxy_names_the_hos
         await writer.drain()
         return True
 
-    async def main() -> tuple[Server, int | None]:
+    async def main() -> Server:
         server = Server(proxy)
         listener = await asyncio.start_server(server.serve, "127.0.0.1", 0)
         port = listener.sockets[0].getsockname()[1]
