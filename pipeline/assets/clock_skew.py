@@ -19,8 +19,8 @@ def clock_skew_metadata(context: AssetExecutionContext, stats: RunStats, lookbac
     Warns when the two disagree by more than the lookback, and when the platform sends no Date header."""
     date, newest = stats.server_time_at_start, stats.newest_last_date
     if date is None:
-        context.log.warning("the platform sends no Date header: each cursor follows the newest lastDate its run "
-                            "listed alone (README: How a sync stays exact)")
+        context.log.warning("the platform sends no Date header: each cursor is bounded by the newest lastDate its "
+                            "run listed and by our own clock instead (README: How a sync stays exact)")
     if date is None or newest is None:
         return {SKEW_KEY: None}
     skew = date - newest

@@ -2,10 +2,12 @@
 Dagster runs against the simulator with its `Date` header offset from the clock that stamps lastDate, or
 its listings lagging behind it (pipeline/windows.py proves the cursor rule these exercise)."""
 
+import logging
 from datetime import UTC, datetime, timedelta
 
 import duckdb
 import pytest
+from dagster import DagsterInstance
 from stack_helpers import RAW, assert_warehouse_equals_platform
 
 from pipeline.stack import Stack, local_stack
@@ -30,24 +32,34 @@ def _newest_last_date(stack: Stack) -> datetime:
     return max(datetime.fromisoformat(a["lastDate"]) for a in stack.sim.ground_truth("active_lessons"))
 
 
-def _full_day_incremental(stack: Stack):
+def _full_day_incremental(stack: Stack, instance: DagsterInstance | None = None):
     """Full sync, one simulated day, incremental sync: returns the incremental run's report."""
     assert stack.sync(select=RAW).success
     stack.advance(hours=24)
-    return stack.sync(select=RAW)
+    return stack.sync(select=RAW, instance=instance)
+
+
+def _warnings(instance: DagsterInstance, run_id: str, needle: str) -> list[str]:
+    return [e.user_message for e in instance.all_logs(run_id)
+            if e.level == logging.WARNING and needle in (e.user_message or "")]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("offset_min", [120, -120], ids=["date-2h-ahead", "date-2h-behind"])
 def test_a_date_header_hours_off_the_lastdate_clock_loses_nothing(tmp_path, offset_min):
-    with local_stack(tmp_path / "data", scale="tiny", faults=f"date_offset_min={offset_min}") as stack:
-        incremental = _full_day_incremental(stack)
+    with local_stack(tmp_path / "data", scale="tiny", faults=f"date_offset_min={offset_min}") as stack, \
+            DagsterInstance.ephemeral() as instance:
+        incremental = _full_day_incremental(stack, instance)
         assert_warehouse_equals_platform(stack)  # active lessons, answers and answer results included
         active, answers = _metadata(incremental, "lms/active_lessons"), _metadata(incremental, "lms/answers")
         assert answers["refetched_active_lessons"] > 0 and answers["rows_fetched"] > 0  # changed lessons' answers
         newest, now = _newest_last_date(stack), stack.sim.now()
         expected_skew = offset_min * 60 + (now - newest).total_seconds()
         assert abs(active[SKEW_KEY] - expected_skew) < 5, (active[SKEW_KEY], expected_skew)
+        # Beyond the lookback (10 min) either way: one warning naming both instants.
+        warned = _warnings(instance, incremental.run_id, "platform clocks")
+        assert len(warned) == (abs(expected_skew) > 600)
+        assert all(newest.isoformat() in w and "lookback" in w for w in warned)
         # The cursor never passes the newest lastDate listed, nor the Date header's run start minus the margin.
         cursors = _cursors(stack)
         assert cursors["active_lessons"] <= min(newest, now + timedelta(minutes=offset_min))
