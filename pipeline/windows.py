@@ -47,8 +47,10 @@ that satisfied (*) for an earlier run satisfies it for a later one (D0 grows), s
 too; and an incomplete sweep (drift that did not settle) keeps the previous cursor.
 
 Answers have their own cursor; they are planned from the active lessons the warehouse holds, which are
-known only as far as the active-lessons cursor, so their cursor is also capped by it (`ceiling`): the
-answers window then always starts at or before the active-lessons window that loaded a new version.
+known only as far as the active-lessons cursor, so their cursor is also capped by it (`ceiling`; None,
+no active-lessons cursor yet, keeps it): every version an active-lessons run loads is stamped at or after
+that run's window start (the versions before it were already loaded, by induction), so the next answers
+window, starting no later, plans it. Their M is the newest lastDate of the plan.
 """
 
 from __future__ import annotations
