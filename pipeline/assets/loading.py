@@ -16,7 +16,7 @@ from pipeline.source import TABLES, Batch, PlatformClient, RunStats
 from pipeline.source.memory import release_free_memory
 from pipeline.source.tables import TableSpec
 from pipeline.warehouse import Load, LoadResult, TableLoadStats, Warehouse
-from pipeline.windows import Window, cursor_window, next_cursor, partition_window
+from pipeline.windows import UNBOUNDED, Window, cursor_window, next_cursor, partition_window
 
 PROGRESS_EVERY_S = 5.0
 # A full collection costs ~0.2-0.25 s in a process holding Dagster and DuckDB: worth it before the commit of a
@@ -57,10 +57,12 @@ def load_stream(
     snapshot_tables: Iterable[str] = (),
     before_commit: Callable[[Load, RunStats], None] | None = None,
     also_tables: Iterable[TableSpec] = (),
+    cursor_ceiling: Callable[[], datetime | None] | None = None,
 ) -> StreamLoad:
     """Fetch `stream` for its window and commit it with the cursor in one transaction. `snapshot_tables`
     were pulled whole: their rows not seen are marked deleted, but only after a complete sweep.
     `before_commit(load, stats)` may write more rows (sync state) to commit in the same transaction.
+    `cursor_ceiling()`, read after the fetch, caps the cursor (pipeline/windows.py: the answers' one).
     First, on one connection: every raw table (and `also_tables`) created or evolved, the cursor read and
     `fetch(window)` called (it may plan from the warehouse); its batches are read after the file is let go."""
     with warehouse.one_connection():
@@ -75,7 +77,9 @@ def load_stream(
             load.write(batch.table, batch.records)
         stats = client.last_run_stats()
         server_start = stats.server_time_at_start or started_wall
-        cursor = next_cursor(window, cursor_before, server_start, client.settings.safety_margin, stats.complete)
+        cursor = next_cursor(window, cursor_before, server_run_start=server_start,
+                             newest_listed=stats.newest_last_date, safety_margin=client.settings.safety_margin,
+                             complete=stats.complete, ceiling=cursor_ceiling() if cursor_ceiling else UNBOUNDED)
         if not stats.complete:
             context.log.warning(f"{stream}: page drift did not settle after {stats.passes} passes; the cursor "
                                 "stays where it was so the next run reads this window again")

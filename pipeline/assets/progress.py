@@ -8,6 +8,7 @@ from dagster import AssetExecutionContext, AssetSpec, MaterializeResult, asset, 
 
 from pipeline.assets.common import OWNERS, POOL, lms_key, ready_warehouse
 from pipeline.assets.answer_versions import VERSIONS, fetched_versions, window_active_lessons
+from pipeline.assets.clock_skew import clock_skew_metadata
 from pipeline.assets.loading import load_stream, table_metadata
 from pipeline.freshness import progress_freshness
 from pipeline.partitions import one_sweep, updated_daily
@@ -35,7 +36,8 @@ def active_lessons(
     with platform.client() as client:
         done = load_stream(context, wh, client, "active_lessons",
                            lambda window: client.iter_stream("active_lessons", updated_since=window.since))
-    return MaterializeResult(metadata=table_metadata(done, "active_lessons"))
+    skew = clock_skew_metadata(context, done.stats, platform.settings().lookback)
+    return MaterializeResult(metadata={**table_metadata(done, "active_lessons"), **skew})
 
 
 @multi_asset(
@@ -63,6 +65,8 @@ def answers(
 
         def fetch(window: Window):
             planned["window"] = window
+            # the answers cursor never passes the active lessons' it was planned against (windows.py)
+            planned["ceiling"] = wh.cursor("active_lessons")
             whole = window.since is None or window.label != "incremental" or \
                 client.settings.answers_refetch == "window"
             planned["lessons"] = window_active_lessons(wh, window, only_changed=not whole)
@@ -78,7 +82,7 @@ def answers(
                 load.write(VERSIONS, versions)
 
         done = load_stream(context, wh, client, "answers", fetch, before_commit=record_versions,
-                           also_tables=[VERSIONS])
+                           also_tables=[VERSIONS], cursor_ceiling=lambda: planned["ceiling"])
     in_window, refetched = planned["counts"]
     context.log.info(f"answers: {refetched:,} of the window's {in_window:,} active lessons needed their "
                      f"answers; {done.stats.planned_requests:,} requests planned")

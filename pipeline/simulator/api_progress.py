@@ -1,6 +1,8 @@
 """Active lessons (4 listings), answers (3 listings) and lessons. Answer listings page on ACTIVE-LESSON
 records: a page covers pageSize active lessons and flattens all their answers, so pages can be empty
-mid-stream. Unknown users or lessons give empty listings (the spec lists no 404 for these)."""
+mid-stream. Unknown users or lessons give empty listings (the spec lists no 404 for these). Under the
+read_lag_min fault every listing leaves out the active lessons (and so their answers) stamped less than
+that long ago: a replica that has not caught up (they are hidden rather than served in a previous version)."""
 
 from __future__ import annotations
 
@@ -48,7 +50,7 @@ def _listing(platform: Platform, *, user_raw: str | None, lesson_raw: str | None
     with world.lock:
         platform.maybe_drift(user=user, lesson=lesson)
         chosen = world.views.select(user=user, lesson=lesson, since_ms=since_ms, n_users=len(world.users),
-                                    n_lessons=len(world.catalog.lesson_ids))
+                                    n_lessons=len(world.catalog.lesson_ids), visible_ms=platform.visible_until())
         window = chosen[page.slice(len(chosen))]
         if answers is not None:
             return raw_json_response(answer_page_json(world, window, include_archived=answers[0],

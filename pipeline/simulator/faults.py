@@ -1,5 +1,6 @@
 """Fault injection settings: `error_rate=0.05,rate_limit_every=40,token_ttl=30,latency_ms=10,drift=0.01,
-truncate_rate=0.01`. Parsed strictly so a typo is an error, not a silently fault-free run."""
+truncate_rate=0.01,date_offset_min=-120,read_lag_min=5`. Parsed strictly so a typo is an error, not a
+silently fault-free run."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ class FaultSpec:
     latency_ms: float = 0.0  # added to every /v1 request (asyncio.sleep, the loop keeps serving)
     drift: float = 0.0  # probability per list page that records of the listed collection change first
     truncate_rate: float = 0.0  # probability a 200 body is cut short (bad Content-Length or invalid JSON)
+    date_offset_min: float = 0.0  # the Date header runs this many minutes ahead (negative: behind) of lastDate's clock
+    read_lag_min: float = 0.0  # listings show a record only this many minutes after the lastDate it carries
 
     def __post_init__(self) -> None:
         for name in ("error_rate", "drift", "truncate_rate"):
@@ -24,6 +27,13 @@ class FaultSpec:
             raise ValueError(f"fault rate_limit_every={self.rate_limit_every} must be 0 (off) or positive")
         if self.latency_ms < 0:
             raise ValueError(f"fault latency_ms={self.latency_ms} must not be negative")
+        if self.read_lag_min < 0:
+            raise ValueError(f"fault read_lag_min={self.read_lag_min} must not be negative")
+        if self.read_lag_min and self.drift:
+            # a drifted record is stamped now, so it would vanish from the listing mid-sweep: a deletion, which
+            # no client can see under offset pages (a lagging replica moves records, it does not drop them)
+            raise ValueError("faults drift and read_lag_min cannot be combined: a record drifted under a read "
+                             "lag would vanish from the listing mid-sweep")
         if self.token_ttl is not None and self.token_ttl <= 0:
             raise ValueError(f"fault token_ttl={self.token_ttl} must be a positive number of seconds")
 
@@ -48,6 +58,8 @@ _PARSERS = {
     "latency_ms": float,
     "drift": float,
     "truncate_rate": float,
+    "date_offset_min": float,
+    "read_lag_min": float,
 }
 
 

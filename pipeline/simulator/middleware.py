@@ -1,5 +1,5 @@
 """Pure ASGI middleware in front of the API: routes on the RAW path (so `%2F` inside an id stays inside
-the id), stamps the simulated `Date`, injects faults on /v1 requests and counts everything."""
+the id), stamps the simulated `Date` (offset by the date_offset_min fault), injects faults on /v1 requests and counts everything."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 from pipeline.simulator import fastroutes
 from pipeline.simulator.errors import error_body
 from pipeline.simulator.platform import Platform
-from pipeline.simulator.timeutil import http_date
+from pipeline.simulator.timeutil import MS_PER_MINUTE, http_date
 
 Scope = dict[str, Any]
 TRUNCATION_MESSAGE = "ASGI callable returned without completing response."
@@ -44,7 +44,7 @@ class PlatformMiddleware:
         faults = self.platform.faults
         spec = faults.spec
         status_box: list[int] = [0]
-        date = http_date(self.platform.world.clock_ms).encode()
+        date = http_date(self.platform.world.clock_ms + round(spec.date_offset_min * MS_PER_MINUTE)).encode()
         if api:
             count = faults.next_api_request()
             if spec.latency_ms:

@@ -13,6 +13,7 @@ from pipeline.simulator.auth import TokenService
 from pipeline.simulator.config import SimulatorConfig
 from pipeline.simulator.faults import FaultSpec, parse_faults
 from pipeline.simulator.rng import generator
+from pipeline.simulator.timeutil import MS_PER_MINUTE
 from pipeline.simulator.world import World
 
 
@@ -82,6 +83,11 @@ class Platform:
             moved = self.world.drift(self.faults.drift_rng, user=user, lesson=lesson)
             self.stats.fault("drift_pages")
             self.stats.fault("drift_moves", moved)
+
+    def visible_until(self) -> int | None:
+        """Listings show active lessons with lastDate at or before this instant (ms); None: all of them."""
+        lag = self.faults.spec.read_lag_min
+        return None if not lag else self.world.clock_ms - round(lag * MS_PER_MINUTE)
 
     def stats_snapshot(self) -> dict[str, Any]:
         snapshot = self.stats.snapshot()

@@ -54,15 +54,23 @@ class ActiveLessonViews:
         return self._cached(column, build, groups)
 
     def select(self, *, user: int | None = None, lesson: int | None = None, since_ms: int | None = None,
-               n_users: int = 0, n_lessons: int = 0) -> np.ndarray:
-        """Indices of the matching active lessons in serving order."""
+               n_users: int = 0, n_lessons: int = 0, visible_ms: int | None = None) -> np.ndarray:
+        """Indices of the matching active lessons in serving order (lastDate >= since_ms and, when
+        visible_ms is given, <= visible_ms)."""
         if user is None and lesson is None:
             order, sorted_last = self._global()
-            if since_ms is None:
+            if since_ms is None and visible_ms is None:
                 return order
             if self.order == "last_date":
-                return order[np.searchsorted(sorted_last, since_ms, side="left"):]
-            return order[sorted_last >= since_ms]
+                start = 0 if since_ms is None else np.searchsorted(sorted_last, since_ms, side="left")
+                end = len(order) if visible_ms is None else np.searchsorted(sorted_last, visible_ms, side="right")
+                return order[start:max(start, end)]
+            keep = np.ones(len(order), dtype=bool)
+            if since_ms is not None:
+                keep &= sorted_last >= since_ms
+            if visible_ms is not None:
+                keep &= sorted_last <= visible_ms
+            return order[keep]
         if user is not None:
             grouped = self._grouped("user", n_users)
             chosen = grouped.perm[grouped.offsets[user] : grouped.offsets[user + 1]]
@@ -73,4 +81,6 @@ class ActiveLessonViews:
             chosen = grouped.perm[grouped.offsets[lesson] : grouped.offsets[lesson + 1]]
         if since_ms is not None:
             chosen = chosen[self.store.last_ms[chosen] >= since_ms]
+        if visible_ms is not None:
+            chosen = chosen[self.store.last_ms[chosen] <= visible_ms]
         return chosen

@@ -2,14 +2,23 @@
 request in order), then check for page drift and fetch again what it may have hit.
 
 Drift in answer listings: they page over active-lesson records, and an active lesson updated mid-sweep
-moves, shifting the others. Answer rows do not show every move (an active lesson may have no answers),
-so each pass is bracketed by two listings of /v1/active-lessons?updatedSince=X, X = the latest server
-time (Date header) seen before the pass minus 2 s: one before, one after. An active lesson in the second
-but not the first (by key and lastDate) changed during the pass; every per-lesson or per-user request
-whose scope holds one is fetched again. Comparing two listings, not trusting clocks alone, keeps records
-updated in the second before X (or a stopped simulated clock) from looking like changes. Per-pair
-requests cover one record and cannot drift. After `max_passes` passes with drift still present the run
-is marked complete=False.
+(or, on a platform whose reads lag, becoming visible mid-sweep) moves, shifting the others. Answer rows do
+not show every move (an active lesson may have no answers), so each pass is bracketed by two listings of
+/v1/active-lessons?updatedSince=X, one before, one after: an active lesson in the second but not the first
+(by key and lastDate) changed during the pass, and every per-lesson or per-user request whose scope holds
+one is fetched again. Comparing two listings, not trusting clocks alone, keeps records updated just before
+X (or a stopped simulated clock) from looking like changes. Per-pair requests cover one record and cannot
+drift. After `max_passes` passes with drift still present the run is marked complete=False.
+
+Which X lists every version that can shift a page during the pass, whichever clock runs ahead (the
+assumptions A1-A3 of pipeline/windows.py): such a version was not visible at the data time D of the first
+listing, so it was stamped after D - L (A2, L the read lag); the newest lastDate N of the plan was listed
+before, so N <= D. Hence X = N - lookback - RESOLUTION lists it as long as L <= lookback (A3), with no
+`Date` header involved. X is also capped by the latest `Date` seen minus 2 s, which alone was the rule
+before and still bounds X when the plan holds no lastDate; a header hours behind only makes the two
+listings longer. A change counts against every request of its scope, whenever it was stamped: telling
+whether it happened while a request was in flight would need the `Date` clock and the lastDate clock to
+agree, which nothing promises.
 """
 
 from __future__ import annotations
@@ -20,11 +29,12 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.source.core import Emit, SourceCore
 from pipeline.source.planner import PlannedRequest, plan_answer_requests
 from pipeline.source.progress import Progress
-from pipeline.source.requests import Page, Request, format_updated_since
+from pipeline.source.requests import UPDATED_SINCE_RESOLUTION, Page, Request, format_updated_since
 from pipeline.source.stats import RunStats
 from pipeline.source.streams import STREAMS
 from pipeline.source.sweeps import run_pool, sweep
@@ -33,9 +43,6 @@ log = logging.getLogger("lessonsync.source")
 SCOPE = {"answers_by_lesson": "lesson_id", "answers_by_user": "user_id"}
 DATE_RESOLUTION = timedelta(seconds=2)  # Date headers have whole seconds; one more for safety
 Version = tuple[str, str, str, datetime | None]  # owner, user, lesson, lastDate of an active lesson
-
-
-Window = tuple[datetime, datetime]  # server-time span one request was in flight, widened by DATE_RESOLUTION
 
 
 def _aware(instant: datetime | None) -> datetime | None:
@@ -53,14 +60,10 @@ class Changes:
             self.per["lesson_id"].setdefault(lesson, []).append(_aware(last))
             self.per["user_id"].setdefault(user, []).append(_aware(last))
 
-    def hits(self, planned: PlannedRequest, window: Window | None = None) -> int:
-        """Changes in the request's scope (made while it was in flight, when `window` is given: only those
-        can have shifted its pages; a change without lastDate always counts)."""
+    def hits(self, planned: PlannedRequest) -> int:
+        """Changes in the request's scope (any of them may have shifted its pages)."""
         scope = SCOPE.get(planned.stream)
-        dates = [] if scope is None else self.per[scope].get(dict(planned.path_values)[scope], [])
-        if window is None:
-            return len(dates)
-        return sum(1 for d in dates if d is None or window[0] <= d <= window[1])
+        return 0 if scope is None else len(self.per[scope].get(dict(planned.path_values)[scope], []))
 
 
 async def versions_since(core: SourceCore, instant: datetime) -> set[Version] | None:
@@ -82,19 +85,24 @@ async def versions_since(core: SourceCore, instant: datetime) -> set[Version] | 
 NO_DATE_SLACK = timedelta(minutes=5)
 
 
-async def _pass_start(core: SourceCore) -> datetime:
-    """A server instant no later than now: the latest Date seen (asking for a token first if none yet).
-
-    The spec does not promise a Date header; without one our own clock minus 5 minutes stands in, which
-    only makes the drift-check listings longer."""
+async def _check_since(core: SourceCore, newest_planned: datetime | None) -> datetime:
+    """X of the drift-check listings (module docstring): min(newest planned lastDate - lookback -
+    resolution, latest Date - 2 s), asking for a token first if no Date was seen yet. Without either (no
+    Date header and no lastDate in the plan) our own clock minus 5 minutes stands in."""
     if core.transport.latest_server_time() is None:
         await core.transport.auth.bearer()
     seen = core.transport.latest_server_time()
-    if seen is None:
-        log.warning("the platform sends no Date header: answer drift checks use the local clock minus %s",
-                    NO_DATE_SLACK)
-        return datetime.now(UTC) - NO_DATE_SLACK
-    return seen - DATE_RESOLUTION
+    bounds = [] if seen is None else [seen - DATE_RESOLUTION]
+    if newest_planned is not None:
+        bounds.append(newest_planned - core.settings.lookback - UPDATED_SINCE_RESOLUTION)
+    return min(bounds) if bounds else datetime.now(UTC) - NO_DATE_SLACK
+
+
+def _newest(changed: pa.Table) -> datetime | None:
+    if "last_date" not in changed.column_names:
+        return None
+    newest = pc.max(changed.column("last_date")).as_py()
+    return None if newest is None else _aware(newest)
 
 
 async def run_answers(core: SourceCore, changed: pa.Table, updated_since: datetime | None,
@@ -106,20 +114,18 @@ async def run_answers(core: SourceCore, changed: pa.Table, updated_since: dateti
     stats, progress = core.start_stats("answers"), Progress("answers")
     plan = plan_answer_requests(changed, core.settings.page_size)
     stats.planned_requests = plan.request_count
-    since = None if updated_since is None else format_updated_since(updated_since, core.updated_since_format)
+    # Asked from one resolution earlier than the plan's window: the platform filters by the active lesson's
+    # lastDate, and an exclusive or whole-second updatedSince must not drop a planned one (windows.py, A3).
+    since = None if updated_since is None else \
+        format_updated_since(updated_since - UPDATED_SINCE_RESOLUTION, core.updated_since_format)
+    newest_planned = _newest(changed)
 
     extra: Counter[PlannedRequest] = Counter()  # records known to have joined a request's scope since planning
-    windows: dict[PlannedRequest, Window] = {}
 
     async def fetch(planned: PlannedRequest) -> None:
         request = Request(STREAMS[planned.stream], dict(planned.path_values), since, planned.covers + extra[planned])
-        mark = core.transport.clock_mark()
         async for page in core.pages(request):
             await core.emit_page(page, emit, stats, progress)
-        if planned.stream in SCOPE:
-            start, end = mark.server_start(), core.transport.latest_server_time()
-            if start is not None and end is not None:
-                windows[planned] = (start - DATE_RESOLUTION, end + DATE_RESOLUTION)
 
     first_mark = core.transport.clock_mark()
     first_check: datetime | None = None
@@ -127,13 +133,13 @@ async def run_answers(core: SourceCore, changed: pa.Table, updated_since: dateti
     candidates = [p for p in plan.grouped if p.stream in SCOPE]  # fetched this pass and able to drift
     for number in range(1, core.max_passes + 1):
         stats.passes = number
-        check_since = await _pass_start(core)
+        check_since = await _check_since(core, newest_planned)
         first_check = check_since if number == 1 else first_check
         baseline = await versions_since(core, check_since) if candidates else set()
         await run_pool(pending, fetch, core.settings.concurrency)
         after = await versions_since(core, check_since) if candidates else set()
         changes = Changes(after, baseline) if after is not None and baseline is not None else None
-        redo = [p for p in candidates if changes is None or changes.hits(p, windows.get(p))]
+        redo = [p for p in candidates if changes is None or changes.hits(p)]
         if not redo:
             break
         if number == core.max_passes:
@@ -149,5 +155,6 @@ async def run_answers(core: SourceCore, changed: pa.Table, updated_since: dateti
     # A run with nothing to fetch may have made no request after the mark: the pass start (a server
     # instant seen before any fetching) is then the conservative start, never the local clock.
     stats.server_time_at_start = first_mark.server_start() or first_check
+    stats.newest_last_date = newest_planned  # the answers' "listing" is the plan (windows.py: their cursor)
     progress.report("done")
     return stats.finish()

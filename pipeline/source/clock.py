@@ -9,8 +9,9 @@ from datetime import datetime, timedelta
 class ClockMark:
     """Server time at a local instant, learnt from the first Date header that arrives after it.
 
-    Never extrapolated forward from an older Date: the platform's clock may be simulated or stopped, and a
-    start time later than the real one would hide changes. The Date header has whole seconds, hence -1 s.
+    Never extrapolated forward from an older Date: the platform's clock may be simulated or stopped. It is
+    one bound of the cursor rule (pipeline/windows.py), never trusted alone: nothing ties the Date header
+    to the clock that stamps lastDate. The Date header has whole seconds, hence -1 s.
     """
 
     def __init__(self) -> None:

@@ -17,6 +17,9 @@ from pipeline.source.streams import StreamSpec
 from pipeline.source.tables import TableSpec
 
 UpdatedSinceFormat = Literal["iso8601", "iso8601-z", "epoch-ms"]
+# How far from `updatedSince` a platform may draw its line: the spec shows neither the format nor whether it is
+# inclusive, so an exclusive `>` or a comparison in whole seconds must lose nothing (pipeline/windows.py, A3).
+UPDATED_SINCE_RESOLUTION = timedelta(seconds=1)
 
 
 def format_updated_since(instant: datetime, style: UpdatedSinceFormat = "iso8601") -> str:

@@ -1,12 +1,15 @@
 """What one stream run did, for Dagster metadata and logs: requests, retries, pages, rows per table,
-quarantined records, sweep passes, whether the result is complete, and the server time it started."""
+quarantined records, sweep passes, whether the result is complete, the server time it started and the
+newest lastDate it listed (the two clocks the cursor rule of pipeline/windows.py weighs)."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+
+import pyarrow.compute as pc
 
 if TYPE_CHECKING:
     from pipeline.source.requests import Page
@@ -26,6 +29,7 @@ class RunStats:
     complete: bool = True  # False: drift persisted; do not advance the cursor past this window
     planned_requests: int = 0  # answers: requests in the plan (before re-sweeps)
     server_time_at_start: datetime | None = None  # platform clock when the run started (Date header)
+    newest_last_date: datetime | None = None  # greatest cursor value (lastDate) listed; answers: of the plan
     duration_s: float = 0.0
     _transport: Any = field(default=None, repr=False)
     _start_counts: tuple[int, int] = (0, 0)
@@ -42,6 +46,15 @@ class RunStats:
         self.quarantined += page.quarantined
         for batch in page.batches:
             self.rows[batch.table.name] = self.rows.get(batch.table.name, 0) + batch.records.num_rows
+        cursor_field = page.batches[0].table.cursor_field if page.own is not None else None
+        if cursor_field is not None:
+            self.note_newest(pc.max(page.own.column(cursor_field)).as_py())
+
+    def note_newest(self, instant: datetime | None) -> None:
+        if instant is not None:
+            instant = instant.astimezone(UTC)
+            if self.newest_last_date is None or instant > self.newest_last_date:
+                self.newest_last_date = instant
 
     def finish(self) -> RunStats:
         if self._transport is not None:
@@ -53,6 +66,7 @@ class RunStats:
     def as_metadata(self) -> dict[str, Any]:
         """Plain values (no private fields), e.g. for Dagster materialization metadata."""
         values = {k: v for k, v in asdict(self).items() if not k.startswith("_")}
-        start = values["server_time_at_start"]
-        values["server_time_at_start"] = start.isoformat() if start is not None else None
+        for name in ("server_time_at_start", "newest_last_date"):
+            instant = values[name]
+            values[name] = instant.isoformat() if instant is not None else None
         return values

@@ -13,15 +13,20 @@ unserved slot for a served one (a skip). The end is unserved while the sweep run
 only trusted when asked after every earlier page arrived, see pagination.record_pages). If Y's old slot
 was served, Y itself is served again; if not, the range starts and ends unserved, so boundaries S|U and
 U|S alternate and come in equal numbers. Either way a move that skips something serves something twice.
-This holds for any fixed order and for out-of-order page fetching. Hashing keys (8 bytes a record) finds
-the duplicates; none means the pass skipped nothing.
+This holds for any fixed order and for out-of-order page fetching. A record that appears mid-sweep (new,
+or on a platform whose reads lag, a version becoming visible) shifts the slots after it FORWARD: at S|U a
+record is served again, at U|S one is skipped, and from its slot to the unserved end S|U boundaries are at
+least as many as U|S ones, so there too a skip comes with a duplicate (the newcomer itself may be missed:
+its version is the run's to leave to the next window, see pipeline/windows.py). Hashing keys (8 bytes a
+record) finds the duplicates; none means the pass skipped nothing.
 
 The remedy: sweep the whole window again (the warehouse keeps the latest version of each key, and a
 later pass only serves newer versions); after `max_passes` the run reports complete=False so the caller
-does not advance its cursor. Records new or changed during the pass may be missed; their lastDate is
-after the run started, so the next window (cursor <= run start - safety margin) picks them up. A server
-that deletes records while we page also shifts records back, invisibly: the spec has no deletions of
-active lessons; for snapshots, the warehouse should mark vanished rows deleted only after a complete run.
+does not advance its cursor. Records new, changed or becoming visible during the pass may be missed; their
+lastDate is after the data time the sweep started minus the read lag, which the next window still reaches
+(the cursor rule and its proof: pipeline/windows.py). A server that deletes records while we page also
+shifts records back, invisibly: the spec has no deletions of active lessons; for snapshots, the warehouse
+should mark vanished rows deleted only after a complete run.
 """
 
 from __future__ import annotations

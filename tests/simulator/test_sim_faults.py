@@ -1,15 +1,17 @@
-"""Injected faults over real HTTP: 5xx, 429 with Retry-After, truncated bodies, drift, latency, token TTL."""
+"""Injected faults over real HTTP: 5xx, 429 with Retry-After, truncated bodies, drift, latency, token TTL, a
+Date header off the lastDate clock, read lag."""
 
 from __future__ import annotations
 
 import time
+from datetime import datetime, timedelta
 from email.utils import parsedate_to_datetime
 
 import httpx
 import jwt
 import orjson
 import pytest
-from simtools import api_client, token_pair
+from simtools import all_pages, api_client, enc, flatten, token_pair
 
 from pipeline.simulator import FaultSpec, SimulatorConfig, parse_faults, start_simulator
 
@@ -104,3 +106,42 @@ def test_latency_and_token_ttl_faults() -> None:
             assert time.perf_counter() - began < 2  # generous: only checks the latency fault is gone
         fresh = jwt.decode(token_pair(sim.base_url)["access_token"], options={"verify_signature": False})
         assert fresh["exp"] - fresh["iat"] > 3000
+
+
+def test_date_offset_moves_the_date_header_off_the_lastdate_clock(fresh_sim, fresh_client) -> None:
+    for minutes in (120, -45.5):
+        fresh_sim.set_faults(f"date_offset_min={minutes}")
+        date = parsedate_to_datetime(fresh_client.get("/v1/categories").headers["date"])
+        expected = fresh_sim.now() + timedelta(minutes=minutes)
+        assert abs((date - expected).total_seconds()) < 1  # the header has whole seconds
+    page = fresh_client.get("/v1/active-lessons", params={"pageSize": "1000"}).json()
+    assert max(datetime.fromisoformat(a["lastDate"]) for a in page) <= fresh_sim.now()  # lastDate's clock is not moved
+
+
+def test_read_lag_hides_records_and_their_answers_until_they_are_old_enough(fresh_sim, fresh_client) -> None:
+    fresh_sim.advance(hours=24)
+    truth = list(fresh_sim.ground_truth("active_lessons"))
+    newest = sorted(truth, key=lambda a: a["lastDate"])[-1]
+    lag = (fresh_sim.now() - datetime.fromisoformat(newest["lastDate"])) / timedelta(minutes=1) + 1
+    fresh_sim.set_faults(f"read_lag_min={lag}")  # just enough to hide the newest record
+    cutoff = fresh_sim.now() - timedelta(minutes=lag)
+    visible = [a for a in truth if datetime.fromisoformat(a["lastDate"]) <= cutoff]
+    hidden_pair = (newest["_userId"], newest["_lessonId"])
+    for params in ({}, {"updatedSince": (cutoff - timedelta(days=2)).isoformat()}):
+        listed = flatten(all_pages(fresh_client, "/v1/active-lessons", params, page_size=100))
+        assert hidden_pair not in {(a["_userId"], a["_lessonId"]) for a in listed}
+        if not params:
+            assert len(listed) == len(visible) < len(truth)
+    user_answers = flatten(all_pages(fresh_client, f"/v1/users/{enc(newest['_userId'])}/answers", page_size=100))
+    assert all(a["_lessonId"] != newest["_lessonId"] for a in user_answers)
+    fresh_sim.set_faults("")  # caught up
+    listed = flatten(all_pages(fresh_client, "/v1/active-lessons", page_size=100))
+    assert hidden_pair in {(a["_userId"], a["_lessonId"]) for a in listed}
+
+
+def test_read_lag_and_drift_cannot_be_combined() -> None:
+    assert parse_faults("date_offset_min=-120,read_lag_min=5") == FaultSpec(date_offset_min=-120, read_lag_min=5)
+    with pytest.raises(ValueError, match="read_lag_min=-1.0 must not be negative"):
+        parse_faults("read_lag_min=-1")
+    with pytest.raises(ValueError, match="cannot be combined"):
+        parse_faults("drift=0.1,read_lag_min=5")
