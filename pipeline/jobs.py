@@ -16,8 +16,13 @@ BACKFILL_WINDOW = {"lessonsync/window": "backfill"}
 
 SYNC_SELECTION = AssetSelection.all()
 PROGRESS_SELECTION = AssetSelection.groups("progress")
-# A certificates load and every model it feeds (the certificate marts, daily activity), then the published copy.
-CERTIFICATES_SELECTION = AssetSelection.assets(EVENTS_KEY, CERTIFICATES_KEY).downstream()
+# A certificates load and the models that read only certificate tables (their staging and the certificate marts,
+# in the warehouse's `analytics` schema). Models that also read other raw tables (daily_activity reads answers
+# too) and the published copy for analysts (it needs every model built) wait for the next sync: before the first
+# one their other inputs do not exist, and the run would fail on them.
+_CERTIFICATE_TABLES = AssetSelection.assets(EVENTS_KEY, CERTIFICATES_KEY)
+_OTHER_RAW_TABLES = AssetSelection.key_prefixes(["lms"]) - _CERTIFICATE_TABLES
+CERTIFICATES_SELECTION = _CERTIFICATE_TABLES.downstream() - _OTHER_RAW_TABLES.downstream()
 
 nightly_sync_job = define_asset_job(
     "nightly_sync",
@@ -44,7 +49,8 @@ backfill_progress_job = define_asset_job(
 load_certificates_job = define_asset_job(
     "load_certificates",
     selection=CERTIFICATES_SELECTION,
-    description="Load the webhook inbox's new certificate events, then rebuild the marts that read them.",
+    description="Load the webhook inbox's new certificate events, then rebuild the certificate marts in the "
+    "warehouse (published copies and daily_activity: next sync).",
     tags=WRITES_WAREHOUSE,
 )
 

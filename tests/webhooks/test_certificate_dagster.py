@@ -132,3 +132,20 @@ def test_asset_definition_is_documented_for_the_ui() -> None:
         assert spec.group_name == "certificates" and spec.kinds == {"duckdb"} and spec.owners
         assert spec.description and "dagster/column_schema" in spec.metadata
     assert certificates.op.description and "\n" not in certificates.op.description.strip()
+
+
+def test_the_sensors_job_loads_and_rebuilds_the_certificate_marts_before_any_sync(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Deliveries can come before the first sync: the job must not build marts whose other inputs are missing."""
+    from dagster import DagsterInstance
+
+    from pipeline.sync import run_job
+
+    deliver(Inbox(tmp_path / "inbox.sqlite3"), certificate("c1", FUTURE), certificate("c2", FUTURE))
+    monkeypatch.setenv("LESSONSYNC_DATA_DIR", str(tmp_path))
+    report = run_job("load_certificates", data_dir=tmp_path, instance=DagsterInstance.ephemeral())
+    assert report.success, report.error
+    assert {"lms/certificates", "analytics/certificates", "analytics/certificates_by_badge"} <= set(
+        report.materializations)
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:
+        assert conn.execute("SELECT count(*) FROM analytics.certificates").fetchone() == (2,)
