@@ -106,3 +106,18 @@ def test_backfill_window_from_launchpad_config() -> None:
                          ({"updated_from": "2025-06-07", "updated_to": "2025-06-01"}, "ends before it starts")]:
         with pytest.raises(Failure, match=message):
             BackfillWindow(**bad).window()
+
+
+def test_python_m_pipeline_instance_creates_the_dagster_home_as_make_dev_does(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"} | {"LESSONSYNC_DATA_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "pipeline.instance"], env=env, capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    home = tmp_path / "dagster_home"
+    assert done.stdout.strip() == str(home.resolve())
+    shipped = Path(pipeline.schedules.__file__).parent / "instance" / "dagster.yaml"
+    assert (home / "dagster.yaml").read_text() == shipped.read_text()

@@ -18,3 +18,7 @@ def ensure_dagster_home(data_dir: Path) -> Path:
         shutil.copyfile(SHIPPED_CONFIG, home / "dagster.yaml")
     os.environ["DAGSTER_HOME"] = str(home)
     return home
+
+
+if __name__ == "__main__":  # `python -m pipeline.instance`: used by `make dev`
+    print(ensure_dagster_home(Path(os.environ.get("LESSONSYNC_DATA_DIR", "data"))))
