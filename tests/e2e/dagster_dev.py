@@ -26,6 +26,8 @@ SHIPPED_CONFIG = REPO / "pipeline" / "instance" / "dagster.yaml"
 LOCATION = {"repositoryLocationName": "lessonsync", "repositoryName": "__repository__"}
 # The Makefile passes the same filter: `dagster dev` still works in 1.13, its "use dg dev" notice is noise.
 QUIET = "ignore:Function `dev_command` is superseded"
+SCHEDULE = "nightly_sync_schedule"
+SCHEDULED = [{"key": "dagster/schedule_name", "value": SCHEDULE}]  # a runs filter: the schedule's runs
 FINISHED = {"SUCCESS", "FAILURE", "CANCELED"}
 IN_PROGRESS = ["QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING"]
 
@@ -146,6 +148,13 @@ class DagsterDev:
 
     def log_tail(self, chars: int = 4000) -> str:
         return self.log.read_text(errors="replace")[-chars:]
+
+
+def created_after(moment: float) -> Callable[[list[dict[str, Any]]], dict[str, Any] | None]:
+    """For `wait_for_run`: the oldest run created after `moment` (epoch seconds; runs come newest first)."""
+    def pick(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
+        return next((r for r in reversed(runs) if r["creationTime"] > moment), None)
+    return pick
 
 
 def run_worker_pid(instance: DagsterInstance, run_id: str) -> int | None:

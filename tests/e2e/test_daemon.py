@@ -7,26 +7,16 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
-from typing import Any
 
 import pytest
-from dagster_dev import dagster_dev
+from dagster_dev import SCHEDULE, SCHEDULED, created_after, dagster_dev
 from stack_helpers import assert_warehouse_equals_platform
 
 from pipeline.stack import local_stack
 
-SCHEDULE = "nightly_sync_schedule"
-SCHEDULED = [{"key": "dagster/schedule_name", "value": SCHEDULE}]
 SENSED = [{"key": "dagster/sensor_name", "value": "certificate_inbox_sensor"}]
 WRITES = ("lessonsync/writes-warehouse", "true")
 DAEMON_ENV = {"LESSONSYNC_NIGHTLY_CRON": "* * * * *", "LESSONSYNC_CERTIFICATE_SENSOR_INTERVAL": "5"}
-
-
-def created_after(moment: float):
-    """Pick the oldest run created after `moment` (runs come newest first)."""
-    def pick(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
-        return next((r for r in reversed(runs) if r["creationTime"] > moment), None)
-    return pick
 
 
 @pytest.mark.slow

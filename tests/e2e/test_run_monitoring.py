@@ -10,9 +10,8 @@ import time
 
 import pytest
 from dagster import DagsterEventType
-from dagster_dev import dagster_dev, pool_holders, run_worker_pid
+from dagster_dev import SCHEDULE, SCHEDULED, created_after, dagster_dev, pool_holders, run_worker_pid
 from stack_helpers import assert_warehouse_equals_platform
-from test_daemon import SCHEDULE, SCHEDULED, created_after
 
 from pipeline.stack import local_stack
 
