@@ -1,8 +1,8 @@
 """Sensors. `certificate_inbox_sensor` watches the webhook inbox (SQLite, read-only) and asks for a run of
-the `load_certificates` job (the certificates asset and the marts that read it) when events past its
-cursor exist. It never opens the DuckDB warehouse: the run
-itself loads from the warehouse's own high-water mark, so a request the sensor makes twice, or a run
-that fails, loses nothing -- the next run picks up every event not yet committed."""
+the `load_certificates` job (the certificates asset, then the marts that read only it) when events past its
+cursor exist. It never opens the DuckDB warehouse: the run itself loads from the warehouse's own high-water
+mark, so a request the sensor makes twice, or a run that fails, loses nothing -- the next run picks up every
+event not yet committed."""
 
 # No `from __future__ import annotations`: Dagster reads the resource annotations at runtime.
 import json

@@ -1,6 +1,6 @@
 """Asset checks on the raw tables: full unique keys, links between tables, and tables that shrink
-unexpectedly. All of them run in ONE step (one read-only connection) after the assets they check: Dagster's per-step
-cost (0.2-0.5 s) was most of what 11 check steps cost a no-change run.
+unexpectedly. They run in two steps (one read-only connection each; see STEP_TABLES) after the assets they check,
+not one per table: Dagster's per-step cost (0.2-0.5 s) was most of what 11 check steps cost a no-change run.
 
 They cost what the load cost, not what the table holds: unique and non-null keys are guaranteed by the
 declared primary key (DuckDB enforces it on every write; a table without one is scanned), and after a
