@@ -24,7 +24,6 @@ PROGRESS_EVERY_S = 5.0
 # hundred thousand small rows (the groups snapshot of every run paid it: 0.19 s of a 4 s no-change run).
 RELEASE_AFTER_ROWS = 1_000_000
 FULL_REFRESH_TAG = "lessonsync/full-refresh"
-WINDOW_TAG = "lessonsync/window"  # "cursor" or "backfill": says in the UI which kind of run it is
 
 
 @dataclass(frozen=True)
