@@ -25,9 +25,10 @@ test: $(VENV)/.installed
 bench: $(VENV)/.installed-bench
 	$(BIN)/python -m bench
 
+# `dagster dev` (webserver + daemon) still works in Dagster 1.13; its "use dg dev" notice is silenced (see README).
 dev: $(VENV)/.installed
 	$(BIN)/python -m pipeline.instance
-	$(BIN)/dagster dev -w workspace.yaml
+	PYTHONWARNINGS='ignore:Function `dev_command` is superseded' $(BIN)/dagster dev -w workspace.yaml
 
 clean:
 	rm -rf $(VENV) data/warehouse.duckdb data/lake data/inbox.sqlite3* data/analytics.duckdb data/marts

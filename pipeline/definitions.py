@@ -10,7 +10,10 @@ from pipeline.assets.certificates import certificates
 from pipeline.assets.checks import raw_table_checks
 from pipeline.assets.progress import active_lessons, answers
 from pipeline.assets.snapshots import snapshot_assets
-from pipeline.jobs import check_warehouse_job, full_refresh_job, nightly_sync_job
+from pipeline.backfill import BackfillWindow
+from pipeline.jobs import (
+    backfill_progress_job, check_warehouse_job, full_refresh_job, load_certificates_job, nightly_sync_job,
+)
 from pipeline.resources import PlatformResource, WarehouseResource
 from pipeline.schedules import nightly_sync_schedule
 from pipeline.sensors import certificate_inbox_sensor
@@ -28,7 +31,7 @@ def build_definitions() -> Definitions:
     return Definitions(
         assets=[active_lessons, answers, *snapshot_assets, certificates, *analytics_assets],
         asset_checks=[*raw_table_checks, *analytics_checks],
-        jobs=[nightly_sync_job, full_refresh_job, check_warehouse_job],
+        jobs=[nightly_sync_job, full_refresh_job, backfill_progress_job, load_certificates_job, check_warehouse_job],
         schedules=[nightly_sync_schedule],
         sensors=[certificate_inbox_sensor],
         resources={
@@ -36,6 +39,7 @@ def build_definitions() -> Definitions:
                                          app_secret=_env("LESSONSYNC_APP_SECRET")),
             "warehouse": WarehouseResource(data_dir=data_dir),
             "inbox": InboxResource(path=str(Path(data_dir) / "inbox.sqlite3")),
+            "backfill": BackfillWindow(),  # unset: cursor runs; set in the Launchpad to backfill a date range
         },
         # Steps share one process: DuckDB allows one writer, and the client already fetches concurrently.
         executor=in_process_executor,

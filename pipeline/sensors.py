@@ -1,27 +1,20 @@
 """Sensors. `certificate_inbox_sensor` watches the webhook inbox (SQLite, read-only) and asks for a run of
-the certificates asset when events past its cursor exist. It never opens the DuckDB warehouse: the run
-itself loads from the warehouse's own high-water mark, so a request the sensor makes twice, or a run
-that fails, loses nothing -- the next run picks up every event not yet committed."""
+the `load_certificates` job (the certificates asset, then the marts that read only it) when events past its
+cursor exist. It never opens the DuckDB warehouse: the run itself loads from the warehouse's own high-water
+mark, so a request the sensor makes twice, or a run that fails, loses nothing -- the next run picks up every
+event not yet committed."""
 
 # No `from __future__ import annotations`: Dagster reads the resource annotations at runtime.
 import json
-import os
 from dataclasses import dataclass
 
 from dagster import DefaultSensorStatus, RunRequest, SensorEvaluationContext, SkipReason, sensor
 
-from pipeline.assets.certificates import certificates
-from pipeline.jobs import WRITES_WAREHOUSE
+from pipeline.jobs import load_certificates_job
+from pipeline.settings import load_settings
 from pipeline.webhooks.resource import InboxResource
 
 INTERVAL_ENV = "LESSONSYNC_CERTIFICATE_SENSOR_INTERVAL"
-
-
-def _interval_seconds() -> int:
-    raw = os.environ.get(INTERVAL_ENV, "30")
-    if not raw.strip().isdigit() or int(raw) < 1:
-        raise ValueError(f"{INTERVAL_ENV}={raw!r}: expected a whole number of seconds >= 1 (default 30)")
-    return int(raw)
 
 
 @dataclass(frozen=True)
@@ -51,8 +44,8 @@ class InboxCursor:
 
 @sensor(
     name="certificate_inbox_sensor",
-    target=certificates,
-    minimum_interval_seconds=_interval_seconds(),
+    job=load_certificates_job,
+    minimum_interval_seconds=load_settings().certificate_sensor_interval,
     default_status=DefaultSensorStatus.RUNNING,
     description=f"Loads new certificate webhook deliveries from the inbox (every {INTERVAL_ENV} s, default 30).",
 )
@@ -69,4 +62,4 @@ def certificate_inbox_sensor(context: SensorEvaluationContext, inbox: InboxResou
     context.update_cursor(InboxCursor(inbox_id, high).dump())
     context.log.info(f"certificate inbox: {high - seen} new event(s) up to sequence {high}")
     # The inbox id in the run key keeps a recreated inbox's sequences from matching old keys.
-    return RunRequest(run_key=f"certificates-{inbox_id[:12]}-{high}", tags=WRITES_WAREHOUSE)
+    return RunRequest(run_key=f"certificates-{inbox_id[:12]}-{high}")

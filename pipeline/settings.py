@@ -51,6 +51,9 @@ class Settings(BaseSettings):
     duckdb_lock_timeout: float = Field(
         10.0, ge=0, description="Seconds to wait for another process to release the warehouse file."
     )
+    nightly_cron: str = Field("0 2 * * *", description="Cron of the nightly_sync schedule, in UTC.")
+    certificate_sensor_interval: int = Field(
+        30, ge=1, description="Seconds between two ticks of the certificate inbox sensor.")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", description="Console log level of in-process runs (lessonsync sync, demo); DEBUG adds every "
         "Dagster engine event."

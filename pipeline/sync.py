@@ -8,13 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from dagster import AssetKey, AssetSelection, DagsterInstance
-from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
-
-from pipeline.assets.loading import WINDOW_TAG
 
 from pipeline.instance import ensure_dagster_home
 from pipeline.settings import load_settings
-from pipeline.partitions import updated_daily
 
 
 @dataclass
@@ -27,15 +23,15 @@ class SyncReport:
 
 
 def run_sync(*, full_refresh: bool = False, select: Sequence[str] = (), data_dir: Path | None = None,
-             instance: DagsterInstance | None = None, partition_range: tuple[str, str] | None = None) -> SyncReport:
+             instance: DagsterInstance | None = None, backfill_range: tuple[str, str] | None = None) -> SyncReport:
     """Materialize the selected assets (default: everything) with their checks: cursor-based, or over
-    `partition_range` (first and last daily partition) as one sweep, the way a UI backfill runs."""
-    job_name = "full_refresh" if full_refresh else "nightly_sync"
-    return run_job(job_name, select=select, data_dir=data_dir, instance=instance, partition_range=partition_range)
+    `backfill_range` (first and last UTC day) as one sweep, the way a backfill launched from the UI runs."""
+    job_name = "full_refresh" if full_refresh else "backfill_progress" if backfill_range else "nightly_sync"
+    return run_job(job_name, select=select, data_dir=data_dir, instance=instance, backfill_range=backfill_range)
 
 
 def run_job(job_name: str, *, select: Sequence[str] = (), data_dir: Path | None = None,
-            instance: DagsterInstance | None = None, partition_range: tuple[str, str] | None = None) -> SyncReport:
+            instance: DagsterInstance | None = None, backfill_range: tuple[str, str] | None = None) -> SyncReport:
     """Execute a job of the code location in this process and summarise what it did."""
     from pipeline.definitions import build_definitions  # reads LESSONSYNC_* as they are now
 
@@ -45,17 +41,15 @@ def run_job(job_name: str, *, select: Sequence[str] = (), data_dir: Path | None 
         ensure_dagster_home(data_dir or Path("data"))
         instance = DagsterInstance.get()
     keys = _selected_keys(defs, select) if select else None
-    partition: dict[str, object] = {}
-    if partition_range is not None:
-        partition = {"tags": {WINDOW_TAG: "partition", ASSET_PARTITION_RANGE_START_TAG: partition_range[0],
-                              ASSET_PARTITION_RANGE_END_TAG: partition_range[1]}}
-    elif job.partitions_def is not None:  # cursor runs ignore the range, but partitioned assets need a key
-        partition = {"partition_key": updated_daily.get_last_partition_key()}
+    backfill: dict[str, object] = {}
+    if backfill_range is not None:  # what the Launchpad sets for a backfill (pipeline/backfill.py)
+        first, last = backfill_range
+        backfill = {"resources": {"backfill": {"config": {"updated_from": first, "updated_to": last}}}}
     # Dagster's console logger prints every engine event at DEBUG; cron users and the demo want the assets' own
     # progress lines (INFO) and problems. LESSONSYNC_LOG_LEVEL=DEBUG brings the engine events back.
     loggers = {"loggers": {"console": {"config": {"log_level": load_settings().log_level}}}}
-    result = job.execute_in_process(run_config=loggers, instance=instance, asset_selection=keys,
-                                    raise_on_error=False, **partition)
+    result = job.execute_in_process(run_config={**loggers, **backfill}, instance=instance, asset_selection=keys,
+                                    raise_on_error=False)
     report = SyncReport(success=result.success, run_id=result.run_id)
     for event in result.get_asset_materialization_events():
         materialization = event.event_specific_data.materialization

@@ -3,8 +3,10 @@
 Two ways to run the incremental streams:
 - cursor runs (nightly schedule, `lessonsync sync`): since = cursor - lookback, nothing dropped, and the
   cursor advances once the sweep was complete (`next_cursor`, proved below);
-- partition runs (backfills from the UI): since = range start, rows updated at or after range end are
-  dropped, and the cursor is left alone (a backfill never moves it backwards or past the nightly run).
+- backfills (a date range set in the Launchpad, pipeline/backfill.py): since = range start, one sweep, and every
+  row fetched is kept, those updated after the range end too (they are current data, the same the next cursor
+  run would write); the range end only bounds which answer versions are recorded. The cursor is left alone (a
+  backfill never moves it backwards or past the nightly run).
 
 Why the cursor rule is safe whichever of the platform's clocks runs ahead.
 
@@ -66,14 +68,16 @@ UNBOUNDED = datetime.max.replace(tzinfo=UTC)  # no ceiling on a cursor
 @dataclass(frozen=True)
 class Window:
     since: datetime | None  # sent as updatedSince; None = everything
-    until: datetime | None  # rows with last update >= until are dropped; None = keep all
+    until: datetime | None  # a backfill's range end: rows updated later are kept; None = no range end
     moves_cursor: bool
     label: str  # for logs and metadata
 
     def describe(self) -> str:
-        since = self.since.isoformat() if self.since else "the beginning"
-        until = self.until.isoformat() if self.until else "now"
-        return f"{self.label}: {since} .. {until}"
+        """What the run kept: every row listed, i.e. updated since `since`, whatever the range end."""
+        kept = f"{self.label}: rows updated since {self.since.isoformat()}" if self.since else f"{self.label}: every row"
+        if self.until is None:
+            return kept
+        return f"{kept} (range end {self.until.isoformat()}: rows updated later kept too)"
 
 
 def cursor_window(cursor: datetime | None, lookback: timedelta, full_refresh: bool = False) -> Window:

@@ -34,7 +34,7 @@ def asset_key(ref: TableRef | Model) -> AssetKey:
     return AssetKey([ref.schema, ref.name]) if isinstance(ref, TableRef) else AssetKey([MODEL_SCHEMA, ref.name])
 
 
-def asset_spec(model: Model, repo_root: Path) -> AssetSpec:
+def asset_spec(model: Model, repo_root: Path, owners: list[str] | None = None) -> AssetSpec:
     columns = [TableColumn(name, description=text or None) for name, text in model.columns.items()]
     return AssetSpec(
         key=asset_key(model),
@@ -42,6 +42,7 @@ def asset_spec(model: Model, repo_root: Path) -> AssetSpec:
         description=model.description or None,
         group_name=GROUP,
         kinds={"duckdb"},
+        owners=owners,
         code_version=model.code_version,
         tags={"layer": model.layer or "models"},
         metadata={

@@ -40,7 +40,7 @@ from pipeline.analytics.lineage import MODEL_SCHEMA
 from pipeline.analytics.models import load_project
 from pipeline.analytics.publish import publish
 from pipeline.analytics.verify import verify_published
-from pipeline.assets.common import POOL
+from pipeline.assets.common import OWNERS, POOL
 from pipeline.resources import WarehouseResource
 
 AS_OF_ENV = "LESSONSYNC_ANALYTICS_AS_OF"  # default `as_of` when the run config gives none (e.g. the demo's clock)
@@ -74,7 +74,7 @@ def _parse_as_of(text: str | None) -> datetime:
 
 @multi_asset(
     name="analytics_models",
-    specs=[asset_spec(m, PROJECT.root.parent) for m in PROJECT.models.values()],
+    specs=[asset_spec(m, PROJECT.root.parent, OWNERS) for m in PROJECT.models.values()],
     check_specs=[spec for m in PROJECT.models.values() for spec in check_specs(m)],
     can_subset=True,
     pool=POOL,
@@ -105,6 +105,7 @@ def analytics_models(
     deps=[asset_key(m) for m in PROJECT.published],
     group_name=GROUP,
     kinds={"duckdb", "parquet"},
+    owners=OWNERS,
     pool=POOL,
     description="What analysts query while syncs run: data/analytics.duckdb (a copy of every published model, "
     "swapped atomically; open it read-only) and data/marts/<mart>.parquet.",

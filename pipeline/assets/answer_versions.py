@@ -21,7 +21,7 @@ commits in the same DuckDB transaction as the answers and `lessonsync rebuild` r
 
 Modes (Settings.answers_refetch, LESSONSYNC_ANSWERS_REFETCH): "changed" (default) plans requests for the
 window's active lessons whose version differs from the stored one; "window" refetches every active lesson
-of the window (the behaviour before this table). Full refreshes and backfills (partition runs) always
+of the window (the behaviour before this table). Full refreshes and backfills (a date range, pipeline/backfill.py) always
 refetch their whole window: they exist to re-read it. Every mode records the versions it fetched.
 """
 

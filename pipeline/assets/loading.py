@@ -16,7 +16,7 @@ from pipeline.source import TABLES, Batch, PlatformClient, RunStats
 from pipeline.source.memory import release_free_memory
 from pipeline.source.tables import TableSpec
 from pipeline.warehouse import Load, LoadResult, TableLoadStats, Warehouse
-from pipeline.windows import UNBOUNDED, Window, cursor_window, next_cursor, partition_window
+from pipeline.windows import UNBOUNDED, Window, cursor_window, next_cursor
 
 PROGRESS_EVERY_S = 5.0
 # A full collection costs ~0.2-0.25 s in a process holding Dagster and DuckDB: worth it before the commit of a
@@ -24,7 +24,6 @@ PROGRESS_EVERY_S = 5.0
 # hundred thousand small rows (the groups snapshot of every run paid it: 0.19 s of a 4 s no-change run).
 RELEASE_AFTER_ROWS = 1_000_000
 FULL_REFRESH_TAG = "lessonsync/full-refresh"
-WINDOW_TAG = "lessonsync/window"
 
 
 @dataclass(frozen=True)
@@ -36,14 +35,13 @@ class StreamLoad:
     commit_seconds: float = 0.0  # of `seconds`: the DuckDB commit (the rest is fetching and the lake)
 
 
-def window_for(context: AssetExecutionContext, cursor: datetime | None, settings: Settings) -> Window:
-    """Cursor runs (schedule, CLI, full refresh) read from the cursor; partition runs (backfills) read
-    their range."""
-    tags = context.run.tags
-    if tags.get(WINDOW_TAG) == "cursor" or not context.has_partition_key_range:
-        return cursor_window(cursor, settings.lookback, full_refresh=tags.get(FULL_REFRESH_TAG) == "true")
-    time_window = context.partition_time_window
-    return partition_window(time_window.start, time_window.end)
+def window_for(context: AssetExecutionContext, cursor: datetime | None, settings: Settings,
+               backfill: Window | None = None) -> Window:
+    """A backfill reads its range (pipeline/backfill.py); every other run (schedule, CLI, "Materialize",
+    full refresh) reads from the cursor."""
+    if backfill is not None:
+        return backfill
+    return cursor_window(cursor, settings.lookback, full_refresh=context.run.tags.get(FULL_REFRESH_TAG) == "true")
 
 
 def load_stream(
@@ -54,6 +52,7 @@ def load_stream(
     fetch: Callable[[Window], Iterable[Batch]],
     *,
     window: Window | None = None,
+    backfill: Window | None = None,
     snapshot_tables: Iterable[str] = (),
     before_commit: Callable[[Load, RunStats], None] | None = None,
     also_tables: Iterable[TableSpec] = (),
@@ -61,6 +60,7 @@ def load_stream(
 ) -> StreamLoad:
     """Fetch `stream` for its window and commit it with the cursor in one transaction. `snapshot_tables`
     were pulled whole: their rows not seen are marked deleted, but only after a complete sweep.
+    `window` fixes the window (snapshots); `backfill` is the run's backfill range, if any (else the cursor's).
     `before_commit(load, stats)` may write more rows (sync state) to commit in the same transaction.
     `cursor_ceiling()`, read after the fetch, caps the cursor (pipeline/windows.py: the answers' one).
     First, on one connection: every raw table (and `also_tables`) created or evolved, the cursor read and
@@ -68,7 +68,7 @@ def load_stream(
     with warehouse.one_connection():
         warehouse.ensure_tables([*TABLES.values(), *also_tables])
         cursor_before = warehouse.cursor(stream)
-        window = window or window_for(context, cursor_before, client.settings)
+        window = window or window_for(context, cursor_before, client.settings, backfill)
         context.log.info(f"{stream}: reading {window.describe()}")
         started_wall, started = datetime.now(UTC), time.monotonic()
         batches = fetch(window)

@@ -1,4 +1,7 @@
-"""Progress assets: active lessons and their per-question answers, synced by `updatedSince` cursors."""
+"""Progress assets: active lessons and their per-question answers, synced by `updatedSince` cursors.
+
+Not partitioned: each table is the current state of every record, materialized whole by every run (see
+pipeline/backfill.py for why, and for backfills of a date range)."""
 
 from collections.abc import Iterator
 from typing import Any
@@ -11,7 +14,7 @@ from pipeline.assets.answer_versions import VERSIONS, fetched_versions, window_a
 from pipeline.assets.clock_skew import clock_skew_metadata
 from pipeline.assets.loading import load_stream, table_metadata
 from pipeline.freshness import progress_freshness
-from pipeline.partitions import one_sweep, updated_daily
+from pipeline.backfill import BackfillWindow
 from pipeline.resources import PlatformResource, WarehouseResource
 from pipeline.source import TABLES, RunStats
 from pipeline.warehouse import Load
@@ -22,20 +25,20 @@ from pipeline.windows import Window
     group_name="progress",
     kinds={"duckdb", "parquet"},
     owners=OWNERS,
-    partitions_def=updated_daily,
-    backfill_policy=one_sweep,
     pool=POOL,
     description=TABLES["active_lessons"].description,
     freshness_policy=progress_freshness,
 )
 def active_lessons(
-    context: AssetExecutionContext, platform: PlatformResource, warehouse: WarehouseResource
+    context: AssetExecutionContext, platform: PlatformResource, warehouse: WarehouseResource,
+    backfill: BackfillWindow,
 ) -> MaterializeResult:
     """Where every learner stands on every lesson: progress, score, success, time spent."""
     wh = ready_warehouse(warehouse)
     with platform.client() as client:
         done = load_stream(context, wh, client, "active_lessons",
-                           lambda window: client.iter_stream("active_lessons", updated_since=window.since))
+                           lambda window: client.iter_stream("active_lessons", updated_since=window.since),
+                           backfill=backfill.window())
     skew = clock_skew_metadata(context, done.stats, platform.settings().lookback)
     return MaterializeResult(metadata={**table_metadata(done, "active_lessons"), **skew})
 
@@ -49,13 +52,12 @@ def active_lessons(
                   description=TABLES["answer_results"].description, group_name="progress",
                   kinds={"duckdb", "parquet"}, owners=OWNERS),
     ],
-    partitions_def=updated_daily,
-    backfill_policy=one_sweep,
     pool=POOL,
     can_subset=False,
 )
 def answers(
-    context: AssetExecutionContext, platform: PlatformResource, warehouse: WarehouseResource
+    context: AssetExecutionContext, platform: PlatformResource, warehouse: WarehouseResource,
+    backfill: BackfillWindow,
 ) -> Iterator[MaterializeResult]:
     """Every answer of every attempt (entry and exit quizzes), fetched only for active lessons whose
     version (lastDate) changed since their answers were fetched (pipeline/assets/answer_versions.py)."""
@@ -82,7 +84,8 @@ def answers(
                 load.write(VERSIONS, versions)
 
         done = load_stream(context, wh, client, "answers", fetch, before_commit=record_versions,
-                           also_tables=[VERSIONS], cursor_ceiling=lambda: planned["ceiling"])
+                           also_tables=[VERSIONS], backfill=backfill.window(),
+                           cursor_ceiling=lambda: planned["ceiling"])
     in_window, refetched = planned["counts"]
     context.log.info(f"answers: {refetched:,} of the window's {in_window:,} active lessons needed their "
                      f"answers; {done.stats.planned_requests:,} requests planned")

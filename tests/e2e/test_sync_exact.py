@@ -97,7 +97,7 @@ def test_a_thirty_day_backfill_is_one_sweep_and_leaves_the_cursor(tmp_path):
                                     [stack.sim.now() - timedelta(days=30)]).fetchone()[0]
         end = stack.sim.now().date() - timedelta(days=1)
         start = end - timedelta(days=29)
-        backfill = stack.sync(select=("group:progress",), partition_range=(start.isoformat(), end.isoformat()))
+        backfill = stack.sync(select=("group:progress",), backfill_range=(start.isoformat(), end.isoformat()))
         active = _metadata(backfill, "lms/active_lessons")
         assert active["window"].startswith("backfill")
         # One sweep of the range: the pages its records fill (+1 short page), not 30 sweeps of a day each.

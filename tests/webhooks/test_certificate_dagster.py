@@ -42,7 +42,7 @@ def test_sensor_requests_a_run_only_when_new_events_exist(tmp_path: Path) -> Non
     deliver(inbox, certificate("c1"), certificate("c2"), certificate("c3"))
     result, cursor = tick(inbox, cursor)
     assert isinstance(result, RunRequest) and result.run_key and result.run_key.endswith("-3")
-    assert result.tags == {"lessonsync/writes-warehouse": "true"}
+    assert certificate_inbox_sensor.job_name == "load_certificates"  # its runs carry the job's writer tag
     assert json.loads(cursor or "")["sequence"] == 3
 
     result, same_cursor = tick(inbox, cursor)
@@ -81,7 +81,7 @@ def test_sensor_interval_comes_from_the_environment(monkeypatch: pytest.MonkeyPa
         monkeypatch.setenv("LESSONSYNC_CERTIFICATE_SENSOR_INTERVAL", "5")
         assert importlib.reload(pipeline.sensors).certificate_inbox_sensor.minimum_interval_seconds == 5
         monkeypatch.setenv("LESSONSYNC_CERTIFICATE_SENSOR_INTERVAL", "soon")
-        with pytest.raises(ValueError, match="LESSONSYNC_CERTIFICATE_SENSOR_INTERVAL='soon'"):
+        with pytest.raises(ValueError, match="certificate_sensor_interval"):
             importlib.reload(pipeline.sensors)
     finally:
         monkeypatch.delenv("LESSONSYNC_CERTIFICATE_SENSOR_INTERVAL")
@@ -132,3 +132,20 @@ def test_asset_definition_is_documented_for_the_ui() -> None:
         assert spec.group_name == "certificates" and spec.kinds == {"duckdb"} and spec.owners
         assert spec.description and "dagster/column_schema" in spec.metadata
     assert certificates.op.description and "\n" not in certificates.op.description.strip()
+
+
+def test_the_sensors_job_loads_and_rebuilds_the_certificate_marts_before_any_sync(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Deliveries can come before the first sync: the job must not build marts whose other inputs are missing."""
+    from dagster import DagsterInstance
+
+    from pipeline.sync import run_job
+
+    deliver(Inbox(tmp_path / "inbox.sqlite3"), certificate("c1", FUTURE), certificate("c2", FUTURE))
+    monkeypatch.setenv("LESSONSYNC_DATA_DIR", str(tmp_path))
+    report = run_job("load_certificates", data_dir=tmp_path, instance=DagsterInstance.ephemeral())
+    assert report.success, report.error
+    assert {"lms/certificates", "analytics/certificates", "analytics/certificates_by_badge"} <= set(
+        report.materializations)
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:
+        assert conn.execute("SELECT count(*) FROM analytics.certificates").fetchone() == (2,)
