@@ -37,7 +37,13 @@ class Settings(BaseSettings):
         "window. Full refreshes and backfills always refetch their whole window.",
     )
     request_timeout: float = Field(30.0, gt=0, description="Seconds per HTTP request (connect, read, write).")
-    max_attempts: int = Field(6, ge=1, le=20, description="Tries per request before giving up.")
+    retry_budget: float = Field(
+        300.0, gt=0, description="Seconds one request keeps retrying (backoff with jitter, Retry-After honoured) "
+        "before the run fails: a platform outage shorter than this is ridden out."
+    )
+    max_attempts: int = Field(
+        100, ge=1, le=10_000, description="Upper bound on tries per request; the retry budget normally ends first."
+    )
     retry_max_wait: float = Field(60.0, gt=0, description="Cap in seconds on one backoff or Retry-After wait.")
     duckdb_memory_limit: str = Field(
         DEFAULT_MEMORY_LIMIT,

@@ -1,5 +1,5 @@
 """Fault injection settings: `error_rate=0.05,rate_limit_every=40,token_ttl=30,latency_ms=10,drift=0.01,
-truncate_rate=0.01`. Parsed strictly so a typo is an error, not a silently fault-free run."""
+truncate_rate=0.01,outage_s=60`. Parsed strictly so a typo is an error, not a silently fault-free run."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ class FaultSpec:
     latency_ms: float = 0.0  # added to every /v1 request (asyncio.sleep, the loop keeps serving)
     drift: float = 0.0  # probability per list page that records of the listed collection change first
     truncate_rate: float = 0.0  # probability a 200 body is cut short (bad Content-Length or invalid JSON)
+    outage_s: float = 0.0  # every /v1 request answers 503 for this many (wall-clock) seconds from when it is set
 
     def __post_init__(self) -> None:
         for name in ("error_rate", "drift", "truncate_rate"):
@@ -24,6 +25,8 @@ class FaultSpec:
             raise ValueError(f"fault rate_limit_every={self.rate_limit_every} must be 0 (off) or positive")
         if self.latency_ms < 0:
             raise ValueError(f"fault latency_ms={self.latency_ms} must not be negative")
+        if self.outage_s < 0:
+            raise ValueError(f"fault outage_s={self.outage_s} must not be negative")
         if self.token_ttl is not None and self.token_ttl <= 0:
             raise ValueError(f"fault token_ttl={self.token_ttl} must be a positive number of seconds")
 
@@ -48,6 +51,7 @@ _PARSERS = {
     "latency_ms": float,
     "drift": float,
     "truncate_rate": float,
+    "outage_s": float,
 }
 
 
