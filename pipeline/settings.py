@@ -45,6 +45,10 @@ class Settings(BaseSettings):
         100, ge=1, le=10_000, description="Upper bound on tries per request; the retry budget normally ends first."
     )
     retry_max_wait: float = Field(60.0, gt=0, description="Cap in seconds on one backoff or Retry-After wait.")
+    alert_webhook_url: SecretStr | None = Field(
+        None, description="Failed runs are POSTed here as JSON (run, job, step, error); unset: no alerts. Secret: "
+        "chat webhooks carry their token in the URL."
+    )
     duckdb_memory_limit: str = Field(
         DEFAULT_MEMORY_LIMIT,
         description="DuckDB memory_limit; merges and sorts beyond it spill to the temp directory, and a big first "

@@ -1,11 +1,12 @@
 """A platform outage in the middle of a sync: ridden out within LESSONSYNC_RETRY_BUDGET, a clear failure past it
-(cursor unchanged)."""
+(cursor unchanged, the failure alert sent)."""
 
 import threading
 import time
 
 import duckdb
 import pytest
+from alert_receiver import alert_receiver, evaluate_failure_sensor
 from dagster import DagsterInstance
 from stack_helpers import RAW, assert_warehouse_equals_platform
 
@@ -56,11 +57,16 @@ def test_an_outage_longer_than_the_budget_fails_clearly_and_keeps_the_cursor(tmp
         stack.advance(hours=6)
         stack.env.update({"LESSONSYNC_RETRY_BUDGET": "4", "LESSONSYNC_RETRY_MAX_WAIT": "1"})
         stack.sim.set_faults("outage_s=3600")  # down from before the run starts, so no stream commits
-        report = stack.sync(select=RAW)
+        instance = DagsterInstance.ephemeral()
+        report = stack.sync(select=RAW, instance=instance)
         assert not report.success
         assert "last status 503" in report.error and " /v1/" in report.error, report.error
         assert "LESSONSYNC_RETRY_BUDGET" in report.error
         assert _cursors(stack) == cursors
+        with alert_receiver() as receiver:
+            evaluate_failure_sensor(instance, report.run_id, {"LESSONSYNC_ALERT_WEBHOOK_URL": receiver.url})
+        assert [alert["run_id"] for alert in receiver.bodies] == [report.run_id]
+        assert "last status 503" in receiver.bodies[0]["error"]
 
 
 def test_the_shipped_instance_retries_a_failed_run_a_limited_number_of_times(tmp_path):
