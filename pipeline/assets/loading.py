@@ -79,7 +79,7 @@ def load_stream(
         if not stats.complete:
             context.log.warning(f"{stream}: page drift did not settle after {stats.passes} passes; the cursor "
                                 "stays where it was so the next run reads this window again")
-        complete = tuple(snapshot_tables) if stats.complete else ()
+        complete = _snapshot_tables_to_close(context, stream, tuple(snapshot_tables), stats)
         if before_commit is not None:
             before_commit(load, stats)
         if sum(stats.rows.values()) >= RELEASE_AFTER_ROWS:
@@ -88,6 +88,18 @@ def load_stream(
         result = load.commit(cursor=cursor, complete_snapshots=complete, stats=stats.as_metadata())
     done = time.monotonic()
     return StreamLoad(result, stats, window, done - started, done - committing)
+
+
+def _snapshot_tables_to_close(context: AssetExecutionContext, stream: str, snapshot_tables: tuple[str, ...],
+                              stats: RunStats) -> tuple[str, ...]:
+    """The snapshot tables whose unseen rows may be marked deleted: none unless every record was seen and
+    loaded. A quarantined record was seen but not loaded: its key must not count as vanished."""
+    if not snapshot_tables or (stats.complete and not stats.quarantined):
+        return snapshot_tables
+    if stats.quarantined:
+        context.log.warning(f"{stream}: {stats.quarantined} record(s) quarantined (lms.quarantine); no row of "
+                            f"{', '.join(snapshot_tables)} is marked deleted this run")
+    return ()
 
 
 def _release_fetch_memory() -> None:
