@@ -24,7 +24,12 @@ def run(args: argparse.Namespace) -> int:
     from pipeline.sync import run_sync
 
     started = time.monotonic()
-    report = run_sync(full_refresh=args.full_refresh, select=args.select,
+    try:
+        select = _whole_multi_assets(args.select)
+    except ValueError as exc:
+        print(f"lessonsync sync: {exc}")
+        return 2
+    report = run_sync(full_refresh=args.full_refresh, select=select,
                       data_dir=Path(os.environ.get("LESSONSYNC_DATA_DIR", "data")))
     for key, metadata in sorted(report.materializations.items()):
         fetched = metadata.get("rows_fetched", metadata.get("events_loaded", ""))
@@ -35,3 +40,16 @@ def run(args: argparse.Namespace) -> int:
     outcome = "succeeded" if report.success else f"FAILED: {report.error}"
     print(f"sync {outcome} in {time.monotonic() - started:.1f} s (run {report.run_id})")
     return 0 if report.success else 1
+
+
+def _whole_multi_assets(select: list[str]) -> list[str]:
+    """The selection widened to the assets fetched together with a selected one, said on the console."""
+    if not select:
+        return select
+    from pipeline.definitions import build_definitions
+    from pipeline.selection import widen_to_whole_multi_assets
+
+    widened = widen_to_whole_multi_assets(build_definitions(), select)
+    for key, neighbours in widened.added.items():
+        print(f"selection widened: {key} is fetched together with {', '.join(neighbours)}, which run with it")
+    return widened.select
