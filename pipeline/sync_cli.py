@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import time
 from pathlib import Path
@@ -29,8 +30,9 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"lessonsync sync: {exc}")
         return 2
-    report = run_sync(full_refresh=args.full_refresh, select=select,
-                      data_dir=Path(os.environ.get("LESSONSYNC_DATA_DIR", "data")))
+    data_dir = Path(os.environ.get("LESSONSYNC_DATA_DIR", "data"))
+    _print_source_logs_once(data_dir)
+    report = run_sync(full_refresh=args.full_refresh, select=select, data_dir=data_dir)
     for key, metadata in sorted(report.materializations.items()):
         fetched = metadata.get("rows_fetched", metadata.get("events_loaded", ""))
         print(f"{key:40} fetched {fetched!s:>10}  inserted {metadata.get('rows_inserted', '-')!s:>9}  "
@@ -53,3 +55,17 @@ def _whole_multi_assets(select: list[str]) -> list[str]:
     for key, neighbours in widened.added.items():
         print(f"selection widened: {key} is fetched together with {', '.join(neighbours)}, which run with it")
     return widened.select
+
+
+def _print_source_logs_once(data_dir: Path) -> None:
+    """When the instance sends `lessonsync.*` logs to the run's event log (the shipped dagster.yaml), Dagster's
+    console logger prints them: stop them reaching the root handler too, or every line shows twice."""
+    from dagster import DagsterInstance
+
+    from pipeline.instance import ensure_dagster_home
+
+    ensure_dagster_home(data_dir)
+    with DagsterInstance.get() as instance:
+        managed = set(instance.managed_python_loggers)
+    if "lessonsync" in managed:
+        logging.getLogger("lessonsync").propagate = False
