@@ -14,6 +14,7 @@ from dagster import AssetExecutionContext, MetadataValue
 from pipeline.settings import Settings
 from pipeline.source import TABLES, Batch, PlatformClient, RunStats
 from pipeline.source.memory import release_free_memory
+from pipeline.source.new_fields import paths_of
 from pipeline.source.tables import TableSpec
 from pipeline.warehouse import Load, LoadResult, TableLoadStats, Warehouse
 from pipeline.windows import Window, cursor_window, next_cursor, partition_window
@@ -74,6 +75,7 @@ def load_stream(
         for batch in _with_progress(context, stream, batches, started):
             load.write(batch.table, batch.records)
         stats = client.last_run_stats()
+        _report_new_fields(context, stream, stats)
         server_start = stats.server_time_at_start or started_wall
         cursor = next_cursor(window, cursor_before, server_start, client.settings.safety_margin, stats.complete)
         if not stats.complete:
@@ -100,6 +102,14 @@ def _snapshot_tables_to_close(context: AssetExecutionContext, stream: str, snaps
         context.log.warning(f"{stream}: {stats.quarantined} record(s) quarantined (lms.quarantine); no row of "
                             f"{', '.join(snapshot_tables)} is marked deleted this run")
     return ()
+
+
+def _report_new_fields(context: AssetExecutionContext, stream: str, stats: RunStats) -> None:
+    """Once per stream and run: the fields the platform sent that our models do not declare (kept in `extra`)."""
+    if stats.new_fields:
+        listed = ", ".join(f"{path} ({count:,} records)" for path, count in sorted(stats.new_fields.items()))
+        context.log.warning(f"{stream}: the platform sent {len(stats.new_fields)} field(s) the models do not "
+                            f"declare, kept in the rows' extra column: {listed}")
 
 
 def _release_fetch_memory() -> None:
@@ -129,6 +139,7 @@ def table_metadata(done: StreamLoad, table: str) -> dict[str, object]:
     stats, result, window = done.stats, done.result, done.window
     counts = result.tables.get(table, TableLoadStats())  # a table with no rows in this load is untouched
     rows_fetched = stats.rows.get(table, 0)
+    new_fields = paths_of(table, stats.new_fields)  # the platform's additions our models do not declare
     metadata: dict[str, object] = {
         "window": window.describe(),
         "rows_fetched": rows_fetched,
@@ -137,6 +148,8 @@ def table_metadata(done: StreamLoad, table: str) -> dict[str, object]:
         "retries": stats.retries,
         "pages": stats.pages,
         "quarantined": stats.quarantined,
+        "new_fields": len(new_fields),
+        "new_field_paths": MetadataValue.json(new_fields),
         "sweep_passes": stats.passes,
         "complete": stats.complete,
         "cursor_before": MetadataValue.text(str(result.cursor_before)),
