@@ -61,10 +61,20 @@ class Settings(BaseSettings):
     duckdb_lock_timeout: float = Field(
         10.0, ge=0, description="Seconds to wait for another process to release the warehouse file."
     )
+    freshness_hours: float = Field(
+        26.0, gt=0, description="Freshness policy of the progress tables: the nightly run plus slack, in hours."
+    )
+    max_deleted_fraction: float = Field(
+        0.2, ge=0, le=1, description="not_shrinking check: share of a table's rows one load may mark deleted."
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", description="Console log level of in-process runs (lessonsync sync, demo); DEBUG adds every "
         "Dagster engine event."
     )
+
+    @property
+    def freshness(self) -> timedelta:
+        return timedelta(hours=self.freshness_hours)
 
     @property
     def warehouse_path(self) -> Path:
