@@ -67,6 +67,13 @@ class Settings(BaseSettings):
     max_deleted_fraction: float = Field(
         0.2, ge=0, le=1, description="not_shrinking check: share of a table's rows one load may mark deleted."
     )
+    models_dir: Path | None = Field(
+        None, description="Directory of the SQL models (staging/ and marts/); default: dbt_like_sql/ of the project."
+    )
+    analytics_as_of: str | None = Field(
+        None, description="Reference instant of the marts' time-relative figures (ISO 8601 with offset); default: "
+        "when the run starts."
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", description="Console log level of in-process runs (lessonsync sync, demo); DEBUG adds every "
         "Dagster engine event."

@@ -9,7 +9,6 @@ explains why that finds every orphan a load can make). A run that did not load t
 `check_warehouse` job) checks every row."""
 
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -26,6 +25,7 @@ from dagster import (
 
 from pipeline.assets.common import POOL, lms_key
 from pipeline.resources import WarehouseResource
+from pipeline.settings import load_settings
 from pipeline.source import TABLES
 from pipeline.source.catalog import ANSWER_KEY
 from pipeline.warehouse import duplicate_keys, null_keys, orphans, row_count
@@ -33,7 +33,7 @@ from pipeline.warehouse.checks import enforced_by_primary_key
 
 CHECKED_TABLES = tuple(name for name, spec in TABLES.items() if spec.kind != "append")
 CONTRACT_CHECK = "contract_unchanged"
-MAX_DELETED_FRACTION = float(os.environ.get("LESSONSYNC_MAX_DELETED_FRACTION", "0.2"))
+MAX_DELETED_FRACTION = load_settings().max_deleted_fraction
 
 
 @dataclass(frozen=True)
