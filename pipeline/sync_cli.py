@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import textwrap
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 
@@ -33,10 +35,8 @@ def run(args: argparse.Namespace) -> int:
     data_dir = Path(os.environ.get("LESSONSYNC_DATA_DIR", "data"))
     _print_source_logs_once(data_dir)
     report = run_sync(full_refresh=args.full_refresh, select=select, data_dir=data_dir)
-    for key, metadata in sorted(report.materializations.items()):
-        fetched = metadata.get("rows_fetched", metadata.get("events_loaded", ""))
-        print(f"{key:40} fetched {fetched!s:>10}  inserted {metadata.get('rows_inserted', '-')!s:>9}  "
-              f"updated {metadata.get('rows_updated', '-')!s:>9}  deleted {metadata.get('rows_deleted', '-')!s:>7}")
+    for line in summary_lines(report.materializations):
+        print(line)
     for check in report.failed_checks:
         print(f"check failed: {check}")
     outcome = "succeeded" if report.success else f"FAILED: {report.error}"
@@ -69,3 +69,20 @@ def _print_source_logs_once(data_dir: Path) -> None:
         managed = set(instance.managed_python_loggers)
     if "lessonsync" in managed:
         logging.getLogger("lessonsync").propagate = False
+
+
+def summary_lines(materializations: Mapping[str, Mapping[str, object]]) -> list[str]:
+    """One line per asset that loads rows (synced tables, certificates), then the models' build in a few lines."""
+    lines, models = [], []
+    for key, metadata in sorted(materializations.items()):
+        fetched = metadata.get("rows_fetched", metadata.get("events_loaded"))
+        if fetched is None:  # not a load: an analytics model
+            models.append(f"{key.split('/')[-1]} {metadata.get('dagster/row_count', 0):,}")
+            continue
+        lines.append(f"{key:32} fetched {fetched!s:>10}  inserted {metadata.get('rows_inserted', '-')!s:>9}  "
+                     f"updated {metadata.get('rows_updated', '-')!s:>9}  deleted {metadata.get('rows_deleted', '-')!s:>7}"
+                     f"  rows now {metadata.get('dagster/row_count', '-')!s:>10}")
+    if models:
+        lines += textwrap.wrap(f"models built: {len(models)} (rows) " + ", ".join(models), width=110,
+                               subsequent_indent="  ")
+    return lines

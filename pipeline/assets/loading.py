@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from dagster import AssetExecutionContext, MetadataValue
@@ -16,7 +16,7 @@ from pipeline.source import TABLES, Batch, PlatformClient, RunStats
 from pipeline.source.memory import release_free_memory
 from pipeline.source.new_fields import paths_of
 from pipeline.source.tables import TableSpec
-from pipeline.warehouse import Load, LoadResult, TableLoadStats, Warehouse
+from pipeline.warehouse import Load, LoadResult, TableLoadStats, Warehouse, row_count
 from pipeline.windows import Window, cursor_window, next_cursor, partition_window
 
 PROGRESS_EVERY_S = 5.0
@@ -35,6 +35,7 @@ class StreamLoad:
     window: Window
     seconds: float
     commit_seconds: float = 0.0  # of `seconds`: the DuckDB commit (the rest is fetching and the lake)
+    row_counts: dict[str, int] = field(default_factory=dict)  # live rows per table after the commit
 
 
 def window_for(context: AssetExecutionContext, cursor: datetime | None, settings: Settings) -> Window:
@@ -58,10 +59,12 @@ def load_stream(
     snapshot_tables: Iterable[str] = (),
     before_commit: Callable[[Load, RunStats], None] | None = None,
     also_tables: Iterable[TableSpec] = (),
+    tables: Iterable[str] = (),
 ) -> StreamLoad:
     """Fetch `stream` for its window and commit it with the cursor in one transaction. `snapshot_tables`
     were pulled whole: their rows not seen are marked deleted, but only after a complete sweep.
     `before_commit(load, stats)` may write more rows (sync state) to commit in the same transaction.
+    `tables` (and `snapshot_tables`) get their live row count after the commit (dagster/row_count).
     First, on one connection: every raw table (and `also_tables`) created or evolved, the cursor read and
     `fetch(window)` called (it may plan from the warehouse); its batches are read after the file is let go."""
     with warehouse.one_connection():
@@ -89,7 +92,10 @@ def load_stream(
         committing = time.monotonic()
         result = load.commit(cursor=cursor, complete_snapshots=complete, stats=stats.as_metadata())
     done = time.monotonic()
-    return StreamLoad(result, stats, window, done - started, done - committing)
+    counted = {*tables, *snapshot_tables}
+    with warehouse.connect(read_only=True) as conn:  # cheap: DuckDB counts from its row groups
+        row_counts = {table: row_count(conn, table) for table in sorted(counted)}
+    return StreamLoad(result, stats, window, done - started, done - committing, row_counts)
 
 
 def _snapshot_tables_to_close(context: AssetExecutionContext, stream: str, snapshot_tables: tuple[str, ...],
@@ -158,4 +164,6 @@ def table_metadata(done: StreamLoad, table: str) -> dict[str, object]:
         "commit_s": round(done.commit_seconds, 3),
     }
     metadata.update({f"rows_{name}": value for name, value in counts.as_dict().items()})
+    if table in done.row_counts:
+        metadata["dagster/row_count"] = done.row_counts[table]
     return metadata
