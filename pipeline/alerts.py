@@ -13,7 +13,6 @@ from typing import Any
 
 import httpx
 from dagster import DefaultSensorStatus, RunFailureSensorContext, SkipReason, run_failure_sensor
-from dagster._core.errors import DagsterInvariantViolationError
 
 from pipeline.settings import Settings, load_settings
 
@@ -77,10 +76,7 @@ def failure_alert_sensor(context: RunFailureSensorContext) -> SkipReason | None:
     if not url:
         return SkipReason("LESSONSYNC_ALERT_WEBHOOK_URL is not set")
     run = context.dagster_run
-    try:
-        step_errors = {e.step_key or "?": _root_error(e) for e in context.get_step_failure_events()}
-    except DagsterInvariantViolationError:  # no step failure recorded (e.g. the run failed to start)
-        step_errors = {}
+    step_errors = {e.step_key or "?": _root_error(e) for e in context.get_step_failure_events()}
     payload = failure_alert(run.run_id, run.job_name, step_errors, _root_error(context.failure_event), settings)
     send_alert(url, payload)
     log.info("failure alert sent for run %s (%s)", run.run_id, payload["step"] or "no step")

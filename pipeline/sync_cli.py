@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import textwrap
 import time
@@ -24,6 +23,7 @@ def run(args: argparse.Namespace) -> int:
         os.environ["LESSONSYNC_DATA_DIR"] = args.data_dir
     if args.base_url:
         os.environ["LESSONSYNC_BASE_URL"] = args.base_url
+    from pipeline.instance import ensure_dagster_home, print_source_logs_once
     from pipeline.sync import run_sync
 
     started = time.monotonic()
@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"lessonsync sync: {exc}")
         return 2
     data_dir = Path(os.environ.get("LESSONSYNC_DATA_DIR", "data"))
-    _print_source_logs_once(data_dir)
+    print_source_logs_once(ensure_dagster_home(data_dir))
     report = run_sync(full_refresh=args.full_refresh, select=select, data_dir=data_dir)
     for line in summary_lines(report.materializations):
         print(line)
@@ -55,20 +55,6 @@ def _whole_multi_assets(select: list[str]) -> list[str]:
     for key, neighbours in widened.added.items():
         print(f"selection widened: {key} is fetched together with {', '.join(neighbours)}, which run with it")
     return widened.select
-
-
-def _print_source_logs_once(data_dir: Path) -> None:
-    """When the instance sends `lessonsync.*` logs to the run's event log (the shipped dagster.yaml), Dagster's
-    console logger prints them: stop them reaching the root handler too, or every line shows twice."""
-    from dagster import DagsterInstance
-
-    from pipeline.instance import ensure_dagster_home
-
-    ensure_dagster_home(data_dir)
-    with DagsterInstance.get() as instance:
-        managed = set(instance.managed_python_loggers)
-    if "lessonsync" in managed:
-        logging.getLogger("lessonsync").propagate = False
 
 
 def summary_lines(materializations: Mapping[str, Mapping[str, object]]) -> list[str]:
