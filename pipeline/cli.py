@@ -14,6 +14,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "receive": ("pipeline.webhooks.cli", "run the certificate webhook receiver"),
     "sync": ("pipeline.sync_cli", "run the sync assets in-process (for cron users)"),
     "rebuild": ("pipeline.rebuild_cli", "rebuild the DuckDB tables from the Parquet lake alone"),
+    "status": ("pipeline.state_cli", "per stream: cursor, last load, quarantine, freshness (from the lake)"),
+    "reset": ("pipeline.state_cli", "move one stream's cursor back; the next sync re-reads from there"),
     "demo": ("pipeline.demo", "simulator + receiver + full and incremental sync, then a summary"),
 }
 

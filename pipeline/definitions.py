@@ -5,6 +5,7 @@ from pathlib import Path
 
 from dagster import Definitions, EnvVar, in_process_executor
 
+from pipeline.alerts import failure_alert_sensor
 from pipeline.assets.analytics import analytics_assets, analytics_checks
 from pipeline.assets.certificates import certificates
 from pipeline.assets.checks import raw_table_checks
@@ -33,7 +34,7 @@ def build_definitions() -> Definitions:
         asset_checks=[*raw_table_checks, *analytics_checks],
         jobs=[nightly_sync_job, full_refresh_job, backfill_progress_job, load_certificates_job, check_warehouse_job],
         schedules=[nightly_sync_schedule],
-        sensors=[certificate_inbox_sensor],
+        sensors=[certificate_inbox_sensor, failure_alert_sensor],
         resources={
             "platform": PlatformResource(base_url=_env("LESSONSYNC_BASE_URL"),
                                          app_secret=_env("LESSONSYNC_APP_SECRET")),

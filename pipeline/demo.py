@@ -19,7 +19,7 @@ import pandas as pd
 from dagster import DagsterInstance
 
 from pipeline.analytics import mart_summary
-from pipeline.instance import ensure_dagster_home
+from pipeline.instance import ensure_dagster_home, print_source_logs_once
 from pipeline.stack import Stack, local_stack
 from pipeline.sync import SyncReport
 from pipeline.verify import compare_warehouse
@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     data_dir: Path = args.data_dir
     if data_dir.exists():
         shutil.rmtree(data_dir)
-    ensure_dagster_home(Path("data"))
+    print_source_logs_once(ensure_dagster_home(Path("data")))
     instance = DagsterInstance.get()
     with local_stack(data_dir, seed=args.seed, scale=args.scale) as stack:
         counts = stack.sim.world.counts()

@@ -37,8 +37,18 @@ class Settings(BaseSettings):
         "window. Full refreshes and backfills always refetch their whole window.",
     )
     request_timeout: float = Field(30.0, gt=0, description="Seconds per HTTP request (connect, read, write).")
-    max_attempts: int = Field(6, ge=1, le=20, description="Tries per request before giving up.")
+    retry_budget: float = Field(
+        300.0, gt=0, description="Seconds one request keeps retrying (backoff with jitter, Retry-After honoured) "
+        "before the run fails: a platform outage shorter than this is ridden out."
+    )
+    max_attempts: int = Field(
+        100, ge=1, le=10_000, description="Upper bound on tries per request; the retry budget normally ends first."
+    )
     retry_max_wait: float = Field(60.0, gt=0, description="Cap in seconds on one backoff or Retry-After wait.")
+    alert_webhook_url: SecretStr | None = Field(
+        None, description="Failed runs are POSTed here as JSON (run, job, step, error); unset: no alerts. Secret: "
+        "chat webhooks carry their token in the URL."
+    )
     duckdb_memory_limit: str = Field(
         DEFAULT_MEMORY_LIMIT,
         description="DuckDB memory_limit; merges and sorts beyond it spill to the temp directory, and a big first "
@@ -54,10 +64,27 @@ class Settings(BaseSettings):
     nightly_cron: str = Field("0 2 * * *", description="Cron of the nightly_sync schedule, in UTC.")
     certificate_sensor_interval: int = Field(
         30, ge=1, description="Seconds between two ticks of the certificate inbox sensor.")
+    freshness_hours: float = Field(
+        26.0, gt=0, description="Freshness policy of the progress tables: the nightly run plus slack, in hours."
+    )
+    max_deleted_fraction: float = Field(
+        0.2, ge=0, le=1, description="not_shrinking check: share of a table's rows one load may mark deleted."
+    )
+    models_dir: Path | None = Field(
+        None, description="Directory of the SQL models (staging/ and marts/); default: dbt_like_sql/ of the project."
+    )
+    analytics_as_of: str | None = Field(
+        None, description="Reference instant of the marts' time-relative figures (ISO 8601 with offset); default: "
+        "when the run starts."
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", description="Console log level of in-process runs (lessonsync sync, demo); DEBUG adds every "
         "Dagster engine event."
     )
+
+    @property
+    def freshness(self) -> timedelta:
+        return timedelta(hours=self.freshness_hours)
 
     @property
     def warehouse_path(self) -> Path:

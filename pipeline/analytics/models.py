@@ -8,7 +8,6 @@ dependency cycle fails here, when Dagster loads the code location, with the file
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
@@ -23,6 +22,7 @@ from pipeline.analytics.lineage import (
     MODEL_SCHEMA, RAW_SCHEMA, TableRef, check_known, parse_select, referenced_tables,
 )
 from pipeline.analytics.model_tests import ModelTest, resolve_tests
+from pipeline.settings import load_settings
 
 DEFAULT_MODELS_DIR = Path(__file__).resolve().parents[2] / "dbt_like_sql"
 MODELS_DIR_ENV = "LESSONSYNC_MODELS_DIR"
@@ -83,7 +83,7 @@ class AnalyticsProject:
 
 
 def models_dir() -> Path:
-    return Path(os.environ.get(MODELS_DIR_ENV) or DEFAULT_MODELS_DIR)
+    return load_settings().models_dir or DEFAULT_MODELS_DIR
 
 
 def load_project(root: Path | None = None) -> AnalyticsProject:

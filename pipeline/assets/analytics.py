@@ -11,7 +11,7 @@ with the `WarehouseResource` under the resource key `warehouse`.
 """
 
 # No `from __future__ import annotations`: Dagster reads the Config and resource annotations at runtime.
-import os
+
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,6 +42,7 @@ from pipeline.analytics.publish import publish
 from pipeline.analytics.verify import verify_published
 from pipeline.assets.common import OWNERS, POOL
 from pipeline.resources import WarehouseResource
+from pipeline.settings import load_settings
 
 AS_OF_ENV = "LESSONSYNC_ANALYTICS_AS_OF"  # default `as_of` when the run config gives none (e.g. the demo's clock)
 PUBLISHED_KEY = AssetKey([MODEL_SCHEMA, "published"])
@@ -60,7 +61,7 @@ class AnalyticsBuildConfig(Config):
 
 
 def _parse_as_of(text: str | None) -> datetime:
-    text = text or os.environ.get(AS_OF_ENV)
+    text = text or load_settings().analytics_as_of
     if not text:
         return datetime.now(UTC)
     try:

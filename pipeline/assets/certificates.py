@@ -13,15 +13,12 @@ from dagster import (
     AssetKey,
     AssetSpec,
     MaterializeResult,
-    TableColumn,
-    TableSchema,
     multi_asset,
 )
 
-from pipeline.assets.common import OWNERS, POOL
+from pipeline.assets.common import OWNERS, POOL, table_definition_metadata
 from pipeline.resources import WarehouseResource
 from pipeline.source.tables import TableSpec
-from pipeline.warehouse.arrow_types import field_type
 from pipeline.webhooks.load import LoadStats, load_certificate_events, scalar
 from pipeline.webhooks.resource import InboxResource
 from pipeline.webhooks.tables import CERTIFICATE_EVENTS, CERTIFICATES
@@ -32,14 +29,13 @@ CERTIFICATES_KEY = AssetKey(["lms", CERTIFICATES.name])
 
 
 def _spec(key: AssetKey, table: TableSpec) -> AssetSpec:
-    columns = [TableColumn(field.name, field_type(field, table.name)) for field in table.schema]
     return AssetSpec(
         key=key,
         group_name=GROUP,
         kinds={"duckdb"},
         owners=OWNERS,
         description=table.description,
-        metadata={"dagster/column_schema": TableSchema(columns=columns), "primary_key": ", ".join(table.key)},
+        metadata=table_definition_metadata(table),
     )
 
 

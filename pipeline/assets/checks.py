@@ -9,7 +9,6 @@ explains why that finds every orphan a load can make). A run that did not load t
 `check_warehouse` job) checks every row."""
 
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -27,13 +26,15 @@ from dagster import (
 
 from pipeline.assets.common import POOL, lms_key
 from pipeline.resources import WarehouseResource
+from pipeline.settings import load_settings
 from pipeline.source import TABLES
 from pipeline.source.catalog import ANSWER_KEY
 from pipeline.warehouse import duplicate_keys, null_keys, orphans, row_count
 from pipeline.warehouse.checks import enforced_by_primary_key
 
 CHECKED_TABLES = tuple(name for name, spec in TABLES.items() if spec.kind != "append")
-MAX_DELETED_FRACTION = float(os.environ.get("LESSONSYNC_MAX_DELETED_FRACTION", "0.2"))
+CONTRACT_CHECK = "contract_unchanged"
+MAX_DELETED_FRACTION = load_settings().max_deleted_fraction
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,9 @@ def table_check_specs(table: str) -> list[AssetCheckSpec]:
         AssetCheckSpec("not_shrinking", asset=key,
                        description=f"The last load marked at most {MAX_DELETED_FRACTION:.0%} of the rows deleted "
                                    "(LESSONSYNC_MAX_DELETED_FRACTION)."),
+        AssetCheckSpec(CONTRACT_CHECK, asset=key,
+                       description="This run's load saw no field the models do not declare and quarantined no "
+                                   "record (warns: the platform's contract moved)."),
     ]
 
 
@@ -91,6 +95,8 @@ def raw_checks_step(name: str, tables: tuple[str, ...]) -> AssetChecksDefinition
                 if table in selected:
                     yield from _table_results(conn, table, selected[table],
                                               context.run.run_id if lms_key(table) in loaded else None)
+                    if CONTRACT_CHECK in selected[table]:
+                        yield _contract_result(table, loaded.get(lms_key(table)))
 
     return _checks
 
@@ -129,14 +135,36 @@ def _first_load_time(conn: duckdb.DuckDBPyConnection, table: str, run_id: str):
     return row[0] if row else None
 
 
-def _materialized_in_this_run(context: AssetCheckExecutionContext, keys: list[AssetKey]) -> set[AssetKey]:
-    """Of `keys`, those this run materialized (their link checks look only at the rows it loaded)."""
+def _materialized_in_this_run(context: AssetCheckExecutionContext,
+                              keys: list[AssetKey]) -> dict[AssetKey, dict[str, object]]:
+    """Of `keys`, those this run materialized (their link checks look only at the rows it loaded), with the
+    metadata of their materialization."""
     if not keys:
-        return set()
+        return {}
     run_id = context.run.run_id
     materialized = context.instance.get_records_for_run(
         run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION, limit=10_000).records
-    return {record.event_log_entry.dagster_event.asset_key for record in materialized} & set(keys)
+    wanted, found = set(keys), {}
+    for record in materialized:
+        materialization = record.event_log_entry.dagster_event.event_specific_data.materialization
+        if materialization.asset_key in wanted:
+            found[materialization.asset_key] = {k: v.value for k, v in materialization.metadata.items()}
+    return found
+
+
+def _contract_result(table: str, metadata: dict[str, object] | None) -> AssetCheckResult:
+    """Warns when this run's load of `table` met new fields or quarantined records; passes when it did not
+    load the table (nothing seen, nothing to say)."""
+    if metadata is None:
+        return AssetCheckResult(check_name=CONTRACT_CHECK, asset_key=lms_key(table), passed=True,
+                                severity=AssetCheckSeverity.WARN, metadata={"checked": "not loaded by this run"})
+    new_fields, quarantined = int(metadata.get("new_fields") or 0), int(metadata.get("quarantined") or 0)
+    return AssetCheckResult(
+        check_name=CONTRACT_CHECK, asset_key=lms_key(table), passed=new_fields == 0 and quarantined == 0,
+        severity=AssetCheckSeverity.WARN,
+        metadata={"new_fields": new_fields, "new_field_paths": metadata.get("new_field_paths") or [],
+                  "quarantined_in_stream": quarantined,
+                  "next_step": "see lms.quarantine and the run's warnings; README 'Bad records'"})
 
 
 def _shrink_result(conn: duckdb.DuckDBPyConnection, table: str) -> AssetCheckResult:

@@ -1,9 +1,11 @@
 """What every asset that writes the warehouse shares: its key scheme, owner, pool, and a ready warehouse."""
 
-from dagster import AssetKey
+from dagster import AssetKey, TableColumn, TableSchema
 
 from pipeline.resources import WarehouseResource
+from pipeline.source.tables import TableSpec
 from pipeline.warehouse import Warehouse
+from pipeline.warehouse.arrow_types import field_type
 
 OWNERS = ["team:data-engineering"]
 # DuckDB has one writer: every asset and check that opens the warehouse takes a slot of this pool (limit 1).
@@ -12,6 +14,14 @@ POOL = "warehouse"
 
 def lms_key(table: str) -> AssetKey:
     return AssetKey(["lms", table])
+
+
+def table_definition_metadata(table: TableSpec) -> dict[str, object]:
+    """What catalogs and lineage tools read from a raw table's asset: its columns and DuckDB types (from the
+    declaration), where it lives, and its key."""
+    columns = [TableColumn(field.name, field_type(field, table.name)) for field in table.schema]
+    return {"dagster/column_schema": TableSchema(columns=columns), "dagster/table_name": f"lms.{table.name}",
+            "primary_key": ", ".join(table.key)}
 
 
 def ready_warehouse(warehouse: WarehouseResource) -> Warehouse:

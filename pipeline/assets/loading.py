@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from dagster import AssetExecutionContext, MetadataValue
@@ -14,8 +14,9 @@ from dagster import AssetExecutionContext, MetadataValue
 from pipeline.settings import Settings
 from pipeline.source import TABLES, Batch, PlatformClient, RunStats
 from pipeline.source.memory import release_free_memory
+from pipeline.source.new_fields import paths_of
 from pipeline.source.tables import TableSpec
-from pipeline.warehouse import Load, LoadResult, TableLoadStats, Warehouse
+from pipeline.warehouse import Load, LoadResult, TableLoadStats, Warehouse, row_count
 from pipeline.windows import UNBOUNDED, Window, cursor_window, next_cursor
 
 PROGRESS_EVERY_S = 5.0
@@ -33,6 +34,7 @@ class StreamLoad:
     window: Window
     seconds: float
     commit_seconds: float = 0.0  # of `seconds`: the DuckDB commit (the rest is fetching and the lake)
+    row_counts: dict[str, int] = field(default_factory=dict)  # live rows per table after the commit
 
 
 def window_for(context: AssetExecutionContext, cursor: datetime | None, settings: Settings,
@@ -57,12 +59,14 @@ def load_stream(
     before_commit: Callable[[Load, RunStats], None] | None = None,
     also_tables: Iterable[TableSpec] = (),
     cursor_ceiling: Callable[[], datetime | None] | None = None,
+    tables: Iterable[str] = (),
 ) -> StreamLoad:
     """Fetch `stream` for its window and commit it with the cursor in one transaction. `snapshot_tables`
     were pulled whole: their rows not seen are marked deleted, but only after a complete sweep.
     `window` fixes the window (snapshots); `backfill` is the run's backfill range, if any (else the cursor's).
     `before_commit(load, stats)` may write more rows (sync state) to commit in the same transaction.
     `cursor_ceiling()`, read after the fetch, caps the cursor (pipeline/windows.py: the answers' one).
+    `tables` (and `snapshot_tables`) get their live row count after the commit (dagster/row_count).
     First, on one connection: every raw table (and `also_tables`) created or evolved, the cursor read and
     `fetch(window)` called (it may plan from the warehouse); its batches are read after the file is let go."""
     with warehouse.one_connection():
@@ -76,6 +80,7 @@ def load_stream(
         for batch in _with_progress(context, stream, batches, started):
             load.write(batch.table, batch.records)
         stats = client.last_run_stats()
+        _report_new_fields(context, stream, stats)
         server_start = stats.server_time_at_start or started_wall
         cursor = next_cursor(window, cursor_before, server_run_start=server_start,
                              newest_listed=stats.newest_last_date, safety_margin=client.settings.safety_margin,
@@ -83,7 +88,7 @@ def load_stream(
         if not stats.complete:
             context.log.warning(f"{stream}: page drift did not settle after {stats.passes} passes; the cursor "
                                 "stays where it was so the next run reads this window again")
-        complete = tuple(snapshot_tables) if stats.complete else ()
+        complete = _snapshot_tables_to_close(context, stream, tuple(snapshot_tables), stats)
         if before_commit is not None:
             before_commit(load, stats)
         if sum(stats.rows.values()) >= RELEASE_AFTER_ROWS:
@@ -91,7 +96,30 @@ def load_stream(
         committing = time.monotonic()
         result = load.commit(cursor=cursor, complete_snapshots=complete, stats=stats.as_metadata())
     done = time.monotonic()
-    return StreamLoad(result, stats, window, done - started, done - committing)
+    counted = {*tables, *snapshot_tables}
+    with warehouse.connect(read_only=True) as conn:  # cheap: DuckDB counts from its row groups
+        row_counts = {table: row_count(conn, table) for table in sorted(counted)}
+    return StreamLoad(result, stats, window, done - started, done - committing, row_counts)
+
+
+def _snapshot_tables_to_close(context: AssetExecutionContext, stream: str, snapshot_tables: tuple[str, ...],
+                              stats: RunStats) -> tuple[str, ...]:
+    """The snapshot tables whose unseen rows may be marked deleted: none unless every record was seen and
+    loaded. A quarantined record was seen but not loaded: its key must not count as vanished."""
+    if not snapshot_tables or (stats.complete and not stats.quarantined):
+        return snapshot_tables
+    if stats.quarantined:
+        context.log.warning(f"{stream}: {stats.quarantined} record(s) quarantined (lms.quarantine); no row of "
+                            f"{', '.join(snapshot_tables)} is marked deleted this run")
+    return ()
+
+
+def _report_new_fields(context: AssetExecutionContext, stream: str, stats: RunStats) -> None:
+    """Once per stream and run: the fields the platform sent that our models do not declare (kept in `extra`)."""
+    if stats.new_fields:
+        listed = ", ".join(f"{path} ({count:,} records)" for path, count in sorted(stats.new_fields.items()))
+        context.log.warning(f"{stream}: the platform sent {len(stats.new_fields)} field(s) the models do not "
+                            f"declare, kept in the rows' extra column: {listed}")
 
 
 def _release_fetch_memory() -> None:
@@ -121,6 +149,7 @@ def table_metadata(done: StreamLoad, table: str) -> dict[str, object]:
     stats, result, window = done.stats, done.result, done.window
     counts = result.tables.get(table, TableLoadStats())  # a table with no rows in this load is untouched
     rows_fetched = stats.rows.get(table, 0)
+    new_fields = paths_of(table, stats.new_fields)  # the platform's additions our models do not declare
     metadata: dict[str, object] = {
         "window": window.describe(),
         "rows_fetched": rows_fetched,
@@ -129,6 +158,8 @@ def table_metadata(done: StreamLoad, table: str) -> dict[str, object]:
         "retries": stats.retries,
         "pages": stats.pages,
         "quarantined": stats.quarantined,
+        "new_fields": len(new_fields),
+        "new_field_paths": MetadataValue.json(new_fields),
         "sweep_passes": stats.passes,
         "complete": stats.complete,
         "cursor_before": MetadataValue.text(str(result.cursor_before)),
@@ -137,4 +168,6 @@ def table_metadata(done: StreamLoad, table: str) -> dict[str, object]:
         "commit_s": round(done.commit_seconds, 3),
     }
     metadata.update({f"rows_{name}": value for name, value in counts.as_dict().items()})
+    if table in done.row_counts:
+        metadata["dagster/row_count"] = done.row_counts[table]
     return metadata

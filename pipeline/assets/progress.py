@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow.compute as pc
 from dagster import AssetExecutionContext, AssetSpec, MaterializeResult, asset, multi_asset
 
-from pipeline.assets.common import OWNERS, POOL, lms_key, ready_warehouse
+from pipeline.assets.common import OWNERS, POOL, lms_key, ready_warehouse, table_definition_metadata
 from pipeline.assets.answer_versions import VERSIONS, fetched_versions, window_active_lessons
 from pipeline.assets.clock_skew import clock_skew_metadata
 from pipeline.assets.loading import load_stream, table_metadata
@@ -28,6 +28,7 @@ from pipeline.windows import Window
     pool=POOL,
     description=TABLES["active_lessons"].description,
     freshness_policy=progress_freshness,
+    metadata=table_definition_metadata(TABLES["active_lessons"]),
 )
 def active_lessons(
     context: AssetExecutionContext, platform: PlatformResource, warehouse: WarehouseResource,
@@ -38,7 +39,7 @@ def active_lessons(
     with platform.client() as client:
         done = load_stream(context, wh, client, "active_lessons",
                            lambda window: client.iter_stream("active_lessons", updated_since=window.since),
-                           backfill=backfill.window())
+                           backfill=backfill.window(), tables=("active_lessons",))
     skew = clock_skew_metadata(context, done.stats, platform.settings().lookback)
     return MaterializeResult(metadata={**table_metadata(done, "active_lessons"), **skew})
 
@@ -47,10 +48,11 @@ def active_lessons(
     specs=[
         AssetSpec(lms_key("answers"), deps=[lms_key("active_lessons")], description=TABLES["answers"].description,
                   group_name="progress", kinds={"duckdb", "parquet"}, owners=OWNERS,
-                  freshness_policy=progress_freshness),
+                  freshness_policy=progress_freshness, metadata=table_definition_metadata(TABLES["answers"])),
         AssetSpec(lms_key("answer_results"), deps=[lms_key("answers")],
                   description=TABLES["answer_results"].description, group_name="progress",
-                  kinds={"duckdb", "parquet"}, owners=OWNERS),
+                  kinds={"duckdb", "parquet"}, owners=OWNERS,
+                  metadata=table_definition_metadata(TABLES["answer_results"])),
     ],
     pool=POOL,
     can_subset=False,
@@ -84,7 +86,7 @@ def answers(
                 load.write(VERSIONS, versions)
 
         done = load_stream(context, wh, client, "answers", fetch, before_commit=record_versions,
-                           also_tables=[VERSIONS], backfill=backfill.window(),
+                           also_tables=[VERSIONS], backfill=backfill.window(), tables=("answers", "answer_results"),
                            cursor_ceiling=lambda: planned["ceiling"])
     in_window, refetched = planned["counts"]
     context.log.info(f"answers: {refetched:,} of the window's {in_window:,} active lessons needed their "

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from dagster import AssetExecutionContext, AssetSpec, AssetsDefinition, MaterializeResult, multi_asset
 
 from pipeline.assets.loading import load_stream, table_metadata
-from pipeline.assets.common import OWNERS, POOL, lms_key, ready_warehouse
+from pipeline.assets.common import OWNERS, POOL, lms_key, ready_warehouse, table_definition_metadata
 from pipeline.resources import PlatformResource, WarehouseResource
 from pipeline.source import TABLES
 from pipeline.windows import Window
@@ -34,7 +34,8 @@ SNAPSHOTS = (
 
 def snapshot_asset(snapshot: Snapshot) -> AssetsDefinition:
     specs = [AssetSpec(lms_key(table), description=TABLES[table].description, group_name=snapshot.group,
-                       kinds={"duckdb", "parquet"}, owners=OWNERS) for table in snapshot.tables]
+                       kinds={"duckdb", "parquet"}, owners=OWNERS, metadata=table_definition_metadata(TABLES[table]))
+             for table in snapshot.tables]
 
     @multi_asset(name=f"sync_{snapshot.stream}", specs=specs, pool=POOL, can_subset=False,
                  description=snapshot.summary)

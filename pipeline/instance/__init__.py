@@ -3,6 +3,7 @@ without it Dagster keeps runs, cursors and backfills in a temp folder and loses 
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from pathlib import Path
@@ -18,6 +19,17 @@ def ensure_dagster_home(data_dir: Path) -> Path:
         shutil.copyfile(SHIPPED_CONFIG, home / "dagster.yaml")
     os.environ["DAGSTER_HOME"] = str(home)
     return home
+
+
+def print_source_logs_once(home: Path) -> None:
+    """When the instance in `home` sends `lessonsync.*` logs to the run's event log (the shipped dagster.yaml),
+    Dagster's console logger prints them: keep them from the root handler too, or every line shows twice."""
+    from dagster import DagsterInstance
+
+    with DagsterInstance.from_config(str(home)) as instance:
+        managed = set(instance.managed_python_loggers)
+    if "lessonsync" in managed:
+        logging.getLogger("lessonsync").propagate = False
 
 
 if __name__ == "__main__":  # `python -m pipeline.instance`: used by `make dev`

@@ -1,5 +1,5 @@
 """Fault injection settings: `error_rate=0.05,rate_limit_every=40,token_ttl=30,latency_ms=10,drift=0.01,
-truncate_rate=0.01,date_offset_min=-120,read_lag_min=5`. Parsed strictly so a typo is an error, not a
+truncate_rate=0.01,date_offset_min=-120,read_lag_min=5,outage_s=60`. Parsed strictly so a typo is an error, not a
 silently fault-free run."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ class FaultSpec:
     truncate_rate: float = 0.0  # probability a 200 body is cut short (bad Content-Length or invalid JSON)
     date_offset_min: float = 0.0  # the Date header runs this many minutes ahead (negative: behind) of lastDate's clock
     read_lag_min: float = 0.0  # listings show a record only this many minutes after the lastDate it carries
+    outage_s: float = 0.0  # every /v1 request answers 503 for this many (wall-clock) seconds from when it is set
 
     def __post_init__(self) -> None:
         for name in ("error_rate", "drift", "truncate_rate"):
@@ -34,6 +35,8 @@ class FaultSpec:
             # no client can see under offset pages (a lagging replica moves records, it does not drop them)
             raise ValueError("faults drift and read_lag_min cannot be combined: a record drifted under a read "
                              "lag would vanish from the listing mid-sweep")
+        if self.outage_s < 0:
+            raise ValueError(f"fault outage_s={self.outage_s} must not be negative")
         if self.token_ttl is not None and self.token_ttl <= 0:
             raise ValueError(f"fault token_ttl={self.token_ttl} must be a positive number of seconds")
 
@@ -60,6 +63,7 @@ _PARSERS = {
     "truncate_rate": float,
     "date_offset_min": float,
     "read_lag_min": float,
+    "outage_s": float,
 }
 
 

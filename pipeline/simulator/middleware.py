@@ -49,6 +49,10 @@ class PlatformMiddleware:
             count = faults.next_api_request()
             if spec.latency_ms:
                 await asyncio.sleep(spec.latency_ms / 1000)
+            if spec.outage_s and faults.in_outage():
+                await self._server_error(send, date, 503)
+                self.platform.stats.request(f"{scope['method']} (injected outage)", 503)
+                return
             if spec.rate_limit_every and count % spec.rate_limit_every == 0:
                 await self._rate_limited(send, date, count // spec.rate_limit_every)
                 self.platform.stats.request(f"{scope['method']} (injected fault)", 429)

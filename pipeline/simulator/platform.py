@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections import Counter
 from typing import Any
 
@@ -44,11 +45,25 @@ class FaultState:
     """The active FaultSpec (replaceable at runtime) and seeded randomness for injecting it."""
 
     def __init__(self, spec: FaultSpec, seed: int) -> None:
-        self.spec = spec
+        self._spec = spec
+        self._outage_until = time.monotonic() + spec.outage_s
         self.rng = random.Random(f"faults:{seed}")
         self.drift_rng = generator(seed, 9)
         self._api_requests = 0
         self._lock = threading.Lock()
+
+    @property
+    def spec(self) -> FaultSpec:
+        return self._spec
+
+    @spec.setter
+    def spec(self, spec: FaultSpec) -> None:
+        # the outage window starts when the spec is set (a platform deploy starting now), on the wall clock
+        self._spec = spec
+        self._outage_until = time.monotonic() + spec.outage_s
+
+    def in_outage(self) -> bool:
+        return time.monotonic() < self._outage_until
 
     def next_api_request(self) -> int:
         with self._lock:

@@ -14,14 +14,15 @@ class PlatformRequestError(SourceError):
     """A request failed for good: a non-retryable status, or retries exhausted."""
 
     def __init__(self, method: str, endpoint: str, params: Mapping[str, str], status: int | None,
-                 attempts: int, detail: str) -> None:
+                 attempts: int, detail: str, *, retried_for: float | None = None) -> None:
         self.method, self.endpoint, self.params = method, endpoint, dict(params)
         self.status, self.attempts, self.detail = status, attempts, detail
         shown = "no response" if status is None else f"last status {status}"
+        over = "" if retried_for is None else f" over {retried_for:.0f} s"
         super().__init__(
-            f"{method} {endpoint} with params {self.params} failed after {attempts} attempt(s), {shown}: "
+            f"{method} {endpoint} with params {self.params} failed after {attempts} attempt(s){over}, {shown}: "
             f"{detail}. Check that LESSONSYNC_BASE_URL points at the platform and the platform is healthy; "
-            f"raise LESSONSYNC_MAX_ATTEMPTS / LESSONSYNC_RETRY_MAX_WAIT for a flaky network."
+            f"raise LESSONSYNC_RETRY_BUDGET (seconds of retrying per request) to ride out longer outages."
         )
 
 

@@ -4,6 +4,10 @@ Retried: 429, 5xx, timeouts, connection errors, and 200 bodies that are not comp
 exponential with jitter (0.1 s, 0.2 s, 0.4 s... + up to 0.1 s), capped by settings.retry_max_wait. A
 Retry-After hint (seconds or HTTP date) is honoured up to that cap; the exponential backoff is its floor,
 so `Retry-After: 0` cannot make us spin.
+
+A request retries until settings.retry_budget seconds have passed since its first try (or max_attempts
+tries, a bound the budget normally reaches first): an outage shorter than the budget is ridden out. The
+last wait is shortened so that the final try happens at the end of the budget, not after it.
 """
 
 from __future__ import annotations
@@ -12,7 +16,8 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from email.utils import parsedate_to_datetime
 
-from tenacity import RetryCallState, wait_exponential_jitter
+from tenacity import RetryCallState, stop_after_attempt, stop_after_delay, wait_exponential_jitter
+from tenacity.stop import stop_base
 from tenacity.wait import wait_base
 
 FIRST_WAIT = 0.1  # seconds before the first retry; doubles each time
@@ -57,12 +62,21 @@ def parse_http_date(value: str | None) -> datetime | None:
 class RetryAfterOrBackoff(wait_base):
     """max(Retry-After hint, exponential backoff with jitter), never more than `cap` seconds."""
 
-    def __init__(self, cap: float) -> None:
+    def __init__(self, cap: float, budget: float | None = None) -> None:
         self._cap = cap
+        self._budget = budget
         self._backoff = wait_exponential_jitter(multiplier=FIRST_WAIT, max=cap, exp_base=2, jitter=FIRST_WAIT)
 
     def __call__(self, retry_state: RetryCallState) -> float:
         backoff = self._backoff(retry_state)
         outcome = retry_state.outcome
         hint = getattr(outcome.exception(), "retry_after", None) if outcome is not None else None
-        return min(self._cap, max(hint or 0.0, backoff))
+        wait = min(self._cap, max(hint or 0.0, backoff))
+        if self._budget is not None:  # never sleep past the budget: the last try comes as it ends
+            wait = min(wait, max(0.0, self._budget - retry_state.seconds_since_start))
+        return wait
+
+
+def stop_when_spent(budget: float, max_attempts: int) -> stop_base:
+    """Stop retrying once `budget` seconds have passed since the first try, or after `max_attempts` tries."""
+    return stop_after_delay(budget) | stop_after_attempt(max_attempts)

@@ -1,6 +1,6 @@
 """What one stream run did, for Dagster metadata and logs: requests, retries, pages, rows per table,
-quarantined records, sweep passes, whether the result is complete, the server time it started and the
-newest lastDate it listed (the two clocks the cursor rule of pipeline/windows.py weighs)."""
+quarantined records, new fields the platform added, sweep passes, whether the result is complete, the server
+time it started and the newest lastDate it listed (the two clocks the cursor rule of pipeline/windows.py weighs)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import pyarrow.compute as pc
+
+from pipeline.source.new_fields import count_new_fields
 
 if TYPE_CHECKING:
     from pipeline.source.requests import Page
@@ -25,6 +27,7 @@ class RunStats:
     records: int = 0  # valid records of the stream's own table (before any dedupe by key)
     rows: dict[str, int] = field(default_factory=dict)  # rows yielded per table
     quarantined: int = 0
+    new_fields: dict[str, int] = field(default_factory=dict)  # "table.api.path" -> records with that new field
     passes: int = 0  # sweeps of the window (more than 1 when page drift was seen)
     complete: bool = True  # False: drift persisted; do not advance the cursor past this window
     planned_requests: int = 0  # answers: requests in the plan (before re-sweeps)
@@ -46,6 +49,7 @@ class RunStats:
         self.quarantined += page.quarantined
         for batch in page.batches:
             self.rows[batch.table.name] = self.rows.get(batch.table.name, 0) + batch.records.num_rows
+            count_new_fields(batch.table.name, batch.records, self.new_fields)
         cursor_field = page.batches[0].table.cursor_field if page.own is not None else None
         if cursor_field is not None:
             self.note_newest(pc.max(page.own.column(cursor_field)).as_py())

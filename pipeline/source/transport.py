@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import httpx
 import orjson
 from pydantic import ValidationError
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type
 
 from pipeline.settings import Settings
 from pipeline.source.aio import AiohttpTransport
@@ -32,7 +32,7 @@ from pipeline.source.errors import (
     TruncatedBody,
 )
 from pipeline.source.models import TokenResponse
-from pipeline.source.retrying import RetryAfterOrBackoff, parse_http_date, retry_after_seconds
+from pipeline.source.retrying import RetryAfterOrBackoff, parse_http_date, retry_after_seconds, stop_when_spent
 
 log = logging.getLogger("lessonsync.source")
 
@@ -93,13 +93,14 @@ class Transport:
     async def _request(self, method: str, path: str, params: Mapping[str, str], body: Any,
                        decode: Decode[T], *, authenticated: bool) -> T:
         retrying = AsyncRetrying(
-            stop=stop_after_attempt(self._settings.max_attempts),
-            wait=RetryAfterOrBackoff(self._settings.retry_max_wait),
+            stop=stop_when_spent(self._settings.retry_budget, self._settings.max_attempts),
+            wait=RetryAfterOrBackoff(self._settings.retry_max_wait, self._settings.retry_budget),
             retry=retry_if_exception_type(RetryableFailure),
             before_sleep=lambda state: self._note_retry(method, path, state),
             reraise=True,
         )
         attempts = 0
+        started = time.monotonic()
         try:
             async for attempt in retrying:
                 with attempt:
@@ -107,7 +108,8 @@ class Transport:
                     return await self._attempt(method, path, params, body, decode, authenticated, attempts)
         except RetryableFailure as failure:
             raise PlatformRequestError(method, path, params, failure.status, attempts,
-                                       self.auth.redact(failure.detail)) from None
+                                       self.auth.redact(failure.detail),
+                                       retried_for=time.monotonic() - started) from None
         raise AssertionError("unreachable: tenacity either returns or raises")
 
     def _note_retry(self, method: str, path: str, state: RetryCallState) -> None:

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 def commit_load(load: Load, tables: tuple[TableLoad, ...], cursor: datetime | None,
                 complete_snapshots: tuple[str, ...], replace_children_of: ChildLinks | None,
-                stats: Mapping[str, Any]) -> LoadResult:
+                stats: Mapping[str, Any], *, cursor_reset: bool = False) -> LoadResult:
     warehouse = load.warehouse
     with warehouse.connect(read_only=False) as conn:
         ensure_state_tables(conn)
@@ -45,7 +45,7 @@ def commit_load(load: Load, tables: tuple[TableLoad, ...], cursor: datetime | No
         recover(conn, warehouse.lake_dir, warehouse.upsert_strategy, warehouse.slice_rows, memory_limit)
         conn.begin()  # creating or evolving the tables commits on its own: empty tables, no cursor, no rows
         try:
-            plan = _plan(conn, load, tables, cursor, complete_snapshots, replace_children_of, stats)
+            plan = _plan(conn, load, tables, cursor, complete_snapshots, replace_children_of, stats, cursor_reset)
         except BaseException:
             conn.rollback()
             raise
@@ -76,7 +76,7 @@ def commit_load(load: Load, tables: tuple[TableLoad, ...], cursor: datetime | No
 
 def _plan(conn: duckdb.DuckDBPyConnection, load: Load, tables: tuple[TableLoad, ...], cursor: datetime | None,
           complete_snapshots: tuple[str, ...], replace_children_of: ChildLinks | None,
-          stats: Mapping[str, Any]) -> LoadPlan:
+          stats: Mapping[str, Any], cursor_reset: bool = False) -> LoadPlan:
     catalog = ensure_tables(conn, [table_def(spec) for spec in load.specs.values()])
     for name in complete_snapshots:
         if name not in catalog:
@@ -87,7 +87,7 @@ def _plan(conn: duckdb.DuckDBPyConnection, load: Load, tables: tuple[TableLoad, 
         seq=_next_seq(conn, load.warehouse.lake_dir), load_id=load.load_id, stream=load.stream,
         run_id=load.run_id, started_at=load.started_at, loaded_at=_load_time(conn, load.warehouse.clock()),
         cursor=cursor, tables=tables, complete_snapshots=complete_snapshots, children=links,
-        catalog=tuple(catalog.values()), stats=stats)
+        catalog=tuple(catalog.values()), stats=stats, cursor_reset=cursor_reset)
 
 
 def _certainly_not_committed(conn: duckdb.DuckDBPyConnection, seq: int) -> bool:

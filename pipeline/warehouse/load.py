@@ -75,7 +75,8 @@ class Load:
             self._writers[spec.name].write(piece)
 
     def commit(self, cursor: datetime | None = None, complete_snapshots: Iterable[str] = (),
-               replace_children_of: ChildLinks | None = None, stats: Mapping[str, Any] | None = None) -> LoadResult:
+               replace_children_of: ChildLinks | None = None, stats: Mapping[str, Any] | None = None,
+               *, cursor_reset: bool = False) -> LoadResult:
         """Make everything written visible in the warehouse with the stream's new cursor, atomically.
 
         cursor: the stream's new cursor; the stored one only moves forward (an older one is ignored).
@@ -83,6 +84,7 @@ class Load:
         replace_children_of: {child: parent or ChildOf}; None = every registered child of a table
             written here (see links.py); {} = none.
         stats: JSON-serializable numbers to record with the load (requests, retries...).
+        cursor_reset: store `cursor` as it is, even backwards (pipeline.warehouse.reset; nothing else).
         """
         self._require_open()
         if cursor is not None:
@@ -99,7 +101,7 @@ class Load:
                            for name, spec in self._specs.items())
             hooks.reached("parts_written")
             result = commit_load(self, tables, cursor, tuple(sorted(set(complete_snapshots))),
-                                 replace_children_of, stats)
+                                 replace_children_of, stats, cursor_reset=cursor_reset)
         except BaseException:
             if not self._has_manifest():  # once the manifest exists the parts belong to a committed load
                 self._discard()

@@ -60,6 +60,7 @@ class LoadPlan:
     children: tuple[ChildLink, ...]
     catalog: tuple[TableDef, ...]
     stats: Mapping[str, Any] = field(default_factory=dict)
+    cursor_reset: bool = False  # an operator's `lessonsync reset`: the cursor is SET to `cursor` (moved back)
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,8 @@ def to_json(plan: LoadPlan, outcome: LoadOutcome) -> bytes:
         "outcome": {"cursor_before": _iso(outcome.cursor_before), "cursor_after": _iso(outcome.cursor_after),
                     "tables": {name: s.as_dict() for name, s in outcome.tables.items()}},
     }
+    if plan.cursor_reset:  # only then: manifests of ordinary loads stay as they were
+        doc["cursor_reset"] = True
     return json.dumps(doc, indent=1, sort_keys=False).encode()
 
 
@@ -105,7 +108,7 @@ def from_json(raw: bytes, where: str) -> tuple[LoadPlan, LoadOutcome]:
             children=tuple(ChildLink(c["child"], c["parent"], tuple((a, b) for a, b in c["on"]))
                            for c in doc["children"]),
             catalog=tuple(_table_def_from(t) for t in doc["catalog"]),
-            stats=doc["stats"],
+            stats=doc["stats"], cursor_reset=bool(doc.get("cursor_reset", False)),
         )
         out = doc["outcome"]
         outcome = LoadOutcome(_dt(out["cursor_before"]), _dt(out["cursor_after"]),

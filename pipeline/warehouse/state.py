@@ -52,10 +52,13 @@ def read_cursor(conn: duckdb.DuckDBPyConnection, stream: str) -> datetime | None
 
 
 def advance_cursor(conn: duckdb.DuckDBPyConnection, plan: LoadPlan) -> tuple[datetime | None, datetime | None]:
-    """Store max(stored cursor, requested cursor) for the plan's stream; return (before, after)."""
+    """Store max(stored cursor, requested cursor) for the plan's stream; return (before, after). A cursor reset
+    (`lessonsync reset`, checked there never to move forward) stores the requested cursor as it is."""
     before = read_cursor(conn, plan.stream)
     candidates = [c for c in (before, plan.cursor) if c is not None]
     after = max(candidates) if candidates else None
+    if plan.cursor_reset:
+        after = plan.cursor
     conn.execute(
         f"INSERT INTO {SYNC_STATE} VALUES (?, ?, ?, ?) ON CONFLICT (stream) DO UPDATE SET "
         "cursor = excluded.cursor, last_load_seq = excluded.last_load_seq, last_loaded_at = excluded.last_loaded_at",

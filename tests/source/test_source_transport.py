@@ -55,6 +55,19 @@ def test_exhausted_retries_name_endpoint_params_and_status(state):
     assert len(state.seen) == 3
 
 
+def test_the_retry_budget_ends_retries_on_time_not_after_it(state, caplog):
+    state.script = [status(503)] * 1000
+    caplog.set_level(logging.INFO, logger="lessonsync.source")
+    with edge_server(state) as url, PlatformClient(
+            settings_for(url, retry_budget=1.5, max_attempts=1000, retry_max_wait=0.4)) as client:
+        with pytest.raises(PlatformRequestError) as failure:
+            list(client.iter_stream("categories"))
+    waits = [float(w) for w in re.findall(r"waiting ([0-9.]+) s", caplog.text)]
+    assert sum(waits) <= 1.5 + 1e-6 and sum(waits) >= 1.0  # the budget spent, never overshot by a wait
+    assert len(state.seen) == len(waits) + 1 and failure.value.attempts == len(waits) + 1 >= 5
+    assert "last status 503" in str(failure.value) and "LESSONSYNC_RETRY_BUDGET" in str(failure.value)
+
+
 def test_client_errors_are_not_retried(state):
     state.script = [status(400)]
     with edge_server(state) as url, PlatformClient(settings_for(url)) as client:

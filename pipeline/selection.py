@@ -1,0 +1,36 @@
+"""`--select` for in-process runs: a Dagster selection widened to whole multi-assets. Assets fetched together
+(answers with answer_results, groups with users and group_members, ...) cannot be materialized apart
+(can_subset=False), so selecting one selects its neighbours, and the caller says so."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dagster import AssetKey, AssetSelection, Definitions
+
+
+@dataclass(frozen=True)
+class WidenedSelection:
+    select: list[str]  # selection strings for run_sync: the original ones, plus one per added key
+    added: dict[str, list[str]]  # selected key -> the neighbours it brought in (user strings)
+
+
+def widen_to_whole_multi_assets(defs: Definitions, select: Sequence[str]) -> WidenedSelection:
+    """`select` plus every asset that must run with a selected one; ValueError when nothing matches."""
+    graph = defs.resolve_asset_graph()
+    selected = AssetSelection.from_string(" or ".join(f"({s})" for s in select)).resolve(graph)
+    if not selected:
+        raise ValueError(f"--select {' '.join(select)!r} matches no asset; try 'group:progress' or "
+                         "'key:lms/answers'")
+    added: dict[str, list[str]] = {}
+    extra: set[AssetKey] = set()
+    for key in sorted(selected):
+        node = graph.get(key)
+        if not graph.has(key) or node.assets_def.can_subset:
+            continue
+        missing = sorted(set(node.assets_def.keys) - selected - extra)
+        if missing:
+            added[key.to_user_string()] = [k.to_user_string() for k in missing]
+            extra.update(missing)
+    return WidenedSelection([*select, *(f'key:"{k.to_user_string()}"' for k in sorted(extra))], added)

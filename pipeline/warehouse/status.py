@@ -1,0 +1,45 @@
+"""What each stream's state is, read from the lake's load manifests alone: readable while a sync holds the
+DuckDB file (the manifests are written atomically, one per committed load, and never change)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from pipeline.warehouse.lake import list_manifests
+from pipeline.warehouse.manifest import from_json
+
+QUARANTINE_TABLE = "quarantine"
+
+
+@dataclass
+class StreamStatus:
+    stream: str
+    cursor: datetime | None = None  # where the next window starts (minus the lookback); None: the beginning
+    last_load_at: datetime | None = None  # the last load that fetched (a reset is not one)
+    last_run_id: str | None = None
+    last_rows: int = 0  # rows that load fetched, over its tables (quarantine rows apart)
+    last_quarantined: int = 0  # records that load quarantined
+    quarantined: int = 0  # records quarantined by every load of the stream
+    loads: int = 0
+    last_reset_at: datetime | None = None
+
+
+def stream_statuses(lake_dir: Path) -> list[StreamStatus]:
+    """Every stream that has committed a load, replaying the manifests in commit order."""
+    streams: dict[str, StreamStatus] = {}
+    for _, path in list_manifests(lake_dir):
+        plan, outcome = from_json(path.read_bytes(), str(path))
+        status = streams.setdefault(plan.stream, StreamStatus(plan.stream))
+        status.cursor = outcome.cursor_after
+        if plan.cursor_reset:
+            status.last_reset_at = plan.loaded_at
+            continue
+        fetched = {name: stats.fetched for name, stats in outcome.tables.items()}
+        quarantined = fetched.pop(QUARANTINE_TABLE, 0)
+        status.loads += 1
+        status.quarantined += quarantined
+        status.last_load_at, status.last_run_id = plan.loaded_at, plan.run_id
+        status.last_rows, status.last_quarantined = sum(fetched.values()), quarantined
+    return sorted(streams.values(), key=lambda s: s.stream)

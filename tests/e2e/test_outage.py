@@ -1,0 +1,76 @@
+"""A platform outage in the middle of a sync: ridden out within LESSONSYNC_RETRY_BUDGET, a clear failure past it
+(cursor unchanged, the failure alert sent)."""
+
+import threading
+import time
+
+import duckdb
+import pytest
+from alert_receiver import alert_receiver, evaluate_failure_sensor
+from dagster import DagsterInstance
+from stack_helpers import RAW, assert_warehouse_equals_platform
+
+from pipeline.instance import SHIPPED_CONFIG
+from pipeline.stack import Stack, local_stack
+from pipeline.sync import SyncReport
+
+
+def _cursors(stack: Stack) -> dict[str, object]:
+    with duckdb.connect(str(stack.warehouse_path), read_only=True) as conn:
+        return dict(conn.execute("SELECT stream, cursor FROM lms._sync_state").fetchall())
+
+
+def _sync_with_outage_midway(stack: Stack, outage_s: float) -> SyncReport:
+    """Start a slowed sync, and once two streams have committed, take every /v1 route down for `outage_s`."""
+    stack.sim.set_faults("latency_ms=30")
+    manifests = stack.data_dir / "lake" / "_loads"
+    before = len(list(manifests.glob("*.json")))
+    outcome: list[SyncReport] = []
+    runner = threading.Thread(target=lambda: outcome.append(stack.sync(select=RAW)))
+    runner.start()
+    deadline = time.monotonic() + 120
+    while len(list(manifests.glob("*.json"))) < before + 2 and runner.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert runner.is_alive(), "the sync finished before the outage could start"
+    stack.sim.set_faults(f"latency_ms=30,outage_s={outage_s}")
+    runner.join(timeout=600)
+    assert not runner.is_alive() and outcome
+    assert stack.sim.stats()["faults"]["5xx"] > 0, "the outage answered no request"
+    return outcome[0]
+
+
+@pytest.mark.slow
+def test_a_sixty_second_outage_mid_sync_is_ridden_out_and_the_warehouse_is_exact(tmp_path):
+    with local_stack(tmp_path / "data", scale="tiny", page_size=20) as stack:
+        stack.env["LESSONSYNC_RETRY_MAX_WAIT"] = "2"  # retry every 2 s at most, so the run resumes soon after
+        report = _sync_with_outage_midway(stack, outage_s=60)
+        assert report.success, report.error
+        stack.sim.set_faults("")
+        assert_warehouse_equals_platform(stack)
+
+
+@pytest.mark.slow
+def test_an_outage_longer_than_the_budget_fails_clearly_and_keeps_the_cursor(tmp_path):
+    with local_stack(tmp_path / "data", scale="tiny", page_size=20) as stack:
+        assert stack.sync(select=RAW).success
+        cursors = _cursors(stack)
+        stack.advance(hours=6)
+        stack.env.update({"LESSONSYNC_RETRY_BUDGET": "4", "LESSONSYNC_RETRY_MAX_WAIT": "1"})
+        stack.sim.set_faults("outage_s=3600")  # down from before the run starts, so no stream commits
+        instance = DagsterInstance.ephemeral()
+        report = stack.sync(select=RAW, instance=instance)
+        assert not report.success
+        assert "last status 503" in report.error and " /v1/" in report.error, report.error
+        assert "LESSONSYNC_RETRY_BUDGET" in report.error
+        assert _cursors(stack) == cursors
+        with alert_receiver() as receiver:
+            evaluate_failure_sensor(instance, report.run_id, {"LESSONSYNC_ALERT_WEBHOOK_URL": receiver.url})
+        assert [alert["run_id"] for alert in receiver.bodies] == [report.run_id]
+        assert "last status 503" in receiver.bodies[0]["error"]
+
+
+def test_the_shipped_instance_retries_a_failed_run_a_limited_number_of_times(tmp_path):
+    (tmp_path / "dagster.yaml").write_text(SHIPPED_CONFIG.read_text())
+    with DagsterInstance.from_config(str(tmp_path)) as instance:
+        assert instance.run_retries_enabled and instance.run_retries_retry_on_asset_or_op_failure
+        assert instance.run_retries_max_retries == 2

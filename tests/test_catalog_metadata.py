@@ -1,0 +1,36 @@
+"""What catalogs read: every raw lms/* asset declares its columns (from the table declarations), DuckDB table
+name and key; the `lessonsync sync` summary lists loads one per line and the models' build apart."""
+
+from dagster import AssetKey
+
+from pipeline.definitions import build_definitions
+from pipeline.source import TABLES
+from pipeline.sync_cli import summary_lines
+
+
+def test_every_raw_asset_declares_its_columns_and_table_name():
+    graph = build_definitions().resolve_asset_graph()
+    raw = [key for key in graph.get_all_asset_keys() if key.path[0] == "lms"]
+    assert len(raw) >= 13
+    for key in raw:
+        metadata = graph.get(key).metadata
+        table = key.path[-1]
+        assert metadata["dagster/table_name"] == f"lms.{table}"
+        columns = [c.name for c in metadata["dagster/column_schema"].columns]
+        if table in TABLES:
+            assert columns == TABLES[table].schema.names, table
+        assert all(c.type for c in metadata["dagster/column_schema"].columns)
+    assert graph.get(AssetKey(["lms", "answers"])).metadata["primary_key"] == ", ".join(TABLES["answers"].key)
+
+
+def test_the_summary_lists_loads_then_the_models_apart():
+    lines = summary_lines({
+        "lms/groups": {"rows_fetched": 20, "rows_inserted": 1, "rows_updated": 0, "rows_deleted": 2,
+                       "dagster/row_count": 19},
+        "lms/certificates": {"events_loaded": 3, "dagster/row_count": 7},
+        **{f"analytics/model_{i}": {"dagster/row_count": 1000 + i, "seconds": 0.1} for i in range(20)},
+    })
+    assert lines[0].startswith("lms/certificates") and lines[1].startswith("lms/groups")
+    assert "rows now         19" in lines[1] and "deleted       2" in lines[1]
+    assert lines[2].startswith("models built: 20 (rows) model_0 1,000, model_1 1,001")
+    assert len(lines) < 2 + 20 and not any(line.startswith("analytics/") for line in lines)

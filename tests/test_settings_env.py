@@ -1,0 +1,87 @@
+"""Every setting honours a `.env` file, not only the environment: each Settings field read from `.env` with a
+non-default value, and the modules that read settings at import time (freshness policy, shrink check, models
+directory) see `.env` values in a fresh process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import typing
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr
+
+from pipeline.settings import Settings, load_settings
+
+# Values that are valid and differ from the default; fields not listed get one derived from their type, and a
+# field whose type gives none fails the test, naming itself (so a new setting is covered when it is added).
+EXAMPLES = {
+    "base_url": ("http://platform.example:9000", "http://platform.example:9000"),
+    "first_page": ("0", "0"),
+    "answers_refetch": ("window", "window"),
+    "log_level": ("WARNING", "WARNING"),
+    "duckdb_memory_limit": ("1GB", "1GB"),
+    "analytics_as_of": ("2026-01-31T00:00:00Z", "2026-01-31T00:00:00Z"),
+    "nightly_cron": ("0 5 * * *", "0 5 * * *"),
+}
+
+
+def example(name: str, default: object, annotation: object) -> tuple[str, object]:
+    """(text for .env, expected value) for field `name`."""
+    if name in EXAMPLES:
+        return EXAMPLES[name]
+    kinds = {a for a in typing.get_args(annotation)} | {annotation}
+    if SecretStr in kinds:
+        return "an-example-secret", "an-example-secret"
+    if Path in kinds:
+        return "/tmp/lessonsync-env-example", Path("/tmp/lessonsync-env-example")
+    if timedelta in kinds:
+        return "PT7M", timedelta(minutes=7)
+    if bool in kinds:
+        return str(not default).lower(), not default
+    if int in kinds:
+        value = (default or 1) + 1
+        return str(value), value
+    if float in kinds:
+        value = round((default or 1.0) * 0.5, 6)
+        return str(value), value
+    pytest.fail(f"Settings.{name}: add a valid non-default example to EXAMPLES in this test")
+
+
+def plain(value: object) -> object:
+    return value.get_secret_value() if isinstance(value, SecretStr) else value
+
+
+def test_every_settings_field_is_read_from_a_dotenv_file(tmp_path, monkeypatch):
+    for name in list(os.environ):
+        if name.startswith("LESSONSYNC_"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    lines, expected = [], {}
+    for name, info in Settings.model_fields.items():
+        text, value = example(name, info.default, info.annotation)
+        lines.append(f"LESSONSYNC_{name.upper()}={text}")
+        expected[name] = value
+    (tmp_path / ".env").write_text("\n".join(lines) + "\n")
+    settings, defaults = load_settings(), Settings(_env_file=None)
+    for name, value in expected.items():
+        got = plain(getattr(settings, name))
+        assert got != plain(getattr(defaults, name)), f"LESSONSYNC_{name.upper()} in .env was ignored"
+        if value is not None:
+            assert got == value, name
+
+
+def test_modules_reading_settings_at_import_see_dotenv(tmp_path):
+    (tmp_path / ".env").write_text("LESSONSYNC_FRESHNESS_HOURS=50\nLESSONSYNC_MAX_DELETED_FRACTION=0.05\n"
+                                   f"LESSONSYNC_MODELS_DIR={tmp_path / 'models'}\n")
+    code = ("import pipeline.freshness as f, pipeline.assets.checks as c, pipeline.analytics.models as m; "
+            "print(f.FAIL_AFTER.total_seconds(), c.MAX_DELETED_FRACTION, m.models_dir())")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LESSONSYNC_")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == [str(50 * 3600.0), "0.05", str(tmp_path / "models")]
