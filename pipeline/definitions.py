@@ -3,7 +3,7 @@
 import os
 from pathlib import Path
 
-from dagster import Definitions, EnvVar, in_process_executor
+from dagster import Definitions, EnvVar
 
 from pipeline.assets.analytics import analytics_assets, analytics_checks
 from pipeline.assets.certificates import certificates
@@ -12,6 +12,7 @@ from pipeline.assets.progress import active_lessons, answers
 from pipeline.assets.snapshots import snapshot_assets
 from pipeline.jobs import check_warehouse_job, full_refresh_job, nightly_sync_job
 from pipeline.resources import PlatformResource, WarehouseResource
+from pipeline.runs.executor import lessonsync_executor
 from pipeline.schedules import nightly_sync_schedule
 from pipeline.sensors import certificate_inbox_sensor
 from pipeline.webhooks.resource import InboxResource
@@ -38,7 +39,8 @@ def build_definitions() -> Definitions:
             "inbox": InboxResource(path=str(Path(data_dir) / "inbox.sqlite3")),
         },
         # Steps share one process: DuckDB allows one writer, and the client already fetches concurrently.
-        executor=in_process_executor,
+        # Dagster's in-process executor, plus run-process tags, dead-run recovery and a watched pool wait.
+        executor=lessonsync_executor,
     )
 
 

@@ -13,6 +13,7 @@ from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PART
 from pipeline.assets.loading import WINDOW_TAG
 
 from pipeline.instance import ensure_dagster_home
+from pipeline.runs.inprocess import execute_in_process
 from pipeline.settings import load_settings
 from pipeline.partitions import updated_daily
 
@@ -45,7 +46,7 @@ def run_job(job_name: str, *, select: Sequence[str] = (), data_dir: Path | None 
         ensure_dagster_home(data_dir or Path("data"))
         instance = DagsterInstance.get()
     keys = _selected_keys(defs, select) if select else None
-    partition: dict[str, object] = {}
+    partition: dict[str, Any] = {}
     if partition_range is not None:
         partition = {"tags": {WINDOW_TAG: "partition", ASSET_PARTITION_RANGE_START_TAG: partition_range[0],
                               ASSET_PARTITION_RANGE_END_TAG: partition_range[1]}}
@@ -54,8 +55,8 @@ def run_job(job_name: str, *, select: Sequence[str] = (), data_dir: Path | None 
     # Dagster's console logger prints every engine event at DEBUG; cron users and the demo want the assets' own
     # progress lines (INFO) and problems. LESSONSYNC_LOG_LEVEL=DEBUG brings the engine events back.
     loggers = {"loggers": {"console": {"config": {"log_level": load_settings().log_level}}}}
-    result = job.execute_in_process(run_config=loggers, instance=instance, asset_selection=keys,
-                                    raise_on_error=False, **partition)
+    # LessonSync's executor: tags the run with this process, fails dead runs first, watches the pool wait.
+    result = execute_in_process(job, run_config=loggers, instance=instance, asset_selection=keys, **partition)
     report = SyncReport(success=result.success, run_id=result.run_id)
     for event in result.get_asset_materialization_events():
         materialization = event.event_specific_data.materialization
@@ -66,8 +67,15 @@ def run_job(job_name: str, *, select: Sequence[str] = (), data_dir: Path | None 
             report.failed_checks.append(f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}")
     if not result.success:
         failure = next((e for e in result.all_events if e.is_step_failure), None)
-        report.error = _root_message(failure.event_specific_data.error) if failure else "the run failed"
+        report.error = _root_message(failure.event_specific_data.error) if failure else _run_failure(result)
     return report
+
+
+def _run_failure(result: Any) -> str:
+    """Why a run failed outside any step (e.g. a pool wait that timed out)."""
+    failure = next((e for e in result.all_events if e.event_type_value == "PIPELINE_FAILURE"), None)
+    data = failure.event_specific_data if failure else None
+    return _root_message(data.error) if data is not None and data.error is not None else "the run failed"
 
 
 def _root_message(error: Any) -> str:
