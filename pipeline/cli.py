@@ -13,6 +13,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "simulate": ("pipeline.simulator.cli", "serve the platform simulator over HTTP"),
     "receive": ("pipeline.webhooks.cli", "run the certificate webhook receiver"),
     "sync": ("pipeline.sync_cli", "run the sync assets in-process (for cron users)"),
+    "recover": ("pipeline.recover_cli", "fail runs whose process died and free their pool slots"),
     "rebuild": ("pipeline.rebuild_cli", "rebuild the DuckDB tables from the Parquet lake alone"),
     "demo": ("pipeline.demo", "simulator + receiver + full and incremental sync, then a summary"),
 }

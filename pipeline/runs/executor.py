@@ -32,8 +32,8 @@ class WatchedInProcessExecutor(InProcessExecutor):
         run = plan_context.dagster_run
         if recorded_process(run.tags) is None:  # launched by the daemon or the UI: tag it from inside the run
             plan_context.instance.add_run_tags(run.run_id, current_process().tags())
-        for recovered in recover_dead_runs(plan_context.instance, by=f"run {run.run_id}"):
-            plan_context.log.warning(recovered.message)
+        for message in recover_dead_runs(plan_context.instance, by=f"run {run.run_id}"):
+            plan_context.log.warning(message)
         yield DagsterEvent.engine_event(
             plan_context, f"Executing steps in process (pid: {os.getpid()})",
             event_specific_data=EngineEventData.in_process(os.getpid(), execution_plan.step_keys_to_execute))
