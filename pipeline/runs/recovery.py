@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter
 
 from pipeline.runs.identity import HOST_TAG, recorded_process, this_host
 
@@ -25,12 +25,12 @@ def recover_dead_runs(instance: DagsterInstance, *, by: str = "lessonsync") -> l
     return messages + _free_slots_of_finished_runs(instance)
 
 
-def _is_dead(run) -> bool:
+def _is_dead(run: DagsterRun) -> bool:
     process = recorded_process(run.tags)
     return process is not None and process.host == this_host() and not process.is_alive()
 
 
-def fail_run(instance: DagsterInstance, run, by: str) -> str:
+def fail_run(instance: DagsterInstance, run: DagsterRun, by: str) -> str:
     """Report `run` failed with a message saying why, and free its pool slots."""
     process = recorded_process(run.tags)
     where = "its process" if process is None else (
