@@ -13,6 +13,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "simulate": ("pipeline.simulator.cli", "serve the platform simulator over HTTP"),
     "receive": ("pipeline.webhooks.cli", "run the certificate webhook receiver"),
     "sync": ("pipeline.sync_cli", "run the sync assets in-process (for cron users)"),
+    "recover": ("pipeline.recover_cli", "fail runs whose process died and free their pool slots"),
     "rebuild": ("pipeline.rebuild_cli", "rebuild the DuckDB tables from the Parquet lake alone"),
     "status": ("pipeline.state_cli", "per stream: cursor, last load, quarantine, freshness (from the lake)"),
     "reset": ("pipeline.state_cli", "move one stream's cursor back; the next sync re-reads from there"),

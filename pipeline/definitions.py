@@ -3,7 +3,7 @@
 import os
 from pathlib import Path
 
-from dagster import Definitions, EnvVar, in_process_executor
+from dagster import Definitions, EnvVar
 
 from pipeline.alerts import failure_alert_sensor
 from pipeline.assets.analytics import analytics_assets, analytics_checks
@@ -16,6 +16,7 @@ from pipeline.jobs import (
     backfill_progress_job, check_warehouse_job, full_refresh_job, load_certificates_job, nightly_sync_job,
 )
 from pipeline.resources import PlatformResource, WarehouseResource
+from pipeline.runs.executor import lessonsync_executor
 from pipeline.schedules import nightly_sync_schedule
 from pipeline.sensors import certificate_inbox_sensor
 from pipeline.webhooks.resource import InboxResource
@@ -43,7 +44,8 @@ def build_definitions() -> Definitions:
             "backfill": BackfillWindow(),  # unset: cursor runs; set in the Launchpad to backfill a date range
         },
         # Steps share one process: DuckDB allows one writer, and the client already fetches concurrently.
-        executor=in_process_executor,
+        # Dagster's in-process executor, plus run-process tags, dead-run recovery and a watched pool wait.
+        executor=lessonsync_executor,
     )
 
 

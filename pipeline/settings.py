@@ -77,6 +77,10 @@ class Settings(BaseSettings):
         None, description="Reference instant of the marts' time-relative figures (ISO 8601 with offset); default: "
         "when the run starts."
     )
+    pool_wait_timeout: float = Field(
+        1800.0, gt=0, description="Seconds a step waits for a slot of the `warehouse` pool before its run fails, "
+        "naming the run that holds it (reported every 30 s while it waits)."
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", description="Console log level of in-process runs (lessonsync sync, demo); DEBUG adds every "
         "Dagster engine event."

@@ -10,6 +10,7 @@ from typing import Any
 from dagster import AssetKey, AssetSelection, DagsterInstance
 
 from pipeline.instance import ensure_dagster_home
+from pipeline.runs.inprocess import execute_in_process
 from pipeline.settings import load_settings
 
 
@@ -48,8 +49,8 @@ def run_job(job_name: str, *, select: Sequence[str] = (), data_dir: Path | None 
     # Dagster's console logger prints every engine event at DEBUG; cron users and the demo want the assets' own
     # progress lines (INFO) and problems. LESSONSYNC_LOG_LEVEL=DEBUG brings the engine events back.
     loggers = {"loggers": {"console": {"config": {"log_level": load_settings().log_level}}}}
-    result = job.execute_in_process(run_config={**loggers, **backfill}, instance=instance, asset_selection=keys,
-                                    raise_on_error=False)
+    # LessonSync's executor: tags the run with this process, fails dead runs first, watches the pool wait.
+    result = execute_in_process(job, run_config={**loggers, **backfill}, instance=instance, asset_selection=keys)
     report = SyncReport(success=result.success, run_id=result.run_id)
     for event in result.get_asset_materialization_events():
         materialization = event.event_specific_data.materialization
@@ -60,8 +61,15 @@ def run_job(job_name: str, *, select: Sequence[str] = (), data_dir: Path | None 
             report.failed_checks.append(f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}")
     if not result.success:
         failure = next((e for e in result.all_events if e.is_step_failure), None)
-        report.error = _root_message(failure.event_specific_data.error) if failure else "the run failed"
+        report.error = _root_message(failure.event_specific_data.error) if failure else _run_failure(result)
     return report
+
+
+def _run_failure(result: Any) -> str:
+    """Why a run failed outside any step (e.g. a pool wait that timed out)."""
+    failure = next((e for e in result.all_events if e.event_type_value == "PIPELINE_FAILURE"), None)
+    data = failure.event_specific_data if failure else None
+    return _root_message(data.error) if data is not None and data.error is not None else "the run failed"
 
 
 def _root_message(error: Any) -> str:

@@ -1,0 +1,46 @@
+"""`lessonsync recover`: what every run does before its steps, on demand, and the hand tool for the rest.
+
+Without arguments: this host's runs whose process is gone are marked failed and their pool slots freed (a
+live run, or a run on another host, is never touched). `--run RUN_ID`: fail that run and free its slots,
+for a run this host cannot judge (another host, or one that never recorded its process), once you know it
+is dead; refused for a run whose process is alive here."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--run", metavar="RUN_ID", help="fail this run and free its pool slots")
+    parser.add_argument("--data-dir", help="overrides LESSONSYNC_DATA_DIR (where the default DAGSTER_HOME is)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from dagster import DagsterInstance
+
+    from pipeline.instance import ensure_dagster_home
+    from pipeline.runs.identity import recorded_process, this_host
+    from pipeline.runs.recovery import fail_run, recover_dead_runs
+
+    ensure_dagster_home(Path(args.data_dir or os.environ.get("LESSONSYNC_DATA_DIR", "data")))
+    with DagsterInstance.get() as instance:
+        if args.run is None:
+            messages = recover_dead_runs(instance, by="lessonsync recover")
+            print("\n".join(messages) if messages else "nothing to recover: no dead run, no slot held by a finished run")
+            return 0
+        run = instance.get_run_by_id(args.run)
+        if run is None:
+            print(f"no run {args.run} in {instance.root_directory}")
+            return 1
+        process = recorded_process(run.tags)
+        if run.is_finished:
+            print(f"run {run.run_id} is {run.status.value}; only its slots are freed")
+            instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+            return 0
+        if process is not None and process.host == this_host() and process.is_alive():
+            print(f"run {run.run_id} is alive (pid {process.pid} on this host): not touched")
+            return 1
+        print(fail_run(instance, run, by="lessonsync recover --run"))
+        return 0

@@ -1,0 +1,29 @@
+"""`JobDefinition.execute_in_process`, with LessonSync's executor instead of the stock one it forces in
+(`execute_in_process_executor`), so `lessonsync sync` and the demo get the same run-process tags, dead-run
+recovery and watched pool wait as runs the daemon launches."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from dagster import AssetKey, DagsterInstance, JobDefinition
+from dagster._core.definitions.job_base import InMemoryJob
+from dagster._core.execution.execute_in_process import core_execute_in_process, merge_run_tags
+from dagster._core.execution.execute_in_process_result import ExecuteInProcessResult
+
+from pipeline.runs.executor import lessonsync_executor
+from pipeline.runs.identity import current_process
+
+
+def execute_in_process(job: JobDefinition, *, instance: DagsterInstance, run_config: Mapping[str, object],
+                       asset_selection: Sequence[AssetKey] | None = None, partition_key: str | None = None,
+                       tags: Mapping[str, str] | None = None) -> ExecuteInProcessResult:
+    """Run `job` here, never raising on a failed step; the run is tagged with this process from its creation,
+    so a kill even before its first step leaves a run the next one can judge."""
+    selection = list(asset_selection or [])
+    ephemeral = job.as_ephemeral_job(resource_defs={}, input_values={}, asset_selection=selection)
+    run_tags = merge_run_tags(job_def=job, partition_key=partition_key, tags={**(tags or {}), **current_process().tags()},
+                              asset_selection=selection, instance=instance, run_config=run_config)
+    return core_execute_in_process(run_config=run_config, job=InMemoryJob(ephemeral.with_executor_def(lessonsync_executor)),
+                                   instance=instance, output_capturing_enabled=True, raise_on_error=False,
+                                   run_tags=run_tags, asset_selection=frozenset(selection))

@@ -1,0 +1,30 @@
+"""Subprocess of test_recovery.py: `lessonsync sync <args>` that SIGKILLs itself when a warehouse commit
+reaches <point> for the <n>th time, given as "point:n" (pipeline/warehouse/hooks.py; "none": never, the
+parent kills it from outside)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+from pipeline import cli
+from pipeline.warehouse import hooks
+
+
+def main(kill_at: str, sync_args: list[str]) -> int:
+    point, _, nth = kill_at.partition(":")
+    reached_count = 0
+
+    def listener(reached: str) -> None:
+        nonlocal reached_count
+        reached_count += reached == point
+        if reached == point and reached_count == int(nth or 1):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    hooks.on_point(listener)
+    return cli.main(["sync", *sync_args])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2:]))
