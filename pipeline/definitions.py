@@ -17,6 +17,7 @@ from pipeline.jobs import (
 )
 from pipeline.resources import PlatformResource, WarehouseResource
 from pipeline.runs.executor import lessonsync_executor
+from pipeline.runs.sensor import dead_run_sensor
 from pipeline.schedules import nightly_sync_schedule
 from pipeline.sensors import certificate_inbox_sensor
 from pipeline.webhooks.resource import InboxResource
@@ -35,7 +36,7 @@ def build_definitions() -> Definitions:
         asset_checks=[*raw_table_checks, *analytics_checks],
         jobs=[nightly_sync_job, full_refresh_job, backfill_progress_job, load_certificates_job, check_warehouse_job],
         schedules=[nightly_sync_schedule],
-        sensors=[certificate_inbox_sensor, failure_alert_sensor],
+        sensors=[certificate_inbox_sensor, failure_alert_sensor, dead_run_sensor],
         resources={
             "platform": PlatformResource(base_url=_env("LESSONSYNC_BASE_URL"),
                                          app_secret=_env("LESSONSYNC_APP_SECRET")),

@@ -1,0 +1,51 @@
+"""dead_run_sensor on a real (temp) Dagster instance: a STARTED run whose process is gone is failed and its pool
+slot freed; a live run and a run recorded on another host are left alone."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+
+import psutil
+from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, build_sensor_context
+
+from pipeline.instance import SHIPPED_CONFIG
+from pipeline.runs.identity import RunProcess, current_process
+from pipeline.runs.sensor import dead_run_sensor
+
+
+def _started_run(instance: DagsterInstance, process: RunProcess) -> DagsterRun:
+    run = DagsterRun(job_name="nightly_sync", run_id=str(uuid.uuid4()), status=DagsterRunStatus.STARTED,
+                     tags=process.tags())
+    return instance.add_run(run)
+
+
+def _dead_process() -> RunProcess:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    started = psutil.Process(child.pid).create_time()
+    child.kill()
+    child.wait()
+    return RunProcess(current_process().host, child.pid, started)
+
+
+def test_dead_runs_of_this_host_are_failed_and_free_their_slot_others_are_untouched(tmp_path):
+    (tmp_path / "dagster.yaml").write_text(SHIPPED_CONFIG.read_text())
+    with DagsterInstance.from_config(str(tmp_path)) as instance:
+        dead = _started_run(instance, _dead_process())
+        alive = _started_run(instance, current_process())
+        elsewhere = _started_run(instance, RunProcess("another-host.example", 1, 0.0))
+        storage = instance.event_log_storage
+        storage.set_concurrency_slots("warehouse", 1)
+        assert storage.claim_concurrency_slot("warehouse", dead.run_id, "lms__answers").is_claimed
+
+        result = dead_run_sensor(build_sensor_context(instance=instance))
+
+        assert dead.run_id in result.skip_message and "dead_run_sensor" in result.skip_message
+        assert instance.get_run_by_id(dead.run_id).status == DagsterRunStatus.FAILURE
+        assert instance.get_run_by_id(alive.run_id).status == DagsterRunStatus.STARTED
+        assert instance.get_run_by_id(elsewhere.run_id).status == DagsterRunStatus.STARTED
+        assert dead.run_id not in storage.get_concurrency_run_ids()
+
+        again = dead_run_sensor(build_sensor_context(instance=instance))
+        assert again.skip_message == "no dead run on this host"
