@@ -244,7 +244,7 @@ class ObjectLake(LakeStore):
         return f"s3://{self._key(path)}"
 
     def attach(self, conn: duckdb.DuckDBPyConnection) -> None:
-        if "s3" not in conn.list_filesystems() and "s3fs" not in str(conn.list_filesystems()):
+        if "s3" not in conn.list_filesystems():  # s3fs registers under its protocol name
             conn.register_filesystem(self.fs)
 
     def _key(self, path: str) -> str:
