@@ -56,8 +56,8 @@ def ensure_dagster_home(data_dir: Path) -> Path:
 
 
 def _postgres_configured() -> bool:
-    """Whether the settings ask for a Postgres instance; the URL is exported for Dagster's `env:` lookup
-    when it came from a .env file."""
+    """Whether the settings ask for a Postgres instance. The URL is exported for Dagster's `env:` lookup (it
+    may come from a .env file), with psycopg2 named as its driver."""
     from pipeline.settings import load_settings  # settings import nothing of Dagster; keep this module light
 
     url = load_settings().dagster_postgres_url
@@ -66,8 +66,17 @@ def _postgres_configured() -> bool:
     if importlib.util.find_spec("dagster_postgres") is None:
         raise InstanceConfigError(f"{POSTGRES_URL_VARIABLE} is set but dagster-postgres is not installed: "
                                   "pip install 'lessonsync[postgres]' (or unset it to keep SQLite).")
-    os.environ.setdefault(POSTGRES_URL_VARIABLE, url.get_secret_value())
+    os.environ[POSTGRES_URL_VARIABLE] = with_psycopg2_driver(url.get_secret_value().strip())
     return True
+
+
+def with_psycopg2_driver(url: str) -> str:
+    """postgresql://... -> postgresql+psycopg2://...: SQLAlchemy 2.1 maps a bare postgresql:// to psycopg 3,
+    while dagster-postgres ships (and retries on the errors of) psycopg2."""
+    for bare in ("postgresql://", "postgres://"):
+        if url.startswith(bare):
+            return "postgresql+psycopg2://" + url.removeprefix(bare)
+    return url
 
 
 if __name__ == "__main__":  # `python -m pipeline.instance`: used by `make dev`
