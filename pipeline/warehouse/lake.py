@@ -17,6 +17,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.warehouse import hooks
 from pipeline.warehouse.errors import LakeError
 from pipeline.warehouse.lakestore import MANIFESTS, LakeStore, fsync_dir, open_lake
 from pipeline.warehouse.manifest import PartFile
@@ -156,6 +157,7 @@ class PartWriter:
         self._spooled = None
         self.parts.append(PartFile(f"{self.directory}/{name}", self._rows_in_part, size))
         self._rows_in_part = 0
+        hooks.reached("part_stored")
 
     def _part_name(self) -> str:
         return f"part-{len(self.parts):06d}.parquet"
