@@ -188,13 +188,15 @@ class ObjectLake(LakeStore):
 
     def create_manifest(self, name: str, data: bytes) -> str:
         key = self._key(f"{MANIFESTS}/{name}")
-        try:
-            self._call(f"write manifest {name} to", lambda: self.fs.pipe_file(key, data, mode="create"))
-        except LakeError as error:
-            if isinstance(error.__cause__, FileExistsError):
+
+        def put_if_absent() -> None:
+            try:
+                self.fs.pipe_file(key, data, mode="create")  # If-None-Match: * (412 if the key exists)
+            except FileExistsError:
                 raise LakeError(f"manifest s3://{key} already exists: another writer committed load {name} "
                                 "first. Only one process may write the warehouse at a time.") from None
-            raise
+
+        self._call(f"write manifest {name} to", put_if_absent)
         return f"s3://{key}"
 
     def remove_manifest(self, name: str) -> None:
@@ -257,9 +259,10 @@ class ObjectLake(LakeStore):
         except LakeError:
             raise
         except Exception as error:  # noqa: BLE001 - botocore, aiohttp and OSError all reach here
+            # `from None`: this message, which names the lake, is what a run's error shows (not the SDK's)
             raise LakeError(f"could not {what} the lake {self.location}: {describe(error)}. Check that the store "
                             "is reachable (AWS_ENDPOINT_URL), the bucket exists and the credentials "
-                            "(AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or AWS_PROFILE) may use it.") from error
+                            "(AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or AWS_PROFILE) may use it.") from None
 
 
 def describe(error: BaseException) -> str:

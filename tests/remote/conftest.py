@@ -47,12 +47,19 @@ def s3_env(moto_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> dict[str, 
 
 
 @pytest.fixture
-def remote_stack(tmp_path: Path, s3_env: dict[str, str], postgres_url: str) -> Iterator[tuple[Stack, DagsterInstance]]:
-    """A tiny simulator stack whose lake is in the S3 bucket and whose Dagster instance is on PostgreSQL."""
+def s3_stack(tmp_path: Path, s3_env: dict[str, str]) -> Iterator[Stack]:
+    """A tiny simulator stack whose lake is in a fresh S3 bucket (LESSONSYNC_LAKE_URL in Stack.env)."""
     with local_stack(tmp_path / "data", scale="tiny") as stack:
-        stack.env.update({"LESSONSYNC_LAKE_URL": s3_env["LESSONSYNC_LAKE_URL"],
-                          POSTGRES_URL_VARIABLE: postgres_url, "DAGSTER_HOME": str(tmp_path / "dagster_home")})
-        with environment({POSTGRES_URL_VARIABLE: postgres_url, "DAGSTER_HOME": str(tmp_path / "dagster_home")}):
-            ensure_dagster_home(stack.data_dir)
-            with DagsterInstance.get() as instance:
-                yield stack, instance
+        stack.env["LESSONSYNC_LAKE_URL"] = s3_env["LESSONSYNC_LAKE_URL"]
+        yield stack
+
+
+@pytest.fixture
+def remote_stack(s3_stack: Stack, tmp_path: Path, postgres_url: str) -> Iterator[tuple[Stack, DagsterInstance]]:
+    """The S3 stack, and a Dagster instance on a fresh PostgreSQL database (through ensure_dagster_home)."""
+    home = {POSTGRES_URL_VARIABLE: postgres_url, "DAGSTER_HOME": str(tmp_path / "dagster_home")}
+    s3_stack.env.update(home)
+    with environment(home):
+        ensure_dagster_home(s3_stack.data_dir)
+        with DagsterInstance.get() as instance:
+            yield s3_stack, instance
