@@ -48,9 +48,9 @@ def ensure_dagster_home(data_dir: Path) -> Path:
     current = config.read_text(encoding="utf-8") if config.exists() else None
     if current is None or (current != wanted and current in (instance_config(False), instance_config(True))):
         config.write_text(wanted, encoding="utf-8")
-    elif current != wanted and postgres:
-        log.warning("%s is set but %s was edited by hand and is left as it is: add the storage block of "
-                    "docs/deploy.md to it to use PostgreSQL.", POSTGRES_URL_VARIABLE, config)
+    elif postgres and "storage:" not in current:
+        log.warning("%s is set but %s, edited by hand, has no storage block and is left as it is: add the one "
+                    "of docs/deploy.md to use PostgreSQL.", POSTGRES_URL_VARIABLE, config)
     os.environ["DAGSTER_HOME"] = str(home)
     return home
 

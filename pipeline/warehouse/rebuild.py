@@ -68,8 +68,8 @@ def rebuild_into(lake_location: LakeStore | Path | str, target: Path, settings: 
     return RebuildReport(target, len(manifests), rows, time.monotonic() - started)
 
 
-def rebuild_in_place(warehouse: Path, lake_location: LakeStore | Path | str, settings: ConnectionSettings, strategy: str, *,
-                     backup: bool = True, also: Callable[[duckdb.DuckDBPyConnection], None] | None = None
+def rebuild_in_place(warehouse: Path, lake_location: LakeStore | Path | str, settings: ConnectionSettings,
+                     strategy: str, *, backup: bool = True, also: Callable[[duckdb.DuckDBPyConnection], None] | None = None
                      ) -> RebuildReport:
     """Rebuild `warehouse` from the lake and swap it in; keep the old file as <name>.before-rebuild."""
     fresh = warehouse.with_name(warehouse.name + ".rebuilt")

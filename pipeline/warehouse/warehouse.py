@@ -29,8 +29,8 @@ def utc_now() -> datetime:
 
 
 class Warehouse:
-    def __init__(self, path: Path, lake_dir: Path | str, *, memory_limit: str = "2GB", temp_directory: Path | None = None,
-                 threads: int | None = None, lock_timeout: float = 10.0, upsert_strategy: str = DEFAULT_STRATEGY,
+    def __init__(self, path: Path, lake_dir: Path | str, *, memory_limit: str = "2GB",
+                 temp_directory: Path | None = None, threads: int | None = None, lock_timeout: float = 10.0, upsert_strategy: str = DEFAULT_STRATEGY,
                  part_rows: int = 1_000_000, row_group_rows: int = 131_072,
                  slice_rows: int | None = DEFAULT_SLICE_ROWS, clock: Callable[[], datetime] = utc_now) -> None:
         if upsert_strategy not in STRATEGIES:
