@@ -155,7 +155,6 @@ class ObjectLake(LakeStore):
             raise LakeError(f"lake URL {url!r} names no bucket: use s3://bucket or s3://bucket/prefix.")
         self.bucket = self._root.split("/", 1)[0]
         self._fs = filesystem
-        self._spool: str | None = None
 
     def __repr__(self) -> str:
         return f"ObjectLake({self.location!r})"
@@ -163,8 +162,11 @@ class ObjectLake(LakeStore):
     @property
     def fs(self) -> Any:
         if self._fs is None:
-            import s3fs  # only deployments with an s3:// lake need it (extra "s3")
-
+            try:
+                import s3fs  # only deployments with an s3:// lake need it (extra "s3")
+            except ImportError:
+                raise LakeError(f"the lake {self.location} is on object storage but s3fs is not installed: "
+                                "pip install 'lessonsync[s3]'.") from None
             # No listing cache (another process may have committed since) and no shared instance (the
             # AWS variables are read when the filesystem is made).
             self._fs = s3fs.S3FileSystem(use_listings_cache=False, skip_instance_cache=True)
@@ -207,9 +209,10 @@ class ObjectLake(LakeStore):
         return f"s3://{self._key(f'{MANIFESTS}/{name}')}"
 
     def spool_path(self, directory: str, name: str) -> Path:
-        if self._spool is None:
-            self._spool = tempfile.mkdtemp(prefix="lessonsync-lake-")
-        return Path(self._spool) / f"{directory.replace('/', '_')}-{name}"
+        """A temp file of its own (TMPDIR), removed once uploaded or abandoned (a SIGKILL can leave one)."""
+        handle, path = tempfile.mkstemp(prefix="lessonsync-part-", suffix=".parquet")
+        os.close(handle)
+        return Path(path)
 
     def publish_part(self, spooled: Path, directory: str, name: str) -> int:
         size = spooled.stat().st_size
@@ -229,9 +232,6 @@ class ObjectLake(LakeStore):
             self.fs.rm(key, recursive=True)
         except Exception:  # noqa: BLE001 - best effort (also none there): an abandoned load's parts have no
             pass           # manifest, so nothing ever reads them
-        if self._spool is not None:
-            shutil.rmtree(self._spool, ignore_errors=True)
-            self._spool = None
 
     def part_size(self, path: str) -> int | None:
         def size() -> int | None:
