@@ -167,9 +167,10 @@ class ObjectLake(LakeStore):
             except ImportError:
                 raise LakeError(f"the lake {self.location} is on object storage but s3fs is not installed: "
                                 "pip install 'lessonsync[s3]'.") from None
-            # No listing cache (another process may have committed since) and no shared instance (the
-            # AWS variables are read when the filesystem is made).
-            self._fs = s3fs.S3FileSystem(use_listings_cache=False, skip_instance_cache=True)
+            # No shared instance: the AWS variables are read when the filesystem is made. Listings are cached
+            # for parts (immutable: DuckDB's several look-ups per file are then answered without a request),
+            # never trusted for manifests (another process may have committed since): those are listed afresh.
+            self._fs = s3fs.S3FileSystem(skip_instance_cache=True)
         return self._fs
 
     def manifest_names(self) -> list[str]:
@@ -235,10 +236,15 @@ class ObjectLake(LakeStore):
 
     def part_size(self, path: str) -> int | None:
         def size() -> int | None:
-            try:
-                return int(self.fs.info(self._key(path), refresh=True)["size"])
+            key = self._key(path)
+            folder = key.rsplit("/", 1)[0]
+            try:  # one LIST per load folder; it also answers the look-ups DuckDB makes before reading
+                listed = {entry["name"]: entry for entry in self.fs.ls(folder, detail=True)}
             except FileNotFoundError:
                 return None
+            if key not in listed:  # not in a listing that may predate it: ask for this object itself
+                listed = {entry["name"]: entry for entry in self.fs.ls(folder, detail=True, refresh=True)}
+            return int(listed[key]["size"]) if key in listed else None
 
         return self._call(f"check part {path} in", size)
 
