@@ -1,21 +1,24 @@
 """Real servers for the tests of the deployment setup, started on loopback on free ports and stopped
 afterwards: PostgreSQL from the machine's own binaries (initdb/pg_ctl into a temp dir), and moto's
-S3-compatible server (in this process, on a thread)."""
+S3-compatible server (`python -m moto.server`)."""
 
 from __future__ import annotations
 
 import glob
-import logging
 import os
 import secrets
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+import httpx
 
 PG_USER = "lessonsync"
 RUN_AS = "nobody"  # PostgreSQL refuses to run as root; this account exists on every Debian system
@@ -117,16 +120,42 @@ class S3Server:
         boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id="lessonsync-test",
                      aws_secret_access_key="any", region_name="us-east-1").create_bucket(Bucket=name)
 
+    @contextmanager
+    def checking_credentials(self) -> Iterator[None]:
+        """Within the block the server checks every request's key against its IAM, where ours are unknown."""
+        self._set_auth_after("0")
+        try:
+            yield
+        finally:
+            self._set_auth_after("inf")
+
+    def _set_auth_after(self, requests: str) -> None:
+        httpx.post(f"{self.endpoint}/moto-api/reset-auth", content=requests.encode(), timeout=30).raise_for_status()
+
 
 @contextmanager
 def s3_server() -> Iterator[S3Server]:
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one access-log line per request otherwise
+    """moto's server in its own process (serving S3 in the tests' process would compete with the sync for
+    the GIL), on 127.0.0.1:<free port>; stopped on exit."""
     port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
+    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    endpoint = f"http://127.0.0.1:{port}"
     try:
-        yield S3Server(f"http://127.0.0.1:{port}")
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                httpx.get(f"{endpoint}/moto-api/", timeout=2)
+                break
+            except httpx.TransportError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"moto's server did not start on {endpoint}") from None
+                time.sleep(0.1)
+        yield S3Server(endpoint)
     finally:
-        server.stop()
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=30)

@@ -7,16 +7,15 @@ import os
 
 import duckdb
 import pytest
-from moto.core.authorization import enable_iam_authentication
-from remote_servers import free_port
+from remote_servers import S3Server, free_port
 from stack_helpers import RAW
 
 from pipeline.stack import Stack
 
 
 @pytest.mark.parametrize("fault", ["unreachable", "refused"])
-def test_an_unusable_store_fails_the_run_naming_the_url_without_the_secret(s3_stack: Stack, fault: str,
-                                                                           monkeypatch: pytest.MonkeyPatch):
+def test_an_unusable_store_fails_the_run_naming_the_url_without_the_secret(
+        s3_stack: Stack, moto_server: S3Server, fault: str, monkeypatch: pytest.MonkeyPatch):
     url = s3_stack.env["LESSONSYNC_LAKE_URL"]
     assert s3_stack.sync(select=("key:lms/categories",)).success
     before = _cursor_and_loads(s3_stack)
@@ -26,7 +25,7 @@ def test_an_unusable_store_fails_the_run_naming_the_url_without_the_secret(s3_st
         monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")  # keep botocore's own retries short in the test
         failed = s3_stack.sync(select=RAW)
     else:
-        with enable_iam_authentication():  # moto now checks keys: ours is unknown to its IAM
+        with moto_server.checking_credentials():  # moto now checks keys: ours is unknown to its IAM
             failed = s3_stack.sync(select=RAW)
     assert not failed.success
     assert url in failed.error and "could not" in failed.error
