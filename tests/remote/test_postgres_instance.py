@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import duckdb
+import pytest
 from dagster import AssetKey, DagsterRunStatus, RunRequest, RunsFilter, build_sensor_context
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_START_TAG, RUN_KEY_TAG, SENSOR_NAME_TAG
 from dagster_postgres import PostgresRunStorage
@@ -19,6 +20,7 @@ from pipeline.webhooks.resource import InboxResource
 SENSOR = "certificate_inbox_sensor"
 
 
+@pytest.mark.slow
 def test_a_single_run_backfill_and_a_sensor_run_are_recorded_in_postgres(remote_stack):
     stack, instance = remote_stack
     assert isinstance(instance.run_storage, PostgresRunStorage)

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import s3fs
 from dagster import DagsterRunStatus, RunsFilter
 from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage, PostgresScheduleStorage
@@ -20,6 +21,7 @@ from pipeline.warehouse.lakestore import ObjectLake
 
 
 
+@pytest.mark.slow
 def test_full_and_incremental_sync_with_postgres_instance_and_s3_lake_equal_the_platform(remote_stack, tmp_path):
     stack, instance = remote_stack
     assert isinstance(instance.run_storage, PostgresRunStorage)
