@@ -19,11 +19,11 @@ import pyarrow.parquet as pq
 
 from pipeline.warehouse import hooks
 from pipeline.warehouse.errors import LakeError
-from pipeline.warehouse.lakestore import MANIFESTS, LakeStore, fsync_dir, open_lake
+from pipeline.warehouse.lakestore import LakeStore, open_lake
 from pipeline.warehouse.manifest import PartFile
 
-__all__ = ["MANIFESTS", "ManifestRef", "PartWriter", "check_parts", "fsync_dir", "list_manifests", "load_dir",
-           "manifest_name", "open_lake", "read_manifest"]
+__all__ = ["ManifestRef", "PartWriter", "check_parts", "list_manifests", "load_dir", "manifest_name",
+           "read_manifest"]
 
 _MANIFEST_NAME = re.compile(r"^(?P<seq>\d{10})-(?P<load_id>.+)\.json$")
 LakeLocation = LakeStore | Path | str

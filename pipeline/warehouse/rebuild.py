@@ -52,8 +52,8 @@ def rebuild_into(lake_location: LakeStore | Path | str, target: Path, settings: 
     conn = open_connection(partial, settings, read_only=False)
     try:
         ensure_state_tables(conn)
-        for _, path in manifests:
-            plan, recorded = from_json(read_manifest(lake, path), path.where)
+        for _, ref in manifests:
+            plan, recorded = from_json(read_manifest(lake, ref), ref.where)
             replay(conn, plan, recorded, lake, strategy, slice_rows, settings.memory_limit)
         if also is not None:
             also(conn)

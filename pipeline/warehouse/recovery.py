@@ -9,6 +9,7 @@ manifest recorded; anything else means the two have diverged and is reported, ne
 from __future__ import annotations
 
 import logging
+
 import duckdb
 
 from pipeline.warehouse.apply import apply_load
@@ -29,17 +30,17 @@ def recover(conn: duckdb.DuckDBPyConnection, lake: LakeStore, strategy: str,
     applied = applied_loads(conn)
     newest = max(applied, default=0)
     replayed = 0
-    for seq, path in list_manifests(lake):
+    for seq, ref in list_manifests(lake):
         if seq in applied:
-            if not path.name.endswith(f"-{applied[seq]}.json"):
-                raise LakeError(f"load {seq} is {applied[seq]} in the warehouse but {path.name} in the lake: "
+            if not ref.name.endswith(f"-{applied[seq]}.json"):
+                raise LakeError(f"load {seq} is {applied[seq]} in the warehouse but {ref.name} in the lake: "
                                 "they come from different histories. Rebuild with `lessonsync rebuild`.")
             continue
         if seq < newest:
-            raise LakeError(f"the lake has load {seq} ({path.name}) that the warehouse skipped although it has "
+            raise LakeError(f"the lake has load {seq} ({ref.name}) that the warehouse skipped although it has "
                             f"later loads; rebuild with `lessonsync rebuild` to get a consistent warehouse.")
-        log.warning("rolling forward load %s from %s (its commit was interrupted)", seq, path.where)
-        plan, recorded = from_json(read_manifest(lake, path), path.where)
+        log.warning("rolling forward load %s from %s (its commit was interrupted)", seq, ref.where)
+        plan, recorded = from_json(read_manifest(lake, ref), ref.where)
         replay(conn, plan, recorded, lake, strategy, slice_rows, memory_limit)
         replayed += 1
     return replayed
