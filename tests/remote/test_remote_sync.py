@@ -14,7 +14,8 @@ import pytest
 import s3fs
 from dagster import DagsterRunStatus, RunsFilter
 from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage, PostgresScheduleStorage
-from stack_helpers import RAW, assert_warehouse_equals_platform, digest_all
+from stack_helpers import RAW, assert_warehouse_equals_platform
+from warehouse.warehouse_helpers import digest_all  # tests/warehouse, a namespace package beside this one
 
 from pipeline.warehouse.lake import list_manifests
 from pipeline.warehouse.lakestore import ObjectLake

@@ -12,8 +12,6 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from stack_helpers import digest, digest_all  # noqa: F401 - re-exported for the warehouse tests
-
 from pipeline.source.tables import TableSpec
 from pipeline.warehouse import Warehouse
 
@@ -121,6 +119,23 @@ def dump(wh: Warehouse, tables: tuple[str, ...] | None = None) -> dict[str, list
         names = tables or tuple(n for (n,) in conn.execute(
             "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'lms' ORDER BY 1").fetchall())
         return {name: rows(conn, name) for name in names}
+
+
+def digest(conn: duckdb.DuckDBPyConnection, sql_from: str, columns: str = "*") -> tuple[int, int]:
+    """(rows, order-independent hash of every row) of a query: compares big tables without fetching them."""
+    return conn.execute(f"SELECT count(*), coalesce(sum(hash(t)::HUGEINT), 0) "
+                        f"FROM (SELECT {columns} FROM {sql_from}) AS t").fetchone()
+
+
+def digest_all(path: Path) -> dict[str, tuple[int, int]]:
+    """A digest of every table of schema lms, all columns (load metadata and internal tables included)."""
+    conn = duckdb.connect(str(path), read_only=True)
+    try:
+        names = [n for (n,) in conn.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'lms' ORDER BY 1").fetchall()]
+        return {name: digest(conn, f'lms."{name}"') for name in names}
+    finally:
+        conn.close()
 
 
 def load_once(wh: Warehouse, stream: str, tables: list[tuple[TableSpec, list[dict[str, Any]]]], *,
