@@ -17,7 +17,8 @@ from pipeline.warehouse import Warehouse
 
 
 class WarehouseResource(ConfigurableResource):
-    """The DuckDB warehouse and the Parquet lake under one data directory."""
+    """The DuckDB warehouse and the Parquet lake under one data directory (the lake on object storage when
+    LESSONSYNC_LAKE_URL is set)."""
 
     data_dir: str = Field("data", description="Warehouse, lake and published analytics live here.")
 
@@ -25,12 +26,9 @@ class WarehouseResource(ConfigurableResource):
     def path(self) -> Path:
         return Path(self.data_dir) / "warehouse.duckdb"
 
-    @property
-    def lake_dir(self) -> Path:
-        return Path(self.data_dir) / "lake"
-
     def warehouse(self) -> Warehouse:
-        """DuckDB memory limit, temp directory, threads and lock timeout from LESSONSYNC_DUCKDB_*."""
+        """DuckDB memory limit, temp directory, threads and lock timeout from LESSONSYNC_DUCKDB_*; the lake
+        from LESSONSYNC_LAKE_URL."""
         return Warehouse.from_settings(load_settings(data_dir=Path(self.data_dir)))
 
     @contextmanager

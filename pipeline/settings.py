@@ -6,7 +6,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_MEMORY_LIMIT = "2GB"  # a 1%-change load into 10M-row tables needs more than 512MB (docs/BENCHMARKS.md)
@@ -81,6 +81,12 @@ class Settings(BaseSettings):
         1800.0, gt=0, description="Seconds a step waits for a slot of the `warehouse` pool before its run fails, "
         "naming the run that holds it (reported every 30 s while it waits)."
     )
+    lake_url: str | None = Field(
+        None, description="s3://bucket/prefix: keep the Parquet lake (parts and manifests) on an S3-compatible store; "
+        "endpoint, region and credentials from the AWS_* variables. Unset: <data_dir>/lake.")
+    dagster_postgres_url: SecretStr | None = Field(
+        None, description="postgresql://user:password@host:port/db: the Dagster instance keeps runs, event logs and "
+        "schedules in PostgreSQL (dagster-postgres). Unset: SQLite in the Dagster home.")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", description="Console log level of in-process runs (lessonsync sync, demo); DEBUG adds every "
         "Dagster engine event."
@@ -94,9 +100,23 @@ class Settings(BaseSettings):
     def warehouse_path(self) -> Path:
         return self.data_dir / "warehouse.duckdb"
 
+    @field_validator("lake_url")
+    @classmethod
+    def _s3_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            return None
+        if value is not None and (not value.startswith("s3://") or len(value.rstrip("/")) <= len("s3://")):
+            raise ValueError(f"LESSONSYNC_LAKE_URL {value!r} must look like s3://bucket or s3://bucket/prefix")
+        return value
+
     @property
     def lake_dir(self) -> Path:
         return self.data_dir / "lake"
+
+    @property
+    def lake_location(self) -> Path | str:
+        """Where the lake lives: LESSONSYNC_LAKE_URL, else <data_dir>/lake."""
+        return self.lake_url or self.lake_dir
 
     @property
     def inbox_path(self) -> Path:

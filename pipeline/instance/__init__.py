@@ -1,22 +1,56 @@
 """A persistent Dagster home inside the project (default data/dagster_home) with the shipped dagster.yaml:
-without it Dagster keeps runs, cursors and backfills in a temp folder and loses them on exit."""
+without it Dagster keeps runs, cursors and backfills in a temp folder and loses them on exit.
+
+With LESSONSYNC_DAGSTER_POSTGRES_URL set, the config written there is the shipped one plus a `storage:
+postgres:` block (dagster-postgres: runs, event logs, schedules, sensor cursors, backfills in PostgreSQL). The
+block names the environment variable, never its value, so the password is in no file and no output."""
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
-import shutil
 from pathlib import Path
 
 SHIPPED_CONFIG = Path(__file__).with_name("dagster.yaml")
+POSTGRES_URL_VARIABLE = "LESSONSYNC_DAGSTER_POSTGRES_URL"
+POSTGRES_STORAGE = f"""
+# Added by LessonSync because {POSTGRES_URL_VARIABLE} is set: runs, event logs and schedules (sensor cursors,
+# ticks, backfills) live in PostgreSQL. The URL, password included, stays in the environment.
+storage:
+  postgres:
+    postgres_url:
+      env: {POSTGRES_URL_VARIABLE}
+"""
+
+log = logging.getLogger(__name__)
+
+
+class InstanceConfigError(RuntimeError):
+    """The Dagster instance cannot be configured as the settings ask."""
+
+
+def instance_config(postgres: bool) -> str:
+    """The dagster.yaml LessonSync writes: the shipped file, plus Postgres storage when asked."""
+    shipped = SHIPPED_CONFIG.read_text(encoding="utf-8")
+    return shipped.rstrip("\n") + "\n" + POSTGRES_STORAGE if postgres else shipped
 
 
 def ensure_dagster_home(data_dir: Path) -> Path:
-    """DAGSTER_HOME if set, else <data_dir>/dagster_home; created with the shipped dagster.yaml if it has none."""
+    """DAGSTER_HOME if set, else <data_dir>/dagster_home, with LessonSync's dagster.yaml: written if the home
+    has none, or rewritten when it is one LessonSync wrote for the other storage (SQLite <-> Postgres).
+    A dagster.yaml edited by hand is left alone."""
     home = Path(os.environ.get("DAGSTER_HOME") or data_dir / "dagster_home").resolve()
     home.mkdir(parents=True, exist_ok=True)
-    if not (home / "dagster.yaml").exists():
-        shutil.copyfile(SHIPPED_CONFIG, home / "dagster.yaml")
+    postgres = _postgres_configured()
+    wanted = instance_config(postgres)
+    config = home / "dagster.yaml"
+    current = config.read_text(encoding="utf-8") if config.exists() else None
+    if current is None or (current != wanted and current in (instance_config(False), instance_config(True))):
+        config.write_text(wanted, encoding="utf-8")
+    elif postgres and "storage:" not in current:
+        log.warning("%s is set but %s, edited by hand, has no storage block and is left as it is: add the one "
+                    "of docs/deploy.md to use PostgreSQL.", POSTGRES_URL_VARIABLE, config)
     os.environ["DAGSTER_HOME"] = str(home)
     return home
 
@@ -32,5 +66,25 @@ def print_source_logs_once(home: Path) -> None:
         logging.getLogger("lessonsync").propagate = False
 
 
-if __name__ == "__main__":  # `python -m pipeline.instance`: used by `make dev`
-    print(ensure_dagster_home(Path(os.environ.get("LESSONSYNC_DATA_DIR", "data"))))
+def _postgres_configured() -> bool:
+    """Whether the settings ask for a Postgres instance. The URL is exported for Dagster's `env:` lookup (it
+    may come from a .env file), with psycopg2 named as its driver."""
+    from pipeline.settings import load_settings  # settings import nothing of Dagster; keep this module light
+
+    url = load_settings().dagster_postgres_url
+    if url is None or not url.get_secret_value().strip():
+        return False
+    if importlib.util.find_spec("dagster_postgres") is None:
+        raise InstanceConfigError(f"{POSTGRES_URL_VARIABLE} is set but dagster-postgres is not installed: "
+                                  "pip install 'lessonsync[postgres]' (or unset it to keep SQLite).")
+    os.environ[POSTGRES_URL_VARIABLE] = with_psycopg2_driver(url.get_secret_value().strip())
+    return True
+
+
+def with_psycopg2_driver(url: str) -> str:
+    """postgresql://... -> postgresql+psycopg2://...: SQLAlchemy 2.1 maps a bare postgresql:// to psycopg 3,
+    while dagster-postgres ships (and retries on the errors of) psycopg2."""
+    for bare in ("postgresql://", "postgres://"):
+        if url.startswith(bare):
+            return "postgresql+psycopg2://" + url.removeprefix(bare)
+    return url

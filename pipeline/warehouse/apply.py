@@ -5,8 +5,6 @@ the lake, so all three produce the same rows, load timestamps, cursor and counts
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
-
 import duckdb
 
 from pipeline.warehouse.arrow_types import q
@@ -14,6 +12,7 @@ from pipeline.warehouse.deletions import mark_vanished, replace_children
 from pipeline.warehouse.errors import SchemaError
 from pipeline.warehouse.firstload import swap_in
 from pipeline.warehouse.lake import check_parts
+from pipeline.warehouse.lakestore import LakeStore
 from pipeline.warehouse.manifest import LoadOutcome, LoadPlan, TableLoad
 from pipeline.warehouse.results import TableLoadStats
 from pipeline.warehouse.schema import TableDef, ensure_tables, table_ref
@@ -22,12 +21,12 @@ from pipeline.warehouse.state import advance_cursor, record_load
 from pipeline.warehouse.upsert import apply_stage, ts_literal
 
 
-def apply_load(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, lake_dir: Path, strategy: str,
+def apply_load(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, lake: LakeStore, strategy: str,
                prebuilt: dict[str, str] | None = None) -> LoadOutcome:
     """Needs the internal tables (state.ensure_state_tables) to exist already. `prebuilt` (table ->
     shadow table, from firstload.prebuild) are swapped in instead of staged: a big first load."""
     catalog = ensure_tables(conn, plan.catalog)  # replays: the tables as they were at that commit
-    stats, stages = _stage_tables(conn, plan, catalog, lake_dir, prebuilt or {})
+    stats, stages = _stage_tables(conn, plan, catalog, lake, prebuilt or {})
     for link in plan.children:
         if link.child in stages and link.parent in stages:
             mark_stale_children(conn, stages[link.child], stages[link.parent], link)
@@ -48,14 +47,14 @@ def apply_load(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, lake_dir: Path, 
 
 
 def _stage_tables(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, catalog: dict[str, TableDef],
-                  lake_dir: Path, prebuilt: dict[str, str]) -> tuple[dict[str, TableLoadStats], dict[str, Stage]]:
+                  lake: LakeStore, prebuilt: dict[str, str]) -> tuple[dict[str, TableLoadStats], dict[str, Stage]]:
     """Append tables are inserted at once; the others are staged (deduped and classified) for upsert,
     or, when prebuilt, swapped in (every row is new: the table was empty)."""
     stats: dict[str, TableLoadStats] = {}
     stages: dict[str, Stage] = {}
     for load in parents_first(plan.tables):
         target = _target(catalog, load.name)
-        files = check_parts(lake_dir, load.parts, f"load {plan.seq} ({plan.load_id})")
+        files = check_parts(lake, load.parts, f"load {plan.seq} ({plan.load_id})", conn)
         if load.name in prebuilt:
             stats[load.name] = TableLoadStats(fetched=sum(p.rows for p in load.parts),
                                               inserted=swap_in(conn, load.name, prebuilt[load.name]))

@@ -4,7 +4,7 @@
 2. create/evolve the written tables (own transaction); a big first load builds its tables in shadow
    tables, slice by slice (firstload.py: nothing visible); BEGIN; apply the load (upserts or the swap of
    the shadow tables, deletions, cursor, _load_runs);
-3. write the manifest atomically: the commit point;
+3. write the manifest once (create-if-absent), after every part it names is stored: the commit point;
 4. COMMIT. If COMMIT raises and the load is certainly not in DuckDB, the manifest is removed again
    (if that cannot be told, it stays and the next writer rolls the load forward).
 
@@ -23,7 +23,8 @@ from pipeline.warehouse import hooks
 from pipeline.warehouse.apply import apply_load
 from pipeline.warehouse.errors import SchemaError
 from pipeline.warehouse.firstload import prebuild
-from pipeline.warehouse.lake import list_manifests, manifest_path, write_atomically
+from pipeline.warehouse.lake import list_manifests, manifest_name
+from pipeline.warehouse.lakestore import LakeStore
 from pipeline.warehouse.links import ChildLinks, resolve_links
 from pipeline.warehouse.manifest import LoadPlan, TableLoad, to_json
 from pipeline.warehouse.recovery import recover
@@ -42,7 +43,7 @@ def commit_load(load: Load, tables: tuple[TableLoad, ...], cursor: datetime | No
     with warehouse.connect(read_only=False) as conn:
         ensure_state_tables(conn)
         memory_limit = warehouse.connection_settings.memory_limit
-        recover(conn, warehouse.lake_dir, warehouse.upsert_strategy, warehouse.slice_rows, memory_limit)
+        recover(conn, warehouse.lake, warehouse.upsert_strategy, warehouse.slice_rows, memory_limit)
         conn.begin()  # creating or evolving the tables commits on its own: empty tables, no cursor, no rows
         try:
             plan = _plan(conn, load, tables, cursor, complete_snapshots, replace_children_of, stats, cursor_reset)
@@ -51,14 +52,14 @@ def commit_load(load: Load, tables: tuple[TableLoad, ...], cursor: datetime | No
             raise
         conn.commit()
         # a big first load builds its tables' key index in slices first (firstload.py): invisible until swapped in
-        prebuilt = prebuild(conn, plan, warehouse.lake_dir, warehouse.upsert_strategy, warehouse.slice_rows,
+        prebuilt = prebuild(conn, plan, warehouse.lake, warehouse.upsert_strategy, warehouse.slice_rows,
                             memory_limit)
         conn.begin()
         try:
-            outcome = apply_load(conn, plan, warehouse.lake_dir, warehouse.upsert_strategy, prebuilt)
+            outcome = apply_load(conn, plan, warehouse.lake, warehouse.upsert_strategy, prebuilt)
             hooks.reached("applied")
-            manifest = manifest_path(warehouse.lake_dir, plan.seq, plan.load_id)
-            write_atomically(manifest, to_json(plan, outcome))
+            name = manifest_name(plan.seq, plan.load_id)
+            manifest = warehouse.lake.create_manifest(name, to_json(plan, outcome))
             hooks.reached("manifest_written")
         except BaseException:
             conn.rollback()
@@ -67,7 +68,7 @@ def commit_load(load: Load, tables: tuple[TableLoad, ...], cursor: datetime | No
             conn.commit()
         except BaseException:
             if _certainly_not_committed(conn, plan.seq):
-                manifest.unlink(missing_ok=True)  # a clean failure; otherwise the next writer rolls forward
+                warehouse.lake.remove_manifest(name)  # a clean failure; otherwise the next writer rolls forward
             raise
         hooks.reached("committed")
     return LoadResult(plan.stream, plan.run_id, plan.load_id, plan.seq, plan.loaded_at, outcome.cursor_before,
@@ -84,7 +85,7 @@ def _plan(conn: duckdb.DuckDBPyConnection, load: Load, tables: tuple[TableLoad, 
                               "create it with Warehouse.ensure_tables(specs) or check the name.")
     links = resolve_links(catalog, {t.name for t in tables}, replace_children_of)
     return LoadPlan(
-        seq=_next_seq(conn, load.warehouse.lake_dir), load_id=load.load_id, stream=load.stream,
+        seq=_next_seq(conn, load.warehouse.lake), load_id=load.load_id, stream=load.stream,
         run_id=load.run_id, started_at=load.started_at, loaded_at=_load_time(conn, load.warehouse.clock()),
         cursor=cursor, tables=tables, complete_snapshots=complete_snapshots, children=links,
         catalog=tuple(catalog.values()), stats=stats, cursor_reset=cursor_reset)
@@ -102,8 +103,8 @@ def _certainly_not_committed(conn: duckdb.DuckDBPyConnection, seq: int) -> bool:
         return False
 
 
-def _next_seq(conn: duckdb.DuckDBPyConnection, lake_dir: Any) -> int:
-    in_lake = [seq for seq, _ in list_manifests(lake_dir)]
+def _next_seq(conn: duckdb.DuckDBPyConnection, lake: LakeStore) -> int:
+    in_lake = [seq for seq, _ in list_manifests(lake)]
     return max([0, *applied_loads(conn), *in_lake]) + 1
 
 

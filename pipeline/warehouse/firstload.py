@@ -29,6 +29,7 @@ import duckdb
 from pipeline.warehouse import hooks
 from pipeline.warehouse.arrow_types import q
 from pipeline.warehouse.lake import check_parts
+from pipeline.warehouse.lakestore import LakeStore
 from pipeline.warehouse.manifest import LoadPlan, TableLoad
 from pipeline.warehouse.schema import SCHEMA, TableDef, create_table, ensure_tables, table_ref
 from pipeline.warehouse.tabledef import FIRST_LOADED_AT, LAST_LOADED_AT
@@ -71,7 +72,7 @@ def drop_leftovers(conn: duckdb.DuckDBPyConnection) -> None:
         conn.execute(f"DROP TABLE {table_ref(name)}")
 
 
-def prebuild(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, lake_dir, strategy: str,
+def prebuild(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, lake: LakeStore, strategy: str,
              slice_rows: int | None, memory_limit: str | None = None) -> dict[str, str]:
     """Outside any transaction: build the shadow tables of a big first load; returns table -> shadow.
     Returns {} (nothing done) when the load is not a big first load. `memory_limit` is the connection's own
@@ -89,7 +90,7 @@ def prebuild(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, lake_dir, strategy
     shadows: dict[str, str] = {}
     with capped_memory(conn, memory_limit, first_load_memory_limit(slice_rows)):
         for load in upserted:
-            shadows[load.name] = _build(conn, plan, load, catalog[load.name], lake_dir, slice_rows)
+            shadows[load.name] = _build(conn, plan, load, catalog[load.name], lake, slice_rows)
     return shadows
 
 
@@ -132,12 +133,12 @@ def _is_empty(conn: duckdb.DuckDBPyConnection, name: str) -> bool:
     return bool(conn.execute(f"SELECT count(*) = 0 FROM {table_ref(name)}").fetchone()[0])
 
 
-def _build(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, load: TableLoad, target: TableDef, lake_dir,
+def _build(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, load: TableLoad, target: TableDef, lake: LakeStore,
            slice_rows: int) -> str:
     from pipeline.warehouse.staging import deduped_sql  # staging imports this module's callers
     from pipeline.warehouse.upsert import ts_literal
 
-    files = check_parts(lake_dir, load.parts, f"load {plan.seq} ({plan.load_id})")
+    files = check_parts(lake, load.parts, f"load {plan.seq} ({plan.load_id})", conn)
     shadow = shadow_name(load.name)
     key = ", ".join(q(k) for k in load.key)
     # one row per key, cast, in key order (sorting spills to temp_directory); rowid = position in that order

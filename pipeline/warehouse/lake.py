@@ -1,5 +1,6 @@
-"""The immutable Parquet lake: parts written once per (table, load), made visible by an atomic rename
-after fsync, and one JSON manifest per committed load under _loads/ (see manifest.py).
+"""The immutable Parquet lake: parts written once per (table, load), made visible only when whole, and one
+JSON manifest per committed load under _loads/ (see manifest.py), written once and only after every part it
+names is stored. Where the bytes live (a directory or an S3-compatible bucket) is lakestore.py's concern.
 
 Layout:  <lake>/<table>/loaded_date=YYYY-MM-DD/<load_id>/part-000000.parquet
          <lake>/_loads/<seq:010d>-<load_id>.json
@@ -8,90 +9,98 @@ Parts of a load that never committed (crash, exception) have no manifest: nothin
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 from datetime import datetime
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.warehouse import hooks
 from pipeline.warehouse.errors import LakeError
+from pipeline.warehouse.lakestore import LakeStore, open_lake
 from pipeline.warehouse.manifest import PartFile
 
-MANIFESTS = "_loads"
+__all__ = ["ManifestRef", "PartWriter", "check_parts", "list_manifests", "load_dir", "manifest_name",
+           "read_manifest"]
+
 _MANIFEST_NAME = re.compile(r"^(?P<seq>\d{10})-(?P<load_id>.+)\.json$")
+LakeLocation = LakeStore | Path | str
 
 
-def load_dir(lake_dir: Path, table: str, started_at: datetime, load_id: str) -> Path:
-    return lake_dir / table / f"loaded_date={started_at.date().isoformat()}" / load_id
+class ManifestRef(str):
+    """A committed manifest's file name (a str), remembering where it is for messages."""
+
+    where: str
+
+    def __new__(cls, name: str, where: str) -> ManifestRef:
+        ref = super().__new__(cls, name)
+        ref.where = where
+        return ref
+
+    @property
+    def name(self) -> str:
+        return str(self)
 
 
-def manifest_path(lake_dir: Path, seq: int, load_id: str) -> Path:
-    return lake_dir / MANIFESTS / f"{seq:010d}-{load_id}.json"
+def load_dir(table: str, started_at: datetime, load_id: str) -> str:
+    """The lake-relative folder of one table's parts in one load."""
+    return f"{table}/loaded_date={started_at.date().isoformat()}/{load_id}"
 
 
-def list_manifests(lake_dir: Path) -> list[tuple[int, Path]]:
-    """Committed loads as (seq, manifest path), in commit order."""
-    directory = lake_dir / MANIFESTS
-    if not directory.is_dir():
-        return []
-    found: dict[int, Path] = {}
-    for path in directory.iterdir():
-        match = _MANIFEST_NAME.match(path.name)
+def manifest_name(seq: int, load_id: str) -> str:
+    return f"{seq:010d}-{load_id}.json"
+
+
+def list_manifests(lake: LakeLocation) -> list[tuple[int, ManifestRef]]:
+    """Committed loads as (seq, manifest name), in commit order."""
+    store = open_lake(lake)
+    found: dict[int, ManifestRef] = {}
+    for name in store.manifest_names():
+        match = _MANIFEST_NAME.match(name)
         if match is None:
             continue  # temp files of an interrupted manifest write
         seq = int(match["seq"])
+        ref = ManifestRef(name, str(store.manifest_location(name)))
         if seq in found:
-            raise LakeError(f"two manifests claim load {seq}: {found[seq]} and {path}; keep the one listed in "
-                            "lms._load_runs (or the older one) and move the other out of the lake.")
-        found[seq] = path
+            raise LakeError(f"two manifests claim load {seq}: {found[seq].where} and {ref.where}; keep the one "
+                            "listed in lms._load_runs (or the older one) and move the other out of the lake.")
+        found[seq] = ref
     return sorted(found.items())
 
 
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write `data` to `path` so that readers see either nothing or all of it, even after a crash."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+def read_manifest(lake: LakeLocation, ref: ManifestRef) -> bytes:
+    return open_lake(lake).read_manifest(ref.name)
 
 
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def check_parts(lake_dir: Path, parts: tuple[PartFile, ...], manifest: str) -> list[str]:
-    """Absolute paths of `parts`, after checking each is there with the size its manifest recorded."""
-    paths = []
+def check_parts(lake: LakeLocation, parts: tuple[PartFile, ...], manifest: str,
+                conn: duckdb.DuckDBPyConnection | None = None) -> list[str]:
+    """What read_parquet takes for `parts`, after checking each is there with the size its manifest
+    recorded; `conn` is made able to read them."""
+    store = open_lake(lake)
+    readable = []
     for part in parts:
-        path = lake_dir / part.path
-        size = path.stat().st_size if path.exists() else None
+        size = store.part_size(part.path)
         if size != part.bytes:
             state = "is missing" if size is None else f"has {size} bytes, not {part.bytes}"
-            raise LakeError(f"lake part {path} of {manifest} {state}: the lake is damaged. Restore the file "
-                            "from a backup; without it the warehouse cannot be rebuilt exactly.")
-        paths.append(str(path))
-    return paths
+            raise LakeError(f"lake part {store.readable(part.path)} of {manifest} {state}: the lake is damaged. "
+                            "Restore the file from a backup; without it the warehouse cannot be rebuilt exactly.")
+        readable.append(store.readable(part.path))
+    if conn is not None and readable:
+        store.attach(conn)
+    return readable
 
 
 class PartWriter:
     """Appends record batches of one table in one load to Parquet parts, bounded in memory: batches are
-    buffered up to `row_group_rows` rows, and a part is closed (fsync, then rename) every `part_rows` rows."""
+    buffered up to `row_group_rows` rows, and a part is closed (and published: fsync + rename, or upload)
+    every `part_rows` rows."""
 
-    def __init__(self, directory: Path, lake_dir: Path, schema: pa.Schema, *, part_rows: int,
+    def __init__(self, lake: LakeStore, directory: str, schema: pa.Schema, *, part_rows: int,
                  row_group_rows: int) -> None:
+        self.lake = lake
         self.directory = directory
-        self.lake_dir = lake_dir
         self.schema = schema
         self.part_rows = part_rows
         self.row_group_rows = row_group_rows
@@ -100,6 +109,7 @@ class PartWriter:
         self._buffer: list[pa.RecordBatch] = []
         self._buffered = 0
         self._writer: pq.ParquetWriter | None = None
+        self._spooled: Path | None = None
         self._rows_in_part = 0
 
     def write(self, batch: pa.RecordBatch) -> None:
@@ -113,7 +123,7 @@ class PartWriter:
         self._flush()
         self._close_part()
         if self.parts:
-            fsync_dir(self.directory)
+            self.lake.sync_directory(self.directory)
         return tuple(self.parts)
 
     def discard(self) -> None:
@@ -121,14 +131,16 @@ class PartWriter:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
-        shutil.rmtree(self.directory, ignore_errors=True)
+        if self._spooled is not None:
+            self._spooled.unlink(missing_ok=True)
+        self.lake.remove_directory(self.directory)
 
     def _flush(self) -> None:
         if not self._buffered:
             return
         if self._writer is None:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            self._writer = pq.ParquetWriter(self._tmp_path(), self.schema, compression="zstd")
+            self._spooled = self.lake.spool_path(self.directory, self._part_name())
+            self._writer = pq.ParquetWriter(self._spooled, self.schema, compression="zstd")
         self._writer.write_table(pa.Table.from_batches(self._buffer, schema=self.schema))
         self._rows_in_part += self._buffered
         self._buffer, self._buffered = [], 0
@@ -136,17 +148,16 @@ class PartWriter:
             self._close_part()
 
     def _close_part(self) -> None:
-        if self._writer is None:
+        if self._writer is None or self._spooled is None:
             return
         self._writer.close()
         self._writer = None
-        tmp, final = self._tmp_path(), self.directory / f"part-{len(self.parts):06d}.parquet"
-        with open(tmp, "rb") as handle:
-            os.fsync(handle.fileno())
-        os.replace(tmp, final)
-        self.parts.append(PartFile(final.relative_to(self.lake_dir).as_posix(), self._rows_in_part,
-                                   final.stat().st_size))
+        name = self._part_name()
+        size = self.lake.publish_part(self._spooled, self.directory, name)
+        self._spooled = None
+        self.parts.append(PartFile(f"{self.directory}/{name}", self._rows_in_part, size))
         self._rows_in_part = 0
+        hooks.reached("part_stored")
 
-    def _tmp_path(self) -> Path:
-        return self.directory / f".part-{len(self.parts):06d}.parquet.tmp"
+    def _part_name(self) -> str:
+        return f"part-{len(self.parts):06d}.parquet"

@@ -65,8 +65,8 @@ class Load:
             table_def(spec)  # names and types are checked before anything is written
             self._specs[spec.name] = spec
             self._writers[spec.name] = PartWriter(
-                load_dir(self.warehouse.lake_dir, spec.name, self.started_at, self.load_id),
-                self.warehouse.lake_dir, _lake_schema(spec, self.load_id),
+                self.warehouse.lake, load_dir(spec.name, self.started_at, self.load_id),
+                _lake_schema(spec, self.load_id),
                 part_rows=self.warehouse.part_rows, row_group_rows=self.warehouse.row_group_rows)
         elif known != spec:
             raise WarehouseError(f"table {spec.name} was written with two different specs in load "
@@ -122,7 +122,7 @@ class Load:
         return dict(self._specs)
 
     def _has_manifest(self) -> bool:
-        return any(path.name.endswith(f"-{self.load_id}.json") for _, path in list_manifests(self.warehouse.lake_dir))
+        return any(ref.name.endswith(f"-{self.load_id}.json") for _, ref in list_manifests(self.warehouse.lake))
 
     def _discard(self) -> None:
         for writer in self._writers.values():

@@ -17,7 +17,8 @@ from pipeline.warehouse.catalog import read_catalog
 from pipeline.warehouse.connection import ConnectionSettings, open_connection
 from pipeline.warehouse.errors import LakeError, WarehouseError
 from pipeline.warehouse.firstload import DEFAULT_SLICE_ROWS
-from pipeline.warehouse.lake import fsync_dir, list_manifests
+from pipeline.warehouse.lake import list_manifests, read_manifest
+from pipeline.warehouse.lakestore import LakeStore, fsync_dir, open_lake
 from pipeline.warehouse.manifest import from_json
 from pipeline.warehouse.recovery import replay
 from pipeline.warehouse.schema import table_ref
@@ -33,7 +34,7 @@ class RebuildReport:
     backup: Path | None = None
 
 
-def rebuild_into(lake_dir: Path, target: Path, settings: ConnectionSettings, strategy: str,
+def rebuild_into(lake_location: LakeStore | Path | str, target: Path, settings: ConnectionSettings, strategy: str,
                  also: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
                  slice_rows: int | None = DEFAULT_SLICE_ROWS) -> RebuildReport:
     """Build a new warehouse file at `target` (which must not exist) from the lake; `also` then fills
@@ -41,18 +42,19 @@ def rebuild_into(lake_dir: Path, target: Path, settings: ConnectionSettings, str
     started = time.monotonic()
     if target.exists():
         raise WarehouseError(f"{target} already exists; rebuild into a new path, or remove it first.")
-    manifests = list_manifests(lake_dir)
+    lake = open_lake(lake_location)
+    manifests = list_manifests(lake)
     if not manifests:
-        raise LakeError(f"the lake {lake_dir} has no committed loads (no {lake_dir}/_loads/*.json): nothing "
-                        "to rebuild from. Check --data-dir.")
+        raise LakeError(f"the lake {lake.location} has no committed loads (no {lake.location}/_loads/*.json): "
+                        "nothing to rebuild from. Check --data-dir or LESSONSYNC_LAKE_URL.")
     partial = target.with_name(target.name + ".rebuilding")
     _remove_database(partial)  # left by an interrupted rebuild
     conn = open_connection(partial, settings, read_only=False)
     try:
         ensure_state_tables(conn)
-        for _, path in manifests:
-            plan, recorded = from_json(path.read_bytes(), str(path))
-            replay(conn, plan, recorded, lake_dir, strategy, slice_rows, settings.memory_limit)
+        for _, ref in manifests:
+            plan, recorded = from_json(read_manifest(lake, ref), ref.where)
+            replay(conn, plan, recorded, lake, strategy, slice_rows, settings.memory_limit)
         if also is not None:
             also(conn)
         rows = {t.name: conn.execute(f"SELECT count(*) FROM {table_ref(t.name)}").fetchone()[0]
@@ -66,8 +68,8 @@ def rebuild_into(lake_dir: Path, target: Path, settings: ConnectionSettings, str
     return RebuildReport(target, len(manifests), rows, time.monotonic() - started)
 
 
-def rebuild_in_place(warehouse: Path, lake_dir: Path, settings: ConnectionSettings, strategy: str, *,
-                     backup: bool = True, also: Callable[[duckdb.DuckDBPyConnection], None] | None = None
+def rebuild_in_place(warehouse: Path, lake_location: LakeStore | Path | str, settings: ConnectionSettings,
+                     strategy: str, *, backup: bool = True, also: Callable[[duckdb.DuckDBPyConnection], None] | None = None
                      ) -> RebuildReport:
     """Rebuild `warehouse` from the lake and swap it in; keep the old file as <name>.before-rebuild."""
     fresh = warehouse.with_name(warehouse.name + ".rebuilt")
@@ -76,7 +78,7 @@ def rebuild_in_place(warehouse: Path, lake_dir: Path, settings: ConnectionSettin
     try:
         if holder is not None:
             holder.execute("CHECKPOINT")  # the old file's WAL must not outlive it next to the new file
-        report = rebuild_into(lake_dir, fresh, settings, strategy, also)
+        report = rebuild_into(lake_location, fresh, settings, strategy, also)
     finally:
         if holder is not None:
             holder.close()

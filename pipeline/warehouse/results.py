@@ -30,7 +30,7 @@ class LoadResult:
     cursor_before: datetime | None
     cursor_after: datetime | None
     tables: dict[str, TableLoadStats] = field(default_factory=dict)
-    manifest: Path | None = None
+    manifest: Path | str | None = None  # a file, or an s3:// URL
 
     def metadata(self) -> dict[str, object]:
         """Flat, JSON-friendly numbers for Dagster materialization metadata."""

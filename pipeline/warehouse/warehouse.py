@@ -13,6 +13,7 @@ import duckdb
 
 from pipeline.warehouse.connection import ConnectionSettings, open_connection
 from pipeline.warehouse.firstload import DEFAULT_SLICE_ROWS
+from pipeline.warehouse.lakestore import LocalLake, open_lake
 from pipeline.warehouse.load import Load
 from pipeline.warehouse.recovery import recover
 from pipeline.warehouse.schema import ensure_tables, table_def
@@ -28,14 +29,15 @@ def utc_now() -> datetime:
 
 
 class Warehouse:
-    def __init__(self, path: Path, lake_dir: Path, *, memory_limit: str = "2GB", temp_directory: Path | None = None,
-                 threads: int | None = None, lock_timeout: float = 10.0, upsert_strategy: str = DEFAULT_STRATEGY,
+    def __init__(self, path: Path, lake_dir: Path | str, *, memory_limit: str = "2GB",
+                 temp_directory: Path | None = None, threads: int | None = None, lock_timeout: float = 10.0, upsert_strategy: str = DEFAULT_STRATEGY,
                  part_rows: int = 1_000_000, row_group_rows: int = 131_072,
                  slice_rows: int | None = DEFAULT_SLICE_ROWS, clock: Callable[[], datetime] = utc_now) -> None:
         if upsert_strategy not in STRATEGIES:
             raise ValueError(f"upsert_strategy {upsert_strategy!r}: choose one of {', '.join(STRATEGIES)}")
         self.path = Path(path)
-        self.lake_dir = Path(lake_dir)
+        self.lake = open_lake(lake_dir)  # a local directory or s3://bucket/prefix (lakestore.py)
+        self.lake_dir = self.lake.root if isinstance(self.lake, LocalLake) else self.lake.location
         self.connection_settings = ConnectionSettings(memory_limit, temp_directory, threads, lock_timeout)
         self.upsert_strategy = upsert_strategy
         self.part_rows = part_rows
@@ -46,11 +48,11 @@ class Warehouse:
 
     @classmethod
     def from_settings(cls, settings: object, **overrides: object) -> Warehouse:
-        """From pipeline.settings.Settings (warehouse_path, lake_dir and the duckdb_* fields when present)."""
+        """From pipeline.settings.Settings (warehouse_path, lake_location and the duckdb_* fields when present)."""
         options = {name: getattr(settings, f"duckdb_{name}") for name in
                    ("memory_limit", "temp_directory", "threads", "lock_timeout") if hasattr(settings, f"duckdb_{name}")}
         options.update(overrides)
-        return cls(settings.warehouse_path, settings.lake_dir, **options)  # type: ignore[attr-defined,arg-type]
+        return cls(settings.warehouse_path, settings.lake_location, **options)  # type: ignore[attr-defined,arg-type]
 
     def __repr__(self) -> str:
         return f"Warehouse(path={str(self.path)!r}, lake_dir={str(self.lake_dir)!r})"
@@ -91,7 +93,7 @@ class Warehouse:
         wanted = [table_def(spec) for spec in specs]
         with self.connect() as conn:
             ensure_state_tables(conn)
-            recover(conn, self.lake_dir, self.upsert_strategy, self.slice_rows, self.connection_settings.memory_limit)
+            recover(conn, self.lake, self.upsert_strategy, self.slice_rows, self.connection_settings.memory_limit)
             conn.begin()
             try:
                 ensure_tables(conn, wanted)
@@ -104,7 +106,7 @@ class Warehouse:
         """Replay loads whose manifest is in the lake but whose DuckDB commit was interrupted."""
         with self.connect() as conn:
             ensure_state_tables(conn)
-            return recover(conn, self.lake_dir, self.upsert_strategy, self.slice_rows,
+            return recover(conn, self.lake, self.upsert_strategy, self.slice_rows,
                            self.connection_settings.memory_limit)
 
     def cursor(self, stream: str) -> datetime | None:

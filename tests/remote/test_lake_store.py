@@ -1,0 +1,67 @@
+"""The lake's storage rules on both stores, a local directory and an S3 bucket (moto): a manifest is
+written once and never replaced, temp names are not loads, a part is checked against the size its
+manifest recorded, and DuckDB reads S3 parts through the registered filesystem."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+from pipeline.settings import Settings
+from pipeline.warehouse.errors import LakeError
+from pipeline.warehouse.lake import PartWriter, check_parts, list_manifests
+from pipeline.warehouse.lakestore import LakeStore, LocalLake, ObjectLake, open_lake
+from pipeline.warehouse.manifest import PartFile
+
+
+@pytest.fixture(params=["local", "s3"])
+def lake(request: pytest.FixtureRequest, tmp_path: Path) -> LakeStore:
+    if request.param == "local":
+        return LocalLake(tmp_path / "lake")
+    return ObjectLake(request.getfixturevalue("s3_env")["LESSONSYNC_LAKE_URL"])
+
+
+def test_a_manifest_is_written_once_and_never_replaced(lake: LakeStore):
+    name = "0000000001-run-a.json"
+    lake.create_manifest(name, b'{"first": true}')
+    with pytest.raises(LakeError, match="already exists: another writer committed load"):
+        lake.create_manifest(name, b'{"second": true}')
+    assert lake.read_manifest(name) == b'{"first": true}'
+    assert [(seq, ref.name) for seq, ref in list_manifests(lake)] == [(1, name)]
+
+
+def test_parts_are_published_whole_checked_by_size_and_readable_by_duckdb(lake: LakeStore):
+    schema = pa.schema([("id", pa.int64()), ("title", pa.string())])
+    writer = PartWriter(lake, "t/loaded_date=2026-11-24/load-1", schema, part_rows=3, row_group_rows=2)
+    for start in range(0, 7, 2):
+        writer.write(pa.record_batch([pa.array(range(start, start + 2)), pa.array(["été 🎓"] * 2)], schema=schema))
+    parts = writer.finish()
+    assert [part.rows for part in parts] == [4, 4]  # closed every part_rows, written in whole row groups
+    conn = duckdb.connect()
+    files = check_parts(lake, parts, "load 1", conn)
+    assert conn.execute("SELECT count(*), sum(id) FROM read_parquet($files)", {"files": files}).fetchone() == (8, 28)
+    with pytest.raises(LakeError, match=r"has \d+ bytes, not 1: the lake is damaged"):
+        check_parts(lake, (PartFile(parts[0].path, 4, 1),), "load 1")
+    with pytest.raises(LakeError, match="is missing"):
+        check_parts(lake, (PartFile("t/none.parquet", 1, 10),), "load 2")
+
+
+def test_an_abandoned_writer_leaves_no_part(lake: LakeStore):
+    schema = pa.schema([("id", pa.int64())])
+    writer = PartWriter(lake, "t/loaded_date=2026-11-24/load-2", schema, part_rows=1, row_group_rows=1)
+    writer.write(pa.record_batch([pa.array([1])], schema=schema))
+    assert lake.part_size("t/loaded_date=2026-11-24/load-2/part-000000.parquet") is not None
+    writer.discard()
+    assert lake.part_size("t/loaded_date=2026-11-24/load-2/part-000000.parquet") is None
+
+
+def test_the_lake_setting_accepts_only_s3_urls(tmp_path: Path):
+    assert Settings(data_dir=tmp_path).lake_location == tmp_path / "lake"
+    assert Settings(lake_url="s3://bucket/prefix").lake_location == "s3://bucket/prefix"
+    with pytest.raises(ValueError, match="must look like s3://bucket"):
+        Settings(lake_url="gs://bucket")
+    assert isinstance(open_lake("s3://bucket/prefix"), ObjectLake)
+    assert isinstance(open_lake(tmp_path), LocalLake)

@@ -1,0 +1,76 @@
+"""A sync SIGKILLed while it writes the S3 lake: no manifest ever names a missing part, the warehouse
+catches up with a manifest that outlived its DuckDB commit, and the next run is exact."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import duckdb
+import pytest
+import s3fs
+from stack_helpers import RAW, assert_warehouse_equals_platform
+
+from pipeline.stack import Stack
+from pipeline.warehouse.lake import list_manifests
+from pipeline.warehouse.lakestore import ObjectLake
+
+WORKER = Path(__file__).with_name("kill_worker.py")
+
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_sync_killed_while_writing_the_s3_lake_reruns_exact(s3_stack: Stack):
+    lake = ObjectLake(s3_stack.env["LESSONSYNC_LAKE_URL"])
+    # 1. killed right after the 2nd manifest is stored, before DuckDB commits it: the lake is ahead
+    _killed_worker(s3_stack, "manifest_written", 2)
+    assert [seq for seq, _ in list_manifests(lake)] == [1, 2]
+    assert _committed_loads(s3_stack) == 1
+    _assert_no_manifest_names_a_missing_part(lake)
+    # 2. the next run rolls load 2 forward from the bucket, then is killed with a load's parts half stored
+    _killed_worker(s3_stack, "part_stored", 2)
+    manifests = list_manifests(lake)
+    assert _committed_loads(s3_stack) == len(manifests) >= 2
+    _assert_no_manifest_names_a_missing_part(lake)
+    assert _stored_parts(lake) - _named_parts(lake), "the kill left no uncommitted part: it came too late"
+    # 3. a clean run is exact
+    rerun = s3_stack.sync(select=RAW)
+    assert rerun.success, rerun.error
+    assert not rerun.failed_checks
+    assert_warehouse_equals_platform(s3_stack)
+    _assert_no_manifest_names_a_missing_part(lake)
+
+
+def _killed_worker(stack: Stack, point: str, count: int) -> None:
+    cache = str(Path(tempfile.gettempdir()) / "lessonsync-test-pycache")  # a fresh interpreter starts faster
+    env = {**os.environ, **stack.run_env(), "PYTHONPYCACHEPREFIX": cache}
+    worker = subprocess.run([sys.executable, str(WORKER), point, str(count)], env=env, cwd=WORKER.parent,
+                            capture_output=True, text=True, timeout=240)
+    assert worker.returncode == -9, f"not killed at {point} #{count}: {worker.stdout[-1500:]}{worker.stderr[-3000:]}"
+
+
+def _committed_loads(stack: Stack) -> int:
+    with duckdb.connect(str(stack.warehouse_path), read_only=True) as conn:
+        return conn.execute("SELECT count(*) FROM lms._load_runs").fetchone()[0]
+
+
+
+def _named_parts(lake: ObjectLake) -> set[str]:
+    return {lake.readable(part["path"]).removeprefix("s3://")
+            for _, ref in list_manifests(lake) for table in json.loads(lake.read_manifest(ref.name))["tables"]
+            for part in table["parts"]}
+
+
+def _stored_parts(lake: ObjectLake) -> set[str]:
+    found = s3fs.S3FileSystem(skip_instance_cache=True).find(lake.location)
+    return {key for key in found if key.endswith(".parquet")}
+
+
+def _assert_no_manifest_names_a_missing_part(lake: ObjectLake) -> None:
+    missing = _named_parts(lake) - _stored_parts(lake)
+    assert not missing, f"manifests name parts that are not stored: {sorted(missing)[:5]}"
