@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
         if run is None:
             print(f"no run {args.run} in {instance.root_directory}")
             return 1
-        process = recorded_process(run.tags)
+        process = recorded_process(run.run_id, run.tags)
         if run.is_finished:
             print(f"run {run.run_id} is {run.status.value}; only its slots are freed")
             instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)

@@ -39,9 +39,9 @@ def _status(settings: Settings) -> int:
     from pipeline.warehouse.status import stream_statuses
 
     now = datetime.now(UTC)
-    statuses = stream_statuses(settings.lake_dir)
+    statuses = stream_statuses(settings.lake_location)
     if not statuses:
-        print(f"no committed load in {settings.lake_dir}: run `lessonsync sync` first")
+        print(f"no committed load in {settings.lake_location}: run `lessonsync sync` first")
         return 0
     print(f"{'stream':16} {'cursor':26} {'last load':26} {'rows':>9} {'quarantined':>11}  freshness  run")
     for s in statuses:

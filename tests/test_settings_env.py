@@ -26,6 +26,7 @@ EXAMPLES = {
     "duckdb_memory_limit": ("1GB", "1GB"),
     "analytics_as_of": ("2026-01-31T00:00:00Z", "2026-01-31T00:00:00Z"),
     "nightly_cron": ("0 5 * * *", "0 5 * * *"),
+    "lake_url": ("s3://lessonsync-lake/prod", "s3://lessonsync-lake/prod"),
 }
 
 

@@ -30,8 +30,8 @@ class WatchedInProcessExecutor(InProcessExecutor):
 
     def execute(self, plan_context: PlanOrchestrationContext, execution_plan: ExecutionPlan) -> Iterator[DagsterEvent]:
         run = plan_context.dagster_run
-        if recorded_process(run.tags) is None:  # launched by the daemon or the UI: tag it from inside the run
-            plan_context.instance.add_run_tags(run.run_id, current_process().tags())
+        if recorded_process(run.run_id, run.tags) is None:  # launched by the daemon or the UI, or a retry: tag it
+            plan_context.instance.add_run_tags(run.run_id, current_process().tags(run.run_id))
         for message in recover_dead_runs(plan_context.instance, by=f"run {run.run_id}"):
             plan_context.log.warning(message)
         yield DagsterEvent.engine_event(

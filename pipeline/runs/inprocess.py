@@ -10,6 +10,7 @@ from dagster import AssetKey, DagsterInstance, JobDefinition
 from dagster._core.definitions.job_base import InMemoryJob
 from dagster._core.execution.execute_in_process import core_execute_in_process, merge_run_tags
 from dagster._core.execution.execute_in_process_result import ExecuteInProcessResult
+from dagster._core.utils import make_new_run_id
 
 from pipeline.runs.executor import lessonsync_executor
 from pipeline.runs.identity import current_process
@@ -21,9 +22,12 @@ def execute_in_process(job: JobDefinition, *, instance: DagsterInstance, run_con
     """Run `job` here, never raising on a failed step; the run is tagged with this process from its creation,
     so a kill even before its first step leaves a run the next one can judge."""
     selection = list(asset_selection or [])
+    run_id = make_new_run_id()
     ephemeral = job.as_ephemeral_job(resource_defs={}, input_values={}, asset_selection=selection)
-    run_tags = merge_run_tags(job_def=job, partition_key=partition_key, tags={**(tags or {}), **current_process().tags()},
+    process_tags = current_process().tags(run_id)
+    run_tags = merge_run_tags(job_def=job, partition_key=partition_key, tags={**(tags or {}), **process_tags},
                               asset_selection=selection, instance=instance, run_config=run_config)
-    return core_execute_in_process(run_config=run_config, job=InMemoryJob(ephemeral.with_executor_def(lessonsync_executor)),
-                                   instance=instance, output_capturing_enabled=True, raise_on_error=False,
-                                   run_tags=run_tags, asset_selection=frozenset(selection))
+    executable = InMemoryJob(ephemeral.with_executor_def(lessonsync_executor))
+    return core_execute_in_process(run_config=run_config, job=executable, instance=instance,
+                                   output_capturing_enabled=True, raise_on_error=False, run_tags=run_tags,
+                                   run_id=run_id, asset_selection=frozenset(selection))

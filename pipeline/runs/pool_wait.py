@@ -77,7 +77,7 @@ class WatchedConcurrencyContext(InstanceConcurrencyContext):
         text = f"run {run_id} step {step_key}" + (f" since {since:%Y-%m-%d %H:%M:%S} UTC" if since else "")
         if run is None:
             return text + " (a run no longer in this instance)"
-        process = recorded_process(run.tags)
+        process = recorded_process(run.run_id, run.tags)
         where = "its process unknown"
         if process is not None:
             alive = "alive" if process.host != this_host() or process.is_alive() else "GONE"

@@ -26,13 +26,13 @@ def recover_dead_runs(instance: DagsterInstance, *, by: str = "lessonsync") -> l
 
 
 def _is_dead(run: DagsterRun) -> bool:
-    process = recorded_process(run.tags)
+    process = recorded_process(run.run_id, run.tags)
     return process is not None and process.host == this_host() and not process.is_alive()
 
 
 def fail_run(instance: DagsterInstance, run: DagsterRun, by: str) -> str:
     """Report `run` failed with a message saying why, and free its pool slots."""
-    process = recorded_process(run.tags)
+    process = recorded_process(run.run_id, run.tags)
     where = "its process" if process is None else (
         f"its process (pid {process.pid} on {process.host}, started "
         f"{datetime.fromtimestamp(process.started, timezone.utc):%Y-%m-%d %H:%M:%S} UTC)")

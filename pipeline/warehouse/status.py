@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 
-from pipeline.warehouse.lake import list_manifests
+from pipeline.warehouse.lake import LakeLocation, list_manifests, read_manifest
+from pipeline.warehouse.lakestore import open_lake
 from pipeline.warehouse.manifest import from_json
 
 QUARANTINE_TABLE = "quarantine"
@@ -26,11 +26,13 @@ class StreamStatus:
     last_reset_at: datetime | None = None
 
 
-def stream_statuses(lake_dir: Path) -> list[StreamStatus]:
-    """Every stream that has committed a load, replaying the manifests in commit order."""
+def stream_statuses(location: LakeLocation) -> list[StreamStatus]:
+    """Every stream that has committed a load, replaying the manifests in commit order (a local lake or an
+    s3:// one)."""
     streams: dict[str, StreamStatus] = {}
-    for _, path in list_manifests(lake_dir):
-        plan, outcome = from_json(path.read_bytes(), str(path))
+    lake = open_lake(location)
+    for _, ref in list_manifests(lake):
+        plan, outcome = from_json(read_manifest(lake, ref), ref.where)
         status = streams.setdefault(plan.stream, StreamStatus(plan.stream))
         status.cursor = outcome.cursor_after
         if plan.cursor_reset:
