@@ -20,7 +20,7 @@ demo: $(VENV)/.installed
 	$(BIN)/lessonsync demo
 
 test: $(VENV)/.installed
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 3 --maxschedchunk 2
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python -m bench
