@@ -14,6 +14,7 @@ from dagster import AssetKey, AssetSelection, Definitions
 class WidenedSelection:
     select: list[str]  # selection strings for run_sync: the original ones, plus one per added key
     added: dict[str, list[str]]  # selected key -> the neighbours it brought in (user strings)
+    keys: list[AssetKey]  # every asset the widened selection names, sorted
 
 
 def widen_to_whole_multi_assets(defs: Definitions, select: Sequence[str]) -> WidenedSelection:
@@ -33,4 +34,5 @@ def widen_to_whole_multi_assets(defs: Definitions, select: Sequence[str]) -> Wid
         if missing:
             added[key.to_user_string()] = [k.to_user_string() for k in missing]
             extra.update(missing)
-    return WidenedSelection([*select, *(f'key:"{k.to_user_string()}"' for k in sorted(extra))], added)
+    return WidenedSelection([*select, *(f'key:"{k.to_user_string()}"' for k in sorted(extra))], added,
+                            sorted(selected | extra))

@@ -7,10 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dagster import AssetKey, AssetSelection, DagsterInstance
+from dagster import AssetKey, DagsterInstance
 
 from pipeline.instance import ensure_dagster_home
 from pipeline.runs.inprocess import execute_in_process
+from pipeline.selection import widen_to_whole_multi_assets
 from pipeline.settings import load_settings
 
 
@@ -80,8 +81,4 @@ def _root_message(error: Any) -> str:
 
 
 def _selected_keys(defs, select: Sequence[str]) -> list[AssetKey]:
-    selection = AssetSelection.from_string(" or ".join(f"({s})" for s in select))
-    keys = selection.resolve(defs.resolve_asset_graph())
-    if not keys:
-        raise ValueError(f"--select {' '.join(select)!r} matches no asset; try 'group:progress' or 'key:lms/answers'")
-    return sorted(keys)
+    return widen_to_whole_multi_assets(defs, select).keys
