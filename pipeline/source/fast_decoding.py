@@ -33,7 +33,6 @@ returns None for them. tests/source/test_source_fast.py checks that both paths g
 from __future__ import annotations
 
 import gc
-import re
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -43,11 +42,11 @@ from operator import attrgetter
 from typing import Any, Literal
 
 import msgspec
-import orjson
-from msgspec.structs import astuple
 import numpy as np
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
+from msgspec.structs import astuple
 from pydantic import BaseModel
 from pydantic.types import Strict
 
@@ -331,7 +330,7 @@ class FastPages:
         schema = own.spec.schema
         self._optional_keys = [schema.get_field_index(k) for k in own.spec.key
                                if k in stream.model.model_fields and not stream.model.model_fields[k].is_required()]
-        # the key as a tuple (a value alone for one field), hashed like core.key_getter's on the dicts
+        # the key as a tuple (a value alone for one field), hashed like fetching.SourceCore.key_getter's on the dicts
         self._key = attrgetter(*[k for k in own.spec.key if k in stream.model.model_fields])
 
     @classmethod
