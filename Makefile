@@ -20,6 +20,7 @@ demo: $(VENV)/.installed
 	$(BIN)/lessonsync demo
 
 test: $(VENV)/.installed
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -n 3 --maxschedchunk 2
 
 bench: $(VENV)/.installed-bench

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 from pipeline.analytics.build import build_models  # noqa: E402
 from pipeline.analytics.models import load_project  # noqa: E402
 from pipeline.analytics.publish import publish  # noqa: E402
-from pipeline.source.catalog import TABLES  # noqa: E402
+from pipeline.contract.tables import TABLES  # noqa: E402
 from pipeline.warehouse import Warehouse  # noqa: E402
 from pipeline.webhooks.load import ensure_certificate_tables  # noqa: E402
 

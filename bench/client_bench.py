@@ -47,7 +47,7 @@ def client_child(base_url: str, page_size: int, concurrency: int, urls_file: str
     import pyarrow as pa
 
     from pipeline.settings import Settings
-    from pipeline.source import PlatformClient
+    from pipeline.source.client import PlatformClient
 
     pa.array([1.0])  # pyarrow imports pandas on its first conversion: not part of the measurement
     settings = Settings(base_url=base_url, page_size=page_size, concurrency=concurrency, data_dir="unused")

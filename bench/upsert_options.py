@@ -34,7 +34,7 @@ import psutil
 import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from pipeline.source.tables import TableSpec  # noqa: E402
+from pipeline.contract.tables import TableSpec  # noqa: E402
 from pipeline.warehouse import Warehouse  # noqa: E402
 from pipeline.warehouse.upsert import STRATEGIES  # noqa: E402
 

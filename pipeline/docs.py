@@ -12,8 +12,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from pipeline.source import TABLES, TableSpec
-from pipeline.source import models as m
+from pipeline.contract import models as m
+from pipeline.contract.tables import TABLES, TableSpec
 from pipeline.warehouse.arrow_types import field_type
 from pipeline.warehouse.schema import keeps_deleted_rows
 from pipeline.webhooks.tables import CERTIFICATE_EVENTS, CERTIFICATES

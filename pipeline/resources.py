@@ -12,7 +12,7 @@ from dagster import ConfigurableResource
 from pydantic import Field
 
 from pipeline.settings import Settings, load_settings
-from pipeline.source import PlatformClient
+from pipeline.source.client import PlatformClient
 from pipeline.warehouse import Warehouse
 
 

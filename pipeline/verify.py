@@ -1,7 +1,7 @@
 """Is the warehouse equal to the platform? Compares every live row and every column of the raw tables
 with the simulator's ground truth, which is served in API shape.
 
-Deliberately independent of the client's flattening (pipeline/source/records.py): it derives the expected
+Deliberately independent of the client's flattening (pipeline/contract/columns.py): it derives the expected
 rows from the API dicts with the naming rule alone (camelCase -> snake_case, leading underscores dropped,
 nested objects prefixed by their parent, lists of objects as JSON, unknown fields in `extra` by their
 dotted API path), so a bug in the client cannot hide itself here. Used by the end-to-end tests and the demo.

@@ -60,7 +60,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from pipeline.source.requests import UPDATED_SINCE_RESOLUTION as RESOLUTION
+from pipeline.contract.streams import UPDATED_SINCE_RESOLUTION as RESOLUTION
 
 UNBOUNDED = datetime.max.replace(tzinfo=UTC)  # no ceiling on a cursor
 

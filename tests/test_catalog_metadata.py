@@ -3,8 +3,8 @@ name and key; the `lessonsync sync` summary lists loads one per line and the mod
 
 from dagster import AssetKey
 
+from pipeline.contract.tables import TABLES
 from pipeline.definitions import build_definitions
-from pipeline.source import TABLES
 from pipeline.sync_cli import summary_lines
 
 

@@ -30,8 +30,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.source.records import TIMESTAMP
-from pipeline.source.tables import TableSpec
+from pipeline.contract.columns import TIMESTAMP
+from pipeline.contract.tables import TableSpec
 from pipeline.warehouse import Warehouse
 from pipeline.windows import Window
 

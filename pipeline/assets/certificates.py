@@ -17,8 +17,8 @@ from dagster import (
 )
 
 from pipeline.assets.common import OWNERS, POOL, table_definition_metadata
+from pipeline.contract.tables import TableSpec
 from pipeline.resources import WarehouseResource
-from pipeline.source.tables import TableSpec
 from pipeline.webhooks.load import LoadStats, load_certificate_events, scalar
 from pipeline.webhooks.resource import InboxResource
 from pipeline.webhooks.tables import CERTIFICATE_EVENTS, CERTIFICATES

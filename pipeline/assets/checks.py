@@ -25,10 +25,9 @@ from dagster import (
 )
 
 from pipeline.assets.common import POOL, lms_key
+from pipeline.contract.tables import ANSWER_KEY, TABLES
 from pipeline.resources import WarehouseResource
 from pipeline.settings import load_settings
-from pipeline.source import TABLES
-from pipeline.source.catalog import ANSWER_KEY
 from pipeline.warehouse import duplicate_keys, null_keys, orphans, row_count
 from pipeline.warehouse.checks import enforced_by_primary_key
 

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from dagster import AssetExecutionContext
 
-from pipeline.source import RunStats
+from pipeline.source.stats import RunStats
 
 SKEW_KEY = "platform_clock_skew_s"
 

@@ -2,8 +2,8 @@
 
 from dagster import AssetKey, TableColumn, TableSchema
 
+from pipeline.contract.tables import TableSpec
 from pipeline.resources import WarehouseResource
-from pipeline.source.tables import TableSpec
 from pipeline.warehouse import Warehouse
 from pipeline.warehouse.arrow_types import field_type
 

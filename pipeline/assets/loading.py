@@ -11,11 +11,12 @@ from datetime import UTC, datetime
 
 from dagster import AssetExecutionContext, MetadataValue
 
+from pipeline.contract.tables import TABLES, TableSpec
 from pipeline.settings import Settings
-from pipeline.source import TABLES, Batch, PlatformClient, RunStats
-from pipeline.source.memory import release_free_memory
-from pipeline.source.new_fields import paths_of
-from pipeline.source.tables import TableSpec
+from pipeline.source.client import PlatformClient
+from pipeline.source.decoding import Batch
+from pipeline.source.fetching import release_free_memory
+from pipeline.source.stats import RunStats, paths_of
 from pipeline.warehouse import Load, LoadResult, TableLoadStats, Warehouse, row_count
 from pipeline.windows import UNBOUNDED, Window, cursor_window, next_cursor
 

@@ -16,7 +16,8 @@ from pipeline.assets.loading import load_stream, table_metadata
 from pipeline.freshness import progress_freshness
 from pipeline.backfill import BackfillWindow
 from pipeline.resources import PlatformResource, WarehouseResource
-from pipeline.source import TABLES, RunStats
+from pipeline.contract.tables import TABLES
+from pipeline.source.stats import RunStats
 from pipeline.warehouse import Load
 from pipeline.windows import Window
 

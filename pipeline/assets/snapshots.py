@@ -9,7 +9,7 @@ from dagster import AssetExecutionContext, AssetSpec, AssetsDefinition, Material
 from pipeline.assets.loading import load_stream, table_metadata
 from pipeline.assets.common import OWNERS, POOL, lms_key, ready_warehouse, table_definition_metadata
 from pipeline.resources import PlatformResource, WarehouseResource
-from pipeline.source import TABLES
+from pipeline.contract.tables import TABLES
 from pipeline.windows import Window
 
 

@@ -7,9 +7,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from pipeline.contract.models import ExchangeCredentialsForTokenBody, LogoutByIdBody, RefreshTokenBody, TokenResponse
 from pipeline.simulator.api_common import Owner, platform_of, responses
 from pipeline.simulator.errors import DomainError, json_response
-from pipeline.source.models import ExchangeCredentialsForTokenBody, LogoutByIdBody, RefreshTokenBody, TokenResponse
 
 router = APIRouter(prefix="/v1", tags=["auth"])
 

@@ -8,11 +8,11 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Request
 from starlette.responses import Response
 
+from pipeline.contract.models import ActiveLessonCallback, UpdateActiveLessonBody
 from pipeline.simulator import params
 from pipeline.simulator.api_common import platform_of, responses
 from pipeline.simulator.errors import DomainError, json_response
 from pipeline.simulator.world import ForbiddenCallback, UnknownCallback, World
-from pipeline.source.models import ActiveLessonCallback, UpdateActiveLessonBody
 
 router = APIRouter(prefix="/v1/callbacks", tags=["callbacks"])
 CallbackToken = Annotated[str, Path(alias="CALLBACK_TOKEN")]

@@ -8,8 +8,8 @@ from typing import Annotated, Any
 from fastapi import Depends, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from pipeline.contract.models import DomainErrorModel
 from pipeline.simulator.platform import Platform
-from pipeline.source.models import DomainErrorModel
 
 _bearer = HTTPBearer(auto_error=False, bearerFormat="JWT", scheme_name="bearerAuth",
                      description="Access token from POST /v1/token (scope admin, owner claim).")

@@ -13,9 +13,9 @@ from pipeline.simulator import params
 from pipeline.simulator.api_common import (
     IncludeDisabled, Owner, PageNumber, PageSize, Search, platform_of, responses,
 )
+from pipeline.contract.models import Category, User, UserGroup
 from pipeline.simulator.errors import DomainError, raw_json_response
 from pipeline.simulator.platform import Platform
-from pipeline.source.models import Category, User, UserGroup
 
 router = APIRouter(prefix="/v1", tags=["directory"])
 GroupId = Annotated[str, Path(alias="groupId")]

@@ -16,10 +16,10 @@ from pipeline.simulator import params
 from pipeline.simulator.api_common import (
     IncludeArchived, IncludeEntryQuiz, Owner, PageNumber, PageSize, UpdatedSince, platform_of, responses,
 )
+from pipeline.contract.models import ActiveLesson, Answer, Lesson
 from pipeline.simulator.errors import raw_json_response
 from pipeline.simulator.platform import Platform
 from pipeline.simulator.render import active_lesson_records, answer_page_json
-from pipeline.source.models import ActiveLesson, Answer, Lesson
 
 router = APIRouter(prefix="/v1", tags=["progress"])
 UserId = Annotated[str, Path(alias="USER_ID")]

@@ -9,11 +9,11 @@ import orjson
 from fastapi import APIRouter, Path, Request
 from starlette.responses import Response
 
+from pipeline.contract.models import LessonSession, LessonSessionBody, LessonSessionUpdateBody
 from pipeline.simulator import params
 from pipeline.simulator.api_common import Owner, platform_of, responses
 from pipeline.simulator.errors import DomainError, raw_json_response
 from pipeline.simulator.platform import Platform
-from pipeline.source.models import LessonSession, LessonSessionBody, LessonSessionUpdateBody
 
 router = APIRouter(prefix="/v1/lesson-session", tags=["sessions"])
 SessionPath = Annotated[str, Path(alias="ID")]

@@ -1,5 +1,5 @@
 """The ASGI application: FastAPI routes (their OpenAPI documents every operation with the models of
-pipeline.source.models) behind PlatformMiddleware. Bodies are built with orjson and returned raw."""
+pipeline.contract.models) behind PlatformMiddleware. Bodies are built with orjson and returned raw."""
 
 from __future__ import annotations
 

@@ -20,8 +20,8 @@ from collections.abc import Awaitable, Callable
 import jwt
 from pydantic import SecretStr
 
+from pipeline.contract.models import TokenResponse
 from pipeline.source.errors import PlatformAuthError, PlatformRequestError
-from pipeline.source.models import TokenResponse
 
 log = logging.getLogger("lessonsync.source")
 

@@ -8,11 +8,16 @@
 Fetching runs on an asyncio event loop in a background thread and feeds a bounded queue, so memory
 stays flat and the consumer writes DuckDB/Parquet while the next pages download. Stopping the iteration
 early (break, exception) cancels the fetching cleanly.
+
+Record streams (active_lessons, groups with their users, lessons, sessions, categories) run here (run_stream):
+requests built from the stream declarations, swept exactly, batches emitted, statistics returned; answers run
+in answers.py.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
 from dataclasses import dataclass
@@ -21,15 +26,90 @@ from typing import Any, TypeVar
 
 import pyarrow as pa
 
+from pipeline.contract.streams import ANSWER_STREAMS, STREAMS, StreamSpec
 from pipeline.settings import Settings, load_settings
 from pipeline.source.answers import run_answers
-from pipeline.source.core import Emit, SourceCore
-from pipeline.source.memory import release_free_memory
-from pipeline.source.paths import fill_path
-from pipeline.source.requests import Batch, UpdatedSinceFormat
-from pipeline.source.runs import run_stream, runnable_stream
-from pipeline.source.stats import RunStats
+from pipeline.source.decoding import Batch, Page
+from pipeline.source.fetching import Emit, SourceCore, release_free_memory
+from pipeline.source.paging import Request, UpdatedSinceFormat, fill_path, format_updated_since
+from pipeline.source.stats import Progress, RunStats
+from pipeline.source.sweeps import HandlePage, run_pool, sweep
 from pipeline.source.transport import json_body
+
+log = logging.getLogger("lessonsync.source")
+
+
+# Record-stream runs
+
+RUNNABLE = tuple(name for name, s in STREAMS.items()
+                 if name not in ANSWER_STREAMS and not any(p.substream and p.substream.stream == name
+                                                           for p in STREAMS.values()))
+
+
+def runnable_stream(name: str, updated_since: datetime | None) -> StreamSpec:
+    """The stream named `name`, checked for use with iter_stream; errors say what to call instead."""
+    if name == "answers" or name in ANSWER_STREAMS:
+        raise ValueError("answers are fetched for changed active lessons: use iter_answers(changed_pairs, "
+                         "updated_since=...)")
+    if name not in RUNNABLE:
+        raise ValueError(f"unknown stream {name!r}; streams: {', '.join(RUNNABLE)}")
+    stream = STREAMS[name]
+    if updated_since is not None and not stream.incremental:
+        raise ValueError(f"stream {name} is a snapshot, pulled whole; call it without updated_since")
+    return stream
+
+
+async def run_stream(core: SourceCore, name: str, updated_since: datetime | None, emit: Emit) -> RunStats:
+    """Every record of stream `name` (changed since `updated_since` for incremental streams)."""
+    stream = runnable_stream(name, updated_since)
+    stats, progress = core.start_stats(name), Progress(name)
+    mark = core.transport.clock_mark()
+    since = None if updated_since is None else format_updated_since(updated_since, core.updated_since_format)
+
+    async def handle(request: Request, page: Page) -> None:
+        await core.emit_page(page, emit, stats, progress)
+
+    request = Request(stream, updated_since=since)
+    if stream.substream is None:
+        stats.complete = await sweep(core, request, handle, stats)
+    else:
+        stats.complete = await _with_substream(core, request, handle, stats)
+    if not stats.complete:
+        log.warning("%s: page drift persisted; the rows were yielded but the result is marked incomplete: "
+                    "do not advance the cursor past this window", name)
+    stats.server_time_at_start = mark.server_start()
+    progress.report("done")
+    return stats.finish()
+
+
+async def _with_substream(core: SourceCore, request: Request, handle: HandlePage, stats: RunStats) -> bool:
+    """The parent listing (e.g. groups), then the sub-listing of every parent (its users), concurrently.
+
+    Parent ids are kept (a dict, in order, deduplicated across passes); the sub-records are not: a user in
+    several groups is yielded once per group and the warehouse dedupes `users` on its key.
+    """
+    sub = request.stream.substream
+    assert sub is not None
+    parents: dict[str, None] = {}
+
+    async def handle_parent(parent_request: Request, page: Page) -> None:
+        if page.own is not None:
+            parents.update(dict.fromkeys(page.own.column(sub.column).to_pylist()))
+        await handle(parent_request, page)
+
+    complete = await sweep(core, request, handle_parent, stats)
+    child_stream = STREAMS[sub.stream]
+    results: list[bool] = []
+
+    async def one(parent_id: str) -> None:
+        child = Request(child_stream, {sub.placeholder: parent_id})
+        results.append(await sweep(core, child, handle, stats))
+
+    await run_pool(parents, one, core.settings.concurrency)
+    return complete and all(results)
+
+
+# The synchronous face
 
 T = TypeVar("T")
 TAKE_AT_ONCE = 4
@@ -99,7 +179,7 @@ class PlatformClient:
             self._loop = self._thread = self._core = None
 
     def iter_stream(self, name: str, *, updated_since: datetime | None = None) -> Iterator[Batch]:
-        """Batches of stream `name` (see pipeline.source.runs.RUNNABLE); incremental streams take
+        """Batches of stream `name` (see RUNNABLE); incremental streams take
         `updated_since` (aware datetime, the window start). Stats: last_run_stats() after the end."""
         runnable_stream(name, updated_since)  # fail here, not at the first next()
         return self._iterate(lambda emit: run_stream(self._ready(), name, updated_since, emit))

@@ -1,21 +1,31 @@
 """What one stream run did, for Dagster metadata and logs: requests, retries, pages, rows per table,
 quarantined records, new fields the platform added, sweep passes, whether the result is complete, the server
-time it started and the newest lastDate it listed (the two clocks the cursor rule of pipeline/windows.py weighs)."""
+time it started and the newest lastDate it listed (the two clocks the cursor rule of pipeline/windows.py weighs).
+
+New fields (schema drift the platform introduces: fields our models do not declare) are kept in each row's
+`extra` (JSON keyed by API path, pipeline/contract/columns.py); here they are counted per table and path, so a
+run can report them.
+
+Progress of long streams is logged on "lessonsync.source": pages, rows and rate, every N pages or seconds.
+"""
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import orjson
+import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.source.new_fields import count_new_fields
+from pipeline.contract.columns import EXTRA_COLUMN
+from pipeline.source.decoding import Page
+from pipeline.source.transport import TransportStats
 
-if TYPE_CHECKING:
-    from pipeline.source.requests import Page
-    from pipeline.source.transport import TransportStats
+log = logging.getLogger("lessonsync.source")
 
 
 @dataclass
@@ -74,3 +84,47 @@ class RunStats:
             instant = values[name]
             values[name] = instant.isoformat() if instant is not None else None
         return values
+
+
+def count_new_fields(table: str, records: pa.RecordBatch, counts: dict[str, int]) -> None:
+    """Add to `counts` ("table.api.path" -> records carrying it) the new fields of `records`.
+
+    Free for the usual page: a batch whose `extra` column is all null is skipped on Arrow's null count."""
+    index = records.schema.get_field_index(EXTRA_COLUMN)
+    if index < 0:
+        return
+    column = records.column(index)
+    if column.null_count == len(column):
+        return
+    for text in column.to_pylist():
+        if text:
+            for path in orjson.loads(text):
+                name = f"{table}.{path}"
+                counts[name] = counts.get(name, 0) + 1
+
+
+def paths_of(table: str, counts: dict[str, int]) -> list[str]:
+    """The new field paths seen in `table`, sorted."""
+    prefix = f"{table}."
+    return sorted(name[len(prefix):] for name in counts if name.startswith(prefix))
+
+
+class Progress:
+    def __init__(self, stream: str, *, every_pages: int = 100, every_seconds: float = 10.0) -> None:
+        self._stream = stream
+        self._every_pages, self._every_seconds = every_pages, every_seconds
+        self._started = self._last_report = time.monotonic()
+        self.pages = self.rows = 0
+
+    def page(self, rows: int) -> None:
+        self.pages += 1
+        self.rows += rows
+        now = time.monotonic()
+        if self.pages % self._every_pages == 0 or now - self._last_report >= self._every_seconds:
+            self._last_report = now
+            self.report("progress")
+
+    def report(self, what: str) -> None:
+        elapsed = max(time.monotonic() - self._started, 1e-9)
+        log.info("%s %s: %d pages, %d records, %.0f records/s, %.1f pages/s", self._stream, what, self.pages,
+                 self.rows, self.rows / elapsed, self.pages / elapsed)

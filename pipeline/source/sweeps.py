@@ -10,7 +10,7 @@ record Y and the slots between its old place and the end, each slot either serve
 fetched) or unserved (U). Every record in that range shifts back one slot: at a boundary U|S the record
 leaves a served slot for an unserved one (it will be served again: a duplicate); at S|U it leaves an
 unserved slot for a served one (a skip). The end is unserved while the sweep runs (the last page is
-only trusted when asked after every earlier page arrived, see pagination.record_pages). If Y's old slot
+only trusted when asked after every earlier page arrived, see paging.record_pages). If Y's old slot
 was served, Y itself is served again; if not, the range starts and ends unserved, so boundaries S|U and
 U|S alternate and come in equal numbers. Either way a move that skips something serves something twice.
 This holds for any fixed order and for out-of-order page fetching. A record that appears mid-sweep (new,
@@ -38,8 +38,9 @@ from typing import TypeVar
 
 import numpy as np
 
-from pipeline.source.core import SourceCore
-from pipeline.source.requests import Page, Request
+from pipeline.source.decoding import Page
+from pipeline.source.fetching import SourceCore
+from pipeline.source.paging import Request
 from pipeline.source.stats import RunStats
 
 log = logging.getLogger("lessonsync.source")

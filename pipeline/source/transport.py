@@ -3,6 +3,31 @@ in flight, bearer auth with one renewal on 401, tenacity retries, server time fr
 
 Every request is counted (`stats`) so runs can report requests and retries. Errors name the method,
 endpoint, parameters and last status, with every secret redacted.
+
+Retries (tenacity). Retried: 429, 5xx, timeouts, connection errors, and 200 bodies that are not complete JSON. Waits are
+exponential with jitter (0.1 s, 0.2 s, 0.4 s... + up to 0.1 s), capped by settings.retry_max_wait. A
+Retry-After hint (seconds or HTTP date) is honoured up to that cap; the exponential backoff is its floor,
+so `Retry-After: 0` cannot make us spin.
+
+A request retries until settings.retry_budget seconds have passed since its first try (or max_attempts
+tries, a bound the budget normally reaches first): an outage shorter than the budget is ridden out. The
+last wait is shortened so that the final try happens at the end of the budget, not after it.
+
+HTTP/1.1 under httpx is aiohttp's (AiohttpTransport). Why: pages of answers are megabytes, and httpx's own
+transport (httpcore + h11) handles a body as a series of reads, each copied, extracted and joined in Python:
+~7.7 ms of CPU per 1.5 MB page against ~3.0 ms here (aiohttp parses HTTP in C with llhttp and hands the body
+over in one piece; docs/BENCHMARKS.md).
+Everything above stays httpx: requests, responses, timeouts, error types, Content-Encoding decoding.
+
+Errors land in httpx's hierarchy so callers keep one set of exceptions: timeouts connecting or waiting
+for bytes are ConnectTimeout / ReadTimeout, a refused or lost connection ConnectError / ReadError, a
+body cut short or a response that is not HTTP RemoteProtocolError. The URL is sent exactly as httpx
+encoded it (percent-encoded ids stay as they are). Proxies come from the environment (HTTP(S)_PROXY,
+NO_PROXY) and TLS uses httpx's context (certifi, SSL_CERT_FILE), as with httpx's own transport.
+
+The environment is read once per origin, not per request: aiohttp's `trust_env` re-reads every variable
+for the proxy and looks for a .netrc in a worker thread on each request (1,000 small requests: ~0.4 s of
+CPU). Like httpx since 0.24, no .netrc credentials are sent: the platform is authenticated by its token.
 """
 
 from __future__ import annotations
@@ -12,18 +37,30 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
+from functools import lru_cache
 from typing import Any, TypeVar
 
+import aiohttp
 import httpx
 import orjson
 from pydantic import ValidationError
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception_type,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_exponential_jitter,
+)
+from tenacity.stop import stop_base
+from tenacity.wait import wait_base
+from yarl import URL
 
+from pipeline.contract.models import TokenResponse
 from pipeline.settings import Settings
-from pipeline.source.aio import AiohttpTransport
 from pipeline.source.auth import TokenManager
-from pipeline.source.clock import ClockMark
 from pipeline.source.errors import (
     PlatformAuthError,
     PlatformRequestError,
@@ -31,14 +68,14 @@ from pipeline.source.errors import (
     RetryableFailure,
     TruncatedBody,
 )
-from pipeline.source.models import TokenResponse
-from pipeline.source.retrying import RetryAfterOrBackoff, parse_http_date, retry_after_seconds, stop_when_spent
 
 log = logging.getLogger("lessonsync.source")
 
 T = TypeVar("T")
 Decode = Callable[[bytes], T]
 
+
+# Transport
 
 @dataclass
 class TransportStats:
@@ -55,7 +92,7 @@ class Transport:
             limits=httpx.Limits(max_connections=settings.concurrency,
                                 max_keepalive_connections=settings.concurrency),
             headers={"Accept": "application/json"},
-            transport=AiohttpTransport(settings.concurrency),  # aiohttp's C HTTP parser under httpx (aio.py)
+            transport=AiohttpTransport(settings.concurrency),  # aiohttp's C HTTP parser under httpx (below)
         )
         self._slots = asyncio.Semaphore(settings.concurrency)
         self.auth = TokenManager(settings.app_secret, self._post_token)
@@ -208,3 +245,161 @@ def _error_detail(response: httpx.Response) -> str:
     if isinstance(error, dict) and "message" in error:
         return f"{error.get('kind', 'error')}: {error['message']}"
     return response.text[:200]
+
+
+# Retry policy
+
+FIRST_WAIT = 0.1  # seconds before the first retry; doubles each time
+
+
+def retry_after_seconds(value: str | None, server_now: datetime | None) -> float | None:
+    """Seconds to wait from a Retry-After header (delta-seconds or HTTP-date); None when absent/unreadable.
+
+    An HTTP-date is compared with both our clock and the server's (its Date header), and the shorter
+    delay wins: a skewed or simulated server clock must not turn "in one second" into days (the cap
+    would still bound it), and a retry that comes too early is only one more bounded attempt.
+    """
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    delays = [(when - now).total_seconds() for now in (datetime.now(UTC), server_now) if now is not None]
+    return max(0.0, min(delays))
+
+
+@lru_cache(maxsize=64)  # every response carries one, and it changes once a second at most
+def parse_http_date(value: str | None) -> datetime | None:
+    """A Date header as an aware datetime, None when absent or unreadable."""
+    if not value:
+        return None
+    try:
+        parsed = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+class RetryAfterOrBackoff(wait_base):
+    """max(Retry-After hint, exponential backoff with jitter), never more than `cap` seconds."""
+
+    def __init__(self, cap: float, budget: float | None = None) -> None:
+        self._cap = cap
+        self._budget = budget
+        self._backoff = wait_exponential_jitter(multiplier=FIRST_WAIT, max=cap, exp_base=2, jitter=FIRST_WAIT)
+
+    def __call__(self, retry_state: RetryCallState) -> float:
+        backoff = self._backoff(retry_state)
+        outcome = retry_state.outcome
+        hint = getattr(outcome.exception(), "retry_after", None) if outcome is not None else None
+        wait = min(self._cap, max(hint or 0.0, backoff))
+        if self._budget is not None:  # never sleep past the budget: the last try comes as it ends
+            wait = min(wait, max(0.0, self._budget - retry_state.seconds_since_start))
+        return wait
+
+
+def stop_when_spent(budget: float, max_attempts: int) -> stop_base:
+    """Stop retrying once `budget` seconds have passed since the first try, or after `max_attempts` tries."""
+    return stop_after_delay(budget) | stop_after_attempt(max_attempts)
+
+
+# The platform's clock as its Date headers show it
+
+class ClockMark:
+    """Server time at a local instant, learnt from the first Date header that arrives after it.
+
+    Never extrapolated forward from an older Date: the platform's clock may be simulated or stopped. It is
+    one bound of the cursor rule (pipeline/windows.py), never trusted alone: nothing ties the Date header
+    to the clock that stamps lastDate. The Date header has whole seconds, hence -1 s.
+    """
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self._date: datetime | None = None
+        self._received = 0.0
+
+    def note(self, server_now: datetime, received: float) -> None:
+        if self._date is None:
+            self._date, self._received = server_now, received
+
+    def server_start(self) -> datetime | None:
+        if self._date is None:
+            return None
+        return self._date - timedelta(seconds=self._received - self.started + 1.0)
+
+
+# aiohttp under httpx
+
+class AiohttpTransport(httpx.AsyncBaseTransport):
+    """One aiohttp session with at most `connections` keep-alive connections, opened on first use (a
+    session belongs to the event loop that created it)."""
+
+    def __init__(self, connections: int) -> None:
+        self._connections = connections
+        self._session: aiohttp.ClientSession | None = None
+        self._proxies: dict[tuple[str, str, int | None], tuple[URL | None, aiohttp.BasicAuth | None]] = {}
+
+    def _open(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            connector = aiohttp.TCPConnector(limit=self._connections, limit_per_host=self._connections,
+                                             ssl=httpx.create_ssl_context())
+            # bodies stay as sent (httpx decodes Content-Encoding); httpx already set every header it wants
+            # cookies are httpx's business (it reads Set-Cookie from the response this returns)
+            self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False, trust_env=False,
+                                                  cookie_jar=aiohttp.DummyCookieJar(),
+                                                  skip_auto_headers=("Accept-Encoding", "User-Agent", "Accept"))
+        return self._session
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        limits = request.extensions.get("timeout", {})
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=limits.get("connect"), sock_read=limits.get("read"))
+        url = request.url
+        origin = (url.scheme, url.host, url.port)
+        if origin not in self._proxies:
+            self._proxies[origin] = _environment_proxy(*origin)
+        proxy, proxy_auth = self._proxies[origin]
+        try:
+            async with self._open().request(
+                request.method, URL(str(url), encoded=True), proxy=proxy, proxy_auth=proxy_auth,
+                headers=[(name.decode("latin-1"), value.decode("latin-1")) for name, value in request.headers.raw],
+                data=await request.aread() or None, timeout=timeout, allow_redirects=False,
+            ) as response:
+                body = await response.read()
+        except aiohttp.ConnectionTimeoutError as exc:
+            raise httpx.ConnectTimeout(str(exc) or "timed out connecting", request=request) from exc
+        except (aiohttp.SocketTimeoutError, asyncio.TimeoutError) as exc:
+            raise httpx.ReadTimeout(str(exc) or "timed out waiting for the response", request=request) from exc
+        except aiohttp.ClientConnectorError as exc:
+            raise httpx.ConnectError(str(exc), request=request) from exc
+        except aiohttp.ClientPayloadError as exc:
+            raise httpx.RemoteProtocolError(f"response body incomplete ({exc})", request=request) from exc
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+            raise httpx.ReadError(str(exc) or type(exc).__name__, request=request) from exc
+        except aiohttp.ClientError as exc:  # not an HTTP response, malformed head, ...
+            raise httpx.RemoteProtocolError(f"{type(exc).__name__}: {exc}", request=request) from exc
+        reason = (response.reason or "").encode("ascii", errors="replace")
+        return httpx.Response(response.status, headers=list(response.raw_headers), stream=httpx.ByteStream(body),
+                              request=request, extensions={"http_version": b"HTTP/1.1", "reason_phrase": reason})
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+def _environment_proxy(scheme: str, host: str, port: int | None) -> tuple[URL | None, aiohttp.BasicAuth | None]:
+    """The proxy HTTP(S)_PROXY / NO_PROXY name for an origin (None: connect directly), as aiohttp's
+    trust_env would find it."""
+    origin = URL.build(scheme=scheme, host=host, port=port)
+    try:
+        return aiohttp.helpers.get_env_proxy_for_url(origin)
+    except LookupError:
+        return None, None

@@ -3,14 +3,10 @@ order, same Arrow types, no null key. Errors say which table, which column and w
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import pyarrow as pa
 
+from pipeline.contract.tables import TableSpec
 from pipeline.warehouse.errors import SchemaError
-
-if TYPE_CHECKING:  # the contract's types only: importing pipeline.source loads the whole client
-    from pipeline.source.tables import TableSpec
 
 
 def conform_batch(spec: TableSpec, batch: pa.RecordBatch | pa.Table) -> list[pa.RecordBatch]:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from pipeline.contract.tables import TableSpec
 from pipeline.warehouse import hooks
 from pipeline.warehouse.batches import conform_batch
 from pipeline.warehouse.commit import commit_load
@@ -25,7 +26,6 @@ from pipeline.warehouse.results import LoadResult
 from pipeline.warehouse.schema import check_identifier, table_def
 
 if TYPE_CHECKING:
-    from pipeline.source.tables import TableSpec
     from pipeline.warehouse.warehouse import Warehouse
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")

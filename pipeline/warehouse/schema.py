@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 import duckdb
 
+from pipeline.contract.tables import TableKind, TableSpec
 from pipeline.warehouse.arrow_types import TIMESTAMPTZ, field_type, q
 from pipeline.warehouse.catalog import read_catalog
 from pipeline.warehouse.errors import SchemaError
@@ -22,9 +22,6 @@ from pipeline.warehouse.tabledef import (  # noqa: F401  (re-exported: the names
     SCHEMA,
     TableDef,
 )
-
-if TYPE_CHECKING:  # the contract's types only: importing pipeline.source loads the whole client
-    from pipeline.source.tables import TableKind, TableSpec
 
 _IDENTIFIER = re.compile(r"^[a-z][a-z0-9_]*$")
 

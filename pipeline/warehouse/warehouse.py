@@ -7,10 +7,10 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import duckdb
 
+from pipeline.contract.tables import TableSpec
 from pipeline.warehouse.connection import ConnectionSettings, open_connection
 from pipeline.warehouse.firstload import DEFAULT_SLICE_ROWS
 from pipeline.warehouse.lakestore import LocalLake, open_lake
@@ -19,9 +19,6 @@ from pipeline.warehouse.recovery import recover
 from pipeline.warehouse.schema import ensure_tables, table_def
 from pipeline.warehouse.state import ensure_state_tables, read_cursor
 from pipeline.warehouse.upsert import DEFAULT_STRATEGY, STRATEGIES
-
-if TYPE_CHECKING:  # the contract's types only: importing pipeline.source loads the whole client
-    from pipeline.source.tables import TableSpec
 
 
 def utc_now() -> datetime:

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from pipeline.source.models import Certificate
+from pipeline.contract.models import Certificate
 
 EventType = Literal["certificate_completed", "certificate_expired"]
 COMPLETED: EventType = "certificate_completed"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 
-from pipeline.source.tables import TableSpec
+from pipeline.contract.tables import TableSpec
 from pipeline.webhooks.tables import CERTIFICATE_EVENTS, PAYLOAD_FIELDS
 from pipeline.warehouse.arrow_types import field_type
 

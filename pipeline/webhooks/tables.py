@@ -12,8 +12,8 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from pipeline.source.models import Certificate
-from pipeline.source.tables import TableSpec
+from pipeline.contract.models import Certificate
+from pipeline.contract.tables import TableSpec
 from pipeline.webhooks.events import as_utc
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")

@@ -10,7 +10,7 @@ from typing import Any
 
 import duckdb
 
-from pipeline.source.catalog import TABLES
+from pipeline.contract.tables import TABLES
 from pipeline.warehouse import Warehouse
 from pipeline.webhooks.load import ensure_certificate_tables
 

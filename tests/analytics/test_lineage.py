@@ -10,7 +10,7 @@ from dagster import AssetKey
 
 from pipeline.analytics.models import DEFAULT_MODELS_DIR, AnalyticsProject
 from pipeline.assets.analytics import PUBLISHED_KEY, analytics_checks, analytics_models, analytics_published
-from pipeline.source.catalog import TABLES
+from pipeline.contract.tables import TABLES
 from pipeline.webhooks.tables import CERTIFICATE_EVENTS, CERTIFICATES
 
 

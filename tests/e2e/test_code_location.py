@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.source import TABLES
+from pipeline.contract.tables import TABLES
 
 REPO = Path(__file__).resolve().parents[2]
 QUERY = """{ workspaceOrError { __typename ... on Workspace { locationEntries { name locationOrLoadError {

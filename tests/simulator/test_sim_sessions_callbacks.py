@@ -6,9 +6,9 @@ import httpx
 import pytest
 from simtools import enc
 
+from pipeline.contract.models import LessonSession
 from pipeline.simulator.names import SPECIAL_SESSION_ID
 from pipeline.simulator.timeutil import iso, to_ms
-from pipeline.source.models import LessonSession
 
 BODY = {"title": "Atelier sécurité", "description": "Salle 2", "lessonId": "", "presenters": ["p1"],
         "status": "online", "type": "fixed-date", "registrationGroupType": "unlimited",

@@ -7,9 +7,9 @@ import base64
 import pytest
 from simtools import Receiver, running_receiver
 
+from pipeline.contract.models import Certificate
 from pipeline.simulator import SimulatorConfig, start_simulator
 from pipeline.simulator.webhooks import auth_headers
-from pipeline.source.models import Certificate
 
 
 @pytest.mark.parametrize(("auth", "header", "expected"), [

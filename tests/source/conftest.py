@@ -11,7 +11,8 @@ import pytest
 
 from pipeline.settings import Settings
 from pipeline.simulator import SimulatorConfig, SimulatorHandle, start_simulator
-from pipeline.source import Batch, PlatformClient
+from pipeline.source.client import PlatformClient
+from pipeline.source.decoding import Batch
 
 PAGE_SIZE = 7  # small pages: many of them, page boundaries everywhere, mid-stream empty answer pages
 

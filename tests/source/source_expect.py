@@ -12,7 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from pipeline.source import TABLES
+from pipeline.contract.tables import TABLES
 
 
 def snake(api_name: str) -> str:

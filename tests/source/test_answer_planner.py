@@ -3,7 +3,7 @@
 import pyarrow as pa
 import pytest
 
-from pipeline.source.planner import PAIR_COST, plan_answer_requests
+from pipeline.source.answers import PAIR_COST, plan_answer_requests
 
 
 def covered(plan, pairs):

@@ -1,4 +1,4 @@
-"""httpx over aiohttp (pipeline/source/aio.py) against a scripted raw HTTP server on loopback: real sockets,
+"""httpx over aiohttp (AiohttpTransport, pipeline/source/transport.py) against a scripted raw HTTP server on loopback: real sockets,
 responses written byte for byte (framing the simulator and uvicorn never produce: chunked with extensions
 and trailers, close-delimited bodies, interim 1xx, bodies arriving in small pieces, broken responses)."""
 
@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 import httpx
 import pytest
 
-from pipeline.source.aio import AiohttpTransport
+from pipeline.source.transport import AiohttpTransport
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, bytes], Awaitable[bool]]  # True: keep the connection
 

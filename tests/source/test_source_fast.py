@@ -1,5 +1,5 @@
-"""The fast decoding path (pipeline/source/fast.py) against the validated one (pages.py): it never accepts
-what the models reject, and what it accepts becomes exactly the same batches; over real HTTP, a bad
+"""The fast decoding path (pipeline/source/fast_decoding.py) against the validated one (decoding.py): it never
+accepts what the models reject, and what it accepts becomes exactly the same batches; over real HTTP, a bad
 record in the middle of a page still quarantines exactly that record, with the same where and why."""
 
 import json
@@ -9,12 +9,13 @@ import pytest
 from pydantic import SecretStr
 from source_edge_server import SECRET, EdgeState, edge_server, raw
 
+from pipeline.contract.streams import STREAMS
 from pipeline.settings import Settings
-from pipeline.source import STREAMS, PlatformClient
-from pipeline.source.core import SourceCore
-from pipeline.source.fast import FastPages
-from pipeline.source.pages import PageDecoder, PageLocation
-from pipeline.source.requests import Request, arrow_page
+from pipeline.source.client import PlatformClient
+from pipeline.source.decoding import PageDecoder, PageLocation, arrow_page
+from pipeline.source.fast_decoding import FastPages
+from pipeline.source.fetching import SourceCore
+from pipeline.source.paging import Request
 
 ANSWER = {"attemptIndex": 1, "quizType": "exit", "_activeLessonId": "a", "_lessonId": "L", "_userId": "u",
           "lessonVersion": 2, "questionTitle": "Q · é", "isValid": True, "lastDate": "2026-05-05T07:43:45.815Z",
@@ -178,7 +179,7 @@ def test_a_bad_record_mid_page_over_http_is_quarantined_alone(bad, field, words)
     assert row["endpoint"] == "/v1/users/u/lessons/L/answers" and row["stream"] == "answers_by_user_lesson"
     assert all(word in row["message"] for word in words), row["message"]
     kept = json.loads(row["raw"])
-    if field == "_questionId":  # quarantined after validation (pages.py): the validated record, dates as parsed
+    if field == "_questionId":  # quarantined after validation (decoding.py): the validated record, dates as parsed
         assert kept.pop("lastDate") == "2026-05-05T07:43:45.815000+00:00"
         assert kept == {k: v for k, v in records[4].items() if k != "lastDate"}
     else:

@@ -2,9 +2,8 @@
 
 import asyncio
 
-from pipeline.source.pages import PageLocation
-from pipeline.source.pagination import answer_pages, record_pages
-from pipeline.source.requests import Page
+from pipeline.source.decoding import Page, PageLocation
+from pipeline.source.paging import answer_pages, record_pages
 
 
 def scripted(served: dict[int, int], delays: dict[int, float] | None = None):

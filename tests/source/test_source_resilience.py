@@ -7,7 +7,7 @@ from conftest import all_pairs, client_settings, rows_by_table, truth
 from source_expect import assert_same_table, expected_tables, keyed
 
 from pipeline.simulator import SimulatorConfig, start_simulator
-from pipeline.source import PlatformClient
+from pipeline.source.client import PlatformClient
 
 
 @pytest.mark.slow

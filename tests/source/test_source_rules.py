@@ -9,10 +9,9 @@ import jwt
 import pytest
 
 from pipeline.source.auth import refresh_margin, token_lifetime
-from pipeline.source.core import first_page_from_probe
-from pipeline.source.paths import encode_segment, fill_path
-from pipeline.source.requests import format_updated_since
-from pipeline.source.retrying import RetryAfterOrBackoff, retry_after_seconds
+from pipeline.source.fetching import first_page_from_probe
+from pipeline.source.paging import encode_segment, fill_path, format_updated_since
+from pipeline.source.transport import RetryAfterOrBackoff, retry_after_seconds
 
 
 @pytest.mark.parametrize(("page0", "page1", "first"), [
@@ -104,8 +103,7 @@ def test_run_pool_surfaces_the_first_real_error():
 def test_drift_hits_count_every_change_in_scope_whatever_its_lastdate():
     """Whether a change happened while a request was in flight cannot be told from lastDate when the Date
     header and the lastDate clock disagree: every change in a request's scope counts."""
-    from pipeline.source.answers import Changes
-    from pipeline.source.planner import PlannedRequest
+    from pipeline.source.answers import Changes, PlannedRequest
 
     t = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
     baseline = {("o", "u1", "L1", t - timedelta(seconds=1))}

@@ -7,10 +7,10 @@ import pyarrow as pa
 import pytest
 from pydantic import ValidationError
 
-from pipeline.source import STREAMS, TABLES
-from pipeline.source.catalog import BUILDS
-from pipeline.source.models import ActiveLesson, Answer, Lesson, LessonSession
-from pipeline.source.validation import RecordValidator
+from pipeline.contract.models import ActiveLesson, Answer, Lesson, LessonSession
+from pipeline.contract.streams import STREAMS
+from pipeline.contract.tables import BUILDS, TABLES
+from pipeline.source.decoding import RecordValidator
 
 EXPECTED_TABLES = {
     "active_lessons", "answers", "answer_results", "groups", "users", "group_members", "categories",
@@ -156,7 +156,7 @@ def test_empty_batches_match_the_schema(table):
 
 
 def test_a_page_decodes_record_by_record_only_when_it_must():
-    from pipeline.source.pages import PageDecoder, PageLocation
+    from pipeline.source.decoding import PageDecoder, PageLocation
 
     decoder = PageDecoder(STREAMS["answers_by_lesson"])
     where = PageLocation("answers_by_lesson", "/v1/lessons/L%2F1/answers", 3, {"pageSize": "4"})

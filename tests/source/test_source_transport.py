@@ -10,8 +10,9 @@ from pydantic import SecretStr
 from source_edge_server import SECRET, EdgeState, edge_server, raw, status
 
 from pipeline.settings import Settings
-from pipeline.source import PlatformAuthError, PlatformClient, PlatformRequestError, PlatformResponseError
-from pipeline.source.core import SourceCore
+from pipeline.source.client import PlatformClient
+from pipeline.source.errors import PlatformAuthError, PlatformRequestError, PlatformResponseError
+from pipeline.source.fetching import SourceCore
 from pipeline.source.transport import json_body
 
 CATEGORIES = [{"name": "Safety", "ownerID": "o", "id": "c1"}, {"name": "Sales", "ownerID": "o", "id": "c2"}]

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 import duckdb
 
 from pipeline.assets.answer_versions import VERSIONS, window_active_lessons
-from pipeline.source import TABLES
+from pipeline.contract.tables import TABLES
 from pipeline.warehouse import Warehouse
 from pipeline.windows import Window
 

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 from warehouse_helpers import ALL_SPECS, ANSWERS, GROUPS, TS, answer, load_once
 
-from pipeline.source.tables import TableSpec
+from pipeline.contract.tables import TableSpec
 from pipeline.warehouse import SchemaError, Warehouse, WarehouseMissingError
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from pipeline.source.tables import TableSpec
+from pipeline.contract.tables import TableSpec
 from pipeline.warehouse import Warehouse
 
 UTC = timezone.utc

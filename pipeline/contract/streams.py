@@ -1,27 +1,31 @@
 """Every stream of the platform declared as data (in the spirit of dlt's REST API source): endpoint path
 template, fixed query parameters, record model, pager kind, and the tables its records yield.
 
-Pager kinds (see pagination.py): "records" pages until a short page; "answers" pages over active-lesson
+Pager kinds (see pipeline/source/paging.py): "records" pages until a short page; "answers" pages over active-lesson
 records until the caller-known count is covered, then confirms with an empty page; "single" is one
 unpaginated request (the spec gives those operations no pagination parameters).
 
-Import `STREAMS` and `TABLES` from here (or from `pipeline.source`).
+Import `STREAMS` from here (and `TABLES` from tables.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, Literal
 
-from pipeline.source import models as m
-from pipeline.source.catalog import TABLES, ChildRow
+from pipeline.contract import models as m
+from pipeline.contract.tables import TABLES, ChildRow
 
 PagerKind = Literal["records", "answers", "single"]
 Expand = Callable[[Sequence[Any], Mapping[str, str]], list[ChildRow]]  # (page records, path values) -> rows
 
 ANSWER_PARAMS = {"includeArchived": "true", "includeEntryQuiz": "true"}  # keep every attempt, both quizzes
 SNAPSHOT_PARAMS = {"includeDisabled": "true"}
+# How far from `updatedSince` a platform may draw its line: the spec shows neither the format nor whether it is
+# inclusive, so an exclusive `>` or a comparison in whole seconds must lose nothing (pipeline/windows.py, A3).
+UPDATED_SINCE_RESOLUTION = timedelta(seconds=1)
 
 
 @dataclass(frozen=True)

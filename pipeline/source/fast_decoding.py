@@ -7,7 +7,7 @@ unknown fields. msgspec decodes and validates a whole page in C, into compact St
 read off them attribute by attribute (one C-level `map(attrgetter)` per column) and converted to Arrow
 in C++. Date-times are decoded as text and parsed by Arrow in bulk (below).
 
-The fast path only ever accepts a page it can decode *exactly* as the validated path (pages.PageDecoder)
+The fast path only ever accepts a page it can decode *exactly* as the validated path (decoding.PageDecoder)
 would. Whenever it finds anything unusual in a page, it gives up on that page and returns None, and the
 caller decodes the page through PageDecoder, record by record if need be, so quarantine rows (endpoint,
 page, record index, field, message, raw JSON), unknown fields kept in `extra`, truncated bodies and
@@ -22,7 +22,8 @@ errors are exactly those of the validated path. Unusual means:
   spellings, which the validated path parses), or that Arrow cannot parse (e.g. 30 February);
 - an empty page (nothing to gain).
 
-Date-times: without an offset they are UTC, as in records.epoch_us; with one they are converted to UTC.
+Date-times: without an offset they are UTC, as in pipeline/contract/columns.epoch_us; with one they are
+converted to UTC.
 
 Models whose columns hold JSON text (lists of objects: sessions' codes, lessons' notions) or whose fields
 this translation does not cover have no fast path (their streams are small snapshots); `FastPages.for_stream`
@@ -32,7 +33,6 @@ returns None for them. tests/source/test_source_fast.py checks that both paths g
 from __future__ import annotations
 
 import gc
-import re
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -42,20 +42,20 @@ from operator import attrgetter
 from typing import Any, Literal
 
 import msgspec
-import orjson
-from msgspec.structs import astuple
 import numpy as np
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
+from msgspec.structs import astuple
 from pydantic import BaseModel
 from pydantic.types import Strict
 
-from pipeline.source.catalog import BUILDS, ChildTable, RecordTable
-from pipeline.source.pages import PageLocation
-from pipeline.source.records import TIMESTAMP, Leaf
-from pipeline.source.records import leaves as model_leaves
-from pipeline.source.requests import Batch, Page, Request
-from pipeline.source.streams import StreamSpec
+from pipeline.contract.columns import TIMESTAMP, Leaf
+from pipeline.contract.columns import leaves as model_leaves
+from pipeline.contract.streams import StreamSpec
+from pipeline.contract.tables import BUILDS, ChildTable, RecordTable
+from pipeline.source.decoding import Batch, Page, PageLocation
+from pipeline.source.paging import Request
 
 Unsupported = type("Unsupported", (), {})
 _cache: dict[tuple[type[BaseModel], bool], Any] = {}
@@ -144,7 +144,7 @@ def _attribute_path(model: type[BaseModel], api_path: Sequence[str]) -> tuple[st
 
 
 class _Columns:
-    """Arrow arrays of one model's leaves (records.leaves) read from its Structs.
+    """Arrow arrays of one model's leaves (columns.leaves) read from its Structs.
 
     Values are read by transposing: each Struct (the records, then each nested object) becomes a tuple
     once (msgspec.structs.astuple, in C) and zip(*) turns the tuples into columns, so every record is
@@ -330,7 +330,7 @@ class FastPages:
         schema = own.spec.schema
         self._optional_keys = [schema.get_field_index(k) for k in own.spec.key
                                if k in stream.model.model_fields and not stream.model.model_fields[k].is_required()]
-        # the key as a tuple (a value alone for one field), hashed like core.key_getter's on the dicts
+        # the key as a tuple (a value alone for one field), hashed like fetching.SourceCore.key_getter's on the dicts
         self._key = attrgetter(*[k for k in own.spec.key if k in stream.model.model_fields])
 
     @classmethod

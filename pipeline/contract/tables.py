@@ -1,6 +1,10 @@
-"""Every warehouse table (schema `lms`) as a TableSpec, with the builder that turns a page into its batch.
+"""Every warehouse table (schema `lms`) declared as data: a TableSpec each, and how a page's records become
+its batch. The contract between the source client (which yields Arrow record batches for a table) and the
+warehouse (which creates, upserts and snapshots it). Import `TABLES` (name -> TableSpec) from here.
 
-Import `TABLES` (name -> TableSpec) from here or from `pipeline.source`.
+Column names follow the models: the API field in snake_case without leading underscores, nested objects
+flattened with the parent name as prefix (columns.py). Load metadata columns (first/last loaded, deleted)
+are the warehouse's business and are not part of `schema`.
 
 Child tables (answer_results, lesson_session_registrations, lesson_questions; group_members for the
 users of a group) are built from the parent batch of the same page and follow it in the stream: the
@@ -12,14 +16,32 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 
-from pipeline.source import models as m
-from pipeline.source.builders import ModelColumns
-from pipeline.source.records import JSON_METADATA, TIMESTAMP
-from pipeline.source.tables import TableKind, TableSpec
+from pipeline.contract import models as m
+from pipeline.contract.columns import JSON_METADATA, TIMESTAMP, ModelColumns
+
+TableKind = Literal["incremental", "snapshot", "append"]
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    name: str  # table name in DuckDB schema `lms`, e.g. "answers"
+    schema: pa.Schema  # data columns, in order; JSON text columns carry field metadata {b"json": b"1"}
+    key: tuple[str, ...]  # primary key columns, all non-null
+    kind: TableKind  # incremental: upserted by cursor window; snapshot: pulled whole, vanished rows marked
+    cursor_field: str | None = None  # incremental tables: the last-update column (e.g. "last_date")
+    parent: str | None = None  # child tables (answer_results...): the table whose rows own these rows
+    description: str = ""  # one line for the analysts' docs
+
+    def __post_init__(self) -> None:
+        missing = [k for k in self.key if k not in self.schema.names]
+        if missing:
+            raise ValueError(f"table {self.name}: key columns {missing} are not in its schema")
+        if self.cursor_field is not None and self.cursor_field not in self.schema.names:
+            raise ValueError(f"table {self.name}: cursor field {self.cursor_field!r} is not in its schema")
 
 ChildRow = tuple[int, tuple[Any, ...], Any]  # (index of the parent in its page, context values, child dict)
 

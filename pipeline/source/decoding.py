@@ -1,0 +1,310 @@
+"""Decoding one page body into Arrow batches, the validated way (the fast way, when it applies, is
+fast_decoding.py): validate the whole page in Rust first; only if that fails, record by record, so a
+record that breaks its schema is quarantined (with endpoint, page, field, message and its raw JSON) and
+the rest of the page still loads. Records whose key fields are missing cannot be upserted and are
+quarantined too. A body that is not complete JSON raises TruncatedBody (the transport retries it).
+Records are validated dicts with API names (below), ready for Arrow (pipeline/contract/columns.py); then
+one batch per table: the page's own table, its child tables, its quarantine rows (page_batches).
+
+Validators are derived from the pydantic models: the same fields, aliases, types, enumerations, strictness
+and required/nullable rules, but producing plain dicts (TypedDicts) instead of model instances.
+
+Why: building model objects dominates decoding cost (~3x the JSON parse itself), while the warehouse
+wants columns. TypedDict validation runs wholly in Rust (pydantic-core) and its dicts feed Arrow's C++
+conversion directly. The models stay the single source of truth: these are generated from them, and a
+test checks both accept and reject the same records.
+
+Two flavours per model: `forbid_extras=True` rejects unknown fields (the fast path: a page without any
+unknown field needs no per-record extras scan) and `False` keeps them (the models' extra="allow"). Models
+declared closed in the spec (extra="forbid") forbid them in both.
+"""
+
+from __future__ import annotations
+
+import logging
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Annotated, Any, NotRequired, Required, Union
+
+import numpy as np
+import orjson
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+from typing_extensions import TypedDict  # pydantic needs this one on Python < 3.12
+
+from pipeline.contract.streams import StreamSpec
+from pipeline.contract.tables import BUILDS, QUARANTINE, TABLES, ChildTable, RecordTable, TableSpec, quarantine_batch
+from pipeline.source.errors import PlatformResponseError, TruncatedBody
+from pipeline.source.paging import Request
+
+log = logging.getLogger("lessonsync.source")
+
+
+@dataclass(frozen=True)
+class PageLocation:
+    stream: str
+    endpoint: str  # the path as requested, percent-encoded
+    page: int  # pageNumber sent; 0 for unpaginated operations
+    params: Mapping[str, str]
+
+    def __str__(self) -> str:
+        return f"GET {self.endpoint} page {self.page}"
+
+
+@dataclass
+class DecodedPage:
+    """A page as validated dicts (API names), before it becomes Arrow batches (arrow_page)."""
+
+    location: PageLocation
+    served: int  # records in the page as served, valid or not (drives short-page and coverage rules)
+    records: list[Any]  # valid, keyed records: validated dicts with API names
+    quarantined: list[QuarantineRow]
+    with_extras: bool = False  # False: no record has an unknown field (no extras scan needed)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Rows of one table from one page: what the client yields to the warehouse."""
+
+    table: TableSpec
+    records: pa.RecordBatch
+    endpoint: str
+    page: int
+
+
+@dataclass
+class Page:
+    """A fetched page, already Arrow: the dicts are dropped as soon as it is converted, so pages waiting
+    in flight or in order hold compact columns, not Python objects (memory stays flat at scale)."""
+
+    location: PageLocation
+    served: int  # records in the page as served, valid or not (drives short-page and coverage rules)
+    batches: list[Batch]  # own table, then child tables, then quarantine; empty ones left out
+    records: int = 0  # valid records (rows of the own table)
+    quarantined: int = 0
+    key_hashes: np.ndarray | None = None  # hashes of the records' keys (drift detection of record sweeps)
+    own: pa.RecordBatch | None = None  # the own table's batch, for reading ids of sub-requests
+
+
+def arrow_page(request: Request, page: DecodedPage, key: Callable[[Any], Any] | None = None) -> Page:
+    """Batches of a decoded page, plus key hashes when `key` (a getter on the dicts) is given."""
+    batches = page_batches(request, page)
+    hashes = None
+    if key is not None:
+        hashes = np.fromiter((hash(key(r)) for r in page.records), dtype=np.int64, count=len(page.records))
+    own = batches[0].records if page.records else None
+    return Page(page.location, page.served, batches, len(page.records), len(page.quarantined), hashes, own)
+
+
+def page_batches(request: Request, page: DecodedPage) -> list[Batch]:
+    """The page's own table, then its child tables, then its quarantine rows; empty batches are left out.
+
+    A child batch follows its parent batch from the same page, so a warehouse that replaces all children
+    of every parent key in a parent batch deletes before it inserts (a parent whose list became empty
+    has no child rows; its old ones must still go).
+    """
+    where, stream = page.location, request.stream
+    batches: list[Batch] = []
+    if page.records:
+        table = BUILDS[stream.table]
+        assert isinstance(table, RecordTable)
+        parent = table.batch(page.records, with_extras=page.with_extras)
+        batches.append(Batch(table.spec, parent, where.endpoint, where.page))
+        for child_name, expand in stream.children:
+            rows = expand(page.records, request.path_values)
+            child = BUILDS[child_name]
+            assert isinstance(child, ChildTable)
+            if rows:
+                records = child.batch(parent, rows, with_extras=page.with_extras)
+                batches.append(Batch(child.spec, records, where.endpoint, where.page))
+    if page.quarantined:
+        batches.append(Batch(QUARANTINE, quarantine_batch(page.quarantined), where.endpoint, where.page))
+    return batches
+
+
+# Validators: plain dicts, validated in Rust by the models' rules
+
+_cache: dict[tuple[type[BaseModel], bool], Any] = {}
+
+
+def _translate(annotation: Any, forbid_extras: bool) -> Any:
+    """`annotation` with every model replaced by its TypedDict."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return Annotated[(_translate(args[0], forbid_extras), *annotation.__metadata__)]  # type: ignore[misc]
+    if origin is typing.Union or origin is types.UnionType:
+        return Union[tuple(_translate(a, forbid_extras) for a in args)]  # noqa: UP007
+    if origin is list:
+        return list[_translate(args[0], forbid_extras)]  # type: ignore[misc]
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return typed_dict(annotation, forbid_extras=forbid_extras)
+    return annotation
+
+
+def typed_dict(model: type[BaseModel], *, forbid_extras: bool) -> Any:
+    """The TypedDict (keys = API names) equivalent to `model`."""
+    key = (model, forbid_extras)
+    if key not in _cache:
+        fields: dict[str, Any] = {}
+        for name, info in model.model_fields.items():
+            annotation = _translate(info.annotation, forbid_extras)
+            if info.metadata:
+                annotation = Annotated[(annotation, *info.metadata)]  # type: ignore[misc]
+            fields[info.alias or name] = Required[annotation] if info.is_required() else NotRequired[annotation]
+        closed = model.model_config.get("extra") == "forbid"
+        record = TypedDict(f"{model.__name__}Record", fields)  # type: ignore[operator]
+        record.__pydantic_config__ = ConfigDict(strict=True, extra="forbid" if forbid_extras or closed else "allow")
+        _cache[key] = record
+    return _cache[key]
+
+
+class RecordValidator:
+    """Page and record validators for one model."""
+
+    def __init__(self, model: type[BaseModel]) -> None:
+        self.model = model
+        self.page_without_extras = TypeAdapter(list[typed_dict(model, forbid_extras=True)])  # type: ignore[misc]
+        self.page_with_extras = TypeAdapter(list[typed_dict(model, forbid_extras=False)])  # type: ignore[misc]
+        self.record = TypeAdapter(typed_dict(model, forbid_extras=False))
+
+
+# Quarantine: a record that broke its schema, kept raw with where it came from and why
+
+@dataclass(frozen=True)
+class QuarantineRow:
+    seen_at: datetime
+    stream: str
+    endpoint: str
+    params: str  # JSON text
+    page: int
+    record_index: int
+    field: str  # API path of the first offending field, e.g. "quizType" or "results.0.type"
+    message: str
+    raw: str  # the record as served, JSON text
+
+
+def _path(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(part) for part in loc) or "(record)"
+
+
+def _field_path(item: Any, loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The part of an error location that exists in the record (drops pydantic's union-branch tags)."""
+    found: list[Any] = []
+    for part in loc:
+        if isinstance(item, dict) and part in item:
+            item = item[part]
+        elif isinstance(item, list) and isinstance(part, int) and 0 <= part < len(item):
+            item = item[part]
+        elif isinstance(item, dict) or part not in ("float", "int", "str", "bool"):
+            found.append(part)  # a missing field, named by the error
+            break
+        else:
+            break
+        found.append(part)
+    return tuple(found)
+
+
+def _describe(errors: list[Mapping[str, Any]], item: Any) -> tuple[str, str]:
+    """(first field path, one message for all errors) of a record, e.g. ("score", "score: Input should be
+    a valid number or Input should be a valid integer (got 'high')")."""
+    by_field: dict[str, list[Mapping[str, Any]]] = {}
+    for error in errors:
+        by_field.setdefault(_path(_field_path(item, tuple(error["loc"]))), []).append(error)
+    parts = []
+    for field, group in by_field.items():
+        shown = group[0].get("input", ...)
+        got = f" (got {shown!r:.60})" if shown is None or isinstance(shown, (str, int, float, bool)) else ""
+        messages = list(dict.fromkeys(e["msg"] for e in group))
+        parts.append(f"{field}: {' or '.join(messages)}{got}")
+    return next(iter(by_field)), "; ".join(parts)
+
+
+def quarantine_row(where: PageLocation, index: int, item: Any, errors: list[Mapping[str, Any]]) -> QuarantineRow:
+    field, message = _describe(errors, item)
+    return QuarantineRow(
+        seen_at=datetime.now(UTC), stream=where.stream, endpoint=where.endpoint,
+        params=orjson.dumps(dict(where.params)).decode(), page=where.page, record_index=index,
+        field=field, message=message, raw=orjson.dumps(item, default=str).decode(),
+    )
+
+
+# The validated decoder
+
+class PageDecoder:
+    """Turns page bodies of one stream into valid records plus quarantine rows.
+
+    Fast path: the whole page validated in Rust, unknown fields forbidden. If only unknown fields broke
+    it, the page is validated again keeping them. Otherwise each record is validated alone: the bad
+    ones are quarantined, the rest load.
+    """
+
+    def __init__(self, stream: StreamSpec) -> None:
+        self._stream = stream
+        self._validator = RecordValidator(stream.model)
+        fields = stream.model.model_fields
+        self._key_fields = [fields[name].alias or name for name in TABLES[stream.table].key
+                            if name in fields and not fields[name].is_required()]
+
+    def decode(self, body: bytes, where: PageLocation) -> DecodedPage:
+        try:
+            return self._keyed(DecodedPage(where, 0, self._validator.page_without_extras.validate_json(body), []))
+        except ValidationError as exc:
+            errors = exc.errors()
+        if any(e["type"] == "json_invalid" for e in errors):
+            raise TruncatedBody(errors[0]["msg"])
+        if any(len(e["loc"]) == 0 for e in errors):
+            raise PlatformResponseError(f"{where} ({self._stream.name}): expected a JSON array of "
+                                        f"{self._stream.model.__name__} records: {errors[0]['msg']}")
+        if all(e["type"] == "extra_forbidden" for e in errors):
+            try:
+                records = self._validator.page_with_extras.validate_json(body)
+                return self._keyed(DecodedPage(where, 0, records, [], with_extras=True))
+            except ValidationError as exc:  # unknown fields inside a closed object: find the records
+                errors = exc.errors()
+        return self._decode_slowly(body, errors, where)
+
+    def _decode_slowly(self, body: bytes, errors: list[Any], where: PageLocation) -> DecodedPage:
+        raw = orjson.loads(body)
+        by_index: dict[int, list[Mapping[str, Any]]] = {}
+        for error in errors:
+            if error["type"] != "extra_forbidden":  # unknown fields are kept, not errors
+                by_index.setdefault(int(error["loc"][0]), []).append({**error, "loc": error["loc"][1:]})
+        page = DecodedPage(where, len(raw), [], [], with_extras=True)
+        positions: list[int] = []  # where each kept record sat in the page
+        for index, item in enumerate(raw):
+            if index in by_index:
+                self._quarantine(page, index, item, by_index[index])
+                continue
+            try:
+                page.records.append(self._validator.record.validate_python(item))
+                positions.append(index)
+            except ValidationError as exc:  # e.g. an unknown field inside an object the spec closes
+                self._quarantine(page, index, item, exc.errors())
+        return self._keyed(page, positions)
+
+    def _keyed(self, page: DecodedPage, positions: list[int] | None = None) -> DecodedPage:
+        """Records missing a key field cannot be upserted: quarantined (only optional key fields can be)."""
+        page.served = page.served or len(page.records)
+        keys = self._key_fields
+        if all(None not in [r.get(k) for r in page.records] for k in keys):
+            return page
+        kept = []
+        for number, record in enumerate(page.records):
+            missing = [k for k in keys if record.get(k) is None]
+            if not missing:
+                kept.append(record)
+                continue
+            message = (f"missing, and table {self._stream.table} cannot key a record without it "
+                       f"(key: {', '.join(TABLES[self._stream.table].key)})")
+            index = number if positions is None else positions[number]
+            self._quarantine(page, index, record, [{"loc": (name,), "msg": message} for name in missing])
+        page.records = kept
+        return page
+
+    def _quarantine(self, page: DecodedPage, index: int, item: Any, errors: list[Mapping[str, Any]]) -> None:
+        row = quarantine_row(page.location, index, item, errors)
+        page.quarantined.append(row)
+        log.warning("quarantined record %d of %s (%s): %s", index, page.location, page.location.stream, row.message)

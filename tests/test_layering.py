@@ -1,0 +1,29 @@
+"""The layers hold at run time, not only in the import graph lint-imports checks (pyproject [tool.importlinter]):
+importing the contract, the warehouse, the webhooks, the cursor rule or the docs generator loads neither the
+HTTP client (pipeline.source) nor an HTTP library. A fresh interpreter, so nothing is loaded beforehand."""
+
+import subprocess
+import sys
+
+import pytest
+
+PROBE = """
+import sys
+import {module}
+print(" ".join(sorted(name for name in sys.modules if name.startswith(("pipeline.source", "httpx", "aiohttp")))))
+"""
+
+
+@pytest.mark.parametrize("module", ["pipeline.contract.tables", "pipeline.contract.streams", "pipeline.warehouse",
+                                    "pipeline.webhooks", "pipeline.windows", "pipeline.docs"])
+def test_importing_does_not_load_the_client(module: str) -> None:
+    done = subprocess.run([sys.executable, "-c", PROBE.format(module=module)], capture_output=True, text=True,
+                          check=True, timeout=120)
+    assert done.stdout.split() == [], f"importing {module} loaded {done.stdout.strip()}"
+
+
+def test_the_client_is_what_loads_httpx() -> None:
+    """The probe can see a loaded client: importing it shows up (so an empty answer above means something)."""
+    done = subprocess.run([sys.executable, "-c", PROBE.format(module="pipeline.source.client")],
+                          capture_output=True, text=True, check=True, timeout=120)
+    assert {"pipeline.source.client", "httpx", "aiohttp"} <= set(done.stdout.split())
