@@ -10,7 +10,7 @@ import sys
 
 # subcommand -> (module exposing `configure(parser)` and `run(args) -> int`, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "simulate": ("pipeline.simulator.cli", "serve the platform simulator over HTTP"),
+    "simulate": ("simulator.cli", "serve the platform simulator over HTTP"),
     "receive": ("pipeline.webhooks.cli", "run the certificate webhook receiver"),
     "sync": ("pipeline.sync_cli", "run the sync assets in-process (for cron users)"),
     "recover": ("pipeline.recover_cli", "fail runs whose process died and free their pool slots"),

@@ -15,8 +15,8 @@ from dagster import DagsterInstance
 from pydantic import SecretStr
 
 from pipeline.serving import ThreadedServer, serve_in_thread
-from pipeline.simulator import SimulatorConfig, start_simulator
-from pipeline.simulator.server import SimulatorHandle
+from simulator import SimulatorConfig, start_simulator
+from simulator.server import SimulatorHandle
 from pipeline.sync import SyncReport, run_job, run_sync
 from pipeline.webhooks.app import create_app
 from pipeline.webhooks.settings import WebhookSettings

@@ -1,8 +1,8 @@
 """A faithful, fast, deterministic implementation of the platform API (shared/platform-api.md) over
 real HTTP, for tests, the demo and benchmarks. See server.start_simulator and cli.py."""
 
-from pipeline.simulator.config import SCALES, SimulatorConfig
-from pipeline.simulator.faults import FaultSpec, parse_faults
-from pipeline.simulator.server import SimulatorHandle, launch, start_simulator
+from simulator.config import SCALES, SimulatorConfig
+from simulator.faults import FaultSpec, parse_faults
+from simulator.server import SimulatorHandle, launch, start_simulator
 
 __all__ = ["SCALES", "FaultSpec", "SimulatorConfig", "SimulatorHandle", "launch", "parse_faults", "start_simulator"]

@@ -15,17 +15,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pipeline.simulator.attempts import correct_counts
-from pipeline.simulator.certificates import CertificateEvent
-from pipeline.simulator.render import active_lesson_id
-from pipeline.simulator.rng import generator, pyrandom
-from pipeline.simulator.store import (
+from simulator.attempts import correct_counts
+from simulator.certificates import CertificateEvent
+from simulator.render import active_lesson_id
+from simulator.rng import generator, pyrandom
+from simulator.store import (
     FAILED, IN_PROGRESS, MAX_EXIT, NO_SCORE, NOT_STARTED, PAIR_BASE, SUCCEEDED, isin,
 )
-from pipeline.simulator.timeutil import MS_PER_DAY, MS_PER_SECOND
+from simulator.timeutil import MS_PER_DAY, MS_PER_SECOND
 
 if TYPE_CHECKING:
-    from pipeline.simulator.world import World
+    from simulator.world import World
 
 SPECIAL_GROUP = 2  # holds the awkward-id users; never loses members, never disabled
 

@@ -10,10 +10,10 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response, StreamingResponse
 
-from pipeline.simulator.api_common import platform_of
-from pipeline.simulator.errors import DomainError, json_response
-from pipeline.simulator.groundtruth import RESOURCES, ground_truth, plant_invalid
-from pipeline.simulator.timeutil import iso
+from simulator.api_common import platform_of
+from simulator.errors import DomainError, json_response
+from simulator.groundtruth import RESOURCES, ground_truth, plant_invalid
+from simulator.timeutil import iso
 
 router = APIRouter(prefix="/_sim", include_in_schema=False)
 

@@ -7,8 +7,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from pipeline.simulator.api_common import Owner, platform_of, responses
-from pipeline.simulator.errors import DomainError, json_response
+from simulator.api_common import Owner, platform_of, responses
+from simulator.errors import DomainError, json_response
 from pipeline.source.models import ExchangeCredentialsForTokenBody, LogoutByIdBody, RefreshTokenBody, TokenResponse
 
 router = APIRouter(prefix="/v1", tags=["auth"])

@@ -8,10 +8,10 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Request
 from starlette.responses import Response
 
-from pipeline.simulator import params
-from pipeline.simulator.api_common import platform_of, responses
-from pipeline.simulator.errors import DomainError, json_response
-from pipeline.simulator.world import ForbiddenCallback, UnknownCallback, World
+from simulator import params
+from simulator.api_common import platform_of, responses
+from simulator.errors import DomainError, json_response
+from simulator.world import ForbiddenCallback, UnknownCallback, World
 from pipeline.source.models import ActiveLessonCallback, UpdateActiveLessonBody
 
 router = APIRouter(prefix="/v1/callbacks", tags=["callbacks"])

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from pipeline.simulator.platform import Platform
+from simulator.platform import Platform
 from pipeline.source.models import DomainErrorModel
 
 _bearer = HTTPBearer(auto_error=False, bearerFormat="JWT", scheme_name="bearerAuth",

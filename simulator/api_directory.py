@@ -9,12 +9,12 @@ import orjson
 from fastapi import APIRouter, Path, Request
 from starlette.responses import Response
 
-from pipeline.simulator import params
-from pipeline.simulator.api_common import (
+from simulator import params
+from simulator.api_common import (
     IncludeDisabled, Owner, PageNumber, PageSize, Search, platform_of, responses,
 )
-from pipeline.simulator.errors import DomainError, raw_json_response
-from pipeline.simulator.platform import Platform
+from simulator.errors import DomainError, raw_json_response
+from simulator.platform import Platform
 from pipeline.source.models import Category, User, UserGroup
 
 router = APIRouter(prefix="/v1", tags=["directory"])

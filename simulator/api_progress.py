@@ -12,13 +12,13 @@ import orjson
 from fastapi import APIRouter, Path, Request
 from starlette.responses import Response
 
-from pipeline.simulator import params
-from pipeline.simulator.api_common import (
+from simulator import params
+from simulator.api_common import (
     IncludeArchived, IncludeEntryQuiz, Owner, PageNumber, PageSize, UpdatedSince, platform_of, responses,
 )
-from pipeline.simulator.errors import raw_json_response
-from pipeline.simulator.platform import Platform
-from pipeline.simulator.render import active_lesson_records, answer_page_json
+from simulator.errors import raw_json_response
+from simulator.platform import Platform
+from simulator.render import active_lesson_records, answer_page_json
 from pipeline.source.models import ActiveLesson, Answer, Lesson
 
 router = APIRouter(prefix="/v1", tags=["progress"])

@@ -9,10 +9,10 @@ import orjson
 from fastapi import APIRouter, Path, Request
 from starlette.responses import Response
 
-from pipeline.simulator import params
-from pipeline.simulator.api_common import Owner, platform_of, responses
-from pipeline.simulator.errors import DomainError, raw_json_response
-from pipeline.simulator.platform import Platform
+from simulator import params
+from simulator.api_common import Owner, platform_of, responses
+from simulator.errors import DomainError, raw_json_response
+from simulator.platform import Platform
 from pipeline.source.models import LessonSession, LessonSessionBody, LessonSessionUpdateBody
 
 router = APIRouter(prefix="/v1/lesson-session", tags=["sessions"])

@@ -11,10 +11,10 @@ from fastapi.openapi.utils import get_openapi
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from pipeline.simulator import api_admin, api_auth, api_callbacks, api_directory, api_progress, api_sessions
-from pipeline.simulator.errors import DomainError, error_response
-from pipeline.simulator.middleware import PlatformMiddleware
-from pipeline.simulator.platform import Platform
+from simulator import api_admin, api_auth, api_callbacks, api_directory, api_progress, api_sessions
+from simulator.errors import DomainError, error_response
+from simulator.middleware import PlatformMiddleware
+from simulator.platform import Platform
 
 TITLE = "Learning Platform Developer API (LessonSync simulator)"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.simulator.rng import hash_keys, unit_floats
+from simulator.rng import hash_keys, unit_floats
 
 _ANSWER_SALT = 0xA5A5_0001
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import jwt
 
-from pipeline.simulator.errors import DomainError
+from simulator.errors import DomainError
 
 ISSUER = "lessonsync-simulator"
 MAX_VERIFIED = 4096

@@ -13,9 +13,9 @@ import random
 
 import numpy as np
 
-from pipeline.simulator import names
-from pipeline.simulator.questions import QUESTION_TYPES, Question, make_question
-from pipeline.simulator.rng import object_id, pyrandom
+from simulator import names
+from simulator.questions import QUESTION_TYPES, Question, make_question
+from simulator.rng import object_id, pyrandom
 
 KIND_CATEGORY, KIND_LESSON, KIND_QUESTION, KIND_TRACK, KIND_BADGE = 1, 2, 3, 4, 5
 LESSON_STATUSES = ("online",) * 12 + ("draft", "saved", "submit", "refused", "deleted")

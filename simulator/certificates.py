@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from pipeline.simulator.rng import object_id
-from pipeline.simulator.timeutil import MS_PER_DAY, MS_PER_SECOND, iso, to_ms
+from simulator.rng import object_id
+from simulator.timeutil import MS_PER_DAY, MS_PER_SECOND, iso, to_ms
 
 KIND_CERTIFICATE = 10
 VALIDITY_DAYS: tuple[int | None, ...] = (None, None, 1, 3, 7, 30, 90, 365, 365)

@@ -10,13 +10,13 @@ from datetime import datetime
 import uvicorn
 
 from pipeline.settings import DEFAULT_APP_SECRET
-from pipeline.simulator.config import DEFAULT_START, SCALES, SimulatorConfig, redact_url
-from pipeline.simulator.faults import parse_faults
+from simulator.config import DEFAULT_START, SCALES, SimulatorConfig, redact_url
+from simulator.faults import parse_faults
 from pipeline.serving import listening_socket
-from pipeline.simulator.app import build_app
-from pipeline.simulator.server import UVICORN_OPTIONS, build_platform
+from simulator.app import build_app
+from simulator.server import UVICORN_OPTIONS, build_platform
 
-log = logging.getLogger("pipeline.simulator")
+log = logging.getLogger("simulator")
 
 
 def _instant(text: str) -> datetime:

@@ -8,8 +8,8 @@ from typing import Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from pipeline.settings import DEFAULT_APP_SECRET
-from pipeline.simulator.faults import FaultSpec, parse_faults
-from pipeline.simulator.webhooks import auth_headers
+from simulator.faults import FaultSpec, parse_faults
+from simulator.webhooks import auth_headers
 
 ScaleName = Literal["tiny", "small", "medium", "large"]
 Order = Literal["last_date", "key"]

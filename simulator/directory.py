@@ -9,8 +9,8 @@ from typing import Any
 
 import random
 
-from pipeline.simulator import names
-from pipeline.simulator.rng import object_id, pyrandom
+from simulator import names
+from simulator.rng import object_id, pyrandom
 
 KIND_USER, KIND_GROUP = 6, 7
 GROUP_TYPES = ("standard", "standard", "dynamic", "manager")

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from starlette.datastructures import QueryParams
 from starlette.responses import Response
 
-from pipeline.simulator import api_directory, api_progress
-from pipeline.simulator.errors import DomainError, error_response
-from pipeline.simulator.platform import Platform
+from simulator import api_directory, api_progress
+from simulator.errors import DomainError, error_response
+from simulator.platform import Platform
 
 Handler = Callable[[Platform, tuple[str, ...], QueryParams], Response]
 _SEGMENT = "([^/]+)"  # Starlette's {param}: one non-empty segment

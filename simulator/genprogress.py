@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.simulator.attempts import correct_counts
-from pipeline.simulator.catalog import Catalog
-from pipeline.simulator.config import ScaleProfile
-from pipeline.simulator.directory import Directory
-from pipeline.simulator.names import SPECIAL_LESSON_IDS, SPECIAL_USER_IDS
-from pipeline.simulator.rng import generator
-from pipeline.simulator.store import (
+from simulator.attempts import correct_counts
+from simulator.catalog import Catalog
+from simulator.config import ScaleProfile
+from simulator.directory import Directory
+from simulator.names import SPECIAL_LESSON_IDS, SPECIAL_USER_IDS
+from simulator.rng import generator
+from simulator.store import (
     FAILED, IN_PROGRESS, MAX_EXIT, NO_SCORE, NOT_STARTED, PAIR_BASE, SUCCEEDED, ActiveLessonStore, isin,
 )
-from pipeline.simulator.timeutil import MS_PER_DAY, MS_PER_HOUR, MS_PER_MINUTE, MS_PER_SECOND
+from simulator.timeutil import MS_PER_DAY, MS_PER_HOUR, MS_PER_MINUTE, MS_PER_SECOND
 
 HISTORY_DAYS = 180
 CHUNK = 200_000  # active lessons per vectorised step, to bound temporary memory at scale large

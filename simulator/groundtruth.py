@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 import orjson
 
-from pipeline.simulator.catalog import Catalog
-from pipeline.simulator.render import active_lesson_id, active_lesson_records, answer_records
-from pipeline.simulator.store import ActiveLessonStore
-from pipeline.simulator.world import World
+from simulator.catalog import Catalog
+from simulator.render import active_lesson_id, active_lesson_records, answer_records
+from simulator.store import ActiveLessonStore
+from simulator.world import World
 
 RESOURCES = ("active_lessons", "answers", "categories", "groups", "group_members", "users", "lesson_sessions",
              "lessons", "certificates")

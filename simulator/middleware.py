@@ -8,10 +8,10 @@ import logging
 import time
 from typing import Any
 
-from pipeline.simulator import fastroutes
-from pipeline.simulator.errors import error_body
-from pipeline.simulator.platform import Platform
-from pipeline.simulator.timeutil import MS_PER_MINUTE, http_date
+from simulator import fastroutes
+from simulator.errors import error_body
+from simulator.platform import Platform
+from simulator.timeutil import MS_PER_MINUTE, http_date
 
 Scope = dict[str, Any]
 TRUNCATION_MESSAGE = "ASGI callable returned without completing response."

@@ -7,8 +7,8 @@ import re
 from dataclasses import dataclass
 from urllib.parse import unquote, unquote_to_bytes
 
-from pipeline.simulator.errors import DomainError
-from pipeline.simulator.timeutil import parse_instant
+from simulator.errors import DomainError
+from simulator.timeutil import parse_instant
 
 _INTEGER = re.compile(r"[+-]?\d+")
 _TRUE, _FALSE = {"true", "1"}, {"false", "0"}

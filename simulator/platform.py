@@ -9,13 +9,13 @@ import time
 from collections import Counter
 from typing import Any
 
-from pipeline.simulator import params
-from pipeline.simulator.auth import TokenService
-from pipeline.simulator.config import SimulatorConfig
-from pipeline.simulator.faults import FaultSpec, parse_faults
-from pipeline.simulator.rng import generator
-from pipeline.simulator.timeutil import MS_PER_MINUTE
-from pipeline.simulator.world import World
+from simulator import params
+from simulator.auth import TokenService
+from simulator.config import SimulatorConfig
+from simulator.faults import FaultSpec, parse_faults
+from simulator.rng import generator
+from simulator.timeutil import MS_PER_MINUTE
+from simulator.world import World
 
 
 class Stats:

@@ -13,7 +13,7 @@ from typing import Any
 import random
 
 import orjson
-from pipeline.simulator.names import ANSWER_WORDS
+from simulator.names import ANSWER_WORDS
 
 CHOICE_TYPES = ("simple", "multiple", "checkbox", "truefalse", "swipecards", "order", "label-matching")
 QUESTION_TYPES = (*CHOICE_TYPES, "image-map", "gap-fill", "free-text", "free-text-image-b64", "free-number",

@@ -13,15 +13,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import orjson
 
-from pipeline.simulator.attempts import answer_outcomes, answer_times, ragged_arange
-from pipeline.simulator.rng import object_id
-from pipeline.simulator.store import NO_SCORE, SLOTS, SUCCEEDED
-from pipeline.simulator.fixedwidth import answer_tails, supported
-from pipeline.simulator.timeutil import iso, iso_many
+from simulator.attempts import answer_outcomes, answer_times, ragged_arange
+from simulator.rng import object_id
+from simulator.store import NO_SCORE, SLOTS, SUCCEEDED
+from simulator.fixedwidth import answer_tails, supported
+from simulator.timeutil import iso, iso_many
 
 if TYPE_CHECKING:
-    from pipeline.simulator.catalog import Catalog
-    from pipeline.simulator.store import ActiveLessonStore
+    from simulator.catalog import Catalog
+    from simulator.store import ActiveLessonStore
 
 
 class World(Protocol):

@@ -11,16 +11,16 @@ from datetime import datetime
 from typing import Any
 
 from pipeline.serving import ThreadedServer
-from pipeline.simulator.app import build_app
-from pipeline.simulator.certificates import CertificateEvent, CertificateStore
-from pipeline.simulator.config import SimulatorConfig
-from pipeline.simulator.faults import FaultSpec
-from pipeline.simulator.groundtruth import ground_truth, plant_invalid
-from pipeline.simulator.platform import Platform
-from pipeline.simulator.webhooks import WebhookSender
-from pipeline.simulator.world import World
+from simulator.app import build_app
+from simulator.certificates import CertificateEvent, CertificateStore
+from simulator.config import SimulatorConfig
+from simulator.faults import FaultSpec
+from simulator.groundtruth import ground_truth, plant_invalid
+from simulator.platform import Platform
+from simulator.webhooks import WebhookSender
+from simulator.world import World
 
-log = logging.getLogger("pipeline.simulator")
+log = logging.getLogger("simulator")
 
 
 def build_platform(config: SimulatorConfig) -> Platform:

@@ -8,9 +8,9 @@ import random
 import uuid
 from typing import Any
 
-from pipeline.simulator.names import CITIES, SPECIAL_SESSION_ID
-from pipeline.simulator.rng import object_id
-from pipeline.simulator.timeutil import MS_PER_DAY, MS_PER_HOUR, iso, parse_instant
+from simulator.names import CITIES, SPECIAL_SESSION_ID
+from simulator.rng import object_id
+from simulator.timeutil import MS_PER_DAY, MS_PER_HOUR, iso, parse_instant
 from pipeline.source.models import LessonSessionBody, LessonSessionUpdateBody
 
 KIND_SESSION = 9

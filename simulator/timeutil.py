@@ -8,7 +8,7 @@ from email.utils import format_datetime
 
 import numpy as np
 
-from pipeline.simulator.fixedwidth import iso_bytes, supported
+from simulator.fixedwidth import iso_bytes, supported
 
 MS_PER_SECOND = 1_000
 MS_PER_MINUTE = 60_000

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.simulator.config import Order
-from pipeline.simulator.store import ActiveLessonStore
+from simulator.config import Order
+from simulator.store import ActiveLessonStore
 
 
 @dataclass

@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 import orjson
 
-from pipeline.simulator.certificates import CertificateEvent
-from pipeline.simulator.timeutil import http_date
+from simulator.certificates import CertificateEvent
+from simulator.timeutil import http_date
 
 log = logging.getLogger(__name__)
 MAX_BACKOFF_SECONDS = 2.0

@@ -13,17 +13,17 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.simulator.catalog import build_catalog
-from pipeline.simulator.certificates import CertificateEvent, CertificateStore
-from pipeline.simulator.config import SimulatorConfig
-from pipeline.simulator.directory import build_directory
-from pipeline.simulator.genprogress import generate_active_lessons
-from pipeline.simulator.render import active_lesson_id
-from pipeline.simulator.rng import object_id, pyrandom
-from pipeline.simulator.sessions import SessionStore
-from pipeline.simulator.store import STATUSES, SUCCEEDED, NO_SCORE
-from pipeline.simulator.timeutil import MS_PER_DAY, MS_PER_HOUR, from_ms, to_ms
-from pipeline.simulator.views import ActiveLessonViews
+from simulator.catalog import build_catalog
+from simulator.certificates import CertificateEvent, CertificateStore
+from simulator.config import SimulatorConfig
+from simulator.directory import build_directory
+from simulator.genprogress import generate_active_lessons
+from simulator.render import active_lesson_id
+from simulator.rng import object_id, pyrandom
+from simulator.sessions import SessionStore
+from simulator.store import STATUSES, SUCCEEDED, NO_SCORE
+from simulator.timeutil import MS_PER_DAY, MS_PER_HOUR, from_ms, to_ms
+from simulator.views import ActiveLessonViews
 
 CertificateListener = Callable[[list[CertificateEvent]], None]
 
@@ -189,7 +189,7 @@ class World:
 
     def advance_ms(self, ms: int) -> dict[str, int]:
         """Move the simulated clock forward by `ms` and play the activity of that span."""
-        from pipeline.simulator.activity import play_activity
+        from simulator.activity import play_activity
 
         if ms <= 0:
             raise ValueError(f"advance by a positive duration, got {ms} ms")

@@ -17,7 +17,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from pipeline.settings import DEFAULT_APP_SECRET
-from pipeline.simulator import SimulatorHandle
+from simulator import SimulatorHandle
 from pipeline.serving import listening_socket
 
 

@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 
-from pipeline.simulator import cli
+from simulator import cli
 
 
 @pytest.mark.slow

@@ -6,8 +6,8 @@ import httpx
 import pytest
 from simtools import enc
 
-from pipeline.simulator.names import SPECIAL_SESSION_ID
-from pipeline.simulator.timeutil import iso, to_ms
+from simulator.names import SPECIAL_SESSION_ID
+from simulator.timeutil import iso, to_ms
 from pipeline.source.models import LessonSession
 
 BODY = {"title": "Atelier sécurité", "description": "Salle 2", "lessonId": "", "presenters": ["p1"],

@@ -7,8 +7,8 @@ import base64
 import pytest
 from simtools import Receiver, running_receiver
 
-from pipeline.simulator import SimulatorConfig, start_simulator
-from pipeline.simulator.webhooks import auth_headers
+from simulator import SimulatorConfig, start_simulator
+from simulator.webhooks import auth_headers
 from pipeline.source.models import Certificate
 
 

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from pipeline.settings import Settings
-from pipeline.simulator import SimulatorConfig, SimulatorHandle, start_simulator
+from simulator import SimulatorConfig, SimulatorHandle, start_simulator
 from pipeline.source import Batch, PlatformClient
 
 PAGE_SIZE = 7  # small pages: many of them, page boundaries everywhere, mid-stream empty answer pages
