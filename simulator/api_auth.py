@@ -9,7 +9,7 @@ from starlette.responses import Response
 
 from simulator.api_common import Owner, platform_of, responses
 from simulator.errors import DomainError, json_response
-from pipeline.source.models import ExchangeCredentialsForTokenBody, LogoutByIdBody, RefreshTokenBody, TokenResponse
+from simulator.schemas import ExchangeCredentialsForTokenBody, LogoutByIdBody, RefreshTokenBody, TokenResponse
 
 router = APIRouter(prefix="/v1", tags=["auth"])
 

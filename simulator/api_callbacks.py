@@ -12,7 +12,7 @@ from simulator import params
 from simulator.api_common import platform_of, responses
 from simulator.errors import DomainError, json_response
 from simulator.world import ForbiddenCallback, UnknownCallback, World
-from pipeline.source.models import ActiveLessonCallback, UpdateActiveLessonBody
+from simulator.schemas import ActiveLessonCallback, UpdateActiveLessonBody
 
 router = APIRouter(prefix="/v1/callbacks", tags=["callbacks"])
 CallbackToken = Annotated[str, Path(alias="CALLBACK_TOKEN")]

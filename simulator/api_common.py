@@ -9,7 +9,7 @@ from fastapi import Depends, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from simulator.platform import Platform
-from pipeline.source.models import DomainErrorModel
+from simulator.schemas import DomainErrorModel
 
 _bearer = HTTPBearer(auto_error=False, bearerFormat="JWT", scheme_name="bearerAuth",
                      description="Access token from POST /v1/token (scope admin, owner claim).")

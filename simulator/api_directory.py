@@ -15,7 +15,7 @@ from simulator.api_common import (
 )
 from simulator.errors import DomainError, raw_json_response
 from simulator.platform import Platform
-from pipeline.source.models import Category, User, UserGroup
+from simulator.schemas import Category, User, UserGroup
 
 router = APIRouter(prefix="/v1", tags=["directory"])
 GroupId = Annotated[str, Path(alias="groupId")]

@@ -19,7 +19,7 @@ from simulator.api_common import (
 from simulator.errors import raw_json_response
 from simulator.platform import Platform
 from simulator.render import active_lesson_records, answer_page_json
-from pipeline.source.models import ActiveLesson, Answer, Lesson
+from simulator.schemas import ActiveLesson, Answer, Lesson
 
 router = APIRouter(prefix="/v1", tags=["progress"])
 UserId = Annotated[str, Path(alias="USER_ID")]

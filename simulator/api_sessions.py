@@ -13,7 +13,7 @@ from simulator import params
 from simulator.api_common import Owner, platform_of, responses
 from simulator.errors import DomainError, raw_json_response
 from simulator.platform import Platform
-from pipeline.source.models import LessonSession, LessonSessionBody, LessonSessionUpdateBody
+from simulator.schemas import LessonSession, LessonSessionBody, LessonSessionUpdateBody
 
 router = APIRouter(prefix="/v1/lesson-session", tags=["sessions"])
 SessionPath = Annotated[str, Path(alias="ID")]

@@ -1,5 +1,6 @@
-"""The ASGI application: FastAPI routes (their OpenAPI documents every operation with the models of
-pipeline.source.models) behind PlatformMiddleware. Bodies are built with orjson and returned raw."""
+"""The ASGI application: FastAPI routes (their OpenAPI documents every operation with the shapes of
+simulator.schemas, written from the spec) behind PlatformMiddleware. Bodies are built with orjson and
+returned raw."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from typing import Any
 from simulator.names import CITIES, SPECIAL_SESSION_ID
 from simulator.rng import object_id
 from simulator.timeutil import MS_PER_DAY, MS_PER_HOUR, iso, parse_instant
-from pipeline.source.models import LessonSessionBody, LessonSessionUpdateBody
+from simulator.schemas import LessonSessionUpdateBody
 
 KIND_SESSION = 9
 REGISTRATION_STATUSES = ("approved", "approved", "pending-validation", "waiting-list", "rejected")
@@ -38,7 +38,7 @@ class SessionStore:
         guid = uuid.UUID(bytes=hashlib.md5(f"session:{self.seed}:{n}".encode()).digest(), version=4)
         return object_id(self.seed, KIND_SESSION, n), str(guid)
 
-    def create(self, body: LessonSessionBody, now_ms: int) -> dict[str, Any]:
+    def create(self, body: LessonSessionUpdateBody, now_ms: int) -> dict[str, Any]:
         session_id, guid = self._new_ids()
         record: dict[str, Any] = {
             "id": session_id, "guid": guid, "title": None, "description": None, "lessonId": None,
@@ -46,11 +46,11 @@ class SessionStore:
             "creationDate": iso(now_ms), "presenters": [], "codes": None, "location": None,
             "onSite": False, "isLive": False, "registrations": [],
         }
-        _apply(record, body, body.model_fields_set)
+        _apply(record, body)
         return self._add(record)
 
     def update(self, record: dict[str, Any], body: LessonSessionUpdateBody) -> dict[str, Any]:
-        _apply(record, body, body.model_fields_set)
+        _apply(record, body)
         return record
 
     @staticmethod
@@ -119,29 +119,29 @@ class SessionStore:
         return self._add(record)
 
 
-def _apply(record: dict[str, Any], body: LessonSessionBody | LessonSessionUpdateBody, fields: set[str]) -> None:
-    """Copy the body's given fields onto the response record (names differ: quota -> quotas, ...)."""
-    for name in fields:
-        value = getattr(body, name)
-        if name in ("title", "description", "status"):
+def _apply(record: dict[str, Any], body: LessonSessionUpdateBody) -> None:
+    """Copy the properties the body gives onto the response record; the response spells some differently
+    (quota -> quotas, onsite -> onSite, hasLive -> isLive) and its nested objects carry no nulls."""
+    for name, value in body.model_dump(by_alias=True, exclude_unset=True).items():
+        if name in ("title", "description", "status", "lessonId"):
             record[name] = value
         elif name == "presenters":
             record["presenters"] = value or []
-        elif name == "lesson_id":
-            record["lessonId"] = value
         elif name == "quota":
-            record["quotas"] = None if value is None else value.model_dump(by_alias=True, exclude_none=True)
+            record["quotas"] = None if value is None else _without_nulls(value)
         elif name == "codes":
-            record["codes"] = None if value is None else [c.model_dump(by_alias=True, exclude_none=True) for c in value]
+            record["codes"] = None if value is None else [_without_nulls(code) for code in value]
         elif name == "location":
             # the response location allows no other properties: copy only what both schemas share
-            record["location"] = None if value is None else {
-                k: v for k, v in (("room", value.room), ("name", value.name)) if v is not None
-            }
-        elif name in ("start_date", "end_date"):
-            key = "startDate" if name == "start_date" else "endDate"
-            record[key] = None if value is None else iso(parse_instant(value, name=key))
+            record["location"] = None if value is None else _without_nulls(
+                {"room": value.get("room"), "name": value.get("name")})
+        elif name in ("startDate", "endDate"):
+            record[name] = None if value is None else iso(parse_instant(value, name=name))
         elif name == "onsite":
             record["onSite"] = bool(value)
-        elif name == "has_live":
+        elif name == "hasLive":
             record["isLive"] = bool(value)
+
+
+def _without_nulls(values: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in values.items() if value is not None}
