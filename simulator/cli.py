@@ -9,12 +9,11 @@ from datetime import datetime
 
 import uvicorn
 
-from pipeline.settings import DEFAULT_APP_SECRET
-from simulator.config import DEFAULT_START, SCALES, SimulatorConfig, redact_url
-from simulator.faults import parse_faults
-from pipeline.serving import listening_socket
 from simulator.app import build_app
+from simulator.config import DEFAULT_APP_SECRET, DEFAULT_START, SCALES, SimulatorConfig, redact_url
+from simulator.faults import parse_faults
 from simulator.server import UVICORN_OPTIONS, build_platform
+from simulator.serving import listening_socket
 
 log = logging.getLogger("simulator")
 

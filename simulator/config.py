@@ -7,7 +7,6 @@ from datetime import UTC, datetime
 from typing import Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from pipeline.settings import DEFAULT_APP_SECRET
 from simulator.faults import FaultSpec, parse_faults
 from simulator.webhooks import auth_headers
 
@@ -18,6 +17,10 @@ Order = Literal["last_date", "key"]
 DEFAULT_START = datetime(2026, 11, 1, tzinfo=UTC)
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
+# The secret POST /v1/token accepts unless told otherwise; not a real credential. LessonSync's own default
+# (pipeline/settings.py) has the same value, so `lessonsync simulate` and `lessonsync sync` pair up with no
+# setting; the demo stack passes its secret to both sides explicitly.
+DEFAULT_APP_SECRET = "lessonsync-demo-secret"
 
 
 @dataclass(frozen=True)

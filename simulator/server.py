@@ -10,13 +10,13 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from pipeline.serving import ThreadedServer
 from simulator.app import build_app
 from simulator.certificates import CertificateEvent, CertificateStore
 from simulator.config import SimulatorConfig
 from simulator.faults import FaultSpec
 from simulator.groundtruth import ground_truth, plant_invalid
 from simulator.platform import Platform
+from simulator.serving import ThreadedServer
 from simulator.webhooks import WebhookSender
 from simulator.world import World
 

@@ -1,5 +1,7 @@
-"""Serve an ASGI app with uvicorn on a background thread (the demo, tests, in-process tools): the socket is
-bound first, so port 0 picks a free port and the URL is known before the first request."""
+"""Serve an ASGI app with uvicorn on a background thread: the simulator (tests, demo), and the webhook
+receiver the demo and test stack run beside it (pipeline/stack.py). The socket is bound first, so port 0
+picks a free port and the URL is known before the first request. LessonSync itself never serves in a thread
+(`lessonsync receive` runs uvicorn in the foreground), so this harness piece lives with the simulator."""
 
 from __future__ import annotations
 
