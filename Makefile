@@ -9,16 +9,17 @@ export DAGSTER_HOME ?= $(CURDIR)/data/dagster_home
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet uv
-	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[dev]' || $(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[dev,simulator]' || $(BIN)/python -m pip install --quiet -e '.[dev,simulator]'
 	touch $@
 
 $(VENV)/.installed-bench: $(VENV)/.installed
-	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[dev,bench]' || $(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[dev,simulator,bench]' || $(BIN)/python -m pip install --quiet -e '.[dev,simulator,bench]'
 	touch $@
 
 demo: $(VENV)/.installed
 	$(BIN)/lessonsync demo
 
+# The import contracts ([tool.importlinter] in pyproject.toml) first: a layering break fails in seconds, before the suite.
 test: $(VENV)/.installed
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -n 3 --maxschedchunk 2

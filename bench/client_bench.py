@@ -2,7 +2,7 @@
 (full sync), next to a bare httpx loop with the same concurrency downloading the same pages (the
 ceiling), and the client's peak RSS.
 
-The simulator runs in a subprocess (`lessonsync simulate`, fixed seed, latency_ms per request); each
+The simulator runs in a subprocess (`python -m simulator`, fixed seed, latency_ms per request); each
 measured side runs in its own child process so peak RSS is the child's own (os.wait4). `--repeat`
 rounds of: a client run (the first one records every URL it fetches), then the ceiling on exactly those
 URLs; medians are reported. The one-time pandas import pyarrow does on its first Python
@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 
 from bench.common import CpuMeter, free_port, run_measured, start_simulator
-from pipeline.settings import DEFAULT_APP_SECRET
+from simulator.config import DEFAULT_APP_SECRET
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PHASES = ("active_lessons", "answers")

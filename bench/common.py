@@ -21,8 +21,8 @@ def free_port() -> int:
 
 
 def start_simulator(scale: str, port: int, latency_ms: float | None = None) -> subprocess.Popen[bytes]:
-    """`lessonsync simulate` on loopback, seed 42, optional fixed latency per request; returns once it serves."""
-    command = [sys.executable, "-m", "pipeline.cli", "simulate", "--host", "127.0.0.1", "--port", str(port),
+    """`python -m simulator` on loopback, seed 42, optional fixed latency per request; returns once it serves."""
+    command = [sys.executable, "-m", "simulator", "--host", "127.0.0.1", "--port", str(port),
                "--scale", scale, "--seed", "42"]
     if latency_ms is not None:
         command += ["--faults", f"latency_ms={latency_ms}"]

@@ -124,7 +124,7 @@ def run(base_url: str, config: str, work_dir: Path) -> dict[str, Any]:
     import httpx
     from dlt.sources.rest_api import rest_api_source
 
-    from pipeline.settings import DEFAULT_APP_SECRET
+    from simulator.config import DEFAULT_APP_SECRET
 
     counts = _count_requests()
     token = httpx.post(f"{base_url}/v1/token", json={"appSecret": DEFAULT_APP_SECRET}, timeout=30).json()["access_token"]

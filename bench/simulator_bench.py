@@ -1,6 +1,6 @@
 """Benchmark of the platform simulator (not a test): serving throughput and memory at a scale.
 
-Starts `lessonsync simulate` in a SUBPROCESS on loopback, then sweeps with pageSize 1000 and a few
+Starts `python -m simulator` in a SUBPROCESS on loopback, then sweeps with pageSize 1000 and a few
 concurrent clients: /v1/active-lessons (pages/s, records/s), then /v1/lessons/{id}/answers with
 includeArchived and includeEntryQuiz for every lesson (answer rows/s). Peak RSS of the server is sampled
 with psutil. Aims (issue 2): >= 100,000 answer rows/s on one core; peak RSS < 1.5 GiB at scale large.
@@ -28,7 +28,7 @@ import httpx
 import orjson
 import psutil
 
-from pipeline.settings import DEFAULT_APP_SECRET
+from simulator.config import DEFAULT_APP_SECRET
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -64,7 +64,7 @@ def free_port() -> int:
 
 
 def start_server(scale: str, seed: int, port: int) -> tuple[subprocess.Popen[bytes], float]:
-    command = [sys.executable, "-m", "pipeline.cli", "simulate", "--host", "127.0.0.1", "--port", str(port),
+    command = [sys.executable, "-m", "simulator", "--host", "127.0.0.1", "--port", str(port),
                "--scale", scale, "--seed", str(seed)]
     began = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -8,9 +8,11 @@ import importlib
 import logging
 import sys
 
+from pipeline.simulator_extra import SimulatorNotInstalled, simulator_extra
+
 # subcommand -> (module exposing `configure(parser)` and `run(args) -> int`, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "simulate": ("pipeline.simulator.cli", "serve the platform simulator over HTTP"),
+    "simulate": ("simulator.cli", "serve the platform simulator over HTTP"),
     "receive": ("pipeline.webhooks.cli", "run the certificate webhook receiver"),
     "sync": ("pipeline.sync_cli", "run the sync assets in-process (for cron users)"),
     "recover": ("pipeline.recover_cli", "fail runs whose process died and free their pool slots"),
@@ -37,7 +39,11 @@ def main(argv: list[str] | None = None) -> int:
     command = next((a for a in argv if not a.startswith("-")), None)
     if command not in SUBCOMMANDS:
         parser.parse_args(argv)  # prints usage, or the error naming the unknown command, and exits
-    module = importlib.import_module(SUBCOMMANDS[command][0])
+    try:  # `simulate` and `demo` need the simulator extra: without it, say what to install
+        with simulator_extra(f"lessonsync {command}"):
+            module = importlib.import_module(SUBCOMMANDS[command][0])
+    except SimulatorNotInstalled as exc:
+        parser.exit(2, f"{exc}\n")
     command_parser = argparse.ArgumentParser(prog=f"lessonsync {command}")
     command_parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     module.configure(command_parser)

@@ -10,7 +10,7 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_MEMORY_LIMIT = "2GB"  # a 1%-change load into 10M-row tables needs more than 512MB (docs/BENCHMARKS.md)
-DEFAULT_APP_SECRET = "lessonsync-demo-secret"  # the embedded simulator's default; not a real credential
+DEFAULT_APP_SECRET = "lessonsync-demo-secret"  # what the simulator accepts by default (its own constant); not a real credential
 
 
 class Settings(BaseSettings):

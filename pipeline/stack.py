@@ -14,12 +14,15 @@ from typing import Any
 from dagster import DagsterInstance
 from pydantic import SecretStr
 
-from pipeline.serving import ThreadedServer, serve_in_thread
-from pipeline.simulator import SimulatorConfig, start_simulator
-from pipeline.simulator.server import SimulatorHandle
+from pipeline.settings import DEFAULT_APP_SECRET
+from pipeline.simulator_extra import simulator_extra
 from pipeline.sync import SyncReport, run_job, run_sync
 from pipeline.webhooks.app import create_app
 from pipeline.webhooks.settings import WebhookSettings
+
+with simulator_extra("the demo and test stack (pipeline.stack)"):
+    from simulator import SimulatorConfig, SimulatorHandle, start_simulator
+    from simulator.serving import ThreadedServer, serve_in_thread
 
 
 @dataclass
@@ -66,9 +69,11 @@ def local_stack(data_dir: Path, *, seed: int = 42, scale: str = "tiny", faults: 
         receiver = stack.enter_context(serve_in_thread(create_app(receiver_settings), name="webhook-receiver",
                                                        lifespan="on"))
         sim = stack.enter_context(start_simulator(SimulatorConfig(
-            seed=seed, scale=scale, faults=faults, order=order,
+            seed=seed, scale=scale, faults=faults, order=order, app_secret=DEFAULT_APP_SECRET,
             webhook_url=receiver.base_url + receiver_settings.path, webhook_auth=f"bearer:{token}")))
-        env = {"LESSONSYNC_BASE_URL": sim.base_url, "LESSONSYNC_DATA_DIR": str(data_dir)}
+        # Both sides are given the secret: the simulator's own default is not the product's business.
+        env = {"LESSONSYNC_BASE_URL": sim.base_url, "LESSONSYNC_APP_SECRET": DEFAULT_APP_SECRET,
+               "LESSONSYNC_DATA_DIR": str(data_dir)}
         if page_size is not None:
             env["LESSONSYNC_PAGE_SIZE"] = str(page_size)
         yield Stack(sim, receiver, data_dir, env)

@@ -13,7 +13,7 @@ import pytest
 from bench import compare_bench
 from bench.common import free_port
 from bench.exactness import Checker
-from pipeline.simulator.server import start_simulator
+from simulator.server import start_simulator
 
 TINY = {"active_lessons": 300, "answers": 2330}
 

@@ -8,7 +8,7 @@ import httpx
 import pytest
 from simtools import api_client
 
-from pipeline.simulator import SimulatorConfig, SimulatorHandle, start_simulator
+from simulator import SimulatorConfig, SimulatorHandle, start_simulator
 
 
 @pytest.fixture(scope="module")

@@ -16,9 +16,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from pipeline.settings import DEFAULT_APP_SECRET
-from pipeline.simulator import SimulatorHandle
-from pipeline.serving import listening_socket
+from simulator import SimulatorHandle
+from simulator.config import DEFAULT_APP_SECRET
+from simulator.serving import listening_socket
 
 
 def enc(value: str) -> str:

@@ -9,7 +9,7 @@ import jwt
 import pytest
 from simtools import api_client, enc, token_pair
 
-from pipeline.simulator import SimulatorConfig, start_simulator
+from simulator import SimulatorConfig, start_simulator
 
 PROTECTED = [
     ("GET", "/v1/active-lessons"), ("GET", "/v1/users/{user}/active-lessons"),

@@ -1,4 +1,5 @@
-"""`lessonsync simulate` as a user runs it: a real process, one startup line, a clean stop."""
+"""`lessonsync simulate` and `python -m simulator` (the simulator alone) as a user runs them: a real process,
+one startup line, a clean stop."""
 
 from __future__ import annotations
 
@@ -12,14 +13,15 @@ import time
 import httpx
 import pytest
 
-from pipeline.simulator import cli
+from simulator import cli
 
 
 @pytest.mark.slow
-def test_simulate_serves_and_logs_one_startup_line_without_the_secret() -> None:
+@pytest.mark.parametrize("command", [["pipeline.cli", "simulate"], ["simulator"]], ids=["lessonsync", "standalone"])
+def test_simulate_serves_and_logs_one_startup_line_without_the_secret(command: list[str]) -> None:
     secret = "cli-test-secret-value"
     process = subprocess.Popen(
-        [sys.executable, "-m", "pipeline.cli", "simulate", "--port", "0", "--scale", "tiny", "--seed", "5",
+        [sys.executable, "-m", *command, "--port", "0", "--scale", "tiny", "--seed", "5",
          "--app-secret", secret, "--first-page", "0", "--faults", "latency_ms=1"],
         stderr=subprocess.PIPE, text=True,
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from simtools import all_pages, enc, flatten
 
-from pipeline.simulator.names import DECOY_USER_ID, SPECIAL_GROUPS, SPECIAL_LESSON_IDS, SPECIAL_USER_IDS
+from simulator.names import DECOY_USER_ID, SPECIAL_GROUPS, SPECIAL_LESSON_IDS, SPECIAL_USER_IDS
 
 
 def test_categories(sim, client) -> None:

@@ -9,9 +9,9 @@ import pytest
 from simtools import enc, token_pair
 from starlette.testclient import TestClient
 
-from pipeline.simulator import SimulatorConfig, fastroutes, start_simulator
-from pipeline.simulator.app import build_app
-from pipeline.simulator.middleware import PlatformMiddleware
+from simulator import SimulatorConfig, fastroutes, start_simulator
+from simulator.app import build_app
+from simulator.middleware import PlatformMiddleware
 
 
 @pytest.fixture(scope="module")

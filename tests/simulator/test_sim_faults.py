@@ -13,7 +13,7 @@ import orjson
 import pytest
 from simtools import all_pages, api_client, enc, flatten, token_pair
 
-from pipeline.simulator import FaultSpec, SimulatorConfig, parse_faults, start_simulator
+from simulator import FaultSpec, SimulatorConfig, parse_faults, start_simulator
 
 
 def test_parse_faults() -> None:

@@ -16,7 +16,7 @@ from schemathesis.specs.openapi.checks import (
 )
 from simtools import token_pair
 
-from pipeline.simulator import SimulatorConfig, SimulatorHandle, start_simulator
+from simulator import SimulatorConfig, SimulatorHandle, start_simulator
 
 SPEC_OPERATIONS = {
     ("get", "/v1/active-lessons"), ("get", "/v1/users/{USER_ID}/active-lessons"),

@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 from simtools import all_pages, api_client, enc, flatten
 
-from pipeline.simulator import SimulatorConfig, start_simulator
+from simulator import SimulatorConfig, start_simulator
 
 BOTH = {"includeArchived": "true", "includeEntryQuiz": "true"}
 

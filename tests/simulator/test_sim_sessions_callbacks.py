@@ -7,8 +7,8 @@ import pytest
 from simtools import enc
 
 from pipeline.contract.models import LessonSession
-from pipeline.simulator.names import SPECIAL_SESSION_ID
-from pipeline.simulator.timeutil import iso, to_ms
+from simulator.names import SPECIAL_SESSION_ID
+from simulator.timeutil import iso, to_ms
 
 BODY = {"title": "Atelier sécurité", "description": "Salle 2", "lessonId": "", "presenters": ["p1"],
         "status": "online", "type": "fixed-date", "registrationGroupType": "unlimited",

@@ -8,8 +8,8 @@ import pytest
 from simtools import Receiver, running_receiver
 
 from pipeline.contract.models import Certificate
-from pipeline.simulator import SimulatorConfig, start_simulator
-from pipeline.simulator.webhooks import auth_headers
+from simulator import SimulatorConfig, start_simulator
+from simulator.webhooks import auth_headers
 
 
 @pytest.mark.parametrize(("auth", "header", "expected"), [

@@ -9,8 +9,8 @@ import httpx
 import pytest
 from simtools import all_pages, api_client, enc, flatten
 
-from pipeline.simulator import SimulatorConfig, start_simulator
-from pipeline.simulator.groundtruth import RESOURCES
+from simulator import SimulatorConfig, start_simulator
+from simulator.groundtruth import RESOURCES
 
 BOTH = {"includeArchived": "true", "includeEntryQuiz": "true"}
 

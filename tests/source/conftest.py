@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from pipeline.settings import Settings
-from pipeline.simulator import SimulatorConfig, SimulatorHandle, start_simulator
+from simulator import SimulatorConfig, SimulatorHandle, start_simulator
 from pipeline.source.client import PlatformClient
 from pipeline.source.decoding import Batch
 

@@ -6,7 +6,7 @@ import pytest
 from conftest import all_pairs, client_settings, rows_by_table, truth
 from source_expect import assert_same_table, expected_tables, keyed
 
-from pipeline.simulator import SimulatorConfig, start_simulator
+from simulator import SimulatorConfig, start_simulator
 from pipeline.source.client import PlatformClient
 
 

@@ -11,8 +11,8 @@ import duckdb
 import pytest
 from webhook_helpers import BEARER, make_settings, serve_in_thread
 
-from pipeline.simulator.certificates import CertificateStore
-from pipeline.simulator.server import start_simulator
+from simulator.certificates import CertificateStore
+from simulator.server import start_simulator
 from pipeline.webhooks.load import load_certificate_events
 
 

@@ -1,8 +1,0 @@
-"""A faithful, fast, deterministic implementation of the platform API (shared/platform-api.md) over
-real HTTP, for tests, the demo and benchmarks. See server.start_simulator and cli.py."""
-
-from pipeline.simulator.config import SCALES, SimulatorConfig
-from pipeline.simulator.faults import FaultSpec, parse_faults
-from pipeline.simulator.server import SimulatorHandle, launch, start_simulator
-
-__all__ = ["SCALES", "FaultSpec", "SimulatorConfig", "SimulatorHandle", "launch", "parse_faults", "start_simulator"]
