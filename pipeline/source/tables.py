@@ -25,6 +25,10 @@ class TableSpec:
     cursor_field: str | None = None  # incremental tables: the last-update column (e.g. "last_date")
     parent: str | None = None  # child tables (answer_results...): the table whose rows own these rows
     description: str = ""  # one line for the analysts' docs
+    # Which version of a key wins, when it is not just the greatest cursor field: columns compared in order,
+    # greatest first, NULL lowest (within a load and against the warehouse's copy; a row ordered before the
+    # stored one is stale). Empty: the cursor field alone (certificates: updatedAt, then expired over completed).
+    order_by: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         missing = [k for k in self.key if k not in self.schema.names]
@@ -32,3 +36,6 @@ class TableSpec:
             raise ValueError(f"table {self.name}: key columns {missing} are not in its schema")
         if self.cursor_field is not None and self.cursor_field not in self.schema.names:
             raise ValueError(f"table {self.name}: cursor field {self.cursor_field!r} is not in its schema")
+        unordered = [c for c in self.order_by if c not in self.schema.names]
+        if unordered:
+            raise ValueError(f"table {self.name}: order_by columns {unordered} are not in its schema")

@@ -31,6 +31,8 @@ class LoadResult:
     cursor_after: datetime | None
     tables: dict[str, TableLoadStats] = field(default_factory=dict)
     manifest: Path | str | None = None  # a file, or an s3:// URL
+    position_before: int | None = None  # streams read from an ordered log (Load.commit(position=...))
+    position_after: int | None = None
 
     def metadata(self) -> dict[str, object]:
         """Flat, JSON-friendly numbers for Dagster materialization metadata."""
@@ -39,6 +41,8 @@ class LoadResult:
             "cursor_before": self.cursor_before.isoformat() if self.cursor_before else None,
             "cursor_after": self.cursor_after.isoformat() if self.cursor_after else None,
         }
+        if self.position_after is not None:
+            out.update(position_before=self.position_before, position_after=self.position_after)
         for table, stats in self.tables.items():
             for name, value in stats.as_dict().items():
                 out[f"{table}.{name}"] = value
