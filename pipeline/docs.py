@@ -108,7 +108,7 @@ def render() -> str:
               "underscores; nested objects flattened with the parent name as prefix; date-times are "
               "TIMESTAMPTZ (UTC); lists of objects are JSON. Rows of snapshot tables are never dropped: "
               "`deleted_at` marks those that vanished. Sync state lives in `lms._sync_state` (cursor per "
-              "stream) and `lms._load_runs` (one row per committed load, with per-table counts); records "
+              "stream; for the certificate inbox, its position) and `lms._load_runs` (one row per committed load, with per-table counts); records "
               "that broke their schema are kept raw in `lms.quarantine`.\n\n")
     return header + "\n\n".join(table_section(s) for s in specs) + "\n"
 

@@ -19,6 +19,7 @@ from pipeline.source.tables import TableSpec
 from pipeline.warehouse import Warehouse, hooks
 from pipeline.warehouse.arrow_types import field_type
 from pipeline.warehouse.rebuild import rebuild_into
+from pipeline.warehouse.status import stream_statuses
 from pipeline.webhooks.events import to_delivery
 from pipeline.webhooks.inbox import Inbox
 from pipeline.webhooks.load import load_certificate_events
@@ -70,8 +71,10 @@ def test_rebuild_of_certificates_from_the_lake_equals_the_warehouse(tmp_path: Pa
     assert report.loads == 5 and report.rows == {"certificate_events": EVENTS + 5, "certificates": 12}
     original = dump(wh)
     assert dump(rebuilt) == original  # every column: load times, positions, _load_runs and _tables included
-    assert [row[:1] + row[-1:] for row in original["_sync_state"]] == sorted(
-        [(inbox_stream(inbox.inbox_id() or ""), EVENTS), (inbox_stream(recreated.inbox_id() or ""), EVENTS + 5 - 30)])
+    positions = sorted([(inbox_stream(inbox.inbox_id() or ""), EVENTS),
+                        (inbox_stream(recreated.inbox_id() or ""), EVENTS + 5 - 30)])
+    assert [row[:1] + row[-1:] for row in original["_sync_state"]] == positions
+    assert [(s.stream, s.position) for s in stream_statuses(wh.lake_dir)] == positions  # `lessonsync status`
 
 
 def legacy_warehouse(data: Path, inbox: Inbox) -> Warehouse:
