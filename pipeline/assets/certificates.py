@@ -45,8 +45,9 @@ def certificates(
     context: AssetExecutionContext, warehouse: WarehouseResource, inbox: InboxResource
 ) -> Iterator[MaterializeResult]:
     """Certificates earned and expired, as the platform's webhooks announced them (history and current state)."""
-    stats = load_certificate_events(warehouse.warehouse(), inbox.inbox(), run_id=context.run.run_id)
-    row_counts = table_rows(warehouse.warehouse())
+    wh = warehouse.warehouse()
+    stats = load_certificate_events(wh, inbox.inbox(), run_id=context.run.run_id)
+    row_counts = table_rows(wh)
     context.log.info(_summary(stats))
     for key in (EVENTS_KEY, CERTIFICATES_KEY):
         yield MaterializeResult(asset_key=key,

@@ -112,10 +112,10 @@ def _target(catalog: dict[str, TableDef], name: str) -> TableDef:
 
 def _append(conn: duckdb.DuckDBPyConnection, load: TableLoad, target: TableDef, files: list[str],
             plan: LoadPlan) -> int:
-    if not files:
-        return 0
     """Rows are never updated. A keyed append table (an event log) keeps a key's first row: a key already in
     the table, or written earlier in this load, adds nothing (a redelivered event is not a new one)."""
+    if not files:
+        return 0
     types = dict(target.columns)
     columns = ", ".join(q(c) for c in load.columns)
     casts = ", ".join(f"CAST({q(c)} AS {types[c]}) AS {q(c)}" for c in load.columns)

@@ -63,7 +63,7 @@ def _loaded(stage: Stage) -> str:
 
 def deduped_sql(load: TableLoad, target: TableDef) -> str:
     """The load's rows (parameter $files: its Parquet parts), cast to the warehouse types, one per key:
-    the greatest cursor field wins, ties go to the row written last."""
+    the greatest cursor field (or the greatest by order_by) wins, ties go to the row written last."""
     types = dict(target.columns)
     casts = ", ".join(f"CAST({q(c)} AS {types[c]}) AS {q(c)}" for c in load.columns)
     order = [f"{q(c)} DESC NULLS LAST" for c in ordering(load)]
