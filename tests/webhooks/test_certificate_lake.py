@@ -24,6 +24,7 @@ from pipeline.webhooks.events import to_delivery
 from pipeline.webhooks.inbox import Inbox
 from pipeline.webhooks.load import load_certificate_events
 from pipeline.webhooks.stream import high_water_mark, inbox_stream
+from pipeline.webhooks.transform import current_state_rows, events_to_arrow
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 EVENTS = 40
@@ -162,3 +163,8 @@ def test_a_warehouse_of_the_old_loader_keeps_its_position_and_rows(tmp_path: Pat
     rebuilt = make(tmp_path / "rebuilt")  # the lake now holds the adopted rows too
     rebuild_into(wh.lake, rebuilt.path, wh.connection_settings, wh.upsert_strategy)
     assert dump(rebuilt) == dump(wh)
+
+
+def test_rows_carry_exactly_the_declared_schemas() -> None:
+    events = events_to_arrow([], "ab12")
+    assert events.schema == CERTIFICATE_EVENTS.schema and current_state_rows(events).schema == CERTIFICATES.schema
