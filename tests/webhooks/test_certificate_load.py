@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import orjson
 import pytest
 from webhook_helpers import FUTURE, PAST, certificate
