@@ -35,7 +35,6 @@ from pipeline.analytics.models import load_project  # noqa: E402
 from pipeline.analytics.publish import publish  # noqa: E402
 from pipeline.contract.tables import TABLES  # noqa: E402
 from pipeline.warehouse import Warehouse  # noqa: E402
-from pipeline.webhooks.load import ensure_certificate_tables  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 SCALES = {  # users, lessons, active lessons, groups, sessions (the simulator's profiles)
@@ -103,9 +102,8 @@ def synthetic_warehouse(data_dir: Path, scale: str) -> Warehouse:
     memory limit than the build: it maintains the primary-key indexes of 10M-row inserts."""
     users, lessons, n, groups, sessions = SCALES[scale]
     filler = Warehouse(data_dir / "warehouse.duckdb", data_dir / "lake", memory_limit="8GB")
-    filler.ensure_tables(TABLES.values())
+    filler.ensure_tables(TABLES.values())  # certificate tables included
     with filler.connect() as conn:
-        ensure_certificate_tables(conn)
         for statement in FILL:
             chunks = [(lo, min(lo + CHUNK, n)) for lo in range(0, n, CHUNK)] if "{lo}" in statement else [(0, 0)]
             for lo, hi in chunks:

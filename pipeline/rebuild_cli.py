@@ -1,5 +1,4 @@
-"""`lessonsync rebuild`: rebuild every warehouse table from the Parquet lake alone (and the certificate
-tables from the webhook inbox, their own durable log).
+"""`lessonsync rebuild`: rebuild every warehouse table (certificates included) from the Parquet lake alone.
 
     lessonsync rebuild                       # <data-dir>/warehouse.duckdb, rebuilt in place (atomic swap;
                                              # the old file is kept as warehouse.duckdb.before-rebuild)
@@ -9,19 +8,12 @@ tables from the webhook inbox, their own durable log).
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 
-import duckdb
-
 from pipeline.settings import load_settings
-from pipeline.webhooks.inbox import Inbox
-from pipeline.webhooks.load import load_certificate_events
 from pipeline.warehouse import Warehouse, WarehouseError
 from pipeline.warehouse.rebuild import RebuildReport, rebuild_in_place, rebuild_into
-
-log = logging.getLogger(__name__)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -38,23 +30,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     settings = load_settings(**({"data_dir": args.data_dir} if args.data_dir is not None else {}))
     warehouse = Warehouse.from_settings(settings)
-    inbox = Inbox(settings.inbox_path)
-
-    def replay_certificates(conn: duckdb.DuckDBPyConnection) -> None:
-        # Certificates are not fetched, so not in the lake: the webhook inbox is their durable log.
-        if inbox.inbox_id() is None:
-            return  # no receiver ever stored a delivery here
-        stats = load_certificate_events(conn, inbox)
-        log.info("certificates: %s events replayed from the inbox %s", stats.events_loaded, inbox.path)
-
     try:
         if args.into is not None:
-            report = rebuild_into(warehouse.lake, args.into, warehouse.connection_settings,
-                                  warehouse.upsert_strategy, also=replay_certificates)
+            report = rebuild_into(warehouse.lake, args.into, warehouse.connection_settings, warehouse.upsert_strategy)
         else:
             report = rebuild_in_place(warehouse.path, warehouse.lake, warehouse.connection_settings,
-                                      warehouse.upsert_strategy, backup=not args.no_backup,
-                                      also=replay_certificates)
+                                      warehouse.upsert_strategy, backup=not args.no_backup)
     except WarehouseError as error:
         print(f"lessonsync rebuild: {error}", file=sys.stderr)
         return 1

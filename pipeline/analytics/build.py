@@ -24,7 +24,8 @@ from pipeline.analytics.checks import TestOutcome, run_tests
 from pipeline.analytics.errors import ModelError
 from pipeline.analytics.lineage import MODEL_SCHEMA
 from pipeline.analytics.models import AnalyticsProject, Model
-from pipeline.analytics.sql import quote, relation, scalar
+from pipeline.analytics.sql import quote, relation
+from pipeline.warehouse.connection import scalar
 
 BUILD_PREFIX = "__build__"
 # One row per model: when its current relation was swapped in, for which `as_of`, and from which code.

@@ -17,7 +17,8 @@ from typing import Any
 import duckdb
 
 from pipeline.analytics.model_tests import ModelTest
-from pipeline.analytics.sql import quote, relation, scalar
+from pipeline.analytics.sql import quote, relation
+from pipeline.warehouse.connection import scalar
 
 SAMPLE_SIZE = 5
 

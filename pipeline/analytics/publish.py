@@ -31,7 +31,8 @@ from pipeline.analytics.build import BUILDS_TABLE
 from pipeline.analytics.errors import ModelError
 from pipeline.analytics.lineage import MODEL_SCHEMA
 from pipeline.analytics.models import AnalyticsProject
-from pipeline.analytics.sql import quote, relation, scalar, string_literal
+from pipeline.analytics.sql import quote, relation, string_literal
+from pipeline.warehouse.connection import scalar
 
 SNAPSHOT_FILE = "analytics.duckdb"
 MARTS_DIR = "marts"

@@ -9,7 +9,8 @@ import duckdb
 
 from pipeline.analytics.models import AnalyticsProject
 from pipeline.analytics.publish import MANIFEST_FILE, MARTS_DIR, SNAPSHOT_FILE
-from pipeline.analytics.sql import quote, scalar
+from pipeline.analytics.sql import quote
+from pipeline.warehouse.connection import scalar
 
 
 def verify_published(project: AnalyticsProject, data_dir: Path) -> tuple[list[str], dict[str, int]]:

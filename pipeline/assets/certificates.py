@@ -1,9 +1,9 @@
 """The certificates asset: loads the webhook inbox into lms.certificate_events and lms.certificates.
 
-One multi-asset (op `certificates`) materializes both tables because they change in one DuckDB
-transaction together with the inbox high-water mark; their keys are lms/<table> like every synced table,
-so the analytics models that read them hang below them in the graph. The logic is in
-pipeline/webhooks/load.py, shared with `lessonsync sync`."""
+One multi-asset (op `certificates`) materializes both tables because they change in one load (one DuckDB
+transaction, through Warehouse.load() like every stream) together with the inbox position; their keys are
+lms/<table> like every synced table, so the analytics models that read them hang below them in the graph.
+The logic is in pipeline/webhooks/load.py, shared with `lessonsync sync`."""
 
 # No `from __future__ import annotations`: Dagster reads the resource annotations at runtime.
 from collections.abc import Iterator
@@ -17,11 +17,10 @@ from dagster import (
 )
 
 from pipeline.assets.common import OWNERS, POOL, table_definition_metadata
-from pipeline.contract.tables import TableSpec
+from pipeline.contract.tables import CERTIFICATE_EVENTS, CERTIFICATES, TableSpec
 from pipeline.resources import WarehouseResource
-from pipeline.webhooks.load import LoadStats, load_certificate_events, scalar
+from pipeline.webhooks.load import LoadStats, load_certificate_events, table_rows
 from pipeline.webhooks.resource import InboxResource
-from pipeline.webhooks.tables import CERTIFICATE_EVENTS, CERTIFICATES
 
 GROUP = "certificates"
 EVENTS_KEY = AssetKey(["lms", CERTIFICATE_EVENTS.name])
@@ -45,15 +44,13 @@ def certificates(
     context: AssetExecutionContext, warehouse: WarehouseResource, inbox: InboxResource
 ) -> Iterator[MaterializeResult]:
     """Certificates earned and expired, as the platform's webhooks announced them (history and current state)."""
-    with warehouse.connect() as conn:
-        stats = load_certificate_events(conn, inbox.inbox())
-        row_counts = {
-            key: scalar(conn, f"SELECT count(*) FROM lms.{key.path[-1]}")
-            for key in (EVENTS_KEY, CERTIFICATES_KEY)
-        }
+    wh = warehouse.warehouse()
+    stats = load_certificate_events(wh, inbox.inbox(), run_id=context.run.run_id)
+    row_counts = table_rows(wh)
     context.log.info(_summary(stats))
     for key in (EVENTS_KEY, CERTIFICATES_KEY):
-        yield MaterializeResult(asset_key=key, metadata={**_metadata(stats), "dagster/row_count": row_counts[key]})
+        yield MaterializeResult(asset_key=key,
+                                metadata={**_metadata(stats), "dagster/row_count": row_counts[key.path[-1]]})
 
 
 def _metadata(stats: LoadStats) -> dict[str, object]:

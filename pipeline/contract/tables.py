@@ -35,6 +35,10 @@ class TableSpec:
     cursor_field: str | None = None  # incremental tables: the last-update column (e.g. "last_date")
     parent: str | None = None  # child tables (answer_results...): the table whose rows own these rows
     description: str = ""  # one line for the analysts' docs
+    # Which version of a key wins, when it is not just the greatest cursor field: columns compared in order,
+    # greatest first, NULL lowest (within a load and against the warehouse's copy; a row ordered before the
+    # stored one is stale). Empty: the cursor field alone (certificates: updatedAt, then expired over completed).
+    order_by: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         missing = [k for k in self.key if k not in self.schema.names]
@@ -42,15 +46,18 @@ class TableSpec:
             raise ValueError(f"table {self.name}: key columns {missing} are not in its schema")
         if self.cursor_field is not None and self.cursor_field not in self.schema.names:
             raise ValueError(f"table {self.name}: cursor field {self.cursor_field!r} is not in its schema")
+        unordered = [c for c in self.order_by if c not in self.schema.names]
+        if unordered:
+            raise ValueError(f"table {self.name}: order_by columns {unordered} are not in its schema")
 
 ChildRow = tuple[int, tuple[Any, ...], Any]  # (index of the parent in its page, context values, child dict)
 
 
 def _spec(name: str, fields: list[pa.Field], key: tuple[str, ...], kind: TableKind, description: str, *,
-          cursor: str | None = None, parent: str | None = None) -> TableSpec:
+          cursor: str | None = None, parent: str | None = None, order_by: tuple[str, ...] = ()) -> TableSpec:
     fields = [f.with_nullable(False) if f.name in key else f for f in fields]
     return TableSpec(name=name, schema=pa.schema(fields), key=key, kind=kind, cursor_field=cursor,
-                     parent=parent, description=description)
+                     parent=parent, description=description, order_by=order_by)
 
 
 @dataclass(frozen=True)
@@ -141,6 +148,34 @@ QUARANTINE = _spec("quarantine", [
     "Records that broke their schema, kept raw with where and why.")
 
 
+# Certificates arrive by webhook (pipeline/webhooks), not from a stream: the receiver stores each delivery in the
+# inbox, and the certificates asset loads the inbox through Warehouse.load() like any stream (the inbox sequence
+# is its position). Payload columns come from the Certificate model like every record table's.
+CERTIFICATE_COLUMNS = ModelColumns(m.Certificate)
+DELIVERY_FIELDS = [
+    pa.field("event_id", pa.string(), nullable=False),
+    pa.field("event_type", pa.string(), nullable=False),
+    pa.field("received_at", TIMESTAMP, nullable=False),
+    pa.field("source", pa.string()),
+    pa.field("inbox_id", pa.string(), nullable=False),
+    pa.field("sequence", pa.int64(), nullable=False),
+]
+CURRENT_STATE_FIELDS = [
+    pa.field("state", pa.string(), nullable=False),  # "completed" or "expired": sorts expired last (order_by)
+    pa.field("last_event_id", pa.string(), nullable=False),
+    pa.field("last_event_type", pa.string(), nullable=False),
+    pa.field("last_received_at", TIMESTAMP, nullable=False),
+]
+_PAYLOAD_FIELDS = [f.with_nullable(False) if f.name == "id" else f for f in CERTIFICATE_COLUMNS.fields]  # _id required
+CERTIFICATE_EVENTS = _spec("certificate_events", [*DELIVERY_FIELDS, *_PAYLOAD_FIELDS], ("event_id",),
+                           "append", "Every distinct certificate webhook delivery (completed or expired), in inbox "
+                           "order.")
+CERTIFICATES = _spec(
+    "certificates", [*CERTIFICATE_COLUMNS.fields, *CURRENT_STATE_FIELDS], ("id",), "incremental",
+    "Current state of each certificate: the latest updatedAt wins; expired beats completed on ties.",
+    cursor="updated_at", order_by=("updated_at", "state", "last_received_at"))
+
+
 def quarantine_batch(rows: Sequence[Any]) -> pa.RecordBatch:
     """QuarantineRow objects -> one batch of the quarantine table."""
     return pa.RecordBatch.from_pylist([vars(row) for row in rows], schema=QUARANTINE.schema)
@@ -149,4 +184,5 @@ def quarantine_batch(rows: Sequence[Any]) -> pa.RecordBatch:
 BUILDS: dict[str, RecordTable | ChildTable] = {b.spec.name: b for b in [
     ACTIVE_LESSONS, ANSWERS, ANSWER_RESULTS, GROUPS, USERS, GROUP_MEMBERS, CATEGORIES, SESSIONS, REGISTRATIONS,
     LESSONS, LESSON_QUESTIONS]}
-TABLES: dict[str, TableSpec] = {**{name: b.spec for name, b in BUILDS.items()}, "quarantine": QUARANTINE}
+TABLES: dict[str, TableSpec] = {**{name: b.spec for name, b in BUILDS.items()}, "quarantine": QUARANTINE,
+                                 **{spec.name: spec for spec in (CERTIFICATE_EVENTS, CERTIFICATES)}}

@@ -15,9 +15,9 @@ from pipeline.warehouse.lake import check_parts
 from pipeline.warehouse.lakestore import LakeStore
 from pipeline.warehouse.manifest import LoadOutcome, LoadPlan, TableLoad
 from pipeline.warehouse.results import TableLoadStats
-from pipeline.warehouse.schema import TableDef, ensure_tables, table_ref
-from pipeline.warehouse.staging import Stage, count_changes, create_stage, drop_stage, mark_stale_children
-from pipeline.warehouse.state import advance_cursor, record_load
+from pipeline.warehouse.schema import TableDef, drop_tables, ensure_tables, table_ref
+from pipeline.warehouse.staging import Stage, count_changes, create_stage, drop_stage, join_on, mark_stale_children
+from pipeline.warehouse.state import advance_cursor, advance_position, record_load
 from pipeline.warehouse.upsert import apply_stage, ts_literal
 
 
@@ -25,7 +25,10 @@ def apply_load(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, lake: LakeStore,
                prebuilt: dict[str, str] | None = None) -> LoadOutcome:
     """Needs the internal tables (state.ensure_state_tables) to exist already. `prebuilt` (table ->
     shadow table, from firstload.prebuild) are swapped in instead of staged: a big first load."""
-    catalog = ensure_tables(conn, plan.catalog)  # replays: the tables as they were at that commit
+    drop_tables(conn, plan.drop_before)  # tables whose rows were written outside the lake: this load holds them
+    dropped_only = set(plan.drop_before) - {t.name for t in plan.tables}
+    # replays: the tables as they were at that commit
+    catalog = ensure_tables(conn, [t for t in plan.catalog if t.name not in dropped_only])
     stats, stages = _stage_tables(conn, plan, catalog, lake, prebuilt or {})
     for link in plan.children:
         if link.child in stages and link.parent in stages:
@@ -41,7 +44,7 @@ def apply_load(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, lake: LakeStore,
     for stage in stages.values():
         drop_stage(conn, stage)
     before, after = advance_cursor(conn, plan)
-    outcome = LoadOutcome(before, after, stats)
+    outcome = LoadOutcome(before, after, stats, *advance_position(conn, plan))
     record_load(conn, plan, outcome)
     return outcome
 
@@ -60,7 +63,8 @@ def _stage_tables(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, catalog: dict
                                               inserted=swap_in(conn, load.name, prebuilt[load.name]))
         elif load.kind == "append":
             fetched = sum(part.rows for part in load.parts)
-            stats[load.name] = TableLoadStats(fetched=fetched, inserted=_append(conn, load, target, files, plan))
+            inserted = _append(conn, load, target, files, plan)
+            stats[load.name] = TableLoadStats(fetched=fetched, inserted=inserted, unchanged=fetched - inserted)
         elif files:
             stages[load.name] = create_stage(conn, load, target, files)
         else:
@@ -108,14 +112,25 @@ def _target(catalog: dict[str, TableDef], name: str) -> TableDef:
 
 def _append(conn: duckdb.DuckDBPyConnection, load: TableLoad, target: TableDef, files: list[str],
             plan: LoadPlan) -> int:
+    """Rows are never updated. A keyed append table (an event log) keeps a key's first row: a key already in
+    the table, or written earlier in this load, adds nothing (a redelivered event is not a new one)."""
     if not files:
         return 0
     types = dict(target.columns)
     columns = ", ".join(q(c) for c in load.columns)
-    casts = ", ".join(f"CAST({q(c)} AS {types[c]})" for c in load.columns)
+    casts = ", ".join(f"CAST({q(c)} AS {types[c]}) AS {q(c)}" for c in load.columns)
     ts = ts_literal(plan.loaded_at)
+    source = f"SELECT {casts} FROM read_parquet($files)"
+    if target.key:
+        keys = ", ".join(q(k) for k in target.key)
+        source = f"""WITH src AS (
+                SELECT {casts}, _lake_file, file_row_number
+                FROM read_parquet($files, filename = '_lake_file', file_row_number = true))
+            SELECT {columns} FROM src AS s
+            WHERE NOT EXISTS (SELECT 1 FROM {table_ref(load.name)} AS t WHERE {join_on(target.key, 's', 't')})
+            QUALIFY row_number() OVER (PARTITION BY {keys} ORDER BY _lake_file, file_row_number) = 1"""
     result = conn.execute(
         f"INSERT INTO {table_ref(load.name)} ({columns}, first_loaded_at, last_loaded_at) "
-        f"SELECT {casts}, {ts}, {ts} FROM read_parquet($files)", {"files": files}
+        f"SELECT {columns}, {ts}, {ts} FROM ({source})", {"files": files}
     ).fetchone()
     return int(result[0])

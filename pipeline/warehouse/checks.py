@@ -19,6 +19,7 @@ import duckdb
 
 from pipeline.warehouse.arrow_types import q
 from pipeline.warehouse.catalog import read_table_def
+from pipeline.warehouse.connection import scalar
 from pipeline.warehouse.errors import SchemaError
 from pipeline.warehouse.schema import DELETED_AT, LAST_LOADED_AT, TableDef, table_ref
 from pipeline.warehouse.staging import value_range
@@ -27,7 +28,7 @@ from pipeline.warehouse.state import LOAD_RUNS
 
 def row_count(conn: duckdb.DuckDBPyConnection, table: str) -> int:
     """Rows of `table` not marked deleted."""
-    return _scalar(conn, f"SELECT count(*) FROM {table_ref(table)} AS t WHERE {_live(_table(conn, table), 't')}")
+    return _count(conn, f"SELECT count(*) FROM {table_ref(table)} AS t WHERE {_live(_table(conn, table), 't')}")
 
 
 def enforced_by_primary_key(conn: duckdb.DuckDBPyConnection, table: str, key: Sequence[str] | None = None) -> bool:
@@ -42,7 +43,7 @@ def duplicate_keys(conn: duckdb.DuckDBPyConnection, table: str, key: Sequence[st
     columns = _key(conn, table, key)
     if trust_primary_key and enforced_by_primary_key(conn, table, columns):
         return 0  # DuckDB refuses any write that would duplicate a declared primary key
-    return _scalar(conn, f"SELECT count(*) FROM (SELECT {', '.join(q(k) for k in columns)} FROM {table_ref(table)} "
+    return _count(conn, f"SELECT count(*) FROM (SELECT {', '.join(q(k) for k in columns)} FROM {table_ref(table)} "
                          f"GROUP BY ALL HAVING count(*) > 1)")
 
 
@@ -54,7 +55,7 @@ def null_keys(conn: duckdb.DuckDBPyConnection, table: str, key: Sequence[str] | 
     if trust_primary_key and declared and set(columns) <= set(declared):
         return 0  # primary-key columns are NOT NULL in DuckDB
     nulls = " OR ".join(f"{q(k)} IS NULL" for k in columns)
-    return _scalar(conn, f"SELECT count(*) FROM {table_ref(table)} WHERE {nulls}")
+    return _count(conn, f"SELECT count(*) FROM {table_ref(table)} WHERE {nulls}")
 
 
 # A link check hashes one side of the join; when both sides are bigger than this (a full sync's 12.5M answer
@@ -91,7 +92,7 @@ def orphans(conn: duckdb.DuckDBPyConnection, child: str, parent: str, on: Mappin
                                 f"LEFT JOIN {parents} AS p ON {match} WHERE p._found IS NULL",
                                 {**params, **extra}).fetchone()[0])
 
-    nulls = _scalar(conn, f"SELECT count(*) FROM {children} AS c WHERE {c_col} IS NULL", params)
+    nulls = _count(conn, f"SELECT count(*) FROM {children} AS c WHERE {c_col} IS NULL", params)
     bounds = _chunk_bounds(conn, children, parent, parent_def, c_col, params, chunk_rows)
     if bounds is None:  # one join, only where the parent's first linked column lies within the children's range
         extent = value_range(conn, children + " AS c", child_column, params)
@@ -114,10 +115,10 @@ def _chunk_bounds(conn: duckdb.DuckDBPyConnection, children: str, parent: str, p
     """Ascending boundaries splitting the children's first linked column into ranges of about `chunk_rows`
     rows (from a sample: any boundaries give an exact count, they only size the pieces), or None when one
     side is small enough to be hashed whole."""
-    count = _scalar(conn, f"SELECT count(*) FROM {children} AS c", params)
+    count = _count(conn, f"SELECT count(*) FROM {children} AS c", params)
     if count <= chunk_rows:
         return None
-    parents = _scalar(conn, f"SELECT count(*) FROM {table_ref(parent)} AS p WHERE {_live(parent_def, 'p')}")
+    parents = _count(conn, f"SELECT count(*) FROM {table_ref(parent)} AS p WHERE {_live(parent_def, 'p')}")
     if parents <= chunk_rows:
         return None
     pieces = -(-min(count, parents) // chunk_rows)
@@ -155,5 +156,5 @@ def _live(table: TableDef, alias: str) -> str:
     return f"{alias}.{q(DELETED_AT)} IS NULL" if table.has_deleted_at else "TRUE"
 
 
-def _scalar(conn: duckdb.DuckDBPyConnection, sql: str, params: dict[str, object] | None = None) -> int:
-    return int(conn.execute(sql, params or None).fetchone()[0])
+def _count(conn: duckdb.DuckDBPyConnection, sql: str, params: dict[str, object] | None = None) -> int:
+    return int(scalar(conn, sql, params))

@@ -14,6 +14,7 @@ manifest; after 4 both agree. Either way: old cursor with old rows, or new curso
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +39,8 @@ if TYPE_CHECKING:
 
 def commit_load(load: Load, tables: tuple[TableLoad, ...], cursor: datetime | None,
                 complete_snapshots: tuple[str, ...], replace_children_of: ChildLinks | None,
-                stats: Mapping[str, Any], *, cursor_reset: bool = False) -> LoadResult:
+                stats: Mapping[str, Any], *, cursor_reset: bool = False, position: int | None = None,
+                drop_before: tuple[str, ...] = ()) -> LoadResult:
     warehouse = load.warehouse
     with warehouse.connect(read_only=False) as conn:
         ensure_state_tables(conn)
@@ -47,6 +49,7 @@ def commit_load(load: Load, tables: tuple[TableLoad, ...], cursor: datetime | No
         conn.begin()  # creating or evolving the tables commits on its own: empty tables, no cursor, no rows
         try:
             plan = _plan(conn, load, tables, cursor, complete_snapshots, replace_children_of, stats, cursor_reset)
+            plan = replace(plan, position=position, drop_before=drop_before)
         except BaseException:
             conn.rollback()
             raise
@@ -72,7 +75,7 @@ def commit_load(load: Load, tables: tuple[TableLoad, ...], cursor: datetime | No
             raise
         hooks.reached("committed")
     return LoadResult(plan.stream, plan.run_id, plan.load_id, plan.seq, plan.loaded_at, outcome.cursor_before,
-                      outcome.cursor_after, outcome.tables, manifest)
+                      outcome.cursor_after, outcome.tables, manifest, outcome.position_before, outcome.position_after)
 
 
 def _plan(conn: duckdb.DuckDBPyConnection, load: Load, tables: tuple[TableLoad, ...], cursor: datetime | None,

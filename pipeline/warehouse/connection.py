@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -74,3 +76,11 @@ def lock_holder(message: str) -> str | None:
         return None
     match = _LOCK_HOLDER.search(message)
     return f"PID {match['pid']} ({match['exe']})" if match else "unknown process"
+
+
+def scalar(conn: duckdb.DuckDBPyConnection, query: str,
+           params: Sequence[object] | Mapping[str, object] | None = None) -> Any:
+    """The first value of a query's first row, or None without a row. Reads the whole result (fetchall):
+    DuckDB 2 refuses new work on a connection whose last result was left unfinished."""
+    rows = conn.execute(query, params if params is not None else []).fetchall()
+    return rows[0][0] if rows else None

@@ -76,7 +76,8 @@ class Load:
 
     def commit(self, cursor: datetime | None = None, complete_snapshots: Iterable[str] = (),
                replace_children_of: ChildLinks | None = None, stats: Mapping[str, Any] | None = None,
-               *, cursor_reset: bool = False) -> LoadResult:
+               *, cursor_reset: bool = False, position: int | None = None,
+               drop_before: Iterable[str] = ()) -> LoadResult:
         """Make everything written visible in the warehouse with the stream's new cursor, atomically.
 
         cursor: the stream's new cursor; the stored one only moves forward (an older one is ignored).
@@ -85,10 +86,19 @@ class Load:
             written here (see links.py); {} = none.
         stats: JSON-serializable numbers to record with the load (requests, retries...).
         cursor_reset: store `cursor` as it is, even backwards (pipeline.warehouse.reset; nothing else).
+        position: for a stream read from an ordered log (the certificate inbox: its sequence), the position up
+            to which this load holds every entry; stored in lms._sync_state.position, only ever moving forward.
+        drop_before: tables dropped in this load's transaction before its rows go in, and recreated from their
+            spec: a one-time adoption of tables written outside the lake, whose rows this load carries.
         """
         self._require_open()
         if cursor is not None:
             require_aware(cursor, "cursor")
+        if position is not None and (not isinstance(position, int) or position < 0):
+            raise WarehouseError(f"position of load {self.load_id} must be a non-negative int, got {position!r}.")
+        drop_before = tuple(drop_before)
+        for name in drop_before:
+            check_identifier(name, "table")
         stats = dict(stats or {})
         try:
             json.dumps(stats)
@@ -97,11 +107,12 @@ class Load:
         self._state = "committing"
         try:
             tables = tuple(TableLoad(name, spec.kind, tuple(spec.key), spec.cursor_field, spec.parent,
-                                     tuple(spec.schema.names), self._writers[name].finish())
+                                     tuple(spec.schema.names), self._writers[name].finish(), tuple(spec.order_by))
                            for name, spec in self._specs.items())
             hooks.reached("parts_written")
             result = commit_load(self, tables, cursor, tuple(sorted(set(complete_snapshots))),
-                                 replace_children_of, stats, cursor_reset=cursor_reset)
+                                 replace_children_of, stats, cursor_reset=cursor_reset, position=position,
+                                 drop_before=drop_before)
         except BaseException:
             if not self._has_manifest():  # once the manifest exists the parts belong to a committed load
                 self._discard()

@@ -35,6 +35,7 @@ class TableLoad:
     parent: str | None
     columns: tuple[str, ...]  # data columns present in the parts
     parts: tuple[PartFile, ...]
+    order_by: tuple[str, ...] = ()  # TableSpec.order_by: which version of a key wins (empty: the cursor field)
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,8 @@ class LoadPlan:
     catalog: tuple[TableDef, ...]
     stats: Mapping[str, Any] = field(default_factory=dict)
     cursor_reset: bool = False  # an operator's `lessonsync reset`: the cursor is SET to `cursor` (moved back)
+    position: int | None = None  # a stream read from an ordered log (the certificate inbox): its position
+    drop_before: tuple[str, ...] = ()  # tables dropped before the rows go in (adopting tables written outside the lake)
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,8 @@ class LoadOutcome:
     cursor_before: datetime | None
     cursor_after: datetime | None
     tables: dict[str, TableLoadStats]
+    position_before: int | None = None
+    position_after: int | None = None
 
 
 def to_json(plan: LoadPlan, outcome: LoadOutcome) -> bytes:
@@ -90,6 +95,12 @@ def to_json(plan: LoadPlan, outcome: LoadOutcome) -> bytes:
     }
     if plan.cursor_reset:  # only then: manifests of ordinary loads stay as they were
         doc["cursor_reset"] = True
+    if plan.position is not None or outcome.position_after is not None:  # likewise: position streams only
+        doc["position"] = plan.position
+        doc["outcome"]["position_before"] = outcome.position_before
+        doc["outcome"]["position_after"] = outcome.position_after
+    if plan.drop_before:
+        doc["drop_before"] = list(plan.drop_before)
     return json.dumps(doc, indent=1, sort_keys=False).encode()
 
 
@@ -109,10 +120,12 @@ def from_json(raw: bytes, where: str) -> tuple[LoadPlan, LoadOutcome]:
                            for c in doc["children"]),
             catalog=tuple(_table_def_from(t) for t in doc["catalog"]),
             stats=doc["stats"], cursor_reset=bool(doc.get("cursor_reset", False)),
+            position=_int(doc.get("position")), drop_before=tuple(doc.get("drop_before", ())),
         )
         out = doc["outcome"]
         outcome = LoadOutcome(_dt(out["cursor_before"]), _dt(out["cursor_after"]),
-                              {name: TableLoadStats(**s) for name, s in out["tables"].items()})
+                              {name: TableLoadStats(**s) for name, s in out["tables"].items()},
+                              _int(out.get("position_before")), _int(out.get("position_after")))
     except LakeError:
         raise
     except (ValueError, KeyError, TypeError) as error:
@@ -122,14 +135,16 @@ def from_json(raw: bytes, where: str) -> tuple[LoadPlan, LoadOutcome]:
 
 
 def _table_doc(t: TableLoad) -> dict[str, Any]:
-    return {"name": t.name, "kind": t.kind, "key": list(t.key), "cursor_field": t.cursor_field,
-            "parent": t.parent, "columns": list(t.columns),
-            "parts": [{"path": p.path, "rows": p.rows, "bytes": p.bytes} for p in t.parts]}
+    doc = {"name": t.name, "kind": t.kind, "key": list(t.key), "cursor_field": t.cursor_field,
+           "parent": t.parent, "columns": list(t.columns),
+           "parts": [{"path": p.path, "rows": p.rows, "bytes": p.bytes} for p in t.parts]}
+    return doc | ({"order_by": list(t.order_by)} if t.order_by else {})
 
 
 def _table_from(d: dict[str, Any]) -> TableLoad:
     return TableLoad(d["name"], d["kind"], tuple(d["key"]), d["cursor_field"], d["parent"],
-                     tuple(d["columns"]), tuple(PartFile(p["path"], p["rows"], p["bytes"]) for p in d["parts"]))
+                     tuple(d["columns"]), tuple(PartFile(p["path"], p["rows"], p["bytes"]) for p in d["parts"]),
+                     tuple(d.get("order_by", ())))
 
 
 def _table_def_doc(t: TableDef) -> dict[str, Any]:
@@ -148,3 +163,7 @@ def _iso(value: datetime | None) -> str | None:
 
 def _dt(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value) if value is not None else None
+
+
+def _int(value: object) -> int | None:
+    return None if value is None else int(value)  # type: ignore[call-overload]

@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import duckdb
 
 from pipeline.warehouse.catalog import read_catalog
 from pipeline.warehouse.connection import ConnectionSettings, open_connection
@@ -35,10 +32,8 @@ class RebuildReport:
 
 
 def rebuild_into(lake_location: LakeStore | Path | str, target: Path, settings: ConnectionSettings, strategy: str,
-                 also: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
                  slice_rows: int | None = DEFAULT_SLICE_ROWS) -> RebuildReport:
-    """Build a new warehouse file at `target` (which must not exist) from the lake; `also` then fills
-    what has its own durable log instead of the lake (the certificate inbox), before the file is swapped in."""
+    """Build a new warehouse file at `target` (which must not exist) from the lake."""
     started = time.monotonic()
     if target.exists():
         raise WarehouseError(f"{target} already exists; rebuild into a new path, or remove it first.")
@@ -55,8 +50,6 @@ def rebuild_into(lake_location: LakeStore | Path | str, target: Path, settings: 
         for _, ref in manifests:
             plan, recorded = from_json(read_manifest(lake, ref), ref.where)
             replay(conn, plan, recorded, lake, strategy, slice_rows, settings.memory_limit)
-        if also is not None:
-            also(conn)
         rows = {t.name: conn.execute(f"SELECT count(*) FROM {table_ref(t.name)}").fetchone()[0]
                 for t in read_catalog(conn)}
         conn.execute("CHECKPOINT")
@@ -69,8 +62,7 @@ def rebuild_into(lake_location: LakeStore | Path | str, target: Path, settings: 
 
 
 def rebuild_in_place(warehouse: Path, lake_location: LakeStore | Path | str, settings: ConnectionSettings,
-                     strategy: str, *, backup: bool = True, also: Callable[[duckdb.DuckDBPyConnection], None] | None = None
-                     ) -> RebuildReport:
+                     strategy: str, *, backup: bool = True) -> RebuildReport:
     """Rebuild `warehouse` from the lake and swap it in; keep the old file as <name>.before-rebuild."""
     fresh = warehouse.with_name(warehouse.name + ".rebuilt")
     _remove_database(fresh)
@@ -78,7 +70,7 @@ def rebuild_in_place(warehouse: Path, lake_location: LakeStore | Path | str, set
     try:
         if holder is not None:
             holder.execute("CHECKPOINT")  # the old file's WAL must not outlive it next to the new file
-        report = rebuild_into(lake_location, fresh, settings, strategy, also)
+        report = rebuild_into(lake_location, fresh, settings, strategy)
     finally:
         if holder is not None:
             holder.close()

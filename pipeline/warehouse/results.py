@@ -12,9 +12,10 @@ class TableLoadStats:
     fetched: int = 0  # rows written to the lake for this table in this load (before dedupe)
     inserted: int = 0  # keys new to the warehouse
     updated: int = 0  # keys whose data changed, or that came back after being marked deleted
-    unchanged: int = 0  # keys seen again with identical data (only last_loaded_at moves)
+    unchanged: int = 0  # keys seen again with identical data (only last_loaded_at moves); append tables:
+    # rows whose key was already there (kept as first written)
     deleted: int = 0  # rows newly marked deleted: vanished from a complete snapshot, or replaced children
-    stale: int = 0  # rows older (by cursor field) than the warehouse's copy, so not applied
+    stale: int = 0  # rows older (by cursor field, or ordered before by order_by) than the warehouse's copy
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -31,6 +32,8 @@ class LoadResult:
     cursor_after: datetime | None
     tables: dict[str, TableLoadStats] = field(default_factory=dict)
     manifest: Path | str | None = None  # a file, or an s3:// URL
+    position_before: int | None = None  # streams read from an ordered log (Load.commit(position=...))
+    position_after: int | None = None
 
     def metadata(self) -> dict[str, object]:
         """Flat, JSON-friendly numbers for Dagster materialization metadata."""
@@ -39,6 +42,8 @@ class LoadResult:
             "cursor_before": self.cursor_before.isoformat() if self.cursor_before else None,
             "cursor_after": self.cursor_after.isoformat() if self.cursor_after else None,
         }
+        if self.position_after is not None:
+            out.update(position_before=self.position_before, position_after=self.position_after)
         for table, stats in self.tables.items():
             for name, value in stats.as_dict().items():
                 out[f"{table}.{name}"] = value

@@ -108,6 +108,13 @@ def _register(conn: duckdb.DuckDBPyConnection, table: TableDef) -> None:
     )
 
 
+def drop_tables(conn: duckdb.DuckDBPyConnection, names: Iterable[str]) -> None:
+    """Drop tables (if they exist) and forget them in the registry; inside the caller's transaction."""
+    for name in names:
+        conn.execute(f"DROP TABLE IF EXISTS {table_ref(name)}")
+        conn.execute(f"DELETE FROM {REGISTRY} WHERE table_name = ?", [name])
+
+
 def create_table(conn: duckdb.DuckDBPyConnection, table: TableDef) -> None:
     parts = [f"{q(name)} {type_sql}" for name, type_sql in table.columns]
     if table.key:

@@ -1,8 +1,10 @@
 """Staging one table of one load: read its Parquet parts, cast to the warehouse types, keep one row per
-key (greatest cursor field; ties -> last written), and classify each row against the warehouse:
+key (greatest cursor field, or greatest by the spec's order_by; ties -> last written), and classify each
+row against the warehouse:
 
   insert   key not in the table
-  stale    the table's copy has a newer cursor field (a slower, older fetch committing late): not applied
+  stale    the table's copy has a newer cursor field (a slower, older fetch committing late), or with
+           order_by, the table's copy is ordered after this row: not applied
   rewrite  a list column changed (DuckDB updates lists in indexed tables very slowly: delete + insert)
   update   other data changed, or the row comes back after being marked deleted
   same     identical data: only last_loaded_at moves
@@ -61,10 +63,10 @@ def _loaded(stage: Stage) -> str:
 
 def deduped_sql(load: TableLoad, target: TableDef) -> str:
     """The load's rows (parameter $files: its Parquet parts), cast to the warehouse types, one per key:
-    the greatest cursor field wins, ties go to the row written last."""
+    the greatest cursor field (or the greatest by order_by) wins, ties go to the row written last."""
     types = dict(target.columns)
     casts = ", ".join(f"CAST({q(c)} AS {types[c]}) AS {q(c)}" for c in load.columns)
-    order = [f"{q(load.cursor_field)} DESC NULLS LAST"] if load.cursor_field else []
+    order = [f"{q(c)} DESC NULLS LAST" for c in ordering(load)]
     order += ["_lake_file DESC", "file_row_number DESC"]  # ties: the last written row wins
     return f"""WITH src AS (
             SELECT {casts}, _lake_file, file_row_number
@@ -72,6 +74,20 @@ def deduped_sql(load: TableLoad, target: TableDef) -> str:
         SELECT * EXCLUDE (_lake_file, file_row_number) FROM src
         QUALIFY row_number() OVER (PARTITION BY {', '.join(q(k) for k in load.key)}
                                    ORDER BY {', '.join(order)}) = 1"""
+
+
+def ordering(load: TableLoad) -> tuple[str, ...]:
+    """Columns deciding which version of a key wins, greatest first: order_by, else the cursor field."""
+    return load.order_by or ((load.cursor_field,) if load.cursor_field else ())
+
+
+def _ordered_before(columns: tuple[str, ...]) -> str:
+    """s sorts strictly before t by `columns` compared in order, NULL lowest (as the dedupe's NULLS LAST)."""
+    first, rest = q(columns[0]), columns[1:]
+    lower = f"((s.{first} IS NULL AND t.{first} IS NOT NULL) OR s.{first} < t.{first})"
+    if not rest:
+        return lower
+    return f"({lower} OR (s.{first} IS NOT DISTINCT FROM t.{first} AND {_ordered_before(rest)}))"
 
 
 def _stage_sql(stage: Stage) -> str:
@@ -97,7 +113,9 @@ def _classify(load: TableLoad, target: TableDef) -> str:
     lists = [c for c in data if is_list_type(types[c])]
     scalars = [c for c in data if c not in lists]
     cases = [f"WHEN t.{q(load.key[0])} IS NULL THEN 'insert'"]
-    if load.cursor_field:
+    if load.order_by:
+        cases.append(f"WHEN {_ordered_before(load.order_by)} THEN 'stale'")
+    elif load.cursor_field:  # a NULL cursor on either side is applied (order_by streams order NULL lowest)
         cases.append(f"WHEN s.{q(load.cursor_field)} < t.{q(load.cursor_field)} THEN 'stale'")
     if lists:
         cases.append(f"WHEN {_any_differs(lists)} THEN 'rewrite'")

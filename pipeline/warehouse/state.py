@@ -21,6 +21,9 @@ _DDL = (
         cursor TIMESTAMPTZ,            -- the next window of this stream starts here (minus the lookback)
         last_load_seq BIGINT NOT NULL,
         last_loaded_at TIMESTAMPTZ NOT NULL)""",
+    # a stream read from an ordered log (the certificate inbox) keeps its position there instead of a time;
+    # added, not declared above, so that files from before it get the column at the same place
+    f"ALTER TABLE {SYNC_STATE} ADD COLUMN IF NOT EXISTS position BIGINT",
     f"""CREATE TABLE IF NOT EXISTS {LOAD_RUNS} (
         load_seq BIGINT PRIMARY KEY,   -- commit order; the lake manifest _loads/<load_seq>-<load_id>.json
         load_id VARCHAR NOT NULL,
@@ -60,10 +63,26 @@ def advance_cursor(conn: duckdb.DuckDBPyConnection, plan: LoadPlan) -> tuple[dat
     if plan.cursor_reset:
         after = plan.cursor
     conn.execute(
-        f"INSERT INTO {SYNC_STATE} VALUES (?, ?, ?, ?) ON CONFLICT (stream) DO UPDATE SET "
-        "cursor = excluded.cursor, last_load_seq = excluded.last_load_seq, last_loaded_at = excluded.last_loaded_at",
+        f"INSERT INTO {SYNC_STATE} (stream, cursor, last_load_seq, last_loaded_at) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (stream) DO UPDATE SET cursor = excluded.cursor, last_load_seq = excluded.last_load_seq, "
+        "last_loaded_at = excluded.last_loaded_at",
         [plan.stream, after, plan.seq, plan.loaded_at],
     )
+    return before, after
+
+
+def read_position(conn: duckdb.DuckDBPyConnection, stream: str) -> int | None:
+    rows = conn.execute(f"SELECT position FROM {SYNC_STATE} WHERE stream = ?", [stream]).fetchall()
+    return int(rows[0][0]) if rows and rows[0][0] is not None else None
+
+
+def advance_position(conn: duckdb.DuckDBPyConnection, plan: LoadPlan) -> tuple[int | None, int | None]:
+    """After advance_cursor (the stream's row exists): store max(stored, requested position); (before, after).
+    Like the cursor it only moves forward, so a retried or concurrent load never rewinds it."""
+    before = read_position(conn, plan.stream)
+    after = max((p for p in (before, plan.position) if p is not None), default=None)
+    if after != before:
+        conn.execute(f"UPDATE {SYNC_STATE} SET position = ? WHERE stream = ?", [after, plan.stream])
     return before, after
 
 

@@ -17,6 +17,7 @@ QUARANTINE_TABLE = "quarantine"
 class StreamStatus:
     stream: str
     cursor: datetime | None = None  # where the next window starts (minus the lookback); None: the beginning
+    position: int | None = None  # streams read from an ordered log (the certificate inbox): its sequence
     last_load_at: datetime | None = None  # the last load that fetched (a reset is not one)
     last_run_id: str | None = None
     last_rows: int = 0  # rows that load fetched, over its tables (quarantine rows apart)
@@ -34,7 +35,7 @@ def stream_statuses(location: LakeLocation) -> list[StreamStatus]:
     for _, ref in list_manifests(lake):
         plan, outcome = from_json(read_manifest(lake, ref), ref.where)
         status = streams.setdefault(plan.stream, StreamStatus(plan.stream))
-        status.cursor = outcome.cursor_after
+        status.cursor, status.position = outcome.cursor_after, outcome.position_after
         if plan.cursor_reset:
             status.last_reset_at = plan.loaded_at
             continue

@@ -17,7 +17,7 @@ from pipeline.warehouse.lakestore import LocalLake, open_lake
 from pipeline.warehouse.load import Load
 from pipeline.warehouse.recovery import recover
 from pipeline.warehouse.schema import ensure_tables, table_def
-from pipeline.warehouse.state import ensure_state_tables, read_cursor
+from pipeline.warehouse.state import ensure_state_tables, read_cursor, read_position
 from pipeline.warehouse.upsert import DEFAULT_STRATEGY, STRATEGIES
 
 
@@ -113,6 +113,18 @@ class Warehouse:
         with self.connect(read_only=True) as conn:
             try:
                 return read_cursor(conn, stream)
+            except duckdb.CatalogException:  # no load committed yet
+                return None
+
+    def position(self, stream: str) -> int | None:
+        """The stored log position of `stream` (Load.commit(position=...)); None before its first load."""
+        if not self.path.exists():
+            return None
+        with self.connect(read_only=True) as conn:
+            try:
+                return read_position(conn, stream)
+            except duckdb.BinderException:  # a file from before positions: no stream has one
+                return None
             except duckdb.CatalogException:  # no load committed yet
                 return None
 

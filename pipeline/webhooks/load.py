@@ -1,14 +1,19 @@
-"""Load the certificate inbox into DuckDB: plain functions over a connection, shared by the Dagster asset
-and `lessonsync sync`.
+"""Load the certificate inbox into the warehouse through Warehouse.load(), like every stream: the events and
+the current state go to the lake as Parquet parts and are committed with the stream's position, so DDL,
+column evolution, sync state, manifests, roll-forward and `lessonsync rebuild` are the streams' own. Shared
+by the Dagster asset and `lessonsync sync`.
 
-Exactly once: the inbox sequence high-water mark lives in the warehouse (lms.certificate_inbox_state,
-one row per inbox id) and is advanced in the same transaction as the rows it covers. A run killed at any
-point leaves the old mark with the old rows; a retried run starts from the mark. Event ids (the inbox
-deduplication key) make a reload from a recreated inbox skip what is already there."""
+Exactly once: each inbox is a stream, `certificate_inbox_<inbox id>` (a recreated inbox restarts its
+sequence, so it starts a stream of its own), whose position in lms._sync_state is the inbox sequence up to
+which the warehouse holds every event; it moves in the same transaction as the rows it covers, one load per
+chunk. A run killed at any point leaves the old position with the old rows; a retried run starts from the
+position. Event ids (the inbox deduplication key) make a reload from a recreated inbox skip what is there:
+such events are left out of the load, and the events table keeps a key's first row whatever happens."""
 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -16,16 +21,19 @@ from itertools import islice
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from pipeline.webhooks import sql
+from pipeline.contract.tables import CERTIFICATE_EVENTS, CERTIFICATES
+from pipeline.warehouse import Warehouse
+from pipeline.warehouse.connection import scalar
+from pipeline.webhooks.events import COMPLETED, EXPIRED
 from pipeline.webhooks.inbox import Inbox, InboxEvent
-from pipeline.webhooks.tables import CERTIFICATE_EVENTS, CERTIFICATES
-from pipeline.webhooks.transform import events_to_arrow
+from pipeline.webhooks.legacy import adopt_legacy_state
+from pipeline.webhooks.stream import SPECS, high_water_mark, inbox_stream
+from pipeline.webhooks.transform import current_state_rows, events_to_arrow
 
 log = logging.getLogger(__name__)
 DEFAULT_CHUNK_EVENTS = 10_000
-# Like every warehouse table. An event row is never updated, so its two stamps are equal.
-LOAD_COLUMNS = ["first_loaded_at TIMESTAMPTZ NOT NULL", "last_loaded_at TIMESTAMPTZ NOT NULL"]
 
 
 @dataclass
@@ -44,40 +52,22 @@ class LoadStats:
     transactions: int = 0
 
 
-def ensure_certificate_tables(conn: duckdb.DuckDBPyConnection) -> None:
-    conn.execute("CREATE SCHEMA IF NOT EXISTS lms")
-    for spec in (CERTIFICATE_EVENTS, CERTIFICATES):
-        conn.execute(sql.create_table(spec, extra_columns=LOAD_COLUMNS))
-    conn.execute(sql.CREATE_STATE)
-
-
-def scalar(conn: duckdb.DuckDBPyConnection, query: str, params: list[object] | None = None) -> object:
-    """The single value of a query, or None. fetchall, not fetchone: DuckDB 2 refuses the next call on a
-    connection whose last result was not read to the end."""
-    rows = conn.execute(query, params or []).fetchall()
-    return rows[0][0] if rows else None
-
-
-def high_water_mark(conn: duckdb.DuckDBPyConnection, inbox_id: str) -> int:
-    value = scalar(conn, sql.READ_HWM, [inbox_id])
-    return 0 if value is None else int(value)  # type: ignore[call-overload]
-
-
-def load_certificate_events(
-    conn: duckdb.DuckDBPyConnection, inbox: Inbox, chunk_events: int = DEFAULT_CHUNK_EVENTS
-) -> LoadStats:
-    """Load every inbox event past the warehouse's high-water mark, in sequence order, one transaction
-    per chunk. Events arriving during the load wait for the next one, so the load always ends."""
-    ensure_certificate_tables(conn)
+def load_certificate_events(warehouse: Warehouse, inbox: Inbox, *, run_id: str | None = None,
+                            chunk_events: int = DEFAULT_CHUNK_EVENTS) -> LoadStats:
+    """Load every inbox event past the stream's position, in sequence order, one committed load per chunk.
+    Events arriving during the load wait for the next one, so the load always ends."""
+    run_id = run_id or f"certificates-{uuid.uuid4().hex[:12]}"
+    warehouse.ensure_tables(SPECS)  # also rolls forward a load whose commit was interrupted
+    adopt_legacy_state(warehouse, run_id)
     stats = LoadStats(inbox_id=inbox.inbox_id())
     if stats.inbox_id is None:
         return stats  # no inbox yet: the receiver has not run
-    stats.hwm_before = stats.hwm_after = high_water_mark(conn, stats.inbox_id)
+    stream = inbox_stream(stats.inbox_id)
+    stats.hwm_before = stats.hwm_after = high_water_mark(warehouse, stats.inbox_id)
     up_to = inbox.max_sequence()
-    loaded_at = datetime.now(UTC)
     events = inbox.read_events(after_sequence=stats.hwm_before, up_to_sequence=up_to)
     for chunk in _chunks(events, chunk_events):
-        _load_chunk(conn, events_to_arrow(chunk, stats.inbox_id), stats, loaded_at)
+        _load_chunk(warehouse, stream, run_id, events_to_arrow(chunk, stats.inbox_id), stats)
         log.info("certificates: loaded up to inbox sequence %d of %d", stats.hwm_after, up_to)
     return stats
 
@@ -87,42 +77,55 @@ def _chunks(events: Iterator[InboxEvent], size: int) -> Iterator[list[InboxEvent
         yield chunk
 
 
-def _load_chunk(conn: duckdb.DuckDBPyConnection, incoming: pa.Table, stats: LoadStats, loaded_at: datetime) -> None:
-    assert stats.inbox_id is not None
-    conn.register("incoming_certificate_events", incoming)
-    try:
-        conn.execute("BEGIN TRANSACTION")
-        try:
-            # Re-read inside the transaction: a concurrent load may have moved the mark meanwhile.
-            hwm = high_water_mark(conn, stats.inbox_id)
-            conn.execute(sql.SELECT_NEW_EVENTS, [hwm])
-            new_by_type = dict(conn.execute(sql.COUNT_NEW_BY_TYPE).fetchall())
-            conn.execute(sql.insert_events(), [loaded_at, loaded_at])
-            changed = scalar(conn, sql.merge_certificates(), [loaded_at, loaded_at, loaded_at])
-            chunk_max = int(incoming.column("sequence")[-1].as_py())
-            conn.execute(sql.UPSERT_HWM, [stats.inbox_id, chunk_max, loaded_at])
-            conn.execute("DROP TABLE new_certificate_events")
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-    finally:
-        conn.unregister("incoming_certificate_events")
-    loaded = sum(new_by_type.values())
+def _load_chunk(warehouse: Warehouse, stream: str, run_id: str, incoming: pa.Table, stats: LoadStats) -> None:
+    chunk_max = int(incoming.column("sequence")[-1].as_py())
+    new = _not_loaded(warehouse, incoming)
+    by_type = {count["values"]: count["counts"] for count in pc.value_counts(new.column("event_type")).to_pylist()}
+    with warehouse.load(stream, run_id=run_id, started_at=datetime.now(UTC)) as load:
+        if new.num_rows:
+            load.write(CERTIFICATE_EVENTS, new)
+            load.write(CERTIFICATES, current_state_rows(new))
+        result = load.commit(position=chunk_max, stats={
+            "inbox_sequence_from": int(incoming.column("sequence")[0].as_py()), "inbox_sequence_to": chunk_max,
+            "events_read": incoming.num_rows})
+    events, certificates = result.tables.get(CERTIFICATE_EVENTS.name), result.tables.get(CERTIFICATES.name)
+    loaded = events.inserted if events else 0
     stats.events_read += incoming.num_rows
     stats.events_loaded += loaded
-    stats.completed += new_by_type.get("certificate_completed", 0)
-    stats.expired += new_by_type.get("certificate_expired", 0)
+    stats.completed += int(by_type.get(COMPLETED, 0))
+    stats.expired += int(by_type.get(EXPIRED, 0))
     stats.duplicates_skipped += incoming.num_rows - loaded
-    stats.certificates_changed += int(changed or 0)  # type: ignore[call-overload]
-    stats.hwm_after = max(stats.hwm_after, chunk_max)
+    stats.certificates_changed += (certificates.inserted + certificates.updated) if certificates else 0
+    stats.hwm_after = max(stats.hwm_after, result.position_after or 0)
     stats.transactions += 1
+
+
+def _not_loaded(warehouse: Warehouse, incoming: pa.Table) -> pa.Table:
+    """The events whose id the warehouse does not hold yet (a recreated inbox delivers old ones again): they
+    are neither events nor state changes. The events table would keep the first row anyway; leaving them out
+    keeps their certificates' last_loaded_at, as a load that read nothing new."""
+    with warehouse.connect(read_only=True) as conn:
+        conn.register("incoming_event_ids", incoming.select(["event_id"]))
+        try:
+            loaded = conn.sql(f"SELECT event_id FROM lms.{CERTIFICATE_EVENTS.name} "
+                              "WHERE event_id IN (SELECT event_id FROM incoming_event_ids)").to_arrow_table()
+        finally:
+            conn.unregister("incoming_event_ids")
+    if not loaded.num_rows:
+        return incoming
+    return incoming.filter(pc.invert(pc.is_in(incoming.column("event_id"), value_set=loaded.column("event_id"))))
 
 
 def certificate_summary(conn: duckdb.DuckDBPyConnection) -> dict[str, int]:
     """Certificates per current state and events per type, for the demo and the CLI summary."""
-    ensure_certificate_tables(conn)
-    summary = {f"certificates_{state}": n for state, n in conn.execute(sql.COUNT_BY_STATE).fetchall()}
-    summary.update({f"events_{kind}": n for kind, n in conn.execute(sql.COUNT_EVENTS_BY_TYPE).fetchall()})
+    summary = {f"certificates_{state}": n for state, n in conn.execute(
+        f"SELECT state, count(*) FROM lms.{CERTIFICATES.name} GROUP BY state ORDER BY state").fetchall()}
+    summary.update({f"events_{kind}": n for kind, n in conn.execute(
+        f"SELECT event_type, count(*) FROM lms.{CERTIFICATE_EVENTS.name} GROUP BY event_type ORDER BY 1").fetchall()})
     return summary
 
+
+def table_rows(warehouse: Warehouse) -> dict[str, int]:
+    """Rows per certificate table, for the asset's dagster/row_count."""
+    with warehouse.connect(read_only=True) as conn:
+        return {spec.name: int(scalar(conn, f"SELECT count(*) FROM lms.{spec.name}")) for spec in SPECS}

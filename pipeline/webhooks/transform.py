@@ -1,14 +1,23 @@
-"""Inbox events -> one Arrow table per chunk, in the column layout of lms.certificate_events."""
+"""Inbox events -> Arrow, in the layouts of lms.certificate_events and lms.certificates (declared in
+pipeline/contract/tables.py).
+
+Payload columns follow the naming rule of the models: API field in snake_case without leading underscores,
+nested objects prefixed with their parent (`ruleData.name` -> `rule_data_name`), date-times as TIMESTAMPTZ,
+and fields the spec does not know kept as JSON in `extra`."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
+import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from pipeline.webhooks.events import PayloadError, as_utc, parse_certificate
+from pipeline.contract.tables import CERTIFICATE_EVENTS, CERTIFICATES
+from pipeline.contract.models import Certificate
+from pipeline.webhooks.events import EXPIRED, PayloadError, as_utc, parse_certificate
 from pipeline.webhooks.inbox import InboxEvent
-from pipeline.webhooks.tables import CERTIFICATE_EVENTS, payload_row
 
 
 class InboxEventError(ValueError):
@@ -42,3 +51,61 @@ def events_to_arrow(events: Sequence[InboxEvent], inbox_id: str) -> pa.Table:
         for name, value in event_row(event, inbox_id).items():
             columns[name].append(value)
     return pa.Table.from_pydict(columns, schema=schema)
+
+
+def current_state_rows(events: pa.Table) -> pa.Table:
+    """One lms.certificates row per event (certificate_events layout in): its payload and the state it sets.
+    Which row wins for a certificate is the table's order_by (updatedAt, then expired over completed, then
+    the later receipt), applied by the warehouse within the load and against the stored row alike."""
+    expired = pc.equal(events.column("event_type"), EXPIRED)
+    derived = {
+        "state": pc.if_else(expired, "expired", "completed"),
+        "last_event_id": events.column("event_id"),
+        "last_event_type": events.column("event_type"),
+        "last_received_at": events.column("received_at"),
+    }
+    columns = [derived[name] if name in derived else events.column(name) for name in CERTIFICATES.schema.names]
+    return pa.Table.from_arrays(columns, schema=CERTIFICATES.schema)
+
+
+_MODEL_ALIASES = {info.alias or name for name, info in Certificate.model_fields.items()}
+
+
+def _extra(document: dict[str, Any], certificate: Certificate) -> str | None:
+    """Unknown fields in API spelling; unknown ruleData fields nested under "ruleData"."""
+    extra = {key: value for key, value in document.items() if key not in _MODEL_ALIASES}
+    if certificate.rule_data is not None and certificate.rule_data.model_extra:
+        extra["ruleData"] = dict(certificate.rule_data.model_extra)
+    return orjson.dumps(extra, option=orjson.OPT_SORT_KEYS).decode() if extra else None
+
+
+def payload_row(document: dict[str, Any], certificate: Certificate) -> dict[str, Any]:
+    """The payload columns of one validated Certificate."""
+    rule = certificate.rule_data
+    return {
+        "id": certificate.id,
+        "user_id": certificate.user_id,
+        "owner_id": certificate.owner_id,
+        "badge_id": certificate.badge_id,
+        "creation_date": _ts(certificate.creation_date),
+        "expires": _ts(certificate.expires),
+        "disabled": certificate.disabled,
+        "expiry_reminder_sent": certificate.expiry_reminder_sent,
+        "lesson_active_ids": certificate.lesson_active_ids,
+        "rule_data_type": rule.type if rule else None,
+        "rule_data_name": rule.name if rule else None,
+        "rule_data_description": rule.description if rule else None,
+        "rule_data_validity_duration_days": _float(rule.validity_duration_days) if rule else None,
+        "created_at": _ts(certificate.created_at),
+        "updated_at": _ts(certificate.updated_at),
+        "v": _float(certificate.v),
+        "extra": _extra(document, certificate),
+    }
+
+
+def _ts(value: Any) -> Any:
+    return None if value is None else as_utc(value)
+
+
+def _float(value: float | int | None) -> float | None:
+    return None if value is None else float(value)

@@ -12,18 +12,13 @@ import duckdb
 
 from pipeline.contract.tables import TABLES
 from pipeline.warehouse import Warehouse
-from pipeline.webhooks.load import ensure_certificate_tables
 
 LOADED_AT = datetime(2026, 11, 1, tzinfo=UTC)
 
 def create_raw_tables(path: Path) -> None:
-    """A warehouse file at `path` with every lms table, empty, exactly as the warehouse layer creates it."""
+    """A warehouse file at `path` with every lms table (certificates included), empty, exactly as the warehouse
+    layer creates it."""
     Warehouse(path=path, lake_dir=path.parent / "lake").ensure_tables(TABLES.values())
-    conn = duckdb.connect(str(path))
-    try:
-        ensure_certificate_tables(conn)
-    finally:
-        conn.close()
 
 
 def insert(conn: duckdb.DuckDBPyConnection, table: str, rows: Sequence[dict[str, Any]]) -> None:

@@ -55,8 +55,8 @@ def test_full_and_incremental_sync_with_postgres_instance_and_s3_lake_equal_the_
                              env={**os.environ, **stack.env}, capture_output=True, text=True, timeout=300)
     assert rebuild.returncode == 0, rebuild.stdout + rebuild.stderr
     assert f"from {len(manifests)} committed loads" in rebuild.stdout
-    # Every table fed by the lake is identical, load metadata included; the certificate tables are replayed
-    # from the webhook inbox (their own log, not the lake) at rebuild time, so they are compared with the platform.
+    # Every table fed by the lake (certificates too: they load through the lake like every stream) is identical,
+    # load metadata included; then the rebuilt file is compared with the platform.
     from_lake = {name: digest for name, digest in digest_all(stack.warehouse_path).items()
                  if name in _lake_tables(lake)}
     assert {name: digest_all(rebuilt)[name] for name in from_lake} == from_lake

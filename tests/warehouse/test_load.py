@@ -23,6 +23,7 @@ from warehouse_helpers import (
     result,
 )
 
+from pipeline.contract.tables import TableSpec
 from pipeline.warehouse import SchemaError, TableLoadStats, Warehouse, WarehouseError
 from pipeline.warehouse.lake import list_manifests
 
@@ -160,3 +161,63 @@ def test_a_load_is_used_once(wh: Warehouse) -> None:
         with wh.load("answers", "run", T0) as load:
             load.commit(stats={"when": T0})
     assert [seq for seq, _ in list_manifests(wh.lake_dir)] == [1]
+
+
+# A table whose winning version is decided by two columns, NULL lowest: `order_by` (certificates use it).
+VERSIONED = TableSpec(name="versioned", key=("id",), kind="incremental", cursor_field="day",
+                      order_by=("day", "rank"),
+                      schema=pa.schema([pa.field("id", pa.string(), nullable=False), pa.field("day", pa.int64()),
+                                        pa.field("rank", pa.int64()), pa.field("note", pa.string())]))
+EVENTS_LOG = TableSpec(name="events_log", key=("event_id",), kind="append",
+                       schema=pa.schema([pa.field("event_id", pa.string(), nullable=False),
+                                         pa.field("note", pa.string())]))
+
+
+def test_order_by_decides_the_winner_within_a_load_and_against_the_table(tmp_path: Path) -> None:
+    wh = make_warehouse(tmp_path)
+    first = load_once(wh, "versions", [(VERSIONED, [
+        {"id": "a", "day": 2, "rank": 0, "note": "a-day2"}, {"id": "a", "day": 1, "rank": 9, "note": "a-day1"},
+        {"id": "b", "day": 2, "rank": 1, "note": "b-rank1"}, {"id": "b", "day": 2, "rank": 0, "note": "b-rank0"},
+        {"id": "c", "day": None, "rank": 5, "note": "c-null"}, {"id": "c", "day": 1, "rank": 0, "note": "c-day1"},
+        {"id": "d", "day": 1, "rank": 1, "note": "d-first"}, {"id": "d", "day": 1, "rank": 1, "note": "d-last"}])])
+    assert first.tables["versioned"].inserted == 4
+    second = load_once(wh, "versions", [(VERSIONED, [
+        {"id": "a", "day": 2, "rank": None, "note": "a-null-rank"},  # lower on the second column: stale
+        {"id": "b", "day": 2, "rank": 2, "note": "b-rank2"},  # higher on the second column: applied
+        {"id": "c", "day": None, "rank": 9, "note": "c-null-again"},  # NULL day sorts below day 1: stale
+        {"id": "d", "day": 1, "rank": 1, "note": "d-tie"}])])  # a tie is applied, as within a load (last wins)
+    assert (second.tables["versioned"].stale, second.tables["versioned"].updated) == (2, 2)
+    assert [row[:2] for row in dump(wh, ("versioned",))["versioned"]] == [
+        ("a", 2), ("b", 2), ("c", 1), ("d", 1)]
+    with wh.connect(read_only=True) as conn:
+        assert conn.execute("SELECT note FROM lms.versioned ORDER BY id").fetchall() == [
+            ("a-day2",), ("b-rank2",), ("c-day1",), ("d-tie",)]
+
+
+def test_a_keyed_append_table_keeps_the_first_row_of_a_key(tmp_path: Path) -> None:
+    wh = make_warehouse(tmp_path)
+    first = load_once(wh, "log", [(EVENTS_LOG, [{"event_id": "e1", "note": "one"}, {"event_id": "e1", "note": "dup"},
+                                                {"event_id": "e2", "note": "two"}])])
+    again = load_once(wh, "log", [(EVENTS_LOG, [{"event_id": "e2", "note": "redelivered"},
+                                                {"event_id": "e3", "note": "three"}])])
+    assert first.tables["events_log"] == TableLoadStats(fetched=3, inserted=2, unchanged=1)
+    assert again.tables["events_log"] == TableLoadStats(fetched=2, inserted=1, unchanged=1)
+    with wh.connect(read_only=True) as conn:
+        assert conn.execute("SELECT event_id, note FROM lms.events_log ORDER BY 1").fetchall() == [
+            ("e1", "one"), ("e2", "two"), ("e3", "three")]
+
+
+def test_a_position_only_moves_forward_and_is_kept_apart_from_the_cursor(tmp_path: Path) -> None:
+    wh = make_warehouse(tmp_path)
+    assert wh.position("log") is None
+    first = load_once(wh, "log", [(EVENTS_LOG, [{"event_id": "e1"}])], position=10)
+    assert (first.position_before, first.position_after, wh.position("log")) == (None, 10, 10)
+    older = load_once(wh, "log", [], position=4)  # a late, slower load never rewinds the position
+    assert (older.position_before, older.position_after, wh.position("log")) == (10, 10, 10)
+    assert wh.cursor("log") is None and load_once(wh, "answers", [], cursor=T0).position_after is None
+    manifest = json.loads(Path(older.manifest).read_text())
+    assert (manifest["position"], manifest["outcome"]["position_before"], manifest["outcome"]["position_after"]) == (
+        4, 10, 10)
+    assert "position" not in json.loads(Path(load_once(wh, "answers", [], cursor=T0).manifest).read_text())
+    with pytest.raises(WarehouseError, match="position .* must be a non-negative int"):
+        load_once(wh, "log", [], position=-1)

@@ -104,8 +104,10 @@ def run_asset(tmp_path: Path, inbox: Inbox) -> dict[AssetKey, dict[str, object]]
 
 def snapshot(tmp_path: Path) -> dict[str, list[tuple[object, ...]]]:
     with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:
-        tables = ("certificate_events", "certificates", "certificate_inbox_state")
-        return {t: conn.execute(f"SELECT * FROM lms.{t} ORDER BY ALL").fetchall() for t in tables}
+        tables = ("certificate_events", "certificates")
+        contents = {t: conn.execute(f"SELECT * FROM lms.{t} ORDER BY ALL").fetchall() for t in tables}
+        contents["positions"] = conn.execute("SELECT stream, position FROM lms._sync_state ORDER BY ALL").fetchall()
+        return contents
 
 
 def test_asset_loads_the_inbox_and_a_second_run_changes_nothing(tmp_path: Path) -> None:
@@ -120,6 +122,7 @@ def test_asset_loads_the_inbox_and_a_second_run_changes_nothing(tmp_path: Path) 
     }
     assert (first[events_key]["dagster/row_count"], first[state_key]["dagster/row_count"]) == (3, 2)
     tables = snapshot(tmp_path)
+    assert tables["positions"] == [(f"certificate_inbox_{inbox.inbox_id()}", 3)]
 
     second = run_asset(tmp_path, inbox)
     assert (second[state_key]["events_loaded"], second[state_key]["hwm_before"]) == (0, 3)

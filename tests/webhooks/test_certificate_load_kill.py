@@ -1,5 +1,6 @@
-"""A load process killed with SIGKILL between (or inside) its transactions: the warehouse's high-water
-mark always matches the rows it holds, and the re-run ends with every event loaded exactly once."""
+"""A load process killed with SIGKILL between (or inside) its commits: the stream's position in the warehouse
+always matches the rows it holds (before and after the roll-forward of a load whose manifest was written),
+and the re-run ends with every event loaded exactly once."""
 
 from __future__ import annotations
 
@@ -15,19 +16,24 @@ import orjson
 import pytest
 from webhook_helpers import FUTURE, PAST, REPO, certificate
 
+from pipeline.warehouse import Warehouse
 from pipeline.webhooks.events import to_delivery
 from pipeline.webhooks.inbox import Inbox
-from pipeline.webhooks.load import high_water_mark, load_certificate_events
+from pipeline.webhooks.load import load_certificate_events
+from pipeline.webhooks.stream import high_water_mark, inbox_stream
 
 EVENTS = 1000
 CHUNK = 5
 LOADER = textwrap.dedent("""
-    import logging, sys, duckdb
+    import logging, sys
+    from pathlib import Path
+    from pipeline.warehouse import Warehouse
     from pipeline.webhooks.inbox import Inbox
     from pipeline.webhooks.load import load_certificate_events
     logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(message)s")
-    with duckdb.connect(sys.argv[2]) as conn:
-        load_certificate_events(conn, Inbox(sys.argv[1]), chunk_events=int(sys.argv[3]))
+    data = Path(sys.argv[2])
+    warehouse = Warehouse(data / "warehouse.duckdb", data / "lake")
+    load_certificate_events(warehouse, Inbox(sys.argv[1]), chunk_events=int(sys.argv[3]))
     print("finished", flush=True)
 """)
 COMPARED = "SELECT * EXCLUDE (first_loaded_at, last_loaded_at) FROM lms.{} ORDER BY ALL"
@@ -50,9 +56,9 @@ def fill_inbox(inbox: Inbox) -> None:
 def test_killed_load_leaves_mark_and_rows_together_and_the_rerun_is_exact(tmp_path: Path) -> None:
     inbox = Inbox(tmp_path / "inbox.sqlite3")
     fill_inbox(inbox)
-    warehouse = tmp_path / "warehouse.duckdb"
+    data = tmp_path / "data"
     loader = subprocess.Popen(
-        [sys.executable, "-c", LOADER, str(inbox.path), str(warehouse), str(CHUNK)],
+        [sys.executable, "-c", LOADER, str(inbox.path), str(data), str(CHUNK)],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     assert loader.stdout is not None
@@ -66,15 +72,24 @@ def test_killed_load_leaves_mark_and_rows_together_and_the_rerun_is_exact(tmp_pa
     loader.stdout.close()
     assert loader.returncode == -signal.SIGKILL, "the loader finished before it could be killed"
 
-    with duckdb.connect(str(warehouse)) as conn:
-        mark = high_water_mark(conn, inbox.inbox_id() or "")
-        assert CHUNK * 10 <= mark < EVENTS
-        # Every event up to the mark, and none past it.
-        assert conn.execute("SELECT count(*), max(sequence) FROM lms.certificate_events").fetchall() == [(mark, mark)]
-        stats = load_certificate_events(conn, inbox)
-        assert (stats.hwm_before, stats.events_loaded, stats.hwm_after) == (mark, EVENTS - mark, EVENTS)
-        with duckdb.connect(str(tmp_path / "clean.duckdb")) as clean:
-            load_certificate_events(clean, inbox)
-            for table in ("certificate_events", "certificates"):
-                query = COMPARED.format(table)
-                assert conn.execute(query).fetchall() == clean.execute(query).fetchall()
+    stream = inbox_stream(inbox.inbox_id() or "")
+
+    def position_and_rows() -> tuple[int, list[tuple[int, int]]]:
+        with duckdb.connect(str(data / "warehouse.duckdb"), read_only=True) as conn:
+            [(mark,)] = conn.execute("SELECT position FROM lms._sync_state WHERE stream = ?", [stream]).fetchall()
+            return mark, conn.execute("SELECT count(*), max(sequence) FROM lms.certificate_events").fetchall()
+
+    mark, rows = position_and_rows()  # DuckDB alone, before any roll-forward
+    assert rows == [(mark, mark)]  # every event up to the position, and none past it
+    warehouse = Warehouse(data / "warehouse.duckdb", data / "lake")
+    warehouse.recover()  # a load whose manifest was written when the kill came is rolled forward, whole
+    mark, rows = position_and_rows()
+    assert rows == [(mark, mark)] and CHUNK * 10 <= mark < EVENTS
+    assert high_water_mark(warehouse, inbox.inbox_id() or "") == mark
+    stats = load_certificate_events(warehouse, inbox)
+    assert (stats.hwm_before, stats.events_loaded, stats.hwm_after) == (mark, EVENTS - mark, EVENTS)
+    clean = Warehouse(tmp_path / "clean" / "warehouse.duckdb", tmp_path / "clean" / "lake")
+    load_certificate_events(clean, inbox)
+    for table in ("certificate_events", "certificates"):
+        with warehouse.connect(read_only=True) as conn, clean.connect(read_only=True) as clean_conn:
+            assert conn.execute(COMPARED.format(table)).fetchall() == clean_conn.execute(COMPARED.format(table)).fetchall()

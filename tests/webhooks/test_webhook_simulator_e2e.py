@@ -7,12 +7,12 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-import duckdb
 import pytest
 from webhook_helpers import BEARER, make_settings, serve_in_thread
 
 from simulator.certificates import CertificateStore
 from simulator.server import start_simulator
+from pipeline.warehouse import Warehouse
 from pipeline.webhooks.load import load_certificate_events
 
 
@@ -35,8 +35,9 @@ def test_simulator_deliveries_end_up_as_its_ground_truth(tmp_path: Path) -> None
 
     assert stats["failed"] == 0 and stats["duplicates"] > 0 and stats["by_event"].get("certificate_expired")
     assert receiver.inbox.count_events() == stats["delivered"] - stats["duplicates"]
-    with duckdb.connect(str(tmp_path / "warehouse.duckdb")) as conn:
-        load_certificate_events(conn, receiver.inbox)
+    warehouse = Warehouse(tmp_path / "warehouse.duckdb", tmp_path / "lake")
+    load_certificate_events(warehouse, receiver.inbox)
+    with warehouse.connect(read_only=True) as conn:
         rows = conn.execute(
             "SELECT id, state, updated_at, expires, expiry_reminder_sent, disabled FROM lms.certificates"
         ).fetchall()
