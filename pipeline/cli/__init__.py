@@ -1,5 +1,7 @@
-"""`lessonsync` command line. Each subcommand lives in its own module, imported only when it runs,
-so `lessonsync simulate` does not pay for importing Dagster."""
+"""LessonSync keeps a DuckDB warehouse and a Parquet lake in step with a learning platform's developer API:
+active lessons and answers by cursor, the directory, catalogue and sessions as snapshots, certificates from
+the platform's webhooks, and analytics marts built from them. Dagster runs it on a schedule (`make dev`);
+these commands run it without the daemon and look after it."""
 
 from __future__ import annotations
 
@@ -8,24 +10,30 @@ import importlib
 import logging
 import sys
 
-# subcommand -> (module exposing `configure(parser)` and `run(args) -> int`, one-line help)
+EPILOG = """\
+Settings come from LESSONSYNC_* environment variables or a .env file (README, "Settings"); the --data-dir
+and --base-url options override them for one command. `lessonsync COMMAND --help` explains a command."""
+
+# command -> (module exposing `configure(parser)` and `run(args) -> int`, what it does, in one line). A module
+# is imported only when its command runs, so `lessonsync --help` and the light commands start at once.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "simulate": ("pipeline.simulator.cli", "serve the platform simulator over HTTP"),
-    "receive": ("pipeline.webhooks.cli", "run the certificate webhook receiver"),
-    "sync": ("pipeline.sync_cli", "run the sync assets in-process (for cron users)"),
-    "recover": ("pipeline.recover_cli", "fail runs whose process died and free their pool slots"),
-    "rebuild": ("pipeline.rebuild_cli", "rebuild the DuckDB tables from the Parquet lake alone"),
-    "status": ("pipeline.state_cli", "per stream: cursor, last load, quarantine, freshness (from the lake)"),
-    "reset": ("pipeline.state_cli", "move one stream's cursor back; the next sync re-reads from there"),
-    "demo": ("pipeline.demo", "simulator + receiver + full and incremental sync, then a summary"),
+    "sync": ("pipeline.cli.sync", "load what changed on the platform now, then the marts"),
+    "status": ("pipeline.cli.status", "each stream's cursor, last load, quarantine, freshness"),
+    "reset": ("pipeline.cli.reset", "move a cursor back; the next sync re-reads from there"),
+    "rebuild": ("pipeline.cli.rebuild", "rebuild the warehouse from the lake and the inbox"),
+    "recover": ("pipeline.cli.recover", "fail runs whose process died, free their slots"),
+    "receive": ("pipeline.cli.receive", "receive certificate webhooks into the inbox"),
+    "simulate": ("pipeline.simulator.cli", "serve a simulated platform, to try LessonSync on"),
+    "demo": ("pipeline.cli.demo", "sync a simulated platform, verify, summarise"),
 }
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="lessonsync", description=__doc__)
+    parser = argparse.ArgumentParser(prog="lessonsync", description=__doc__, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, (module_name, help_text) in SUBCOMMANDS.items():
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
+    for name, (_module, help_text) in SUBCOMMANDS.items():
         sub.add_parser(name, help=help_text)
     return parser
 
@@ -37,9 +45,13 @@ def main(argv: list[str] | None = None) -> int:
     command = next((a for a in argv if not a.startswith("-")), None)
     if command not in SUBCOMMANDS:
         parser.parse_args(argv)  # prints usage, or the error naming the unknown command, and exits
-    module = importlib.import_module(SUBCOMMANDS[command][0])
-    command_parser = argparse.ArgumentParser(prog=f"lessonsync {command}")
+    module_name, help_text = SUBCOMMANDS[command]
+    module = importlib.import_module(module_name)
+    # The one-line help as a sentence, unless the command's module gives a longer description in `configure`.
+    command_parser = argparse.ArgumentParser(prog=f"lessonsync {command}", description=_sentence(help_text),
+                                             formatter_class=argparse.RawDescriptionHelpFormatter)
     command_parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    command_parser.set_defaults(command=command)
     module.configure(command_parser)
     rest = list(argv)
     rest.remove(command)
@@ -54,5 +66,5 @@ def main(argv: list[str] | None = None) -> int:
     return int(module.run(args) or 0)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:] + "."

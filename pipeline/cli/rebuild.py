@@ -1,10 +1,9 @@
-"""`lessonsync rebuild`: rebuild every warehouse table from the Parquet lake alone (and the certificate
-tables from the webhook inbox, their own durable log).
+"""Rebuild every warehouse table from the Parquet lake alone (and the certificate tables from the webhook
+inbox, their own durable log): after losing or doubting the DuckDB file, or to check it.
 
-    lessonsync rebuild                       # <data-dir>/warehouse.duckdb, rebuilt in place (atomic swap;
-                                             # the old file is kept as warehouse.duckdb.before-rebuild)
-    lessonsync rebuild --into /tmp/check.duckdb   # build a separate file, leave the warehouse alone
-"""
+    lessonsync rebuild                            # the warehouse, rebuilt in place (atomic swap; the old file
+                                                  # is kept as warehouse.duckdb.before-rebuild)
+    lessonsync rebuild --into /tmp/check.duckdb   # build a separate file, leave the warehouse alone"""
 
 from __future__ import annotations
 
@@ -12,31 +11,35 @@ import argparse
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import duckdb
+from pipeline.cli.options import add_data_dir, settings_from
 
-from pipeline.settings import load_settings
-from pipeline.webhooks.inbox import Inbox
-from pipeline.webhooks.load import load_certificate_events
-from pipeline.warehouse import Warehouse, WarehouseError
-from pipeline.warehouse.rebuild import RebuildReport, rebuild_in_place, rebuild_into
+if TYPE_CHECKING:
+    from pipeline.warehouse.rebuild import RebuildReport
 
 log = logging.getLogger(__name__)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = __doc__
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument("--data-dir", type=Path, default=None,
-                        help="data directory holding lake/ and warehouse.duckdb (default: LESSONSYNC_DATA_DIR or data)")
-    parser.add_argument("--into", type=Path, default=None,
+    add_data_dir(parser, "where the lake, the inbox and the warehouse are")
+    parser.add_argument("--into", type=Path, default=None, metavar="PATH",
                         help="write the rebuilt warehouse to this new file instead of replacing the warehouse")
     parser.add_argument("--no-backup", action="store_true",
                         help="in place: do not keep the old file as warehouse.duckdb.before-rebuild")
 
 
 def run(args: argparse.Namespace) -> int:
-    settings = load_settings(**({"data_dir": args.data_dir} if args.data_dir is not None else {}))
+    # DuckDB and the warehouse are imported when the command runs, so that its --help answers at once.
+    import duckdb
+
+    from pipeline.warehouse import Warehouse, WarehouseError
+    from pipeline.warehouse.rebuild import rebuild_in_place, rebuild_into
+    from pipeline.webhooks.inbox import Inbox
+    from pipeline.webhooks.load import load_certificate_events
+
+    settings = settings_from(args)
     warehouse = Warehouse.from_settings(settings)
     inbox = Inbox(settings.inbox_path)
 
