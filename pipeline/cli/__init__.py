@@ -17,14 +17,14 @@ and --base-url options override them for one command. `lessonsync COMMAND --help
 # command -> (module exposing `configure(parser)` and `run(args) -> int`, what it does, in one line). A module
 # is imported only when its command runs, so `lessonsync --help` and the light commands start at once.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "sync": ("pipeline.cli.sync", "load what changed on the platform now, then the marts"),
-    "status": ("pipeline.cli.status", "each stream's cursor, last load, quarantine, freshness"),
+    "sync": ("pipeline.cli.sync", "load what changed on the platform, then build the marts"),
+    "status": ("pipeline.cli.status", "show each stream's cursor, last load, quarantine, freshness"),
     "reset": ("pipeline.cli.reset", "move a cursor back; the next sync re-reads from there"),
     "rebuild": ("pipeline.cli.rebuild", "rebuild the warehouse from the lake and the inbox"),
     "recover": ("pipeline.cli.recover", "fail runs whose process died, free their slots"),
     "receive": ("pipeline.cli.receive", "receive certificate webhooks into the inbox"),
     "simulate": ("pipeline.simulator.cli", "serve a simulated platform, to try LessonSync on"),
-    "demo": ("pipeline.cli.demo", "sync a simulated platform, verify, summarise"),
+    "demo": ("pipeline.cli.demo", "sync a simulated platform twice and verify the warehouse"),
 }
 
 

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipeline.cli.options import settings_from
+from pipeline.cli.options import DEFAULT_DATA_DIR_TEXT, settings_from
 
 # Dagster, DuckDB, pandas and the simulator are imported inside the functions that use them, so that
 # `lessonsync demo --help` answers at once.
@@ -37,7 +37,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=42, help="same seed, same data (default 42)")
     parser.add_argument("--data-dir", type=Path, default=None, metavar="DIR", dest="demo_dir",
                         help=f"recreated at every demo (default: <LESSONSYNC_DATA_DIR>/{DEMO_SUBDIRECTORY}, "
-                        f"i.e. data/{DEMO_SUBDIRECTORY})")
+                        f"else {DEFAULT_DATA_DIR_TEXT}/{DEMO_SUBDIRECTORY})")
 
 
 def run(args: argparse.Namespace) -> int:
