@@ -2,7 +2,6 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-export DAGSTER_HOME ?= $(CURDIR)/data/dagster_home
 
 .PHONY: demo test bench dev clean
 
@@ -28,9 +27,11 @@ bench: $(VENV)/.installed-bench
 	$(BIN)/python -m bench
 
 # `dagster dev` (webserver + daemon) still works in Dagster 1.13; its "use dg dev" notice is silenced (see README).
+# The Dagster home is the one `lessonsync sync` and the demo record their runs in (DAGSTER_HOME, else the data
+# directory's), so the UI shows them.
 dev: $(VENV)/.installed
-	$(BIN)/python -m pipeline.instance
-	PYTHONWARNINGS='ignore:Function `dev_command` is superseded' $(BIN)/dagster dev -w workspace.yaml
+	home="$$($(BIN)/python -m pipeline.instance)" && DAGSTER_HOME="$$home" \
+	  PYTHONWARNINGS='ignore:Function `dev_command` is superseded' $(BIN)/dagster dev -w workspace.yaml
 
 clean:
 	rm -rf $(VENV) data/warehouse.duckdb data/lake data/inbox.sqlite3* data/analytics.duckdb data/marts

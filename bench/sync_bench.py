@@ -37,11 +37,12 @@ def sync_child(select: list[str]) -> dict[str, Any]:
     """Runs in the child: one sync, its materialization metadata and the run's step timings."""
     from dagster import DagsterEventType, DagsterInstance
 
+    from pipeline.settings import load_settings
     from pipeline.sync import run_sync
 
     instance = DagsterInstance.ephemeral()
     began = time.perf_counter()
-    report = run_sync(select=select, data_dir=Path(os.environ["LESSONSYNC_DATA_DIR"]), instance=instance)
+    report = run_sync(load_settings(), select=select, instance=instance)
     seconds = time.perf_counter() - began
     if not report.success:
         raise SystemExit(f"sync failed: {report.error}")

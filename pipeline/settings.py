@@ -122,6 +122,11 @@ class Settings(BaseSettings):
     def inbox_path(self) -> Path:
         return self.data_dir / "inbox.sqlite3"
 
+    @property
+    def dagster_home(self) -> Path:
+        """The Dagster home LessonSync creates when DAGSTER_HOME is unset (pipeline/instance)."""
+        return self.data_dir / "dagster_home"
+
 
 def load_settings(**overrides: object) -> Settings:
     """Settings from the environment, with explicit overrides (used by the CLI and tests)."""

@@ -14,7 +14,7 @@ from typing import Any
 from dagster import DagsterInstance
 from pydantic import SecretStr
 
-from pipeline.settings import DEFAULT_APP_SECRET
+from pipeline.settings import DEFAULT_APP_SECRET, load_settings
 from pipeline.simulator_extra import simulator_extra
 from pipeline.sync import SyncReport, run_job, run_sync
 from pipeline.webhooks.app import create_app
@@ -34,7 +34,7 @@ class Stack:
 
     @property
     def warehouse_path(self) -> Path:
-        return self.data_dir / "warehouse.duckdb"
+        return load_settings(data_dir=self.data_dir).warehouse_path
 
     def advance(self, *, hours: float) -> dict[str, int]:
         """Move the platform's clock; its certificate webhooks are in the inbox when this returns."""
@@ -50,12 +50,12 @@ class Stack:
     def sync(self, *, instance: DagsterInstance | None = None, **options: Any) -> SyncReport:
         """`run_sync` against this stack (options as run_sync's), LESSONSYNC_* set only meanwhile."""
         with environment(self.run_env()):
-            return run_sync(instance=instance or DagsterInstance.ephemeral(), data_dir=self.data_dir, **options)
+            return run_sync(load_settings(), instance=instance or DagsterInstance.ephemeral(), **options)
 
     def run_job(self, name: str, *, instance: DagsterInstance | None = None) -> SyncReport:
         """Any job of the code location (e.g. check_warehouse) against this stack."""
         with environment(self.run_env()):
-            return run_job(name, instance=instance or DagsterInstance.ephemeral(), data_dir=self.data_dir)
+            return run_job(name, load_settings(), instance=instance or DagsterInstance.ephemeral())
 
 
 @contextmanager
@@ -64,7 +64,8 @@ def local_stack(data_dir: Path, *, seed: int = 42, scale: str = "tiny", faults: 
     """Start simulator and receiver; `Stack.env` holds the LESSONSYNC_* settings that point at them."""
     data_dir.mkdir(parents=True, exist_ok=True)
     token = secrets.token_urlsafe(24)  # a fresh webhook credential per stack; never printed
-    receiver_settings = WebhookSettings(bearer_tokens=[SecretStr(token)], inbox_path=data_dir / "inbox.sqlite3")
+    receiver_settings = WebhookSettings(bearer_tokens=[SecretStr(token)],
+                                        inbox_path=load_settings(data_dir=data_dir).inbox_path)
     with ExitStack() as stack:
         receiver = stack.enter_context(serve_in_thread(create_app(receiver_settings), name="webhook-receiver",
                                                        lifespan="on"))

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from dagster import AssetKey, DagsterInstance
+from dagster import AssetKey, DagsterInstance, Definitions
 
 from pipeline.instance import ensure_dagster_home
 from pipeline.runs.inprocess import execute_in_process
 from pipeline.selection import widen_to_whole_multi_assets
-from pipeline.settings import load_settings
+from pipeline.settings import Settings
 
 
 @dataclass
@@ -24,23 +25,60 @@ class SyncReport:
     error: str | None = None
 
 
-def run_sync(*, full_refresh: bool = False, select: Sequence[str] = (), data_dir: Path | None = None,
+def run_sync(settings: Settings, *, full_refresh: bool = False, select: Sequence[str] = (),
              instance: DagsterInstance | None = None, backfill_range: tuple[str, str] | None = None) -> SyncReport:
     """Materialize the selected assets (default: everything) with their checks: cursor-based, or over
     `backfill_range` (first and last UTC day) as one sweep, the way a backfill launched from the UI runs."""
     job_name = "full_refresh" if full_refresh else "backfill_progress" if backfill_range else "nightly_sync"
-    return run_job(job_name, select=select, data_dir=data_dir, instance=instance, backfill_range=backfill_range)
+    return run_job(job_name, settings, select=select, instance=instance, backfill_range=backfill_range)
 
 
-def run_job(job_name: str, *, select: Sequence[str] = (), data_dir: Path | None = None,
+def run_job(job_name: str, settings: Settings, *, select: Sequence[str] = (),
             instance: DagsterInstance | None = None, backfill_range: tuple[str, str] | None = None) -> SyncReport:
-    """Execute a job of the code location in this process and summarise what it did."""
-    from pipeline.definitions import build_definitions  # reads LESSONSYNC_* as they are now
+    """Execute a job of the code location configured by `settings` in this process and summarise what it did
+    (on `instance`, default: the persistent one of `ensure_dagster_home`)."""
+    with _settings_in_environment(settings):
+        return _execute(job_name, settings, select, instance, backfill_range)
 
-    defs = build_definitions()
+
+def definitions_for(settings: Settings) -> Definitions:
+    """The code location configured by `settings`.
+
+    MERGE NOTE (issue 17, engineers C1/C2): becomes `build_definitions(settings)` once pipeline/definitions.py
+    takes the settings; then delete `_settings_in_environment` below and its one use in `run_job`."""
+    # Imported on first use, inside the settings: some of the code location's modules still read settings at
+    # import (issue 17, engineer C1 passes them in instead).
+    from pipeline.definitions import build_definitions
+
+    with _settings_in_environment(settings):
+        return build_definitions()
+
+
+@contextmanager
+def _settings_in_environment(settings: Settings) -> Iterator[None]:
+    """`settings`' data directory and platform address as LESSONSYNC_* while the block runs, restored after.
+
+    Why the environment: today's `build_definitions()` takes no settings, and its resources resolve the platform
+    address (EnvVar) and the rest of the settings from the environment when a step runs; see MERGE NOTE above."""
+    values = {"LESSONSYNC_DATA_DIR": str(settings.data_dir), "LESSONSYNC_BASE_URL": settings.base_url}
+    previous = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _execute(job_name: str, settings: Settings, select: Sequence[str], instance: DagsterInstance | None,
+             backfill_range: tuple[str, str] | None) -> SyncReport:
+    defs = definitions_for(settings)
     job = defs.resolve_job_def(job_name)
     if instance is None:
-        ensure_dagster_home(data_dir or Path("data"))
+        ensure_dagster_home(settings)
         instance = DagsterInstance.get()
     keys = _selected_keys(defs, select) if select else None
     backfill: dict[str, object] = {}
@@ -49,7 +87,7 @@ def run_job(job_name: str, *, select: Sequence[str] = (), data_dir: Path | None 
         backfill = {"resources": {"backfill": {"config": {"updated_from": first, "updated_to": last}}}}
     # Dagster's console logger prints every engine event at DEBUG; cron users and the demo want the assets' own
     # progress lines (INFO) and problems. LESSONSYNC_LOG_LEVEL=DEBUG brings the engine events back.
-    loggers = {"loggers": {"console": {"config": {"log_level": load_settings().log_level}}}}
+    loggers = {"loggers": {"console": {"config": {"log_level": settings.log_level}}}}
     # LessonSync's executor: tags the run with this process, fails dead runs first, watches the pool wait.
     result = execute_in_process(job, run_config={**loggers, **backfill}, instance=instance, asset_selection=keys)
     report = SyncReport(success=result.success, run_id=result.run_id)

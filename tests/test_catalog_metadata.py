@@ -5,7 +5,7 @@ from dagster import AssetKey
 
 from pipeline.contract.tables import TABLES
 from pipeline.definitions import build_definitions
-from pipeline.sync_cli import summary_lines
+from pipeline.cli.sync import summary_lines
 
 
 def test_every_raw_asset_declares_its_columns_and_table_name():

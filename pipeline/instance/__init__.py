@@ -1,4 +1,4 @@
-"""A persistent Dagster home inside the project (default data/dagster_home) with the shipped dagster.yaml:
+"""A persistent Dagster home inside the data directory (Settings.dagster_home) with the shipped dagster.yaml:
 without it Dagster keeps runs, cursors and backfills in a temp folder and loses them on exit.
 
 With LESSONSYNC_DAGSTER_POSTGRES_URL set, the config written there is the shipped one plus a `storage:
@@ -11,6 +11,8 @@ import importlib.util
 import logging
 import os
 from pathlib import Path
+
+from pipeline.settings import Settings  # settings import nothing of Dagster; keep this module light
 
 SHIPPED_CONFIG = Path(__file__).with_name("dagster.yaml")
 POSTGRES_URL_VARIABLE = "LESSONSYNC_DAGSTER_POSTGRES_URL"
@@ -36,13 +38,13 @@ def instance_config(postgres: bool) -> str:
     return shipped.rstrip("\n") + "\n" + POSTGRES_STORAGE if postgres else shipped
 
 
-def ensure_dagster_home(data_dir: Path) -> Path:
-    """DAGSTER_HOME if set, else <data_dir>/dagster_home, with LessonSync's dagster.yaml: written if the home
-    has none, or rewritten when it is one LessonSync wrote for the other storage (SQLite <-> Postgres).
-    A dagster.yaml edited by hand is left alone."""
-    home = Path(os.environ.get("DAGSTER_HOME") or data_dir / "dagster_home").resolve()
+def ensure_dagster_home(settings: Settings) -> Path:
+    """DAGSTER_HOME if set (Dagster's own variable), else the settings' Dagster home, with LessonSync's
+    dagster.yaml: written if the home has none, or rewritten when it is one LessonSync wrote for the other
+    storage (SQLite <-> Postgres). A dagster.yaml edited by hand is left alone."""
+    home = Path(os.environ.get("DAGSTER_HOME") or settings.dagster_home).resolve()
     home.mkdir(parents=True, exist_ok=True)
-    postgres = _postgres_configured()
+    postgres = _postgres_configured(settings)
     wanted = instance_config(postgres)
     config = home / "dagster.yaml"
     current = config.read_text(encoding="utf-8") if config.exists() else None
@@ -66,12 +68,10 @@ def print_source_logs_once(home: Path) -> None:
         logging.getLogger("lessonsync").propagate = False
 
 
-def _postgres_configured() -> bool:
+def _postgres_configured(settings: Settings) -> bool:
     """Whether the settings ask for a Postgres instance. The URL is exported for Dagster's `env:` lookup (it
     may come from a .env file), with psycopg2 named as its driver."""
-    from pipeline.settings import load_settings  # settings import nothing of Dagster; keep this module light
-
-    url = load_settings().dagster_postgres_url
+    url = settings.dagster_postgres_url
     if url is None or not url.get_secret_value().strip():
         return False
     if importlib.util.find_spec("dagster_postgres") is None:

@@ -4,4 +4,4 @@ with the shipped dagster.yaml if it has none, and print its path. `make dev` run
 from pipeline.instance import ensure_dagster_home
 from pipeline.settings import load_settings
 
-print(ensure_dagster_home(load_settings().data_dir))
+print(ensure_dagster_home(load_settings()))

@@ -12,6 +12,7 @@ from dagster import DagsterInstance
 from remote_servers import PostgresServer, S3Server, postgres_server, s3_server, why_postgres_cannot_run
 
 from pipeline.instance import POSTGRES_URL_VARIABLE, ensure_dagster_home
+from pipeline.settings import load_settings
 from pipeline.stack import Stack, environment, local_stack
 
 
@@ -60,6 +61,6 @@ def remote_stack(s3_stack: Stack, tmp_path: Path, postgres_url: str) -> Iterator
     home = {POSTGRES_URL_VARIABLE: postgres_url, "DAGSTER_HOME": str(tmp_path / "dagster_home")}
     s3_stack.env.update(home)
     with environment(home):
-        ensure_dagster_home(s3_stack.data_dir)
+        ensure_dagster_home(load_settings(data_dir=s3_stack.data_dir))
         with DagsterInstance.get() as instance:
             yield s3_stack, instance

@@ -9,6 +9,7 @@ import sys
 
 from dagster import DagsterInstance
 
+from pipeline.settings import load_settings
 from pipeline.sync import run_sync
 from pipeline.warehouse import hooks
 
@@ -24,7 +25,7 @@ def main(point: str, count: int) -> None:
                 os.kill(os.getpid(), signal.SIGKILL)
 
     hooks.on_point(listener)
-    report = run_sync(select=("key:lms/*",), instance=DagsterInstance.ephemeral())
+    report = run_sync(load_settings(), select=("key:lms/*",), instance=DagsterInstance.ephemeral())
     print("finished", report.success, flush=True)
 
 

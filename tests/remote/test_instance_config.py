@@ -16,6 +16,7 @@ from dagster._core.storage.runs import SqliteRunStorage
 from dagster_postgres import PostgresRunStorage
 
 from pipeline.instance import POSTGRES_URL_VARIABLE, SHIPPED_CONFIG, ensure_dagster_home
+from pipeline.settings import load_settings
 
 PASSWORD = "pg-pass-" + "7f3a9c"
 
@@ -29,13 +30,13 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_unset_keeps_sqlite_and_set_adds_postgres_storage_by_variable(home: Path, monkeypatch: pytest.MonkeyPatch):
-    ensure_dagster_home(Path("data"))
+    ensure_dagster_home(load_settings())
     assert (home / "dagster.yaml").read_text() == SHIPPED_CONFIG.read_text()
     with DagsterInstance.get() as instance:
         assert isinstance(instance.run_storage, SqliteRunStorage)
 
     monkeypatch.setenv(POSTGRES_URL_VARIABLE, f"postgresql://lessonsync:{PASSWORD}@db.internal:5432/dagster")
-    ensure_dagster_home(Path("data"))
+    ensure_dagster_home(load_settings())
     written = (home / "dagster.yaml").read_text()
     assert PASSWORD not in written
     config = yaml.safe_load(written)
@@ -45,7 +46,7 @@ def test_unset_keeps_sqlite_and_set_adds_postgres_storage_by_variable(home: Path
     assert os.environ[POSTGRES_URL_VARIABLE].startswith("postgresql+psycopg2://")  # dagster-postgres's driver
 
     monkeypatch.delenv(POSTGRES_URL_VARIABLE)
-    ensure_dagster_home(Path("data"))
+    ensure_dagster_home(load_settings())
     assert (home / "dagster.yaml").read_text() == SHIPPED_CONFIG.read_text()  # back to SQLite
 
 
@@ -53,22 +54,22 @@ def test_a_hand_edited_config_is_left_alone(home: Path, monkeypatch: pytest.Monk
     home.mkdir(parents=True)
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     monkeypatch.setenv(POSTGRES_URL_VARIABLE, f"postgresql://u:{PASSWORD}@h/db")
-    ensure_dagster_home(Path("data"))
+    ensure_dagster_home(load_settings())
     assert (home / "dagster.yaml").read_text() == "telemetry:\n  enabled: false\n"
 
 
 def test_the_instance_on_postgres_and_the_password_in_no_output(home: Path, postgres_url: str,
                                                                 monkeypatch: pytest.MonkeyPatch):
     env = {**os.environ, POSTGRES_URL_VARIABLE: postgres_url}
-    script = ("from pathlib import Path; from pipeline.instance import ensure_dagster_home; "
-              "print(ensure_dagster_home(Path('data')))")
+    script = ("from pipeline.instance import ensure_dagster_home; from pipeline.settings import load_settings; "
+              "print(ensure_dagster_home(load_settings()))")
     made = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert made.returncode == 0, made.stderr
     assert made.stdout.strip() == str(home.resolve()) and "postgresql" not in made.stdout + made.stderr
     password = postgres_url.split(":")[2].split("@")[0]
     assert password not in (home / "dagster.yaml").read_text()
     monkeypatch.setenv(POSTGRES_URL_VARIABLE, postgres_url)
-    ensure_dagster_home(Path("data"))
+    ensure_dagster_home(load_settings())
     with DagsterInstance.get() as instance:
         assert isinstance(instance.run_storage, PostgresRunStorage)
         assert instance.get_runs() == []  # a fresh database, migrated by dagster-postgres

@@ -137,16 +137,15 @@ def test_asset_definition_is_documented_for_the_ui() -> None:
     assert certificates.op.description and "\n" not in certificates.op.description.strip()
 
 
-def test_the_sensors_job_loads_and_rebuilds_the_certificate_marts_before_any_sync(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_sensors_job_loads_and_rebuilds_the_certificate_marts_before_any_sync(tmp_path: Path) -> None:
     """Deliveries can come before the first sync: the job must not build marts whose other inputs are missing."""
     from dagster import DagsterInstance
 
+    from pipeline.settings import load_settings
     from pipeline.sync import run_job
 
     deliver(Inbox(tmp_path / "inbox.sqlite3"), certificate("c1", FUTURE), certificate("c2", FUTURE))
-    monkeypatch.setenv("LESSONSYNC_DATA_DIR", str(tmp_path))
-    report = run_job("load_certificates", data_dir=tmp_path, instance=DagsterInstance.ephemeral())
+    report = run_job("load_certificates", load_settings(data_dir=tmp_path), instance=DagsterInstance.ephemeral())
     assert report.success, report.error
     assert {"lms/certificates", "analytics/certificates", "analytics/certificates_by_badge"} <= set(
         report.materializations)

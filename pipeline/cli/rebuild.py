@@ -1,34 +1,37 @@
 """`lessonsync rebuild`: rebuild every warehouse table (certificates included) from the Parquet lake alone.
 
-    lessonsync rebuild                       # <data-dir>/warehouse.duckdb, rebuilt in place (atomic swap;
-                                             # the old file is kept as warehouse.duckdb.before-rebuild)
-    lessonsync rebuild --into /tmp/check.duckdb   # build a separate file, leave the warehouse alone
-"""
+    lessonsync rebuild                            # the warehouse, rebuilt in place (atomic swap; the old file
+                                                  # is kept as warehouse.duckdb.before-rebuild)
+    lessonsync rebuild --into /tmp/check.duckdb   # build a separate file, leave the warehouse alone"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pipeline.settings import load_settings
-from pipeline.warehouse import Warehouse, WarehouseError
-from pipeline.warehouse.rebuild import RebuildReport, rebuild_in_place, rebuild_into
+from pipeline.cli.options import add_data_dir, settings_from
+
+if TYPE_CHECKING:
+    from pipeline.warehouse.rebuild import RebuildReport
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = __doc__
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument("--data-dir", type=Path, default=None,
-                        help="data directory holding lake/ and warehouse.duckdb (default: LESSONSYNC_DATA_DIR or data)")
-    parser.add_argument("--into", type=Path, default=None,
+    add_data_dir(parser, "where the lake, the inbox and the warehouse are")
+    parser.add_argument("--into", type=Path, default=None, metavar="PATH",
                         help="write the rebuilt warehouse to this new file instead of replacing the warehouse")
     parser.add_argument("--no-backup", action="store_true",
                         help="in place: do not keep the old file as warehouse.duckdb.before-rebuild")
 
 
 def run(args: argparse.Namespace) -> int:
-    settings = load_settings(**({"data_dir": args.data_dir} if args.data_dir is not None else {}))
+    # DuckDB and the warehouse are imported when the command runs, so that its --help answers at once.
+    from pipeline.warehouse import Warehouse, WarehouseError
+    from pipeline.warehouse.rebuild import rebuild_in_place, rebuild_into
+
+    settings = settings_from(args)
     warehouse = Warehouse.from_settings(settings)
     try:
         if args.into is not None:

@@ -1,7 +1,9 @@
-"""`lessonsync receive`: serve the certificate webhook receiver with uvicorn.
+"""Receive the platform's certificate webhooks (completed, expired) over HTTP and store each delivery in the
+durable SQLite inbox before answering; the certificate sensor, or `lessonsync sync`, loads the inbox into the
+warehouse.
 
-Options override the LESSONSYNC_WEBHOOK_* environment; credentials come only from the environment (or
-.env) so that they never show in a process listing."""
+Options override the LESSONSYNC_WEBHOOK_* settings; credentials (LESSONSYNC_WEBHOOK_BEARER_TOKENS, _BASIC_
+CREDENTIALS or _API_KEYS) come only from the environment or .env, so that they never show in a process list."""
 
 from __future__ import annotations
 
@@ -9,26 +11,28 @@ import argparse
 import gc
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import uvicorn
-from pydantic import ValidationError
-
-from pipeline.webhooks.app import create_app
-from pipeline.webhooks.settings import WebhookConfigError, WebhookSettings
+if TYPE_CHECKING:
+    from pipeline.webhooks.settings import WebhookSettings
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = __doc__
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8766, help="TCP port (default 8766)")
     parser.add_argument("--path", help="POST path (default LESSONSYNC_WEBHOOK_PATH or /webhooks/certificates)")
-    parser.add_argument("--inbox", type=Path, help="SQLite inbox file (default <data dir>/inbox.sqlite3)")
+    parser.add_argument("--inbox", type=Path, metavar="FILE",
+                        help="SQLite inbox file (default <data dir>/inbox.sqlite3)")
     parser.add_argument(
         "--allow-open", action="store_true", help="accept deliveries without any credential (local use only)"
     )
     parser.add_argument("--access-log", action="store_true", help="log every request line (slower)")
 
 
-def settings_from_args(args: argparse.Namespace) -> WebhookSettings:
+def _webhook_settings(args: argparse.Namespace) -> WebhookSettings:
+    from pipeline.webhooks.settings import WebhookSettings
+
     overrides: dict[str, object] = {}
     if args.path:
         overrides["path"] = args.path
@@ -40,8 +44,15 @@ def settings_from_args(args: argparse.Namespace) -> WebhookSettings:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The web server and the inbox are imported when the command runs, so that its --help answers at once.
+    import uvicorn
+    from pydantic import ValidationError
+
+    from pipeline.webhooks.app import create_app
+    from pipeline.webhooks.settings import WebhookConfigError
+
     try:
-        app = create_app(settings_from_args(args))
+        app = create_app(_webhook_settings(args))
     except (WebhookConfigError, ValidationError) as exc:
         print(f"lessonsync receive: {exc}", file=sys.stderr)
         return 2
@@ -54,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         port=args.port,
         access_log=args.access_log,
         log_level="debug" if args.verbose else "info",
-        log_config=None,  # keep the lessonsync logging format set up by pipeline.cli
+        log_config=None,  # keep the logging format set up by pipeline.cli
         timeout_graceful_shutdown=10,
         proxy_headers=False,  # the client address is only logged; do not trust forwarding headers for it
         server_header=False,

@@ -1,30 +1,33 @@
-"""`lessonsync recover`: what every run does before its steps, on demand, and the hand tool for the rest.
+"""Fail the runs whose process died and free the warehouse pool slots they hold: what every run does before
+its first step, on demand.
 
-Without arguments: this host's runs whose process is gone are marked failed and their pool slots freed (a
-live run, or a run on another host, is never touched). `--run RUN_ID`: fail that run and free its slots,
-for a run this host cannot judge (another host, or one that never recorded its process), once you know it
-is dead; refused for a run whose process is alive here."""
+    lessonsync recover                 # this host's runs whose process is gone; a live run, or a run on
+                                       # another host, is never touched
+    lessonsync recover --run RUN_ID    # that run, once you know it is dead (another host, or a run that never
+                                       # recorded its process); refused for a run whose process is alive here"""
 
 from __future__ import annotations
 
 import argparse
-import os
-from pathlib import Path
+
+from pipeline.cli.options import add_data_dir, settings_from
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = __doc__
     parser.add_argument("--run", metavar="RUN_ID", help="fail this run and free its pool slots")
-    parser.add_argument("--data-dir", help="overrides LESSONSYNC_DATA_DIR (where the default DAGSTER_HOME is)")
+    add_data_dir(parser, "where the Dagster home is, unless DAGSTER_HOME is set")
 
 
 def run(args: argparse.Namespace) -> int:
+    # Dagster is imported when the command runs, so that its --help answers at once.
     from dagster import DagsterInstance
 
     from pipeline.instance import ensure_dagster_home
     from pipeline.runs.identity import recorded_process, this_host
     from pipeline.runs.recovery import fail_run, recover_dead_runs
 
-    ensure_dagster_home(Path(args.data_dir or os.environ.get("LESSONSYNC_DATA_DIR", "data")))
+    ensure_dagster_home(settings_from(args))
     with DagsterInstance.get() as instance:
         if args.run is None:
             messages = recover_dead_runs(instance, by="lessonsync recover")

@@ -1,11 +1,9 @@
-"""`lessonsync demo` (`make demo`): the whole path on loopback, in one process.
-
-The simulator (scale small) and the webhook receiver start; a full sync loads everything; the platform's
-clock moves a day (progress, new attempts, new users and sessions, certificates completed and expired,
-delivered by webhook); an incremental sync catches up; both are verified against the simulator's ground
-truth; then a summary and a few marts. Everything lands in data/demo/ (recreated each time), and the runs
-are recorded in the persistent Dagster home, so `make dev` shows them.
-"""
+"""Show the whole path on loopback, in one process (`make demo`): a simulated platform and the webhook
+receiver start; a full sync loads everything; the platform's clock moves a day (progress, new attempts, new
+users and sessions, certificates completed and expired, delivered by webhook); an incremental sync catches
+up; both are verified against the simulator's ground truth; then a summary and a few marts. Everything lands
+in <data dir>/demo/ (recreated each time); the runs are recorded in the persistent Dagster home, so the
+Dagster UI (`make dev`) shows them."""
 
 from __future__ import annotations
 
@@ -13,33 +11,46 @@ import argparse
 import shutil
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import duckdb
-import pandas as pd
-from dagster import DagsterInstance
+from pipeline.cli.options import DEFAULT_DATA_DIR_TEXT, settings_from
 
-from pipeline.analytics import mart_summary
-from pipeline.instance import ensure_dagster_home, print_source_logs_once
-from pipeline.stack import Stack, local_stack
-from pipeline.sync import SyncReport
-from pipeline.verify import compare_warehouse
-from pipeline.webhooks.load import certificate_summary
+# Dagster, DuckDB, pandas and the simulator are imported inside the functions that use them, so that
+# `lessonsync demo --help` answers at once.
+if TYPE_CHECKING:
+    from dagster import DagsterInstance
+    from duckdb import DuckDBPyConnection
+
+    from pipeline.stack import Stack
+    from pipeline.sync import SyncReport
 
 RAW_TABLES = ("active_lessons", "answers", "answer_results", "groups", "users", "group_members", "categories",
               "lesson_sessions", "lesson_session_registrations", "lessons", "lesson_questions",
               "certificate_events", "certificates")
+DEMO_SUBDIRECTORY = "demo"  # of the data directory: the demo never touches the warehouse of real syncs
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--scale", default="small", choices=["tiny", "small", "medium", "large"])
-    parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--data-dir", type=Path, default=Path("data/demo"),
-                        help="recreated at every demo (default data/demo)")
+    parser.description = __doc__
+    parser.add_argument("--scale", default="small", choices=["tiny", "small", "medium", "large"],
+                        help="size of the simulated platform (default small, about 20k active lessons)")
+    parser.add_argument("--seed", type=int, default=42, help="same seed, same data (default 42)")
+    parser.add_argument("--data-dir", type=Path, default=None, metavar="DIR", dest="demo_dir",
+                        help=f"recreated at every demo (default: <LESSONSYNC_DATA_DIR>/{DEMO_SUBDIRECTORY}, "
+                        f"else {DEFAULT_DATA_DIR_TEXT}/{DEMO_SUBDIRECTORY})")
 
 
 def run(args: argparse.Namespace) -> int:
-    data_dir: Path = args.data_dir
+    from dagster import DagsterInstance
+
+    from pipeline.instance import ensure_dagster_home, print_source_logs_once
+    from pipeline.stack import local_stack
+
+    settings = settings_from(args)  # the persistent Dagster home is the one of real syncs
+    data_dir: Path = args.demo_dir or settings.data_dir / DEMO_SUBDIRECTORY
     if data_dir.exists():
         shutil.rmtree(data_dir)
-    print_source_logs_once(ensure_dagster_home(Path("data")))
+    print_source_logs_once(ensure_dagster_home(settings))
     instance = DagsterInstance.get()
     with local_stack(data_dir, seed=args.seed, scale=args.scale) as stack:
         counts = stack.sim.world.counts()
@@ -54,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         _summary(stack, incremental, full_s, incremental_s)
         _marts(stack)
     ok = full.success and incremental.success and exact_full and exact_incremental
-    print(f"\nDemo {'finished' if ok else 'FAILED'}: warehouse {data_dir / 'warehouse.duckdb'}, "
+    print(f"\nDemo {'finished' if ok else 'FAILED'}: warehouse {stack.warehouse_path}, "
           f"analytics {data_dir / 'analytics.duckdb'}, marts {data_dir / 'marts'}/")
     return 0 if ok else 1
 
@@ -72,6 +83,10 @@ def _timed_sync(stack: Stack, instance: DagsterInstance, label: str) -> tuple[Sy
 
 
 def _verify(stack: Stack) -> bool:
+    import duckdb
+
+    from pipeline.verify import compare_warehouse
+
     with duckdb.connect(str(stack.warehouse_path), read_only=True) as conn:
         diffs = compare_warehouse(conn, stack.sim)
     unequal = [d for d in diffs if not d.equal]
@@ -84,6 +99,11 @@ def _verify(stack: Stack) -> bool:
 
 
 def _summary(stack: Stack, incremental: SyncReport, full_s: float, incremental_s: float) -> None:
+    import duckdb
+    import pandas as pd
+
+    from pipeline.webhooks.load import certificate_summary
+
     rows = []
     with duckdb.connect(str(stack.warehouse_path)) as conn:  # no sync is running now
         for table in RAW_TABLES:
@@ -103,10 +123,12 @@ def _summary(stack: Stack, incremental: SyncReport, full_s: float, incremental_s
 
 
 def _marts(stack: Stack) -> None:
-    print("\nA few marts, from the published data/demo/analytics.duckdb")
+    from pipeline.analytics import mart_summary
+
+    print(f"\nA few marts, from the published {stack.data_dir / 'analytics.duckdb'}")
     print(mart_summary(stack.data_dir))
 
 
-def _has_column(conn: duckdb.DuckDBPyConnection, table: str, column: str) -> bool:
+def _has_column(conn: DuckDBPyConnection, table: str, column: str) -> bool:
     return bool(conn.execute("SELECT count(*) FROM information_schema.columns WHERE table_schema = 'lms' AND "
                              "table_name = ? AND column_name = ?", [table, column]).fetchone()[0])

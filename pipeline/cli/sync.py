@@ -1,40 +1,45 @@
-"""`lessonsync sync`: the nightly sync, in-process, for cron users without the Dagster daemon."""
+"""Run the nightly sync now, in this process, without the Dagster daemon (for cron): every stream from its
+cursor (or all of it with --full-refresh), certificates from the webhook inbox, then the analytics marts.
+Prints what each table gained and exits non-zero when the run or a check fails; the run shows in the
+Dagster UI like a scheduled one."""
 
 from __future__ import annotations
 
 import argparse
-import os
 import textwrap
 import time
 from collections.abc import Mapping
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pipeline.cli.options import add_base_url, add_data_dir, settings_from
+
+if TYPE_CHECKING:
+    from pipeline.settings import Settings
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = __doc__
     parser.add_argument("--full-refresh", action="store_true", help="ignore cursors and re-read every stream")
     parser.add_argument("--select", action="append", default=[], metavar="SELECTION",
                         help="Dagster asset selection, e.g. 'group:progress' or 'key:lms/answers' (repeatable)")
-    parser.add_argument("--data-dir", help="overrides LESSONSYNC_DATA_DIR")
-    parser.add_argument("--base-url", help="overrides LESSONSYNC_BASE_URL")
+    add_data_dir(parser, "where the warehouse, lake and inbox are")
+    add_base_url(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.data_dir:
-        os.environ["LESSONSYNC_DATA_DIR"] = args.data_dir
-    if args.base_url:
-        os.environ["LESSONSYNC_BASE_URL"] = args.base_url
+    # Dagster is imported here, not at the top, so that `lessonsync sync --help` answers at once.
     from pipeline.instance import ensure_dagster_home, print_source_logs_once
     from pipeline.sync import run_sync
 
     started = time.monotonic()
+    settings = settings_from(args)
     try:
-        select = _whole_multi_assets(args.select)
+        select = _whole_multi_assets(settings, args.select)
     except ValueError as exc:
         print(f"lessonsync sync: {exc}")
         return 2
-    data_dir = Path(os.environ.get("LESSONSYNC_DATA_DIR", "data"))
-    print_source_logs_once(ensure_dagster_home(data_dir))
-    report = run_sync(full_refresh=args.full_refresh, select=select, data_dir=data_dir)
+    print_source_logs_once(ensure_dagster_home(settings))
+    report = run_sync(settings, full_refresh=args.full_refresh, select=select)
     for line in summary_lines(report.materializations):
         print(line)
     for check in report.failed_checks:
@@ -44,14 +49,14 @@ def run(args: argparse.Namespace) -> int:
     return 0 if report.success else 1
 
 
-def _whole_multi_assets(select: list[str]) -> list[str]:
+def _whole_multi_assets(settings: Settings, select: list[str]) -> list[str]:
     """The selection widened to the assets fetched together with a selected one, said on the console."""
     if not select:
         return select
-    from pipeline.definitions import build_definitions
     from pipeline.selection import widen_to_whole_multi_assets
+    from pipeline.sync import definitions_for
 
-    widened = widen_to_whole_multi_assets(build_definitions(), select)
+    widened = widen_to_whole_multi_assets(definitions_for(settings), select)
     for key, neighbours in widened.added.items():
         print(f"selection widened: {key} is fetched together with {', '.join(neighbours)}, which run with it")
     return widened.select

@@ -1,0 +1,40 @@
+"""Options several commands share, and the one way a command turns its options into `Settings`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pipeline.settings import Settings
+
+# Options whose value, when given, overrides the setting of the same name for this command only.
+SETTING_OPTIONS = ("data_dir", "base_url")
+DEFAULT_DATA_DIR_TEXT = "data"  # Settings.data_dir's default, as --help shows it
+
+
+def add_data_dir(parser: argparse.ArgumentParser, holds: str) -> None:
+    # The default as text, not read from Settings: importing pydantic would slow every --help threefold
+    # (tests/test_cli.py checks the two agree).
+    parser.add_argument("--data-dir", type=Path, default=None, metavar="DIR",
+                        help=f"{holds} (default: LESSONSYNC_DATA_DIR, else {DEFAULT_DATA_DIR_TEXT})")
+
+
+def add_base_url(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--base-url", default=None, metavar="URL",
+                        help="platform address without /v1 (default: LESSONSYNC_BASE_URL)")
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    """The settings of the environment and .env, with this command's options on top; exits naming the bad
+    setting when one does not validate."""
+    from pydantic import ValidationError
+
+    from pipeline.settings import load_settings
+
+    overrides = {name: value for name in SETTING_OPTIONS if (value := getattr(args, name, None)) is not None}
+    try:
+        return load_settings(**overrides)
+    except ValidationError as error:
+        raise SystemExit(f"lessonsync {args.command}: invalid settings: {error}") from None
