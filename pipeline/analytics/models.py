@@ -1,5 +1,6 @@
 """Discovery of the analyst models under dbt_like_sql/: one SELECT per `.sql` file (file name = model name),
-its YAML beside it, and the raw tables it may read declared in `sources.yml`.
+its properties YAML beside it (config.py), and the raw tables it may read declared in `sources.yml`, all in
+dbt's schema.
 
 Loading is pure (files only, no database): a model that reads an unknown table, a broken YAML test or a
 dependency cycle fails here, when Dagster loads the code location, with the file and the table named.
@@ -22,6 +23,7 @@ from pipeline.analytics.lineage import (
     MODEL_SCHEMA, RAW_SCHEMA, TableRef, check_known, parse_select, referenced_tables,
 )
 from pipeline.analytics.model_tests import ModelTest, resolve_tests
+from pipeline.analytics.refs import compile_sql
 from pipeline.settings import load_settings
 
 DEFAULT_MODELS_DIR = Path(__file__).resolve().parents[2] / "dbt_like_sql"
@@ -34,14 +36,14 @@ class Model:
     name: str
     layer: str  # the directory under dbt_like_sql/: staging, marts
     sql_path: Path
-    sql: str
+    sql: str  # as it runs: the file with its ref() and source() compiled to table names (refs.py)
     deps: tuple[TableRef, ...]
     materialized: Materialization
     publish: bool  # copied into the analysts' snapshot (and, for a mart, to Parquet)
     description: str
     columns: dict[str, str]
     tests: tuple[ModelTest, ...]
-    config_text: str
+    code_text: str  # the .sql and .yml files as written
 
     @property
     def is_mart(self) -> bool:
@@ -50,7 +52,7 @@ class Model:
     @property
     def code_version(self) -> str:
         """Changes whenever the SQL or the YAML changes, so the UI can flag stale materializations."""
-        return hashlib.sha256((self.sql + "\0" + self.config_text).encode()).hexdigest()[:16]
+        return hashlib.sha256(self.code_text.encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -102,13 +104,31 @@ def load_project(root: Path | None = None) -> AnalyticsProject:
 
 
 def _load_sources(path: Path) -> dict[str, str]:
+    """The tables of the one source, `lms` (the synced warehouse), from sources.yml in dbt's schema:
+    `sources: [{name: lms, description: ..., tables: [{name: answers, description: ...}, ...]}]`."""
     if not path.exists():
         raise ModelError(f"{path}: missing; it declares the {RAW_SCHEMA}.* tables models may read")
-    raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    tables = raw.get("tables") if isinstance(raw, dict) else None
-    if not isinstance(tables, dict) or not tables:
-        raise ModelError(f"{path}: expected `tables:` mapping each {RAW_SCHEMA} table name to its description")
-    return {str(name): str(desc or "").strip() for name, desc in tables.items()}
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as error:
+        raise ModelError(f"{path}: is not valid YAML: {error}") from None
+    entries = raw.get("sources") if isinstance(raw, dict) else None
+    if not (isinstance(entries, list) and len(entries) == 1 and isinstance(entries[0], dict)
+            and entries[0].get("name") == RAW_SCHEMA and set(raw) <= {"version", "sources"}):
+        raise ModelError(f"{path}: expected dbt's schema with one source, the synced warehouse: "
+                         f"`sources: [{{name: {RAW_SCHEMA}, tables: [{{name: <table>, description: ...}}]}}]`")
+    source = entries[0]
+    tables = source.get("tables")
+    if set(source) - {"name", "description", "tables"} or not isinstance(tables, list) or not tables:
+        raise ModelError(f"{path}: sources[0]: expected name, description and a non-empty `tables:` list")
+    found: dict[str, str] = {}
+    for index, table in enumerate(tables):
+        if not (isinstance(table, dict) and isinstance(table.get("name"), str) and set(table) <= {"name", "description"}):
+            raise ModelError(f"{path}: sources[0].tables[{index}]: expected a mapping of name and description")
+        if table["name"] in found:
+            raise ModelError(f"{path}: sources[0].tables[{index}]: table {table['name']!r} is declared twice")
+        found[table["name"]] = str(table.get("description") or "").strip()
+    return found
 
 
 def _refuse_duplicate_names(files: list[Path]) -> None:
@@ -120,18 +140,19 @@ def _refuse_duplicate_names(files: list[Path]) -> None:
 
 
 def _load_model(path: Path, root: Path, sources: dict[str, str], model_names: set[str]) -> Model:
-    sql = path.read_text(encoding="utf-8")
+    text = path.read_text(encoding="utf-8")
+    sql = compile_sql(text, path)
     deps = referenced_tables(parse_select(sql, path), path)
     for ref in sorted(deps):
         check_known(ref, str(path), sources, model_names, self_name=path.stem)
     config_path = path.with_suffix(".yml")
-    config = load_config(config_path)
+    config = load_config(config_path, path.stem)
     layer = path.parent.relative_to(root).parts[0] if path.parent != root else ""
     tests = resolve_tests(path.stem, config.tests, sources, model_names, config_path)
     materialized = config.materialized or ("view" if layer == "staging" else "table")
     config_text = config_path.read_text(encoding="utf-8") if config_path.exists() else ""
     return Model(path.stem, layer, path, sql, tuple(sorted(deps)), materialized, config.publish,
-                 config.description, config.columns, tests, config_text)
+                 config.description, config.columns, tests, text + "\0" + config_text)
 
 
 def _build_order(models: dict[str, Model], root: Path) -> list[str]:

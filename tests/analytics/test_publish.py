@@ -176,10 +176,10 @@ def test_demo_summary_reads_the_published_snapshot(
 def test_a_model_can_stay_out_of_the_snapshot(tmp_path: Path) -> None:
     root = tmp_path / "models"
     (root / "marts").mkdir(parents=True)
-    (root / "sources.yml").write_text("tables:\n  numbers: n\n")
+    (root / "sources.yml").write_text("sources:\n  - name: lms\n    tables: [{name: numbers}]\n")
     (root / "marts" / "kept.sql").write_text("SELECT 1 AS x FROM lms.numbers")
     (root / "marts" / "internal.sql").write_text("SELECT 2 AS x FROM lms.numbers")
-    (root / "marts" / "internal.yml").write_text("publish: false\n")
+    (root / "marts" / "internal.yml").write_text("models:\n  - name: internal\n    config: {meta: {publish: false}}\n")
     project = load_project(root)
     conn = duckdb.connect(str(tmp_path / "warehouse.duckdb"))
     conn.execute("CREATE SCHEMA lms; CREATE TABLE lms.numbers AS SELECT 1 AS n")
