@@ -106,22 +106,28 @@ def _model_config(entry: Any, model: str, where: Where) -> ModelConfig:
     where.expect(set(entry) <= _MODEL_KEYS, "", f"only {', '.join(sorted(_MODEL_KEYS))} (got {sorted(entry)})")
     where.expect(entry.get("name") == model, "name", f"{model!r}, the model of the .sql file beside it")
     materialized, publish = _model_settings(entry.get("config") or {}, where.at("config"))
-    columns: dict[str, str] = {}
     tests = [_test(item, MODEL_TESTS, None, where.at(f"data_tests[{i}]"))
              for i, item in enumerate(_list(entry, "data_tests", where))]
+    columns: dict[str, str] = {}
     for index, column in enumerate(_list(entry, "columns", where)):
-        at = where.at(f"columns[{index}]")
-        at.expect(isinstance(column, dict) and isinstance(column.get("name"), str), "",
-                  "a mapping with the column's name (and description, data_tests)")
-        name = column["name"]
-        at.expect(name not in columns, "name", f"a column listed once ({name!r} is listed twice)")
-        at = where.at(f"columns.{name}")
-        at.expect("tests" not in column, "tests", _RENAMED)
-        at.expect(set(column) <= _COLUMN_KEYS, "", f"only {', '.join(sorted(_COLUMN_KEYS))} (got {sorted(column)})")
-        columns[name] = str(column.get("description") or "").strip()
-        tests += [_test(item, COLUMN_TESTS, name, at.at(f"data_tests[{i}]"))
-                  for i, item in enumerate(_list(column, "data_tests", at))]
+        name, description, column_tests = _column(column, where.at(f"columns[{index}]"), where)
+        where.expect(name not in columns, f"columns[{index}].name", f"a column listed once ({name!r} is listed twice)")
+        columns[name] = description
+        tests += column_tests
     return ModelConfig(str(entry.get("description") or "").strip(), materialized, publish, columns, tuple(tests))
+
+
+def _column(column: Any, at_index: Where, model: Where) -> tuple[str, str, list[TestDecl]]:
+    """A `columns:` entry: its name, description and tests."""
+    at_index.expect(isinstance(column, dict) and isinstance(column.get("name"), str), "",
+                    "a mapping with the column's name (and description, data_tests)")
+    name = column["name"]
+    at = model.at(f"columns.{name}")
+    at.expect("tests" not in column, "tests", _RENAMED)
+    at.expect(set(column) <= _COLUMN_KEYS, "", f"only {', '.join(sorted(_COLUMN_KEYS))} (got {sorted(column)})")
+    tests = [_test(item, COLUMN_TESTS, name, at.at(f"data_tests[{i}]"))
+             for i, item in enumerate(_list(column, "data_tests", at))]
+    return name, str(column.get("description") or "").strip(), tests
 
 
 def _model_settings(config: Any, where: Where) -> tuple[Materialization | None, bool]:
@@ -158,7 +164,7 @@ def _test(item: Any, known: dict[str, tuple[TestKind, dict[str, bool]]], column:
     kind, wanted = known[name]
     args = body.get("arguments") or {}
     where.expect(isinstance(args, dict) and set(args) <= set(wanted), "arguments",
-                 f"{name} takes {', '.join(wanted) or 'no arguments'}")
+                 f"{', '.join(wanted)} only" if wanted else f"none: {name} takes no arguments")
     missing = [a for a, required in wanted.items() if required and not args.get(a)]
     where.expect(not missing, "arguments", f"{name} with {', '.join(missing)} (non-empty)")
     config = body.get("config") or {}
@@ -167,9 +173,9 @@ def _test(item: Any, known: dict[str, tuple[TestKind, dict[str, bool]]], column:
     where.expect(severity in ("error", "warn"), "config.severity", "error or warn")
     columns = (column,) if column is not None else _names(args["combination_of_columns"], where)
     to = parse_call(str(args["to"]), str(where.at("arguments.to"))) if kind == "relationships" else None
-    values = tuple(args["values"]) if kind == "accepted_values" else ()
     where.expect(kind != "accepted_values" or isinstance(args["values"], list), "arguments.values", "a list")
-    return TestDecl(kind, columns, values, to, args.get("field"), severity, str(where))  # type: ignore[arg-type]
+    values = tuple(args["values"]) if kind == "accepted_values" else ()
+    return TestDecl(kind, columns, values, to, args.get("field"), severity, str(where))
 
 
 def _names(value: Any, where: Where) -> tuple[str, ...]:

@@ -15,15 +15,14 @@ from functools import cached_property
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
-import yaml
-
 from pipeline.analytics.config import Materialization, load_config
 from pipeline.analytics.errors import ModelError
 from pipeline.analytics.lineage import (
-    MODEL_SCHEMA, RAW_SCHEMA, TableRef, check_known, parse_select, referenced_tables,
+    MODEL_SCHEMA, TableRef, check_known, parse_select, referenced_tables,
 )
 from pipeline.analytics.model_tests import ModelTest, resolve_tests
 from pipeline.analytics.refs import compile_sql
+from pipeline.analytics.sources import load_sources
 from pipeline.settings import load_settings
 
 DEFAULT_MODELS_DIR = Path(__file__).resolve().parents[2] / "dbt_like_sql"
@@ -91,7 +90,7 @@ def models_dir() -> Path:
 def load_project(root: Path | None = None) -> AnalyticsProject:
     """Read every model under `root` (default dbt_like_sql/), validate it, and order it for building."""
     root = Path(root or models_dir())
-    sources = _load_sources(root / "sources.yml")
+    sources = load_sources(root / "sources.yml")
     files = sorted(p for p in root.rglob("*.sql") if p.is_file())
     if not files:
         raise ModelError(f"{root}: holds no .sql model; set {MODELS_DIR_ENV} to the models directory")
@@ -101,34 +100,6 @@ def load_project(root: Path | None = None) -> AnalyticsProject:
     order = _build_order(parsed, root)
     models = {name: parsed[name] for name in order}
     return AnalyticsProject(root, sources, models)
-
-
-def _load_sources(path: Path) -> dict[str, str]:
-    """The tables of the one source, `lms` (the synced warehouse), from sources.yml in dbt's schema:
-    `sources: [{name: lms, description: ..., tables: [{name: answers, description: ...}, ...]}]`."""
-    if not path.exists():
-        raise ModelError(f"{path}: missing; it declares the {RAW_SCHEMA}.* tables models may read")
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as error:
-        raise ModelError(f"{path}: is not valid YAML: {error}") from None
-    entries = raw.get("sources") if isinstance(raw, dict) else None
-    if not (isinstance(entries, list) and len(entries) == 1 and isinstance(entries[0], dict)
-            and entries[0].get("name") == RAW_SCHEMA and set(raw) <= {"version", "sources"}):
-        raise ModelError(f"{path}: expected dbt's schema with one source, the synced warehouse: "
-                         f"`sources: [{{name: {RAW_SCHEMA}, tables: [{{name: <table>, description: ...}}]}}]`")
-    source = entries[0]
-    tables = source.get("tables")
-    if set(source) - {"name", "description", "tables"} or not isinstance(tables, list) or not tables:
-        raise ModelError(f"{path}: sources[0]: expected name, description and a non-empty `tables:` list")
-    found: dict[str, str] = {}
-    for index, table in enumerate(tables):
-        if not (isinstance(table, dict) and isinstance(table.get("name"), str) and set(table) <= {"name", "description"}):
-            raise ModelError(f"{path}: sources[0].tables[{index}]: expected a mapping of name and description")
-        if table["name"] in found:
-            raise ModelError(f"{path}: sources[0].tables[{index}]: table {table['name']!r} is declared twice")
-        found[table["name"]] = str(table.get("description") or "").strip()
-    return found
 
 
 def _refuse_duplicate_names(files: list[Path]) -> None:

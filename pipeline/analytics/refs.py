@@ -33,7 +33,9 @@ def parse_call(text: str, where: str) -> TableRef:
     if (source := _SOURCE.fullmatch(call)) is None:
         raise ModelError(f"{where}: expected ref('<model>') or source('{RAW_SCHEMA}', '<table>') (got {call!r})")
     if source["source"] != RAW_SCHEMA:
-        raise ModelError(f"{where}: unknown source {source['source']!r}; the one source is {RAW_SCHEMA!r} (sources.yml)")
+        raise ModelError(
+            f"{where}: unknown source {source['source']!r}; the one source is {RAW_SCHEMA!r} (sources.yml)"
+        )
     return TableRef(RAW_SCHEMA, source["table"])
 
 
