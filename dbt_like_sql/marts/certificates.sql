@@ -4,19 +4,38 @@
 --   expired   not disabled, expires_at <= as_of
 --   active    not disabled, no expiry or expires_at > as_of
 -- expiring_within_30_days: active and expires_at <= as_of + 30 days.
-SELECT
-    c.certificate_id,
-    c.user_id,
-    c.badge_id,
-    c.badge_name,
-    c.completed_at,
-    c.expires_at,
-    CASE
-        WHEN c.is_disabled THEN 'revoked'
-        WHEN c.expires_at <= getvariable('as_of') THEN 'expired'
-        ELSE 'active'
-    END AS state,
-    coalesce(NOT c.is_disabled AND c.expires_at > getvariable('as_of')
-        AND c.expires_at <= getvariable('as_of') + INTERVAL 30 DAY, FALSE) AS expiring_within_30_days,
-    getvariable('as_of') AS as_of
-FROM analytics.stg_certificates AS c
+with
+
+certificates as (
+
+    select * from {{ ref('stg_certificates') }}
+
+),
+
+final as (
+
+    select
+        certificate_id,
+        user_id,
+        badge_id,
+        badge_name,
+        completed_at,
+        expires_at,
+        case
+            when is_disabled then 'revoked'
+            when expires_at <= getvariable('as_of') then 'expired'
+            else 'active'
+        end as state,
+        coalesce(
+            not is_disabled
+            and expires_at > getvariable('as_of')
+            and expires_at <= getvariable('as_of') + interval 30 day,
+            false
+        ) as expiring_within_30_days,
+        getvariable('as_of') as as_of
+
+    from certificates
+
+)
+
+select * from final

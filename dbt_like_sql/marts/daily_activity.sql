@@ -1,55 +1,115 @@
 -- Daily learning activity, per UTC calendar day with any activity:
 -- answers given (by answer time), distinct learners and lessons answered, correct answers,
 -- lessons started (by start date), certificates completed (by completion date).
-WITH per_learner_lesson_day AS (
-    -- narrows millions of answers to (day, learner, lesson) before the distinct counts
-    SELECT
-        CAST(timezone('UTC', answered_at) AS DATE) AS activity_date,
+with
+
+answers as (
+
+    select * from {{ ref('stg_answers') }}
+
+),
+
+active_lessons as (
+
+    select * from {{ ref('stg_active_lessons') }}
+
+),
+
+certificates as (
+
+    select * from {{ ref('stg_certificates') }}
+
+),
+
+-- narrows millions of answers to (day, learner, lesson) before the distinct counts
+answers_per_learner_lesson_day as (
+
+    select
+        cast(timezone('UTC', answered_at) as date) as activity_date,
         user_id,
         lesson_id,
-        count(*) AS answers,
-        count(*) FILTER (WHERE is_correct) AS correct_answers
-    FROM analytics.stg_answers
-    WHERE answered_at IS NOT NULL
-    GROUP BY 1, 2, 3
+        count(*) as answers,
+        count(*) filter (where is_correct) as correct_answers
+
+    from answers
+
+    where answered_at is not null
+
+    group by 1, 2, 3
+
 ),
-answers AS (
-    SELECT
+
+answers_per_day as (
+
+    select
         activity_date,
-        CAST(sum(answers) AS BIGINT) AS answers,
-        CAST(sum(correct_answers) AS BIGINT) AS correct_answers,
-        count(DISTINCT user_id) AS active_learners,
-        count(DISTINCT lesson_id) AS lessons_answered
-    FROM per_learner_lesson_day
-    GROUP BY activity_date
+        cast(sum(answers) as bigint) as answers,
+        cast(sum(correct_answers) as bigint) as correct_answers,
+        count(distinct user_id) as active_learners,
+        count(distinct lesson_id) as lessons_answered
+
+    from answers_per_learner_lesson_day
+
+    group by activity_date
+
 ),
-starts AS (
-    SELECT CAST(timezone('UTC', started_at) AS DATE) AS activity_date, count(*) AS lessons_started
-    FROM analytics.stg_active_lessons
-    WHERE started_at IS NOT NULL
-    GROUP BY 1
+
+starts_per_day as (
+
+    select
+        cast(timezone('UTC', started_at) as date) as activity_date,
+        count(*) as lessons_started
+
+    from active_lessons
+
+    where started_at is not null
+
+    group by 1
+
 ),
-certified AS (
-    SELECT CAST(timezone('UTC', completed_at) AS DATE) AS activity_date, count(*) AS certificates_completed
-    FROM analytics.stg_certificates
-    WHERE completed_at IS NOT NULL
-    GROUP BY 1
+
+certificates_per_day as (
+
+    select
+        cast(timezone('UTC', completed_at) as date) as activity_date,
+        count(*) as certificates_completed
+
+    from certificates
+
+    where completed_at is not null
+
+    group by 1
+
 ),
-days AS (
-    SELECT activity_date FROM answers
-    UNION SELECT activity_date FROM starts
-    UNION SELECT activity_date FROM certified
+
+days as (
+
+    select activity_date from answers_per_day
+    union
+    select activity_date from starts_per_day
+    union
+    select activity_date from certificates_per_day
+
+),
+
+final as (
+
+    select
+        days.activity_date,
+        coalesce(answers_per_day.answers, 0) as answers,
+        coalesce(answers_per_day.correct_answers, 0) as correct_answers,
+        coalesce(answers_per_day.active_learners, 0) as active_learners,
+        coalesce(answers_per_day.lessons_answered, 0) as lessons_answered,
+        coalesce(starts_per_day.lessons_started, 0) as lessons_started,
+        coalesce(certificates_per_day.certificates_completed, 0) as certificates_completed
+
+    from days
+
+    left join answers_per_day using (activity_date)
+    left join starts_per_day using (activity_date)
+    left join certificates_per_day using (activity_date)
+
 )
-SELECT
-    d.activity_date,
-    coalesce(a.answers, 0) AS answers,
-    coalesce(a.correct_answers, 0) AS correct_answers,
-    coalesce(a.active_learners, 0) AS active_learners,
-    coalesce(a.lessons_answered, 0) AS lessons_answered,
-    coalesce(s.lessons_started, 0) AS lessons_started,
-    coalesce(c.certificates_completed, 0) AS certificates_completed
-FROM days AS d
-LEFT JOIN answers AS a USING (activity_date)
-LEFT JOIN starts AS s USING (activity_date)
-LEFT JOIN certified AS c USING (activity_date)
-ORDER BY d.activity_date
+
+select * from final
+order by activity_date

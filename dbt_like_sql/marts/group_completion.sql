@@ -1,38 +1,91 @@
 -- Group completion: per group and lesson, how many of the group's current members started, succeeded or
 -- failed it. One row per (group, lesson) where at least one member has progress on the lesson.
 -- completion_rate = members who succeeded / all current members of the group.
-WITH group_sizes AS (
-    SELECT group_id, count(*) AS members
-    FROM analytics.stg_group_members
-    GROUP BY group_id
+with
+
+group_members as (
+
+    select * from {{ ref('stg_group_members') }}
+
 ),
-per_group_lesson AS (
-    SELECT
-        m.group_id,
-        p.lesson_id,
-        count(*) AS learners,
-        count(*) FILTER (WHERE p.status <> 'not-started') AS started,
-        count(*) FILTER (WHERE p.status = 'in-progress') AS in_progress,
-        count(*) FILTER (WHERE p.status = 'succeeded') AS succeeded,
-        count(*) FILTER (WHERE p.status = 'failed') AS failed
-    FROM analytics.stg_group_members AS m
-    JOIN analytics.learner_progress AS p ON p.user_id = m.user_id
-    GROUP BY m.group_id, p.lesson_id
+
+groups as (
+
+    select * from {{ ref('stg_groups') }}
+
+),
+
+lessons as (
+
+    select * from {{ ref('stg_lessons') }}
+
+),
+
+learner_progress as (
+
+    select * from {{ ref('learner_progress') }}
+
+),
+
+group_sizes as (
+
+    select
+        group_id,
+        count(*) as members
+
+    from group_members
+
+    group by group_id
+
+),
+
+learners_per_group_lesson as (
+
+    select
+        group_members.group_id,
+        learner_progress.lesson_id,
+        count(*) as learners,
+        count(*) filter (where learner_progress.status <> 'not-started') as started,
+        count(*) filter (where learner_progress.status = 'in-progress') as in_progress,
+        count(*) filter (where learner_progress.status = 'succeeded') as succeeded,
+        count(*) filter (where learner_progress.status = 'failed') as failed
+
+    from group_members
+
+    inner join learner_progress
+        on learner_progress.user_id = group_members.user_id
+
+    group by group_members.group_id, learner_progress.lesson_id
+
+),
+
+final as (
+
+    select
+        learners_per_group_lesson.group_id,
+        groups.group_title,
+        groups.is_disabled as group_is_disabled,
+        learners_per_group_lesson.lesson_id,
+        lessons.lesson_title,
+        group_sizes.members,
+        learners_per_group_lesson.learners,
+        learners_per_group_lesson.started,
+        learners_per_group_lesson.in_progress,
+        learners_per_group_lesson.succeeded,
+        learners_per_group_lesson.failed,
+        learners_per_group_lesson.succeeded / group_sizes.members as completion_rate
+
+    from learners_per_group_lesson
+
+    inner join group_sizes
+        on group_sizes.group_id = learners_per_group_lesson.group_id
+
+    left join groups
+        on groups.group_id = learners_per_group_lesson.group_id
+
+    left join lessons
+        on lessons.lesson_id = learners_per_group_lesson.lesson_id
+
 )
-SELECT
-    g.group_id,
-    grp.group_title,
-    grp.is_disabled AS group_is_disabled,
-    g.lesson_id,
-    l.lesson_title,
-    s.members,
-    g.learners,
-    g.started,
-    g.in_progress,
-    g.succeeded,
-    g.failed,
-    g.succeeded / s.members AS completion_rate
-FROM per_group_lesson AS g
-JOIN group_sizes AS s ON s.group_id = g.group_id
-LEFT JOIN analytics.stg_groups AS grp ON grp.group_id = g.group_id
-LEFT JOIN analytics.stg_lessons AS l ON l.lesson_id = g.lesson_id
+
+select * from final

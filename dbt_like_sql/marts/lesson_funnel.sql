@@ -2,39 +2,61 @@
 -- learners are at each status. started = in progress + succeeded + failed; learners = started + not started.
 -- median_hours_to_success: median of (last activity - start) over succeeded learners, in hours; the
 -- platform does not expose the instant of success, so the last activity of a succeeded record stands in.
-WITH lessons AS (
-    SELECT lesson_id FROM analytics.stg_lessons
-    UNION
-    SELECT lesson_id FROM analytics.learner_progress
+with
+
+lessons as (
+
+    select * from {{ ref('stg_lessons') }}
+
 ),
-counts AS (
-    SELECT
+
+learner_progress as (
+
+    select * from {{ ref('learner_progress') }}
+
+),
+
+learners_per_lesson as (
+
+    select
         lesson_id,
-        count(*) AS learners,
-        count(*) FILTER (WHERE status <> 'not-started') AS started,
-        count(*) FILTER (WHERE status = 'not-started') AS not_started,
-        count(*) FILTER (WHERE status = 'in-progress') AS in_progress,
-        count(*) FILTER (WHERE status = 'succeeded') AS succeeded,
-        count(*) FILTER (WHERE status = 'failed') AS failed,
+        count(*) as learners,
+        count(*) filter (where status <> 'not-started') as started,
+        count(*) filter (where status = 'not-started') as not_started,
+        count(*) filter (where status = 'in-progress') as in_progress,
+        count(*) filter (where status = 'succeeded') as succeeded,
+        count(*) filter (where status = 'failed') as failed,
         median(epoch(last_activity_at - started_at) / 3600.0)
-            FILTER (WHERE status = 'succeeded') AS median_hours_to_success,
-        median(time_spent) FILTER (WHERE status = 'succeeded') AS median_time_spent_to_success
-    FROM analytics.learner_progress
-    GROUP BY lesson_id
+            filter (where status = 'succeeded') as median_hours_to_success,
+        median(time_spent) filter (where status = 'succeeded') as median_time_spent_to_success
+
+    from learner_progress
+
+    group by lesson_id
+
+),
+
+final as (
+
+    -- full outer join: the catalogue's lessons, and lessons with progress that left the catalogue
+    select
+        lesson_id,
+        lessons.lesson_title,
+        lessons.lesson_status,
+        coalesce(learners_per_lesson.learners, 0) as learners,
+        coalesce(learners_per_lesson.not_started, 0) as not_started,
+        coalesce(learners_per_lesson.started, 0) as started,
+        coalesce(learners_per_lesson.in_progress, 0) as in_progress,
+        coalesce(learners_per_lesson.succeeded, 0) as succeeded,
+        coalesce(learners_per_lesson.failed, 0) as failed,
+        learners_per_lesson.succeeded / nullif(learners_per_lesson.started, 0) as success_rate,
+        learners_per_lesson.median_hours_to_success,
+        learners_per_lesson.median_time_spent_to_success
+
+    from lessons
+
+    full outer join learners_per_lesson using (lesson_id)
+
 )
-SELECT
-    s.lesson_id,
-    l.lesson_title,
-    l.lesson_status,
-    coalesce(c.learners, 0) AS learners,
-    coalesce(c.not_started, 0) AS not_started,
-    coalesce(c.started, 0) AS started,
-    coalesce(c.in_progress, 0) AS in_progress,
-    coalesce(c.succeeded, 0) AS succeeded,
-    coalesce(c.failed, 0) AS failed,
-    c.succeeded / nullif(c.started, 0) AS success_rate,
-    c.median_hours_to_success,
-    c.median_time_spent_to_success
-FROM lessons AS s
-LEFT JOIN counts AS c ON c.lesson_id = s.lesson_id
-LEFT JOIN analytics.stg_lessons AS l ON l.lesson_id = s.lesson_id
+
+select * from final

@@ -2,49 +2,93 @@
 -- their first attempt. A learner's first attempt at a question is their answer with the lowest attempt_index.
 -- first_attempt_correct_rate = correct / decided first answers (undecided answers, pending review, left out).
 -- The title comes from the catalogue when the question is found there, else from the latest answer.
-WITH per_learner AS (
-    -- one row per learner (progress record) and question: the first attempt's verdict, as a hash aggregate
-    -- (attempt_index is unique per record, quiz and question: the key of the answer)
-    SELECT
+with
+
+answers as (
+
+    select * from {{ ref('stg_answers') }}
+
+),
+
+lesson_questions as (
+
+    select * from {{ ref('stg_lesson_questions') }}
+
+),
+
+-- one row per learner (progress record) and question: the first attempt's verdict, as a hash aggregate
+-- (attempt_index is unique per record, quiz and question: the key of the answer)
+first_attempts as (
+
+    select
         lesson_id,
         quiz_type,
         question_id,
-        arg_min({'is_correct': is_correct}, attempt_index).is_correct AS first_is_correct,
-        count(*) AS answers,
-        arg_max(question_title, answered_at) AS latest_title,
-        max(answered_at) AS latest_at
-    FROM analytics.stg_answers
-    GROUP BY active_lesson_id, lesson_id, quiz_type, question_id
+        arg_min({'is_correct': is_correct}, attempt_index).is_correct as first_is_correct,
+        count(*) as answers,
+        arg_max(question_title, answered_at) as latest_title,
+        max(answered_at) as latest_at
+
+    from answers
+
+    group by active_lesson_id, lesson_id, quiz_type, question_id
+
 ),
-per_question AS (
-    SELECT
+
+first_attempts_per_question as (
+
+    select
         lesson_id,
         quiz_type,
         question_id,
-        arg_max(latest_title, latest_at) AS answered_title,
-        count(*) AS first_attempts,
-        count(first_is_correct) AS first_attempts_decided,
-        count(*) FILTER (WHERE first_is_correct) AS first_attempts_correct,
-        sum(answers) AS answers_all_attempts
-    FROM per_learner
-    GROUP BY lesson_id, quiz_type, question_id
+        arg_max(latest_title, latest_at) as answered_title,
+        count(*) as first_attempts,
+        count(first_is_correct) as first_attempts_decided,
+        count(*) filter (where first_is_correct) as first_attempts_correct,
+        sum(answers) as answers_all_attempts
+
+    from first_attempts
+
+    group by lesson_id, quiz_type, question_id
+
 ),
-catalogue AS (
-    SELECT lesson_id, quiz_type, question_id, min(question_title) AS question_title, min(question_type) AS question_type
-    FROM analytics.stg_lesson_questions
-    WHERE question_id IS NOT NULL
-    GROUP BY lesson_id, quiz_type, question_id
+
+catalogue as (
+
+    select
+        lesson_id,
+        quiz_type,
+        question_id,
+        min(question_title) as question_title,
+        min(question_type) as question_type
+
+    from lesson_questions
+
+    where question_id is not null
+
+    group by lesson_id, quiz_type, question_id
+
+),
+
+final as (
+
+    select
+        first_attempts_per_question.lesson_id,
+        first_attempts_per_question.quiz_type,
+        first_attempts_per_question.question_id,
+        coalesce(catalogue.question_title, first_attempts_per_question.answered_title) as question_title,
+        catalogue.question_type,
+        first_attempts_per_question.first_attempts,
+        first_attempts_per_question.first_attempts_decided,
+        first_attempts_per_question.first_attempts_correct,
+        first_attempts_per_question.first_attempts_correct
+            / nullif(first_attempts_per_question.first_attempts_decided, 0) as first_attempt_correct_rate,
+        cast(first_attempts_per_question.answers_all_attempts as bigint) as answers_all_attempts
+
+    from first_attempts_per_question
+
+    left join catalogue using (lesson_id, quiz_type, question_id)
+
 )
-SELECT
-    p.lesson_id,
-    p.quiz_type,
-    p.question_id,
-    coalesce(c.question_title, p.answered_title) AS question_title,
-    c.question_type,
-    p.first_attempts,
-    p.first_attempts_decided,
-    p.first_attempts_correct,
-    p.first_attempts_correct / nullif(p.first_attempts_decided, 0) AS first_attempt_correct_rate,
-    CAST(p.answers_all_attempts AS BIGINT) AS answers_all_attempts
-FROM per_question AS p
-LEFT JOIN catalogue AS c USING (lesson_id, quiz_type, question_id)
+
+select * from final

@@ -1,8 +1,23 @@
 -- Lesson categories present at the platform.
-SELECT
-    id AS category_id,
-    name AS category_name,
-    description,
-    owner_id
-FROM lms.categories
-WHERE deleted_at IS NULL
+with
+
+source as (
+
+    select * from {{ source('lms', 'categories') }}
+
+),
+
+renamed as (
+
+    select
+        id as category_id,
+        name as category_name,
+        description,
+        owner_id
+
+    from source
+    where deleted_at is null
+
+)
+
+select * from renamed

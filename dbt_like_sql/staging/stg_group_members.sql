@@ -1,7 +1,22 @@
 -- Current group memberships (a membership that vanished at the platform is left out).
-SELECT
-    group_id,
-    user_id,
-    first_loaded_at AS member_since_load
-FROM lms.group_members
-WHERE deleted_at IS NULL
+with
+
+source as (
+
+    select * from {{ source('lms', 'group_members') }}
+
+),
+
+renamed as (
+
+    select
+        group_id,
+        user_id,
+        first_loaded_at as member_since_load
+
+    from source
+    where deleted_at is null
+
+)
+
+select * from renamed

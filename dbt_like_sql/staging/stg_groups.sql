@@ -1,13 +1,28 @@
 -- User groups present at the platform (disabled ones included, flagged).
-SELECT
-    id AS group_id,
-    title AS group_title,
-    unique_name,
-    description,
-    type AS group_type,
-    coalesce(disabled, FALSE) AS is_disabled,
-    nb_user,
-    nb_active_user,
-    first_loaded_at
-FROM lms.groups
-WHERE deleted_at IS NULL
+with
+
+source as (
+
+    select * from {{ source('lms', 'groups') }}
+
+),
+
+renamed as (
+
+    select
+        id as group_id,
+        title as group_title,
+        unique_name,
+        description,
+        type as group_type,
+        coalesce(disabled, false) as is_disabled,
+        nb_user,
+        nb_active_user,
+        first_loaded_at
+
+    from source
+    where deleted_at is null
+
+)
+
+select * from renamed

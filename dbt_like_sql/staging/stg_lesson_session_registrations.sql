@@ -1,10 +1,25 @@
 -- Current registrations of users to lesson sessions.
-SELECT
-    session_id,
-    user_id,
-    status AS registration_status,
-    attendance,
-    registration_date AS registered_at,
-    signature_date AS signed_at
-FROM lms.lesson_session_registrations
-WHERE deleted_at IS NULL
+with
+
+source as (
+
+    select * from {{ source('lms', 'lesson_session_registrations') }}
+
+),
+
+renamed as (
+
+    select
+        session_id,
+        user_id,
+        status as registration_status,
+        attendance,
+        registration_date as registered_at,
+        signature_date as signed_at
+
+    from source
+    where deleted_at is null
+
+)
+
+select * from renamed

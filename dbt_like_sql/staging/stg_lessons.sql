@@ -1,13 +1,28 @@
 -- Lessons of the catalogue present at the platform.
-SELECT
-    id AS lesson_id,
-    title AS lesson_title,
-    status AS lesson_status,
-    visibility,
-    level,
-    play_mode,
-    category_ids,
-    track_ids,
-    summary
-FROM lms.lessons
-WHERE deleted_at IS NULL
+with
+
+source as (
+
+    select * from {{ source('lms', 'lessons') }}
+
+),
+
+renamed as (
+
+    select
+        id as lesson_id,
+        title as lesson_title,
+        status as lesson_status,
+        visibility,
+        level,
+        play_mode,
+        category_ids,
+        track_ids,
+        summary
+
+    from source
+    where deleted_at is null
+
+)
+
+select * from renamed

@@ -1,20 +1,31 @@
-"""A model's YAML file (`<model>.yml` beside `<model>.sql`): description, materialization, column docs and
-data tests, dbt style:
+"""A model's properties file in dbt's own schema, `<model>.yml` beside `<model>.sql` (as jaffle-shop keeps them):
 
-    description: One row per learner and lesson.
-    materialized: table            # or view; default: view in staging/, table elsewhere
-    publish: true                  # copied into data/analytics.duckdb (and marts to Parquet); default true
-    columns:
-      user_id:
-        description: The learner.
-        tests: [not_null, {relationships: {to: analytics.stg_users, field: user_id}}]
-      status:
-        tests: [{accepted_values: {values: [not-started, in-progress, succeeded, failed]}}]
-    tests:                         # model-level tests
-      - unique: {columns: [user_id, lesson_id]}
+    version: 2
+    models:
+      - name: learner_progress               # the model of the .sql file beside it
+        description: One row per learner and lesson.
+        config:
+          materialized: table                # or view; default: view in staging/, table elsewhere
+          meta: {publish: false}             # LessonSync's own key: keep it out of the analysts' snapshot
+        data_tests:                          # model-level
+          - dbt_utils.unique_combination_of_columns:
+              arguments: {combination_of_columns: [user_id, lesson_id]}
+        columns:
+          - name: user_id
+            description: The learner.
+            data_tests:
+              - not_null
+              - relationships:
+                  arguments: {to: ref('stg_users'), field: user_id}
+          - name: status
+            data_tests:
+              - accepted_values:
+                  arguments: {values: [not-started, in-progress, succeeded, failed]}
+                  config: {severity: warn}   # default error: not swapped in, downstream skipped
 
-Every test takes an optional `severity: warn` (default `error`: the model is not swapped in and its
-downstream models are skipped).
+Column tests: unique, not_null, accepted_values, relationships (target `ref('<model>')` or
+`source('lms', '<table>')`); model tests: dbt_utils.unique_combination_of_columns. Anything else, or a key
+this runner would silently ignore, is an error naming the file and the place in it.
 """
 
 from __future__ import annotations
@@ -26,24 +37,39 @@ from typing import Any, Literal
 import yaml
 
 from pipeline.analytics.errors import ModelError
+from pipeline.analytics.lineage import TableRef
+from pipeline.analytics.refs import parse_call
 
 TestKind = Literal["unique", "not_null", "accepted_values", "relationships"]
-TEST_KINDS: tuple[TestKind, ...] = ("unique", "not_null", "accepted_values", "relationships")
 Severity = Literal["error", "warn"]
 Materialization = Literal["table", "view"]
+
+# YAML test name -> (kind it runs as, its arguments: name -> required)
+COLUMN_TESTS: dict[str, tuple[TestKind, dict[str, bool]]] = {
+    "unique": ("unique", {}),
+    "not_null": ("not_null", {}),
+    "accepted_values": ("accepted_values", {"values": True}),
+    "relationships": ("relationships", {"to": True, "field": True}),
+}
+MODEL_TESTS: dict[str, tuple[TestKind, dict[str, bool]]] = {
+    "dbt_utils.unique_combination_of_columns": ("unique", {"combination_of_columns": True}),
+}
+_MODEL_KEYS = {"name", "description", "config", "columns", "data_tests"}
+_COLUMN_KEYS = {"name", "description", "data_tests"}
+_RENAMED = "data_tests, dbt's name for tests since 1.8"
 
 
 @dataclass(frozen=True)
 class TestDecl:
-    """A data test as written in YAML; `to` is still a name here, resolved by the project loader."""
+    """A data test as written in YAML (`to` parsed, not yet checked against the known tables)."""
 
     kind: TestKind
     columns: tuple[str, ...]
     values: tuple[Any, ...] = ()
-    to: str | None = None
+    to: TableRef | None = None
     to_field: str | None = None
     severity: Severity = "error"
-    where: str = ""  # where in the YAML file, for error messages
+    where: str = ""  # file and place in it, for error messages
 
 
 @dataclass(frozen=True)
@@ -55,62 +81,123 @@ class ModelConfig:
     tests: tuple[TestDecl, ...] = ()
 
 
-def load_config(path: Path) -> ModelConfig:
-    """The YAML beside a model; an absent file means no docs and no tests."""
+def load_config(path: Path, model: str) -> ModelConfig:
+    """The properties of `model` from the YAML beside it; an absent file means no docs and no tests."""
     if not path.exists():
         return ModelConfig()
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as error:
         raise ModelError(f"{path}: is not valid YAML: {error}") from None
-    _expect(isinstance(raw, dict), path, "top level", "a mapping")
-    unknown = set(raw) - {"description", "materialized", "publish", "columns", "tests"}
-    _expect(not unknown, path, "top level",
-            f"only description, materialized, publish, columns, tests (got {sorted(unknown)})")
-    materialized = raw.get("materialized")
-    _expect(materialized in (None, "table", "view"), path, "materialized", "'table' or 'view'")
-    publish = raw.get("publish", True)
-    _expect(isinstance(publish, bool), path, "publish", "true or false")
-    columns_raw = raw.get("columns") or {}
-    _expect(isinstance(columns_raw, dict), path, "columns", "a mapping of column name to its docs and tests")
+    where = Where(path)
+    where.expect(isinstance(raw, dict) and "models" in raw, "top level",
+                 "dbt's schema: `version: 2` and `models: [{name: ..., columns: [...]}]`")
+    where.expect(raw.get("version", 2) == 2, "version", "2, dbt's properties schema (or no version: dbt's default)")
+    where.expect(set(raw) <= {"version", "models"}, "top level", f"only version and models (got {sorted(raw)})")
+    entries = raw["models"]
+    where.expect(isinstance(entries, list) and len(entries) == 1, "models",
+                 f"a list of one entry, the model {model!r} (one properties file per model)")
+    return _model_config(entries[0], model, where.at("models[0]"))
+
+
+def _model_config(entry: Any, model: str, where: Where) -> ModelConfig:
+    where.expect(isinstance(entry, dict), "", "a mapping with name, description, config, columns, data_tests")
+    where.expect("tests" not in entry, "tests", _RENAMED)
+    where.expect(set(entry) <= _MODEL_KEYS, "", f"only {', '.join(sorted(_MODEL_KEYS))} (got {sorted(entry)})")
+    where.expect(entry.get("name") == model, "name", f"{model!r}, the model of the .sql file beside it")
+    materialized, publish = _model_settings(entry.get("config") or {}, where.at("config"))
+    tests = [_test(item, MODEL_TESTS, None, where.at(f"data_tests[{i}]"))
+             for i, item in enumerate(_list(entry, "data_tests", where))]
     columns: dict[str, str] = {}
-    tests: list[TestDecl] = []
-    for column, spec in columns_raw.items():
-        spec = spec or {}
-        where = f"columns.{column}"
-        _expect(isinstance(spec, dict), path, where, "a mapping with description and/or tests")
-        columns[str(column)] = str(spec.get("description", "")).strip()
-        for index, item in enumerate(spec.get("tests") or []):
-            tests.append(_parse_test(item, path, f"{where}.tests[{index}]", default_column=str(column)))
-    for index, item in enumerate(raw.get("tests") or []):
-        tests.append(_parse_test(item, path, f"tests[{index}]", default_column=None))
-    return ModelConfig(str(raw.get("description", "")).strip(), materialized, publish, columns, tuple(tests))
+    for index, column in enumerate(_list(entry, "columns", where)):
+        name, description, column_tests = _column(column, where.at(f"columns[{index}]"), where)
+        where.expect(name not in columns, f"columns[{index}].name", f"a column listed once ({name!r} is listed twice)")
+        columns[name] = description
+        tests += column_tests
+    return ModelConfig(str(entry.get("description") or "").strip(), materialized, publish, columns, tuple(tests))
 
 
-def _parse_test(item: Any, path: Path, where: str, default_column: str | None) -> TestDecl:
+def _column(column: Any, at_index: Where, model: Where) -> tuple[str, str, list[TestDecl]]:
+    """A `columns:` entry: its name, description and tests."""
+    at_index.expect(isinstance(column, dict) and isinstance(column.get("name"), str), "",
+                    "a mapping with the column's name (and description, data_tests)")
+    name = column["name"]
+    at = model.at(f"columns.{name}")
+    at.expect("tests" not in column, "tests", _RENAMED)
+    at.expect(set(column) <= _COLUMN_KEYS, "", f"only {', '.join(sorted(_COLUMN_KEYS))} (got {sorted(column)})")
+    tests = [_test(item, COLUMN_TESTS, name, at.at(f"data_tests[{i}]"))
+             for i, item in enumerate(_list(column, "data_tests", at))]
+    return name, str(column.get("description") or "").strip(), tests
+
+
+def _model_settings(config: Any, where: Where) -> tuple[Materialization | None, bool]:
+    where.expect(isinstance(config, dict) and set(config) <= {"materialized", "meta"}, "",
+                 "a mapping of materialized and/or meta")
+    materialized = config.get("materialized")
+    where.expect(materialized in (None, "table", "view"), "materialized", "'table' or 'view'")
+    meta = config.get("meta") or {}
+    where.expect(isinstance(meta, dict) and set(meta) <= {"publish"}, "meta", "a mapping of publish only")
+    publish = meta.get("publish", True)
+    where.expect(isinstance(publish, bool), "meta.publish", "true or false")
+    return materialized, publish
+
+
+def _list(mapping: dict[str, Any], key: str, where: Where) -> list[Any]:
+    items = mapping.get(key) or []
+    where.expect(isinstance(items, list), key, "a list")
+    return items
+
+
+def _test(item: Any, known: dict[str, tuple[TestKind, dict[str, bool]]], column: str | None,
+          where: Where) -> TestDecl:
+    """One entry of a data_tests list: `name` or `{name: {arguments: {...}, config: {severity: ...}}}`."""
     if isinstance(item, str):
-        kind, params = item, {}
+        name, body = item, {}
     else:
-        _expect(isinstance(item, dict) and len(item) == 1, path, where, "a test name or {name: {params}}")
-        ((kind, params),) = item.items()
-        params = params or {}
-    _expect(kind in TEST_KINDS, path, where, f"one of {', '.join(TEST_KINDS)} (got {kind!r})")
-    _expect(isinstance(params, dict), path, where, "parameters as a mapping")
-    columns = params.get("columns") or params.get("column") or default_column
-    columns = (columns,) if isinstance(columns, str) else tuple(columns or ())
-    _expect(bool(columns), path, where, "a column (model-level tests name theirs with `column:` or `columns:`)")
-    _expect(kind == "unique" or len(columns) == 1, path, where, f"{kind} on exactly one column")
-    severity = params.get("severity", "error")
-    _expect(severity in ("error", "warn"), path, where, "severity 'error' or 'warn'")
-    values: tuple[Any, ...] = ()
-    if kind == "accepted_values":
-        values = tuple(params.get("values") or ())
-        _expect(bool(values), path, where, "accepted_values with a non-empty `values` list")
-    if kind == "relationships":
-        _expect(bool(params.get("to")) and bool(params.get("field")), path, where, "relationships with `to` and `field`")
-    return TestDecl(kind, columns, values, params.get("to"), params.get("field"), severity, f"{path}: {where}")
+        where.expect(isinstance(item, dict) and len(item) == 1, "", "a test name or {name: {arguments: ...}}")
+        ((name, body),) = item.items()
+        body = body or {}
+    where.expect(name in known, "", f"one of {', '.join(known)} (got {name!r})")
+    where.expect(isinstance(body, dict) and set(body) <= {"arguments", "config"}, "",
+                 f"{name}'s `arguments:` and/or `config:` (dbt 1.10's layout: values, to, field... go under "
+                 f"arguments, severity under config)")
+    kind, wanted = known[name]
+    args = body.get("arguments") or {}
+    where.expect(isinstance(args, dict) and set(args) <= set(wanted), "arguments",
+                 f"{', '.join(wanted)} only" if wanted else f"none: {name} takes no arguments")
+    missing = [a for a, required in wanted.items() if required and not args.get(a)]
+    where.expect(not missing, "arguments", f"{name} with {', '.join(missing)} (non-empty)")
+    config = body.get("config") or {}
+    where.expect(isinstance(config, dict) and set(config) <= {"severity"}, "config", "a mapping of severity only")
+    severity = str(config.get("severity", "error")).lower()  # dbt writes ERROR / warn
+    where.expect(severity in ("error", "warn"), "config.severity", "error or warn")
+    columns = (column,) if column is not None else _names(args["combination_of_columns"], where)
+    to = parse_call(str(args["to"]), str(where.at("arguments.to"))) if kind == "relationships" else None
+    where.expect(kind != "accepted_values" or isinstance(args["values"], list), "arguments.values", "a list")
+    values = tuple(args["values"]) if kind == "accepted_values" else ()
+    return TestDecl(kind, columns, values, to, args.get("field"), severity, str(where))
 
 
-def _expect(condition: bool, path: Path, where: str, wanted: str) -> None:
-    if not condition:
-        raise ModelError(f"{path}: {where}: expected {wanted}")
+def _names(value: Any, where: Where) -> tuple[str, ...]:
+    where.expect(isinstance(value, list) and all(isinstance(v, str) for v in value),
+                 "arguments.combination_of_columns", "a list of column names")
+    return tuple(value)
+
+
+@dataclass(frozen=True)
+class Where:
+    """A place in a YAML file (`models[0].columns[2].data_tests[0]`), for errors that say where to look."""
+
+    path: Path
+    place: str = ""
+
+    def at(self, child: str) -> Where:
+        return Where(self.path, f"{self.place}.{child}" if self.place else child)
+
+    def expect(self, condition: bool, child: str, wanted: str) -> None:
+        if not condition:
+            place = self.at(child).place if child else self.place
+            raise ModelError(f"{self.path}: {place or 'top level'}: expected {wanted}")
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.place}" if self.place else str(self.path)

@@ -1,8 +1,9 @@
 """Which tables a model's SQL reads, found with a real SQL parser (sqlglot, DuckDB dialect).
 
-Dependencies are never hand-kept: a model reads `lms.<raw table>` (the synced warehouse tables) and
-`analytics.<model>` (other models), always schema-qualified so that the SQL runs as written in the
-warehouse and a reader of the file sees where each table comes from. CTE names are not tables.
+Dependencies are never hand-kept: a model's compiled SQL (refs.py: `{{ ref('x') }}` -> `analytics.x`,
+`{{ source('lms', 'x') }}` -> `lms.x`) reads `lms.<raw table>` (the synced warehouse tables) and
+`analytics.<model>` (other models), always schema-qualified, so the SQL runs as compiled in the warehouse.
+CTE names are not tables.
 """
 
 from __future__ import annotations
@@ -84,6 +85,6 @@ def check_known(ref: TableRef, where: str, sources: dict[str, str], models: set[
     raise ModelError(
         f"{where}: references unknown table {ref}. Known raw tables: "
         f"{', '.join(f'{RAW_SCHEMA}.{s}' for s in sorted(sources))}; known models: "
-        f"{', '.join(f'{MODEL_SCHEMA}.{m}' for m in sorted(models))}. Fix the name, add the model, "
-        f"or declare the raw table in sources.yml"
+        f"{', '.join(f'{MODEL_SCHEMA}.{m}' for m in sorted(models))} (ref('<model>') and source('{RAW_SCHEMA}', "
+        f"'<table>') compile to these). Fix the name, add the model, or declare the raw table in sources.yml"
     )

@@ -9,7 +9,7 @@ from typing import Any
 
 from pipeline.analytics.config import TestDecl
 from pipeline.analytics.errors import ModelError
-from pipeline.analytics.lineage import MODEL_SCHEMA, TableRef, check_known
+from pipeline.analytics.lineage import TableRef, check_known
 
 
 @dataclass(frozen=True)
@@ -51,12 +51,9 @@ def resolve_tests(model: str, decls: Iterable[TestDecl], sources: dict[str, str]
 
 
 def _resolve(model: str, decl: TestDecl, sources: dict[str, str], models: set[str]) -> ModelTest:
-    to: TableRef | None = None
     if decl.to is not None:
-        schema, _, name = str(decl.to).rpartition(".")
-        to = TableRef(schema or MODEL_SCHEMA, name)
-        check_known(to, decl.where, sources, models, self_name="")
-    return ModelTest(model, decl.kind, decl.columns, decl.values, to, decl.to_field, decl.severity, decl.where)
+        check_known(decl.to, decl.where, sources, models, self_name="")
+    return ModelTest(model, decl.kind, decl.columns, decl.values, decl.to, decl.to_field, decl.severity, decl.where)
 
 
 def _refuse_duplicates(tests: tuple[ModelTest, ...], config_path: Path) -> None:

@@ -1,5 +1,6 @@
 """Discovery of the analyst models under dbt_like_sql/: one SELECT per `.sql` file (file name = model name),
-its YAML beside it, and the raw tables it may read declared in `sources.yml`.
+its properties YAML beside it (config.py), and the raw tables it may read declared in `sources.yml`, all in
+dbt's schema.
 
 Loading is pure (files only, no database): a model that reads an unknown table, a broken YAML test or a
 dependency cycle fails here, when Dagster loads the code location, with the file and the table named.
@@ -14,14 +15,14 @@ from functools import cached_property
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
-import yaml
-
 from pipeline.analytics.config import Materialization, load_config
 from pipeline.analytics.errors import ModelError
 from pipeline.analytics.lineage import (
-    MODEL_SCHEMA, RAW_SCHEMA, TableRef, check_known, parse_select, referenced_tables,
+    MODEL_SCHEMA, TableRef, check_known, parse_select, referenced_tables,
 )
 from pipeline.analytics.model_tests import ModelTest, resolve_tests
+from pipeline.analytics.refs import compile_sql
+from pipeline.analytics.sources import load_sources
 from pipeline.settings import load_settings
 
 DEFAULT_MODELS_DIR = Path(__file__).resolve().parents[2] / "dbt_like_sql"
@@ -34,14 +35,14 @@ class Model:
     name: str
     layer: str  # the directory under dbt_like_sql/: staging, marts
     sql_path: Path
-    sql: str
+    sql: str  # as it runs: the file with its ref() and source() compiled to table names (refs.py)
     deps: tuple[TableRef, ...]
     materialized: Materialization
     publish: bool  # copied into the analysts' snapshot (and, for a mart, to Parquet)
     description: str
     columns: dict[str, str]
     tests: tuple[ModelTest, ...]
-    config_text: str
+    code_text: str  # the .sql and .yml files as written
 
     @property
     def is_mart(self) -> bool:
@@ -50,7 +51,7 @@ class Model:
     @property
     def code_version(self) -> str:
         """Changes whenever the SQL or the YAML changes, so the UI can flag stale materializations."""
-        return hashlib.sha256((self.sql + "\0" + self.config_text).encode()).hexdigest()[:16]
+        return hashlib.sha256(self.code_text.encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ def models_dir() -> Path:
 def load_project(root: Path | None = None) -> AnalyticsProject:
     """Read every model under `root` (default dbt_like_sql/), validate it, and order it for building."""
     root = Path(root or models_dir())
-    sources = _load_sources(root / "sources.yml")
+    sources = load_sources(root / "sources.yml")
     files = sorted(p for p in root.rglob("*.sql") if p.is_file())
     if not files:
         raise ModelError(f"{root}: holds no .sql model; set {MODELS_DIR_ENV} to the models directory")
@@ -101,16 +102,6 @@ def load_project(root: Path | None = None) -> AnalyticsProject:
     return AnalyticsProject(root, sources, models)
 
 
-def _load_sources(path: Path) -> dict[str, str]:
-    if not path.exists():
-        raise ModelError(f"{path}: missing; it declares the {RAW_SCHEMA}.* tables models may read")
-    raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    tables = raw.get("tables") if isinstance(raw, dict) else None
-    if not isinstance(tables, dict) or not tables:
-        raise ModelError(f"{path}: expected `tables:` mapping each {RAW_SCHEMA} table name to its description")
-    return {str(name): str(desc or "").strip() for name, desc in tables.items()}
-
-
 def _refuse_duplicate_names(files: list[Path]) -> None:
     seen: dict[str, Path] = {}
     for path in files:
@@ -120,18 +111,19 @@ def _refuse_duplicate_names(files: list[Path]) -> None:
 
 
 def _load_model(path: Path, root: Path, sources: dict[str, str], model_names: set[str]) -> Model:
-    sql = path.read_text(encoding="utf-8")
+    text = path.read_text(encoding="utf-8")
+    sql = compile_sql(text, path)
     deps = referenced_tables(parse_select(sql, path), path)
     for ref in sorted(deps):
         check_known(ref, str(path), sources, model_names, self_name=path.stem)
     config_path = path.with_suffix(".yml")
-    config = load_config(config_path)
+    config = load_config(config_path, path.stem)
     layer = path.parent.relative_to(root).parts[0] if path.parent != root else ""
     tests = resolve_tests(path.stem, config.tests, sources, model_names, config_path)
     materialized = config.materialized or ("view" if layer == "staging" else "table")
     config_text = config_path.read_text(encoding="utf-8") if config_path.exists() else ""
     return Model(path.stem, layer, path, sql, tuple(sorted(deps)), materialized, config.publish,
-                 config.description, config.columns, tests, config_text)
+                 config.description, config.columns, tests, text + "\0" + config_text)
 
 
 def _build_order(models: dict[str, Model], root: Path) -> list[str]:

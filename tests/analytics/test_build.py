@@ -18,10 +18,10 @@ from pipeline.analytics.models import AnalyticsProject, load_project
 ROWS = {1: 300_000, 2: 200_000}  # generation -> rows of that generation's build
 
 
-def tiny_project(tmp_path: Path, sql: str = "SELECT n, gen FROM lms.numbers") -> AnalyticsProject:
+def tiny_project(tmp_path: Path, sql: str = "select n, gen from {{ source('lms', 'numbers') }}") -> AnalyticsProject:
     root = tmp_path / "models"
     (root / "marts").mkdir(parents=True, exist_ok=True)
-    (root / "sources.yml").write_text("tables:\n  numbers: generated rows\n")
+    (root / "sources.yml").write_text("sources:\n  - name: lms\n    tables: [{name: numbers}]\n")
     (root / "marts" / "big.sql").write_text(sql)
     return load_project(root)
 
@@ -136,7 +136,8 @@ def test_failing_test_keeps_previous_table_and_skips_downstream(
 def test_warn_severity_reports_without_blocking(tmp_path: Path, numbers_db: duckdb.DuckDBPyConnection) -> None:
     project = tiny_project(tmp_path)
     (tmp_path / "models" / "marts" / "big.yml").write_text(
-        "columns:\n  gen:\n    tests: [{accepted_values: {values: [2], severity: warn}}]\n"
+        "models:\n  - name: big\n    columns:\n      - name: gen\n        data_tests:\n"
+        "          - accepted_values: {arguments: {values: [2]}, config: {severity: warn}}\n"
     )
     project = load_project(tmp_path / "models")
     (result,) = build_models(numbers_db, project)
@@ -150,7 +151,7 @@ def test_sql_error_names_the_file_and_keeps_previous_table(
 ) -> None:
     project = tiny_project(tmp_path)
     list(build_models(numbers_db, project))
-    broken = tiny_project(tmp_path, "SELECT n, no_such_column FROM lms.numbers")
+    broken = tiny_project(tmp_path, "select n, no_such_column from {{ source('lms', 'numbers') }}")
     (result,) = build_models(numbers_db, broken)
     assert result.status == "failed"
     assert str(broken.models["big"].sql_path) in result.error and "no_such_column" in result.error
@@ -160,7 +161,8 @@ def test_sql_error_names_the_file_and_keeps_previous_table(
 
 def test_documented_column_missing_from_the_select(tmp_path: Path, numbers_db: duckdb.DuckDBPyConnection) -> None:
     tiny_project(tmp_path)
-    (tmp_path / "models" / "marts" / "big.yml").write_text("columns:\n  generation: {description: typo}\n")
+    (tmp_path / "models" / "marts" / "big.yml").write_text(
+        "models:\n  - name: big\n    columns: [{name: generation, description: typo}]\n")
     (result,) = build_models(numbers_db, load_project(tmp_path / "models"))
     assert result.status == "failed"
     assert "big.yml" in result.error and "['generation']" in result.error
@@ -177,7 +179,7 @@ def test_leftover_build_of_a_killed_run_is_replaced(tmp_path: Path, numbers_db: 
 def test_materialization_can_change_between_builds(tmp_path: Path, numbers_db: duckdb.DuckDBPyConnection) -> None:
     project = tiny_project(tmp_path)
     list(build_models(numbers_db, project))
-    (tmp_path / "models" / "marts" / "big.yml").write_text("materialized: view\n")
+    (tmp_path / "models" / "marts" / "big.yml").write_text("models:\n  - name: big\n    config: {materialized: view}\n")
     (result,) = build_models(numbers_db, load_project(tmp_path / "models"))
     assert result.status == "built"
     kinds = numbers_db.execute("SELECT table_type FROM information_schema.tables WHERE table_name = 'big'").fetchall()

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import duckdb
 from dagster import AssetKey
+from sqlglot.tokens import Tokenizer, TokenType
 
 from pipeline.analytics.models import DEFAULT_MODELS_DIR, AnalyticsProject
+from pipeline.analytics.refs import parse_call
 from pipeline.assets.analytics import PUBLISHED_KEY, analytics_checks, analytics_models, analytics_published
 from pipeline.contract.tables import TABLES
 
@@ -36,12 +39,43 @@ def _tables_in_parse_tree(node: object, found: set[str]) -> set[str]:
 
 
 def test_deps_match_duckdbs_own_parse_of_each_file(project: AnalyticsProject) -> None:
-    # DuckDB's own parser (json_serialize_sql), independent of sqlglot, names the tables each file reads.
+    # DuckDB's own parser (json_serialize_sql), independent of sqlglot, names the tables each compiled file reads.
     conn = duckdb.connect()
     for model in project.models.values():
-        tree = json.loads(conn.execute("SELECT json_serialize_sql(?)", [model.sql_path.read_text()]).fetchone()[0])
+        tree = json.loads(conn.execute("SELECT json_serialize_sql(?)", [model.sql]).fetchone()[0])
         assert tree["error"] is False, model.name
         assert {str(d) for d in model.deps} == _tables_in_parse_tree(tree, set()), model.name
+
+
+REFERENCE = re.compile(r"\{\{ (ref\('\w+'\)|source\('lms', '\w+'\)) \}\}")
+IMPORT_CTE = re.compile(r"\n(\w+) as \(\n\n    select \* from \{\{ (.+?) \}\}\n\n\)")
+LOGIC_CTE = re.compile(r"\n\w+ as \(\n\n    select\n")
+
+
+def test_models_are_in_jaffle_shops_shape(project: AnalyticsProject) -> None:
+    """Every table a model reads is named once, by ref()/source(), in an import CTE at the top
+    (`<name> as (select * from {{ ref(..) }})`), before any logic CTE; the model ends selecting from its last
+    CTE (`final`; `renamed` in staging); every keyword is lowercase."""
+    for model in project.models.values():
+        text = model.sql_path.read_text()
+        calls = REFERENCE.findall(text)
+        assert sorted(str(parse_call(c, model.name)) for c in calls) == [str(d) for d in model.deps], model.name
+        imports = IMPORT_CTE.findall(text)
+        assert [call for _, call in imports] == calls, f"{model.name}: a reference outside an import CTE"
+        logic = [m.start() for m in LOGIC_CTE.finditer(text)]
+        assert logic and max(text.index(call) for call in calls) < min(logic), f"{model.name}: imports first"
+        last = "renamed" if model.layer == "staging" else "final"
+        assert re.search(rf"\nselect \* from {last}(\norder by \w+)?\n$", text), model.name
+        tokens = Tokenizer().tokenize(model.sql)
+        words = [model.sql[t.start:t.end + 1] for t in tokens if t.token_type != TokenType.STRING]
+        upper = [w for w in words if w != w.lower()]
+        assert not upper, f"{model.name}: {upper}"
+
+
+def test_staging_models_rename_one_source(project: AnalyticsProject) -> None:
+    for model in project.models.values():
+        if model.layer == "staging":
+            assert len(model.deps) == 1 and model.deps[0].schema == "lms", model.name
 
 
 def test_some_deps_spelled_out(project: AnalyticsProject) -> None:
