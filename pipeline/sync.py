@@ -10,8 +10,8 @@ from typing import Any
 from dagster import AssetKey, DagsterInstance
 
 from pipeline.instance import ensure_dagster_home
-from pipeline.runs.inprocess import execute_in_process
-from pipeline.selection import widen_to_whole_multi_assets
+from pipeline.defs.operations.runs.inprocess import execute_in_process
+from pipeline.defs.selection import widen_to_whole_multi_assets
 from pipeline.settings import load_settings
 
 
@@ -35,21 +35,22 @@ def run_sync(*, full_refresh: bool = False, select: Sequence[str] = (), data_dir
 def run_job(job_name: str, *, select: Sequence[str] = (), data_dir: Path | None = None,
             instance: DagsterInstance | None = None, backfill_range: tuple[str, str] | None = None) -> SyncReport:
     """Execute a job of the code location in this process and summarise what it did."""
-    from pipeline.definitions import build_definitions  # reads LESSONSYNC_* as they are now
+    from pipeline.definitions import build_definitions
 
-    defs = build_definitions()
+    settings = load_settings()  # LESSONSYNC_* as they are now
+    defs = build_definitions(settings)
     job = defs.resolve_job_def(job_name)
     if instance is None:
         ensure_dagster_home(data_dir or Path("data"))
         instance = DagsterInstance.get()
     keys = _selected_keys(defs, select) if select else None
     backfill: dict[str, object] = {}
-    if backfill_range is not None:  # what the Launchpad sets for a backfill (pipeline/backfill.py)
+    if backfill_range is not None:  # what the Launchpad sets for a backfill (pipeline/defs/progress/backfill.py)
         first, last = backfill_range
         backfill = {"resources": {"backfill": {"config": {"updated_from": first, "updated_to": last}}}}
     # Dagster's console logger prints every engine event at DEBUG; cron users and the demo want the assets' own
     # progress lines (INFO) and problems. LESSONSYNC_LOG_LEVEL=DEBUG brings the engine events back.
-    loggers = {"loggers": {"console": {"config": {"log_level": load_settings().log_level}}}}
+    loggers = {"loggers": {"console": {"config": {"log_level": settings.log_level}}}}
     # LessonSync's executor: tags the run with this process, fails dead runs first, watches the pool wait.
     result = execute_in_process(job, run_config={**loggers, **backfill}, instance=instance, asset_selection=keys)
     report = SyncReport(success=result.success, run_id=result.run_id)

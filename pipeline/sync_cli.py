@@ -49,9 +49,10 @@ def _whole_multi_assets(select: list[str]) -> list[str]:
     if not select:
         return select
     from pipeline.definitions import build_definitions
-    from pipeline.selection import widen_to_whole_multi_assets
+    from pipeline.defs.selection import widen_to_whole_multi_assets
+    from pipeline.settings import load_settings
 
-    widened = widen_to_whole_multi_assets(build_definitions(), select)
+    widened = widen_to_whole_multi_assets(build_definitions(load_settings()), select)
     for key, neighbours in widened.added.items():
         print(f"selection widened: {key} is fetched together with {', '.join(neighbours)}, which run with it")
     return widened.select

@@ -12,7 +12,7 @@ from typing import Any
 
 from dagster import DagsterEventType, DagsterInstance, build_run_status_sensor_context
 
-from pipeline.alerts import failure_alert_sensor
+from pipeline.defs.operations.alerts import failure_alert_sensor
 from pipeline.stack import environment
 
 

@@ -5,7 +5,7 @@ import pytest
 from dagster import AssetSelection
 
 from pipeline.definitions import build_definitions
-from pipeline.selection import widen_to_whole_multi_assets
+from pipeline.defs.selection import widen_to_whole_multi_assets
 
 
 def test_one_asset_of_a_multi_asset_brings_its_neighbours_and_says_which():

@@ -1,15 +1,12 @@
-"""What every asset that writes the warehouse shares: its key scheme, owner, pool, and a ready warehouse."""
+"""What every asset that writes the warehouse shares: its key scheme, its catalog metadata, a ready warehouse
+(owners and pool: policy.py)."""
 
 from dagster import AssetKey, TableColumn, TableSchema
 
-from pipeline.resources import WarehouseResource
+from pipeline.defs.resources import WarehouseResource
 from pipeline.source.tables import TableSpec
 from pipeline.warehouse import Warehouse
 from pipeline.warehouse.arrow_types import field_type
-
-OWNERS = ["team:data-engineering"]
-# DuckDB has one writer: every asset and check that opens the warehouse takes a slot of this pool (limit 1).
-POOL = "warehouse"
 
 
 def lms_key(table: str) -> AssetKey:

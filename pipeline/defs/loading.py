@@ -17,7 +17,7 @@ from pipeline.source.memory import release_free_memory
 from pipeline.source.new_fields import paths_of
 from pipeline.source.tables import TableSpec
 from pipeline.warehouse import Load, LoadResult, TableLoadStats, Warehouse, row_count
-from pipeline.windows import UNBOUNDED, Window, cursor_window, next_cursor
+from pipeline.defs.windows import UNBOUNDED, Window, cursor_window, next_cursor
 
 PROGRESS_EVERY_S = 5.0
 # A full collection costs ~0.2-0.25 s in a process holding Dagster and DuckDB: worth it before the commit of a
@@ -39,7 +39,7 @@ class StreamLoad:
 
 def window_for(context: AssetExecutionContext, cursor: datetime | None, settings: Settings,
                backfill: Window | None = None) -> Window:
-    """A backfill reads its range (pipeline/backfill.py); every other run (schedule, CLI, "Materialize",
+    """A backfill reads its range (pipeline/defs/progress/backfill.py); every other run (schedule, CLI, "Materialize",
     full refresh) reads from the cursor."""
     if backfill is not None:
         return backfill
@@ -65,7 +65,7 @@ def load_stream(
     were pulled whole: their rows not seen are marked deleted, but only after a complete sweep.
     `window` fixes the window (snapshots); `backfill` is the run's backfill range, if any (else the cursor's).
     `before_commit(load, stats)` may write more rows (sync state) to commit in the same transaction.
-    `cursor_ceiling()`, read after the fetch, caps the cursor (pipeline/windows.py: the answers' one).
+    `cursor_ceiling()`, read after the fetch, caps the cursor (pipeline/defs/windows.py: the answers' one).
     `tables` (and `snapshot_tables`) get their live row count after the commit (dagster/row_count).
     First, on one connection: every raw table (and `also_tables`) created or evolved, the cursor read and
     `fetch(window)` called (it may plan from the warehouse); its batches are read after the file is let go."""

@@ -6,10 +6,13 @@ They cost what the load cost, not what the table holds: unique and non-null keys
 declared primary key (DuckDB enforces it on every write; a table without one is scanned), and after a
 run that loaded the table the link checks look at the rows that load wrote (pipeline.warehouse.checks
 explains why that finds every orphan a load can make). A run that did not load the table (the
-`check_warehouse` job) checks every row."""
+`check_warehouse` job) checks every row.
+
+Each domain declares the links of its tables (its checks.py); `build_raw_table_checks` makes the two steps from
+them and the settings (the share of rows one load may mark deleted)."""
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import duckdb
@@ -24,21 +27,22 @@ from dagster import (
     multi_asset_check,
 )
 
-from pipeline.assets.common import POOL, lms_key
-from pipeline.resources import WarehouseResource
-from pipeline.settings import load_settings
+from pipeline.defs.common import lms_key
+from pipeline.defs.policy import POOL
+from pipeline.defs.resources import WarehouseResource
+from pipeline.settings import Settings
 from pipeline.source import TABLES
-from pipeline.source.catalog import ANSWER_KEY
 from pipeline.warehouse import duplicate_keys, null_keys, orphans, row_count
 from pipeline.warehouse.checks import enforced_by_primary_key
 
 CHECKED_TABLES = tuple(name for name, spec in TABLES.items() if spec.kind != "append")
 CONTRACT_CHECK = "contract_unchanged"
-MAX_DELETED_FRACTION = load_settings().max_deleted_fraction
 
 
 @dataclass(frozen=True)
 class Link:
+    """Every live row of lms.<child> has its lms.<parent> row (a check of the child, named for the parent)."""
+
     child: str
     parent: str
     on: dict[str, str]  # child column -> parent column
@@ -48,24 +52,24 @@ class Link:
         return f"links_to_{self.parent}"
 
 
-LINKS = (
-    Link("answers", "active_lessons", {"user_id": "user_id", "lesson_id": "lesson_id"}),
-    Link("answer_results", "answers", {k: k for k in ANSWER_KEY}),
-    Link("lesson_session_registrations", "lesson_sessions", {"session_id": "id"}),
-    Link("group_members", "groups", {"group_id": "id"}),
-    Link("group_members", "users", {"user_id": "id"}),
-)
+@dataclass(frozen=True)
+class CheckRules:
+    links: tuple[Link, ...]
+    max_deleted_fraction: float  # not_shrinking fails above it (Settings.max_deleted_fraction)
+
+    def links_of(self, table: str) -> list[Link]:
+        return [link for link in self.links if link.child == table]
 
 
-def table_check_specs(table: str) -> list[AssetCheckSpec]:
-    key, links = lms_key(table), [link for link in LINKS if link.child == table]
+def table_check_specs(table: str, rules: CheckRules) -> list[AssetCheckSpec]:
+    key, links = lms_key(table), rules.links_of(table)
     return [
         AssetCheckSpec("key_unique_not_null", asset=key, blocking=True,
                        description=f"Every row has a full, unique key {TABLES[table].key}."),
         *(AssetCheckSpec(link.check_name, asset=key,
                          description=f"Every live row has its lms.{link.parent} row.") for link in links),
         AssetCheckSpec("not_shrinking", asset=key,
-                       description=f"The last load marked at most {MAX_DELETED_FRACTION:.0%} of the rows deleted "
+                       description=f"The last load marked at most {rules.max_deleted_fraction:.0%} of the rows deleted "
                                    "(LESSONSYNC_MAX_DELETED_FRACTION)."),
         AssetCheckSpec(CONTRACT_CHECK, asset=key,
                        description="This run's load saw no field the models do not declare and quarantined no "
@@ -80,8 +84,8 @@ STEP_TABLES = {"check_active_lessons": ("active_lessons",),
                "check_raw_tables": tuple(t for t in CHECKED_TABLES if t != "active_lessons")}
 
 
-def raw_checks_step(name: str, tables: tuple[str, ...]) -> AssetChecksDefinition:
-    @multi_asset_check(name=name, specs=[spec for t in tables for spec in table_check_specs(t)],
+def raw_checks_step(name: str, tables: tuple[str, ...], rules: CheckRules) -> AssetChecksDefinition:
+    @multi_asset_check(name=name, specs=[spec for t in tables for spec in table_check_specs(t, rules)],
                        pool=POOL, can_subset=True,
                        description=f"Key, link and shrink checks of {', '.join(f'lms.{t}' for t in tables)}: one "
                        "step (and one read-only connection) for every selected check, after the assets it checks.")
@@ -93,7 +97,7 @@ def raw_checks_step(name: str, tables: tuple[str, ...]) -> AssetChecksDefinition
         with warehouse.warehouse().connect(read_only=True) as conn:
             for table in tables:  # declaration order: parents before their children
                 if table in selected:
-                    yield from _table_results(conn, table, selected[table],
+                    yield from _table_results(conn, table, selected[table], rules,
                                               context.run.run_id if lms_key(table) in loaded else None)
                     if CONTRACT_CHECK in selected[table]:
                         yield _contract_result(table, loaded.get(lms_key(table)))
@@ -101,11 +105,11 @@ def raw_checks_step(name: str, tables: tuple[str, ...]) -> AssetChecksDefinition
     return _checks
 
 
-def _table_results(conn: duckdb.DuckDBPyConnection, table: str, selected: set[str],
+def _table_results(conn: duckdb.DuckDBPyConnection, table: str, selected: set[str], rules: CheckRules,
                    loaded_by: str | None) -> Iterator[AssetCheckResult]:
     """`loaded_by`: the run id when this run materialized the table (link checks then look only at the rows
     its loads wrote: none at all when they wrote no row of the table), else None (every row)."""
-    key, links = lms_key(table), [link for link in LINKS if link.child == table]
+    key, links = lms_key(table), rules.links_of(table)
     if "key_unique_not_null" in selected:
         duplicates, nulls = duplicate_keys(conn, table), null_keys(conn, table)
         yield AssetCheckResult(check_name="key_unique_not_null", asset_key=key,
@@ -123,7 +127,7 @@ def _table_results(conn: duckdb.DuckDBPyConnection, table: str, selected: set[st
             yield AssetCheckResult(check_name=link.check_name, asset_key=key, passed=count == 0,
                                    metadata={"orphans": count, "checked": scope})
     if "not_shrinking" in selected:
-        yield _shrink_result(conn, table)
+        yield _shrink_result(conn, table, rules.max_deleted_fraction)
 
 
 def _first_load_time(conn: duckdb.DuckDBPyConnection, table: str, run_id: str):
@@ -167,7 +171,7 @@ def _contract_result(table: str, metadata: dict[str, object] | None) -> AssetChe
                   "next_step": "see lms.quarantine and the run's warnings; README 'Bad records'"})
 
 
-def _shrink_result(conn: duckdb.DuckDBPyConnection, table: str) -> AssetCheckResult:
+def _shrink_result(conn: duckdb.DuckDBPyConnection, table: str, max_deleted_fraction: float) -> AssetCheckResult:
     live = row_count(conn, table)
     last = conn.execute(
         "SELECT json_extract(tables, ?) FROM lms._load_runs WHERE json_extract(tables, ?) IS NOT NULL "
@@ -177,10 +181,13 @@ def _shrink_result(conn: duckdb.DuckDBPyConnection, table: str) -> AssetCheckRes
     before = live - inserted + deleted
     fraction = deleted / before if before else 0.0
     return AssetCheckResult(
-        check_name="not_shrinking", asset_key=lms_key(table), passed=fraction <= MAX_DELETED_FRACTION,
+        check_name="not_shrinking", asset_key=lms_key(table), passed=fraction <= max_deleted_fraction,
         severity=AssetCheckSeverity.WARN,
         metadata={"live_rows": live, "live_rows_before_last_load": before, "deleted_by_last_load": deleted,
                   "deleted_fraction": round(fraction, 4)})
 
 
-raw_table_checks = [raw_checks_step(name, tables) for name, tables in STEP_TABLES.items()]
+def build_raw_table_checks(settings: Settings, links: Iterable[Link]) -> list[AssetChecksDefinition]:
+    """The checks of every raw table, in the two steps of STEP_TABLES; `links`: what each domain declares."""
+    rules = CheckRules(tuple(links), settings.max_deleted_fraction)
+    return [raw_checks_step(name, tables, rules) for name, tables in STEP_TABLES.items()]

@@ -1,35 +1,42 @@
-"""Dagster resources: where the warehouse lives and how the platform is reached. Nothing here opens a
-file or a socket until an asset asks for it, so loading the code location stays cheap and side-effect free."""
+"""Dagster resources: where the warehouse lives and how the platform is reached, built from the settings by
+`build_resources`. Nothing here opens a file or a socket until an asset asks for it, so loading the code location
+stays cheap and side-effect free."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
-from dagster import ConfigurableResource
+from dagster import ConfigurableResource, EnvVar
 from pydantic import Field
 
+from pipeline.defs.progress.backfill import BackfillWindow
 from pipeline.settings import Settings, load_settings
 from pipeline.source import PlatformClient
 from pipeline.warehouse import Warehouse
+from pipeline.webhooks.resource import InboxResource
 
 
 class WarehouseResource(ConfigurableResource):
     """The DuckDB warehouse and the Parquet lake under one data directory (the lake on object storage when
     LESSONSYNC_LAKE_URL is set)."""
 
-    data_dir: str = Field("data", description="Warehouse, lake and published analytics live here.")
+    data_dir: str = Field(description="Warehouse, lake and published analytics live here (LESSONSYNC_DATA_DIR).")
+
+    def settings(self) -> Settings:
+        """DuckDB memory limit, temp directory, threads and lock timeout from LESSONSYNC_DUCKDB_*; the lake
+        from LESSONSYNC_LAKE_URL; files under this resource's data directory."""
+        return load_settings(data_dir=Path(self.data_dir))
 
     @property
     def path(self) -> Path:
-        return Path(self.data_dir) / "warehouse.duckdb"
+        return self.settings().warehouse_path
 
     def warehouse(self) -> Warehouse:
-        """DuckDB memory limit, temp directory, threads and lock timeout from LESSONSYNC_DUCKDB_*; the lake
-        from LESSONSYNC_LAKE_URL."""
-        return Warehouse.from_settings(load_settings(data_dir=Path(self.data_dir)))
+        return Warehouse.from_settings(self.settings())
 
     @contextmanager
     def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -56,3 +63,20 @@ class PlatformResource(ConfigurableResource):
 
     def client(self) -> PlatformClient:
         return PlatformClient(self.settings())
+
+
+def build_resources(settings: Settings) -> dict[str, ConfigurableResource]:
+    """The code location's resources. A variable set in the environment reaches the platform resource as an
+    EnvVar, so the UI shows its name, never its value; an unset secret is never put in resource config: the
+    resource reads it from the LESSONSYNC_* settings (a `.env` file) when a run starts."""
+    return {
+        "platform": PlatformResource(base_url=_env_var("LESSONSYNC_BASE_URL") or settings.base_url,
+                                     app_secret=_env_var("LESSONSYNC_APP_SECRET")),
+        "warehouse": WarehouseResource(data_dir=str(settings.data_dir)),
+        "inbox": InboxResource(path=str(settings.inbox_path)),
+        "backfill": BackfillWindow(),  # unset: cursor runs; set in the Launchpad to backfill a date range
+    }
+
+
+def _env_var(name: str) -> EnvVar | None:
+    return EnvVar(name) if name in os.environ else None

@@ -1,16 +1,18 @@
 """Snapshot assets, declared as data: each stream is pulled whole (disabled records included) and the
-rows that vanished from it are marked deleted, never dropped."""
+rows that vanished from it are marked deleted, never dropped. The domains declare theirs (directory/assets.py,
+catalog/assets.py, sessions/assets.py) and build them with `snapshot_asset`."""
 
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from dagster import AssetExecutionContext, AssetSpec, AssetsDefinition, MaterializeResult, multi_asset
 
-from pipeline.assets.loading import load_stream, table_metadata
-from pipeline.assets.common import OWNERS, POOL, lms_key, ready_warehouse, table_definition_metadata
-from pipeline.resources import PlatformResource, WarehouseResource
+from pipeline.defs.common import lms_key, ready_warehouse, table_definition_metadata
+from pipeline.defs.loading import load_stream, table_metadata
+from pipeline.defs.policy import POOL
+from pipeline.defs.resources import PlatformResource, WarehouseResource
 from pipeline.source import TABLES
-from pipeline.windows import Window
+from pipeline.defs.windows import Window
 
 
 @dataclass(frozen=True)
@@ -21,20 +23,9 @@ class Snapshot:
     summary: str  # the one-line business description shown in the UI
 
 
-SNAPSHOTS = (
-    Snapshot("groups", ("groups", "users", "group_members"), "directory",
-             "Who the learners are and which groups they belong to (disabled groups and users included)."),
-    Snapshot("categories", ("categories",), "catalog", "How the organisation files its lessons."),
-    Snapshot("lessons", ("lessons", "lesson_questions"), "catalog",
-             "The lesson catalogue with its notions and the questions of every quiz."),
-    Snapshot("lesson_sessions", ("lesson_sessions", "lesson_session_registrations"), "sessions",
-             "Scheduled lesson sessions and who registered, attended or was turned away."),
-)
-
-
 def snapshot_asset(snapshot: Snapshot) -> AssetsDefinition:
     specs = [AssetSpec(lms_key(table), description=TABLES[table].description, group_name=snapshot.group,
-                       kinds={"duckdb", "parquet"}, owners=OWNERS, metadata=table_definition_metadata(TABLES[table]))
+                       kinds={"duckdb", "parquet"}, metadata=table_definition_metadata(TABLES[table]))
              for table in snapshot.tables]
 
     @multi_asset(name=f"sync_{snapshot.stream}", specs=specs, pool=POOL, can_subset=False,
@@ -52,6 +43,3 @@ def snapshot_asset(snapshot: Snapshot) -> AssetsDefinition:
             yield MaterializeResult(asset_key=lms_key(table), metadata=table_metadata(done, table))
 
     return _sync
-
-
-snapshot_assets = [snapshot_asset(s) for s in SNAPSHOTS]

@@ -3,7 +3,7 @@
 Two ways to run the incremental streams:
 - cursor runs (nightly schedule, `lessonsync sync`): since = cursor - lookback, nothing dropped, and the
   cursor advances once the sweep was complete (`next_cursor`, proved below);
-- backfills (a date range set in the Launchpad, pipeline/backfill.py): since = range start, one sweep, and every
+- backfills (a date range set in the Launchpad, pipeline/defs/progress/backfill.py): since = range start, one sweep, and every
   row fetched is kept, those updated after the range end too (they are current data, the same the next cursor
   run would write); the range end only bounds which answer versions are recorded. The cursor is left alone (a
   backfill never moves it backwards or past the nightly run).

@@ -12,8 +12,8 @@ from analytics_world import AS_OF, seed_small_world
 from pipeline.analytics.build import build_models
 from pipeline.analytics.models import AnalyticsProject
 from pipeline.analytics.publish import publish
-from pipeline.assets.analytics import PUBLISHED_KEY, analytics_assets, analytics_checks
-from pipeline.resources import WarehouseResource
+from pipeline.defs.analytics.assets import PUBLISHED_KEY, analytics_assets, analytics_checks
+from pipeline.defs.resources import WarehouseResource
 
 RUN_CONFIG = {"ops": {"analytics_models": {"config": {"as_of": AS_OF.isoformat()}}}}
 

@@ -9,7 +9,7 @@ import duckdb
 from dagster import AssetKey
 
 from pipeline.analytics.models import DEFAULT_MODELS_DIR, AnalyticsProject
-from pipeline.assets.analytics import PUBLISHED_KEY, analytics_checks, analytics_models, analytics_published
+from pipeline.defs.analytics.assets import PUBLISHED_KEY, analytics_checks, analytics_models, analytics_published
 from pipeline.source.catalog import TABLES
 from pipeline.webhooks.tables import CERTIFICATE_EVENTS, CERTIFICATES
 

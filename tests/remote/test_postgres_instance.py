@@ -12,7 +12,7 @@ from dagster._core.storage.tags import RUN_KEY_TAG, SENSOR_NAME_TAG
 from dagster_postgres import PostgresRunStorage
 
 from pipeline.definitions import build_definitions
-from pipeline.jobs import WRITES_WAREHOUSE
+from pipeline.defs.operations.jobs import WRITES_WAREHOUSE
 from pipeline.stack import environment
 from pipeline.verify import compare_warehouse
 from pipeline.webhooks.resource import InboxResource

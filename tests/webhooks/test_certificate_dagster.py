@@ -14,10 +14,10 @@ import pytest
 from dagster import AssetKey, RunRequest, SkipReason, build_sensor_context, materialize
 from webhook_helpers import FUTURE, PAST, certificate
 
-import pipeline.sensors
-from pipeline.assets.certificates import certificates
-from pipeline.resources import WarehouseResource
-from pipeline.sensors import certificate_inbox_sensor
+import pipeline.defs.certificates.sensors
+from pipeline.defs.certificates.assets import certificates
+from pipeline.defs.resources import WarehouseResource
+from pipeline.defs.certificates.sensors import certificate_inbox_sensor
 from pipeline.webhooks.events import to_delivery
 from pipeline.webhooks.inbox import Inbox
 from pipeline.webhooks.resource import InboxResource
@@ -79,13 +79,13 @@ def test_sensor_interval_comes_from_the_environment(monkeypatch: pytest.MonkeyPa
     try:
         assert certificate_inbox_sensor.minimum_interval_seconds == 30
         monkeypatch.setenv("LESSONSYNC_CERTIFICATE_SENSOR_INTERVAL", "5")
-        assert importlib.reload(pipeline.sensors).certificate_inbox_sensor.minimum_interval_seconds == 5
+        assert importlib.reload(pipeline.defs.certificates.sensors).certificate_inbox_sensor.minimum_interval_seconds == 5
         monkeypatch.setenv("LESSONSYNC_CERTIFICATE_SENSOR_INTERVAL", "soon")
         with pytest.raises(ValueError, match="certificate_sensor_interval"):
-            importlib.reload(pipeline.sensors)
+            importlib.reload(pipeline.defs.certificates.sensors)
     finally:
         monkeypatch.delenv("LESSONSYNC_CERTIFICATE_SENSOR_INTERVAL")
-        importlib.reload(pipeline.sensors)
+        importlib.reload(pipeline.defs.certificates.sensors)
 
 
 def run_asset(tmp_path: Path, inbox: Inbox) -> dict[AssetKey, dict[str, object]]:

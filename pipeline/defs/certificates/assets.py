@@ -16,8 +16,9 @@ from dagster import (
     multi_asset,
 )
 
-from pipeline.assets.common import OWNERS, POOL, table_definition_metadata
-from pipeline.resources import WarehouseResource
+from pipeline.defs.common import table_definition_metadata
+from pipeline.defs.policy import POOL
+from pipeline.defs.resources import WarehouseResource
 from pipeline.source.tables import TableSpec
 from pipeline.webhooks.load import LoadStats, load_certificate_events, scalar
 from pipeline.webhooks.resource import InboxResource
@@ -33,7 +34,6 @@ def _spec(key: AssetKey, table: TableSpec) -> AssetSpec:
         key=key,
         group_name=GROUP,
         kinds={"duckdb"},
-        owners=OWNERS,
         description=table.description,
         metadata=table_definition_metadata(table),
     )

@@ -1,4 +1,4 @@
-"""Sensors. `certificate_inbox_sensor` watches the webhook inbox (SQLite, read-only) and asks for a run of
+"""The certificate inbox sensor. `certificate_inbox_sensor` watches the webhook inbox (SQLite, read-only) and asks for a run of
 the `load_certificates` job (the certificates asset, then the marts that read only it) when events past its
 cursor exist. It never opens the DuckDB warehouse: the run itself loads from the warehouse's own high-water
 mark, so a request the sensor makes twice, or a run that fails, loses nothing -- the next run picks up every
@@ -8,13 +8,11 @@ event not yet committed."""
 import json
 from dataclasses import dataclass
 
-from dagster import DefaultSensorStatus, RunRequest, SensorEvaluationContext, SkipReason, sensor
+from dagster import DefaultSensorStatus, RunRequest, SensorDefinition, SensorEvaluationContext, SkipReason, sensor
 
-from pipeline.jobs import load_certificates_job
-from pipeline.settings import load_settings
+from pipeline.defs.certificates.jobs import load_certificates_job
+from pipeline.settings import Settings
 from pipeline.webhooks.resource import InboxResource
-
-INTERVAL_ENV = "LESSONSYNC_CERTIFICATE_SENSOR_INTERVAL"
 
 
 @dataclass(frozen=True)
@@ -42,14 +40,20 @@ class InboxCursor:
         return self.sequence if self.inbox_id in (None, inbox_id) else 0
 
 
-@sensor(
-    name="certificate_inbox_sensor",
-    job=load_certificates_job,
-    minimum_interval_seconds=load_settings().certificate_sensor_interval,
-    default_status=DefaultSensorStatus.RUNNING,
-    description=f"Loads new certificate webhook deliveries from the inbox (every {INTERVAL_ENV} s, default 30).",
-)
-def certificate_inbox_sensor(context: SensorEvaluationContext, inbox: InboxResource) -> RunRequest | SkipReason:
+def build_certificate_inbox_sensor(settings: Settings) -> SensorDefinition:
+    """The sensor, ticking every Settings.certificate_sensor_interval seconds."""
+    return sensor(
+        name="certificate_inbox_sensor",
+        job=load_certificates_job,
+        minimum_interval_seconds=settings.certificate_sensor_interval,
+        default_status=DefaultSensorStatus.RUNNING,
+        description="Loads new certificate webhook deliveries from the inbox (every "
+        "LESSONSYNC_CERTIFICATE_SENSOR_INTERVAL s, default 30).",
+    )(certificate_inbox_tick)
+
+
+def certificate_inbox_tick(context: SensorEvaluationContext, inbox: InboxResource) -> RunRequest | SkipReason:
+    """One tick: a run request when the inbox holds events past the cursor, else why not."""
     box = inbox.inbox()
     inbox_id = box.inbox_id()
     if inbox_id is None:

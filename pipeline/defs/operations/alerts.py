@@ -12,9 +12,11 @@ import logging
 from typing import Any
 
 import httpx
-from dagster import DefaultSensorStatus, RunFailureSensorContext, SkipReason, run_failure_sensor
+from dagster import (
+    DefaultSensorStatus, RunFailureSensorContext, RunStatusSensorDefinition, SkipReason, run_failure_sensor,
+)
 
-from pipeline.settings import Settings, load_settings
+from pipeline.settings import Settings
 
 log = logging.getLogger("lessonsync.alerts")
 
@@ -67,11 +69,19 @@ def _root_error(event: Any) -> str:
     return error.message.strip()
 
 
-@run_failure_sensor(name="failure_alert_sensor", default_status=DefaultSensorStatus.RUNNING,
-                    description="POSTs run, step and error of every failed run to LESSONSYNC_ALERT_WEBHOOK_URL.")
-def failure_alert_sensor(context: RunFailureSensorContext) -> SkipReason | None:
-    """Tells the operator about a failed run."""
-    settings = load_settings()
+def build_failure_alert_sensor(settings: Settings) -> RunStatusSensorDefinition:
+    """The sensor, alerting Settings.alert_webhook_url (held here, never in the sensor's config or metadata)."""
+
+    @run_failure_sensor(name="failure_alert_sensor", default_status=DefaultSensorStatus.RUNNING,
+                        description="POSTs run, step and error of every failed run to LESSONSYNC_ALERT_WEBHOOK_URL.")
+    def failure_alert_sensor(context: RunFailureSensorContext) -> SkipReason | None:
+        """Tells the operator about a failed run."""
+        return alert_failed_run(context, settings)
+
+    return failure_alert_sensor
+
+
+def alert_failed_run(context: RunFailureSensorContext, settings: Settings) -> SkipReason | None:
     url = settings.alert_webhook_url.get_secret_value() if settings.alert_webhook_url is not None else ""
     if not url:
         return SkipReason("LESSONSYNC_ALERT_WEBHOOK_URL is not set")

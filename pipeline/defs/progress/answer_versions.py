@@ -21,7 +21,7 @@ commits in the same DuckDB transaction as the answers and `lessonsync rebuild` r
 
 Modes (Settings.answers_refetch, LESSONSYNC_ANSWERS_REFETCH): "changed" (default) plans requests for the
 window's active lessons whose version differs from the stored one; "window" refetches every active lesson
-of the window (the behaviour before this table). Full refreshes and backfills (a date range, pipeline/backfill.py) always
+of the window (the behaviour before this table). Full refreshes and backfills (a date range, pipeline/defs/progress/backfill.py) always
 refetch their whole window: they exist to re-read it. Every mode records the versions it fetched.
 """
 
@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from pipeline.source.records import TIMESTAMP
 from pipeline.source.tables import TableSpec
 from pipeline.warehouse import Warehouse
-from pipeline.windows import Window
+from pipeline.defs.windows import Window
 
 VERSIONS = TableSpec(
     name="answers_synced_versions",

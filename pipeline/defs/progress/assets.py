@@ -1,7 +1,7 @@
 """Progress assets: active lessons and their per-question answers, synced by `updatedSince` cursors.
 
 Not partitioned: each table is the current state of every record, materialized whole by every run (see
-pipeline/backfill.py for why, and for backfills of a date range)."""
+backfill.py for why, and for backfills of a date range). Their freshness policy: freshness.py."""
 
 from collections.abc import Iterator
 from typing import Any
@@ -9,25 +9,24 @@ from typing import Any
 import pyarrow.compute as pc
 from dagster import AssetExecutionContext, AssetSpec, MaterializeResult, asset, multi_asset
 
-from pipeline.assets.common import OWNERS, POOL, lms_key, ready_warehouse, table_definition_metadata
-from pipeline.assets.answer_versions import VERSIONS, fetched_versions, window_active_lessons
-from pipeline.assets.clock_skew import clock_skew_metadata
-from pipeline.assets.loading import load_stream, table_metadata
-from pipeline.freshness import progress_freshness
-from pipeline.backfill import BackfillWindow
-from pipeline.resources import PlatformResource, WarehouseResource
+from pipeline.defs.common import lms_key, ready_warehouse, table_definition_metadata
+from pipeline.defs.loading import load_stream, table_metadata
+from pipeline.defs.policy import POOL
+from pipeline.defs.progress.answer_versions import VERSIONS, fetched_versions, window_active_lessons
+from pipeline.defs.progress.backfill import BackfillWindow
+from pipeline.defs.progress.clock_skew import clock_skew_metadata
+from pipeline.defs.resources import PlatformResource, WarehouseResource
 from pipeline.source import TABLES, RunStats
 from pipeline.warehouse import Load
-from pipeline.windows import Window
+from pipeline.defs.windows import Window
+
 
 @asset(
     key=lms_key("active_lessons"),
     group_name="progress",
     kinds={"duckdb", "parquet"},
-    owners=OWNERS,
     pool=POOL,
     description=TABLES["active_lessons"].description,
-    freshness_policy=progress_freshness,
     metadata=table_definition_metadata(TABLES["active_lessons"]),
 )
 def active_lessons(
@@ -47,12 +46,11 @@ def active_lessons(
 @multi_asset(
     specs=[
         AssetSpec(lms_key("answers"), deps=[lms_key("active_lessons")], description=TABLES["answers"].description,
-                  group_name="progress", kinds={"duckdb", "parquet"}, owners=OWNERS,
-                  freshness_policy=progress_freshness, metadata=table_definition_metadata(TABLES["answers"])),
+                  group_name="progress", kinds={"duckdb", "parquet"},
+                  metadata=table_definition_metadata(TABLES["answers"])),
         AssetSpec(lms_key("answer_results"), deps=[lms_key("answers")],
                   description=TABLES["answer_results"].description, group_name="progress",
-                  kinds={"duckdb", "parquet"}, owners=OWNERS,
-                  metadata=table_definition_metadata(TABLES["answer_results"])),
+                  kinds={"duckdb", "parquet"}, metadata=table_definition_metadata(TABLES["answer_results"])),
     ],
     pool=POOL,
     can_subset=False,
@@ -62,7 +60,7 @@ def answers(
     backfill: BackfillWindow,
 ) -> Iterator[MaterializeResult]:
     """Every answer of every attempt (entry and exit quizzes), fetched only for active lessons whose
-    version (lastDate) changed since their answers were fetched (pipeline/assets/answer_versions.py)."""
+    version (lastDate) changed since their answers were fetched (answer_versions.py)."""
     wh = ready_warehouse(warehouse)
     planned: dict[str, Any] = {}
     with platform.client() as client:

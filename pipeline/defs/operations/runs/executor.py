@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
-from dagster import executor
+from dagster import ExecutorDefinition, executor
 from dagster._core.definitions.executor_definition import IN_PROC_CONFIG, _core_in_process_executor_creation
 from dagster._core.events import DagsterEvent, EngineEventData
 from dagster._core.execution.api import ExecuteRunWithPlanIterable
@@ -17,10 +17,10 @@ from dagster._core.execution.plan.execute_plan import inner_plan_execution_itera
 from dagster._core.execution.plan.plan import ExecutionPlan
 from dagster._core.executor.in_process import InProcessExecutor
 
-from pipeline.runs.identity import current_process, recorded_process
-from pipeline.runs.pool_wait import WatchedConcurrencyContext
-from pipeline.runs.recovery import recover_dead_runs
-from pipeline.settings import load_settings
+from pipeline.defs.operations.runs.identity import current_process, recorded_process
+from pipeline.defs.operations.runs.pool_wait import WatchedConcurrencyContext
+from pipeline.defs.operations.runs.recovery import recover_dead_runs
+from pipeline.settings import Settings
 
 
 class WatchedInProcessExecutor(InProcessExecutor):
@@ -53,8 +53,13 @@ class WatchedInProcessExecutor(InProcessExecutor):
             yield from inner_plan_execution_iterator(job_context, execution_plan, concurrency)
 
 
-@executor(name="lessonsync_in_process", config_schema=IN_PROC_CONFIG)
-def lessonsync_executor(init_context) -> WatchedInProcessExecutor:
-    """Dagster's in-process executor, with run-process tags, dead-run recovery and a watched pool wait."""
-    base = _core_in_process_executor_creation(init_context.executor_config)
-    return WatchedInProcessExecutor(base, load_settings().pool_wait_timeout)
+def build_executor(settings: Settings) -> ExecutorDefinition:
+    """Dagster's in-process executor, with run-process tags, dead-run recovery and a pool wait that gives up after
+    Settings.pool_wait_timeout seconds."""
+
+    @executor(name="lessonsync_in_process", config_schema=IN_PROC_CONFIG)
+    def lessonsync_executor(init_context) -> WatchedInProcessExecutor:
+        base = _core_in_process_executor_creation(init_context.executor_config)
+        return WatchedInProcessExecutor(base, settings.pool_wait_timeout)
+
+    return lessonsync_executor

@@ -17,7 +17,7 @@ from dagster._core.execution.plan.instance_concurrency_context import InstanceCo
 from dagster._core.log_manager import DagsterLogManager
 from dagster._core.storage.dagster_run import DagsterRun
 
-from pipeline.runs.identity import recorded_process, this_host
+from pipeline.defs.operations.runs.identity import recorded_process, this_host
 
 REPORT_EVERY_SECONDS = 30.0
 MAX_NAP_SECONDS = 1.0  # the loop wakes at least this often, so reports and the timeout stay on time

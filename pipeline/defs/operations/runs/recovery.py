@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 
 from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter
 
-from pipeline.runs.identity import HOST_TAG, recorded_process, this_host
+from pipeline.defs.operations.runs.identity import HOST_TAG, recorded_process, this_host
 
 # NOT_STARTED too: an in-process run is created with its tags, then killed before its first event.
 UNFINISHED = [DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dagster import DefaultSensorStatus, SensorEvaluationContext, SkipReason, sensor
 
-from pipeline.runs.recovery import recover_dead_runs
+from pipeline.defs.operations.runs.recovery import recover_dead_runs
 
 DEAD_RUN_CHECK_SECONDS = 60
 

@@ -1,0 +1,16 @@
+"""The progress domain's definitions: the two cursor assets with their freshness policy, and the backfill job."""
+
+from __future__ import annotations
+
+from dagster import Definitions
+
+from pipeline.defs.progress.assets import active_lessons, answers
+from pipeline.defs.progress.freshness import with_progress_freshness
+from pipeline.defs.progress.jobs import backfill_progress_job
+from pipeline.settings import Settings
+
+
+def build_defs(settings: Settings) -> Definitions:
+    fresh = [asset.map_asset_specs(lambda spec: with_progress_freshness(spec, settings))
+             for asset in (active_lessons, answers)]
+    return Definitions(assets=fresh, jobs=[backfill_progress_job])
