@@ -4,12 +4,13 @@ name and key; the `lessonsync sync` summary lists loads one per line and the mod
 from dagster import AssetKey
 
 from pipeline.definitions import build_definitions
+from pipeline.settings import load_settings
 from pipeline.source import TABLES
 from pipeline.sync_cli import summary_lines
 
 
 def test_every_raw_asset_declares_its_columns_and_table_name():
-    graph = build_definitions().resolve_asset_graph()
+    graph = build_definitions(load_settings()).resolve_asset_graph()
     raw = [key for key in graph.get_all_asset_keys() if key.path[0] == "lms"]
     assert len(raw) >= 13
     for key in raw:

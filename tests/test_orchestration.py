@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from dagster import Failure, RunRequest, build_schedule_context
+from dagster import EnvVar, Failure, RunRequest, build_resources, build_schedule_context
 
 import pipeline.definitions
 from pipeline.definitions import build_definitions, defs
@@ -115,3 +115,23 @@ def test_python_m_pipeline_instance_creates_the_dagster_home_as_make_dev_does(tm
     assert done.stdout.strip() == str(home.resolve())
     shipped = Path(pipeline.definitions.__file__).parent / "instance" / "dagster.yaml"
     assert (home / "dagster.yaml").read_text() == shipped.read_text()
+
+
+def test_a_secret_set_in_the_environment_reaches_the_resource_by_name_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the UI gets (the repository snapshot the webserver serves) names LESSONSYNC_APP_SECRET, never its value;
+    unset, the secret is not in resource config at all (the resource reads the settings when a run starts)."""
+    from dagster._core.remote_representation.external_data import RepositorySnap
+    from dagster_shared.serdes import serialize_value
+
+    secret = "s3cret-value-never-shown"
+    monkeypatch.setenv("LESSONSYNC_APP_SECRET", secret)
+    built = build_definitions(load_settings())
+    platform = built.resources["platform"]
+    assert platform.app_secret == EnvVar("LESSONSYNC_APP_SECRET")
+    with build_resources({"platform": platform}) as resources:  # what a run gets: the value, read at run start
+        assert resources.platform.settings().app_secret.get_secret_value() == secret
+    snapshot = serialize_value(RepositorySnap.from_def(built.get_repository_def()))
+    assert "LESSONSYNC_APP_SECRET" in snapshot and secret not in snapshot
+
+    monkeypatch.delenv("LESSONSYNC_APP_SECRET")
+    assert build_definitions(load_settings()).resources["platform"].app_secret is None

@@ -9,9 +9,13 @@ import duckdb
 from dagster import AssetKey
 
 from pipeline.analytics.models import DEFAULT_MODELS_DIR, AnalyticsProject
-from pipeline.defs.analytics.assets import PUBLISHED_KEY, analytics_checks, analytics_models, analytics_published
+from pipeline.defs.analytics.assets import PUBLISHED_KEY, build_analytics
+from pipeline.settings import load_settings
 from pipeline.source.catalog import TABLES
 from pipeline.webhooks.tables import CERTIFICATE_EVENTS, CERTIFICATES
+
+ANALYTICS = build_analytics(load_settings())
+analytics_models, analytics_published, analytics_checks = ANALYTICS.models, ANALYTICS.published, ANALYTICS.checks
 
 
 def test_every_sql_file_is_one_model_with_its_yaml(project: AnalyticsProject) -> None:
