@@ -18,18 +18,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from dagster import (
-    AssetCheckExecutionContext,
     AssetCheckResult,
     AssetChecksDefinition,
     AssetExecutionContext,
-    AssetKey,
     AssetsDefinition,
     Config,
     Failure,
     MaterializeResult,
     MetadataValue,
     asset,
-    asset_check,
     multi_asset,
 )
 from pydantic import Field
@@ -39,16 +36,14 @@ from pipeline.analytics.dagster_specs import (
     GROUP, asset_key, asset_spec, check_results, check_specs, log_line, materialization,
 )
 from pipeline.analytics.errors import ModelError
-from pipeline.analytics.lineage import MODEL_SCHEMA
 from pipeline.analytics.models import AnalyticsProject, load_project
 from pipeline.analytics.publish import publish
-from pipeline.analytics.verify import verify_published
+from pipeline.defs.analytics.checks import PUBLISHED_KEY, published_files_check
 from pipeline.defs.policy import POOL
 from pipeline.defs.resources import WarehouseResource
 from pipeline.settings import Settings
 
 AS_OF_ENV = "LESSONSYNC_ANALYTICS_AS_OF"  # default `as_of` when the run config gives none (e.g. the demo's clock)
-PUBLISHED_KEY = AssetKey([MODEL_SCHEMA, "published"])
 
 
 class AnalyticsBuildConfig(Config):
@@ -95,7 +90,7 @@ def build_analytics(settings: Settings) -> Analytics:
     if "published" in project.models:
         raise ModelError(f"{project.models['published'].sql_path}: the model name 'published' is reserved; rename it")
     return Analytics(project, _models_asset(project, settings.analytics_as_of), _published_asset(project),
-                     _published_check(project))
+                     published_files_check(project))
 
 
 def _models_asset(project: AnalyticsProject, default_as_of: str | None) -> AssetsDefinition:
@@ -155,21 +150,3 @@ def _published_asset(project: AnalyticsProject) -> AssetsDefinition:
         )
 
     return analytics_published
-
-
-def _published_check(project: AnalyticsProject) -> AssetChecksDefinition:
-    @asset_check(
-        asset=PUBLISHED_KEY,
-        name="published_files_consistent",
-        description="data/analytics.duckdb opens read-only with every model, and every mart's Parquet file is "
-        "readable with the row count of the manifest. Reads only the published files: runs even during a sync.",
-    )
-    def published_files_check(context: AssetCheckExecutionContext, warehouse: WarehouseResource) -> AssetCheckResult:
-        problems, rows = verify_published(project, Path(warehouse.data_dir))
-        return AssetCheckResult(
-            passed=not problems,
-            description="; ".join(problems) or "snapshot and Parquet files agree",
-            metadata={"problems": len(problems), "rows": MetadataValue.json(rows)},
-        )
-
-    return published_files_check
