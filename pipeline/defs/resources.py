@@ -13,7 +13,6 @@ import duckdb
 from dagster import ConfigurableResource, EnvVar
 from pydantic import Field
 
-from pipeline.defs.progress.backfill import BackfillWindow
 from pipeline.settings import Settings, load_settings
 from pipeline.source import PlatformClient
 from pipeline.warehouse import Warehouse
@@ -66,7 +65,7 @@ class PlatformResource(ConfigurableResource):
 
 
 def build_resources(settings: Settings) -> dict[str, ConfigurableResource]:
-    """The code location's resources. A variable set in the environment reaches the platform resource as an
+    """The resources every domain shares (a domain's own, like progress's `backfill`, come with it). A variable set in the environment reaches the platform resource as an
     EnvVar, so the UI shows its name, never its value; an unset secret is never put in resource config: the
     resource reads it from the LESSONSYNC_* settings (a `.env` file) when a run starts."""
     return {
@@ -74,7 +73,6 @@ def build_resources(settings: Settings) -> dict[str, ConfigurableResource]:
                                      app_secret=_env_var("LESSONSYNC_APP_SECRET")),
         "warehouse": WarehouseResource(data_dir=str(settings.data_dir)),
         "inbox": InboxResource(path=str(settings.inbox_path)),
-        "backfill": BackfillWindow(),  # unset: cursor runs; set in the Launchpad to backfill a date range
     }
 
 
