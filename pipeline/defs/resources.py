@@ -65,9 +65,11 @@ class PlatformResource(ConfigurableResource):
 
 
 def build_resources(settings: Settings) -> dict[str, ConfigurableResource]:
-    """The resources every domain shares (a domain's own, like progress's `backfill`, come with it). A variable set in the environment reaches the platform resource as an
-    EnvVar, so the UI shows its name, never its value; an unset secret is never put in resource config: the
-    resource reads it from the LESSONSYNC_* settings (a `.env` file) when a run starts."""
+    """The resources every domain shares (a domain's own, like progress's `backfill`, come with it), their paths
+    from `settings`. A variable set in the environment reaches the platform resource as an EnvVar, so the UI shows
+    its name, never its value; an unset secret is never put in resource config: the resource reads it from the
+    LESSONSYNC_* settings (a `.env` file) when a run starts, like the settings resource config does not carry
+    (DuckDB limits, retries, the lake URL)."""
     return {
         "platform": PlatformResource(base_url=_env_var("LESSONSYNC_BASE_URL") or settings.base_url,
                                      app_secret=_env_var("LESSONSYNC_APP_SECRET")),
