@@ -1,53 +1,43 @@
-"""The LessonSync code location: assembles assets, checks, jobs, schedules, sensors and resources."""
+"""The LessonSync code location: merges each domain's definitions (pipeline/defs/<domain>/definitions.py) with
+the raw-table checks and the resources, all built from one `Settings`, and applies the shared policy.
 
-import os
-from pathlib import Path
+`workspace.yaml` and `dagster dev` load the module attribute `defs`, built from the LESSONSYNC_* environment
+(and `.env`) when this module is imported; code that has its own settings calls `build_definitions(settings)`."""
 
-from dagster import Definitions, EnvVar
+from __future__ import annotations
 
-from pipeline.alerts import failure_alert_sensor
-from pipeline.assets.analytics import analytics_assets, analytics_checks
-from pipeline.assets.certificates import certificates
-from pipeline.assets.checks import raw_table_checks
-from pipeline.assets.progress import active_lessons, answers
-from pipeline.assets.snapshots import snapshot_assets
-from pipeline.backfill import BackfillWindow
-from pipeline.jobs import (
-    backfill_progress_job, check_warehouse_job, full_refresh_job, load_certificates_job, nightly_sync_job,
-)
-from pipeline.resources import PlatformResource, WarehouseResource
-from pipeline.runs.executor import lessonsync_executor
-from pipeline.runs.sensor import dead_run_sensor
-from pipeline.schedules import nightly_sync_schedule
-from pipeline.sensors import certificate_inbox_sensor
-from pipeline.webhooks.resource import InboxResource
+from dagster import Definitions
 
+from pipeline.defs.analytics import definitions as analytics
+from pipeline.defs.catalog import definitions as catalog
+from pipeline.defs.certificates import definitions as certificates
+from pipeline.defs.directory import checks as directory_checks
+from pipeline.defs.directory import definitions as directory
+from pipeline.defs.operations import definitions as operations
+from pipeline.defs.policy import with_policy
+from pipeline.defs.progress import checks as progress_checks
+from pipeline.defs.progress import definitions as progress
+from pipeline.defs.raw_checks import build_raw_table_checks
+from pipeline.defs.resources import build_resources
+from pipeline.defs.sessions import checks as sessions_checks
+from pipeline.defs.sessions import definitions as sessions
+from pipeline.settings import Settings, load_settings
 
-def _env(name: str) -> EnvVar | None:
-    """EnvVar when set (its value never shows in the UI); otherwise the LESSONSYNC_* settings default."""
-    return EnvVar(name) if name in os.environ else None
+LINKS = (*progress_checks.LINKS, *sessions_checks.LINKS, *directory_checks.LINKS)
 
 
-def build_definitions() -> Definitions:
-    """The code location, configured from the LESSONSYNC_* environment as it is now (read, nothing opened)."""
-    data_dir = os.environ.get("LESSONSYNC_DATA_DIR", "data")
-    return Definitions(
-        assets=[active_lessons, answers, *snapshot_assets, certificates, *analytics_assets],
-        asset_checks=[*raw_table_checks, *analytics_checks],
-        jobs=[nightly_sync_job, full_refresh_job, backfill_progress_job, load_certificates_job, check_warehouse_job],
-        schedules=[nightly_sync_schedule],
-        sensors=[certificate_inbox_sensor, failure_alert_sensor, dead_run_sensor],
-        resources={
-            "platform": PlatformResource(base_url=_env("LESSONSYNC_BASE_URL"),
-                                         app_secret=_env("LESSONSYNC_APP_SECRET")),
-            "warehouse": WarehouseResource(data_dir=data_dir),
-            "inbox": InboxResource(path=str(Path(data_dir) / "inbox.sqlite3")),
-            "backfill": BackfillWindow(),  # unset: cursor runs; set in the Launchpad to backfill a date range
-        },
-        # Steps share one process: DuckDB allows one writer, and the client already fetches concurrently.
-        # Dagster's in-process executor, plus run-process tags, dead-run recovery and a watched pool wait.
-        executor=lessonsync_executor,
-    )
+def build_definitions(settings: Settings) -> Definitions:
+    """The code location for `settings` (nothing opened: files and sockets wait for a run)."""
+    return with_policy(Definitions.merge(
+        progress.build_defs(settings),
+        directory.build_defs(),
+        catalog.build_defs(),
+        sessions.build_defs(),
+        certificates.build_defs(settings),
+        analytics.build_defs(settings),
+        operations.build_defs(settings),
+        Definitions(asset_checks=build_raw_table_checks(settings, LINKS), resources=build_resources(settings)),
+    ))
 
 
-defs = build_definitions()
+defs = build_definitions(load_settings())

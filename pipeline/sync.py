@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from dagster import AssetKey, DagsterInstance, Definitions
 
 from pipeline.instance import ensure_dagster_home
-from pipeline.runs.inprocess import execute_in_process
-from pipeline.selection import widen_to_whole_multi_assets
+from pipeline.defs.operations.runs.inprocess import execute_in_process
+from pipeline.defs.selection import widen_to_whole_multi_assets
 from pipeline.settings import Settings
 
 
@@ -37,40 +35,14 @@ def run_job(job_name: str, settings: Settings, *, select: Sequence[str] = (),
             instance: DagsterInstance | None = None, backfill_range: tuple[str, str] | None = None) -> SyncReport:
     """Execute a job of the code location configured by `settings` in this process and summarise what it did
     (on `instance`, default: the persistent one of `ensure_dagster_home`)."""
-    with _settings_in_environment(settings):
-        return _execute(job_name, settings, select, instance, backfill_range)
+    return _execute(job_name, settings, select, instance, backfill_range)
 
 
 def definitions_for(settings: Settings) -> Definitions:
-    """The code location configured by `settings`.
-
-    MERGE NOTE (issue 17, engineers C1/C2): becomes `build_definitions(settings)` once pipeline/definitions.py
-    takes the settings; then delete `_settings_in_environment` below and its one use in `run_job`."""
-    # Imported on first use, inside the settings: some of the code location's modules still read settings at
-    # import (issue 17, engineer C1 passes them in instead).
+    """The code location configured by `settings` (imported on first use: the CLI's --help stays light)."""
     from pipeline.definitions import build_definitions
 
-    with _settings_in_environment(settings):
-        return build_definitions()
-
-
-@contextmanager
-def _settings_in_environment(settings: Settings) -> Iterator[None]:
-    """`settings`' data directory and platform address as LESSONSYNC_* while the block runs, restored after.
-
-    Why the environment: today's `build_definitions()` takes no settings, and its resources resolve the platform
-    address (EnvVar) and the rest of the settings from the environment when a step runs; see MERGE NOTE above."""
-    values = {"LESSONSYNC_DATA_DIR": str(settings.data_dir), "LESSONSYNC_BASE_URL": settings.base_url}
-    previous = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in previous.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    return build_definitions(settings)
 
 
 def _execute(job_name: str, settings: Settings, select: Sequence[str], instance: DagsterInstance | None,
@@ -82,7 +54,7 @@ def _execute(job_name: str, settings: Settings, select: Sequence[str], instance:
         instance = DagsterInstance.get()
     keys = _selected_keys(defs, select) if select else None
     backfill: dict[str, object] = {}
-    if backfill_range is not None:  # what the Launchpad sets for a backfill (pipeline/backfill.py)
+    if backfill_range is not None:  # what the Launchpad sets for a backfill (pipeline/defs/progress/backfill.py)
         first, last = backfill_range
         backfill = {"resources": {"backfill": {"config": {"updated_from": first, "updated_to": last}}}}
     # Dagster's console logger prints every engine event at DEBUG; cron users and the demo want the assets' own

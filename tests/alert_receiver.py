@@ -12,7 +12,8 @@ from typing import Any
 
 from dagster import DagsterEventType, DagsterInstance, build_run_status_sensor_context
 
-from pipeline.alerts import failure_alert_sensor
+from pipeline.defs.operations.alerts import build_failure_alert_sensor
+from pipeline.settings import load_settings
 from pipeline.stack import environment
 
 
@@ -52,10 +53,12 @@ def alert_receiver(status: int = 200) -> Iterator[Receiver]:
 
 
 def evaluate_failure_sensor(instance: DagsterInstance, run_id: str, env: dict[str, str]) -> object:
-    """Run the failure sensor on the RUN_FAILURE event of `run_id`, the way the daemon would."""
+    """Run the failure sensor on the RUN_FAILURE event of `run_id`, the way the daemon would: built from the
+    settings of `env`, as the code location the daemon loads is."""
+    with environment(env):
+        sensor = build_failure_alert_sensor(load_settings())
     run = instance.get_run_by_id(run_id)
     failure = instance.all_logs(run_id, of_type=DagsterEventType.RUN_FAILURE)[0].dagster_event
-    context = build_run_status_sensor_context(sensor_name=failure_alert_sensor.name, dagster_event=failure,
+    context = build_run_status_sensor_context(sensor_name=sensor.name, dagster_event=failure,
                                               dagster_instance=instance, dagster_run=run).for_run_failure()
-    with environment(env):
-        return failure_alert_sensor(context)
+    return sensor(context)

@@ -6,10 +6,11 @@ from dagster import AssetKey
 from pipeline.contract.tables import TABLES
 from pipeline.definitions import build_definitions
 from pipeline.cli.sync import summary_lines
+from pipeline.settings import load_settings
 
 
 def test_every_raw_asset_declares_its_columns_and_table_name():
-    graph = build_definitions().resolve_asset_graph()
+    graph = build_definitions(load_settings()).resolve_asset_graph()
     raw = [key for key in graph.get_all_asset_keys() if key.path[0] == "lms"]
     assert len(raw) >= 13
     for key in raw:

@@ -12,8 +12,8 @@ import psutil
 from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, build_sensor_context
 
 from pipeline.instance import SHIPPED_CONFIG
-from pipeline.runs.identity import RunProcess, current_process
-from pipeline.runs.sensor import dead_run_sensor
+from pipeline.defs.operations.runs.identity import RunProcess, current_process
+from pipeline.defs.operations.runs.sensor import dead_run_sensor
 
 
 def _started_run(instance: DagsterInstance, process: RunProcess, tags_of_run: str | None = None) -> DagsterRun:

@@ -15,7 +15,7 @@ print(" ".join(sorted(name for name in sys.modules if name.startswith(("pipeline
 
 
 @pytest.mark.parametrize("module", ["pipeline.contract.tables", "pipeline.contract.streams", "pipeline.warehouse",
-                                    "pipeline.webhooks", "pipeline.windows", "pipeline.docs"])
+                                    "pipeline.webhooks", "pipeline.defs.windows", "pipeline.docs"])
 def test_importing_does_not_load_the_client(module: str) -> None:
     done = subprocess.run([sys.executable, "-c", PROBE.format(module=module)], capture_output=True, text=True,
                           check=True, timeout=120)

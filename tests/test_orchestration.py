@@ -1,22 +1,22 @@
 """The orchestration as Dagster evaluates it: schedule ticks at several instants (build_schedule_context +
 evaluate_tick), the jobs the UI offers, the sensor's job, owners and step names, the backfill window, and the
-settings these modules read at import (environment or a `.env` file)."""
+settings `build_definitions` is given (load_settings: the environment or a `.env` file)."""
 
 from __future__ import annotations
 
-import importlib
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from dagster import Failure, RunRequest, build_schedule_context
+from dagster import EnvVar, Failure, RunRequest, build_resources, build_schedule_context
 
-import pipeline.schedules
-import pipeline.sensors
-from pipeline.backfill import BackfillWindow
-from pipeline.definitions import defs
-from pipeline.jobs import WRITES_WAREHOUSE
-from pipeline.schedules import nightly_sync_schedule
+import pipeline.definitions
+from pipeline.definitions import build_definitions, defs
+from pipeline.defs.policy import WRITES_WAREHOUSE
+from pipeline.defs.progress.backfill import BackfillWindow
+from pipeline.settings import load_settings
+
+SCHEDULE, SENSOR = "nightly_sync_schedule", "certificate_inbox_sensor"
 
 TICKS = [
     datetime(2026, 11, 24, 2, 0, tzinfo=UTC),  # an ordinary night
@@ -28,6 +28,7 @@ TICKS = [
 
 @pytest.mark.parametrize("tick", TICKS, ids=lambda t: t.isoformat())
 def test_a_tick_asks_for_one_unpartitioned_nightly_run(tick: datetime) -> None:
+    nightly_sync_schedule = defs.resolve_schedule_def(SCHEDULE)
     with build_schedule_context(scheduled_execution_time=tick) as context:
         result = nightly_sync_schedule.evaluate_tick(context)
     assert result.skip_message is None
@@ -42,18 +43,13 @@ def test_a_tick_asks_for_one_unpartitioned_nightly_run(tick: datetime) -> None:
 
 def test_a_minute_cron_gets_a_run_per_tick_not_per_day(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LESSONSYNC_NIGHTLY_CRON", "* * * * *")
-    try:
-        schedule = importlib.reload(pipeline.schedules).nightly_sync_schedule
-        assert schedule.cron_schedule == "* * * * *"
-        keys = set()
-        for minute in (0, 1):
-            with build_schedule_context(scheduled_execution_time=datetime(2026, 11, 24, 2, minute,
-                                                                          tzinfo=UTC)) as context:
-                keys |= {r.run_key for r in schedule.evaluate_tick(context).run_requests or []}
-        assert len(keys) == 2
-    finally:
-        monkeypatch.delenv("LESSONSYNC_NIGHTLY_CRON")
-        importlib.reload(pipeline.schedules)
+    schedule = build_definitions(load_settings()).resolve_schedule_def(SCHEDULE)
+    assert schedule.cron_schedule == "* * * * *"
+    keys = set()
+    for minute in (0, 1):
+        with build_schedule_context(scheduled_execution_time=datetime(2026, 11, 24, 2, minute, tzinfo=UTC)) as context:
+            keys |= {r.run_key for r in schedule.evaluate_tick(context).run_requests or []}
+    assert len(keys) == 2
 
 
 def test_cron_and_sensor_interval_come_from_a_dotenv_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -61,21 +57,19 @@ def test_cron_and_sensor_interval_come_from_a_dotenv_file(tmp_path: Path, monkey
         monkeypatch.delenv(name, raising=False)
     (tmp_path / ".env").write_text("LESSONSYNC_NIGHTLY_CRON=15 3 * * *\nLESSONSYNC_CERTIFICATE_SENSOR_INTERVAL=7\n")
     monkeypatch.chdir(tmp_path)
-    try:
-        assert importlib.reload(pipeline.schedules).nightly_sync_schedule.cron_schedule == "15 3 * * *"
-        assert importlib.reload(pipeline.sensors).certificate_inbox_sensor.minimum_interval_seconds == 7
-    finally:
-        monkeypatch.chdir(Path(__file__).parent)
-        importlib.reload(pipeline.schedules)
-        importlib.reload(pipeline.sensors)
-    assert pipeline.schedules.nightly_sync_schedule.cron_schedule == "0 2 * * *"
+    built = build_definitions(load_settings())
+    assert built.resolve_schedule_def(SCHEDULE).cron_schedule == "15 3 * * *"
+    assert built.resolve_sensor_def(SENSOR).minimum_interval_seconds == 7
+    # Settings are passed in, never read behind the caller's back: the module's code location kept its own.
+    assert defs.resolve_schedule_def(SCHEDULE).cron_schedule == "0 2 * * *"
+    assert defs.resolve_sensor_def(SENSOR).minimum_interval_seconds == 30
 
 
 def test_every_job_that_writes_carries_the_writer_tag_and_the_sensor_has_a_named_job() -> None:
     for name in ("nightly_sync", "full_refresh", "backfill_progress", "load_certificates"):
         assert WRITES_WAREHOUSE.items() <= defs.resolve_job_def(name).run_tags.items(), name
     assert "lessonsync/writes-warehouse" not in defs.resolve_job_def("check_warehouse").run_tags
-    assert pipeline.sensors.certificate_inbox_sensor.job_name == "load_certificates"
+    assert defs.resolve_sensor_def(SENSOR).job_name == "load_certificates"
     certificates_run = {key.to_user_string() for key in defs.resolve_job_def("load_certificates").asset_layer
                         .executable_asset_keys}
     # The marts that read only certificates are rebuilt with them; nothing that needs a sync's tables.
@@ -119,5 +113,25 @@ def test_python_m_pipeline_instance_creates_the_dagster_home_as_make_dev_does(tm
     assert done.returncode == 0, done.stderr
     home = tmp_path / "dagster_home"
     assert done.stdout.strip() == str(home.resolve())
-    shipped = Path(pipeline.schedules.__file__).parent / "instance" / "dagster.yaml"
+    shipped = Path(pipeline.definitions.__file__).parent / "instance" / "dagster.yaml"
     assert (home / "dagster.yaml").read_text() == shipped.read_text()
+
+
+def test_a_secret_set_in_the_environment_reaches_the_resource_by_name_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the UI gets (the repository snapshot the webserver serves) names LESSONSYNC_APP_SECRET, never its value;
+    unset, the secret is not in resource config at all (the resource reads the settings when a run starts)."""
+    from dagster._core.remote_representation.external_data import RepositorySnap
+    from dagster_shared.serdes import serialize_value
+
+    secret = "s3cret-value-never-shown"
+    monkeypatch.setenv("LESSONSYNC_APP_SECRET", secret)
+    built = build_definitions(load_settings())
+    platform = built.resources["platform"]
+    assert platform.app_secret == EnvVar("LESSONSYNC_APP_SECRET")
+    with build_resources({"platform": platform}) as resources:  # what a run gets: the value, read at run start
+        assert resources.platform.settings().app_secret.get_secret_value() == secret
+    snapshot = serialize_value(RepositorySnap.from_def(built.get_repository_def()))
+    assert "LESSONSYNC_APP_SECRET" in snapshot and secret not in snapshot
+
+    monkeypatch.delenv("LESSONSYNC_APP_SECRET")
+    assert build_definitions(load_settings()).resources["platform"].app_secret is None

@@ -5,11 +5,12 @@ import pytest
 from dagster import AssetSelection
 
 from pipeline.definitions import build_definitions
-from pipeline.selection import widen_to_whole_multi_assets
+from pipeline.defs.selection import widen_to_whole_multi_assets
+from pipeline.settings import load_settings
 
 
 def test_one_asset_of_a_multi_asset_brings_its_neighbours_and_says_which():
-    defs = build_definitions()
+    defs = build_definitions(load_settings())
     groups = widen_to_whole_multi_assets(defs, ["key:lms/groups"])
     assert groups.added == {"lms/groups": ["lms/group_members", "lms/users"]}
     keys = AssetSelection.from_string(" or ".join(f"({s})" for s in groups.select)).resolve(
@@ -22,4 +23,4 @@ def test_one_asset_of_a_multi_asset_brings_its_neighbours_and_says_which():
 
 def test_a_selection_matching_nothing_names_itself():
     with pytest.raises(ValueError, match="'key:lms/nope' matches no asset"):
-        widen_to_whole_multi_assets(build_definitions(), ["key:lms/nope"])
+        widen_to_whole_multi_assets(build_definitions(load_settings()), ["key:lms/nope"])

@@ -1,10 +1,11 @@
 """Every setting honours a `.env` file, not only the environment: each Settings field read from `.env` with a
-non-default value, and the modules that read settings at import time (freshness policy, shrink check, models
-directory) see `.env` values in a fresh process."""
+non-default value, and the code location `workspace.yaml` loads is built from them (freshness policy, shrink
+check, models directory) while no module reads them at import."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import typing
@@ -15,6 +16,8 @@ import pytest
 from pydantic import SecretStr
 
 from pipeline.settings import Settings, load_settings
+
+REPO = Path(__file__).resolve().parents[1]
 
 # Values that are valid and differ from the default; fields not listed get one derived from their type, and a
 # field whose type gives none fails the test, naming itself (so a new setting is covered when it is added).
@@ -75,14 +78,39 @@ def test_every_settings_field_is_read_from_a_dotenv_file(tmp_path, monkeypatch):
             assert got == value, name
 
 
-def test_modules_reading_settings_at_import_see_dotenv(tmp_path):
+def _python(code: str, cwd: Path, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`code` in a fresh interpreter, run in `cwd`, with no LESSONSYNC_* variable but `extra_env`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LESSONSYNC_")} | (extra_env or {})
+    env["PYTHONPATH"] = str(REPO)
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_the_code_location_is_built_from_dotenv_settings(tmp_path):
+    """workspace.yaml's `pipeline.definitions:defs` passes load_settings() (so `.env`) to build_definitions: the
+    freshness policy, the shrink check's threshold and the models directory follow it."""
+    shutil.copytree(REPO / "dbt_like_sql", tmp_path / "models")
     (tmp_path / ".env").write_text("LESSONSYNC_FRESHNESS_HOURS=50\nLESSONSYNC_MAX_DELETED_FRACTION=0.05\n"
                                    f"LESSONSYNC_MODELS_DIR={tmp_path / 'models'}\n")
-    code = ("import pipeline.freshness as f, pipeline.assets.checks as c, pipeline.analytics.models as m; "
-            "print(f.FAIL_AFTER.total_seconds(), c.MAX_DELETED_FRACTION, m.models_dir())")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LESSONSYNC_")}
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=120)
+    code = ("from pipeline.definitions import defs; from dagster import AssetKey; "
+            "g = defs.resolve_asset_graph(); "
+            "print(g.get(AssetKey(['lms', 'answers'])).freshness_policy.fail_window.to_timedelta().total_seconds()); "
+            "print(next(s.description for c in defs.asset_checks for s in c.check_specs if s.name == 'not_shrinking')); "
+            "print(g.get(AssetKey(['analytics', 'lesson_funnel'])).metadata['sql'].value)")
+    done = _python(code, tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == [str(50 * 3600.0), "0.05", str(tmp_path / "models")]
+    fail_after, shrink, sql = done.stdout.splitlines()
+    assert float(fail_after) == 50 * 3600.0
+    assert "at most 5% of the rows" in shrink
+    assert sql == str(Path("models", "marts", "lesson_funnel.sql"))
+
+
+def test_no_module_reads_settings_at_import(tmp_path):
+    """A bad setting breaks building the code location, with the setting named, and nothing else: every module
+    of pipeline.defs imports without reading the environment."""
+    modules = sorted(".".join(p.relative_to(REPO).with_suffix("").parts) for p in (REPO / "pipeline" / "defs").rglob("*.py"))
+    bad = {"LESSONSYNC_CERTIFICATE_SENSOR_INTERVAL": "soon", "LESSONSYNC_FRESHNESS_HOURS": "-1"}
+    done = _python("import importlib; [importlib.import_module(m) for m in %r]" % modules, tmp_path, bad)
+    assert done.returncode == 0, done.stderr[-2000:]
+    done = _python("import pipeline.definitions", tmp_path, bad)
+    assert done.returncode != 0
+    assert "certificate_sensor_interval" in done.stderr and "freshness_hours" in done.stderr

@@ -1,5 +1,5 @@
 """Analyst models: SQL files under dbt_like_sql/ built into DuckDB schema `analytics`, tested, and published
-for analysts (data/analytics.duckdb, data/marts/*.parquet). Dagster assets: pipeline/assets/analytics.py.
+for analysts (data/analytics.duckdb, data/marts/*.parquet). Dagster assets: pipeline/defs/analytics/assets.py.
 
     project = load_project()                        # files only; ModelError names the file and the table
     for result in build_models(conn, project, as_of=...):   # dependency order, atomic swap per model

@@ -1,5 +1,5 @@
 """Models as Dagster sees them: asset and check specs from the project, and build results as Dagster events.
-Kept apart from the asset definitions so that pipeline/assets/analytics.py reads as the wiring only."""
+Kept apart from the asset definitions so that pipeline/defs/analytics/assets.py reads as the wiring only."""
 
 from __future__ import annotations
 

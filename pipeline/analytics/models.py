@@ -23,7 +23,6 @@ from pipeline.analytics.lineage import (
 from pipeline.analytics.model_tests import ModelTest, resolve_tests
 from pipeline.analytics.refs import compile_sql
 from pipeline.analytics.sources import load_sources
-from pipeline.settings import load_settings
 
 DEFAULT_MODELS_DIR = Path(__file__).resolve().parents[2] / "dbt_like_sql"
 MODELS_DIR_ENV = "LESSONSYNC_MODELS_DIR"
@@ -83,13 +82,10 @@ class AnalyticsProject:
         return found
 
 
-def models_dir() -> Path:
-    return load_settings().models_dir or DEFAULT_MODELS_DIR
-
-
 def load_project(root: Path | None = None) -> AnalyticsProject:
-    """Read every model under `root` (default dbt_like_sql/), validate it, and order it for building."""
-    root = Path(root or models_dir())
+    """Read every model under `root` (Settings.models_dir; None: dbt_like_sql/), validate it, and order it for
+    building."""
+    root = Path(root or DEFAULT_MODELS_DIR)
     sources = load_sources(root / "sources.yml")
     files = sorted(p for p in root.rglob("*.sql") if p.is_file())
     if not files:

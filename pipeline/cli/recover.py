@@ -24,8 +24,8 @@ def run(args: argparse.Namespace) -> int:
     from dagster import DagsterInstance
 
     from pipeline.instance import ensure_dagster_home
-    from pipeline.runs.identity import recorded_process, this_host
-    from pipeline.runs.recovery import fail_run, recover_dead_runs
+    from pipeline.defs.operations.runs.identity import recorded_process, this_host
+    from pipeline.defs.operations.runs.recovery import fail_run, recover_dead_runs
 
     ensure_dagster_home(settings_from(args))
     with DagsterInstance.get() as instance:

@@ -53,7 +53,7 @@ def _whole_multi_assets(settings: Settings, select: list[str]) -> list[str]:
     """The selection widened to the assets fetched together with a selected one, said on the console."""
     if not select:
         return select
-    from pipeline.selection import widen_to_whole_multi_assets
+    from pipeline.defs.selection import widen_to_whole_multi_assets
     from pipeline.sync import definitions_for
 
     widened = widen_to_whole_multi_assets(definitions_for(settings), select)

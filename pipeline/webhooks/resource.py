@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from dagster import ConfigurableResource
+from pydantic import Field
 
 from pipeline.webhooks.inbox import Inbox
 
 
 class InboxResource(ConfigurableResource):
-    """The SQLite inbox the webhook receiver writes (default <LESSONSYNC_DATA_DIR>/inbox.sqlite3)."""
+    """The SQLite inbox the webhook receiver writes."""
 
-    path: str = "data/inbox.sqlite3"
+    path: str = Field(description="SQLite inbox file (the code location passes Settings.inbox_path).")
 
     def inbox(self) -> Inbox:
         """Opening nothing: each read opens and closes its own read-only connection."""

@@ -209,10 +209,10 @@ def test_missing_sources_file(models_dir: Path) -> None:
 
 @pytest.mark.slow
 def test_code_location_load_fails_naming_file_and_table(models_dir: Path) -> None:
-    """What `dagster dev` shows: importing the assets module fails with the clear message."""
+    """What `dagster dev` shows: loading the code location fails with the clear message."""
     path = add_model(models_dir, "broken", "SELECT * FROM lms.nope")
     env = {**os.environ, MODELS_DIR_ENV: str(models_dir)}
-    done = subprocess.run([sys.executable, "-c", "import pipeline.assets.analytics"], env=env,
+    done = subprocess.run([sys.executable, "-c", "import pipeline.definitions"], env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode != 0
     last_line = done.stderr.strip().splitlines()[-1]

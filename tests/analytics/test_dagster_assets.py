@@ -12,8 +12,12 @@ from analytics_world import AS_OF, seed_small_world
 from pipeline.analytics.build import build_models
 from pipeline.analytics.models import AnalyticsProject
 from pipeline.analytics.publish import publish
-from pipeline.assets.analytics import PUBLISHED_KEY, analytics_assets, analytics_checks
-from pipeline.resources import WarehouseResource
+from pipeline.defs.analytics.assets import PUBLISHED_KEY, build_analytics
+from pipeline.defs.resources import WarehouseResource
+from pipeline.settings import load_settings
+
+ANALYTICS = build_analytics(load_settings())
+analytics_assets, analytics_checks = ANALYTICS.assets, ANALYTICS.checks
 
 RUN_CONFIG = {"ops": {"analytics_models": {"config": {"as_of": AS_OF.isoformat()}}}}
 

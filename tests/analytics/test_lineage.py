@@ -12,8 +12,12 @@ from sqlglot.tokens import Tokenizer, TokenType
 
 from pipeline.analytics.models import DEFAULT_MODELS_DIR, AnalyticsProject
 from pipeline.analytics.refs import parse_call
-from pipeline.assets.analytics import PUBLISHED_KEY, analytics_checks, analytics_models, analytics_published
 from pipeline.contract.tables import TABLES
+from pipeline.defs.analytics.assets import PUBLISHED_KEY, build_analytics
+from pipeline.settings import load_settings
+
+ANALYTICS = build_analytics(load_settings())
+analytics_models, analytics_published, analytics_checks = ANALYTICS.models, ANALYTICS.published, ANALYTICS.checks
 
 
 def test_every_sql_file_is_one_model_with_its_yaml(project: AnalyticsProject) -> None:

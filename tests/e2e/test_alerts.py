@@ -6,7 +6,7 @@ from alert_receiver import alert_receiver, evaluate_failure_sensor
 from dagster import DagsterInstance, SkipReason
 from stack_helpers import RAW
 
-from pipeline.alerts import AlertDeliveryError, failure_alert_sensor
+from pipeline.defs.operations.alerts import AlertDeliveryError
 from pipeline.settings import DEFAULT_APP_SECRET
 from pipeline.stack import Stack, local_stack
 

@@ -20,7 +20,7 @@ from dagster import DagsterInstance, DagsterRunStatus
 from stack_helpers import RAW, assert_warehouse_equals_platform
 
 from pipeline.instance import SHIPPED_CONFIG
-from pipeline.runs.identity import PID_TAG
+from pipeline.defs.operations.runs.identity import PID_TAG
 from pipeline.stack import Stack, local_stack
 from pipeline.warehouse.lake import list_manifests
 

@@ -12,7 +12,8 @@ from dagster._core.storage.tags import RUN_KEY_TAG, SENSOR_NAME_TAG
 from dagster_postgres import PostgresRunStorage
 
 from pipeline.definitions import build_definitions
-from pipeline.jobs import WRITES_WAREHOUSE
+from pipeline.defs.policy import WRITES_WAREHOUSE
+from pipeline.settings import load_settings
 from pipeline.stack import environment
 from pipeline.verify import compare_warehouse
 from pipeline.webhooks.resource import InboxResource
@@ -38,8 +39,8 @@ def test_a_single_run_backfill_and_a_sensor_run_are_recorded_in_postgres(remote_
     latest = instance.get_latest_materialization_event(AssetKey(["lms", "active_lessons"]))
     assert latest is not None and latest.run_id == backfill.run_id
 
-    with environment(stack.run_env()):  # the definitions read LESSONSYNC_DATA_DIR when built
-        defs = build_definitions()
+    with environment(stack.run_env()):  # the stack's settings: its data directory, platform and secret
+        defs = build_definitions(load_settings())
         sensor = defs.get_sensor_def(SENSOR)
         inbox = InboxResource(path=str(stack.data_dir / "inbox.sqlite3"))
         with build_sensor_context(instance=instance, resources={"inbox": inbox}) as context:

@@ -5,10 +5,10 @@ from datetime import UTC, datetime
 
 import duckdb
 
-from pipeline.assets.answer_versions import VERSIONS, window_active_lessons
 from pipeline.contract.tables import TABLES
+from pipeline.defs.progress.answer_versions import VERSIONS, window_active_lessons
 from pipeline.warehouse import Warehouse
-from pipeline.windows import Window
+from pipeline.defs.windows import Window
 
 DAY = datetime(2026, 11, 20, tzinfo=UTC)
 LATER = datetime(2026, 11, 21, tzinfo=UTC)

@@ -3,7 +3,6 @@ execution with dagster.materialize against temp DuckDB and SQLite files)."""
 
 from __future__ import annotations
 
-import importlib
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,13 +13,16 @@ import pytest
 from dagster import AssetKey, RunRequest, SkipReason, build_sensor_context, materialize
 from webhook_helpers import FUTURE, PAST, certificate
 
-import pipeline.sensors
-from pipeline.assets.certificates import certificates
-from pipeline.resources import WarehouseResource
-from pipeline.sensors import certificate_inbox_sensor
+from pipeline.definitions import defs
+from pipeline.defs.certificates.assets import certificates
+from pipeline.defs.certificates.sensors import build_certificate_inbox_sensor
+from pipeline.defs.resources import WarehouseResource
+from pipeline.settings import Settings, load_settings
 from pipeline.webhooks.events import to_delivery
 from pipeline.webhooks.inbox import Inbox
 from pipeline.webhooks.resource import InboxResource
+
+certificate_inbox_sensor = defs.resolve_sensor_def("certificate_inbox_sensor")  # the one the code location ships
 
 
 def deliver(inbox: Inbox, *payloads: dict[str, object]) -> None:
@@ -75,17 +77,13 @@ def test_sensor_reads_only_the_inbox_never_the_warehouse() -> None:
     assert certificate_inbox_sensor.required_resource_keys == {"inbox"}
 
 
-def test_sensor_interval_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    try:
-        assert certificate_inbox_sensor.minimum_interval_seconds == 30
-        monkeypatch.setenv("LESSONSYNC_CERTIFICATE_SENSOR_INTERVAL", "5")
-        assert importlib.reload(pipeline.sensors).certificate_inbox_sensor.minimum_interval_seconds == 5
-        monkeypatch.setenv("LESSONSYNC_CERTIFICATE_SENSOR_INTERVAL", "soon")
-        with pytest.raises(ValueError, match="certificate_sensor_interval"):
-            importlib.reload(pipeline.sensors)
-    finally:
-        monkeypatch.delenv("LESSONSYNC_CERTIFICATE_SENSOR_INTERVAL")
-        importlib.reload(pipeline.sensors)
+def test_sensor_interval_comes_from_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert build_certificate_inbox_sensor(Settings(_env_file=None)).minimum_interval_seconds == 30
+    monkeypatch.setenv("LESSONSYNC_CERTIFICATE_SENSOR_INTERVAL", "5")
+    assert build_certificate_inbox_sensor(load_settings()).minimum_interval_seconds == 5
+    monkeypatch.setenv("LESSONSYNC_CERTIFICATE_SENSOR_INTERVAL", "soon")
+    with pytest.raises(ValueError, match="certificate_sensor_interval"):
+        load_settings()
 
 
 def run_asset(tmp_path: Path, inbox: Inbox) -> dict[AssetKey, dict[str, object]]:
@@ -130,9 +128,9 @@ def test_asset_loads_the_inbox_and_a_second_run_changes_nothing(tmp_path: Path) 
 
 
 def test_asset_definition_is_documented_for_the_ui() -> None:
-    specs = {spec.key: spec for spec in certificates.specs}
-    for spec in specs.values():
-        assert spec.group_name == "certificates" and spec.kinds == {"duckdb"} and spec.owners
+    graph = defs.resolve_asset_graph()
+    for spec in certificates.specs:
+        assert spec.group_name == "certificates" and spec.kinds == {"duckdb"} and graph.get(spec.key).owners
         assert spec.description and "dagster/column_schema" in spec.metadata
     assert certificates.op.description and "\n" not in certificates.op.description.strip()
 

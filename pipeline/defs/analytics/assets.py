@@ -1,0 +1,152 @@
+"""Analyst models (dbt_like_sql/) as Dagster assets, dagster-dbt style.
+
+Every model is its own asset `analytics/<model>` (group `analytics`), with upstream dependencies read from
+its SQL, so the graph shows lms/* -> staging -> marts. All models run in ONE step (a subsettable
+multi-asset): one DuckDB connection, in dependency order, instead of a process per model. Their YAML tests
+are asset checks of that step; an error-severity check that fails keeps the previous table and skips what
+is downstream of it. `analytics/published` then writes what analysts read while syncs run.
+
+`build_analytics(settings)` reads the models of Settings.models_dir (files only: a broken model fails the code
+location's load, naming file and table); its assets need the `WarehouseResource` under the key `warehouse`.
+"""
+
+# No `from __future__ import annotations`: Dagster reads the Config and resource annotations at runtime.
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from dagster import (
+    AssetCheckResult,
+    AssetChecksDefinition,
+    AssetExecutionContext,
+    AssetsDefinition,
+    Config,
+    Failure,
+    MaterializeResult,
+    MetadataValue,
+    asset,
+    multi_asset,
+)
+from pydantic import Field
+
+from pipeline.analytics.build import build_models
+from pipeline.analytics.dagster_specs import (
+    GROUP, asset_key, asset_spec, check_results, check_specs, log_line, materialization,
+)
+from pipeline.analytics.errors import ModelError
+from pipeline.analytics.models import AnalyticsProject, load_project
+from pipeline.analytics.publish import publish
+from pipeline.defs.analytics.checks import PUBLISHED_KEY, published_files_check
+from pipeline.defs.policy import POOL
+from pipeline.defs.resources import WarehouseResource
+from pipeline.settings import Settings
+
+AS_OF_ENV = "LESSONSYNC_ANALYTICS_AS_OF"  # default `as_of` when the run config gives none (e.g. the demo's clock)
+
+
+class AnalyticsBuildConfig(Config):
+    as_of: str | None = Field(
+        None,
+        description="Reference instant of time-relative figures (certificates expiring within 30 days...), "
+        f"ISO 8601 with a time zone, e.g. 2026-11-22T00:00:00Z. Default: ${AS_OF_ENV}, else when the run starts.",
+    )
+
+
+@dataclass(frozen=True)
+class Analytics:
+    project: AnalyticsProject
+    models: AssetsDefinition  # every model, one subsettable step
+    published: AssetsDefinition  # analytics/published
+    published_check: AssetChecksDefinition
+
+    @property
+    def assets(self) -> list[AssetsDefinition]:
+        return [self.models, self.published]
+
+    @property
+    def checks(self) -> list[AssetChecksDefinition]:
+        return [self.published_check]
+
+
+def _parse_as_of(text: str | None, default: str | None) -> datetime:
+    text = text or default
+    if not text:
+        return datetime.now(UTC)
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise Failure(f"as_of {text!r} is not an ISO 8601 instant; use e.g. 2026-11-22T00:00:00Z") from None
+    if value.tzinfo is None:
+        raise Failure(f"as_of {text!r} has no time zone; add one, e.g. {text}Z")
+    return value
+
+
+def build_analytics(settings: Settings) -> Analytics:
+    """The models of Settings.models_dir (default dbt_like_sql/) as assets; `as_of` defaults to
+    Settings.analytics_as_of."""
+    project = load_project(settings.models_dir)
+    if "published" in project.models:
+        raise ModelError(f"{project.models['published'].sql_path}: the model name 'published' is reserved; rename it")
+    return Analytics(project, _models_asset(project, settings.analytics_as_of), _published_asset(project),
+                     published_files_check(project))
+
+
+def _models_asset(project: AnalyticsProject, default_as_of: str | None) -> AssetsDefinition:
+    @multi_asset(
+        name="analytics_models",
+        specs=[asset_spec(m, project.root.parent) for m in project.models.values()],
+        check_specs=[spec for m in project.models.values() for spec in check_specs(m)],
+        can_subset=True,
+        pool=POOL,
+        description="Builds the selected dbt_like_sql models into DuckDB schema `analytics`, in dependency order.",
+    )
+    def analytics_models(
+        context: AssetExecutionContext, config: AnalyticsBuildConfig, warehouse: WarehouseResource
+    ) -> Iterator[MaterializeResult | AssetCheckResult]:
+        selected = {key.path[-1] for key in context.selected_asset_keys}
+        as_of = _parse_as_of(config.as_of, default_as_of)
+        failures: list[str] = []
+        with warehouse.connect() as conn:
+            for result in build_models(conn, project, selected, as_of):
+                context.log.info(log_line(result))
+                yield from check_results(result.outcomes, set(context.selected_asset_check_keys))
+                if result.status == "built":
+                    yield materialization(result, as_of)
+                else:
+                    failures.append(result.error or result.model.name)
+        if failures:
+            raise Failure(description=f"{len(failures)} analytics model(s) not rebuilt (previous tables kept): "
+                          + " | ".join(failures))
+
+    return analytics_models
+
+
+def _published_asset(project: AnalyticsProject) -> AssetsDefinition:
+    @asset(
+        key=PUBLISHED_KEY,
+        deps=[asset_key(m) for m in project.published],
+        group_name=GROUP,
+        kinds={"duckdb", "parquet"},
+        pool=POOL,
+        description="What analysts query while syncs run: data/analytics.duckdb (a copy of every published model, "
+        "swapped atomically; open it read-only) and data/marts/<mart>.parquet.",
+    )
+    def analytics_published(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
+        with warehouse.connect() as conn:
+            result = publish(conn, project, Path(warehouse.data_dir))
+        context.log.info(f"published {len(result.rows)} tables and {len(result.parquet)} marts in "
+                         f"{result.seconds:.2f}s")
+        return MaterializeResult(
+            metadata={
+                "snapshot": MetadataValue.path(str(result.snapshot)),
+                "snapshot_bytes": result.snapshot.stat().st_size,
+                "marts": MetadataValue.json({m: str(p) for m, p in result.parquet.items()}),
+                "rows": MetadataValue.json(result.rows),
+                "published_at": result.published_at.isoformat(),
+                "seconds": round(result.seconds, 3),
+            }
+        )
+
+    return analytics_published

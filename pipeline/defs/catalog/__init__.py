@@ -1,0 +1,1 @@
+"""The catalog domain: lesson categories, and the lessons with their questions."""

@@ -1,0 +1,30 @@
+"""What every asset that writes the warehouse shares: its key scheme, its catalog metadata, a ready warehouse
+(owners and pool: policy.py)."""
+
+from dagster import AssetKey, TableColumn, TableSchema
+
+from pipeline.contract.tables import TableSpec
+from pipeline.defs.resources import WarehouseResource
+from pipeline.warehouse import Warehouse
+from pipeline.warehouse.arrow_types import field_type
+
+
+def lms_key(table: str) -> AssetKey:
+    return AssetKey(["lms", table])
+
+
+def table_definition_metadata(table: TableSpec) -> dict[str, object]:
+    """What catalogs and lineage tools read from a raw table's asset: its columns and DuckDB types (from the
+    declaration), where it lives, and its key."""
+    columns = [TableColumn(field.name, field_type(field, table.name)) for field in table.schema]
+    return {"dagster/column_schema": TableSchema(columns=columns), "dagster/table_name": f"lms.{table.name}",
+            "primary_key": ", ".join(table.key)}
+
+
+def ready_warehouse(warehouse: WarehouseResource) -> Warehouse:
+    """The warehouse, its directory created; loading.load_stream creates or evolves the tables (every raw
+    table and the stream's `also_tables`) on the connection it reads the cursor with."""
+    wh = warehouse.warehouse()
+    wh.path.parent.mkdir(parents=True, exist_ok=True)
+    return wh
+

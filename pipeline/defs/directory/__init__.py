@@ -1,0 +1,1 @@
+"""The directory domain: groups, users and who belongs to which group."""

@@ -1,0 +1,174 @@
+"""The one loop every sync asset runs: client batches -> one warehouse load -> one commit with the
+stream's cursor, with progress in the logs and the numbers in the materialization metadata."""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from dagster import AssetExecutionContext, MetadataValue
+
+from pipeline.contract.tables import TABLES, TableSpec
+from pipeline.settings import Settings
+from pipeline.source.client import PlatformClient
+from pipeline.source.decoding import Batch
+from pipeline.source.fetching import release_free_memory
+from pipeline.source.stats import RunStats, paths_of
+from pipeline.warehouse import Load, LoadResult, TableLoadStats, Warehouse, row_count
+from pipeline.defs.windows import UNBOUNDED, Window, cursor_window, next_cursor
+
+PROGRESS_EVERY_S = 5.0
+# A full collection costs ~0.2-0.25 s in a process holding Dagster and DuckDB: worth it before the commit of a
+# big fetch (peak RSS: the full sync's 1M active lessons and 22M answer rows), not after a snapshot of a few
+# hundred thousand small rows (the groups snapshot of every run paid it: 0.19 s of a 4 s no-change run).
+RELEASE_AFTER_ROWS = 1_000_000
+FULL_REFRESH_TAG = "lessonsync/full-refresh"
+
+
+@dataclass(frozen=True)
+class StreamLoad:
+    result: LoadResult
+    stats: RunStats
+    window: Window
+    seconds: float
+    commit_seconds: float = 0.0  # of `seconds`: the DuckDB commit (the rest is fetching and the lake)
+    row_counts: dict[str, int] = field(default_factory=dict)  # live rows per table after the commit
+
+
+def window_for(context: AssetExecutionContext, cursor: datetime | None, settings: Settings,
+               backfill: Window | None = None) -> Window:
+    """A backfill reads its range (pipeline/defs/progress/backfill.py); every other run (schedule, CLI, "Materialize",
+    full refresh) reads from the cursor."""
+    if backfill is not None:
+        return backfill
+    return cursor_window(cursor, settings.lookback, full_refresh=context.run.tags.get(FULL_REFRESH_TAG) == "true")
+
+
+def load_stream(
+    context: AssetExecutionContext,
+    warehouse: Warehouse,
+    client: PlatformClient,
+    stream: str,
+    fetch: Callable[[Window], Iterable[Batch]],
+    *,
+    window: Window | None = None,
+    backfill: Window | None = None,
+    snapshot_tables: Iterable[str] = (),
+    before_commit: Callable[[Load, RunStats], None] | None = None,
+    also_tables: Iterable[TableSpec] = (),
+    cursor_ceiling: Callable[[], datetime | None] | None = None,
+    tables: Iterable[str] = (),
+) -> StreamLoad:
+    """Fetch `stream` for its window and commit it with the cursor in one transaction. `snapshot_tables`
+    were pulled whole: their rows not seen are marked deleted, but only after a complete sweep.
+    `window` fixes the window (snapshots); `backfill` is the run's backfill range, if any (else the cursor's).
+    `before_commit(load, stats)` may write more rows (sync state) to commit in the same transaction.
+    `cursor_ceiling()`, read after the fetch, caps the cursor (pipeline/defs/windows.py: the answers' one).
+    `tables` (and `snapshot_tables`) get their live row count after the commit (dagster/row_count).
+    First, on one connection: every raw table (and `also_tables`) created or evolved, the cursor read and
+    `fetch(window)` called (it may plan from the warehouse); its batches are read after the file is let go."""
+    with warehouse.one_connection():
+        warehouse.ensure_tables([*TABLES.values(), *also_tables])
+        cursor_before = warehouse.cursor(stream)
+        window = window or window_for(context, cursor_before, client.settings, backfill)
+        context.log.info(f"{stream}: reading {window.describe()}")
+        started_wall, started = datetime.now(UTC), time.monotonic()
+        batches = fetch(window)
+    with warehouse.load(stream=stream, run_id=context.run.run_id, started_at=started_wall) as load:
+        for batch in _with_progress(context, stream, batches, started):
+            load.write(batch.table, batch.records)
+        stats = client.last_run_stats()
+        _report_new_fields(context, stream, stats)
+        server_start = stats.server_time_at_start or started_wall
+        cursor = next_cursor(window, cursor_before, server_run_start=server_start,
+                             newest_listed=stats.newest_last_date, safety_margin=client.settings.safety_margin,
+                             complete=stats.complete, ceiling=cursor_ceiling() if cursor_ceiling else UNBOUNDED)
+        if not stats.complete:
+            context.log.warning(f"{stream}: page drift did not settle after {stats.passes} passes; the cursor "
+                                "stays where it was so the next run reads this window again")
+        complete = _snapshot_tables_to_close(context, stream, tuple(snapshot_tables), stats)
+        if before_commit is not None:
+            before_commit(load, stats)
+        if sum(stats.rows.values()) >= RELEASE_AFTER_ROWS:
+            _release_fetch_memory()  # the pages are in the lake now; DuckDB gets the memory for the commit
+        committing = time.monotonic()
+        result = load.commit(cursor=cursor, complete_snapshots=complete, stats=stats.as_metadata())
+    done = time.monotonic()
+    counted = {*tables, *snapshot_tables}
+    with warehouse.connect(read_only=True) as conn:  # cheap: DuckDB counts from its row groups
+        row_counts = {table: row_count(conn, table) for table in sorted(counted)}
+    return StreamLoad(result, stats, window, done - started, done - committing, row_counts)
+
+
+def _snapshot_tables_to_close(context: AssetExecutionContext, stream: str, snapshot_tables: tuple[str, ...],
+                              stats: RunStats) -> tuple[str, ...]:
+    """The snapshot tables whose unseen rows may be marked deleted: none unless every record was seen and
+    loaded. A quarantined record was seen but not loaded: its key must not count as vanished."""
+    if not snapshot_tables or (stats.complete and not stats.quarantined):
+        return snapshot_tables
+    if stats.quarantined:
+        context.log.warning(f"{stream}: {stats.quarantined} record(s) quarantined (lms.quarantine); no row of "
+                            f"{', '.join(snapshot_tables)} is marked deleted this run")
+    return ()
+
+
+def _report_new_fields(context: AssetExecutionContext, stream: str, stats: RunStats) -> None:
+    """Once per stream and run: the fields the platform sent that our models do not declare (kept in `extra`)."""
+    if stats.new_fields:
+        listed = ", ".join(f"{path} ({count:,} records)" for path, count in sorted(stats.new_fields.items()))
+        context.log.warning(f"{stream}: the platform sent {len(stats.new_fields)} field(s) the models do not "
+                            f"declare, kept in the rows' extra column: {listed}")
+
+
+def _release_fetch_memory() -> None:
+    """Hand memory the fetch freed back to the OS (Python's cyclic garbage, then Arrow's pool and glibc's
+    arenas), so the process's peak is the fetch's or the commit's, not both added up."""
+    gc.collect()
+    release_free_memory()
+
+
+def _with_progress(context: AssetExecutionContext, stream: str, batches: Iterable[Batch],
+                   started: float) -> Iterator[Batch]:
+    rows, pages, last_report, previous_page = 0, 0, started, None
+    for batch in batches:
+        rows += batch.records.num_rows
+        if (batch.endpoint, batch.page) != previous_page:  # a page yields one batch per table
+            pages, previous_page = pages + 1, (batch.endpoint, batch.page)
+        now = time.monotonic()
+        if now - last_report >= PROGRESS_EVERY_S:
+            rate = rows / max(now - started, 1e-9)
+            context.log.info(f"{stream}: {pages:,} pages, {rows:,} rows, {rate:,.0f} rows/s so far")
+            last_report = now
+        yield batch
+
+
+def table_metadata(done: StreamLoad, table: str) -> dict[str, object]:
+    """Materialization metadata of one table of a stream load."""
+    stats, result, window = done.stats, done.result, done.window
+    counts = result.tables.get(table, TableLoadStats())  # a table with no rows in this load is untouched
+    rows_fetched = stats.rows.get(table, 0)
+    new_fields = paths_of(table, stats.new_fields)  # the platform's additions our models do not declare
+    metadata: dict[str, object] = {
+        "window": window.describe(),
+        "rows_fetched": rows_fetched,
+        "rows_per_second": round(rows_fetched / done.seconds, 1) if done.seconds > 0 else None,
+        "requests": stats.requests,
+        "retries": stats.retries,
+        "pages": stats.pages,
+        "quarantined": stats.quarantined,
+        "new_fields": len(new_fields),
+        "new_field_paths": MetadataValue.json(new_fields),
+        "sweep_passes": stats.passes,
+        "complete": stats.complete,
+        "cursor_before": MetadataValue.text(str(result.cursor_before)),
+        "cursor_after": MetadataValue.text(str(result.cursor_after)),
+        "duration_s": round(done.seconds, 3),
+        "commit_s": round(done.commit_seconds, 3),
+    }
+    metadata.update({f"rows_{name}": value for name, value in counts.as_dict().items()})
+    if table in done.row_counts:
+        metadata["dagster/row_count"] = done.row_counts[table]
+    return metadata

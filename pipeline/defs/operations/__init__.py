@@ -1,0 +1,1 @@
+"""The operations domain: what spans every domain (schedule, sync jobs, alerts, dead runs, the executor)."""

@@ -1,0 +1,81 @@
+"""Which active-lesson versions the warehouse holds the answers of, so an incremental run asks only for
+the answers of active lessons whose version changed.
+
+Why an active lesson's version says when its answers may have changed: the answer listings take
+`updatedSince` but filter by ACTIVE-LESSON record ("a page covers pageSize active-lesson records" whose
+lastDate is at or after updatedSince), so incremental sync can only ever see an answer change through
+its active lesson's lastDate. If the active lesson (owner, user, lesson) still has the lastDate whose
+answers we fetched, an updatedSince listing would return nothing new for it: asking again is waste.
+
+State: `lms.answers_synced_versions` (owner_id, user_id, lesson_id -> last_date), one row per active
+lesson whose answers were fetched, with the lastDate the warehouse's active lesson had when the answers
+were PLANNED (the answers were fetched later, so they are at least that new). It is written as one more
+table of the answers load, through the warehouse's generic load (lake part, manifest, upsert), so it
+commits in the same DuckDB transaction as the answers and `lessonsync rebuild` restores it from the lake:
+
+- a run that fails or is killed after the active lessons committed but before the answers did leaves
+  the old versions: the new active lessons differ from them and the next run fetches their answers;
+- a run whose drift checks did not settle (incomplete) records no version: the next run asks again;
+- an active lesson updated after our active-lessons sweep has a newer lastDate next time: asked again;
+- a version only moves forward (the table's cursor field is last_date: an older one is ignored).
+
+Modes (Settings.answers_refetch, LESSONSYNC_ANSWERS_REFETCH): "changed" (default) plans requests for the
+window's active lessons whose version differs from the stored one; "window" refetches every active lesson
+of the window (the behaviour before this table). Full refreshes and backfills (a date range, pipeline/defs/progress/backfill.py) always
+refetch their whole window: they exist to re-read it. Every mode records the versions it fetched.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipeline.contract.columns import TIMESTAMP
+from pipeline.contract.tables import TableSpec
+from pipeline.warehouse import Warehouse
+from pipeline.defs.windows import Window
+
+VERSIONS = TableSpec(
+    name="answers_synced_versions",
+    schema=pa.schema([
+        pa.field("owner_id", pa.string(), nullable=False),
+        pa.field("user_id", pa.string(), nullable=False),
+        pa.field("lesson_id", pa.string(), nullable=False),
+        pa.field("last_date", TIMESTAMP),
+    ]),
+    key=("owner_id", "user_id", "lesson_id"),
+    kind="incremental",
+    cursor_field="last_date",
+    description="Sync state: the lastDate of each active lesson whose answers the warehouse holds "
+    "(answers are asked again only when it changes).",
+)
+
+_COLUMNS = "a.owner_id, a.user_id, a.lesson_id, a.last_date"
+
+
+def window_active_lessons(wh: Warehouse, window: Window, *, only_changed: bool) -> pa.Table:
+    """Every active lesson of the window as the warehouse knows it right after the active-lessons sweep:
+    owner_id, user_id, lesson_id, last_date and `refetch` (true: its answers must be fetched). The planner
+    needs ALL of them (what a per-lesson or per-user request returns) and covers those with refetch."""
+    where, params = ("", []) if window.since is None else ("WHERE a.last_date >= ?", [window.since])
+    if only_changed:
+        # No stored version at all (v.owner_id NULL) means never fetched, whatever lastDate holds: a NULL
+        # lastDate must not look like the NULL of a missing version row.
+        query = (f"SELECT {_COLUMNS}, v.owner_id IS NULL OR v.last_date IS DISTINCT FROM a.last_date AS refetch "
+                 f"FROM lms.active_lessons a LEFT JOIN lms.{VERSIONS.name} v "
+                 f"USING (owner_id, user_id, lesson_id) {where}")
+    else:
+        query = f"SELECT {_COLUMNS}, true AS refetch FROM lms.active_lessons a {where}"
+    with wh.connect(read_only=True) as conn:
+        return conn.sql(query, params=params).to_arrow_table()
+
+
+def fetched_versions(window_lessons: pa.Table, window: Window) -> pa.Table:
+    """The rows of VERSIONS to record for the active lessons whose answers this run fetched (a window with
+    an end records only versions before it: rows at or after the end are not the window's to keep)."""
+    keep = window_lessons.column("refetch")
+    if window.until is not None:
+        before_end = pc.less(window_lessons.column("last_date"), pa.scalar(window.until, TIMESTAMP))
+        keep = pc.and_kleene(keep, pc.fill_null(before_end, False))
+    fetched = window_lessons.filter(keep)
+    return pa.table({f.name: fetched.column(f.name).cast(f.type) for f in VERSIONS.schema}, schema=VERSIONS.schema)

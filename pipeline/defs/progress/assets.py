@@ -1,0 +1,96 @@
+"""Progress assets: active lessons and their per-question answers, synced by `updatedSince` cursors.
+
+Not partitioned: each table is the current state of every record, materialized whole by every run (see
+backfill.py for why, and for backfills of a date range). Their freshness policy: freshness.py."""
+
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow.compute as pc
+from dagster import AssetExecutionContext, AssetSpec, MaterializeResult, asset, multi_asset
+
+from pipeline.contract.tables import TABLES
+from pipeline.defs.common import lms_key, ready_warehouse, table_definition_metadata
+from pipeline.defs.loading import load_stream, table_metadata
+from pipeline.defs.policy import POOL
+from pipeline.defs.progress.answer_versions import VERSIONS, fetched_versions, window_active_lessons
+from pipeline.defs.progress.backfill import BackfillWindow
+from pipeline.defs.progress.clock_skew import clock_skew_metadata
+from pipeline.defs.resources import PlatformResource, WarehouseResource
+from pipeline.source.stats import RunStats
+from pipeline.warehouse import Load
+from pipeline.defs.windows import Window
+
+
+@asset(
+    key=lms_key("active_lessons"),
+    group_name="progress",
+    kinds={"duckdb", "parquet"},
+    pool=POOL,
+    description=TABLES["active_lessons"].description,
+    metadata=table_definition_metadata(TABLES["active_lessons"]),
+)
+def active_lessons(
+    context: AssetExecutionContext, platform: PlatformResource, warehouse: WarehouseResource,
+    backfill: BackfillWindow,
+) -> MaterializeResult:
+    """Where every learner stands on every lesson: progress, score, success, time spent."""
+    wh = ready_warehouse(warehouse)
+    with platform.client() as client:
+        done = load_stream(context, wh, client, "active_lessons",
+                           lambda window: client.iter_stream("active_lessons", updated_since=window.since),
+                           backfill=backfill.window(), tables=("active_lessons",))
+    skew = clock_skew_metadata(context, done.stats, platform.settings().lookback)
+    return MaterializeResult(metadata={**table_metadata(done, "active_lessons"), **skew})
+
+
+@multi_asset(
+    specs=[
+        AssetSpec(lms_key("answers"), deps=[lms_key("active_lessons")], description=TABLES["answers"].description,
+                  group_name="progress", kinds={"duckdb", "parquet"},
+                  metadata=table_definition_metadata(TABLES["answers"])),
+        AssetSpec(lms_key("answer_results"), deps=[lms_key("answers")],
+                  description=TABLES["answer_results"].description, group_name="progress",
+                  kinds={"duckdb", "parquet"}, metadata=table_definition_metadata(TABLES["answer_results"])),
+    ],
+    pool=POOL,
+    can_subset=False,
+)
+def answers(
+    context: AssetExecutionContext, platform: PlatformResource, warehouse: WarehouseResource,
+    backfill: BackfillWindow,
+) -> Iterator[MaterializeResult]:
+    """Every answer of every attempt (entry and exit quizzes), fetched only for active lessons whose
+    version (lastDate) changed since their answers were fetched (answer_versions.py)."""
+    wh = ready_warehouse(warehouse)
+    planned: dict[str, Any] = {}
+    with platform.client() as client:
+
+        def fetch(window: Window):
+            planned["window"] = window
+            # the answers cursor never passes the active lessons' it was planned against (windows.py)
+            planned["ceiling"] = wh.cursor("active_lessons")
+            whole = window.since is None or window.label != "incremental" or \
+                client.settings.answers_refetch == "window"
+            planned["lessons"] = window_active_lessons(wh, window, only_changed=not whole)
+            return client.iter_answers(planned["lessons"], updated_since=window.since)
+
+        def record_versions(load: Load, stats: RunStats) -> None:
+            # Only a complete run holds the answers of every planned active lesson: an incomplete one (page
+            # drift that did not settle) records nothing, so the next run asks for them again.
+            lessons = planned.pop("lessons")  # 1M rows in a full sync: not held through the commit
+            planned["counts"] = lessons.num_rows, pc.sum(lessons.column("refetch")).as_py() or 0
+            versions = fetched_versions(lessons, planned["window"])
+            if stats.complete and versions.num_rows:
+                load.write(VERSIONS, versions)
+
+        done = load_stream(context, wh, client, "answers", fetch, before_commit=record_versions,
+                           also_tables=[VERSIONS], backfill=backfill.window(), tables=("answers", "answer_results"),
+                           cursor_ceiling=lambda: planned["ceiling"])
+    in_window, refetched = planned["counts"]
+    context.log.info(f"answers: {refetched:,} of the window's {in_window:,} active lessons needed their "
+                     f"answers; {done.stats.planned_requests:,} requests planned")
+    yield MaterializeResult(asset_key=lms_key("answers"), metadata={
+        **table_metadata(done, "answers"), "planned_requests": done.stats.planned_requests,
+        "window_active_lessons": in_window, "refetched_active_lessons": refetched})
+    yield MaterializeResult(asset_key=lms_key("answer_results"), metadata=table_metadata(done, "answer_results"))

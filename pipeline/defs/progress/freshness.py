@@ -1,0 +1,23 @@
+"""How stale the progress tables may get: the nightly run plus slack (Settings.freshness_hours, default 26).
+Dagster evaluates the policy itself and shows the assets fresh, warning or failing in the UI."""
+
+from __future__ import annotations
+
+from dagster import AssetSpec, FreshnessPolicy
+
+from pipeline.defs.common import lms_key
+from pipeline.settings import Settings
+
+# The tables a nightly run must have refreshed; answer_results follows answers (one fetch), so it needs no policy.
+FRESH_TABLES = ("active_lessons", "answers")
+
+
+def progress_freshness(settings: Settings) -> FreshnessPolicy:
+    return FreshnessPolicy.time_window(fail_window=settings.freshness, warn_window=settings.freshness * 0.9)
+
+
+def with_progress_freshness(spec: AssetSpec, settings: Settings) -> AssetSpec:
+    """`spec` with the progress freshness policy if it is one of FRESH_TABLES, else unchanged."""
+    if spec.key not in {lms_key(table) for table in FRESH_TABLES}:
+        return spec
+    return spec.replace_attributes(freshness_policy=progress_freshness(settings))

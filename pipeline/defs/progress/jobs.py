@@ -1,0 +1,17 @@
+"""Backfills of the progress tables: a date range re-read in one run (backfill.py says how)."""
+
+from __future__ import annotations
+
+from dagster import AssetSelection, define_asset_job
+
+from pipeline.defs.policy import BACKFILL_WINDOW, WRITES_WAREHOUSE
+
+PROGRESS_SELECTION = AssetSelection.groups("progress")
+
+backfill_progress_job = define_asset_job(
+    "backfill_progress",
+    selection=PROGRESS_SELECTION,
+    description="Re-read the active lessons and answers updated in a date range, in one run and one sweep: set "
+    "resources.backfill.config.updated_from (and updated_to) in the Launchpad. The cursor is left alone.",
+    tags={**WRITES_WAREHOUSE, **BACKFILL_WINDOW},
+)

@@ -1,0 +1,82 @@
+"""Dagster resources: where the warehouse lives and how the platform is reached, built from the settings by
+`build_resources`. Nothing here opens a file or a socket until an asset asks for it, so loading the code location
+stays cheap and side-effect free."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import duckdb
+from dagster import ConfigurableResource, EnvVar
+from pydantic import Field
+
+from pipeline.settings import Settings, load_settings
+from pipeline.source.client import PlatformClient
+from pipeline.warehouse import Warehouse
+from pipeline.webhooks.resource import InboxResource
+
+
+class WarehouseResource(ConfigurableResource):
+    """The DuckDB warehouse and the Parquet lake under one data directory (the lake on object storage when
+    LESSONSYNC_LAKE_URL is set)."""
+
+    data_dir: str = Field(description="Warehouse, lake and published analytics live here (LESSONSYNC_DATA_DIR).")
+
+    def settings(self) -> Settings:
+        """DuckDB memory limit, temp directory, threads and lock timeout from LESSONSYNC_DUCKDB_*; the lake
+        from LESSONSYNC_LAKE_URL; files under this resource's data directory."""
+        return load_settings(data_dir=Path(self.data_dir))
+
+    @property
+    def path(self) -> Path:
+        return self.settings().warehouse_path
+
+    def warehouse(self) -> Warehouse:
+        return Warehouse.from_settings(self.settings())
+
+    @contextmanager
+    def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A read-write connection, closed on exit; a file held by another process raises
+        WarehouseLockedError with what to do."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.warehouse().connect() as conn:
+            yield conn
+
+
+class PlatformResource(ConfigurableResource):
+    """The platform's developer API. Unset fields fall back to the LESSONSYNC_* settings."""
+
+    base_url: str | None = Field(None, description="Platform address without /v1 (LESSONSYNC_BASE_URL).")
+    app_secret: str | None = Field(None, description="App secret; pass EnvVar('LESSONSYNC_APP_SECRET').")
+    page_size: int | None = None
+    first_page: str | None = Field(None, description="'auto', '0' or '1'.")
+    concurrency: int | None = None
+
+    def settings(self) -> Settings:
+        overrides = {name: value for name in ("base_url", "app_secret", "page_size", "first_page", "concurrency")
+                     if (value := getattr(self, name)) is not None}
+        return load_settings(**overrides)
+
+    def client(self) -> PlatformClient:
+        return PlatformClient(self.settings())
+
+
+def build_resources(settings: Settings) -> dict[str, ConfigurableResource]:
+    """The resources every domain shares (a domain's own, like progress's `backfill`, come with it), their paths
+    from `settings`. The app secret set in the environment reaches the platform resource as an EnvVar, so the UI shows
+    its name, never its value; an unset secret is never put in resource config: the resource reads it from the
+    LESSONSYNC_* settings (a `.env` file) when a run starts, like the settings resource config does not carry
+    (DuckDB limits, retries, the lake URL)."""
+    return {
+        # The address as given (a CLI --base-url overrides the environment); the secret only by name.
+        "platform": PlatformResource(base_url=settings.base_url, app_secret=_env_var("LESSONSYNC_APP_SECRET")),
+        "warehouse": WarehouseResource(data_dir=str(settings.data_dir)),
+        "inbox": InboxResource(path=str(settings.inbox_path)),
+    }
+
+
+def _env_var(name: str) -> EnvVar | None:
+    return EnvVar(name) if name in os.environ else None

@@ -1,0 +1,1 @@
+"""The sessions domain: scheduled lesson sessions and their registrations."""
