@@ -50,11 +50,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.into is not None:
             report = rebuild_into(warehouse.lake, args.into, warehouse.connection_settings,
-                                  warehouse.upsert_strategy, also=replay_certificates)
+                                  also=replay_certificates)
         else:
             report = rebuild_in_place(warehouse.path, warehouse.lake, warehouse.connection_settings,
-                                      warehouse.upsert_strategy, backup=not args.no_backup,
-                                      also=replay_certificates)
+                                      backup=not args.no_backup, also=replay_certificates)
     except WarehouseError as error:
         print(f"lessonsync rebuild: {error}", file=sys.stderr)
         return 1

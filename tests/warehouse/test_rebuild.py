@@ -79,7 +79,7 @@ def layout(wh: Warehouse) -> tuple:
 
 def test_rebuild_from_the_lake_equals_the_warehouse(wh: Warehouse, tmp_path: Path) -> None:
     rebuilt = make_warehouse(tmp_path / "copy")
-    report = rebuild_into(wh.lake_dir, rebuilt.path, wh.connection_settings, wh.upsert_strategy)
+    report = rebuild_into(wh.lake_dir, rebuilt.path, wh.connection_settings)
     assert report.loads == 8 and report.rows["answers"] == 3
     original = dump(wh)
     assert set(original) >= {"answers", "answer_results", "groups", "lesson_sessions", "quarantine",
