@@ -121,7 +121,7 @@ def _register(conn: duckdb.DuckDBPyConnection, table: TableDef) -> None:
         f"INSERT INTO {REGISTRY} (table_name, kind, cursor_field, parent, key) VALUES (?, ?, ?, ?, ?) "
         "ON CONFLICT (table_name) DO UPDATE SET kind = excluded.kind, cursor_field = excluded.cursor_field, "
         "parent = excluded.parent, key = excluded.key",
-        [table.name, table.kind, table.cursor_field, table.parent, list(table.key)],
+        [table.name, table.kind, table.cursor_field, table.parent, list(table.key) or None],  # append tables: none
     )
 
 
