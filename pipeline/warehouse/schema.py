@@ -82,7 +82,8 @@ def _ensure(conn: duckdb.DuckDBPyConnection, wanted: TableDef, existing: TableDe
         create_table(conn, wanted)
         _register(conn, wanted)
         return True
-    if existing.declared_primary_key:
+    migrate = existing.declared_primary_key and bool(existing.kind)  # registered: this package's own table
+    if migrate:
         drop_primary_key(conn, existing)
     if existing.key != wanted.key:
         raise SchemaError(f"table {wanted.name}: the warehouse has key {list(existing.key)} but the "
@@ -101,8 +102,8 @@ def _ensure(conn: duckdb.DuckDBPyConnection, wanted: TableDef, existing: TableDe
     if wanted.comment and wanted.comment != existing.comment:
         set_comment(conn, wanted)
         changed = True
-    if (existing.declared_primary_key or (wanted.kind, wanted.cursor_field, wanted.parent)
-            != (existing.kind, existing.cursor_field, existing.parent)):
+    if migrate or (wanted.kind, wanted.cursor_field, wanted.parent) != (existing.kind, existing.cursor_field,
+                                                                        existing.parent):
         _register(conn, wanted)
         changed = True
     return changed
