@@ -90,5 +90,5 @@ def _derive(conn: duckdb.DuckDBPyConnection, where: str, params: dict[str, str],
             table, tuple((c["column_name"], c["data_type"]) if isinstance(c, dict) else tuple(c)
                          for c in columns[table]),
             key if key is not None else tuple(declared.get(table, ())), comment, kind, cursor_field, parent,
-            declared_primary_key=table in declared))
+            declared_primary_key=table in declared, key_unregistered=bool(kind) and key is None))
     return tuple(derived)

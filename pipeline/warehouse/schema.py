@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import duckdb
@@ -82,10 +83,13 @@ def _ensure(conn: duckdb.DuckDBPyConnection, wanted: TableDef, existing: TableDe
         create_table(conn, wanted)
         _register(conn, wanted)
         return True
-    migrate = existing.declared_primary_key and bool(existing.kind)  # registered: this package's own table
-    if migrate:
+    migrate = existing.key_unregistered or (existing.declared_primary_key and bool(existing.kind))
+    if existing.declared_primary_key and bool(existing.kind):  # registered: this package's own table
         drop_primary_key(conn, existing)
-    if existing.key != wanted.key:
+    # An empty key on either side is an unknown one, not a change: a table registered before keys were whose
+    # PRIMARY KEY did not survive (DuckDB 2.0.1 loses one added by ALTER TABLE ADD PRIMARY KEY when the file is
+    # reopened, as old first loads did), or an old catalog entry or manifest recording that. The spec's key wins.
+    if existing.key != wanted.key and existing.key and wanted.key:
         raise SchemaError(f"table {wanted.name}: the warehouse has key {list(existing.key)} but the "
                           f"spec says {list(wanted.key)}; a key change needs a rebuild of that table "
                           "(drop it and re-sync with a full refresh).")
@@ -102,9 +106,10 @@ def _ensure(conn: duckdb.DuckDBPyConnection, wanted: TableDef, existing: TableDe
     if wanted.comment and wanted.comment != existing.comment:
         set_comment(conn, wanted)
         changed = True
-    if migrate or (wanted.kind, wanted.cursor_field, wanted.parent) != (existing.kind, existing.cursor_field,
-                                                                        existing.parent):
-        _register(conn, wanted)
+    registered = wanted if wanted.key else replace(wanted, key=existing.key)
+    if migrate or (registered.key, wanted.kind, wanted.cursor_field, wanted.parent) != (
+            existing.key, existing.kind, existing.cursor_field, existing.parent):
+        _register(conn, registered)
         changed = True
     return changed
 
@@ -122,7 +127,7 @@ def _register(conn: duckdb.DuckDBPyConnection, table: TableDef) -> None:
         f"INSERT INTO {REGISTRY} (table_name, kind, cursor_field, parent, key) VALUES (?, ?, ?, ?, ?) "
         "ON CONFLICT (table_name) DO UPDATE SET kind = excluded.kind, cursor_field = excluded.cursor_field, "
         "parent = excluded.parent, key = excluded.key",
-        [table.name, table.kind, table.cursor_field, table.parent, list(table.key) or None],  # append tables: none
+        [table.name, table.kind, table.cursor_field, table.parent, list(table.key)],
     )
 
 

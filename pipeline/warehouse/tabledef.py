@@ -29,6 +29,9 @@ class TableDef:
     # The table still carries the PRIMARY KEY that warehouses written before 2026-11-25 declared; the next
     # schema step rebuilds it without (schema.py). Read from the file, never part of a definition's identity.
     declared_primary_key: bool = field(default=False, compare=False)
+    # Registered before 2026-11-25, when lms._tables kept no key: the key above comes from the PRIMARY KEY if
+    # the table still has one, else it is unknown (empty) until schema.py registers the spec's key.
+    key_unregistered: bool = field(default=False, compare=False)
 
     @property
     def column_names(self) -> tuple[str, ...]:

@@ -32,6 +32,8 @@ def make_legacy(wh: Warehouse) -> None:
         for table in read_catalog(conn):
             columns = ", ".join(f"{q(name)} {type_sql}" for name, type_sql in table.columns)
             key = f", PRIMARY KEY ({', '.join(q(k) for k in table.key)})" if table.key else ""  # append tables: none
+            if table.name == "groups":  # old first loads added the key by ALTER TABLE, which a reopen lost
+                key = ""
             conn.execute(f"CREATE TABLE lms._old ({columns}{key})")
             conn.execute(f"INSERT INTO lms._old SELECT * FROM lms.{table.name}")
             conn.execute(f"DROP TABLE lms.{table.name}")
