@@ -12,8 +12,11 @@ rows. Every strategy must leave the same table (checked by digest) with the same
     .venv/bin/python bench/upsert_options.py --target-rows 1000000 --batch-rows 100000 --shape sessions
     .venv/bin/python bench/upsert_options.py --quick               # small sizes, a smoke run
 
-DuckDB issues #11275 (updates slow unless sorted by key) and #21925 (INSERT OR REPLACE ... BY NAME slow
-since 1.4.3) are why the strategies differ; see docs/warehouse.md for the numbers and the choice."""
+The product ships one strategy (pipeline/warehouse/upsert.py: rows matched by the row id staging recorded);
+the ones that lost live here, built from the product's statements, and are passed to the real commit path
+through Warehouse(upsert=...). `INSERT ... ON CONFLICT` is gone with the tables' primary keys (it needs a
+unique index). DuckDB issues #11275 (updates slow unless sorted by key) and #21925 (INSERT OR REPLACE ... BY
+NAME slow since 1.4.3) are why the strategies differ; see docs/warehouse.md for the numbers and the choice."""
 
 from __future__ import annotations
 
@@ -36,7 +39,19 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pipeline.contract.tables import TableSpec  # noqa: E402
 from pipeline.warehouse import Warehouse  # noqa: E402
-from pipeline.warehouse.upsert import STRATEGIES  # noqa: E402
+from pipeline.warehouse.arrow_types import q  # noqa: E402
+from pipeline.warehouse.context import Upsert  # noqa: E402
+from pipeline.warehouse.schema import FIRST_LOADED_AT, LAST_LOADED_AT, table_ref  # noqa: E402
+from pipeline.warehouse.staging import Stage, join_on  # noqa: E402
+from pipeline.warehouse.upsert import (  # noqa: E402
+    data_columns,
+    delete_rows,
+    insert_rows,
+    set_list,
+    touch_rows,
+    update_rows,
+    upsert_stage,
+)
 
 TS = pa.timestamp("us", tz="UTC")
 STARTED = datetime(2026, 11, 22, 2, 0, tzinfo=timezone.utc)
@@ -77,6 +92,48 @@ def sessions_sql(keys: str, version: int) -> str:
                ['presenter-' || (i % 300), 'presenter-' || ((i + {version}) % 300)] AS presenters,
                'online' AS status, TIMESTAMPTZ '2026-01-01 00:00:00+00' + to_hours(i % 5000) AS start_date
         FROM ({keys})"""
+
+
+def by_key(stage: Stage) -> str:
+    return join_on(stage.load.key, "t", "s")
+
+
+def update_insert(conn: duckdb.DuckDBPyConnection, stage: Stage, ts: str) -> None:
+    """UPDATE ... FROM by a join on the key for every changed row, INSERT for new keys."""
+    update_rows(conn, stage, ts, ("update", "rewrite"), data_columns(stage), by_key(stage))
+    touch_rows(conn, stage, ts, by_key(stage))
+    insert_rows(conn, stage, ts, ("insert",), sort=False)
+
+
+def delete_insert(conn: duckdb.DuckDBPyConnection, stage: Stage, ts: str) -> None:
+    """DELETE every changed key (key join), then INSERT changed and new rows sorted by key."""
+    touch_rows(conn, stage, ts, by_key(stage))
+    delete_rows(conn, stage, ("update", "rewrite"), by_key(stage))
+    insert_rows(conn, stage, ts, ("insert", "update", "rewrite"), sort=True)
+
+
+def merge(conn: duckdb.DuckDBPyConnection, stage: Stage, ts: str) -> None:
+    """One MERGE INTO on the key."""
+    cols = stage.load.columns
+    conn.execute(
+        f"""MERGE INTO {table_ref(stage.target.name)} AS t
+        USING (SELECT * FROM {q(stage.name)} WHERE _change <> 'stale') AS s ON {by_key(stage)}
+        WHEN MATCHED AND s._change = 'same' THEN UPDATE SET {q(LAST_LOADED_AT)} = {ts}
+        WHEN MATCHED THEN UPDATE SET {set_list(stage, data_columns(stage), ts, 's')}
+        WHEN NOT MATCHED THEN INSERT ({', '.join(q(c) for c in cols)}, {q(FIRST_LOADED_AT)}, {q(LAST_LOADED_AT)})
+            VALUES ({', '.join('s.' + q(c) for c in cols)}, {ts}, {ts})"""
+    )
+
+
+# "product": what the warehouse ships (pipeline.warehouse.upsert.upsert_stage); the others lost (docs/warehouse.md)
+STRATEGIES: dict[str, Upsert] = {"product": upsert_stage, "update_insert": update_insert, "merge": merge,
+                                 "delete_insert": delete_insert}
+
+
+def strategy(name: str) -> Upsert:
+    if name not in STRATEGIES:
+        raise ValueError(f"unknown upsert strategy {name!r}; choose one of {', '.join(STRATEGIES)}")
+    return STRATEGIES[name]
 
 
 @dataclass(frozen=True)
@@ -132,7 +189,7 @@ def table_digest(wh: Warehouse, spec: TableSpec) -> tuple[int, int]:
 
 
 def warehouse(root: Path, strategy: str, args: argparse.Namespace) -> Warehouse:
-    return Warehouse(root / "warehouse.duckdb", root / "lake", upsert_strategy=strategy,
+    return Warehouse(root / "warehouse.duckdb", root / "lake", upsert=STRATEGIES[strategy],
                      memory_limit=args.memory_limit, threads=args.threads)
 
 
@@ -147,7 +204,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         "memory_limit": args.memory_limit, "first_load": {}, "upsert": {}}
     try:
         base = work / "base"
-        built = load(warehouse(base, "auto", args), shape, shape.sql(first_keys(args.target_rows), 1), "base")
+        built = load(warehouse(base, "product", args), shape, shape.sql(first_keys(args.target_rows), 1), "base")
         results["base_build"] = {"rows": args.target_rows, **vars(built)}
         print(f"base table: {args.target_rows:,} rows written in {built.write_s:.1f} s, committed in "
               f"{built.commit_s:.1f} s ({built.commit_cpu_s:.1f} CPU s)")

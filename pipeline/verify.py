@@ -18,6 +18,8 @@ from typing import Any, Protocol
 
 import duckdb
 
+from pipeline.warehouse.catalog import read_table_def
+
 LOAD_METADATA = {"first_loaded_at", "last_loaded_at", "deleted_at"}
 DEFAULTS = {("lessons", "play_mode"): "standard"}  # the spec's default, filled when the API omits it
 UNION_COLUMNS = {"value"}  # AnswerResult.value: number or string -> value_number / value_text
@@ -130,7 +132,7 @@ DERIVED = {"certificates": {"state", "last_event_id", "last_event_type", "last_r
 
 
 def compare_table(conn: duckdb.DuckDBPyConnection, truth: GroundTruth, table: str, max_examples: int = 20) -> TableDiff:
-    columns, key = _columns(conn, table), _primary_key(conn, table)
+    columns, key = _columns(conn, table), _table_key(conn, table)
     live = "WHERE deleted_at IS NULL" if "deleted_at" in columns else ""
     data_columns = [c for c in columns if c not in LOAD_METADATA and c not in DERIVED.get(table, ())]
     cursor = conn.execute(f"SELECT {', '.join(_q(c) for c in data_columns)} FROM lms.{_q(table)} {live}")
@@ -222,12 +224,11 @@ def _columns(conn: duckdb.DuckDBPyConnection, table: str) -> list[str]:
     return [r[0] for r in rows]
 
 
-def _primary_key(conn: duckdb.DuckDBPyConnection, table: str) -> list[str]:
-    row = conn.execute("SELECT constraint_column_names FROM duckdb_constraints() WHERE schema_name = 'lms' "
-                       "AND table_name = ? AND constraint_type = 'PRIMARY KEY'", [table]).fetchone()
-    if row is None:
-        raise LookupError(f"table lms.{table} has no primary key")
-    return list(row[0])
+def _table_key(conn: duckdb.DuckDBPyConnection, table: str) -> list[str]:
+    definition = read_table_def(conn, table)  # the key is in the warehouse's registry, not a DuckDB constraint
+    if definition is None or not definition.key:
+        raise LookupError(f"table lms.{table} has no key")
+    return list(definition.key)
 
 
 def _q(identifier: str) -> str:

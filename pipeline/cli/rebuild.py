@@ -35,10 +35,10 @@ def run(args: argparse.Namespace) -> int:
     warehouse = Warehouse.from_settings(settings)
     try:
         if args.into is not None:
-            report = rebuild_into(warehouse.lake, args.into, warehouse.connection_settings, warehouse.upsert_strategy)
+            report = rebuild_into(warehouse.lake, args.into, warehouse.connection_settings)
         else:
             report = rebuild_in_place(warehouse.path, warehouse.lake, warehouse.connection_settings,
-                                      warehouse.upsert_strategy, backup=not args.no_backup)
+                                      backup=not args.no_backup)
     except WarehouseError as error:
         print(f"lessonsync rebuild: {error}", file=sys.stderr)
         return 1

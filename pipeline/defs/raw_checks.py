@@ -2,11 +2,10 @@
 unexpectedly. They run in two steps (one read-only connection each; see STEP_TABLES) after the assets they check,
 not one per table: Dagster's per-step cost (0.2-0.5 s) was most of what 11 check steps cost a no-change run.
 
-They cost what the load cost, not what the table holds: unique and non-null keys are guaranteed by the
-declared primary key (DuckDB enforces it on every write; a table without one is scanned), and after a
-run that loaded the table the link checks look at the rows that load wrote (pipeline.warehouse.checks
-explains why that finds every orphan a load can make). A run that did not load the table (the
-`check_warehouse` job) checks every row.
+They cost what the load cost, not what the table holds: after a run that loaded the table the key and link
+checks look at the rows that run's loads wrote (pipeline.warehouse.checks explains why that finds every
+duplicate key and every orphan a load can make). A run that did not load the table (the `check_warehouse`
+job) checks every row.
 
 Each domain declares the links of its tables (its checks.py); `build_raw_table_checks` makes the two steps from
 them and the settings (the share of rows one load may mark deleted). The steps span the domains on purpose: a
@@ -34,7 +33,6 @@ from pipeline.defs.policy import POOL
 from pipeline.defs.resources import WarehouseResource
 from pipeline.settings import Settings
 from pipeline.warehouse import duplicate_keys, null_keys, orphans, row_count
-from pipeline.warehouse.checks import enforced_by_primary_key
 
 CHECKED_TABLES = tuple(name for name, spec in TABLES.items() if spec.kind != "append")
 CONTRACT_CHECK = "contract_unchanged"
@@ -111,13 +109,17 @@ def _table_results(conn: duckdb.DuckDBPyConnection, table: str, selected: set[st
     """`loaded_by`: the run id when this run materialized the table (link checks then look only at the rows
     its loads wrote: none at all when they wrote no row of the table), else None (every row)."""
     key, links = lms_key(table), rules.links_of(table)
+    since = _first_load_time(conn, table, loaded_by) if loaded_by is not None else None
     if "key_unique_not_null" in selected:
-        duplicates, nulls = duplicate_keys(conn, table), null_keys(conn, table)
+        if loaded_by is not None and since is None:  # materialized, but its loads wrote no row of it
+            duplicates, scope = 0, "no rows loaded by this run"
+        else:
+            duplicates = duplicate_keys(conn, table, touched_since=since)
+            scope = "keys of rows loaded by this run" if since is not None else "every row"
+        nulls = null_keys(conn, table)
         yield AssetCheckResult(check_name="key_unique_not_null", asset_key=key,
                                passed=duplicates == 0 and nulls == 0,
-                               metadata={"duplicate_keys": duplicates, "null_keys": nulls,
-                                         "enforced_by_primary_key": enforced_by_primary_key(conn, table)})
-    since = _first_load_time(conn, table, loaded_by) if loaded_by is not None and links else None
+                               metadata={"duplicate_keys": duplicates, "null_keys": nulls, "checked": scope})
     for link in links:
         if link.check_name in selected:
             if loaded_by is not None and since is None:  # materialized, but its loads wrote no row of it

@@ -5,41 +5,39 @@ the lake, so all three produce the same rows, load timestamps, cursor and counts
 from __future__ import annotations
 
 from dataclasses import replace
+
 import duckdb
 
-from pipeline.warehouse.arrow_types import q
+from pipeline.warehouse.arrow_types import q, ts_literal
+from pipeline.warehouse.context import CommitContext
 from pipeline.warehouse.deletions import mark_vanished, replace_children
 from pipeline.warehouse.errors import SchemaError
-from pipeline.warehouse.firstload import swap_in
 from pipeline.warehouse.lake import check_parts
-from pipeline.warehouse.lakestore import LakeStore
 from pipeline.warehouse.manifest import LoadOutcome, LoadPlan, TableLoad
 from pipeline.warehouse.results import TableLoadStats
 from pipeline.warehouse.schema import TableDef, drop_tables, ensure_tables, table_ref
 from pipeline.warehouse.staging import Stage, count_changes, create_stage, drop_stage, join_on, mark_stale_children
 from pipeline.warehouse.state import advance_cursor, advance_position, record_load
-from pipeline.warehouse.upsert import apply_stage, ts_literal
 
 
-def apply_load(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, lake: LakeStore, strategy: str,
-               prebuilt: dict[str, str] | None = None) -> LoadOutcome:
-    """Needs the internal tables (state.ensure_state_tables) to exist already. `prebuilt` (table ->
-    shadow table, from firstload.prebuild) are swapped in instead of staged: a big first load."""
+def apply_load(ctx: CommitContext, plan: LoadPlan) -> LoadOutcome:
+    """Needs the internal tables (state.ensure_state_tables) to exist already."""
+    conn = ctx.conn
     drop_tables(conn, plan.drop_before)  # tables whose rows were written outside the lake: this load holds them
     dropped_only = set(plan.drop_before) - {t.name for t in plan.tables}
     # replays: the tables as they were at that commit
     catalog = ensure_tables(conn, [t for t in plan.catalog if t.name not in dropped_only])
-    stats, stages = _stage_tables(conn, plan, catalog, lake, prebuilt or {})
+    stats, stages = _stage_tables(ctx, plan, catalog)
     for link in plan.children:
         if link.child in stages and link.parent in stages:
             mark_stale_children(conn, stages[link.child], stages[link.parent], link)
     for name, stage in stages.items():
         counts = count_changes(conn, stage)
-        apply_stage(conn, stage, plan.loaded_at, strategy)
+        ctx.upsert(conn, stage, ts_literal(plan.loaded_at))
         stats[name] = TableLoadStats(
             fetched=sum(p.rows for p in stage.load.parts), inserted=counts["insert"],
             updated=counts["update"] + counts["rewrite"], unchanged=counts["same"], stale=counts["stale"])
-    for name, count in _mark_deleted(conn, plan, catalog, stages, set(prebuilt or ())).items():
+    for name, count in _mark_deleted(conn, plan, catalog, stages).items():
         stats[name] = replace(stats.get(name, TableLoadStats()), deleted=count)
     for stage in stages.values():
         drop_stage(conn, stage)
@@ -49,38 +47,30 @@ def apply_load(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, lake: LakeStore,
     return outcome
 
 
-def _stage_tables(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, catalog: dict[str, TableDef],
-                  lake: LakeStore, prebuilt: dict[str, str]) -> tuple[dict[str, TableLoadStats], dict[str, Stage]]:
-    """Append tables are inserted at once; the others are staged (deduped and classified) for upsert,
-    or, when prebuilt, swapped in (every row is new: the table was empty)."""
+def _stage_tables(ctx: CommitContext, plan: LoadPlan, catalog: dict[str, TableDef]
+                  ) -> tuple[dict[str, TableLoadStats], dict[str, Stage]]:
+    """Append tables are inserted at once; the others are staged (deduped and classified) for upsert."""
     stats: dict[str, TableLoadStats] = {}
     stages: dict[str, Stage] = {}
     for load in parents_first(plan.tables):
         target = _target(catalog, load.name)
-        files = check_parts(lake, load.parts, f"load {plan.seq} ({plan.load_id})", conn)
-        if load.name in prebuilt:
-            stats[load.name] = TableLoadStats(fetched=sum(p.rows for p in load.parts),
-                                              inserted=swap_in(conn, load.name, prebuilt[load.name]))
-        elif load.kind == "append":
+        files = check_parts(ctx.lake, load.parts, f"load {plan.seq} ({plan.load_id})", ctx.conn)
+        if load.kind == "append":
             fetched = sum(part.rows for part in load.parts)
-            inserted = _append(conn, load, target, files, plan)
+            inserted = _append(ctx.conn, load, target, files, plan)
             stats[load.name] = TableLoadStats(fetched=fetched, inserted=inserted, unchanged=fetched - inserted)
         elif files:
-            stages[load.name] = create_stage(conn, load, target, files)
+            stages[load.name] = create_stage(ctx.conn, load, target, files)
         else:
             stats[load.name] = TableLoadStats()
     return stats, stages
 
 
 def _mark_deleted(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, catalog: dict[str, TableDef],
-                  stages: dict[str, Stage], prebuilt: set[str]) -> dict[str, int]:
-    """Rows newly marked deleted per table: vanished from complete snapshots, replaced children. A
-    prebuilt table was empty before this load and now holds exactly its rows: nothing vanished."""
+                  stages: dict[str, Stage]) -> dict[str, int]:
+    """Rows newly marked deleted per table: vanished from complete snapshots, replaced children."""
     deleted: dict[str, int] = {}
     for name in plan.complete_snapshots:
-        if name in prebuilt:
-            deleted[name] = deleted.get(name, 0)
-            continue
         marked = mark_vanished(conn, _target(catalog, name), stages.get(name), plan.loaded_at)
         deleted[name] = deleted.get(name, 0) + marked
     for link in plan.children:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pyarrow as pa
 
 from pipeline.warehouse.errors import SchemaError
@@ -60,3 +62,8 @@ def _timestamp_type(dtype: pa.TimestampType, where: str) -> str:
         raise SchemaError(f"{where} is timestamp[ns, tz={dtype.tz}] but TIMESTAMPTZ keeps microseconds: "
                           "cast it to pa.timestamp('us', tz='UTC') in the client.")
     return TIMESTAMPTZ
+
+
+def ts_literal(value: datetime) -> str:
+    """A SQL TIMESTAMPTZ literal: the load time every statement of a commit writes."""
+    return f"TIMESTAMPTZ '{value.isoformat()}'"

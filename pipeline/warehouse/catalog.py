@@ -4,8 +4,9 @@ functions cost milliseconds per call, and a commit looks at every table).
 A no-change sync read the catalog ~90 times (every commit several times, every asset check once per table
 and check) at ~10-25 ms each, mostly duckdb_columns() and duckdb_constraints(). Each read now starts with
 duckdb_tables() alone: its `sql` column is the table's CREATE statement as DuckDB holds it now (columns,
-types and primary key; DuckDB rewrites it on ADD COLUMN, ADD PRIMARY KEY and rollbacks), so together with
-the comment and the registry rows it determines the TableDefs exactly. Definitions already derived from
+types, NOT NULL and any primary key; DuckDB rewrites it on ADD COLUMN, ADD PRIMARY KEY and rollbacks), so
+together with the comment and the registry rows (kind, cursor field, parent, key) it determines the TableDefs
+exactly. Definitions already derived from
 the same text are reused (`_DERIVED`); anything else (a new table, a new column, a new comment or
 registry row, another file) misses and is read in full. No invalidation is needed: the key is the
 catalog itself, as this connection sees it now."""
@@ -44,10 +45,7 @@ def _read(conn: duckdb.DuckDBPyConnection, name: str | None) -> tuple[TableDef, 
                          "ORDER BY table_name", params).fetchall()
     if not found:
         return ()
-    try:  # write paths create the registry first (state.bootstrap); a failed query would abort their transaction
-        facts = {row[0]: tuple(row[1:]) for row in conn.execute(f"SELECT * FROM {REGISTRY}").fetchall()}
-    except duckdb.CatalogException:  # read-only look at a file written before any table was registered
-        facts = {}
+    facts = _registry(conn)
     key = (tuple(found), tuple(sorted(facts.items(), key=lambda item: item[0])))
     derived = _DERIVED.get(key)
     if derived is not None:
@@ -61,16 +59,36 @@ def _read(conn: duckdb.DuckDBPyConnection, name: str | None) -> tuple[TableDef, 
     return derived
 
 
+def _registry(conn: duckdb.DuckDBPyConnection) -> dict[str, tuple[object, ...]]:
+    """table -> (kind, cursor_field, parent, key tuple or None) from the registry."""
+    try:  # write paths create the registry first (state.ensure_state_tables); a failed query would abort them
+        rows = conn.execute(f"SELECT * FROM {REGISTRY}").fetchall()
+        names = [d[0] for d in conn.description]
+    except duckdb.CatalogException:  # read-only look at a file written before any table was registered
+        return {}
+    facts = {}
+    for row in rows:
+        record = dict(zip(names, row, strict=True))
+        key = record.get("key")  # None: a registry written before keys were kept there (schema.REGISTRY_KEY_COLUMN)
+        facts[record["table_name"]] = (record["kind"], record["cursor_field"], record["parent"],
+                                       None if key is None else tuple(key))
+    return facts
+
+
 def _derive(conn: duckdb.DuckDBPyConnection, where: str, params: dict[str, str], tables: list[tuple[str, str]],
             facts: dict[str, tuple[object, ...]]) -> tuple[TableDef, ...]:
     columns = dict(conn.execute(
         f"SELECT table_name, list((column_name, data_type) ORDER BY column_index) FROM duckdb_columns() "
         f"WHERE {where} GROUP BY table_name", params).fetchall())
-    keys = dict(conn.execute(
+    declared = dict(conn.execute(  # primary keys of tables written before 2026-11-25 (schema.drop_primary_key)
         f"SELECT table_name, constraint_column_names FROM duckdb_constraints() WHERE {where} "
         "AND constraint_type = 'PRIMARY KEY'", params).fetchall())
-    return tuple(
-        TableDef(table, tuple((c["column_name"], c["data_type"]) if isinstance(c, dict) else tuple(c)
-                              for c in columns[table]),
-                 tuple(keys.get(table, ())), comment, *facts.get(table, ("", None, None)))
-        for table, comment in tables)
+    derived = []
+    for table, comment in tables:
+        kind, cursor_field, parent, key = facts.get(table, ("", None, None, None))
+        derived.append(TableDef(
+            table, tuple((c["column_name"], c["data_type"]) if isinstance(c, dict) else tuple(c)
+                         for c in columns[table]),
+            key if key is not None else tuple(declared.get(table, ())), comment, kind, cursor_field, parent,
+            declared_primary_key=table in declared, key_unregistered=bool(kind) and key is None))
+    return tuple(derived)

@@ -3,9 +3,11 @@ one-liner (`passed=duplicate_keys(conn, "answers") == 0`). Rows marked deleted a
 function says otherwise.
 
 Cost: a check must not cost more than the load it follows.
-- Keys: a declared PRIMARY KEY is enforced by DuckDB on every write (unique, and NOT NULL on each key
-  column), so `duplicate_keys` / `null_keys` over columns covered by it are 0 by construction and read
-  no rows (`trust_primary_key=False` scans anyway). Tables without one are scanned.
+- Keys: the tables declare no PRIMARY KEY (schema.py says why); a load keeps one row per key, and
+  `duplicate_keys(..., touched_since=T)` looks at the keys of the rows a load wrote at or after T (any key a
+  load duplicated is among them), matched against the table within their range of the first key column.
+  Without `touched_since`, or when the load touched more than `chunk_rows` rows, every row is grouped, range
+  by range of the first key column, so the hash table stays bounded. `null_keys` is a plain filter.
 - Links: `orphans(..., touched_since=T)` looks only at child rows a load wrote at or after T (their
   `last_loaded_at`). That finds every orphan a load can create as long as parent rows are never deleted
   (the parent has no `deleted_at`); with a parent that keeps deleted rows it checks every row."""
@@ -31,38 +33,54 @@ def row_count(conn: duckdb.DuckDBPyConnection, table: str) -> int:
     return _count(conn, f"SELECT count(*) FROM {table_ref(table)} AS t WHERE {_live(_table(conn, table), 't')}")
 
 
-def enforced_by_primary_key(conn: duckdb.DuckDBPyConnection, table: str, key: Sequence[str] | None = None) -> bool:
-    """True when `table` has a declared PRIMARY KEY made of columns of `key` (default: its own key)."""
-    declared = _table(conn, table).key
-    return bool(declared) and set(declared) <= set(key or declared)
+# A link or key check hashes rows; when there are more than this (a full sync's 12.5M answer results against
+# 9.7M answers: a ~1.5 GB hash table, 2.1 GiB RSS under memory_limit 2GB) it runs in ranges of the first
+# linked or key column, each reading only the rows of its range (the tables are in key order, so the scans
+# skip the other row groups).
+ORPHAN_CHUNK_ROWS = 2_000_000
+KEY_CHUNK_ROWS = 2_000_000
 
 
 def duplicate_keys(conn: duckdb.DuckDBPyConnection, table: str, key: Sequence[str] | None = None, *,
-                   trust_primary_key: bool = True) -> int:
-    """Key values held by more than one row (0 when the primary key holds)."""
+                   touched_since: datetime | None = None, chunk_rows: int = KEY_CHUNK_ROWS) -> int:
+    """Key values held by more than one row (deleted rows included: a key has one row, live or not). With
+    `touched_since`, only keys of rows loaded at or after that instant are looked at (a load that duplicated
+    a key wrote one of its rows), unless that is more than `chunk_rows` rows; then, as without it, every row
+    is grouped, range by range of the first key column."""
     columns = _key(conn, table, key)
-    if trust_primary_key and enforced_by_primary_key(conn, table, columns):
-        return 0  # DuckDB refuses any write that would duplicate a declared primary key
-    return _count(conn, f"SELECT count(*) FROM (SELECT {', '.join(q(k) for k in columns)} FROM {table_ref(table)} "
-                         f"GROUP BY ALL HAVING count(*) > 1)")
+    keys, first = ", ".join(q(k) for k in columns), q(columns[0])
+    if touched_since is not None:
+        touched = f"(SELECT {keys} FROM {table_ref(table)} WHERE {q(LAST_LOADED_AT)} >= $since)"
+        count = _count(conn, f"SELECT count(*) FROM {touched}", {"since": touched_since})
+        if count == 0:
+            return 0
+        if count <= chunk_rows:  # the touched keys are the hash table; the table is scanned within their range
+            extent = value_range(conn, touched, columns[0], {"since": touched_since})
+            match = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in columns)
+            return _count(conn, f"SELECT count(*) FROM (SELECT {keys} FROM {table_ref(table)} AS t "
+                                 f"WHERE {first} BETWEEN $lowest AND $highest AND EXISTS "
+                                 f"(SELECT 1 FROM {touched} AS s WHERE {match}) GROUP BY ALL HAVING count(*) > 1)",
+                           {"since": touched_since, **extent})
+    every_row = f"(SELECT * FROM {table_ref(table)})"
+
+    def duplicated(where: str, params: dict[str, object]) -> int:
+        return _count(conn, f"SELECT count(*) FROM (SELECT {keys} FROM {table_ref(table)} AS c WHERE {where} "
+                             "GROUP BY ALL HAVING count(*) > 1)", params)
+
+    bounds = _range_bounds(conn, every_row, f"c.{first}", {}, chunk_rows)
+    if bounds is None:
+        return duplicated("TRUE", {})
+    return duplicated(f"c.{first} IS NULL", {}) + sum(duplicated(where, params) for where, params in
+                                                       _ranges(bounds, f"c.{first}"))
 
 
-def null_keys(conn: duckdb.DuckDBPyConnection, table: str, key: Sequence[str] | None = None, *,
-              trust_primary_key: bool = True) -> int:
-    """Rows with a null in any key column."""
+def null_keys(conn: duckdb.DuckDBPyConnection, table: str, key: Sequence[str] | None = None) -> int:
+    """Rows with a null in any key column (a filter, no hash table; the key columns are NOT NULL too)."""
     columns = _key(conn, table, key)
-    declared = _table(conn, table).key
-    if trust_primary_key and declared and set(columns) <= set(declared):
-        return 0  # primary-key columns are NOT NULL in DuckDB
     nulls = " OR ".join(f"{q(k)} IS NULL" for k in columns)
     return _count(conn, f"SELECT count(*) FROM {table_ref(table)} WHERE {nulls}")
 
 
-# A link check hashes one side of the join; when both sides are bigger than this (a full sync's 12.5M answer
-# results against 9.7M answers: a ~1.5 GB hash table, 2.1 GiB RSS under memory_limit 2GB) it runs in ranges
-# of the first linked column, each joining only the rows of its range (the tables are in key order, so the
-# scans skip the other row groups).
-ORPHAN_CHUNK_ROWS = 2_000_000
 _SAMPLE_ROWS = 20_000
 
 
@@ -93,38 +111,40 @@ def orphans(conn: duckdb.DuckDBPyConnection, child: str, parent: str, on: Mappin
                                 {**params, **extra}).fetchone()[0])
 
     nulls = _count(conn, f"SELECT count(*) FROM {children} AS c WHERE {c_col} IS NULL", params)
-    bounds = _chunk_bounds(conn, children, parent, parent_def, c_col, params, chunk_rows)
+    parents = _count(conn, f"SELECT count(*) FROM {table_ref(parent)} AS p WHERE {_live(parent_def, 'p')}")
+    bounds = None if parents <= chunk_rows else _range_bounds(conn, children, c_col, params, chunk_rows)
     if bounds is None:  # one join, only where the parent's first linked column lies within the children's range
         extent = value_range(conn, children + " AS c", child_column, params)
         if extent["lowest"] is None:
             return nulls
         return nulls + unmatched(f"{c_col} BETWEEN $lowest AND $highest",
                                  f"{p_col} BETWEEN $lowest AND $highest", extent)
-    total = nulls
+    return nulls + sum(unmatched(child_range, child_range.replace(c_col, p_col), extra)
+                       for child_range, extra in _ranges(bounds, c_col))
+
+
+def _ranges(bounds: list[object], column: str) -> list[tuple[str, dict[str, object]]]:
+    """(condition on `column`, its parameters) for each range between consecutive `bounds`, open at both ends."""
+    ranges = []
     for lowest, highest in zip([None, *bounds], [*bounds, None], strict=True):
-        ranges = [(f"{{col}} >= $lowest", {"lowest": lowest})] if lowest is not None else []
-        ranges += [(f"{{col}} < $highest", {"highest": highest})] if highest is not None else []
-        extra = {k: v for _, part in ranges for k, v in part.items()}
-        total += unmatched(" AND ".join(r.format(col=c_col) for r, _ in ranges),
-                           " AND ".join(r.format(col=p_col) for r, _ in ranges), extra)
-    return total
+        parts = [(f"{column} >= $lowest", {"lowest": lowest})] if lowest is not None else []
+        parts += [(f"{column} < $highest", {"highest": highest})] if highest is not None else []
+        ranges.append((" AND ".join(p for p, _ in parts), {k: v for _, part in parts for k, v in part.items()}))
+    return ranges
 
 
-def _chunk_bounds(conn: duckdb.DuckDBPyConnection, children: str, parent: str, parent_def: TableDef,
-                  c_col: str, params: dict[str, object], chunk_rows: int) -> list[object] | None:
-    """Ascending boundaries splitting the children's first linked column into ranges of about `chunk_rows`
-    rows (from a sample: any boundaries give an exact count, they only size the pieces), or None when one
-    side is small enough to be hashed whole."""
-    count = _count(conn, f"SELECT count(*) FROM {children} AS c", params)
+def _range_bounds(conn: duckdb.DuckDBPyConnection, rows: str, c_col: str, params: dict[str, object],
+                  chunk_rows: int) -> list[object] | None:
+    """Ascending boundaries splitting column `c_col` of `rows` (a subquery aliased `c`) into ranges of about
+    `chunk_rows` rows (from a sample: any boundaries give an exact count, they only size the pieces), or None
+    when the rows are few enough to be hashed whole."""
+    count = _count(conn, f"SELECT count(*) FROM {rows} AS c", params)
     if count <= chunk_rows:
         return None
-    parents = _count(conn, f"SELECT count(*) FROM {table_ref(parent)} AS p WHERE {_live(parent_def, 'p')}")
-    if parents <= chunk_rows:
-        return None
-    pieces = -(-min(count, parents) // chunk_rows)
+    pieces = -(-count // chunk_rows)
     # sorted and deduplicated by DuckDB, so the ranges follow its ordering of the column's type
     sample = conn.execute(
-        f"SELECT list_sort(list_distinct(list(v))) FROM (SELECT {c_col} AS v FROM {children} AS c "
+        f"SELECT list_sort(list_distinct(list(v))) FROM (SELECT {c_col} AS v FROM {rows} AS c "
         f"WHERE {c_col} IS NOT NULL USING SAMPLE reservoir({_SAMPLE_ROWS} ROWS) REPEATABLE (7))",
         params or None).fetchone()[0] or []
     picks = sorted({len(sample) * i // pieces for i in range(1, pieces)} - {0})
@@ -148,7 +168,7 @@ def _table(conn: duckdb.DuckDBPyConnection, name: str) -> TableDef:
 def _key(conn: duckdb.DuckDBPyConnection, table: str, key: Sequence[str] | None) -> Sequence[str]:
     columns = key or _table(conn, table).key
     if not columns:
-        raise SchemaError(f"table lms.{table} has no primary key; pass the key columns to check.")
+        raise SchemaError(f"table lms.{table} has no key; pass the key columns to check.")
     return columns
 
 

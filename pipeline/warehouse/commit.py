@@ -1,9 +1,8 @@
 """The commit of one load, in this order (why: see recovery.py):
 
 1. take the write lock (open read-write) and roll forward any load whose manifest outlived a crash;
-2. create/evolve the written tables (own transaction); a big first load builds its tables in shadow
-   tables, slice by slice (firstload.py: nothing visible); BEGIN; apply the load (upserts or the swap of
-   the shadow tables, deletions, cursor, _load_runs);
+2. create/evolve the written tables (own transaction); BEGIN; apply the load (upserts, deletions, cursor,
+   _load_runs);
 3. write the manifest once (create-if-absent), after every part it names is stored: the commit point;
 4. COMMIT. If COMMIT raises and the load is certainly not in DuckDB, the manifest is removed again
    (if that cannot be told, it stays and the next writer rolls the load forward).
@@ -23,7 +22,6 @@ import duckdb
 from pipeline.warehouse import hooks
 from pipeline.warehouse.apply import apply_load
 from pipeline.warehouse.errors import SchemaError
-from pipeline.warehouse.firstload import prebuild
 from pipeline.warehouse.lake import list_manifests, manifest_name
 from pipeline.warehouse.lakestore import LakeStore
 from pipeline.warehouse.links import ChildLinks, resolve_links
@@ -43,9 +41,9 @@ def commit_load(load: Load, tables: tuple[TableLoad, ...], cursor: datetime | No
                 drop_before: tuple[str, ...] = ()) -> LoadResult:
     warehouse = load.warehouse
     with warehouse.connect(read_only=False) as conn:
+        ctx = warehouse.commit_context(conn)
         ensure_state_tables(conn)
-        memory_limit = warehouse.connection_settings.memory_limit
-        recover(conn, warehouse.lake, warehouse.upsert_strategy, warehouse.slice_rows, memory_limit)
+        recover(ctx)
         conn.begin()  # creating or evolving the tables commits on its own: empty tables, no cursor, no rows
         try:
             plan = _plan(conn, load, tables, cursor, complete_snapshots, replace_children_of, stats, cursor_reset)
@@ -54,12 +52,9 @@ def commit_load(load: Load, tables: tuple[TableLoad, ...], cursor: datetime | No
             conn.rollback()
             raise
         conn.commit()
-        # a big first load builds its tables' key index in slices first (firstload.py): invisible until swapped in
-        prebuilt = prebuild(conn, plan, warehouse.lake, warehouse.upsert_strategy, warehouse.slice_rows,
-                            memory_limit)
         conn.begin()
         try:
-            outcome = apply_load(conn, plan, warehouse.lake, warehouse.upsert_strategy, prebuilt)
+            outcome = apply_load(ctx, plan)
             hooks.reached("applied")
             name = manifest_name(plan.seq, plan.load_id)
             manifest = warehouse.lake.create_manifest(name, to_json(plan, outcome))

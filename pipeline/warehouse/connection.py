@@ -16,13 +16,14 @@ from pipeline.warehouse.errors import WarehouseLockedError, WarehouseMissingErro
 
 _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (?P<exe>.*?) \(PID (?P<pid>\d+)\)")
 _LOCK_POLL_SECONDS = 0.2
+DEFAULT_MEMORY_LIMIT = "400MiB"  # pipeline.settings.DEFAULT_MEMORY_LIMIT: why
 
 
 @dataclass(frozen=True)
 class ConnectionSettings:
     """DuckDB limits for every connection to one warehouse file."""
 
-    memory_limit: str = "2GB"  # DuckDB syntax ("2GB", "512MiB"); merges beyond it spill to temp_directory
+    memory_limit: str = DEFAULT_MEMORY_LIMIT  # DuckDB syntax ("2GB", "512MiB"); beyond it work spills to temp_directory
     temp_directory: Path | None = None  # None: "<warehouse file>.tmp/" next to the file
     threads: int | None = None  # None: DuckDB's default (all cores)
     lock_timeout: float = 10.0  # seconds to keep retrying while another process holds the file

@@ -13,12 +13,11 @@ from datetime import datetime
 
 import duckdb
 
-from pipeline.warehouse.arrow_types import q
+from pipeline.warehouse.arrow_types import q, ts_literal
 from pipeline.warehouse.errors import SchemaError
 from pipeline.warehouse.manifest import ChildLink
 from pipeline.warehouse.schema import DELETED_AT, TableDef, table_ref
 from pipeline.warehouse.staging import Stage, join_on, value_range
-from pipeline.warehouse.upsert import ts_literal
 
 
 def mark_vanished(conn: duckdb.DuckDBPyConnection, target: TableDef, stage: Stage | None,

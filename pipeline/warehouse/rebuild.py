@@ -12,14 +12,15 @@ from pathlib import Path
 
 from pipeline.warehouse.catalog import read_catalog
 from pipeline.warehouse.connection import ConnectionSettings, open_connection
+from pipeline.warehouse.context import CommitContext, Upsert
 from pipeline.warehouse.errors import LakeError, WarehouseError
-from pipeline.warehouse.firstload import DEFAULT_SLICE_ROWS
 from pipeline.warehouse.lake import list_manifests, read_manifest
 from pipeline.warehouse.lakestore import LakeStore, fsync_dir, open_lake
 from pipeline.warehouse.manifest import from_json
 from pipeline.warehouse.recovery import replay
 from pipeline.warehouse.schema import table_ref
 from pipeline.warehouse.state import ensure_state_tables
+from pipeline.warehouse.upsert import upsert_stage
 
 
 @dataclass
@@ -31,8 +32,8 @@ class RebuildReport:
     backup: Path | None = None
 
 
-def rebuild_into(lake_location: LakeStore | Path | str, target: Path, settings: ConnectionSettings, strategy: str,
-                 slice_rows: int | None = DEFAULT_SLICE_ROWS) -> RebuildReport:
+def rebuild_into(lake_location: LakeStore | Path | str, target: Path, settings: ConnectionSettings, *,
+                 upsert: Upsert = upsert_stage) -> RebuildReport:
     """Build a new warehouse file at `target` (which must not exist) from the lake."""
     started = time.monotonic()
     if target.exists():
@@ -47,9 +48,10 @@ def rebuild_into(lake_location: LakeStore | Path | str, target: Path, settings: 
     conn = open_connection(partial, settings, read_only=False)
     try:
         ensure_state_tables(conn)
+        ctx = CommitContext(conn, lake, upsert)
         for _, ref in manifests:
             plan, recorded = from_json(read_manifest(lake, ref), ref.where)
-            replay(conn, plan, recorded, lake, strategy, slice_rows, settings.memory_limit)
+            replay(ctx, plan, recorded)
         rows = {t.name: conn.execute(f"SELECT count(*) FROM {table_ref(t.name)}").fetchone()[0]
                 for t in read_catalog(conn)}
         conn.execute("CHECKPOINT")
@@ -61,8 +63,8 @@ def rebuild_into(lake_location: LakeStore | Path | str, target: Path, settings: 
     return RebuildReport(target, len(manifests), rows, time.monotonic() - started)
 
 
-def rebuild_in_place(warehouse: Path, lake_location: LakeStore | Path | str, settings: ConnectionSettings,
-                     strategy: str, *, backup: bool = True) -> RebuildReport:
+def rebuild_in_place(warehouse: Path, lake_location: LakeStore | Path | str, settings: ConnectionSettings, *,
+                     backup: bool = True, upsert: Upsert = upsert_stage) -> RebuildReport:
     """Rebuild `warehouse` from the lake and swap it in; keep the old file as <name>.before-rebuild."""
     fresh = warehouse.with_name(warehouse.name + ".rebuilt")
     _remove_database(fresh)
@@ -70,7 +72,7 @@ def rebuild_in_place(warehouse: Path, lake_location: LakeStore | Path | str, set
     try:
         if holder is not None:
             holder.execute("CHECKPOINT")  # the old file's WAL must not outlive it next to the new file
-        report = rebuild_into(lake_location, fresh, settings, strategy)
+        report = rebuild_into(lake_location, fresh, settings, upsert=upsert)
     finally:
         if holder is not None:
             holder.close()

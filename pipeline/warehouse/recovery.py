@@ -10,27 +10,23 @@ from __future__ import annotations
 
 import logging
 
-import duckdb
-
 from pipeline.warehouse.apply import apply_load
+from pipeline.warehouse.context import CommitContext
 from pipeline.warehouse.errors import LakeError
-from pipeline.warehouse.firstload import DEFAULT_SLICE_ROWS, prebuild
 from pipeline.warehouse.lake import list_manifests, read_manifest
-from pipeline.warehouse.lakestore import LakeStore
 from pipeline.warehouse.manifest import LoadOutcome, LoadPlan, from_json
 from pipeline.warehouse.state import applied_loads
 
 log = logging.getLogger(__name__)
 
 
-def recover(conn: duckdb.DuckDBPyConnection, lake: LakeStore, strategy: str,
-            slice_rows: int | None = DEFAULT_SLICE_ROWS, memory_limit: str | None = None) -> int:
+def recover(ctx: CommitContext) -> int:
     """Replay committed loads the warehouse does not have yet; returns how many. The caller has run
     state.ensure_state_tables on this connection."""
-    applied = applied_loads(conn)
+    applied = applied_loads(ctx.conn)
     newest = max(applied, default=0)
     replayed = 0
-    for seq, ref in list_manifests(lake):
+    for seq, ref in list_manifests(ctx.lake):
         if seq in applied:
             if not ref.name.endswith(f"-{applied[seq]}.json"):
                 raise LakeError(f"load {seq} is {applied[seq]} in the warehouse but {ref.name} in the lake: "
@@ -40,25 +36,22 @@ def recover(conn: duckdb.DuckDBPyConnection, lake: LakeStore, strategy: str,
             raise LakeError(f"the lake has load {seq} ({ref.name}) that the warehouse skipped although it has "
                             f"later loads; rebuild with `lessonsync rebuild` to get a consistent warehouse.")
         log.warning("rolling forward load %s from %s (its commit was interrupted)", seq, ref.where)
-        plan, recorded = from_json(read_manifest(lake, ref), ref.where)
-        replay(conn, plan, recorded, lake, strategy, slice_rows, memory_limit)
+        plan, recorded = from_json(read_manifest(ctx.lake, ref), ref.where)
+        replay(ctx, plan, recorded)
         replayed += 1
     return replayed
 
 
-def replay(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, recorded: LoadOutcome, lake: LakeStore,
-           strategy: str, slice_rows: int | None = DEFAULT_SLICE_ROWS, memory_limit: str | None = None) -> None:
-    """Apply one manifest's load in its own transaction and check it did what the manifest says (a big
-    first load builds its shadow tables first, as a live commit does; `memory_limit`: the connection's)."""
-    prebuilt = prebuild(conn, plan, lake, strategy, slice_rows, memory_limit)
-    conn.begin()
+def replay(ctx: CommitContext, plan: LoadPlan, recorded: LoadOutcome) -> None:
+    """Apply one manifest's load in its own transaction and check it did what the manifest says."""
+    ctx.conn.begin()
     try:
-        outcome = apply_load(conn, plan, lake, strategy, prebuilt)
+        outcome = apply_load(ctx, plan)
         check_same(plan, outcome, recorded)
     except BaseException:
-        conn.rollback()
+        ctx.conn.rollback()
         raise
-    conn.commit()
+    ctx.conn.commit()
 
 
 def check_same(plan: LoadPlan, got: LoadOutcome, recorded: LoadOutcome) -> None:

@@ -1,10 +1,17 @@
-"""DuckDB tables from TableSpecs: CREATE TABLE with the primary key and the load metadata columns, and
-schema evolution by ALTER TABLE ADD COLUMN. Columns are never dropped or retyped behind anyone's back."""
+"""DuckDB tables from TableSpecs: CREATE TABLE with the load metadata columns and the key columns NOT NULL,
+the key itself in the registry (lms._tables), and schema evolution by ALTER TABLE ADD COLUMN. Columns are
+never dropped or retyped behind anyone's back.
+
+No PRIMARY KEY is declared: DuckDB 2.0 does not use its ART index to look up a composite key, and every index
+block an insert touches stays pinned in memory until the checkpoint, so the index made an incremental load's
+memory follow the table's size (docs/warehouse.md, "Keys without an index"). Uniqueness comes from the load
+(staging keeps one row per key and matches it against the table) and is checked by checks.duplicate_keys."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import replace
 
 import duckdb
 
@@ -73,8 +80,14 @@ def _ensure(conn: duckdb.DuckDBPyConnection, wanted: TableDef, existing: TableDe
         create_table(conn, wanted)
         _register(conn, wanted)
         return True
-    if existing.key != wanted.key:
-        raise SchemaError(f"table {wanted.name}: the warehouse has primary key {list(existing.key)} but the "
+    migrate = existing.key_unregistered or (existing.declared_primary_key and bool(existing.kind))
+    if existing.declared_primary_key and bool(existing.kind):  # registered: this package's own table
+        drop_primary_key(conn, existing)
+    # An empty key on either side is an unknown one, not a change: a table registered before keys were whose
+    # PRIMARY KEY did not survive (DuckDB 2.0.1 loses one added by ALTER TABLE ADD PRIMARY KEY when the file is
+    # reopened, as old first loads did), or an old catalog entry or manifest recording that. The spec's key wins.
+    if existing.key != wanted.key and existing.key and wanted.key:
+        raise SchemaError(f"table {wanted.name}: the warehouse has key {list(existing.key)} but the "
                           f"spec says {list(wanted.key)}; a key change needs a rebuild of that table "
                           "(drop it and re-sync with a full refresh).")
     have = dict(existing.columns)
@@ -90,21 +103,28 @@ def _ensure(conn: duckdb.DuckDBPyConnection, wanted: TableDef, existing: TableDe
     if wanted.comment and wanted.comment != existing.comment:
         set_comment(conn, wanted)
         changed = True
-    if (wanted.kind, wanted.cursor_field, wanted.parent) != (existing.kind, existing.cursor_field, existing.parent):
-        _register(conn, wanted)
+    registered = wanted if wanted.key else replace(wanted, key=existing.key)
+    if migrate or (registered.key, wanted.kind, wanted.cursor_field, wanted.parent) != (
+            existing.key, existing.kind, existing.cursor_field, existing.parent):
+        _register(conn, registered)
         changed = True
     return changed
 
 
+# The registry is tiny and keyed by table name (its own primary key costs nothing). `key`: the table's
+# unique key columns; registries written before 2026-11-25 gain the column (REGISTRY_KEY_COLUMN) and their
+# tables' keys are read from the PRIMARY KEY they still declare until drop_primary_key has rebuilt them.
 REGISTRY_DDL = f"""CREATE TABLE IF NOT EXISTS {REGISTRY} (
-    table_name VARCHAR PRIMARY KEY, kind VARCHAR NOT NULL, cursor_field VARCHAR, parent VARCHAR)"""
+    table_name VARCHAR PRIMARY KEY, kind VARCHAR NOT NULL, cursor_field VARCHAR, parent VARCHAR, key VARCHAR[])"""
+REGISTRY_KEY_COLUMN = f"ALTER TABLE {REGISTRY} ADD COLUMN IF NOT EXISTS key VARCHAR[]"
 
 
 def _register(conn: duckdb.DuckDBPyConnection, table: TableDef) -> None:
     conn.execute(
-        f"INSERT INTO {REGISTRY} VALUES (?, ?, ?, ?) ON CONFLICT (table_name) DO UPDATE SET "
-        "kind = excluded.kind, cursor_field = excluded.cursor_field, parent = excluded.parent",
-        [table.name, table.kind, table.cursor_field, table.parent],
+        f"INSERT INTO {REGISTRY} (table_name, kind, cursor_field, parent, key) VALUES (?, ?, ?, ?, ?) "
+        "ON CONFLICT (table_name) DO UPDATE SET kind = excluded.kind, cursor_field = excluded.cursor_field, "
+        "parent = excluded.parent, key = excluded.key",
+        [table.name, table.kind, table.cursor_field, table.parent, list(table.key)],
     )
 
 
@@ -116,12 +136,30 @@ def drop_tables(conn: duckdb.DuckDBPyConnection, names: Iterable[str]) -> None:
 
 
 def create_table(conn: duckdb.DuckDBPyConnection, table: TableDef) -> None:
-    parts = [f"{q(name)} {type_sql}" for name, type_sql in table.columns]
-    if table.key:
-        parts.append(f"PRIMARY KEY ({', '.join(q(k) for k in table.key)})")
+    """The table with its key columns NOT NULL and no index (see the module's docstring)."""
+    key = set(table.key)
+    parts = [f"{q(name)} {type_sql}{' NOT NULL' if name in key else ''}" for name, type_sql in table.columns]
     conn.execute(f"CREATE TABLE {table_ref(table.name)} ({', '.join(parts)})")
     if table.comment:
         set_comment(conn, table)
+
+
+def drop_primary_key(conn: duckdb.DuckDBPyConnection, table: TableDef) -> None:
+    """Migrate a table written before 2026-11-25, which declared its key as PRIMARY KEY, to the index-less
+    layout, inside the caller's transaction (rows and schema change together or not at all). DuckDB cannot
+    ALTER TABLE DROP PRIMARY KEY, so the table is copied: a new one with the same columns (key columns NOT
+    NULL) takes every row in storage order (key order after a first load, which the range-limited scans of
+    staging rely on), then replaces the old one under its name. Also drops the shadow tables `_first_<table>`
+    that the old sliced first load left when it crashed (they never held anything committed)."""
+    copy = f"_migrating_{table.name}"
+    conn.execute(f"DROP TABLE IF EXISTS {table_ref(copy)}")
+    create_table(conn, TableDef(copy, table.columns, table.key))
+    conn.execute(f"INSERT INTO {table_ref(copy)} SELECT * FROM {table_ref(table.name)}")
+    conn.execute(f"DROP TABLE {table_ref(table.name)}")
+    conn.execute(f"ALTER TABLE {table_ref(copy)} RENAME TO {q(table.name)}")
+    if table.comment:
+        set_comment(conn, table)
+    conn.execute(f"DROP TABLE IF EXISTS {table_ref('_first_' + table.name)}")
 
 
 def set_comment(conn: duckdb.DuckDBPyConnection, table: TableDef) -> None:

@@ -5,7 +5,7 @@ row against the warehouse:
   insert   key not in the table
   stale    the table's copy has a newer cursor field (a slower, older fetch committing late), or with
            order_by, the table's copy is ordered after this row: not applied
-  rewrite  a list column changed (DuckDB updates lists in indexed tables very slowly: delete + insert)
+  rewrite  a list column changed (deleted and re-inserted: DuckDB rewrites a changed list that way anyway)
   update   other data changed, or the row comes back after being marked deleted
   same     identical data: only last_loaded_at moves
 """
@@ -95,9 +95,9 @@ def _stage_sql(stage: Stage) -> str:
     carried = "".join(f", t.{q(c)} AS {q('_old_' + c)}" for c in stage.carried)
     in_storage_order = "" if stage.target_was_empty else "ORDER BY _rowid NULLS LAST"  # fastest in-place updates
     # The load's rows are the hash table; the warehouse table is only scanned, and only where its first key
-    # column lies within the load's range of it: a table kept in key order (firstload.py sorts a big first
-    # load) then reads a few row groups for a load of recent records (DuckDB cannot look a composite key up
-    # in its ART index, and reading every row group of a 10M-row table is what made a small load slow).
+    # column lies within the load's range of it: a table kept in key order (upsert.py inserts new keys sorted,
+    # so a first load leaves the table in key order) then reads a few row groups for a load of recent records
+    # (the tables have no key index, and reading every row group of a 10M-row table made a small load slow).
     first = q(load.key[0])
     return f"""CREATE TEMP TABLE {q(stage.name)} AS
         SELECT s.*, {_classify(load, target)} AS _change, t._rowid AS _rowid{carried}

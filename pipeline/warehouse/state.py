@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 import duckdb
 
 from pipeline.warehouse.manifest import LoadOutcome, LoadPlan
-from pipeline.warehouse.schema import REGISTRY_DDL, SCHEMA
+from pipeline.warehouse.schema import REGISTRY_DDL, REGISTRY_KEY_COLUMN, SCHEMA
 
 SYNC_STATE = f"{SCHEMA}._sync_state"
 LOAD_RUNS = f"{SCHEMA}._load_runs"
@@ -43,7 +43,7 @@ _DDL = (
 def ensure_state_tables(conn: duckdb.DuckDBPyConnection) -> None:
     """Create the internal tables (sync state, load runs, table registry) if missing. Every write path
     calls this first, so later queries may assume them: inside a transaction a failed query would abort it."""
-    for statement in (*_DDL, REGISTRY_DDL):
+    for statement in (*_DDL, REGISTRY_DDL, REGISTRY_KEY_COLUMN):
         conn.execute(statement)
 
 

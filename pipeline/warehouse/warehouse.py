@@ -11,14 +11,14 @@ from pathlib import Path
 import duckdb
 
 from pipeline.contract.tables import TableSpec
-from pipeline.warehouse.connection import ConnectionSettings, open_connection
-from pipeline.warehouse.firstload import DEFAULT_SLICE_ROWS
+from pipeline.warehouse.connection import DEFAULT_MEMORY_LIMIT, ConnectionSettings, open_connection
+from pipeline.warehouse.context import CommitContext, Upsert
 from pipeline.warehouse.lakestore import LocalLake, open_lake
 from pipeline.warehouse.load import Load
 from pipeline.warehouse.recovery import recover
 from pipeline.warehouse.schema import ensure_tables, table_def
 from pipeline.warehouse.state import ensure_state_tables, read_cursor, read_position
-from pipeline.warehouse.upsert import DEFAULT_STRATEGY, STRATEGIES
+from pipeline.warehouse.upsert import upsert_stage
 
 
 def utc_now() -> datetime:
@@ -26,20 +26,17 @@ def utc_now() -> datetime:
 
 
 class Warehouse:
-    def __init__(self, path: Path, lake_dir: Path | str, *, memory_limit: str = "2GB",
-                 temp_directory: Path | None = None, threads: int | None = None, lock_timeout: float = 10.0, upsert_strategy: str = DEFAULT_STRATEGY,
-                 part_rows: int = 1_000_000, row_group_rows: int = 131_072,
-                 slice_rows: int | None = DEFAULT_SLICE_ROWS, clock: Callable[[], datetime] = utc_now) -> None:
-        if upsert_strategy not in STRATEGIES:
-            raise ValueError(f"upsert_strategy {upsert_strategy!r}: choose one of {', '.join(STRATEGIES)}")
+    def __init__(self, path: Path, lake_dir: Path | str, *, memory_limit: str = DEFAULT_MEMORY_LIMIT,
+                 temp_directory: Path | None = None, threads: int | None = None, lock_timeout: float = 10.0,
+                 part_rows: int = 1_000_000, row_group_rows: int = 131_072, clock: Callable[[], datetime] = utc_now,
+                 upsert: Upsert = upsert_stage) -> None:
         self.path = Path(path)
         self.lake = open_lake(lake_dir)  # a local directory or s3://bucket/prefix (lakestore.py)
         self.lake_dir = self.lake.root if isinstance(self.lake, LocalLake) else self.lake.location
         self.connection_settings = ConnectionSettings(memory_limit, temp_directory, threads, lock_timeout)
-        self.upsert_strategy = upsert_strategy
+        self.upsert = upsert  # how a staged table is applied; only bench/upsert_options.py passes another
         self.part_rows = part_rows
         self.row_group_rows = row_group_rows
-        self.slice_rows = slice_rows  # a first load bigger than this builds its key index in slices (firstload.py)
         self.clock = clock
         self._shared: duckdb.DuckDBPyConnection | None = None  # set within one_connection()
 
@@ -85,12 +82,16 @@ class Warehouse:
             finally:
                 self._shared = None
 
+    def commit_context(self, conn: duckdb.DuckDBPyConnection) -> CommitContext:
+        """What the commit path needs on `conn` (a read-write connection of this warehouse)."""
+        return CommitContext(conn, self.lake, self.upsert)
+
     def ensure_tables(self, specs: Iterable[TableSpec]) -> None:
         """Create the tables of `specs` (schema lms) or add the columns they gained, in one transaction."""
         wanted = [table_def(spec) for spec in specs]
         with self.connect() as conn:
             ensure_state_tables(conn)
-            recover(conn, self.lake, self.upsert_strategy, self.slice_rows, self.connection_settings.memory_limit)
+            recover(self.commit_context(conn))
             conn.begin()
             try:
                 ensure_tables(conn, wanted)
@@ -103,8 +104,7 @@ class Warehouse:
         """Replay loads whose manifest is in the lake but whose DuckDB commit was interrupted."""
         with self.connect() as conn:
             ensure_state_tables(conn)
-            return recover(conn, self.lake, self.upsert_strategy, self.slice_rows,
-                           self.connection_settings.memory_limit)
+            return recover(self.commit_context(conn))
 
     def cursor(self, stream: str) -> datetime | None:
         """The stored cursor of `stream` (None before its first load)."""

@@ -88,7 +88,11 @@ def test_asset_checks_pass_on_good_data_and_fail_on_planted_bad_data(synced_tiny
         last_groups_load = conn.execute("SELECT max(load_seq) FROM lms._load_runs WHERE stream = 'groups'").fetchone()[0]
         conn.execute("UPDATE lms._load_runs SET tables = json_merge_patch(tables, '{\"groups\": {\"deleted\": 15}}') "
                      "WHERE load_seq = ?", [last_groups_load])
+        # no index refuses a duplicate key (docs/warehouse.md): the key check must find it
+        conn.execute("INSERT INTO lms.answer_results SELECT * FROM lms.answer_results LIMIT 1")
     bad = stack.run_job("check_warehouse")
+    assert "lms/answer_results:key_unique_not_null" in bad.failed_checks
+    assert "lms/answers:key_unique_not_null" not in bad.failed_checks
     assert "lms/answers:links_to_active_lessons" in bad.failed_checks
     assert "lms/lesson_session_registrations:links_to_lesson_sessions" in bad.failed_checks
     assert "lms/groups:not_shrinking" in bad.failed_checks

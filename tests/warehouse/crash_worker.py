@@ -1,6 +1,5 @@
 """Subprocess of test_crash.py: commits generation 2 of the answers into the warehouse under <root> and
-SIGKILLs itself when the commit reaches <point> ("none": never); an optional 4th argument sets slice_rows
-(a first load bigger than that is built in slices, firstload.py). Prints "committing" when the parts are
+SIGKILLs itself when the commit reaches <point> ("none": never). Prints "committing" when the parts are
 in the lake and the DuckDB commit starts, so the parent can also kill it from outside at any moment."""
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from pipeline.warehouse import hooks
 from pipeline.warehouse.warehouse import utc_now
 
 
-def main(root: str, point: str, rows_count: int, slice_rows: int | None = None) -> None:
+def main(root: str, point: str, rows_count: int) -> None:
     def listener(reached: str) -> None:
         if reached == "parts_written":
             print("committing", flush=True)
@@ -26,8 +25,7 @@ def main(root: str, point: str, rows_count: int, slice_rows: int | None = None) 
 
     hooks.on_point(listener)
     answers, results = answers_generation(2, rows_count)
-    options = {"slice_rows": slice_rows} if slice_rows else {}  # small slices: a sliced first load
-    warehouse = make_warehouse(Path(root), clock=utc_now, **options)
+    warehouse = make_warehouse(Path(root), clock=utc_now)
     with warehouse.load("answers", "crash-run", T0) as load:
         load.write(ANSWERS, answers)
         load.write(ANSWER_RESULTS, results)
@@ -36,4 +34,4 @@ def main(root: str, point: str, rows_count: int, slice_rows: int | None = None) 
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else None)
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]))

@@ -6,7 +6,7 @@ import pytest
 from warehouse_helpers import ACTIVE_LESSONS, ANSWERS, GROUPS, T0, answer, load_once
 
 from pipeline.warehouse import SchemaError, Warehouse, duplicate_keys, null_keys, orphans, row_count
-from pipeline.warehouse.checks import enforced_by_primary_key, last_load_time
+from pipeline.warehouse.checks import last_load_time
 
 
 def test_checks_pass_on_good_data_and_count_planted_problems(seeded: Warehouse) -> None:
@@ -21,7 +21,12 @@ def test_checks_pass_on_good_data_and_count_planted_problems(seeded: Warehouse) 
         assert orphans(conn, "answers", "active_lessons", ["user_id", "lesson_id"]) == 0
         assert row_count(conn, "answers") == 2
         assert row_count(conn, "groups") == 1  # g2 is marked deleted
-        # plant bad data the way a broken writer would: into an index-less copy of the table
+        # plant bad data the way a broken writer would: a duplicate straight into the table (no index refuses it),
+        # and a NULL key into an unregistered copy without NOT NULL columns
+        conn.execute("INSERT INTO lms.answers SELECT * FROM lms.answers WHERE active_lesson_id = 'a2'")
+        assert duplicate_keys(conn, "answers") == 1
+        conn.execute("DELETE FROM lms.answers WHERE active_lesson_id = 'a2' AND rowid = (SELECT max(rowid) FROM lms.answers)")
+        assert duplicate_keys(conn, "answers") == 0
         conn.execute("CREATE TABLE lms.answers_copy AS SELECT * FROM lms.answers")
         conn.execute("INSERT INTO lms.answers_copy SELECT * FROM lms.answers WHERE active_lesson_id = 'a1'")
         conn.execute("INSERT INTO lms.answers_copy (active_lesson_id, question_id, attempt_index, user_id, lesson_id) "
@@ -31,13 +36,13 @@ def test_checks_pass_on_good_data_and_count_planted_problems(seeded: Warehouse) 
         assert null_keys(conn, "answers_copy", key) == 1
         assert orphans(conn, "answers_copy", "active_lessons", {"user_id": "user_id", "lesson_id": "lesson_id"}) == 2
         assert row_count(conn, "answers_copy") == 5
-        with pytest.raises(SchemaError, match="has no primary key; pass the key columns"):
+        with pytest.raises(SchemaError, match="has no key; pass the key columns"):
             duplicate_keys(conn, "answers_copy")
         with pytest.raises(SchemaError, match="lms.nope does not exist"):
             row_count(conn, "nope")
 
 
-def test_key_checks_trust_a_declared_primary_key_and_link_checks_can_look_at_one_load(seeded: Warehouse) -> None:
+def test_key_and_link_checks_can_look_at_one_load(seeded: Warehouse) -> None:
     load_once(seeded, "active_lessons", [(ACTIVE_LESSONS, [
         {"user_id": "u1", "lesson_id": "l1", "score": 1.0, "last_date": T0}])])
     load_once(seeded, "answers", [(ANSWERS, [answer("a1", "q1", user="u1"), answer("a2", "q1", user="u8")])])
@@ -45,11 +50,20 @@ def test_key_checks_trust_a_declared_primary_key_and_link_checks_can_look_at_one
         first = last_load_time(conn, "answers")
     load_once(seeded, "answers", [(ANSWERS, [answer("a3", "q1", user="u9")])])
     with seeded.connect() as conn:
-        assert enforced_by_primary_key(conn, "answers")
-        assert duplicate_keys(conn, "answers", trust_primary_key=False) == 0
-        assert null_keys(conn, "answers", trust_primary_key=False) == 0
+        assert duplicate_keys(conn, "answers") == 0
+        assert null_keys(conn, "answers") == 0
         since = last_load_time(conn, "answers")
         assert since > first
+        # a duplicate of a row of the first load, written with the last load's time: only the scope that
+        # covers the writing load sees it; a planted copy carrying an old load time is found by the full check
+        conn.execute("INSERT INTO lms.answers SELECT * REPLACE (CAST($t AS TIMESTAMPTZ) AS last_loaded_at) "
+                     "FROM lms.answers WHERE active_lesson_id = 'a1'", {"t": since})
+        assert duplicate_keys(conn, "answers", touched_since=since) == 1
+        assert duplicate_keys(conn, "answers", touched_since=since, chunk_rows=1) == 1  # too many: every row
+        conn.execute("UPDATE lms.answers SET last_loaded_at = $t WHERE active_lesson_id = 'a1'", {"t": first})
+        assert duplicate_keys(conn, "answers", touched_since=since) == 0
+        assert duplicate_keys(conn, "answers") == 1
+        conn.execute("DELETE FROM lms.answers WHERE active_lesson_id = 'a1' AND rowid = (SELECT max(rowid) FROM lms.answers)")
         on = ["user_id", "lesson_id"]
         assert orphans(conn, "answers", "active_lessons", on) == 2  # u8 (first load) and u9 (second)
         assert orphans(conn, "answers", "active_lessons", on, touched_since=since) == 1  # what the last load wrote
@@ -83,3 +97,20 @@ def test_link_checks_in_ranges_count_exactly_what_one_join_counts(seeded: Wareho
         for chunk_rows in (10**9, 1000, 10):
             assert orphans(conn, "kids", "live_parents", on, chunk_rows=chunk_rows) == 7
             assert orphans(conn, "kids", "live_parents", on, touched_since=since, chunk_rows=chunk_rows) == 2
+
+
+def test_key_checks_in_ranges_count_exactly_what_one_grouping_counts(seeded: Warehouse) -> None:
+    """More rows than chunk_rows: keys are grouped range by range of the first key column; duplicates at the
+    edges of ranges, beyond both ends, and with a NULL first column are all counted once."""
+    with seeded.connect() as conn:
+        conn.execute("CREATE TABLE lms.pairs (a VARCHAR, b BIGINT, last_loaded_at TIMESTAMPTZ)")
+        conn.execute("INSERT INTO lms.pairs SELECT printf('p%05d', i // 3), i % 3, TIMESTAMPTZ '2026-01-01' "
+                     "FROM range(6000) t(i)")
+        conn.execute("INSERT INTO lms.pairs VALUES ('p00000', 0, NULL), ('p01999', 2, NULL), ('p01000', 1, NULL), "
+                     "('p01000', 1, NULL), ('a', 0, NULL), ('a', 0, NULL), (NULL, 0, NULL), (NULL, 0, NULL), "
+                     "(NULL, 1, NULL)")
+        key = ("a", "b")
+        whole = duplicate_keys(conn, "pairs", key, chunk_rows=10**9)
+        assert whole == 5  # p00000/0, p01999/2, p01000/1 (three rows), a/0, NULL/0
+        for chunk_rows in (5000, 1000, 10):
+            assert duplicate_keys(conn, "pairs", key, chunk_rows=chunk_rows) == whole

@@ -108,10 +108,10 @@ def check_recovery(root: Path, states: dict[str, Any], expect_replayed: int | No
         commit_generation(wh, 2, 2)
     assert fingerprint(wh.path) == states["new"]
     with wh.connect(read_only=True) as conn:
-        assert duplicate_keys(conn, "answers", trust_primary_key=False) == 0
-        assert duplicate_keys(conn, "answer_results", trust_primary_key=False) == 0
+        assert duplicate_keys(conn, "answers") == 0
+        assert duplicate_keys(conn, "answer_results") == 0
     rebuilt = root / "rebuilt.duckdb"
-    rebuild_into(wh.lake_dir, rebuilt, wh.connection_settings, wh.upsert_strategy)
+    rebuild_into(wh.lake_dir, rebuilt, wh.connection_settings)
     assert digest_all(rebuilt) == digest_all(wh.path)
 
 

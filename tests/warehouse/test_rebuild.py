@@ -79,7 +79,7 @@ def layout(wh: Warehouse) -> tuple:
 
 def test_rebuild_from_the_lake_equals_the_warehouse(wh: Warehouse, tmp_path: Path) -> None:
     rebuilt = make_warehouse(tmp_path / "copy")
-    report = rebuild_into(wh.lake_dir, rebuilt.path, wh.connection_settings, wh.upsert_strategy)
+    report = rebuild_into(wh.lake_dir, rebuilt.path, wh.connection_settings)
     assert report.loads == 8 and report.rows["answers"] == 3
     original = dump(wh)
     assert set(original) >= {"answers", "answer_results", "groups", "lesson_sessions", "quarantine",
@@ -109,7 +109,7 @@ def test_a_missing_lake_part_is_reported(wh: Warehouse, tmp_path: Path) -> None:
     victim = next(wh.lake_dir.glob("groups/*/*/part-000000.parquet"))
     victim.unlink()
     with pytest.raises(LakeError, match=rf"lake part {victim} of load \d+ .* is missing: the lake is damaged"):
-        rebuild_into(wh.lake_dir, tmp_path / "other.duckdb", wh.connection_settings, "auto")
+        rebuild_into(wh.lake_dir, tmp_path / "other.duckdb", wh.connection_settings)
     assert not (tmp_path / "other.duckdb").exists()
 
 
@@ -119,13 +119,13 @@ def test_a_replay_that_disagrees_with_its_manifest_is_reported(wh: Warehouse, tm
     doc["outcome"]["tables"]["groups"]["inserted"] = 5
     manifest.write_text(json.dumps(doc))
     with pytest.raises(LakeError, match=r"replaying load 3 .* the warehouse and the lake have diverged"):
-        rebuild_into(wh.lake_dir, tmp_path / "other.duckdb", wh.connection_settings, "auto")
+        rebuild_into(wh.lake_dir, tmp_path / "other.duckdb", wh.connection_settings)
 
 
 def test_rebuild_refuses_an_existing_target_and_an_empty_lake(tmp_path: Path) -> None:
     wh = make_warehouse(tmp_path / "fresh")
     with pytest.raises(LakeError, match="has no committed loads"):
-        rebuild_into(wh.lake_dir, tmp_path / "new.duckdb", wh.connection_settings, "auto")
+        rebuild_into(wh.lake_dir, tmp_path / "new.duckdb", wh.connection_settings)
     load_once(wh, "answers", [(ANSWERS, [answer("a1", "q1")])])
     with pytest.raises(WarehouseError, match="already exists"):
-        rebuild_into(wh.lake_dir, wh.path, wh.connection_settings, "auto")
+        rebuild_into(wh.lake_dir, wh.path, wh.connection_settings)

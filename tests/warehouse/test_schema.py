@@ -1,4 +1,5 @@
-"""DDL from TableSpecs: types, primary keys, load metadata columns, registry; schema evolution."""
+"""DDL from TableSpecs: types, keys (registered, NOT NULL, no index), load metadata columns, registry; schema
+evolution."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from warehouse_helpers import ALL_SPECS, ANSWERS, GROUPS, TS, answer, load_once
 
 from pipeline.contract.tables import TableSpec
-from pipeline.warehouse import SchemaError, Warehouse, WarehouseMissingError
+from pipeline.warehouse import SchemaError, Warehouse, WarehouseMissingError, duplicate_keys
 
 
 def columns(conn: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str, str]]:
@@ -19,10 +20,9 @@ def columns(conn: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str, str]
                         "AND table_name = ? ORDER BY column_index", [table]).fetchall()
 
 
-def primary_key(conn: duckdb.DuckDBPyConnection, table: str) -> list[str] | None:
-    row = conn.execute("SELECT constraint_column_names FROM duckdb_constraints() WHERE schema_name = 'lms' "
-                       "AND table_name = ? AND constraint_type = 'PRIMARY KEY'", [table]).fetchone()
-    return row[0] if row else None
+def constraints(conn: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str, list[str]]]:
+    return conn.execute("SELECT constraint_type, constraint_column_names FROM duckdb_constraints() "
+                        "WHERE schema_name = 'lms' AND table_name = ? ORDER BY constraint_index", [table]).fetchall()
 
 
 def test_tables_get_types_keys_and_load_metadata(wh: Warehouse) -> None:
@@ -34,18 +34,22 @@ def test_tables_get_types_keys_and_load_metadata(wh: Warehouse) -> None:
             ("validation", "JSON"), ("last_date", "TIMESTAMP WITH TIME ZONE"),
             ("first_loaded_at", "TIMESTAMP WITH TIME ZONE"), ("last_loaded_at", "TIMESTAMP WITH TIME ZONE"),
         ]
-        assert primary_key(conn, "answers") == ["active_lesson_id", "question_id", "attempt_index"]
+        # the key is registered and its columns are NOT NULL; no PRIMARY KEY (no ART index to pin in memory)
+        assert conn.execute("SELECT key FROM lms._tables WHERE table_name = 'answers'").fetchone()[0] == [
+            "active_lesson_id", "question_id", "attempt_index"]
+        assert constraints(conn, "answers") == [("NOT NULL", ["active_lesson_id"]), ("NOT NULL", ["question_id"]),
+                                                ("NOT NULL", ["attempt_index"])]
         # snapshot and child tables keep vanished rows with a deleted_at timestamp
         assert columns(conn, "groups")[-1] == ("deleted_at", "TIMESTAMP WITH TIME ZONE")
         assert columns(conn, "answer_results")[-1] == ("deleted_at", "TIMESTAMP WITH TIME ZONE")
-        assert primary_key(conn, "quarantine") is None
+        assert constraints(conn, "quarantine") == []
         assert [c for c, _ in columns(conn, "quarantine")] == ["seen_at", "stream", "raw", "first_loaded_at",
                                                                "last_loaded_at"]
         comment = conn.execute("SELECT comment FROM duckdb_tables() WHERE table_name = 'answers'").fetchone()[0]
         assert comment == "One answer to one question."
         registry = conn.execute("SELECT * FROM lms._tables ORDER BY 1").fetchall()
-    assert ("lesson_session_registrations", "snapshot", None, "lesson_sessions") in registry
-    assert ("answers", "incremental", "last_date", None) in registry
+    assert ("lesson_session_registrations", "snapshot", None, "lesson_sessions", ["session_id", "user_id"]) in registry
+    assert ("answers", "incremental", "last_date", None, ["active_lesson_id", "question_id", "attempt_index"]) in registry
 
 
 def test_ensure_tables_is_idempotent_and_structs_map(wh: Warehouse) -> None:
@@ -61,12 +65,15 @@ def test_ensure_tables_is_idempotent_and_structs_map(wh: Warehouse) -> None:
             ("codes", 'STRUCT("type" VARCHAR, "value" VARCHAR)[]'), ("day", "DATE"), ("n", "INTEGER")]
 
 
-def test_primary_key_is_enforced(wh: Warehouse) -> None:
+def test_key_columns_are_not_null_and_a_duplicate_written_around_the_load_is_found(wh: Warehouse) -> None:
     wh.ensure_tables([GROUPS])
     with wh.connect() as conn:
+        with pytest.raises(duckdb.ConstraintException, match="NOT NULL"):
+            conn.execute("INSERT INTO lms.groups (id, title) VALUES (NULL, 'a')")
         conn.execute("INSERT INTO lms.groups (id, title) VALUES ('g', 'a')")
-        with pytest.raises(duckdb.ConstraintException):
-            conn.execute("INSERT INTO lms.groups (id, title) VALUES ('g', 'b')")
+        assert duplicate_keys(conn, "groups") == 0
+        conn.execute("INSERT INTO lms.groups (id, title) VALUES ('g', 'b')")  # no index refuses it: the check finds it
+        assert duplicate_keys(conn, "groups") == 1
 
 
 def test_new_column_is_added_and_old_rows_kept(wh: Warehouse) -> None:
@@ -89,7 +96,7 @@ def test_type_change_and_key_change_are_refused(wh: Warehouse) -> None:
     with pytest.raises(SchemaError, match=r"column 'disabled' is BOOLEAN in the warehouse but VARCHAR"):
         wh.ensure_tables([retyped])
     rekeyed = dataclasses.replace(GROUPS, key=("id", "title"))
-    with pytest.raises(SchemaError, match=r"primary key \['id'\] but the spec says \['id', 'title'\]"):
+    with pytest.raises(SchemaError, match=r"has key \['id'\] but the spec says \['id', 'title'\]"):
         wh.ensure_tables([rekeyed])
 
 

@@ -67,7 +67,7 @@ def test_rebuild_of_certificates_from_the_lake_equals_the_warehouse(tmp_path: Pa
     load_certificate_events(wh, recreated)
 
     rebuilt = make(tmp_path / "rebuilt")
-    report = rebuild_into(wh.lake, rebuilt.path, wh.connection_settings, wh.upsert_strategy)
+    report = rebuild_into(wh.lake, rebuilt.path, wh.connection_settings)
     assert report.loads == 5 and report.rows == {"certificate_events": EVENTS + 5, "certificates": 12}
     original = dump(wh)
     assert dump(rebuilt) == original  # every column: load times, positions, _load_runs and _tables included
@@ -160,7 +160,7 @@ def test_a_warehouse_of_the_old_loader_keeps_its_position_and_rows(tmp_path: Pat
     assert json.loads(stats_json)["inbox_marks"] == {inbox.inbox_id(): ADOPTED, OLD_INBOX: 7}
 
     rebuilt = make(tmp_path / "rebuilt")  # the lake now holds the adopted rows too
-    rebuild_into(wh.lake, rebuilt.path, wh.connection_settings, wh.upsert_strategy)
+    rebuild_into(wh.lake, rebuilt.path, wh.connection_settings)
     assert dump(rebuilt) == dump(wh)
 
 

@@ -1,0 +1,23 @@
+"""CommitContext: what every step of the commit path needs besides the load itself (a live commit, the
+roll-forward of an interrupted one, a replay during a rebuild), passed as one object."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import duckdb
+
+from pipeline.warehouse.lakestore import LakeStore
+from pipeline.warehouse.staging import Stage
+from pipeline.warehouse.upsert import upsert_stage
+
+# (connection, classified stage, load time as a SQL literal) -> None: applies the stage to its table
+Upsert = Callable[[duckdb.DuckDBPyConnection, Stage, str], None]
+
+
+@dataclass(frozen=True)
+class CommitContext:
+    conn: duckdb.DuckDBPyConnection  # read-write: it holds the file's write lock
+    lake: LakeStore  # where the loads' parts and manifests are
+    upsert: Upsert = upsert_stage  # the product's strategy; bench/upsert_options.py passes the ones that lost
