@@ -12,13 +12,18 @@ from dagster import AssetExecutionContext, AssetSpec, MaterializeResult, asset, 
 from pipeline.assets.common import OWNERS, POOL, lms_key, ready_warehouse, table_definition_metadata
 from pipeline.assets.answer_versions import VERSIONS, fetched_versions, window_active_lessons
 from pipeline.assets.clock_skew import clock_skew_metadata
-from pipeline.assets.loading import load_stream, table_metadata
+from pipeline.assets.loading import load_stream, sync_client, table_metadata
 from pipeline.freshness import progress_freshness
 from pipeline.backfill import BackfillWindow
 from pipeline.resources import PlatformResource, WarehouseResource
 from pipeline.source import TABLES, RunStats
 from pipeline.warehouse import Load
 from pipeline.windows import Window
+
+# Steps run one at a time; among those ready, the higher priority first. The answers can only be planned once
+# the active lessons are committed, while the snapshots are fetched in the background from the run's start
+# (pipeline/prefetch): so the progress steps go first and the answers fetch starts as early as it can.
+CRITICAL_PATH = {"dagster/priority": "1"}
 
 @asset(
     key=lms_key("active_lessons"),
@@ -29,6 +34,7 @@ from pipeline.windows import Window
     description=TABLES["active_lessons"].description,
     freshness_policy=progress_freshness,
     metadata=table_definition_metadata(TABLES["active_lessons"]),
+    op_tags=CRITICAL_PATH,
 )
 def active_lessons(
     context: AssetExecutionContext, platform: PlatformResource, warehouse: WarehouseResource,
@@ -36,7 +42,7 @@ def active_lessons(
 ) -> MaterializeResult:
     """Where every learner stands on every lesson: progress, score, success, time spent."""
     wh = ready_warehouse(warehouse)
-    with platform.client() as client:
+    with sync_client(context, platform.settings(), wh) as client:
         done = load_stream(context, wh, client, "active_lessons",
                            lambda window: client.iter_stream("active_lessons", updated_since=window.since),
                            backfill=backfill.window(), tables=("active_lessons",))
@@ -56,6 +62,7 @@ def active_lessons(
     ],
     pool=POOL,
     can_subset=False,
+    op_tags=CRITICAL_PATH,
 )
 def answers(
     context: AssetExecutionContext, platform: PlatformResource, warehouse: WarehouseResource,
@@ -65,7 +72,7 @@ def answers(
     version (lastDate) changed since their answers were fetched (pipeline/assets/answer_versions.py)."""
     wh = ready_warehouse(warehouse)
     planned: dict[str, Any] = {}
-    with platform.client() as client:
+    with sync_client(context, platform.settings(), wh) as client:
 
         def fetch(window: Window):
             planned["window"] = window

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from dagster import AssetExecutionContext, AssetSpec, AssetsDefinition, MaterializeResult, multi_asset
 
-from pipeline.assets.loading import load_stream, table_metadata
+from pipeline.assets.loading import load_stream, sync_client, table_metadata
 from pipeline.assets.common import OWNERS, POOL, lms_key, ready_warehouse, table_definition_metadata
 from pipeline.resources import PlatformResource, WarehouseResource
 from pipeline.source import TABLES
@@ -43,7 +43,7 @@ def snapshot_asset(snapshot: Snapshot) -> AssetsDefinition:
         context: AssetExecutionContext, platform: PlatformResource, warehouse: WarehouseResource
     ) -> Iterator[MaterializeResult]:
         wh = ready_warehouse(warehouse)
-        with platform.client() as client:
+        with sync_client(context, platform.settings(), wh) as client:
             done = load_stream(context, wh, client, snapshot.stream,
                                lambda _: client.iter_stream(snapshot.stream),
                                window=Window(since=None, until=None, moves_cursor=False, label="snapshot"),

@@ -20,7 +20,7 @@ from pipeline.source.progress import Progress
 from pipeline.source.requests import Batch, Page, Request, UpdatedSinceFormat, arrow_page
 from pipeline.source.stats import RunStats
 from pipeline.source.streams import StreamSpec
-from pipeline.source.transport import Transport, json_body
+from pipeline.source.transport import STREAM_COUNTER, Transport, TransportStats, json_body
 
 log = logging.getLogger("lessonsync.source")
 Emit = Callable[[Batch], Awaitable[None]]
@@ -132,4 +132,8 @@ class SourceCore:
             release_free_memory()
 
     def start_stats(self, stream: str) -> RunStats:
-        return RunStats.begin(stream, self.transport.stats)
+        """Statistics of a stream run starting in the current task: its requests and retries are counted apart
+        from those of other streams sharing this transport (transport.STREAM_COUNTER)."""
+        counter = TransportStats()
+        STREAM_COUNTER.set(counter)
+        return RunStats.begin(stream, counter)

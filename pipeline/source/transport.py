@@ -11,6 +11,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -44,6 +45,12 @@ Decode = Callable[[bytes], T]
 class TransportStats:
     requests: int = 0
     retries: int = 0
+
+
+# The counter of the stream run whose task sends a request: several streams share one transport (and its
+# limit on requests in flight) in an overlapped sync, and each run reports its own requests. asyncio tasks
+# inherit it from the task that created them (pager and pool workers from their stream's run).
+STREAM_COUNTER: ContextVar[TransportStats | None] = ContextVar("lessonsync_stream_counter", default=None)
 
 
 class Transport:
@@ -114,6 +121,8 @@ class Transport:
 
     def _note_retry(self, method: str, path: str, state: RetryCallState) -> None:
         self.stats.retries += 1
+        if (own := STREAM_COUNTER.get()) is not None:
+            own.retries += 1
         failure = state.outcome.exception() if state.outcome else None
         wait = state.next_action.sleep if state.next_action else 0.0
         log.info("retrying %s %s after %s (attempt %d, waiting %.2f s)", method, path,
@@ -143,6 +152,8 @@ class Transport:
         if content is not None:
             headers = {**(headers or {}), "Content-Type": "application/json"}
         self.stats.requests += 1
+        if (own := STREAM_COUNTER.get()) is not None:
+            own.requests += 1
         try:
             response = await self._client.request(method, path, params=params, content=content,
                                                   headers=headers)
