@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from pipeline.source import Batch, PlatformClient, RunStats
+from pipeline.source.slots import REQUEST_PRIORITY, URGENT
 from pipeline.warehouse import Load, Warehouse
 from pipeline.windows import Window
 
@@ -35,8 +36,9 @@ class BackgroundFetch:
     """`batches` (lazy: a PlatformClient iterator) written to a new load of `stream` in a daemon thread."""
 
     def __init__(self, warehouse: Warehouse, client: PlatformClient, stream: str, run_id: str, window: Window,
-                 cursor_before: datetime | None, batches: Iterable[Batch]) -> None:
+                 cursor_before: datetime | None, batches: Iterable[Batch], priority: int = URGENT) -> None:
         self.stream = stream
+        self.priority = priority  # of its requests, when others wait for a slot (pipeline/source/slots.py)
         self.window = window
         self.cursor_before = cursor_before
         self.started = time.monotonic()
@@ -53,6 +55,7 @@ class BackgroundFetch:
         self._thread.start()
 
     def _run(self) -> None:
+        REQUEST_PRIORITY.set(self.priority)  # this thread's context: the stream's tasks start from a copy of it
         previous_page = None
         try:
             for batch in self._batches:

@@ -11,6 +11,7 @@ from datetime import datetime
 from pipeline.prefetch.background import BackgroundFetch
 from pipeline.prefetch.runs import RunFetches
 from pipeline.source import TABLES
+from pipeline.source.slots import BACKGROUND, URGENT
 from pipeline.source.streams import SNAPSHOT_STREAMS
 from pipeline.warehouse import Warehouse
 from pipeline.windows import Window
@@ -46,5 +47,8 @@ def start_prefetch(run: RunFetches, warehouse: Warehouse, step_keys: Iterable[st
             planned[stream] = (incremental_window(cursor) if stream in incremental else SNAPSHOT_WINDOW, cursor)
     for stream, (window, cursor) in planned.items():
         batches = run.client.iter_stream(stream, updated_since=window.since)
-        run.add(BackgroundFetch(warehouse, run.client, stream, run.run_id, window, cursor, batches))
+        # the answers wait for the active lessons' commit; the snapshots wait for nothing: they take the slots
+        # the progress streams leave (before, between and during their commits)
+        priority = URGENT if stream in incremental else BACKGROUND
+        run.add(BackgroundFetch(warehouse, run.client, stream, run.run_id, window, cursor, batches, priority))
     return streams

@@ -7,7 +7,6 @@ endpoint, parameters and last status, with every secret redacted.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -34,6 +33,7 @@ from pipeline.source.errors import (
 )
 from pipeline.source.models import TokenResponse
 from pipeline.source.retrying import RetryAfterOrBackoff, parse_http_date, retry_after_seconds, stop_when_spent
+from pipeline.source.slots import PrioritySlots
 
 log = logging.getLogger("lessonsync.source")
 
@@ -64,7 +64,7 @@ class Transport:
             headers={"Accept": "application/json"},
             transport=AiohttpTransport(settings.concurrency),  # aiohttp's C HTTP parser under httpx (aio.py)
         )
-        self._slots = asyncio.Semaphore(settings.concurrency)
+        self._slots = PrioritySlots(settings.concurrency)  # shared by every stream of an overlapped run
         self.auth = TokenManager(settings.app_secret, self._post_token)
         self.stats = TransportStats()
         self._server_time: datetime | None = None
