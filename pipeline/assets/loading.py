@@ -125,10 +125,9 @@ def sync_client(context: AssetExecutionContext, settings: Settings, warehouse: W
     one after another, only commit."""
     with run_fetches(context.run.run_id, settings) as run:
         if run.should_prefetch():
-            backfill = run_backfill_window(context)
             steps = context.get_step_execution_context().execution_plan.step_keys_to_execute
-            started = start_prefetch(run, warehouse, steps,
-                                     lambda cursor: window_for(context, cursor, settings, backfill))
+            started = start_prefetch(run, warehouse, steps, lambda cursor: window_for(
+                context, cursor, settings, run_backfill_window(context)))  # asked only if it has active lessons
             if started:
                 context.log.info(f"fetching {', '.join(started)} in the background, {settings.concurrency} "
                                  "requests in flight at most across every stream of the run")

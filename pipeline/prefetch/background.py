@@ -51,6 +51,7 @@ class BackgroundFetch:
         self._error: BaseException | None = None
         self._stop = threading.Event()
         self._done = threading.Event()
+        self._discarded = False
         self._thread = threading.Thread(target=self._run, name=f"lessonsync-fetch-{stream}", daemon=True)
         self._thread.start()
 
@@ -81,7 +82,7 @@ class BackgroundFetch:
         while not self._done.wait(every):
             report(self)
         if self._error is not None or self._stats is None:
-            self.load.abort()
+            self._discard()
             raise self._error or RuntimeError(f"{self.stream}: the fetch stopped before its end")
         return Fetched(self.load, self._stats, self.window, self.cursor_before, self.started)
 
@@ -90,4 +91,9 @@ class BackgroundFetch:
         self._stop.set()
         self._thread.join(STOP_WAIT_SECONDS)
         if self._done.is_set():
+            self._discard()
+
+    def _discard(self) -> None:
+        if not self._discarded:
+            self._discarded = True
             self.load.abort()
