@@ -221,6 +221,11 @@ def render_section(result: dict[str, Any]) -> str:
         lines.append(f"| {name} | {side['run_seconds']} (all: {side['all_seconds']}) | {side['requests']:,} | "
                      f"{side['peak_rss_mib']} | {side['load_average_before']} → {side['load_average_after']} |")
     lines += ["", f"LessonSync / ceiling: {verdict}."]
+    busiest = max([*result["load_average_at_start"], *result["load_average_at_end"]])
+    if busiest > result["cpus"]:
+        lines += ["", f"**Taken on a shared, overloaded machine** (load average up to {busiest:g} on {result['cpus']} "
+                  "cores): both sides were CPU-starved, so these seconds and their ratio are not benchmark "
+                  "results; rerun `python -m bench.latency_bench` on a quiet machine. Requests and peak RSS hold."]
     if "steps" in mine:
         slowest = sorted(mine["steps"].items(), key=lambda kv: -kv[1])[:6]
         lines += ["", "Slowest steps of the median LessonSync run (seconds, Dagster event log; steps run one "
