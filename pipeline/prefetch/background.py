@@ -58,10 +58,11 @@ class BackgroundFetch:
     def _run(self) -> None:
         REQUEST_PRIORITY.set(self.priority)  # this thread's context: the stream's tasks start from a copy of it
         previous_page = None
+        batches = iter(self._batches)
         try:
-            for batch in self._batches:
+            for batch in batches:
                 if self._stop.is_set():
-                    break  # leaving the loop closes the iterator, which cancels the stream's requests
+                    break
                 self.load.write(batch.table, batch.records)
                 self.rows += batch.records.num_rows
                 if (batch.endpoint, batch.page) != previous_page:  # a page yields one batch per table
@@ -71,7 +72,12 @@ class BackgroundFetch:
         except BaseException as error:  # handed to the step that waits for it, raised there
             self._error = error
         finally:
-            self._done.set()
+            try:  # now, not when garbage-collected: closing the iterator cancels the stream's requests
+                close = getattr(batches, "close", None)
+                if close is not None:
+                    close()
+            finally:
+                self._done.set()
 
     def done(self) -> bool:
         return self._done.is_set()
