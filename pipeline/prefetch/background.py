@@ -79,9 +79,6 @@ class BackgroundFetch:
             finally:
                 self._done.set()
 
-    def done(self) -> bool:
-        return self._done.is_set()
-
     def wait(self, report: Callable[[BackgroundFetch], None], every: float) -> Fetched:
         """The finished fetch; `report(self)` every `every` seconds meanwhile. A failed fetch discards its
         parts and raises its error here."""

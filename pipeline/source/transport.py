@@ -7,9 +7,10 @@ endpoint, parameters and last status, with every secret redacted.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -135,10 +136,10 @@ class Transport:
             return self._decoded(method, path, params, response, decode, attempt)
         async with self._slots:
             token = await self.auth.bearer()
-            response = await self._send(method, path, params, body, token)
+            response = await _answered(self._send(method, path, params, body, token))
             if response.status_code == 401:
                 await self.auth.on_unauthorized(token)
-                response = await self._send(method, path, params, body, await self.auth.bearer())
+                response = await _answered(self._send(method, path, params, body, await self.auth.bearer()))
                 if response.status_code == 401:
                     raise PlatformAuthError(
                         f"{method} {path} answered 401 to a freshly issued token; the app secret may lack "
@@ -189,6 +190,21 @@ class Transport:
             hint = retry_after_seconds(response.headers.get("retry-after"), self._server_time)
             raise RetryableFailure(status, f"status {status}: {detail}", retry_after=hint)
         raise PlatformRequestError(method, path, params, status, attempt, detail)
+
+
+async def _answered(sending: Coroutine[Any, Any, httpx.Response]) -> httpx.Response:
+    """A request once sent keeps its slot until the platform has answered it, even when its caller is
+    cancelled (a pager dropping the pages it fetched ahead past the end): otherwise the connection is dropped
+    while the platform still works on the request, and a new one takes the slot, so the platform would see
+    more than LESSONSYNC_CONCURRENCY requests at once. The wait is bounded by the request timeout."""
+    request = asyncio.ensure_future(sending)
+    try:
+        return await asyncio.shield(request)
+    except asyncio.CancelledError:
+        await asyncio.wait([request])
+        if not request.cancelled():
+            request.exception()  # its failure no longer matters to anyone: retrieved, so asyncio does not log it
+        raise
 
 
 def json_body(body: bytes) -> Any:
