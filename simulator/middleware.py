@@ -40,6 +40,18 @@ class PlatformMiddleware:
         raw = scope.get("raw_path")
         if raw:  # route on the encoded path; handlers decode each path parameter themselves
             scope["path"] = raw.decode("latin-1").split("?", 1)[0]
+        if not scope["path"].startswith("/v1/"):
+            await self._serve(scope, receive, send)
+            return
+        stats = self.platform.stats
+        arrived = stats.arrived()
+        try:
+            await self._serve(scope, receive, send)
+        finally:  # logged with its query, so a test can tell the pages and the streams apart
+            query = scope.get("query_string", b"").decode("latin-1")
+            stats.answered(scope["path"] + (f"?{query}" if query else ""), arrived)
+
+    async def _serve(self, scope: Scope, receive: Any, send: Any) -> None:
         api = scope["path"].startswith("/v1/")
         faults = self.platform.faults
         spec = faults.spec

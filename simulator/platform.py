@@ -6,7 +6,8 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
+from dataclasses import dataclass
 from typing import Any
 
 from simulator import params
@@ -18,6 +19,19 @@ from simulator.timeutil import MS_PER_MINUTE
 from simulator.world import World
 
 
+REQUEST_LOG_SIZE = 100_000  # the most recent /v1 requests kept in the log (a few MiB)
+
+
+@dataclass(frozen=True)
+class LoggedRequest:
+    """One /v1 request as the server saw it: its raw path and query, and when it arrived and was answered
+    (monotonic seconds), so tests can tell which requests overlapped."""
+
+    path: str
+    arrived: float
+    answered: float
+
+
 class Stats:
     """Counters shared by the event loop and the caller's thread."""
 
@@ -26,6 +40,24 @@ class Stats:
         self.requests: Counter[str] = Counter()  # "GET /v1/active-lessons" -> count
         self.statuses: Counter[str] = Counter()  # "200" -> count
         self.faults: Counter[str] = Counter()  # "5xx", "429", "truncated", "drift_pages", "drift_moves", ...
+        self.in_flight = 0  # /v1 requests arrived and not yet answered
+        self.max_in_flight = 0
+        self.log: deque[LoggedRequest] = deque(maxlen=REQUEST_LOG_SIZE)
+
+    def arrived(self) -> float:
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        return time.monotonic()
+
+    def answered(self, path: str, arrived: float) -> None:
+        with self._lock:
+            self.in_flight -= 1
+            self.log.append(LoggedRequest(path, arrived, time.monotonic()))
+
+    def request_log(self) -> list[LoggedRequest]:
+        with self._lock:
+            return list(self.log)
 
     def request(self, route: str, status: int) -> None:
         with self._lock:
@@ -38,7 +70,8 @@ class Stats:
 
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
-            return {"requests": dict(self.requests), "statuses": dict(self.statuses), "faults": dict(self.faults)}
+            return {"requests": dict(self.requests), "statuses": dict(self.statuses), "faults": dict(self.faults),
+                    "max_in_flight": self.max_in_flight}
 
 
 class FaultState:

@@ -15,7 +15,7 @@ from simulator.certificates import CertificateEvent, CertificateStore
 from simulator.config import SimulatorConfig
 from simulator.faults import FaultSpec
 from simulator.groundtruth import ground_truth, plant_invalid
-from simulator.platform import Platform
+from simulator.platform import LoggedRequest, Platform
 from simulator.serving import ThreadedServer
 from simulator.webhooks import WebhookSender
 from simulator.world import World
@@ -83,6 +83,10 @@ class SimulatorHandle:
 
     def stats(self) -> dict[str, Any]:
         return self.platform.stats_snapshot()
+
+    def request_log(self) -> list[LoggedRequest]:
+        """The most recent /v1 requests (up to REQUEST_LOG_SIZE): path with query, arrival, answer."""
+        return self.platform.stats.request_log()
 
     def flush_webhooks(self, timeout: float = 30.0) -> bool:
         return True if self.platform.webhooks is None else self.platform.webhooks.flush(timeout)

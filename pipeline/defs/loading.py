@@ -6,12 +6,17 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 
 from dagster import AssetExecutionContext, MetadataValue
 
 from pipeline.contract.tables import TABLES, TableSpec
+from pipeline.defs.progress.backfill import BackfillWindow
+from pipeline.prefetch.background import BackgroundFetch
+from pipeline.prefetch.plan import start_prefetch
+from pipeline.prefetch.runs import run_fetches, take_prefetched
 from pipeline.settings import Settings
 from pipeline.source.client import PlatformClient
 from pipeline.source.decoding import Batch
@@ -68,22 +73,32 @@ def load_stream(
     `before_commit(load, stats)` may write more rows (sync state) to commit in the same transaction.
     `cursor_ceiling()`, read after the fetch, caps the cursor (pipeline/defs/windows.py: the answers' one).
     `tables` (and `snapshot_tables`) get their live row count after the commit (dagster/row_count).
-    First, on one connection: every raw table (and `also_tables`) created or evolved, the cursor read and
-    `fetch(window)` called (it may plan from the warehouse); its batches are read after the file is let go."""
+    A stream the run's first step started fetching (sync_client) is taken as it is; otherwise, on one
+    connection: every raw table (and `also_tables`) created or evolved, the cursor read and `fetch(window)`
+    called (it may plan from the warehouse); its batches are read after the file is let go. Either way the
+    batches go to the load's lake parts in a background thread (pipeline/prefetch) and this step commits."""
+    fetching = take_prefetched(context.run.run_id, stream)
     with warehouse.one_connection():
         warehouse.ensure_tables([*TABLES.values(), *also_tables])
-        cursor_before = warehouse.cursor(stream)
-        window = window or window_for(context, cursor_before, client.settings, backfill)
-        context.log.info(f"{stream}: reading {window.describe()}")
-        started_wall, started = datetime.now(UTC), time.monotonic()
-        batches = fetch(window)
-    with warehouse.load(stream=stream, run_id=context.run.run_id, started_at=started_wall) as load:
-        for batch in _with_progress(context, stream, batches, started):
-            load.write(batch.table, batch.records)
-        stats = client.last_run_stats()
+        if fetching is None:
+            cursor_before = warehouse.cursor(stream)
+            window = window or window_for(context, cursor_before, client.settings, backfill)
+            context.log.info(f"{stream}: reading {window.describe()}")
+            fetching = BackgroundFetch(warehouse, client, stream, context.run.run_id, window, cursor_before,
+                                       fetch(window))
+        else:
+            context.log.info(f"{stream}: reading {fetching.window.describe()} (fetching since the run's first "
+                             f"step: {fetching.pages:,} pages so far)")
+    try:
+        fetched = fetching.wait(lambda f: _report_progress(context, f), PROGRESS_EVERY_S)
+    except BaseException:
+        fetching.cancel()  # a step stopped while waiting (run terminated): the fetch must not run on
+        raise
+    window, stats = fetched.window, fetched.stats
+    with fetched.load as load:
         _report_new_fields(context, stream, stats)
-        server_start = stats.server_time_at_start or started_wall
-        cursor = next_cursor(window, cursor_before, server_run_start=server_start,
+        server_start = stats.server_time_at_start or load.started_at  # our clock when no Date header came
+        cursor = next_cursor(window, fetched.cursor_before, server_run_start=server_start,
                              newest_listed=stats.newest_last_date, safety_margin=client.settings.safety_margin,
                              complete=stats.complete, ceiling=cursor_ceiling() if cursor_ceiling else UNBOUNDED)
         if not stats.complete:
@@ -100,7 +115,36 @@ def load_stream(
     counted = {*tables, *snapshot_tables}
     with warehouse.connect(read_only=True) as conn:  # cheap: DuckDB counts from its row groups
         row_counts = {table: row_count(conn, table) for table in sorted(counted)}
-    return StreamLoad(result, stats, window, done - started, done - committing, row_counts)
+    return StreamLoad(result, stats, window, done - fetched.started, done - committing, row_counts)
+
+
+@contextmanager
+def sync_client(context: AssetExecutionContext, settings: Settings, warehouse: Warehouse) -> Iterator[PlatformClient]:
+    """The run's one client (one limit of LESSONSYNC_CONCURRENCY requests in flight for all its streams). The
+    run's first sync step also starts fetching, in the background, every stream of the run whose window is
+    already known (pipeline/prefetch/plan.py), so the network work of all streams overlaps and the steps,
+    one after another, only commit."""
+    with run_fetches(context.run.run_id, settings) as run:
+        if run.should_prefetch():
+            steps = context.get_step_execution_context().execution_plan.step_keys_to_execute
+            started = start_prefetch(run, warehouse, steps, lambda cursor: window_for(
+                context, cursor, settings, run_backfill_window(context)))  # asked only if it has active lessons
+            if started:
+                context.log.info(f"fetching {', '.join(started)} in the background, {settings.concurrency} "
+                                 "requests in flight at most across every stream of the run")
+        yield run.client
+
+
+def run_backfill_window(context: AssetExecutionContext) -> Window | None:
+    """The backfill range the run was launched with (its `backfill` resource config), None for a cursor run."""
+    config = context.run.run_config.get("resources", {}).get("backfill", {}).get("config") or {}
+    return BackfillWindow(**config).window()
+
+
+def _report_progress(context: AssetExecutionContext, fetching: BackgroundFetch) -> None:
+    seconds = max(time.monotonic() - fetching.started, 1e-9)
+    context.log.info(f"{fetching.stream}: {fetching.pages:,} pages, {fetching.rows:,} rows, "
+                     f"{fetching.rows / seconds:,.0f} rows/s so far")
 
 
 def _snapshot_tables_to_close(context: AssetExecutionContext, stream: str, snapshot_tables: tuple[str, ...],
@@ -128,21 +172,6 @@ def _release_fetch_memory() -> None:
     arenas), so the process's peak is the fetch's or the commit's, not both added up."""
     gc.collect()
     release_free_memory()
-
-
-def _with_progress(context: AssetExecutionContext, stream: str, batches: Iterable[Batch],
-                   started: float) -> Iterator[Batch]:
-    rows, pages, last_report, previous_page = 0, 0, started, None
-    for batch in batches:
-        rows += batch.records.num_rows
-        if (batch.endpoint, batch.page) != previous_page:  # a page yields one batch per table
-            pages, previous_page = pages + 1, (batch.endpoint, batch.page)
-        now = time.monotonic()
-        if now - last_report >= PROGRESS_EVERY_S:
-            rate = rows / max(now - started, 1e-9)
-            context.log.info(f"{stream}: {pages:,} pages, {rows:,} rows, {rate:,.0f} rows/s so far")
-            last_report = now
-        yield batch
 
 
 def table_metadata(done: StreamLoad, table: str) -> dict[str, object]:

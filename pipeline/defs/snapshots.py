@@ -9,7 +9,7 @@ from dagster import AssetExecutionContext, AssetSpec, AssetsDefinition, Material
 
 from pipeline.contract.tables import TABLES
 from pipeline.defs.common import lms_key, ready_warehouse, table_definition_metadata
-from pipeline.defs.loading import load_stream, table_metadata
+from pipeline.defs.loading import load_stream, sync_client, table_metadata
 from pipeline.defs.policy import POOL
 from pipeline.defs.resources import PlatformResource, WarehouseResource
 from pipeline.defs.windows import Window
@@ -34,7 +34,7 @@ def snapshot_asset(snapshot: Snapshot) -> AssetsDefinition:
         context: AssetExecutionContext, platform: PlatformResource, warehouse: WarehouseResource
     ) -> Iterator[MaterializeResult]:
         wh = ready_warehouse(warehouse)
-        with platform.client() as client:
+        with sync_client(context, platform.settings(), wh) as client:
             done = load_stream(context, wh, client, snapshot.stream,
                                lambda _: client.iter_stream(snapshot.stream),
                                window=Window(since=None, until=None, moves_cursor=False, label="snapshot"),

@@ -141,7 +141,9 @@ class PlatformClient:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._core: SourceCore | None = None
-        self._last_stats: RunStats | None = None
+        # Per consumer thread: several threads may each iterate a stream of one client at once (an overlapped
+        # sync's background fetches share its transport), and each asks for the statistics of its own run.
+        self._last = threading.local()
 
     def __repr__(self) -> str:
         return (f"PlatformClient(base_url={self.settings.base_url!r}, page_size={self.settings.page_size}, "
@@ -190,9 +192,11 @@ class PlatformClient:
         return self._iterate(lambda emit: run_answers(self._ready(), changed_pairs, updated_since, emit))
 
     def last_run_stats(self) -> RunStats:
-        if self._last_stats is None:
-            raise RuntimeError("no stream has run to its end on this client yet")
-        return self._last_stats
+        """Statistics of the last stream run that this thread iterated to its end."""
+        stats: RunStats | None = getattr(self._last, "stats", None)
+        if stats is None:
+            raise RuntimeError("no stream has run to its end on this client in this thread yet")
+        return stats
 
     def get_json(self, path: str, *, path_values: Mapping[str, str] | None = None, **params: str) -> Any:
         """One authenticated GET (single resources): `path` placeholders are filled from `path_values`,
@@ -228,7 +232,7 @@ class PlatformClient:
                     if isinstance(item, _End):
                         if item.error is not None:
                             raise item.error
-                        self._last_stats = item.stats
+                        self._last.stats = item.stats
                         return
                     yield item
         finally:

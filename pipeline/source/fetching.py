@@ -32,7 +32,7 @@ from pipeline.source.errors import PlatformRequestError
 from pipeline.source.fast_decoding import FastPages
 from pipeline.source.paging import Request, UpdatedSinceFormat, answer_pages, record_pages, single_page
 from pipeline.source.stats import Progress, RunStats
-from pipeline.source.transport import Transport, json_body
+from pipeline.source.transport import STREAM_COUNTER, Transport, TransportStats, json_body
 
 log = logging.getLogger("lessonsync.source")
 Emit = Callable[[Batch], Awaitable[None]]
@@ -144,7 +144,11 @@ class SourceCore:
             release_free_memory()
 
     def start_stats(self, stream: str) -> RunStats:
-        return RunStats.begin(stream, self.transport.stats)
+        """Statistics of a stream run starting in the current task: its requests and retries are counted apart
+        from those of other streams sharing this transport (transport.STREAM_COUNTER)."""
+        counter = TransportStats()
+        STREAM_COUNTER.set(counter)
+        return RunStats.begin(stream, counter)
 
 
 # Handing freed memory back to the OS

@@ -20,6 +20,19 @@ least as many as U|S ones, so there too a skip comes with a duplicate (the newco
 its version is the run's to leave to the next window, see pipeline/defs/windows.py). Hashing keys (8 bytes a
 record) finds the duplicates; none means the pass skipped nothing.
 
+Pages in flight together (pagination.record_pages keeps up to LESSONSYNC_CONCURRENCY of them once the first
+page came back full; an overlapped sync shares that limit among streams). The argument above never uses the
+order in which pages are served, only two facts, which concurrency keeps: (i) the platform cuts each page from
+the listing as it is at one instant, so at the instant of any move every slot is either served (its page was
+cut before) or unserved, whatever order the requests were sent, answered or arrived in; (ii) the end is
+unserved at every move of the sweep: the short page that ends it is trusted only when it was requested after
+every earlier page had arrived, so it was cut after all of them (otherwise it is asked again, alone), and pages
+fetched ahead past it are dropped. Nothing relies on a page being asked after the previous one arrived, so
+the listing is not fetched one page at a time; tests/source/test_source_concurrent_drift.py makes records
+drift while several pages are in flight and finds the duplicates, the second pass and an exact result. (A
+listing that looks slow at its start pays one-time costs on its first page, which is fetched alone: the token,
+the first-page probe and pyarrow's import of pandas on its first conversion, 1-2 s in a fresh process.)
+
 The remedy: sweep the whole window again (the warehouse keeps the latest version of each key, and a
 later pass only serves newer versions); after `max_passes` the run reports complete=False so the caller
 does not advance its cursor. Records new, changed or becoming visible during the pass may be missed; their

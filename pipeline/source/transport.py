@@ -35,7 +35,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
@@ -68,6 +69,7 @@ from pipeline.source.errors import (
     RetryableFailure,
     TruncatedBody,
 )
+from pipeline.source.slots import PrioritySlots
 
 log = logging.getLogger("lessonsync.source")
 
@@ -83,6 +85,12 @@ class TransportStats:
     retries: int = 0
 
 
+# The counter of the stream run whose task sends a request: several streams share one transport (and its
+# limit on requests in flight) in an overlapped sync, and each run reports its own requests. asyncio tasks
+# inherit it from the task that created them (pager and pool workers from their stream's run).
+STREAM_COUNTER: ContextVar[TransportStats | None] = ContextVar("lessonsync_stream_counter", default=None)
+
+
 class Transport:
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
@@ -94,7 +102,7 @@ class Transport:
             headers={"Accept": "application/json"},
             transport=AiohttpTransport(settings.concurrency),  # aiohttp's C HTTP parser under httpx (below)
         )
-        self._slots = asyncio.Semaphore(settings.concurrency)
+        self._slots = PrioritySlots(settings.concurrency)  # shared by every stream of an overlapped run
         self.auth = TokenManager(settings.app_secret, self._post_token)
         self.stats = TransportStats()
         self._server_time: datetime | None = None
@@ -151,6 +159,8 @@ class Transport:
 
     def _note_retry(self, method: str, path: str, state: RetryCallState) -> None:
         self.stats.retries += 1
+        if (own := STREAM_COUNTER.get()) is not None:
+            own.retries += 1
         failure = state.outcome.exception() if state.outcome else None
         wait = state.next_action.sleep if state.next_action else 0.0
         log.info("retrying %s %s after %s (attempt %d, waiting %.2f s)", method, path,
@@ -163,10 +173,10 @@ class Transport:
             return self._decoded(method, path, params, response, decode, attempt)
         async with self._slots:
             token = await self.auth.bearer()
-            response = await self._send(method, path, params, body, token)
+            response = await _answered(self._send(method, path, params, body, token))
             if response.status_code == 401:
                 await self.auth.on_unauthorized(token)
-                response = await self._send(method, path, params, body, await self.auth.bearer())
+                response = await _answered(self._send(method, path, params, body, await self.auth.bearer()))
                 if response.status_code == 401:
                     raise PlatformAuthError(
                         f"{method} {path} answered 401 to a freshly issued token; the app secret may lack "
@@ -180,6 +190,8 @@ class Transport:
         if content is not None:
             headers = {**(headers or {}), "Content-Type": "application/json"}
         self.stats.requests += 1
+        if (own := STREAM_COUNTER.get()) is not None:
+            own.requests += 1
         try:
             response = await self._client.request(method, path, params=params, content=content,
                                                   headers=headers)
@@ -215,6 +227,21 @@ class Transport:
             hint = retry_after_seconds(response.headers.get("retry-after"), self._server_time)
             raise RetryableFailure(status, f"status {status}: {detail}", retry_after=hint)
         raise PlatformRequestError(method, path, params, status, attempt, detail)
+
+
+async def _answered(sending: Coroutine[Any, Any, httpx.Response]) -> httpx.Response:
+    """A request once sent keeps its slot until the platform has answered it, even when its caller is
+    cancelled (a pager dropping the pages it fetched ahead past the end): otherwise the connection is dropped
+    while the platform still works on the request, and a new one takes the slot, so the platform would see
+    more than LESSONSYNC_CONCURRENCY requests at once. The wait is bounded by the request timeout."""
+    request = asyncio.ensure_future(sending)
+    try:
+        return await asyncio.shield(request)
+    except asyncio.CancelledError:
+        await asyncio.wait([request])
+        if not request.cancelled():
+            request.exception()  # its failure no longer matters to anyone: retrieved, so asyncio does not log it
+        raise
 
 
 def json_body(body: bytes) -> Any:

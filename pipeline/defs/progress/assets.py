@@ -11,7 +11,7 @@ from dagster import AssetExecutionContext, AssetSpec, MaterializeResult, asset, 
 
 from pipeline.contract.tables import TABLES
 from pipeline.defs.common import lms_key, ready_warehouse, table_definition_metadata
-from pipeline.defs.loading import load_stream, table_metadata
+from pipeline.defs.loading import load_stream, sync_client, table_metadata
 from pipeline.defs.policy import POOL
 from pipeline.defs.progress.answer_versions import VERSIONS, fetched_versions, window_active_lessons
 from pipeline.defs.progress.backfill import BackfillWindow
@@ -22,6 +22,11 @@ from pipeline.warehouse import Load
 from pipeline.defs.windows import Window
 
 
+# Steps run one at a time; among those ready, the higher priority first. The answers can only be planned once
+# the active lessons are committed, while the snapshots are fetched in the background from the run's start
+# (pipeline/prefetch): so the progress steps go first and the answers fetch starts as early as it can.
+CRITICAL_PATH = {"dagster/priority": "1"}
+
 @asset(
     key=lms_key("active_lessons"),
     group_name="progress",
@@ -29,6 +34,7 @@ from pipeline.defs.windows import Window
     pool=POOL,
     description=TABLES["active_lessons"].description,
     metadata=table_definition_metadata(TABLES["active_lessons"]),
+    op_tags=CRITICAL_PATH,
 )
 def active_lessons(
     context: AssetExecutionContext, platform: PlatformResource, warehouse: WarehouseResource,
@@ -36,7 +42,7 @@ def active_lessons(
 ) -> MaterializeResult:
     """Where every learner stands on every lesson: progress, score, success, time spent."""
     wh = ready_warehouse(warehouse)
-    with platform.client() as client:
+    with sync_client(context, platform.settings(), wh) as client:
         done = load_stream(context, wh, client, "active_lessons",
                            lambda window: client.iter_stream("active_lessons", updated_since=window.since),
                            backfill=backfill.window(), tables=("active_lessons",))
@@ -55,6 +61,7 @@ def active_lessons(
     ],
     pool=POOL,
     can_subset=False,
+    op_tags=CRITICAL_PATH,
 )
 def answers(
     context: AssetExecutionContext, platform: PlatformResource, warehouse: WarehouseResource,
@@ -64,7 +71,7 @@ def answers(
     version (lastDate) changed since their answers were fetched (answer_versions.py)."""
     wh = ready_warehouse(warehouse)
     planned: dict[str, Any] = {}
-    with platform.client() as client:
+    with sync_client(context, platform.settings(), wh) as client:
 
         def fetch(window: Window):
             planned["window"] = window

@@ -1,0 +1,104 @@
+"""One stream's fetch into its warehouse load, in a thread of its own: the client's batches are written to the
+load's Parquet parts in the lake as they arrive (on disk, never held whole), so the step that commits the
+load can start later, or wait for it, without the fetch waiting for the step."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from pipeline.source.client import PlatformClient
+from pipeline.source.decoding import Batch
+from pipeline.source.stats import RunStats
+from pipeline.source.slots import REQUEST_PRIORITY, URGENT
+from pipeline.warehouse import Load, Warehouse
+from pipeline.defs.windows import Window
+
+# How long close() waits for a cancelled fetch to stop: it stops at its next batch, so within one request
+# unless the platform is down (then the thread, a daemon, is left to its retries and the process's end).
+STOP_WAIT_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """A finished fetch, ready to commit: its load (every batch written to the lake), the client's statistics
+    of the stream run, and the window and cursor it was planned from."""
+
+    load: Load
+    stats: RunStats
+    window: Window
+    cursor_before: datetime | None
+    started: float  # monotonic instant the fetch started
+
+
+class BackgroundFetch:
+    """`batches` (lazy: a PlatformClient iterator) written to a new load of `stream` in a daemon thread."""
+
+    def __init__(self, warehouse: Warehouse, client: PlatformClient, stream: str, run_id: str, window: Window,
+                 cursor_before: datetime | None, batches: Iterable[Batch], priority: int = URGENT) -> None:
+        self.stream = stream
+        self.priority = priority  # of its requests, when others wait for a slot (pipeline/source/slots.py)
+        self.window = window
+        self.cursor_before = cursor_before
+        self.started = time.monotonic()
+        self.load = warehouse.load(stream=stream, run_id=run_id, started_at=datetime.now(UTC))
+        self.pages = 0
+        self.rows = 0
+        self._client = client
+        self._batches = batches
+        self._stats: RunStats | None = None
+        self._error: BaseException | None = None
+        self._stop = threading.Event()
+        self._done = threading.Event()
+        self._discarded = False
+        self._thread = threading.Thread(target=self._run, name=f"lessonsync-fetch-{stream}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        REQUEST_PRIORITY.set(self.priority)  # this thread's context: the stream's tasks start from a copy of it
+        previous_page = None
+        batches = iter(self._batches)
+        try:
+            for batch in batches:
+                if self._stop.is_set():
+                    break
+                self.load.write(batch.table, batch.records)
+                self.rows += batch.records.num_rows
+                if (batch.endpoint, batch.page) != previous_page:  # a page yields one batch per table
+                    self.pages, previous_page = self.pages + 1, (batch.endpoint, batch.page)
+            else:
+                self._stats = self._client.last_run_stats()  # this thread's own run (client.py)
+        except BaseException as error:  # handed to the step that waits for it, raised there
+            self._error = error
+        finally:
+            try:  # now, not when garbage-collected: closing the iterator cancels the stream's requests
+                close = getattr(batches, "close", None)
+                if close is not None:
+                    close()
+            finally:
+                self._done.set()
+
+    def wait(self, report: Callable[[BackgroundFetch], None], every: float) -> Fetched:
+        """The finished fetch; `report(self)` every `every` seconds meanwhile. A failed fetch discards its
+        parts and raises its error here."""
+        while not self._done.wait(every):
+            report(self)
+        if self._error is not None or self._stats is None:
+            self._discard()
+            raise self._error or RuntimeError(f"{self.stream}: the fetch stopped before its end")
+        return Fetched(self.load, self._stats, self.window, self.cursor_before, self.started)
+
+    def cancel(self) -> None:
+        """Stop fetching and discard what was written (the run ended without committing this load)."""
+        self._stop.set()
+        self._thread.join(STOP_WAIT_SECONDS)
+        if self._done.is_set():
+            self._discard()
+
+    def _discard(self) -> None:
+        if not self._discarded:
+            self._discarded = True
+            self.load.abort()

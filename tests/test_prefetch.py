@@ -1,0 +1,49 @@
+"""Background fetches of a run (pipeline/prefetch) against the simulator over HTTP and a real lake: a run that
+ends before its steps took them stops them and leaves nothing in the lake; one client serves the whole run."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from pathlib import Path
+
+from pipeline.prefetch.plan import start_prefetch
+from pipeline.prefetch.runs import close_run, run_fetches, take_prefetched
+from pipeline.settings import Settings
+from simulator import SimulatorConfig, start_simulator
+from pipeline.warehouse import Warehouse
+from pipeline.warehouse.lake import list_manifests
+from pipeline.defs.windows import cursor_window
+
+
+def _files(lake: Path) -> list[Path]:
+    return [p for p in lake.rglob("*") if p.is_file()]
+
+
+def test_fetches_no_step_took_are_stopped_at_the_run_end_and_leave_nothing(tmp_path: Path) -> None:
+    with start_simulator(SimulatorConfig(seed=42, scale="tiny", faults="latency_ms=100")) as sim:
+        settings = Settings(base_url=sim.base_url, page_size=5, concurrency=2, data_dir=str(tmp_path))
+        lake = tmp_path / "lake"
+        warehouse = Warehouse(tmp_path / "warehouse.duckdb", lake, row_group_rows=5)  # parts on disk at once
+        steps = ["active_lessons", "answers", "sync_groups", "sync_categories", "analytics_models"]
+        with run_fetches("run-1", settings) as run:
+            assert run.should_prefetch() and not run.should_prefetch()  # once per run
+            started = start_prefetch(run, warehouse, steps, lambda cursor: cursor_window(cursor, timedelta(0)))
+            assert started == ["active_lessons", "categories", "groups"]  # the incremental stream first
+            deadline = time.monotonic() + 60
+            while not _files(lake):  # the fetches write their loads' parts while no step waits for them
+                assert time.monotonic() < deadline, "no part was written in the background"
+                time.sleep(0.05)
+            client = run.client
+        with run_fetches("run-1", settings) as again:  # a later step of the run gets the same client
+            assert again.client is client
+        assert take_prefetched("run-1", "answers") is None  # the answers are never fetched ahead
+
+        cancelled = close_run("run-1")  # what the executor does when the run ends
+        closed = time.monotonic()
+        assert set(cancelled) <= {"active_lessons", "categories", "groups"} and "active_lessons" in cancelled
+        time.sleep(0.5)
+        assert max(r.arrived for r in sim.request_log()) < closed  # stopped: no request after the run's end
+        assert [p for p in _files(lake) if "_loads" not in p.parts] == []  # every uncommitted part discarded
+        assert list_manifests(lake) == []
+        assert take_prefetched("run-1", "groups") is None
