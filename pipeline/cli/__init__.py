@@ -69,7 +69,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.verbose:  # per-request and migration lines are noise; lessonsync.source logs progress
         for noisy in ("httpx", "alembic"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
-    return int(module.run(args) or 0)
+    try:  # a command may import the simulator only when it runs (the demo does, to keep --help light)
+        with simulator_extra(f"lessonsync {command}"):
+            return int(module.run(args) or 0)
+    except SimulatorNotInstalled as exc:
+        parser.exit(2, f"{exc}\n")
 
 
 def _sentence(text: str) -> str:
