@@ -12,7 +12,7 @@ from pipeline.defs.common import lms_key, ready_warehouse, table_definition_meta
 from pipeline.defs.loading import load_stream, sync_client, table_metadata
 from pipeline.defs.policy import POOL
 from pipeline.defs.resources import PlatformResource, WarehouseResource
-from pipeline.defs.windows import Window
+from pipeline.defs.windows import SNAPSHOT_WINDOW
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ def snapshot_asset(snapshot: Snapshot) -> AssetsDefinition:
         with sync_client(context, platform.settings(), wh) as client:
             done = load_stream(context, wh, client, snapshot.stream,
                                lambda _: client.iter_stream(snapshot.stream),
-                               window=Window(since=None, until=None, moves_cursor=False, label="snapshot"),
+                               window=SNAPSHOT_WINDOW,
                                snapshot_tables=snapshot.tables)
         for table in snapshot.tables:
             yield MaterializeResult(asset_key=lms_key(table), metadata=table_metadata(done, table))

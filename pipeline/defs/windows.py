@@ -80,6 +80,10 @@ class Window:
         return f"{kept} (range end {self.until.isoformat()}: rows updated later kept too)"
 
 
+# A snapshot stream is pulled whole every run and moves no cursor.
+SNAPSHOT_WINDOW = Window(since=None, until=None, moves_cursor=False, label="snapshot")
+
+
 def cursor_window(cursor: datetime | None, lookback: timedelta, full_refresh: bool = False) -> Window:
     if full_refresh or cursor is None:
         return Window(since=None, until=None, moves_cursor=True, label="full")

@@ -14,10 +14,9 @@ from pipeline.source.slots import BACKGROUND, URGENT
 from pipeline.contract.streams import SNAPSHOT_STREAMS
 from pipeline.contract.tables import TABLES
 from pipeline.warehouse import Warehouse
-from pipeline.defs.windows import Window
+from pipeline.defs.windows import SNAPSHOT_WINDOW, Window
 
 INCREMENTAL_STEPS = {"active_lessons": "active_lessons"}  # step key -> stream
-SNAPSHOT_WINDOW = Window(since=None, until=None, moves_cursor=False, label="snapshot")
 
 
 def stream_of_step(step_key: str) -> str | None:
