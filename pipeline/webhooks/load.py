@@ -24,8 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.contract.tables import CERTIFICATE_EVENTS, CERTIFICATES
-from pipeline.warehouse import Warehouse
-from pipeline.warehouse.connection import scalar
+from pipeline.warehouse import Warehouse, row_count
 from pipeline.webhooks.events import COMPLETED, EXPIRED
 from pipeline.webhooks.inbox import Inbox, InboxEvent
 from pipeline.webhooks.legacy import adopt_legacy_state
@@ -128,4 +127,4 @@ def certificate_summary(conn: duckdb.DuckDBPyConnection) -> dict[str, int]:
 def table_rows(warehouse: Warehouse) -> dict[str, int]:
     """Rows per certificate table, for the asset's dagster/row_count."""
     with warehouse.connect(read_only=True) as conn:
-        return {spec.name: int(scalar(conn, f"SELECT count(*) FROM lms.{spec.name}")) for spec in SPECS}
+        return {spec.name: row_count(conn, spec.name) for spec in SPECS}
