@@ -86,19 +86,21 @@ def _phase(stats: Any, rows: int, seconds: float) -> dict[str, Any]:
             "requests_per_s": round(stats.requests / seconds, 1)}
 
 
-async def _download(base_url: str, token: str, urls: list[str], concurrency: int) -> None:
+async def download_all(base_url: str, token: str, urls: list[str], concurrency: int) -> int:
+    """The ceiling: every URL downloaded, `concurrency` at a time over as many connections; returns the bytes."""
     slots = asyncio.Semaphore(concurrency)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=120,
                                  headers={"Authorization": f"Bearer {token}"}) as http:
-        async def one(url: str) -> None:
+        async def one(url: str) -> int:
             async with slots:
                 response = await http.get(url)
-                await response.aread()
+                body = await response.aread()
                 if response.status_code != 200:
                     raise SystemExit(f"ceiling: {url} answered {response.status_code}")
+                return len(body)
 
-        await asyncio.gather(*(one(u) for u in urls))
+        return sum(await asyncio.gather(*(one(u) for u in urls)))
 
 
 def ceiling_child(base_url: str, concurrency: int, urls_file: str, server_pid: int) -> dict[str, Any]:
@@ -108,7 +110,7 @@ def ceiling_child(base_url: str, concurrency: int, urls_file: str, server_pid: i
     for phase in PHASES:
         urls = [url for p, url in lines if p == phase]
         began, cpu = time.perf_counter(), CpuMeter(server_pid)
-        asyncio.run(_download(base_url, token, urls, concurrency))
+        asyncio.run(download_all(base_url, token, urls, concurrency))
         seconds = time.perf_counter() - began
         report[phase] = {"seconds": round(seconds, 2), "requests": len(urls),
                          "requests_per_s": round(len(urls) / seconds, 1), **cpu.done()}

@@ -34,6 +34,7 @@ from typing import Any
 
 import httpx
 
+from bench.client_bench import download_all
 from bench.common import free_port, run_measured, start_simulator
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,23 +76,8 @@ def ceiling_child(base_url: str, app_secret: str, urls_file: str, concurrency: i
     urls = Path(urls_file).read_text().splitlines()
     token = httpx.post(f"{base_url}/v1/token", json={"appSecret": app_secret}).json()["access_token"]
 
-    async def download() -> int:
-        slots = asyncio.Semaphore(concurrency)
-        limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-        async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=120,
-                                     headers={"Authorization": f"Bearer {token}"}) as http:
-            async def one(url: str) -> int:
-                async with slots:
-                    response = await http.get(url)
-                    body = await response.aread()
-                    if response.status_code != 200:
-                        raise SystemExit(f"ceiling: {url} answered {response.status_code}")
-                    return len(body)
-
-            return sum(await asyncio.gather(*(one(u) for u in urls)))
-
     began = time.perf_counter()
-    size = asyncio.run(download())
+    size = asyncio.run(download_all(base_url, token, urls, concurrency))
     return {"run_seconds": round(time.perf_counter() - began, 2), "requests": len(urls), "bytes": size}
 
 
