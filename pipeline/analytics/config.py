@@ -81,14 +81,19 @@ class ModelConfig:
     tests: tuple[TestDecl, ...] = ()
 
 
+def read_yaml(path: Path) -> Any:
+    """The YAML document of `path` ({} when empty); invalid YAML is a ModelError naming the file."""
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as error:
+        raise ModelError(f"{path}: is not valid YAML: {error}") from None
+
+
 def load_config(path: Path, model: str) -> ModelConfig:
     """The properties of `model` from the YAML beside it; an absent file means no docs and no tests."""
     if not path.exists():
         return ModelConfig()
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as error:
-        raise ModelError(f"{path}: is not valid YAML: {error}") from None
+    raw = read_yaml(path)
     where = Where(path)
     where.expect(isinstance(raw, dict) and "models" in raw, "top level",
                  "dbt's schema: `version: 2` and `models: [{name: ..., columns: [...]}]`")

@@ -14,8 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from pipeline.analytics.config import read_yaml
 from pipeline.analytics.errors import ModelError
 from pipeline.analytics.lineage import RAW_SCHEMA
 
@@ -26,10 +25,7 @@ def load_sources(path: Path) -> dict[str, str]:
     """Each table of the source `lms` -> its description."""
     if not path.exists():
         raise ModelError(f"{path}: missing; it declares the {RAW_SCHEMA}.* tables models may read")
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as error:
-        raise ModelError(f"{path}: is not valid YAML: {error}") from None
+    raw = read_yaml(path)
     entries = raw.get("sources") if isinstance(raw, dict) else None
     if not (isinstance(entries, list) and len(entries) == 1 and isinstance(entries[0], dict)
             and entries[0].get("name") == RAW_SCHEMA and set(raw) <= {"version", "sources"}):
