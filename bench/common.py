@@ -44,6 +44,7 @@ class ChildRun:
     stderr_tail: str  # the last lines of its stderr, for a failure message
     seconds: float  # wall time of the whole process, imports included
     peak_rss_mib: float  # the child's own peak resident set, from the kernel
+    cpu_seconds: float = 0.0  # the child's own user + system CPU, from the kernel
 
 
 def run_measured(argv: list[str], env: dict[str, str] | None = None, tail_lines: int = 12) -> ChildRun:
@@ -59,7 +60,8 @@ def run_measured(argv: list[str], env: dict[str, str] | None = None, tail_lines:
         err.seek(0)
         tail = "\n".join(err.read().decode(errors="replace").strip().splitlines()[-tail_lines:])
         return ChildRun(child.returncode, out.read(), tail, round(seconds, 2),
-                        round(usage.ru_maxrss / 1024, 1))  # Linux: ru_maxrss in kilobytes
+                        round(usage.ru_maxrss / 1024, 1),  # Linux: ru_maxrss in kilobytes
+                        round(usage.ru_utime + usage.ru_stime, 2))
 
 
 class CpuMeter:

@@ -88,6 +88,13 @@ def _load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
+def _server_cpu(server_pid: int) -> float:
+    import psutil
+
+    times = psutil.Process(server_pid).cpu_times()
+    return times.user + times.system
+
+
 def run_lessonsync(base_url: str, data_dir: Path, select: list[str], urls_file: str, page_size: int,
                    concurrency: int) -> dict[str, Any]:
     from bench.sync_bench import summarize
@@ -103,7 +110,8 @@ def run_lessonsync(base_url: str, data_dir: Path, select: list[str], urls_file: 
     load_before = _load()
     child = run_measured(argv, env)
     sides = {"load_average_before": load_before, "load_average_after": _load(), "peak_rss_mib": child.peak_rss_mib,
-             "process_seconds": child.seconds}
+             "process_seconds": child.seconds,
+             "cpu_seconds": child.cpu_seconds}
     if child.returncode != 0:
         return {"error": child.stderr_tail, **sides}
     raw = json.loads(child.stdout)
@@ -122,7 +130,8 @@ def run_ceiling(base_url: str, urls_file: str, concurrency: int) -> dict[str, An
     load_before = _load()
     child = run_measured(argv)
     sides = {"load_average_before": load_before, "load_average_after": _load(), "peak_rss_mib": child.peak_rss_mib,
-             "process_seconds": child.seconds}
+             "process_seconds": child.seconds,
+             "cpu_seconds": child.cpu_seconds}
     if child.returncode != 0:
         return {"error": child.stderr_tail, **sides}
     return {**json.loads(child.stdout), **sides}
@@ -157,12 +166,16 @@ def measure(scale: str, latency_ms: float, page_size: int, concurrency: int, sel
             urls = str(work / "lessonsync.urls")
             for number in range(repeat):  # interleaved: a busy machine weighs on both sides alike
                 log(f"round {number + 1}: LessonSync full sync")
+                served = _server_cpu(server.pid)
                 mine = run_lessonsync(base_url, work / f"round{number}", select,
                                       urls if number == 0 else str(work / "unused.urls"), page_size, concurrency)
+                mine["simulator_cpu_seconds"] = round(_server_cpu(server.pid) - served, 2)
                 log(f"round {number + 1}: " + (f"FAILED {mine['error'][-300:]}" if "error" in mine else
                     f"{mine['run_seconds']} s, {mine['requests']} requests, peak {mine['peak_rss_mib']} MiB"))
                 log(f"round {number + 1}: ceiling")
+                served = _server_cpu(server.pid)
                 bare = run_ceiling(base_url, urls, concurrency) if Path(urls).exists() else {"error": "no URLs"}
+                bare["simulator_cpu_seconds"] = round(_server_cpu(server.pid) - served, 2)
                 log(f"round {number + 1}: " + (f"FAILED {bare['error'][-300:]}" if "error" in bare else
                     f"{bare['run_seconds']} s, {bare['requests']} requests, peak {bare['peak_rss_mib']} MiB"))
                 result["rounds"].append({"lessonsync": mine, "ceiling": bare})
