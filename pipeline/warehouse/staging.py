@@ -92,27 +92,36 @@ def values_must_fit(load: TableLoad) -> Iterator[None]:
 @contextmanager
 def duplicate_keys_of(conn: duckdb.DuckDBPyConnection, load: TableLoad, target: TableDef,
                       files: list[str]) -> Iterator[str | None]:
-    """A temp table of the keys that occur more than once in the load's parts (cast like the rows), dropped
+    """A temp table of the hashes (key_hash) of the keys that occur more than once in the load's parts, dropped
     afterwards; None when every key occurs once, the usual case: a drift re-fetch or a per-user request
-    overlapping a per-lesson one are the exceptions. Grouping the key columns alone is cheap (the parts are
-    read for those columns only), far cheaper than a window over whole rows, which needs a sort."""
-    types = dict(target.columns)
-    keys = ", ".join(f"CAST({q(k)} AS {types[k]}) AS {q(k)}" for k in load.key)
+    overlapping a per-lesson one are the exceptions. Grouping one 64-bit hash of the key columns (the parts are
+    read for those columns only) is far cheaper than a window over whole rows, which sorts them, and its groups
+    are a tenth of the key's size (22M keys at scale large). Two keys sharing a hash only send both through the
+    window, which partitions by the key itself: the result is exact either way."""
     name = f"_duplicate_keys_{load.name}"
     conn.execute(f"DROP TABLE IF EXISTS temp.{q(name)}")
-    conn.execute(f"CREATE TEMP TABLE {q(name)} AS SELECT {keys} FROM read_parquet($files) "
-                 "GROUP BY ALL HAVING count(*) > 1", {"files": files})
+    conn.execute(f"CREATE TEMP TABLE {q(name)} AS SELECT {key_hash(load, target)} AS key_hash "
+                 "FROM read_parquet($files) GROUP BY ALL HAVING count(*) > 1", {"files": files})
     found = conn.execute(f"SELECT count(*) > 0 FROM temp.{q(name)}").fetchone()[0]
     yield name if found else None
     # not on an error: that aborts the load's transaction, whose rollback takes the temp table with it
     conn.execute(f"DROP TABLE temp.{q(name)}")
 
 
+def key_hash(load: TableLoad, target: TableDef, alias: str = "") -> str:
+    """hash() of the key columns cast to their warehouse types (the values the dedupe partitions by); from the
+    Parquet columns, or from `alias`'s columns already cast."""
+    types = dict(target.columns)
+    if alias:
+        return f"hash({', '.join(f'{alias}.{q(k)}' for k in load.key)})"
+    return f"hash({', '.join(f'CAST({q(k)} AS {types[k]})' for k in load.key)})"
+
+
 def deduped_sql(load: TableLoad, target: TableDef, duplicates: str | None) -> str:
     """The load's rows (parameter $files: its Parquet parts), cast to the warehouse types, one per key:
     the greatest cursor field (or the greatest by order_by) wins, ties go to the row written last.
-    `duplicates` (duplicate_keys_of) names the temp table of the keys that occur more than once: only their
-    rows go through the window that picks the winner; None: every row is its key's only one."""
+    `duplicates` (duplicate_keys_of) names the temp table of the hashes of keys that occur more than once:
+    only their rows go through the window that picks the winner; None: every row is its key's only one."""
     types = dict(target.columns)
     columns = ", ".join(q(c) for c in load.columns)
     casts = ", ".join(f"CAST({q(c)} AS {types[c]}) AS {q(c)}" for c in load.columns)
@@ -120,14 +129,14 @@ def deduped_sql(load: TableLoad, target: TableDef, duplicates: str | None) -> st
         return f"SELECT {casts} FROM read_parquet($files)"
     order = [f"{q(c)} DESC NULLS LAST" for c in ordering(load)]
     order += ["_lake_file DESC", "file_row_number DESC"]  # ties: the last written row wins
-    duplicated = f"SELECT 1 FROM temp.{q(duplicates)} AS d WHERE {join_on(load.key, 'd', 's')}"
+    duplicated = f"{key_hash(load, target, 's')} IN (SELECT key_hash FROM temp.{q(duplicates)})"
     # the parts are read twice rather than through one CTE, which DuckDB could materialize whole
-    return f"""SELECT {columns} FROM (SELECT {casts} FROM read_parquet($files)) AS s WHERE NOT EXISTS ({duplicated})
+    return f"""SELECT {columns} FROM (SELECT {casts} FROM read_parquet($files)) AS s WHERE NOT ({duplicated})
         UNION ALL
         SELECT {columns} FROM (
             SELECT {casts}, _lake_file, file_row_number
             FROM read_parquet($files, filename = '_lake_file', file_row_number = true)) AS s
-        WHERE EXISTS ({duplicated})
+        WHERE {duplicated}
         QUALIFY row_number() OVER (PARTITION BY {', '.join(q(k) for k in load.key)}
                                    ORDER BY {', '.join(order)}) = 1"""
 
