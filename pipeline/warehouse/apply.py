@@ -38,8 +38,9 @@ def apply_load(ctx: CommitContext, plan: LoadPlan) -> LoadOutcome:
     # replays: the tables as they were at that commit
     catalog = ensure_tables(conn, [t for t in plan.catalog if t.name not in dropped_only])
     stats, stages = _stage_tables(ctx, plan, catalog)
-    for link in plan.children:
-        if link.child in stages and link.parent in stages:
+    order = [t.name for t in parents_first(plan.tables)]
+    for link in sorted(plan.children, key=lambda link: order.index(link.parent) if link.parent in order else -1):
+        if link.child in stages and link.parent in stages:  # top down: a grandparent's staleness reaches the bottom
             mark_stale_children(conn, stages[link.child], stages[link.parent], link)
     for name, stage in stages.items():
         counts = count_changes(conn, stage)
@@ -81,9 +82,14 @@ def _stage_tables(ctx: CommitContext, plan: LoadPlan, catalog: dict[str, TableDe
     return stats, stages
 
 
-def _has_stale_parent(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, child: str, stages: dict[str, Stage]) -> bool:
-    return any(has_stale_rows(conn, stages[link.parent]) for link in plan.children
-               if link.child == child and link.parent in stages)
+def _has_stale_parent(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, child: str, stages: dict[str, Stage],
+                      seen: frozenset[str] = frozenset()) -> bool:
+    """Whether a parent row of `child` is, or may become, stale in this load: stale itself, or under a parent
+    that may be (mark_stale_children passes staleness down after every table is staged)."""
+    return any(has_stale_rows(conn, stages[link.parent])
+               or _has_stale_parent(conn, plan, link.parent, stages, seen | {child})
+               for link in plan.children
+               if link.child == child and link.parent in stages and link.parent not in seen)
 
 
 def _mark_deleted(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, catalog: dict[str, TableDef],

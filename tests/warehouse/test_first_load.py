@@ -164,3 +164,28 @@ def test_a_parents_first_load_still_replaces_the_children_already_there(tmp_path
     with wh.connect(read_only=True) as conn:
         assert conn.execute("SELECT active_lesson_id, deleted_at IS NULL FROM lms.answer_results "
                             "ORDER BY rowid").fetchall() == [("a1", False), ("a2", True)]
+
+
+def test_grandchildren_of_a_stale_row_stay_out_of_their_first_load(tmp_path: Path) -> None:
+    """Three levels: the middle table's rows turn stale only when staleness is passed down after staging,
+    so the grandchildren's first load must not go in directly either."""
+    import pyarrow as pa
+
+    from pipeline.contract.tables import TableSpec
+
+    text = pa.string()
+    top = TableSpec("top", pa.schema([pa.field("id", text, nullable=False), pa.field("at", pa.timestamp("us", "UTC"))]),
+                    ("id",), "incremental", "at")
+    middle = TableSpec("middle", pa.schema([pa.field("top_id", text, nullable=False), pa.field("id", text, nullable=False)]),
+                       ("top_id", "id"), "incremental", parent="top")
+    bottom = TableSpec("bottom", pa.schema([pa.field("top_id", text, nullable=False), pa.field("middle_id", text, nullable=False),
+                                            pa.field("id", text, nullable=False)]),
+                       ("top_id", "middle_id", "id"), "incremental", parent="middle")
+    wh = make_warehouse(tmp_path)
+    load_once(wh, "tree", [(top, [{"id": "t1", "at": T0 + timedelta(minutes=10)}])])
+    late = load_once(wh, "tree", [(top, [{"id": "t1", "at": T0}]), (middle, [{"top_id": "t1", "id": "m1"}]),
+                                  (bottom, [{"top_id": "t1", "middle_id": "m1", "id": "b1"}])])
+    assert (late.tables["top"].stale, late.tables["middle"].stale, late.tables["bottom"].stale) == (1, 1, 1)
+    with wh.connect(read_only=True) as conn:
+        assert conn.execute("SELECT count(*) FROM lms.middle").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM lms.bottom").fetchone()[0] == 0
