@@ -12,6 +12,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pytest
 from test_crash import ROWS, WORKER, fingerprint, worker_env
 from warehouse_helpers import (
@@ -28,6 +29,7 @@ from warehouse_helpers import (
     result,
 )
 
+from pipeline.contract.tables import TableSpec
 from pipeline.warehouse import TableLoadStats, Warehouse, duplicate_keys
 from pipeline.warehouse.rebuild import rebuild_into
 
@@ -169,18 +171,14 @@ def test_a_parents_first_load_still_replaces_the_children_already_there(tmp_path
 def test_grandchildren_of_a_stale_row_stay_out_of_their_first_load(tmp_path: Path) -> None:
     """Three levels: the middle table's rows turn stale only when staleness is passed down after staging,
     so the grandchildren's first load must not go in directly either."""
-    import pyarrow as pa
+    def columns(*names: str) -> list[pa.Field]:
+        return [pa.field(name, pa.string(), nullable=False) for name in names]
 
-    from pipeline.contract.tables import TableSpec
-
-    text = pa.string()
-    top = TableSpec("top", pa.schema([pa.field("id", text, nullable=False), pa.field("at", pa.timestamp("us", "UTC"))]),
+    top = TableSpec("top", pa.schema([*columns("id"), pa.field("at", pa.timestamp("us", "UTC"))]),
                     ("id",), "incremental", "at")
-    middle = TableSpec("middle", pa.schema([pa.field("top_id", text, nullable=False), pa.field("id", text, nullable=False)]),
-                       ("top_id", "id"), "incremental", parent="top")
-    bottom = TableSpec("bottom", pa.schema([pa.field("top_id", text, nullable=False), pa.field("middle_id", text, nullable=False),
-                                            pa.field("id", text, nullable=False)]),
-                       ("top_id", "middle_id", "id"), "incremental", parent="middle")
+    middle = TableSpec("middle", pa.schema(columns("top_id", "id")), ("top_id", "id"), "incremental", parent="top")
+    bottom = TableSpec("bottom", pa.schema(columns("top_id", "middle_id", "id")), ("top_id", "middle_id", "id"),
+                       "incremental", parent="middle")
     wh = make_warehouse(tmp_path)
     load_once(wh, "tree", [(top, [{"id": "t1", "at": T0 + timedelta(minutes=10)}])])
     late = load_once(wh, "tree", [(top, [{"id": "t1", "at": T0}]), (middle, [{"top_id": "t1", "id": "m1"}]),
