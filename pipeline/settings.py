@@ -10,8 +10,9 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # DuckDB fills whatever limit it has with cached blocks; without key indexes nothing needs more than this (a first
-# load of 9.7M answers dedupes and sorts within it, spilling), and the sync's peak RSS follows it (docs/warehouse.md)
-DEFAULT_MEMORY_LIMIT = "400MiB"
+# load of 9.7M answers dedupes and sorts within it, spilling; 200MiB ran out), and the sync's peak RSS follows it
+# (docs/warehouse.md, "Locks and limits")
+DEFAULT_MEMORY_LIMIT = "300MiB"
 DEFAULT_APP_SECRET = "lessonsync-demo-secret"  # what the simulator accepts by default (its own constant); not a real credential
 
 

@@ -16,8 +16,18 @@ from pipeline.warehouse.lake import check_parts
 from pipeline.warehouse.manifest import LoadOutcome, LoadPlan, TableLoad
 from pipeline.warehouse.results import TableLoadStats
 from pipeline.warehouse.schema import TableDef, drop_tables, ensure_tables, table_ref
-from pipeline.warehouse.staging import Stage, count_changes, create_stage, drop_stage, join_on, mark_stale_children
+from pipeline.warehouse.staging import (
+    Stage,
+    count_changes,
+    create_stage,
+    drop_stage,
+    has_stale_rows,
+    join_on,
+    mark_stale_children,
+    target_is_empty,
+)
 from pipeline.warehouse.state import advance_cursor, advance_position, record_load
+from pipeline.warehouse.upsert import insert_first_load
 
 
 def apply_load(ctx: CommitContext, plan: LoadPlan) -> LoadOutcome:
@@ -28,12 +38,14 @@ def apply_load(ctx: CommitContext, plan: LoadPlan) -> LoadOutcome:
     # replays: the tables as they were at that commit
     catalog = ensure_tables(conn, [t for t in plan.catalog if t.name not in dropped_only])
     stats, stages = _stage_tables(ctx, plan, catalog)
-    for link in plan.children:
-        if link.child in stages and link.parent in stages:
+    order = [t.name for t in parents_first(plan.tables)]
+    for link in sorted(plan.children, key=lambda link: order.index(link.parent) if link.parent in order else -1):
+        if link.child in stages and link.parent in stages:  # top down: a grandparent's staleness reaches the bottom
             mark_stale_children(conn, stages[link.child], stages[link.parent], link)
     for name, stage in stages.items():
         counts = count_changes(conn, stage)
-        ctx.upsert(conn, stage, ts_literal(plan.loaded_at))
+        if not stage.inserted_directly:
+            ctx.upsert(conn, stage, ts_literal(plan.loaded_at))
         stats[name] = TableLoadStats(
             fetched=sum(p.rows for p in stage.load.parts), inserted=counts["insert"],
             updated=counts["update"] + counts["rewrite"], unchanged=counts["same"], stale=counts["stale"])
@@ -49,7 +61,9 @@ def apply_load(ctx: CommitContext, plan: LoadPlan) -> LoadOutcome:
 
 def _stage_tables(ctx: CommitContext, plan: LoadPlan, catalog: dict[str, TableDef]
                   ) -> tuple[dict[str, TableLoadStats], dict[str, Stage]]:
-    """Append tables are inserted at once; the others are staged (deduped and classified) for upsert."""
+    """Append tables are inserted at once; the others are staged (deduped and classified) for upsert, except
+    a first load into an empty table, inserted at once too (upsert.insert_first_load) unless a parent row of
+    it is stale in this load (then its children must be told apart first)."""
     stats: dict[str, TableLoadStats] = {}
     stages: dict[str, Stage] = {}
     for load in parents_first(plan.tables):
@@ -59,11 +73,23 @@ def _stage_tables(ctx: CommitContext, plan: LoadPlan, catalog: dict[str, TableDe
             fetched = sum(part.rows for part in load.parts)
             inserted = _append(ctx.conn, load, target, files, plan)
             stats[load.name] = TableLoadStats(fetched=fetched, inserted=inserted, unchanged=fetched - inserted)
-        elif files:
-            stages[load.name] = create_stage(ctx.conn, load, target, files)
-        else:
+        elif not files:
             stats[load.name] = TableLoadStats()
+        elif target_is_empty(ctx.conn, target) and not _has_stale_parent(ctx.conn, plan, load.name, stages):
+            stages[load.name] = insert_first_load(ctx.conn, load, target, files, ts_literal(plan.loaded_at))
+        else:
+            stages[load.name] = create_stage(ctx.conn, load, target, files)
     return stats, stages
+
+
+def _has_stale_parent(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, child: str, stages: dict[str, Stage],
+                      seen: frozenset[str] = frozenset()) -> bool:
+    """Whether a parent row of `child` is, or may become, stale in this load: stale itself, or under a parent
+    that may be (mark_stale_children passes staleness down after every table is staged)."""
+    return any(has_stale_rows(conn, stages[link.parent])
+               or _has_stale_parent(conn, plan, link.parent, stages, seen | {child})
+               for link in plan.children
+               if link.child == child and link.parent in stages and link.parent not in seen)
 
 
 def _mark_deleted(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, catalog: dict[str, TableDef],

@@ -16,7 +16,7 @@ from pipeline.warehouse.errors import WarehouseLockedError, WarehouseMissingErro
 
 _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (?P<exe>.*?) \(PID (?P<pid>\d+)\)")
 _LOCK_POLL_SECONDS = 0.2
-DEFAULT_MEMORY_LIMIT = "400MiB"  # pipeline.settings.DEFAULT_MEMORY_LIMIT: why
+DEFAULT_MEMORY_LIMIT = "300MiB"  # pipeline.settings.DEFAULT_MEMORY_LIMIT: why
 
 
 @dataclass(frozen=True)

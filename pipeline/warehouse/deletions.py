@@ -24,6 +24,8 @@ def mark_vanished(conn: duckdb.DuckDBPyConnection, target: TableDef, stage: Stag
                   loaded_at: datetime) -> int:
     """Mark rows of a complete snapshot that are not in this load; returns how many."""
     _require_deleted_at(target, "be a complete snapshot")
+    if stage is not None and stage.inserted_directly:
+        return 0  # a first load: the table holds this load's rows and nothing else
     unseen = ""
     if stage is not None:
         unseen = f" AND NOT EXISTS (SELECT 1 FROM {q(stage.name)} AS s WHERE {join_on(target.key, 's', 't')})"
@@ -36,6 +38,8 @@ def replace_children(conn: duckdb.DuckDBPyConnection, child: TableDef, link: Chi
     _require_deleted_at(child, f"have its children replaced (parent {link.parent})")
     if parent is None:
         return 0  # no parent row reloaded: nothing to replace
+    if staged_children is not None and staged_children.inserted_directly:
+        return 0  # the children's first load: every child row in the table is one this load brought
     # Two steps, so that the child table is only probed (its rows are never hashed): the live children of
     # the reloaded parents, by row id (hash table on the parent stage, the small side), minus those in
     # this load (both sides small); then an update by row id.
@@ -46,9 +50,9 @@ def replace_children(conn: duckdb.DuckDBPyConnection, child: TableDef, link: Chi
     child_column, parent_column = link.on[0]  # only where the parents lie (a table in key order skips the rest)
     conn.execute(
         f"CREATE TEMP TABLE {q(gone)} AS SELECT t.rowid AS _rowid, {key} FROM {table_ref(child.name)} AS t "
-        f"JOIN (SELECT * FROM {q(parent.name)} WHERE _change <> 'stale') AS p ON {owner} "
+        f"JOIN (SELECT * FROM {parent.relation} WHERE _change <> 'stale') AS p ON {owner} "
         f"WHERE t.{q(DELETED_AT)} IS NULL AND t.{q(child_column)} BETWEEN $lowest AND $highest",
-        value_range(conn, q(parent.name), parent_column))
+        value_range(conn, parent.relation, parent_column))
     if staged_children is not None:
         conn.execute(f"DELETE FROM temp.{q(gone)} AS t WHERE EXISTS "
                      f"(SELECT 1 FROM {q(staged_children.name)} AS s WHERE {join_on(child.key, 's', 't')})")

@@ -12,6 +12,8 @@ row against the warehouse:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import duckdb
@@ -30,6 +32,20 @@ class Stage:
     load: TableLoad
     target: TableDef
     target_was_empty: bool  # then every row is an insert and the upsert can take the bulk path
+    # A first load (upsert.insert_first_load) went straight into its empty table and has no temp table: the
+    # table's rows are this load's rows, all inserts. Then `inserted` is their count, else None.
+    inserted: int | None = None
+
+    @property
+    def inserted_directly(self) -> bool:
+        return self.inserted is not None
+
+    @property
+    def relation(self) -> str:
+        """SQL relation of the staged rows with their `_change`, for the statements that read a stage."""
+        if self.inserted_directly:
+            return f"(SELECT *, 'insert' AS _change FROM {table_ref(self.target.name)})"
+        return q(self.name)
 
     @property
     def carried(self) -> tuple[str, ...]:
@@ -43,15 +59,17 @@ def is_list_type(type_sql: str) -> bool:
     return "[]" in type_sql or type_sql.startswith("MAP(")
 
 
+def target_is_empty(conn: duckdb.DuckDBPyConnection, target: TableDef) -> bool:
+    return bool(conn.execute(f"SELECT count(*) = 0 FROM {table_ref(target.name)}").fetchone()[0])
+
+
 def create_stage(conn: duckdb.DuckDBPyConnection, load: TableLoad, target: TableDef, files: list[str]) -> Stage:
-    empty = conn.execute(f"SELECT count(*) = 0 FROM {table_ref(target.name)}").fetchone()[0]
-    stage = Stage(f"_stage_{load.name}", load, target, empty)
+    stage = Stage(f"_stage_{load.name}", load, target, target_is_empty(conn, target))
     drop_stage(conn, stage)
-    try:  # the load's rows first, on their own: the join below then knows they are the small side
-        conn.execute(f"CREATE TEMP TABLE {q(_loaded(stage))} AS {deduped_sql(load, target)}", {"files": files})
-    except duckdb.ConversionException as error:
-        raise SchemaError(f"table {load.name}: a value of this load does not fit its warehouse column "
-                          f"({error}); fix the client's conversion for that column.") from None
+    with values_must_fit(load), duplicate_keys_of(conn, load, target, files) as duplicates:
+        # the load's rows first, on their own: the join below then knows they are the small side
+        conn.execute(f"CREATE TEMP TABLE {q(_loaded(stage))} AS {deduped_sql(load, target, duplicates)}",
+                     {"files": files})
     conn.execute(_stage_sql(stage), value_range(conn, f"temp.{q(_loaded(stage))}", load.key[0]))
     drop_stage(conn, stage, keep_stage=True)
     return stage
@@ -61,17 +79,64 @@ def _loaded(stage: Stage) -> str:
     return f"_loaded_{stage.load.name}"
 
 
-def deduped_sql(load: TableLoad, target: TableDef) -> str:
-    """The load's rows (parameter $files: its Parquet parts), cast to the warehouse types, one per key:
-    the greatest cursor field (or the greatest by order_by) wins, ties go to the row written last."""
+@contextmanager
+def values_must_fit(load: TableLoad) -> Iterator[None]:
+    """A value the cast to its warehouse column refuses becomes a SchemaError naming the table."""
+    try:
+        yield
+    except duckdb.ConversionException as error:
+        raise SchemaError(f"table {load.name}: a value of this load does not fit its warehouse column "
+                          f"({error}); fix the client's conversion for that column.") from None
+
+
+@contextmanager
+def duplicate_keys_of(conn: duckdb.DuckDBPyConnection, load: TableLoad, target: TableDef,
+                      files: list[str]) -> Iterator[str | None]:
+    """A temp table of the hashes (key_hash) of the keys that occur more than once in the load's parts, dropped
+    afterwards; None when every key occurs once, the usual case: a drift re-fetch or a per-user request
+    overlapping a per-lesson one are the exceptions. Grouping one 64-bit hash of the key columns (the parts are
+    read for those columns only) is far cheaper than a window over whole rows, which sorts them, and its groups
+    are a tenth of the key's size (22M keys at scale large). Two keys sharing a hash only send both through the
+    window, which partitions by the key itself: the result is exact either way."""
+    name = f"_duplicate_keys_{load.name}"
+    conn.execute(f"DROP TABLE IF EXISTS temp.{q(name)}")
+    conn.execute(f"CREATE TEMP TABLE {q(name)} AS SELECT {key_hash(load, target)} AS key_hash "
+                 "FROM read_parquet($files) GROUP BY ALL HAVING count(*) > 1", {"files": files})
+    found = conn.execute(f"SELECT count(*) > 0 FROM temp.{q(name)}").fetchone()[0]
+    yield name if found else None
+    # not on an error: that aborts the load's transaction, whose rollback takes the temp table with it
+    conn.execute(f"DROP TABLE temp.{q(name)}")
+
+
+def key_hash(load: TableLoad, target: TableDef, alias: str = "") -> str:
+    """hash() of the key columns cast to their warehouse types (the values the dedupe partitions by); from the
+    Parquet columns, or from `alias`'s columns already cast."""
     types = dict(target.columns)
+    if alias:
+        return f"hash({', '.join(f'{alias}.{q(k)}' for k in load.key)})"
+    return f"hash({', '.join(f'CAST({q(k)} AS {types[k]})' for k in load.key)})"
+
+
+def deduped_sql(load: TableLoad, target: TableDef, duplicates: str | None) -> str:
+    """The load's rows (parameter $files: its Parquet parts), cast to the warehouse types, one per key:
+    the greatest cursor field (or the greatest by order_by) wins, ties go to the row written last.
+    `duplicates` (duplicate_keys_of) names the temp table of the hashes of keys that occur more than once:
+    only their rows go through the window that picks the winner; None: every row is its key's only one."""
+    types = dict(target.columns)
+    columns = ", ".join(q(c) for c in load.columns)
     casts = ", ".join(f"CAST({q(c)} AS {types[c]}) AS {q(c)}" for c in load.columns)
+    if duplicates is None:
+        return f"SELECT {casts} FROM read_parquet($files)"
     order = [f"{q(c)} DESC NULLS LAST" for c in ordering(load)]
     order += ["_lake_file DESC", "file_row_number DESC"]  # ties: the last written row wins
-    return f"""WITH src AS (
+    duplicated = f"{key_hash(load, target, 's')} IN (SELECT key_hash FROM temp.{q(duplicates)})"
+    # the parts are read twice rather than through one CTE, which DuckDB could materialize whole
+    return f"""SELECT {columns} FROM (SELECT {casts} FROM read_parquet($files)) AS s WHERE NOT ({duplicated})
+        UNION ALL
+        SELECT {columns} FROM (
             SELECT {casts}, _lake_file, file_row_number
-            FROM read_parquet($files, filename = '_lake_file', file_row_number = true))
-        SELECT * EXCLUDE (_lake_file, file_row_number) FROM src
+            FROM read_parquet($files, filename = '_lake_file', file_row_number = true)) AS s
+        WHERE {duplicated}
         QUALIFY row_number() OVER (PARTITION BY {', '.join(q(k) for k in load.key)}
                                    ORDER BY {', '.join(order)}) = 1"""
 
@@ -143,15 +208,26 @@ def value_range(conn: duckdb.DuckDBPyConnection, relation: str, column: str,
 
 
 def count_changes(conn: duckdb.DuckDBPyConnection, stage: Stage) -> dict[str, int]:
-    rows = conn.execute(f"SELECT _change, count(*) FROM {q(stage.name)} GROUP BY _change").fetchall()
     counts = dict.fromkeys(CHANGES, 0)
+    if stage.inserted is not None:
+        counts["insert"] = stage.inserted
+        return counts
+    rows = conn.execute(f"SELECT _change, count(*) FROM {q(stage.name)} GROUP BY _change").fetchall()
     counts.update(dict(rows))
     return counts
+
+
+def has_stale_rows(conn: duckdb.DuckDBPyConnection, stage: Stage) -> bool:
+    if stage.inserted_directly:
+        return False
+    return bool(conn.execute(f"SELECT count(*) > 0 FROM {q(stage.name)} WHERE _change = 'stale'").fetchone()[0])
 
 
 def mark_stale_children(conn: duckdb.DuckDBPyConnection, child: Stage, parent: Stage, link: ChildLink) -> None:
     """Children of a parent row that is stale in this load are stale too: the newer parent in the
     warehouse owns its own (newer) children."""
+    if not has_stale_rows(conn, parent):
+        return
     match = " AND ".join(f"c.{q(cc)} = p.{q(pc)}" for cc, pc in link.on)
     conn.execute(
         f"UPDATE {q(child.name)} AS c SET _change = 'stale' WHERE EXISTS "
@@ -160,6 +236,8 @@ def mark_stale_children(conn: duckdb.DuckDBPyConnection, child: Stage, parent: S
 
 
 def drop_stage(conn: duckdb.DuckDBPyConnection, stage: Stage, *, keep_stage: bool = False) -> None:
+    if stage.inserted_directly:
+        return  # no temp table
     names = (_loaded(stage),) + (() if keep_stage else (stage.name,))
     for name in names:
         conn.execute(f"DROP TABLE IF EXISTS temp.{q(name)}")

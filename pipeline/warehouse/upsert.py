@@ -5,17 +5,20 @@ Target rows are matched by the row id staging recorded (one BIGINT instead of th
 no key index to look a key up in), in row-id order: DuckDB updates rows in place fastest when they come in
 storage order (duckdb#11275). Scalar changes are updated in place; rows whose list columns changed are
 deleted and re-inserted (DuckDB rewrites a changed list that way anyway); unchanged rows only get a new
-last_loaded_at; new keys are inserted sorted by key, so a first load leaves the table in key order, which
-staging's range-limited scans rely on. Each target row is touched by exactly one statement, so no statement
-moves a row id another one uses."""
+last_loaded_at; new keys are inserted sorted by key. Each target row is touched by exactly one statement, so
+no statement moves a row id another one uses.
+
+A first load into an empty table skips all that (insert_first_load): one INSERT of the deduped rows sorted by
+key, no stage, so the table starts in key order, which staging's range-limited scans rely on."""
 
 from __future__ import annotations
 
 import duckdb
 
 from pipeline.warehouse.arrow_types import q
-from pipeline.warehouse.schema import DELETED_AT, FIRST_LOADED_AT, LAST_LOADED_AT, table_ref
-from pipeline.warehouse.staging import Stage, is_list_type
+from pipeline.warehouse.manifest import TableLoad
+from pipeline.warehouse.schema import DELETED_AT, FIRST_LOADED_AT, LAST_LOADED_AT, TableDef, table_ref
+from pipeline.warehouse.staging import Stage, deduped_sql, duplicate_keys_of, is_list_type, values_must_fit
 
 BY_ROWID = "t.rowid = s._rowid"  # `t`: the warehouse table, `s`: the stage
 
@@ -29,6 +32,21 @@ def upsert_stage(conn: duckdb.DuckDBPyConnection, stage: Stage, ts: str) -> None
         touch_rows(conn, stage, ts, BY_ROWID)
         delete_rows(conn, stage, ("rewrite",), BY_ROWID)
     insert_rows(conn, stage, ts, ("insert", "rewrite"), sort=True)
+
+
+def insert_first_load(conn: duckdb.DuckDBPyConnection, load: TableLoad, target: TableDef, files: list[str],
+                      ts: str) -> Stage:
+    """Insert the load's deduped rows into `target`, which is empty, in one statement sorted by key: no temp
+    copy, no classification (every row is new), and no window unless some key occurs twice. Returns the
+    stage that stands for them (Stage.inserted: their count; Stage.relation: the table itself)."""
+    key = ", ".join(q(k) for k in load.key)
+    columns = ", ".join(q(c) for c in load.columns)
+    with values_must_fit(load), duplicate_keys_of(conn, load, target, files) as duplicates:
+        inserted = conn.execute(
+            f"INSERT INTO {table_ref(target.name)} ({columns}, {q(FIRST_LOADED_AT)}, {q(LAST_LOADED_AT)}) "
+            f"SELECT {columns}, {ts}, {ts} FROM ({deduped_sql(load, target, duplicates)}) ORDER BY {key}",
+            {"files": files}).fetchone()[0]
+    return Stage(f"_stage_{load.name}", load, target, True, int(inserted))
 
 
 def data_columns(stage: Stage) -> list[str]:
