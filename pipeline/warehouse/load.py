@@ -109,6 +109,9 @@ class Load:
             tables = tuple(TableLoad(name, spec.kind, tuple(spec.key), spec.cursor_field, spec.parent,
                                      tuple(spec.schema.names), self._writers[name].finish(), tuple(spec.order_by))
                            for name, spec in self._specs.items())
+            # The last row groups' Parquet encoding scratch (tens of MiB in Arrow's pool at 131k-row groups),
+            # back to the OS before DuckDB takes its memory for the commit.
+            pa.default_memory_pool().release_unused()
             hooks.reached("parts_written")
             result = commit_load(self, tables, cursor, tuple(sorted(set(complete_snapshots))),
                                  replace_children_of, stats, cursor_reset=cursor_reset, position=position,
