@@ -119,6 +119,10 @@ class PartWriter:
         if self._buffered >= self.row_group_rows:
             self._flush()
 
+    def flush(self) -> None:
+        """Write the buffered rows out now (as the current part's last row group so far; the part stays open)."""
+        self._flush()
+
     def finish(self) -> tuple[PartFile, ...]:
         self._flush()
         self._close_part()

@@ -74,6 +74,13 @@ class Load:
         for piece in conform_batch(spec, batch):
             self._writers[spec.name].write(piece)
 
+    def flush(self) -> None:
+        """Write every table's buffered rows to its part now, so the memory they hold is free before the commit
+        (which writes them anyway); more rows may be written after."""
+        self._require_open()
+        for writer in self._writers.values():
+            writer.flush()
+
     def commit(self, cursor: datetime | None = None, complete_snapshots: Iterable[str] = (),
                replace_children_of: ChildLinks | None = None, stats: Mapping[str, Any] | None = None,
                *, cursor_reset: bool = False, position: int | None = None,
