@@ -108,6 +108,7 @@ def load_stream(
         if before_commit is not None:
             before_commit(load, stats)
         if sum(stats.rows.values()) >= RELEASE_AFTER_ROWS:
+            load.flush()  # the part writers' last row groups (~40 MiB at large) go to disk before, not during, the commit
             _release_fetch_memory()  # the pages are in the lake now; DuckDB gets the memory for the commit
         committing = time.monotonic()
         result = load.commit(cursor=cursor, complete_snapshots=complete, stats=stats.as_metadata())

@@ -105,27 +105,39 @@ def _distinct_pairs(changed: pa.Table) -> tuple[pa.Table, pa.Table, dict[str, pa
         raise ValueError(f"changed pairs need columns user_id and lesson_id; missing {sorted(missing)}")
     names, codes = {}, {}
     for column in ("user_id", "lesson_id"):
-        values = changed.column(column).cast(pa.string())
-        if values.null_count:
+        encoded = _encoded(changed.column(column))
+        if encoded.null_count:
             raise ValueError("changed pairs contain a null user_id or lesson_id; they cannot address answers")
-        encoded = pc.dictionary_encode(values)  # chunk by chunk, one dictionary for all: no copy of the ids
-        codes[column] = pa.chunked_array([chunk.indices for chunk in encoded.chunks], type=pa.int32())
-        names[column] = encoded.chunks[0].dictionary if encoded.num_chunks else pa.array([], pa.string())
+        codes[column] = pa.chunked_array([chunk.indices.cast(pa.int32()) for chunk in encoded.chunks], type=pa.int32())
+        names[column] = encoded.chunks[0].dictionary.cast(pa.string()) if encoded.num_chunks else pa.array([], pa.string())
     pairs = pa.table(codes)
-    every = pairs.group_by(["user_id", "lesson_id"]).aggregate([])
+    every = pairs.group_by(["user_id", "lesson_id"], use_threads=False).aggregate([])
     if REFETCH not in changed.column_names:
         return every, every, names
     flags = changed.column(REFETCH)
     if flags.null_count:
         raise ValueError(f"the {REFETCH} column holds nulls; say true or false for every pair")
-    wanted = pairs.filter(flags.cast(pa.bool_())).group_by(["user_id", "lesson_id"]).aggregate([])
+    wanted = pairs.filter(flags.cast(pa.bool_())).group_by(["user_id", "lesson_id"], use_threads=False).aggregate([])
     return every, wanted, names
+
+
+def _encoded(ids: pa.ChunkedArray) -> pa.ChunkedArray:
+    """`ids` dictionary-encoded with one dictionary of distinct ids for every chunk. Ids that come encoded
+    (the spilled window, read with its dictionaries) keep their codes: only the chunks' dictionaries are
+    merged; a dictionary that repeats a value or holds a null is encoded again, so a code is one id."""
+    if not pa.types.is_dictionary(ids.type):
+        return pc.dictionary_encode(ids.cast(pa.string()))  # chunk by chunk, one dictionary for all
+    unified = pa.table({"ids": ids}).unify_dictionaries().column("ids")
+    dictionary = unified.chunks[0].dictionary if unified.num_chunks else None
+    if dictionary is not None and (dictionary.null_count or pc.count_distinct(dictionary).as_py() != len(dictionary)):
+        return pc.dictionary_encode(ids.cast(pa.string()))
+    return unified
 
 
 def _ratios(remaining: pa.Table, column: str, totals: pa.Table, page_size: int) -> pa.Table:
     """Per value of `column`: its request cost (from all its pairs) over its still-uncovered pairs."""
-    uncovered = remaining.group_by(column).aggregate([([], "count_all")])
-    joined = uncovered.join(totals, column)
+    uncovered = remaining.group_by(column, use_threads=False).aggregate([([], "count_all")])
+    joined = uncovered.join(totals, column, use_threads=False)
     covers = joined.column("total")
     cost = pc.add(pc.ceil(pc.divide(pc.cast(covers, pa.float64()), float(page_size))), 1.0)
     ratio = pc.divide(cost, pc.cast(joined.column("count_all"), pa.float64()))
@@ -136,7 +148,7 @@ def plan_answer_requests(changed: pa.Table, page_size: int) -> AnswerPlan:
     """The bucketed-greedy plan covering every (user_id, lesson_id) of `changed` (duplicates allowed), or
     only those with `refetch` true when that column is present (the others still count in request costs)."""
     every, remaining, names = _distinct_pairs(changed)
-    totals = {c: every.group_by(c).aggregate([([], "count_all")]).rename_columns([c, "total"])
+    totals = {c: every.group_by(c, use_threads=False).aggregate([([], "count_all")]).rename_columns([c, "total"])
               for c in ("lesson_id", "user_id")}
     streams = {"lesson_id": "answers_by_lesson", "user_id": "answers_by_user"}
     grouped: list[PlannedRequest] = []

@@ -74,6 +74,13 @@ class Load:
         for piece in conform_batch(spec, batch):
             self._writers[spec.name].write(piece)
 
+    def flush(self) -> None:
+        """Write every table's buffered rows to its part now, so the memory they hold is free before the commit
+        (which writes them anyway); more rows may be written after."""
+        self._require_open()
+        for writer in self._writers.values():
+            writer.flush()
+
     def commit(self, cursor: datetime | None = None, complete_snapshots: Iterable[str] = (),
                replace_children_of: ChildLinks | None = None, stats: Mapping[str, Any] | None = None,
                *, cursor_reset: bool = False, position: int | None = None,
@@ -109,6 +116,9 @@ class Load:
             tables = tuple(TableLoad(name, spec.kind, tuple(spec.key), spec.cursor_field, spec.parent,
                                      tuple(spec.schema.names), self._writers[name].finish(), tuple(spec.order_by))
                            for name, spec in self._specs.items())
+            # The last row groups' Parquet encoding scratch (tens of MiB in Arrow's pool at 131k-row groups),
+            # back to the OS before DuckDB takes its memory for the commit.
+            pa.default_memory_pool().release_unused()
             hooks.reached("parts_written")
             result = commit_load(self, tables, cursor, tuple(sorted(set(complete_snapshots))),
                                  replace_children_of, stats, cursor_reset=cursor_reset, position=position,

@@ -1,6 +1,7 @@
 """Answer request planning: every changed pair covered, grouped requests when cheaper, Arrow only."""
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from pipeline.source.answers import PAIR_COST, plan_answer_requests
@@ -77,3 +78,37 @@ def test_a_pair_needs_its_answers_when_any_of_its_rows_says_so():
     assert plan_answer_requests(table, 100).pairs.to_pylist() == [{"user_id": "a", "lesson_id": "1"}]
     with pytest.raises(ValueError, match="refetch"):
         plan_answer_requests(pa.table({"user_id": ["a"], "lesson_id": ["1"], "refetch": pa.array([None], pa.bool_())}), 10)
+
+
+def plan_summary(plan):
+    return (sorted((r.stream, r.path_values, r.covers) for r in plan.grouped),
+            sorted(zip(plan.pairs.column("user_id").to_pylist(), plan.pairs.column("lesson_id").to_pylist(),
+                       strict=True)))
+
+
+def test_dictionary_encoded_ids_plan_exactly_as_their_strings():
+    # the spilled window (answer_versions.py) reaches the planner as dictionary columns, several chunks each
+    # with a dictionary of its own; the plan must be the one the same ids as strings give
+    users = [f"u{(i * 13) % 41}" if i % 3 else f"s{i}" for i in range(900)]  # s, x: lone pairs
+    lessons = [f"l{(i * 7) % 29}" if i % 3 else f"x{i}" for i in range(900)]
+    refetch = [i % 4 != 1 for i in range(900)]
+    as_strings = pa.table({"user_id": users, "lesson_id": lessons, "refetch": refetch})
+    chunks = [as_strings.slice(start, 300) for start in (0, 300, 600)]
+    encoded = pa.concat_tables([pa.table({"user_id": pc.dictionary_encode(c.column("user_id")),
+                                          "lesson_id": pc.dictionary_encode(c.column("lesson_id")),
+                                          "refetch": c.column("refetch")}) for c in chunks])
+    assert encoded.column("user_id").num_chunks == 3 and pa.types.is_dictionary(encoded.schema.field("user_id").type)
+    expected = plan_summary(plan_answer_requests(as_strings, 10))
+    assert expected[0] and expected[1]  # both kinds of request are in play
+    assert plan_summary(plan_answer_requests(encoded, 10)) == expected
+
+
+def test_a_dictionary_repeating_an_id_still_plans_one_request_for_it():
+    repeated = pa.DictionaryArray.from_arrays(pa.array([0, 1, 2, 3] * 10, pa.int32()), pa.array(["a", "b", "a", "b"]))
+    table = pa.table({"user_id": pa.array([f"u{i}" for i in range(40)]), "lesson_id": repeated})
+    plan = plan_answer_requests(table, 100)
+    assert sorted((r.stream, r.path_values, r.covers) for r in plan.grouped) == [
+        ("answers_by_lesson", (("lesson_id", "a"),), 20), ("answers_by_lesson", (("lesson_id", "b"),), 20)]
+    with pytest.raises(ValueError, match="null"):
+        plan_answer_requests(pa.table({"user_id": pa.array(["u", None]).dictionary_encode(),
+                                       "lesson_id": ["l", "m"]}), 10)

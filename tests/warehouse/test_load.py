@@ -32,6 +32,20 @@ def lake_files(wh: Warehouse) -> list[str]:
     return sorted(p.relative_to(wh.lake_dir).as_posix() for p in wh.lake_dir.rglob("*") if p.is_file())
 
 
+
+def test_flush_writes_buffered_rows_as_a_row_group_and_later_rows_still_commit(tmp_path: Path) -> None:
+    wh = make_warehouse(tmp_path, row_group_rows=100, part_rows=1000)
+    with wh.load("answers", "run-1", T0) as load:
+        load.write(ANSWERS, batch(ANSWERS, [answer("a0", "q1"), answer("a0", "q2"), answer("a1", "q1")]))
+        load.flush()  # before the commit (pipeline/defs/loading.py): the buffer goes to the part, not the memory
+        load.write(ANSWERS, batch(ANSWERS, [answer("a2", "q1")]))
+        outcome = load.commit(cursor=T0)
+    part = pq.ParquetFile(wh.lake_dir / f"answers/loaded_date=2026-11-01/{outcome.load_id}/part-000000.parquet")
+    assert [part.metadata.row_group(i).num_rows for i in range(part.num_row_groups)] == [3, 1]
+    assert outcome.metadata()["answers.inserted"] == 4
+    with wh.connect(read_only=True) as conn:
+        assert conn.execute("SELECT count(*) FROM lms.answers").fetchone()[0] == 4
+
 def test_lake_layout_parts_and_manifest(tmp_path: Path) -> None:
     wh = make_warehouse(tmp_path, row_group_rows=2, part_rows=3)
     with wh.load("answers", "run-1", T0) as load:

@@ -23,12 +23,25 @@ Modes (Settings.answers_refetch, LESSONSYNC_ANSWERS_REFETCH): "changed" (default
 window's active lessons whose version differs from the stored one; "window" refetches every active lesson
 of the window (the behaviour before this table). Full refreshes and backfills (a date range, pipeline/defs/progress/backfill.py) always
 refetch their whole window: they exist to re-read it. Every mode records the versions it fetched.
+
+Memory: a full sync's window is every active lesson (1M at scale large). It is never held as Python or
+Arrow strings through the fetch: DuckDB writes the window to a Parquet file in the warehouse's temp
+directory (WindowLessons), the planner reads back only the ids it needs, dictionary-encoded (int32 codes
+plus each distinct id once: ~20 MiB instead of ~120 MiB of string columns), and the versions to record are
+streamed from the file into the load in batches once the fetch is over.
 """
 
 from __future__ import annotations
 
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from pipeline.contract.columns import TIMESTAMP
 from pipeline.contract.tables import TableSpec
@@ -51,31 +64,76 @@ VERSIONS = TableSpec(
 )
 
 _COLUMNS = "a.owner_id, a.user_id, a.lesson_id, a.last_date"
+PLANNER_COLUMNS = ("user_id", "lesson_id", "last_date", "refetch")
+VERSION_BATCH_ROWS = 65_536  # versions streamed from the spilled window into the load this many at a time
 
 
-def window_active_lessons(wh: Warehouse, window: Window, *, only_changed: bool) -> pa.Table:
-    """Every active lesson of the window as the warehouse knows it right after the active-lessons sweep:
-    owner_id, user_id, lesson_id, last_date and `refetch` (true: its answers must be fetched). The planner
-    needs ALL of them (what a per-lesson or per-user request returns) and covers those with refetch."""
+def window_query(window: Window, *, only_changed: bool) -> tuple[str, list[object]]:
+    """SQL (and its parameters) of every active lesson of the window as the warehouse knows it right after the
+    active-lessons sweep: owner_id, user_id, lesson_id, last_date and `refetch` (true: its answers must be
+    fetched). The planner needs ALL of them (what a per-lesson or per-user request returns) and covers those
+    with refetch."""
     where, params = ("", []) if window.since is None else ("WHERE a.last_date >= ?", [window.since])
     if only_changed:
         # No stored version at all (v.owner_id NULL) means never fetched, whatever lastDate holds: a NULL
         # lastDate must not look like the NULL of a missing version row.
-        query = (f"SELECT {_COLUMNS}, v.owner_id IS NULL OR v.last_date IS DISTINCT FROM a.last_date AS refetch "
-                 f"FROM lms.active_lessons a LEFT JOIN lms.{VERSIONS.name} v "
-                 f"USING (owner_id, user_id, lesson_id) {where}")
-    else:
-        query = f"SELECT {_COLUMNS}, true AS refetch FROM lms.active_lessons a {where}"
-    with wh.connect(read_only=True) as conn:
-        return conn.sql(query, params=params).to_arrow_table()
+        return (f"SELECT {_COLUMNS}, v.owner_id IS NULL OR v.last_date IS DISTINCT FROM a.last_date AS refetch "
+                f"FROM lms.active_lessons a LEFT JOIN lms.{VERSIONS.name} v "
+                f"USING (owner_id, user_id, lesson_id) {where}"), params
+    return f"SELECT {_COLUMNS}, true AS refetch FROM lms.active_lessons a {where}", params
 
 
-def fetched_versions(window_lessons: pa.Table, window: Window) -> pa.Table:
-    """The rows of VERSIONS to record for the active lessons whose answers this run fetched (a window with
-    an end records only versions before it: rows at or after the end are not the window's to keep)."""
+@dataclass(frozen=True)
+class WindowLessons:
+    """The window's active lessons (window_query), spilled by DuckDB to one Parquet file."""
+
+    path: Path
+    window: Window
+
+    def planner_input(self) -> pa.Table:
+        """user_id and lesson_id (dictionary-encoded: the planner works on their codes), last_date, refetch."""
+        # Row group by row group, in this thread, without pre-buffering: the reader's scratch then stays one row
+        # group's (read whole, a 1M-row window left ~120 MiB resident for ~17 MiB of columns).
+        window = pq.ParquetFile(self.path, read_dictionary=["user_id", "lesson_id"], pre_buffer=False)
+        groups = [window.read_row_group(group, columns=list(PLANNER_COLUMNS), use_threads=False)
+                  for group in range(window.num_row_groups)]
+        return pa.concat_tables(groups) if groups else window.schema_arrow.empty_table().select(list(PLANNER_COLUMNS))
+
+    def counts(self) -> tuple[int, int]:
+        """Active lessons in the window, and those of them whose answers were asked (refetch)."""
+        refetch = pq.read_table(self.path, columns=["refetch"], use_threads=False).column("refetch")
+        return len(refetch), pc.sum(refetch).as_py() or 0
+
+    def fetched_versions(self) -> Iterator[pa.RecordBatch]:
+        """The rows of VERSIONS to record for the active lessons whose answers this run fetched, in batches
+        (a window with an end records only versions before it: rows at or after the end are not the window's
+        to keep)."""
+        for batch in pq.ParquetFile(self.path).iter_batches(VERSION_BATCH_ROWS, use_threads=False):
+            fetched = versions_of(batch, self.window)
+            if fetched.num_rows:
+                yield fetched
+
+
+def versions_of(window_lessons: pa.RecordBatch, window: Window) -> pa.RecordBatch:
+    """Of some rows of the window (window_query's columns): those to record in VERSIONS, in its schema."""
     keep = window_lessons.column("refetch")
     if window.until is not None:
         before_end = pc.less(window_lessons.column("last_date"), pa.scalar(window.until, TIMESTAMP))
         keep = pc.and_kleene(keep, pc.fill_null(before_end, False))
     fetched = window_lessons.filter(keep)
-    return pa.table({f.name: fetched.column(f.name).cast(f.type) for f in VERSIONS.schema}, schema=VERSIONS.schema)
+    return pa.RecordBatch.from_arrays([fetched.column(f.name).cast(f.type) for f in VERSIONS.schema],
+                                      schema=VERSIONS.schema)
+
+
+@contextmanager
+def spill_window_active_lessons(wh: Warehouse, window: Window, *, only_changed: bool) -> Iterator[WindowLessons]:
+    """The window's active lessons written by DuckDB (streaming, within its memory limit) to a Parquet file in
+    the warehouse's temp directory, removed when the block ends."""
+    temp = Path(wh.connection_settings.duckdb_config(wh.path)["temp_directory"])
+    temp.mkdir(parents=True, exist_ok=True)
+    query, params = window_query(window, only_changed=only_changed)
+    with tempfile.TemporaryDirectory(prefix="answers-window-", dir=temp) as spill:
+        path = Path(spill) / "window.parquet"
+        with wh.connect(read_only=True) as conn:
+            conn.sql(query, params=params).to_parquet(str(path))
+        yield WindowLessons(path, window)

@@ -4,16 +4,16 @@ Not partitioned: each table is the current state of every record, materialized w
 backfill.py for why, and for backfills of a date range). Their freshness policy: freshness.py."""
 
 from collections.abc import Iterator
+from contextlib import ExitStack
 from typing import Any
 
-import pyarrow.compute as pc
 from dagster import AssetExecutionContext, AssetSpec, MaterializeResult, asset, multi_asset
 
 from pipeline.contract.tables import TABLES
 from pipeline.defs.common import lms_key, ready_warehouse, table_definition_metadata
 from pipeline.defs.loading import load_stream, sync_client, table_metadata
 from pipeline.defs.policy import POOL
-from pipeline.defs.progress.answer_versions import VERSIONS, fetched_versions, window_active_lessons
+from pipeline.defs.progress.answer_versions import VERSIONS, spill_window_active_lessons
 from pipeline.defs.progress.backfill import BackfillWindow
 from pipeline.defs.progress.clock_skew import clock_skew_metadata
 from pipeline.defs.resources import PlatformResource, WarehouseResource
@@ -71,25 +71,26 @@ def answers(
     version (lastDate) changed since their answers were fetched (answer_versions.py)."""
     wh = ready_warehouse(warehouse)
     planned: dict[str, Any] = {}
-    with sync_client(context, platform.settings(), wh) as client:
+    with sync_client(context, platform.settings(), wh) as client, ExitStack() as spills:
 
         def fetch(window: Window):
-            planned["window"] = window
             # the answers cursor never passes the active lessons' it was planned against (windows.py)
             planned["ceiling"] = wh.cursor("active_lessons")
             whole = window.since is None or window.label != "incremental" or \
                 client.settings.answers_refetch == "window"
-            planned["lessons"] = window_active_lessons(wh, window, only_changed=not whole)
-            return client.iter_answers(planned["lessons"], updated_since=window.since)
+            # on disk until the commit, not in memory: 1M active lessons in a full sync (answer_versions.py)
+            lessons = planned["lessons"] = spills.enter_context(
+                spill_window_active_lessons(wh, window, only_changed=not whole))
+            return client.iter_answers(lessons.planner_input(), updated_since=window.since)
 
         def record_versions(load: Load, stats: RunStats) -> None:
             # Only a complete run holds the answers of every planned active lesson: an incomplete one (page
             # drift that did not settle) records nothing, so the next run asks for them again.
-            lessons = planned.pop("lessons")  # 1M rows in a full sync: not held through the commit
-            planned["counts"] = lessons.num_rows, pc.sum(lessons.column("refetch")).as_py() or 0
-            versions = fetched_versions(lessons, planned["window"])
-            if stats.complete and versions.num_rows:
-                load.write(VERSIONS, versions)
+            lessons = planned["lessons"]
+            planned["counts"] = lessons.counts()
+            if stats.complete:
+                for versions in lessons.fetched_versions():
+                    load.write(VERSIONS, versions)
 
         done = load_stream(context, wh, client, "answers", fetch, before_commit=record_versions,
                            also_tables=[VERSIONS], backfill=backfill.window(), tables=("answers", "answer_results"),
