@@ -32,7 +32,8 @@ import pyarrow.compute as pc
 
 from pipeline.contract.columns import TIMESTAMP
 from pipeline.contract.tables import TableSpec
-from pipeline.warehouse import Warehouse
+from pipeline.warehouse import Load, Warehouse
+from pipeline.warehouse.lake import check_parts
 from pipeline.defs.windows import Window
 
 VERSIONS = TableSpec(
@@ -53,21 +54,38 @@ VERSIONS = TableSpec(
 _COLUMNS = "a.owner_id, a.user_id, a.lesson_id, a.last_date"
 
 
-def window_active_lessons(wh: Warehouse, window: Window, *, only_changed: bool) -> pa.Table:
+def window_active_lessons(wh: Warehouse, window: Window, *, only_changed: bool,
+                          loading: Load | None = None) -> pa.Table:
     """Every active lesson of the window as the warehouse knows it right after the active-lessons sweep:
     owner_id, user_id, lesson_id, last_date and `refetch` (true: its answers must be fetched). The planner
-    needs ALL of them (what a per-lesson or per-user request returns) and covers those with refetch."""
-    where, params = ("", []) if window.since is None else ("WHERE a.last_date >= ?", [window.since])
-    if only_changed:
-        # No stored version at all (v.owner_id NULL) means never fetched, whatever lastDate holds: a NULL
-        # lastDate must not look like the NULL of a missing version row.
-        query = (f"SELECT {_COLUMNS}, v.owner_id IS NULL OR v.last_date IS DISTINCT FROM a.last_date AS refetch "
-                 f"FROM lms.active_lessons a LEFT JOIN lms.{VERSIONS.name} v "
-                 f"USING (owner_id, user_id, lesson_id) {where}")
-    else:
-        query = f"SELECT {_COLUMNS}, true AS refetch FROM lms.active_lessons a {where}"
+    needs ALL of them (what a per-lesson or per-user request returns) and covers those with refetch.
+
+    `loading`: the active-lessons load of this sweep, fetched into the lake but not committed yet: its rows
+    count as committed, the newest lastDate of a key winning (as the upsert keeps it), so the answers can be
+    planned, and fetched, while it commits. Where the upsert would keep another lastDate (a NULL one), the
+    plan only differs on the safe side: a lesson counted in a request's scope too many, or a version
+    recorded that the warehouse does not hold, so its answers are asked again next run."""
     with wh.connect(read_only=True) as conn:
-        return conn.sql(query, params=params).to_arrow_table()
+        lessons, params = "lms.active_lessons", {}
+        parts = () if loading is None else loading.parts_written("active_lessons")
+        if parts:
+            params["files"] = check_parts(wh.lake, parts, f"the uncommitted load {loading.load_id}", conn)
+            lessons = ("(SELECT owner_id, user_id, lesson_id, max(last_date) AS last_date FROM "
+                       "(SELECT owner_id, user_id, lesson_id, last_date FROM lms.active_lessons UNION ALL "
+                       "SELECT owner_id, user_id, lesson_id, last_date FROM read_parquet($files)) "
+                       "GROUP BY owner_id, user_id, lesson_id)")
+        where = ""
+        if window.since is not None:
+            where, params["since"] = "WHERE a.last_date >= $since", window.since
+        if only_changed:
+            # No stored version at all (v.owner_id NULL) means never fetched, whatever lastDate holds: a NULL
+            # lastDate must not look like the NULL of a missing version row.
+            query = (f"SELECT {_COLUMNS}, v.owner_id IS NULL OR v.last_date IS DISTINCT FROM a.last_date AS refetch "
+                     f"FROM {lessons} a LEFT JOIN lms.{VERSIONS.name} v "
+                     f"USING (owner_id, user_id, lesson_id) {where}")
+        else:
+            query = f"SELECT {_COLUMNS}, true AS refetch FROM {lessons} a {where}"
+        return conn.sql(query, params=params or None).to_arrow_table()
 
 
 def fetched_versions(window_lessons: pa.Table, window: Window) -> pa.Table:

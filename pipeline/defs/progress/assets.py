@@ -14,6 +14,7 @@ from pipeline.defs.common import lms_key, ready_warehouse, table_definition_meta
 from pipeline.defs.loading import load_stream, sync_client, table_metadata
 from pipeline.defs.policy import POOL
 from pipeline.defs.progress.answer_versions import VERSIONS, fetched_versions, window_active_lessons
+from pipeline.defs.progress.answers_ahead import AnswersAhead, refetch_whole_window, take_answers_plan
 from pipeline.defs.progress.backfill import BackfillWindow
 from pipeline.defs.progress.clock_skew import clock_skew_metadata
 from pipeline.defs.resources import PlatformResource, WarehouseResource
@@ -43,9 +44,14 @@ def active_lessons(
     """Where every learner stands on every lesson: progress, score, success, time spent."""
     wh = ready_warehouse(warehouse)
     with sync_client(context, platform.settings(), wh) as client:
+        # the answers of this run, if it has them, are planned and fetched while these lessons commit
+        ahead = AnswersAhead(context, wh, client) if AnswersAhead.wanted(context) else None
         done = load_stream(context, wh, client, "active_lessons",
                            lambda window: client.iter_stream("active_lessons", updated_since=window.since),
-                           backfill=backfill.window(), tables=("active_lessons",))
+                           backfill=backfill.window(), tables=("active_lessons",),
+                           before_commit=None if ahead is None else ahead.start)
+        if ahead is not None:
+            ahead.committed(done.result.cursor_after)
     skew = clock_skew_metadata(context, done.stats, platform.settings().lookback)
     return MaterializeResult(metadata={**table_metadata(done, "active_lessons"), **skew})
 
@@ -72,14 +78,17 @@ def answers(
     wh = ready_warehouse(warehouse)
     planned: dict[str, Any] = {}
     with sync_client(context, platform.settings(), wh) as client:
+        ahead = take_answers_plan(context)  # planned and fetching since the active lessons' sweep ended
+        if ahead is not None:
+            planned.update(window=ahead.window, ceiling=ahead.ceiling, lessons=ahead.lessons)
+            ahead.lessons = None  # held once, by `planned`
 
         def fetch(window: Window):
             planned["window"] = window
             # the answers cursor never passes the active lessons' it was planned against (windows.py)
             planned["ceiling"] = wh.cursor("active_lessons")
-            whole = window.since is None or window.label != "incremental" or \
-                client.settings.answers_refetch == "window"
-            planned["lessons"] = window_active_lessons(wh, window, only_changed=not whole)
+            planned["lessons"] = window_active_lessons(wh, window,
+                                                       only_changed=not refetch_whole_window(window, client))
             return client.iter_answers(planned["lessons"], updated_since=window.since)
 
         def record_versions(load: Load, stats: RunStats) -> None:
