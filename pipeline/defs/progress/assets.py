@@ -23,9 +23,9 @@ from pipeline.warehouse import Load
 from pipeline.defs.windows import Window
 
 
-# Steps run one at a time; among those ready, the higher priority first. The answers can only be planned once
-# the active lessons are committed, while the snapshots are fetched in the background from the run's start
-# (pipeline/prefetch): so the progress steps go first and the answers fetch starts as early as it can.
+# Steps run one at a time; among those ready, the higher priority first. The answers are fetched from the end
+# of the active lessons' listing (answers_ahead.py) and the snapshots in the background from the run's start
+# (pipeline/prefetch): so the progress steps go first and the answers commit as early as they can.
 CRITICAL_PATH = {"dagster/priority": "1"}
 
 @asset(
