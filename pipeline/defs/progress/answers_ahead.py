@@ -24,7 +24,7 @@ from datetime import datetime
 import pyarrow as pa
 from dagster import AssetExecutionContext
 
-from pipeline.defs.loading import run_backfill_window, window_for
+from pipeline.defs.loading import window_for
 from pipeline.defs.progress.answer_versions import VERSIONS, window_active_lessons
 from pipeline.defs.windows import Window
 from pipeline.prefetch.background import BackgroundFetch
@@ -55,8 +55,10 @@ class AnswersAhead:
     """Started from the active-lessons step: `start` before its commit (load_stream's before_commit), then
     `committed` with the cursor the commit stored."""
 
-    def __init__(self, context: AssetExecutionContext, warehouse: Warehouse, client: PlatformClient) -> None:
+    def __init__(self, context: AssetExecutionContext, warehouse: Warehouse, client: PlatformClient,
+                 backfill: Window | None) -> None:
         self._context, self._warehouse, self._client = context, warehouse, client
+        self._backfill = backfill  # the run's backfill range (its `backfill` resource), as the answers step reads it
         self._plan: AnswersPlan | None = None
 
     @staticmethod
@@ -68,7 +70,7 @@ class AnswersAhead:
         context, wh, client = self._context, self._warehouse, self._client
         wh.ensure_tables([VERSIONS])
         cursor_before = wh.cursor("answers")
-        window = window_for(context, cursor_before, client.settings, run_backfill_window(context))
+        window = window_for(context, cursor_before, client.settings, self._backfill)
         lessons = window_active_lessons(wh, window, only_changed=not refetch_whole_window(window, client),
                                         loading=load)
         self._plan = AnswersPlan(window, lessons)

@@ -45,7 +45,7 @@ def active_lessons(
     wh = ready_warehouse(warehouse)
     with sync_client(context, platform.settings(), wh) as client:
         # the answers of this run, if it has them, are planned and fetched while these lessons commit
-        ahead = AnswersAhead(context, wh, client) if AnswersAhead.wanted(context) else None
+        ahead = AnswersAhead(context, wh, client, backfill.window()) if AnswersAhead.wanted(context) else None
         done = load_stream(context, wh, client, "active_lessons",
                            lambda window: client.iter_stream("active_lessons", updated_since=window.since),
                            backfill=backfill.window(), tables=("active_lessons",),
