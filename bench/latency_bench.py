@@ -119,7 +119,9 @@ def run_lessonsync(base_url: str, data_dir: Path, select: list[str], urls_file: 
     report = summarize(raw)
     return {"run_seconds": report["run_seconds"], "requests": report["requests"], "requests_recorded": recorded,
             "rows_fetched": report["rows_fetched"], "steps": report["steps"],
-            "failed_checks": report["failed_checks"], **sides}
+            "failed_checks": report["failed_checks"],
+            # per stream: its fetch-and-commit seconds and the commit's share (duration_s, commit_s)
+            "streams": report["streams"], **sides}
 
 
 def run_ceiling(base_url: str, urls_file: str, concurrency: int) -> dict[str, Any]:

@@ -87,8 +87,8 @@ def load_stream(
             fetching = BackgroundFetch(warehouse, client, stream, context.run.run_id, window, cursor_before,
                                        fetch(window))
         else:
-            context.log.info(f"{stream}: reading {fetching.window.describe()} (fetching since the run's first "
-                             f"step: {fetching.pages:,} pages so far)")
+            context.log.info(f"{stream}: reading {fetching.window.describe()} (fetched ahead: "
+                             f"{fetching.pages:,} pages so far)")
     try:
         fetched = fetching.wait(lambda f: _report_progress(context, f), PROGRESS_EVERY_S)
     except BaseException:

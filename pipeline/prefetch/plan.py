@@ -1,7 +1,8 @@
 """Which streams a run fetches ahead, and from where: every stream whose step the run will execute and whose
 window is known before any step commits. That is every snapshot (pulled whole) and the active lessons (their
-window comes from the cursor, read here); the answers are planned from the active lessons the warehouse holds
-after their commit, so their step fetches them itself, through the same client, while the others run on."""
+window comes from the cursor, read here). The answers are planned from the active lessons of the sweep, so the
+active-lessons step starts their fetch once its listing is complete (pipeline/defs/progress/answers_ahead.py);
+a run without that step has the answers step fetch them itself, through the same client."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def start_prefetch(run: RunFetches, warehouse: Warehouse, step_keys: Iterable[st
     The tables are created first and the cursors read on one connection (the calling step holds the
     `warehouse` pool); `incremental_window(cursor)` is the window an incremental stream reads."""
     incremental = set(INCREMENTAL_STEPS.values())
-    # the incremental stream starts first: the answers wait for its commit, the snapshots wait for nothing
+    # the incremental stream starts first: the answers wait for its listing, the snapshots wait for nothing
     streams = sorted({s for s in map(stream_of_step, step_keys) if s is not None},
                      key=lambda name: (name not in incremental, name))
     if not streams:
@@ -46,7 +47,7 @@ def start_prefetch(run: RunFetches, warehouse: Warehouse, step_keys: Iterable[st
             planned[stream] = (incremental_window(cursor) if stream in incremental else SNAPSHOT_WINDOW, cursor)
     for stream, (window, cursor) in planned.items():
         batches = run.client.iter_stream(stream, updated_since=window.since)
-        # the answers wait for the active lessons' commit; the snapshots wait for nothing: they take the slots
+        # the answers wait for the active lessons' listing; the snapshots wait for nothing: they take the slots
         # the progress streams leave (before, between and during their commits)
         priority = URGENT if stream in incremental else BACKGROUND
         run.add(BackgroundFetch(warehouse, run.client, stream, run.run_id, window, cursor, batches, priority))

@@ -83,6 +83,25 @@ def run_fetches(run_id: str, settings: Settings) -> Iterator[RunFetches]:
             run.close()
 
 
+def add_prefetched(run_id: str, fetch: BackgroundFetch) -> None:
+    """A fetch a step of the run started for a later step (the answers, from the active-lessons step): taken
+    by that step like the others, or cancelled when the run ends. Called by a step that holds the run's
+    fetches (run_fetches), so the run is registered."""
+    with _LOCK:
+        run = _RUNS.get(run_id)
+    if run is None:
+        fetch.cancel()
+        raise RuntimeError(f"run {run_id}: no fetches registered; start {fetch.stream} from a step holding them")
+    run.add(fetch)
+
+
+def peek_prefetched(run_id: str, stream: str) -> BackgroundFetch | None:
+    """The prefetched fetch of `stream`, left for its step to take (None when there is none)."""
+    with _LOCK:
+        run = _RUNS.get(run_id)
+        return None if run is None else run._fetches.get(stream)
+
+
 def take_prefetched(run_id: str, stream: str) -> BackgroundFetch | None:
     with _LOCK:
         run = _RUNS.get(run_id)

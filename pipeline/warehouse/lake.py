@@ -10,6 +10,8 @@ Parts of a load that never committed (crash, exception) have no manifest: nothin
 from __future__ import annotations
 
 import re
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import suppress
 from datetime import datetime
 from pathlib import Path
 
@@ -95,7 +97,13 @@ def check_parts(lake: LakeLocation, parts: tuple[PartFile, ...], manifest: str,
 class PartWriter:
     """Appends record batches of one table in one load to Parquet parts, bounded in memory: batches are
     buffered up to `row_group_rows` rows, and a part is closed (and published: fsync + rename, or upload)
-    every `part_rows` rows."""
+    every `part_rows` rows.
+
+    A full buffer is encoded and compressed in a background thread (one row group at a time per writer, in
+    order), so `write` returns at once: the thread that feeds it (a fetch draining the client's bounded
+    queue) would otherwise stop for the whole row group (~80 ms for 131k rows of answers), long enough for
+    the queue to fill and the requests in flight to stop. Arrow releases the GIL while it writes. At most one
+    row group is being written while the next fills: the buffer bound is two row groups, not one."""
 
     def __init__(self, lake: LakeStore, directory: str, schema: pa.Schema, *, part_rows: int,
                  row_group_rows: int) -> None:
@@ -109,6 +117,7 @@ class PartWriter:
         self._buffer: list[pa.RecordBatch] = []
         self._buffered = 0
         self._writer: pq.ParquetWriter | None = None
+        self._writing: Future[None] | None = None  # the row group being written in the background
         self._spooled: Path | None = None
         self._rows_in_part = 0
 
@@ -132,6 +141,8 @@ class PartWriter:
 
     def discard(self) -> None:
         """Forget everything this writer wrote (the load is abandoned)."""
+        with suppress(Exception):  # a failed row-group write: its part is being thrown away anyway
+            self._written()
         if self._writer is not None:
             self._writer.close()
             self._writer = None
@@ -142,19 +153,25 @@ class PartWriter:
     def _flush(self) -> None:
         if not self._buffered:
             return
+        group = pa.Table.from_batches(self._buffer, schema=self.schema)
+        self._buffer, self._buffered = [], 0
+        self._written()  # the previous row group: one at a time, in order
         if self._writer is None:
             self._spooled = self.lake.spool_path(self.directory, self._part_name())
             self._writer = pq.ParquetWriter(self._spooled, self.schema, compression="zstd")
-        self._writer.write_table(pa.Table.from_batches(self._buffer, schema=self.schema))
-        self._rows_in_part += self._buffered
-        self._buffer, self._buffered = [], 0
-        # Encoding a row group (dictionaries, pages) takes ~40 MiB of scratch at 131k answer rows, which Arrow's
-        # pool would keep resident for the next one, per table of the load: handed back at once instead (~1 ms).
-        pa.default_memory_pool().release_unused()
+        self._writing = _ROW_GROUPS.submit(_write_row_group, self._writer, group)
+        self._rows_in_part += group.num_rows
         if self._rows_in_part >= self.part_rows:
             self._close_part()
 
+    def _written(self) -> None:
+        """Wait for the row group being written; its error, if any, is raised here."""
+        writing, self._writing = self._writing, None
+        if writing is not None:
+            writing.result()
+
     def _close_part(self) -> None:
+        self._written()
         if self._writer is None or self._spooled is None:
             return
         self._writer.close()
@@ -168,3 +185,15 @@ class PartWriter:
 
     def _part_name(self) -> str:
         return f"part-{len(self.parts):06d}.parquet"
+
+
+def _write_row_group(writer: pq.ParquetWriter, group: pa.Table) -> None:
+    writer.write_table(group)
+    # Encoding a row group (dictionaries, pages) takes ~40 MiB of scratch at 131k answer rows, which Arrow's pool
+    # would keep resident for the next one, per table of the load: handed back at once instead (~1 ms).
+    pa.default_memory_pool().release_unused()
+
+
+# Row groups written in the background (PartWriter): two threads, so the tables of a load (answers and
+# their results) and the loads fetched at once are written side by side; each writer has one at a time.
+_ROW_GROUPS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="lessonsync-lake")

@@ -21,7 +21,7 @@ from pipeline.warehouse.commit import commit_load
 from pipeline.warehouse.errors import WarehouseError
 from pipeline.warehouse.lake import PartWriter, list_manifests, load_dir
 from pipeline.warehouse.links import ChildLinks
-from pipeline.warehouse.manifest import TableLoad
+from pipeline.warehouse.manifest import PartFile, TableLoad
 from pipeline.warehouse.results import LoadResult
 from pipeline.warehouse.schema import check_identifier, table_def
 
@@ -130,6 +130,13 @@ class Load:
             raise
         self._state = "committed"
         return result
+
+    def parts_written(self, table: str) -> tuple[PartFile, ...]:
+        """The lake parts of `table` holding every row written to this load so far (what is buffered is
+        written out first), so the uncommitted load can be read; rows written later go to further parts."""
+        self._require_open()
+        writer = self._writers.get(table)
+        return () if writer is None else writer.finish()
 
     def abort(self) -> None:
         """Forget this load: its parts are removed and nothing reaches the warehouse."""

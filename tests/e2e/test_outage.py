@@ -1,7 +1,6 @@
 """A platform outage in the middle of a sync: ridden out within LESSONSYNC_RETRY_BUDGET, a clear failure past it
 (cursor unchanged, the failure alert sent)."""
 
-import threading
 import time
 
 import duckdb
@@ -13,6 +12,7 @@ from stack_helpers import RAW, assert_warehouse_equals_platform
 from pipeline.instance import SHIPPED_CONFIG
 from pipeline.stack import Stack, local_stack
 from pipeline.sync import SyncReport
+from pipeline.warehouse import hooks
 
 
 def _cursors(stack: Stack) -> dict[str, object]:
@@ -21,22 +21,24 @@ def _cursors(stack: Stack) -> dict[str, object]:
 
 
 def _sync_with_outage_midway(stack: Stack, outage_s: float) -> SyncReport:
-    """Start a slowed sync, and once two streams have committed, take every /v1 route down for `outage_s`."""
+    """Start a slowed sync and take every /v1 route down for `outage_s` as its first load commits (the active
+    lessons', their step goes first): the answers planned from that load are being fetched meanwhile."""
     stack.sim.set_faults("latency_ms=30")
-    manifests = stack.data_dir / "lake" / "_loads"
-    before = len(list(manifests.glob("*.json")))
-    outcome: list[SyncReport] = []
-    runner = threading.Thread(target=lambda: outcome.append(stack.sync(select=RAW)))
-    runner.start()
-    deadline = time.monotonic() + 120
-    while len(list(manifests.glob("*.json"))) < before + 2 and runner.is_alive() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert runner.is_alive(), "the sync finished before the outage could start"
-    stack.sim.set_faults(f"latency_ms=30,outage_s={outage_s}")
-    runner.join(timeout=600)
-    assert not runner.is_alive() and outcome
+    started: list[float] = []
+
+    def outage_at_first_commit(point: str) -> None:
+        if point == "parts_written" and not started:
+            started.append(time.monotonic())
+            stack.sim.set_faults(f"latency_ms=30,outage_s={outage_s}")
+
+    hooks.on_point(outage_at_first_commit)
+    try:
+        outcome = stack.sync(select=RAW)
+    finally:
+        hooks.on_point(None)
+    assert started, "no load committed"
     assert stack.sim.stats()["faults"]["5xx"] > 0, "the outage answered no request"
-    return outcome[0]
+    return outcome
 
 
 @pytest.mark.slow

@@ -4,6 +4,7 @@ and the warehouse still equals the platform after a full and an incremental sync
 
 from __future__ import annotations
 
+import time
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -11,6 +12,7 @@ from stack_helpers import RAW, assert_warehouse_equals_platform
 
 from simulator.platform import LoggedRequest
 from pipeline.stack import local_stack
+from pipeline.warehouse import hooks
 
 pytestmark = pytest.mark.slow
 CONCURRENCY = 3
@@ -42,8 +44,26 @@ def max_overlap_between(log: list[LoggedRequest], first: str, second: str) -> in
 def test_streams_are_fetched_together_within_the_limit_and_stay_exact(tmp_path):
     with local_stack(tmp_path / "data", scale="tiny", faults="latency_ms=25", page_size=20) as stack:
         stack.env["LESSONSYNC_CONCURRENCY"] = str(CONCURRENCY)
-        full = stack.sync(select=RAW)
+        answered_before_commit: list[bool] = []
+
+        def hold_first_commit(point: str) -> None:
+            """The run's first commit is the active lessons' (their step goes first): held until the answers,
+            planned from the uncommitted load, reach the platform, or 20 s."""
+            if point == "parts_written" and not answered_before_commit:
+                deadline = time.monotonic() + 20
+                while not any(stream_of(r) == "answers" for r in stack.sim.request_log()):
+                    if time.monotonic() > deadline:
+                        break
+                    time.sleep(0.02)
+                answered_before_commit.append(any(stream_of(r) == "answers" for r in stack.sim.request_log()))
+
+        hooks.on_point(hold_first_commit)
+        try:
+            full = stack.sync(select=RAW)
+        finally:
+            hooks.on_point(None)
         assert full.success, full.error
+        assert answered_before_commit == [True]  # the answers were fetched while the active lessons committed
         assert_warehouse_equals_platform(stack)
         log = stack.sim.request_log()
         streams = {stream_of(r) for r in log}

@@ -25,7 +25,8 @@ from warehouse_helpers import (
 
 from pipeline.contract.tables import TableSpec
 from pipeline.warehouse import SchemaError, TableLoadStats, Warehouse, WarehouseError
-from pipeline.warehouse.lake import list_manifests
+from pipeline.warehouse.lake import PartWriter, list_manifests
+from pipeline.warehouse.lakestore import open_lake
 
 
 def lake_files(wh: Warehouse) -> list[str]:
@@ -235,3 +236,20 @@ def test_a_position_only_moves_forward_and_is_kept_apart_from_the_cursor(tmp_pat
     assert "position" not in json.loads(Path(load_once(wh, "answers", [], cursor=T0).manifest).read_text())
     with pytest.raises(WarehouseError, match="position .* must be a non-negative int"):
         load_once(wh, "log", [], position=-1)
+
+
+def test_row_groups_written_in_the_background_keep_every_row_in_order(tmp_path: Path) -> None:
+    """PartWriter hands each full row group to a background thread and returns: the parts still hold every
+    row once, in the order written, in whole row groups, while two writers (a load's tables) write at once."""
+    schema = pa.schema([("id", pa.int64())])
+    writers = [PartWriter(open_lake(tmp_path / "lake"), f"t{n}/loaded_date=2026-11-24/load-1", schema,
+                          part_rows=2_000, row_group_rows=500) for n in range(2)]
+    for start in range(0, 9_000, 300):
+        for writer in writers:
+            writer.write(pa.record_batch([pa.array(range(start, start + 300))], schema=schema))
+    for writer in writers:
+        parts = writer.finish()
+        assert [part.rows for part in parts] == [2_400, 2_400, 2_400, 1_800]  # row groups of 600
+        files = [pq.ParquetFile(tmp_path / "lake" / part.path) for part in parts]
+        assert [f.metadata.num_row_groups for f in files] == [4, 4, 4, 3]
+        assert [i for f in files for i in f.read().column("id").to_pylist()] == list(range(9_000))

@@ -45,7 +45,8 @@ import pyarrow.parquet as pq
 
 from pipeline.contract.columns import TIMESTAMP
 from pipeline.contract.tables import TableSpec
-from pipeline.warehouse import Warehouse
+from pipeline.warehouse import Load, Warehouse
+from pipeline.warehouse.lake import check_parts
 from pipeline.defs.windows import Window
 
 VERSIONS = TableSpec(
@@ -68,19 +69,31 @@ PLANNER_COLUMNS = ("user_id", "lesson_id", "last_date", "refetch")
 VERSION_BATCH_ROWS = 65_536  # versions streamed from the spilled window into the load this many at a time
 
 
-def window_query(window: Window, *, only_changed: bool) -> tuple[str, list[object]]:
+def window_query(window: Window, *, only_changed: bool, uncommitted: bool = False) -> tuple[str, dict[str, object]]:
     """SQL (and its parameters) of every active lesson of the window as the warehouse knows it right after the
     active-lessons sweep: owner_id, user_id, lesson_id, last_date and `refetch` (true: its answers must be
     fetched). The planner needs ALL of them (what a per-lesson or per-user request returns) and covers those
-    with refetch."""
-    where, params = ("", []) if window.since is None else ("WHERE a.last_date >= ?", [window.since])
+    with refetch.
+
+    `uncommitted`: the sweep's load is not committed yet; its lake parts (parameter $files) count as committed,
+    the newest lastDate of a key winning (as the upsert keeps it), so the answers can be planned, and fetched,
+    while it commits. Where the upsert would keep another lastDate (a NULL one), the plan only differs on the
+    safe side: a lesson counted in a request's scope too many, or a version recorded that the warehouse does
+    not hold, so its answers are asked again next run."""
+    lessons = "lms.active_lessons"
+    if uncommitted:
+        lessons = ("(SELECT owner_id, user_id, lesson_id, max(last_date) AS last_date FROM "
+                   "(SELECT owner_id, user_id, lesson_id, last_date FROM lms.active_lessons UNION ALL "
+                   "SELECT owner_id, user_id, lesson_id, last_date FROM read_parquet($files)) "
+                   "GROUP BY owner_id, user_id, lesson_id)")
+    where, params = ("", {}) if window.since is None else ("WHERE a.last_date >= $since", {"since": window.since})
     if only_changed:
         # No stored version at all (v.owner_id NULL) means never fetched, whatever lastDate holds: a NULL
         # lastDate must not look like the NULL of a missing version row.
         return (f"SELECT {_COLUMNS}, v.owner_id IS NULL OR v.last_date IS DISTINCT FROM a.last_date AS refetch "
-                f"FROM lms.active_lessons a LEFT JOIN lms.{VERSIONS.name} v "
+                f"FROM {lessons} a LEFT JOIN lms.{VERSIONS.name} v "
                 f"USING (owner_id, user_id, lesson_id) {where}"), params
-    return f"SELECT {_COLUMNS}, true AS refetch FROM lms.active_lessons a {where}", params
+    return f"SELECT {_COLUMNS}, true AS refetch FROM {lessons} a {where}", params
 
 
 @dataclass(frozen=True)
@@ -126,14 +139,20 @@ def versions_of(window_lessons: pa.RecordBatch, window: Window) -> pa.RecordBatc
 
 
 @contextmanager
-def spill_window_active_lessons(wh: Warehouse, window: Window, *, only_changed: bool) -> Iterator[WindowLessons]:
+def spill_window_active_lessons(wh: Warehouse, window: Window, *, only_changed: bool,
+                                loading: Load | None = None) -> Iterator[WindowLessons]:
     """The window's active lessons written by DuckDB (streaming, within its memory limit) to a Parquet file in
-    the warehouse's temp directory, removed when the block ends."""
+    the warehouse's temp directory, removed when the block ends. `loading`: the sweep's active-lessons load,
+    in the lake but not committed yet (window_query's `uncommitted`)."""
     temp = Path(wh.connection_settings.duckdb_config(wh.path)["temp_directory"])
     temp.mkdir(parents=True, exist_ok=True)
-    query, params = window_query(window, only_changed=only_changed)
+    parts = () if loading is None else loading.parts_written("active_lessons")
+    query, params = window_query(window, only_changed=only_changed, uncommitted=bool(parts))
     with tempfile.TemporaryDirectory(prefix="answers-window-", dir=temp) as spill:
         path = Path(spill) / "window.parquet"
         with wh.connect(read_only=True) as conn:
-            conn.sql(query, params=params).to_parquet(str(path))
+            if parts:
+                assert loading is not None
+                params["files"] = check_parts(wh.lake, parts, f"the uncommitted load {loading.load_id}", conn)
+            conn.sql(query, params=params or None).to_parquet(str(path))
         yield WindowLessons(path, window)

@@ -14,6 +14,7 @@ from pipeline.defs.common import lms_key, ready_warehouse, table_definition_meta
 from pipeline.defs.loading import load_stream, sync_client, table_metadata
 from pipeline.defs.policy import POOL
 from pipeline.defs.progress.answer_versions import VERSIONS, spill_window_active_lessons
+from pipeline.defs.progress.answers_ahead import AnswersAhead, refetch_whole_window, take_answers_plan
 from pipeline.defs.progress.backfill import BackfillWindow
 from pipeline.defs.progress.clock_skew import clock_skew_metadata
 from pipeline.defs.resources import PlatformResource, WarehouseResource
@@ -22,9 +23,9 @@ from pipeline.warehouse import Load
 from pipeline.defs.windows import Window
 
 
-# Steps run one at a time; among those ready, the higher priority first. The answers can only be planned once
-# the active lessons are committed, while the snapshots are fetched in the background from the run's start
-# (pipeline/prefetch): so the progress steps go first and the answers fetch starts as early as it can.
+# Steps run one at a time; among those ready, the higher priority first. The answers are fetched from the end
+# of the active lessons' listing (answers_ahead.py) and the snapshots in the background from the run's start
+# (pipeline/prefetch): so the progress steps go first and the answers commit as early as they can.
 CRITICAL_PATH = {"dagster/priority": "1"}
 
 @asset(
@@ -43,9 +44,14 @@ def active_lessons(
     """Where every learner stands on every lesson: progress, score, success, time spent."""
     wh = ready_warehouse(warehouse)
     with sync_client(context, platform.settings(), wh) as client:
+        # the answers of this run, if it has them, are planned and fetched while these lessons commit
+        ahead = AnswersAhead(context, wh, client, backfill.window()) if AnswersAhead.wanted(context) else None
         done = load_stream(context, wh, client, "active_lessons",
                            lambda window: client.iter_stream("active_lessons", updated_since=window.since),
-                           backfill=backfill.window(), tables=("active_lessons",))
+                           backfill=backfill.window(), tables=("active_lessons",),
+                           before_commit=None if ahead is None else ahead.start)
+        if ahead is not None:
+            ahead.committed(done.result.cursor_after)
     skew = clock_skew_metadata(context, done.stats, platform.settings().lookback)
     return MaterializeResult(metadata={**table_metadata(done, "active_lessons"), **skew})
 
@@ -72,15 +78,17 @@ def answers(
     wh = ready_warehouse(warehouse)
     planned: dict[str, Any] = {}
     with sync_client(context, platform.settings(), wh) as client, ExitStack() as spills:
+        ahead = take_answers_plan(context)  # planned and fetching since the active lessons' sweep ended
+        if ahead is not None:
+            spills.enter_context(ahead.spill)
+            planned.update(window=ahead.window, ceiling=ahead.ceiling, lessons=ahead.lessons)
 
         def fetch(window: Window):
             # the answers cursor never passes the active lessons' it was planned against (windows.py)
             planned["ceiling"] = wh.cursor("active_lessons")
-            whole = window.since is None or window.label != "incremental" or \
-                client.settings.answers_refetch == "window"
             # on disk until the commit, not in memory: 1M active lessons in a full sync (answer_versions.py)
-            lessons = planned["lessons"] = spills.enter_context(
-                spill_window_active_lessons(wh, window, only_changed=not whole))
+            lessons = planned["lessons"] = spills.enter_context(spill_window_active_lessons(
+                wh, window, only_changed=not refetch_whole_window(window, client)))
             return client.iter_answers(lessons.planner_input(), updated_since=window.since)
 
         def record_versions(load: Load, stats: RunStats) -> None:
