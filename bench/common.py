@@ -19,6 +19,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cache
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -119,13 +120,20 @@ def recorded_gets() -> Iterator[list[str]]:
         httpx.AsyncClient.send = original  # type: ignore[method-assign]
 
 
-_ID_SEGMENT = re.compile(r"/(?!v1/)[^/?]*\d[^/?]*(?=/|$)")  # a path segment holding a digit: an id
-
-
 def endpoint_of(url: str) -> str:
-    """`/v1/users/u17/lessons/L3/answers?pageSize=100` -> `/v1/users/{id}/lessons/{id}/answers`: what a request
-    is for, so a run's requests can be counted by kind."""
-    return _ID_SEGMENT.sub("/{id}", url.split("?", 1)[0])
+    """`/v1/users/u17/lessons/L3/answers?pageSize=100` -> `/v1/users/{user_id}/lessons/{lesson_id}/answers`: the
+    stream path template (pipeline/contract/streams.py) the request was made from, so a run's requests can be
+    counted by kind; a path no stream declares is given as it is."""
+    path = url.split("?", 1)[0]
+    return next((template for template, pattern in _templates() if pattern.fullmatch(path)), path)
+
+
+@cache
+def _templates() -> list[tuple[str, re.Pattern[str]]]:
+    from pipeline.contract.streams import STREAMS
+
+    templates = {stream.path for stream in STREAMS.values()}
+    return [(t, re.compile(re.sub(r"\\\{\w+\\\}", "[^/]+", re.escape(t)))) for t in sorted(templates)]
 
 
 def requests_by_endpoint(urls: list[str]) -> dict[str, int]:
