@@ -50,9 +50,9 @@ def sync_child(select: list[str], urls_file: str | None = None) -> dict[str, Any
 
     instance = DagsterInstance.ephemeral()
     with recorded_gets() as urls:
-        began = time.perf_counter()
+        began, cpu_began = time.perf_counter(), time.process_time()
         report = run_sync(load_settings(), select=select, instance=instance)
-        seconds = time.perf_counter() - began
+        seconds, cpu_seconds = time.perf_counter() - began, time.process_time() - cpu_began
     recorded: dict[str, Any] = {}
     if urls_file is not None:
         Path(urls_file).write_text("\n".join(urls))
@@ -71,7 +71,8 @@ def sync_child(select: list[str], urls_file: str | None = None) -> dict[str, Any
             step_seconds += event.event_specific_data.duration_ms / 1000
             steps[event.step_key] = round(event.event_specific_data.duration_ms / 1000, 2)
     run_start, run_end = stamps["PIPELINE_START"][0], stamps["PIPELINE_SUCCESS"][-1]
-    return {"run_seconds": round(seconds, 2), "dagster_run_seconds": round(run_end - run_start, 2),
+    return {"run_seconds": round(seconds, 2), "run_cpu_seconds": round(cpu_seconds, 2),  # every thread's, in run_sync
+            "dagster_run_seconds": round(run_end - run_start, 2),
             "step_seconds": round(step_seconds, 2), "steps": steps, "failed_checks": report.failed_checks,
             "materializations": report.materializations, **recorded}
 
@@ -167,7 +168,7 @@ def bench_selection(select: list[str], base_url: str, work_dir: Path, label: str
 def markdown(results: dict[str, Any]) -> str:
     lines = ["| selection | run | wall s (run / process) | CPU s | outside steps s | rows fetched | requests | "
              "floor s | over the floor s | peak RSS MiB | share of full (floor's) | rows/s: " + ", ".join(STREAMS) + " |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]  # CPU s: run_sync's (process's)
     for label, runs in results["selections"].items():
         for kind in RUN_KINDS:
             run = runs.get(kind)
@@ -182,7 +183,7 @@ def markdown(results: dict[str, Any]) -> str:
             share = f"{run['share_of_full']:.2%} ({run['floor_share_of_full']:.2%})" if "share_of_full" in run \
                 and "floor_share_of_full" in run else run.get("share_of_full", "-")
             lines.append(f"| {label} | {kind} | {run['run_seconds']} / {run['process_seconds']} | "
-                         f"{run.get('cpu_seconds', '-')} | {run['outside_steps_seconds']} | {run['rows_fetched']:,} | "
+                         f"{run.get('run_cpu_seconds', '-')} ({run.get('cpu_seconds', '-')}) | {run['outside_steps_seconds']} | {run['rows_fetched']:,} | "
                          f"{run.get('requests_recorded', run['requests']):,} | {floor.get('run_seconds', '-')} | "
                          f"{run.get('overhead_over_floor_s', '-')} | {run['peak_rss_mib']} | {share} | {rates} |")
     return "\n".join(lines)
@@ -213,8 +214,8 @@ def render_section(results: dict[str, Any]) -> str:
              f"{results['date']}, {results['cpus']} cores, 1-minute load average {loads[0]} at the start and "
              f"{loads[1]} at the end. The floor of a run is the bare httpx download (bench/common.py) of exactly "
              "the GETs it made, with its concurrency, right after it against the same simulator: what the API's "
-             "shape imposes on that run kind; `over the floor` is LessonSync's run_sync seconds minus it. CPU s: the "
-             "sync process's user + system, imports included.", "", markdown(results), "", requests_markdown(results)]
+             "shape imposes on that run kind; `over the floor` is LessonSync's run_sync seconds minus it. CPU s: of "
+             "every thread of the sync process during run_sync (in brackets: the whole process's, imports included).", "", markdown(results), "", requests_markdown(results)]
     if max(loads) > results["cpus"]:
         lines += [f"**Taken on a shared, overloaded machine** (load average up to {max(loads):g} on "
                   f"{results['cpus']} cores): seconds are not benchmark results; requests, CPU seconds and peak RSS "
