@@ -1,15 +1,28 @@
 """What the benchmarks share: a free port, the simulator as a subprocess, a child process measured by the
-OS (wall time and its own peak RSS via os.wait4), and a CPU meter. One way to do each of these."""
+OS (wall time and its own peak RSS via os.wait4), a CPU meter, the recorder of a run's GETs and the bare
+download of exactly those (the floor or ceiling of that run). One way to do each of these.
+
+`python -m bench.common URLS_FILE --base-url URL [--concurrency N]` is the bare download's child process."""
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import json
 import os
+import re
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import cache
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -81,3 +94,104 @@ class CpuMeter:
     def done(self) -> dict[str, float]:
         own, server = self._read()
         return {"cpu_s": round(own - self._start[0], 2), "server_cpu_s": round(server - self._start[1], 2)}
+
+
+# ---------------------------------------------------------------- a run's requests and their bare download
+
+
+@contextmanager
+def recorded_gets() -> Iterator[list[str]]:
+    """Within the block, every successful GET this process makes through httpx.AsyncClient (LessonSync's
+    transport) is appended, in order, as path?query (the host is the same simulator anyway); a non-200 answer
+    (the 400 of the first-page probe, a retried 5xx) is not a page the bare download could fetch."""
+    seen: list[str] = []
+    original = httpx.AsyncClient.send
+
+    async def send(self: httpx.AsyncClient, request: httpx.Request, **kwargs: Any) -> httpx.Response:
+        response = await original(self, request, **kwargs)
+        if request.method == "GET" and response.status_code == 200:
+            seen.append(request.url.raw_path.decode("ascii"))
+        return response
+
+    httpx.AsyncClient.send = send  # type: ignore[method-assign]
+    try:
+        yield seen
+    finally:
+        httpx.AsyncClient.send = original  # type: ignore[method-assign]
+
+
+def endpoint_of(url: str) -> str:
+    """`/v1/users/u17/lessons/L3/answers?pageSize=100` -> `/v1/users/{user_id}/lessons/{lesson_id}/answers`: the
+    stream path template (pipeline/contract/streams.py) the request was made from, so a run's requests can be
+    counted by kind; a path no stream declares is given as it is."""
+    path = url.split("?", 1)[0]
+    return next((template for template, pattern in _templates() if pattern.fullmatch(path)), path)
+
+
+@cache
+def _templates() -> list[tuple[str, re.Pattern[str]]]:
+    from pipeline.contract.streams import STREAMS
+
+    templates = {stream.path for stream in STREAMS.values()}
+    return [(t, re.compile(re.sub(r"\\\{\w+\\\}", "[^/]+", re.escape(t)))) for t in sorted(templates)]
+
+
+def requests_by_endpoint(urls: list[str]) -> dict[str, int]:
+    return dict(Counter(map(endpoint_of, urls)).most_common())
+
+
+def bare_download_child(base_url: str, app_secret: str, urls_file: str, concurrency: int) -> dict[str, Any]:
+    """In the child: every URL of `urls_file` downloaded, `concurrency` at a time over as many connections,
+    all at once (no decoding, no storage, no dependency between requests)."""
+    from bench.client_bench import download_all
+
+    urls = Path(urls_file).read_text().splitlines()
+    token = httpx.post(f"{base_url}/v1/token", json={"appSecret": app_secret}).json()["access_token"]
+    began = time.perf_counter()
+    size = asyncio.run(download_all(base_url, token, urls, concurrency)) if urls else 0
+    return {"run_seconds": round(time.perf_counter() - began, 2), "requests": len(urls), "bytes": size}
+
+
+def run_bare_download(base_url: str, urls_file: str, concurrency: int) -> dict[str, Any]:
+    """The bare download of `urls_file` in a child process: its seconds, peak RSS and CPU seconds."""
+    from pipeline.settings import DEFAULT_APP_SECRET
+
+    argv = [sys.executable, "-m", "bench.common", urls_file, "--base-url", base_url, "--concurrency",
+            str(concurrency), "--app-secret", DEFAULT_APP_SECRET]
+    load_before = [round(x, 2) for x in os.getloadavg()]
+    child = run_measured(argv)
+    sides = {"load_average_before": load_before, "load_average_after": [round(x, 2) for x in os.getloadavg()],
+             "peak_rss_mib": child.peak_rss_mib, "process_seconds": child.seconds, "cpu_seconds": child.cpu_seconds}
+    if child.returncode != 0:
+        return {"error": child.stderr_tail, **sides}
+    return {**json.loads(child.stdout), **sides}
+
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "BENCHMARKS.md"
+
+
+def write_doc_section(doc: Path, start: str, end: str, section: str) -> None:
+    """Replaces only the generated section between the markers `start` and `end` of `doc` (appended the first
+    time); `section` includes the markers."""
+    text = doc.read_text() if doc.exists() else "# Benchmarks\n"
+    if start in text and end in text:
+        before, rest = text.split(start, 1)
+        text = before + section + rest.split(end, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    doc.write_text(text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="the bare download of a recorded URL list (a child process)")
+    parser.add_argument("urls_file")
+    parser.add_argument("--base-url", required=True)
+    parser.add_argument("--app-secret", required=True)
+    parser.add_argument("--concurrency", type=int, default=8)
+    args = parser.parse_args(argv)
+    print(json.dumps(bare_download_child(args.base_url, args.app_secret, args.urls_file, args.concurrency)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -40,11 +40,10 @@ from typing import Any
 
 import httpx
 
-from bench.common import ChildRun, free_port, run_measured, start_simulator
+from bench.common import DOC, ChildRun, free_port, run_measured, start_simulator, write_doc_section
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-DOC = ROOT / "docs" / "BENCHMARKS.md"
 PLOT = ROOT / "docs" / "benchmark_scaling.png"
 START, END = "<!-- compare:start -->", "<!-- compare:end -->"
 SCALES = ("tiny", "small", "medium", "large")
@@ -59,29 +58,24 @@ DLT_CONFIGS = ("default", "tuned")
 
 
 def lessonsync_child(select: str, urls_file: str | None) -> dict[str, Any]:
-    """In the child: one LessonSync sync (bench/sync_bench.py's), recording the URLs fetched if asked."""
+    """In the child: one LessonSync sync (bench/sync_bench.py's), recording the URLs fetched if asked: those of
+    the two phases the ceiling replays, each line `phase<TAB>path?query` (every round starts its own simulator
+    on a new port)."""
     from bench.sync_bench import sync_child
 
-    seen: list[str] = []
-    if urls_file:
-        original = httpx.AsyncClient.send
-
-        async def send(self: httpx.AsyncClient, request: httpx.Request, **kwargs: Any) -> httpx.Response:
-            response = await original(self, request, **kwargs)
-            if request.method == "GET" and response.status_code == 200:  # not the 400 of the first-page probe
-                path = request.url.path
-                phase = "answers" if path.endswith("/answers") else (
-                    "active_lessons" if path.endswith("/active-lessons") else None)
-                if phase:
-                    # path and query only: every round starts its own simulator on a new port
-                    seen.append(f"{phase}\t{request.url.raw_path.decode('ascii')}")
-            return response
-
-        httpx.AsyncClient.send = send  # type: ignore[method-assign]
-    report = sync_child([select])
-    if urls_file:
-        Path(urls_file).write_text("\n".join(seen))
+    if not urls_file:
+        return sync_child([select])
+    every_get = f"{urls_file}.all"
+    report = sync_child([select], every_get)
+    phased = [f"{phase}\t{url}" for url in Path(every_get).read_text().splitlines()
+              if (phase := _phase_of(url)) is not None]
+    Path(urls_file).write_text("\n".join(phased))
     return report
+
+
+def _phase_of(url: str) -> str | None:
+    path = url.split("?", 1)[0]
+    return "answers" if path.endswith("/answers") else "active_lessons" if path.endswith("/active-lessons") else None
 
 
 def _tree_sampler(pid_box: list[int], peak: list[float], stop: threading.Event) -> None:
@@ -651,19 +645,6 @@ def render_section(compare_results: list[dict[str, Any]], scaling_result: dict[s
     return "\n".join(lines)
 
 
-def write_doc(section: str) -> None:
-    """Replaces only the generated section of docs/BENCHMARKS.md (appended the first time); the rest of the
-    file is other people's and is re-read just before writing."""
-    text = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
-    if START in text and END in text:
-        before, rest = text.split(START, 1)
-        after = rest.split(END, 1)[1]
-        text = before + section + after
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    DOC.write_text(text)
-
-
 def plot(scaling_result: dict[str, Any]) -> None:
     import matplotlib
 
@@ -730,7 +711,7 @@ def regenerate(scales_compared: list[str] | None = None) -> None:
     if scaling_result:
         plot(scaling_result)
     if compare_results or scaling_result:
-        write_doc(render_section(compare_results, scaling_result))
+        write_doc_section(DOC, START, END, render_section(compare_results, scaling_result))
 
 
 def main(argv: list[str] | None = None) -> int:

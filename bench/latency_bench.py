@@ -22,7 +22,6 @@ seconds are only indicative.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
@@ -34,12 +33,10 @@ from typing import Any
 
 import httpx
 
-from bench.client_bench import download_all
-from bench.common import free_port, run_measured, start_simulator
+from bench.common import DOC, free_port, run_bare_download, run_measured, start_simulator, write_doc_section
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-DOC = ROOT / "docs" / "BENCHMARKS.md"
 START, END = "<!-- latency:start -->", "<!-- latency:end -->"
 TARGET_RATIO = 1.25  # issue 15: LessonSync's full sync within 1.25 x the ceiling
 
@@ -51,34 +48,12 @@ def lessonsync_child(select: list[str], urls_file: str) -> dict[str, Any]:
     """In the child: one sync (bench/sync_bench.py's), every successful GET recorded as path?query."""
     from bench.sync_bench import sync_child
 
-    seen: list[str] = []
-    original = httpx.AsyncClient.send
-
-    async def send(self: httpx.AsyncClient, request: httpx.Request, **kwargs: Any) -> httpx.Response:
-        response = await original(self, request, **kwargs)
-        if request.method == "GET" and response.status_code == 200:  # not the 400 of the first-page probe
-            seen.append(request.url.raw_path.decode("ascii"))  # path and query: the port is the same anyway
-        return response
-
-    httpx.AsyncClient.send = send  # type: ignore[method-assign]
-    report = sync_child(select)
-    Path(urls_file).write_text("\n".join(seen))
-    report["requests_recorded"] = len(seen)
+    report = sync_child(select, urls_file)
     # plain values only: the marts' materializations carry table schemas, which JSON cannot take
     report["materializations"] = {key: {name: value for name, value in metadata.items()
                                         if isinstance(value, (int, float, str, bool, type(None)))}
                                   for key, metadata in report["materializations"].items()}
     return report
-
-
-def ceiling_child(base_url: str, app_secret: str, urls_file: str, concurrency: int) -> dict[str, Any]:
-    """In the child: every recorded URL downloaded, `concurrency` at a time over as many connections."""
-    urls = Path(urls_file).read_text().splitlines()
-    token = httpx.post(f"{base_url}/v1/token", json={"appSecret": app_secret}).json()["access_token"]
-
-    began = time.perf_counter()
-    size = asyncio.run(download_all(base_url, token, urls, concurrency))
-    return {"run_seconds": round(time.perf_counter() - began, 2), "requests": len(urls), "bytes": size}
 
 
 # ---------------------------------------------------------------- sides
@@ -124,21 +99,6 @@ def run_lessonsync(base_url: str, data_dir: Path, select: list[str], urls_file: 
             "streams": report["streams"], **sides}
 
 
-def run_ceiling(base_url: str, urls_file: str, concurrency: int) -> dict[str, Any]:
-    from pipeline.settings import DEFAULT_APP_SECRET
-
-    argv = [sys.executable, "-m", "bench.latency_bench", "--child", "ceiling", "--base-url", base_url,
-            "--urls", urls_file, "--concurrency", str(concurrency), "--app-secret", DEFAULT_APP_SECRET]
-    load_before = _load()
-    child = run_measured(argv)
-    sides = {"load_average_before": load_before, "load_average_after": _load(), "peak_rss_mib": child.peak_rss_mib,
-             "process_seconds": child.seconds,
-             "cpu_seconds": child.cpu_seconds}
-    if child.returncode != 0:
-        return {"error": child.stderr_tail, **sides}
-    return {**json.loads(child.stdout), **sides}
-
-
 def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
     ok = sorted((r for r in runs if "error" not in r), key=lambda r: r["run_seconds"])
     if not ok:
@@ -176,7 +136,7 @@ def measure(scale: str, latency_ms: float, page_size: int, concurrency: int, sel
                     f"{mine['run_seconds']} s, {mine['requests']} requests, peak {mine['peak_rss_mib']} MiB"))
                 log(f"round {number + 1}: ceiling")
                 served = _server_cpu(server.pid)
-                bare = run_ceiling(base_url, urls, concurrency) if Path(urls).exists() else {"error": "no URLs"}
+                bare = run_bare_download(base_url, urls, concurrency) if Path(urls).exists() else {"error": "no URLs"}
                 bare["simulator_cpu_seconds"] = round(_server_cpu(server.pid) - served, 2)
                 log(f"round {number + 1}: " + (f"FAILED {bare['error'][-300:]}" if "error" in bare else
                     f"{bare['run_seconds']} s, {bare['requests']} requests, peak {bare['peak_rss_mib']} MiB"))
@@ -237,17 +197,6 @@ def render_section(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_doc(section: str) -> None:
-    """Replaces only this benchmark's section of docs/BENCHMARKS.md (appended the first time)."""
-    text = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
-    if START in text and END in text:
-        before, rest = text.split(START, 1)
-        text = before + section + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    DOC.write_text(text)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", default="medium", choices=("tiny", "small", "medium", "large"))
@@ -258,16 +207,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="rounds (medians reported)")
     parser.add_argument("--work-dir", type=Path, help="temporary data goes under here (default: the temp dir)")
     parser.add_argument("--no-docs", action="store_true", help="do not touch docs/BENCHMARKS.md")
-    parser.add_argument("--child", choices=("lessonsync", "ceiling"), help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=("lessonsync",), help=argparse.SUPPRESS)
     parser.add_argument("--urls", help=argparse.SUPPRESS)
-    parser.add_argument("--base-url", help=argparse.SUPPRESS)
-    parser.add_argument("--app-secret", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child == "lessonsync":
         print(json.dumps(lessonsync_child(args.select, args.urls), default=str))
-        return 0
-    if args.child == "ceiling":
-        print(json.dumps(ceiling_child(args.base_url, args.app_secret, args.urls, args.concurrency)))
         return 0
     result = measure(args.scale, args.latency_ms, args.page_size, args.concurrency, args.select, args.repeat,
                      args.work_dir)
@@ -275,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
                       "peak_rss_mib": {k: v.get("peak_rss_mib") for k, v in result["median"].items()},
                       "ratio": result.get("ratio")}, indent=2))
     if not args.no_docs:
-        write_doc(render_section(result))
+        write_doc_section(DOC, START, END, render_section(result))
     return 0 if "ratio" in result else 1
 
 

@@ -2,11 +2,17 @@
 a full sync into a fresh data dir, then at once a no-change incremental sync, then after
 `POST /_sim/advance?hours=24` (~1% of active lessons change) a 1%-change incremental sync. Per run: wall
 time, rows and rows/s per stream, requests, peak RSS of the sync process, and the Dagster run's time
-outside the assets (run start/stop overhead, from the event log's step timings).
+outside the assets (run start/stop overhead, from the event log's step timings), its CPU seconds, and its
+floor (issue 15): every GET the run made is recorded (bench/common.py recorded_gets) and, right after it,
+downloaded again by the bare httpx loop with the sync's concurrency (bench/common.py run_bare_download), so
+each run kind reports its requests (by endpoint), the bare download's seconds, LessonSync's seconds and the
+overhead above that floor.
 
 Each sync runs in its own child process (`pipeline.sync.run_sync` on an ephemeral instance), so the peak
 RSS is the sync's own (os.wait4), never the simulator's. Results go to bench/results/sync_<scale>.json
-after every run, so an interrupted benchmark keeps what it measured.
+after every run, so an interrupted benchmark keeps what it measured; at the end, the generated section of
+docs/BENCHMARKS.md for that scale (between `<!-- sync-<scale>:start -->` and its end marker; `--no-docs`
+leaves the file alone).
 
     .venv/bin/python -m bench.sync_bench --scale large                     # raw tables + certificates
     .venv/bin/python -m bench.sync_bench --scale small --select group:progress --select 'key:lms/*'
@@ -26,24 +32,31 @@ from typing import Any
 
 import httpx
 
-from bench.common import free_port, run_measured, start_simulator
+from bench.common import (DOC, free_port, recorded_gets, requests_by_endpoint, run_bare_download, run_measured,
+                          start_simulator, write_doc_section)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 STREAMS = ("active_lessons", "answers", "answer_results")
 RUN_KINDS = ("full", "no_change", "one_percent")
 
 
-def sync_child(select: list[str]) -> dict[str, Any]:
-    """Runs in the child: one sync, its materialization metadata and the run's step timings."""
+def sync_child(select: list[str], urls_file: str | None = None) -> dict[str, Any]:
+    """Runs in the child: one sync, its materialization metadata and the run's step timings; with `urls_file`,
+    every successful GET of the run written there (one path?query a line) and counted by endpoint."""
     from dagster import DagsterEventType, DagsterInstance
 
     from pipeline.settings import load_settings
     from pipeline.sync import run_sync
 
     instance = DagsterInstance.ephemeral()
-    began = time.perf_counter()
-    report = run_sync(load_settings(), select=select, instance=instance)
-    seconds = time.perf_counter() - began
+    with recorded_gets() as urls:
+        began, cpu_began = time.perf_counter(), time.process_time()
+        report = run_sync(load_settings(), select=select, instance=instance)
+        seconds, cpu_seconds = time.perf_counter() - began, time.process_time() - cpu_began
+    recorded: dict[str, Any] = {}
+    if urls_file is not None:
+        Path(urls_file).write_text("\n".join(urls))
+        recorded = {"requests_recorded": len(urls), "requests_by_endpoint": requests_by_endpoint(urls)}
     if not report.success:
         raise SystemExit(f"sync failed: {report.error}")
     stamps: dict[str, list[float]] = {}
@@ -58,14 +71,17 @@ def sync_child(select: list[str]) -> dict[str, Any]:
             step_seconds += event.event_specific_data.duration_ms / 1000
             steps[event.step_key] = round(event.event_specific_data.duration_ms / 1000, 2)
     run_start, run_end = stamps["PIPELINE_START"][0], stamps["PIPELINE_SUCCESS"][-1]
-    return {"run_seconds": round(seconds, 2), "dagster_run_seconds": round(run_end - run_start, 2),
+    return {"run_seconds": round(seconds, 2), "run_cpu_seconds": round(cpu_seconds, 2),  # every thread's, in run_sync
+            "dagster_run_seconds": round(run_end - run_start, 2),
             "step_seconds": round(step_seconds, 2), "steps": steps, "failed_checks": report.failed_checks,
-            "materializations": report.materializations}
+            "materializations": report.materializations, **recorded}
 
 
-def run_sync_child(select: list[str], env: dict[str, str]) -> dict[str, Any]:
-    """One sync in a child process; its report plus wall time and the child's own peak RSS."""
-    args = [sys.executable, "-m", "bench.sync_bench", "--child"] + [f"--select={s}" for s in select]
+def run_sync_child(select: list[str], env: dict[str, str], urls_file: str) -> dict[str, Any]:
+    """One sync in a child process, its GETs recorded in `urls_file`; its report plus wall time, the child's
+    own peak RSS and CPU seconds (user + system: unlike wall time, barely moved by other work on the machine)."""
+    args = [sys.executable, "-m", "bench.sync_bench", "--child", "--urls", urls_file] + [f"--select={s}"
+                                                                                         for s in select]
     load_before = os.getloadavg()
     child = run_measured(args, env)
     load = {"load_average_before": [round(x, 2) for x in load_before],
@@ -76,6 +92,7 @@ def run_sync_child(select: list[str], env: dict[str, str]) -> dict[str, Any]:
     report = json.loads(child.stdout)
     report["process_seconds"] = child.seconds  # includes the imports and building the definitions
     report["peak_rss_mib"] = child.peak_rss_mib
+    report["cpu_seconds"] = child.cpu_seconds  # imports included, like process_seconds
     report.update(load)
     return summarize(report)
 
@@ -103,6 +120,12 @@ def summarize(report: dict[str, Any]) -> dict[str, Any]:
 
 def bench_selection(select: list[str], base_url: str, work_dir: Path, label: str,
                     save: Any) -> dict[str, Any]:
+    """The three run kinds of `select`, one after another on one data dir, each followed by its floor: the
+    bare download of exactly the GETs it made (bench/common.py), so what the API's shape imposes on a run
+    (its requests, downloaded with nothing else to do) and what LessonSync adds above it are told apart."""
+    from pipeline.settings import load_settings
+
+    concurrency = load_settings().concurrency  # the sync's own limit of requests in flight
     data_dir = work_dir / label
     env = {**os.environ, "LESSONSYNC_BASE_URL": base_url, "LESSONSYNC_DATA_DIR": str(data_dir),
            "DAGSTER_HOME": str(work_dir / f"{label}_dagster_home"),
@@ -118,39 +141,91 @@ def bench_selection(select: list[str], base_url: str, work_dir: Path, label: str
             activity = httpx.post(f"{base_url}/_sim/advance", params={"hours": 24}, timeout=600).json()
             runs["advance_activity"] = activity.get("activity")
         print(f"[{label}] {kind} sync ...", file=sys.stderr, flush=True)
-        runs[kind] = run_sync_child(select, env)
+        urls_file = str(work_dir / f"{label}_{kind}.urls")
+        runs[kind] = run_sync_child(select, env, urls_file)
         if "error" in runs[kind]:
             print(f"[{label}] {kind} FAILED: {runs[kind]['error']}", file=sys.stderr, flush=True)
             save(label, runs)
             return runs
         print(f"[{label}] {kind}: {runs[kind]['process_seconds']} s, peak {runs[kind]['peak_rss_mib']} MiB, "
-              f"load average {runs[kind]['load_average_after']}", file=sys.stderr, flush=True)
+              f"load average {runs[kind]['load_average_after']}; its floor ...", file=sys.stderr, flush=True)
+        # The simulator's state is what the sync saw (GETs change nothing): the same URLs, the same pages.
+        runs[kind]["floor"] = floor = run_bare_download(base_url, urls_file, concurrency)
+        if "error" not in floor:
+            runs[kind]["overhead_over_floor_s"] = round(runs[kind]["run_seconds"] - floor["run_seconds"], 2)
+        print(f"[{label}] {kind} floor: {floor.get('run_seconds', 'FAILED')} s for {floor.get('requests')} "
+              "requests", file=sys.stderr, flush=True)
         save(label, runs)
     full = runs["full"]["run_seconds"]
     for kind in RUN_KINDS[1:]:
         runs[kind]["share_of_full"] = round(runs[kind]["run_seconds"] / full, 4)
+        if "error" not in runs[kind]["floor"]:
+            runs[kind]["floor_share_of_full"] = round(runs[kind]["floor"]["run_seconds"] / full, 4)
     save(label, runs)
     return runs
 
 
 def markdown(results: dict[str, Any]) -> str:
-    lines = ["| selection | run | wall s (run / process) | outside steps s | rows fetched | requests | "
-             "peak RSS MiB | share of full | rows/s: " + ", ".join(STREAMS) + " |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| selection | run | wall s (run / process) | CPU s | outside steps s | rows fetched | requests | "
+             "floor s | over the floor s | peak RSS MiB | share of full (floor's) | rows/s: " + ", ".join(STREAMS) + " |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]  # CPU s: run_sync's (process's)
     for label, runs in results["selections"].items():
         for kind in RUN_KINDS:
             run = runs.get(kind)
             if run is None:
                 continue
             if "error" in run:
-                lines.append(f"| {label} | {kind} | FAILED after {run['process_seconds']} s | | | | "
+                lines.append(f"| {label} | {kind} | FAILED after {run['process_seconds']} s | | | | | | | "
                              f"{run['peak_rss_mib']} | | {run['error'].splitlines()[-1][:120]} |")
                 continue
             rates = ", ".join(f"{run['streams'].get(t, {}).get('rows_per_second', '-')}" for t in STREAMS)
+            floor = run.get("floor", {})
+            share = f"{run['share_of_full']:.2%} ({run['floor_share_of_full']:.2%})" if "share_of_full" in run \
+                and "floor_share_of_full" in run else run.get("share_of_full", "-")
             lines.append(f"| {label} | {kind} | {run['run_seconds']} / {run['process_seconds']} | "
-                         f"{run['outside_steps_seconds']} | {run['rows_fetched']:,} | {run['requests']:,} | "
-                         f"{run['peak_rss_mib']} | {run.get('share_of_full', '-')} | {rates} |")
+                         f"{run.get('run_cpu_seconds', '-')} ({run.get('cpu_seconds', '-')}) | {run['outside_steps_seconds']} | {run['rows_fetched']:,} | "
+                         f"{run.get('requests_recorded', run['requests']):,} | {floor.get('run_seconds', '-')} | "
+                         f"{run.get('overhead_over_floor_s', '-')} | {run['peak_rss_mib']} | {share} | {rates} |")
     return "\n".join(lines)
+
+
+def requests_markdown(results: dict[str, Any]) -> str:
+    """Every run's GETs by endpoint (ids folded): what the API's shape makes each run kind ask for."""
+    lines = []
+    for label, runs in results["selections"].items():
+        kinds = [kind for kind in RUN_KINDS if "requests_by_endpoint" in runs.get(kind, {})]
+        endpoints = sorted({e for kind in kinds for e in runs[kind]["requests_by_endpoint"]},
+                           key=lambda e: -sum(runs[k]["requests_by_endpoint"].get(e, 0) for k in kinds))
+        lines += [f"| {label}: GETs by endpoint | " + " | ".join(kinds) + " |", "|---|" + "---|" * len(kinds)]
+        lines += [f"| `{e}` | " + " | ".join(f"{runs[k]['requests_by_endpoint'].get(e, 0):,}" for k in kinds) + " |"
+                  for e in endpoints]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def render_section(results: dict[str, Any]) -> str:
+    """The generated section of docs/BENCHMARKS.md for this scale (one per scale)."""
+    start, end = _markers(results["scale"])
+    loads = [round(results["load_average_at_start"][0], 2), round(results.get("load_average_now", [0])[0], 2)]
+    lines = [start, "", f"### Scale {results['scale']}, every run beside its floor (issue 15): "
+             f"`python -m bench.sync_bench --scale {results['scale']}`", "",
+             "_Generated by `bench/sync_bench.py` from `bench/results/sync_<scale>.json`; regenerating replaces only "
+             "this section._", "",
+             f"{results['date']}, {results['cpus']} cores, 1-minute load average {loads[0]} at the start and "
+             f"{loads[1]} at the end. The floor of a run is the bare httpx download (bench/common.py) of exactly "
+             "the GETs it made, with its concurrency, right after it against the same simulator: what the API's "
+             "shape imposes on that run kind; `over the floor` is LessonSync's run_sync seconds minus it. CPU s: of "
+             "every thread of the sync process during run_sync (in brackets: the whole process's, imports included).", "", markdown(results), "", requests_markdown(results)]
+    if max(loads) > results["cpus"]:
+        lines += [f"**Taken on a shared, overloaded machine** (load average up to {max(loads):g} on "
+                  f"{results['cpus']} cores): seconds are not benchmark results; requests, CPU seconds and peak RSS "
+                  "hold.", ""]
+    lines.append(end)
+    return "\n".join(lines)
+
+
+def _markers(scale: str) -> tuple[str, str]:
+    return f"<!-- sync-{scale}:start -->", f"<!-- sync-{scale}:end -->"
 
 
 def main() -> int:
@@ -160,15 +235,20 @@ def main() -> int:
     parser.add_argument("--select", action="append", default=[],
                         help="asset selection, one benchmark sequence each (default 'key:lms/*'); repeatable")
     parser.add_argument("--work-dir", type=Path, help="data dirs go here (default: a temp dir, removed after)")
+    parser.add_argument("--no-docs", action="store_true", help="do not touch docs/BENCHMARKS.md")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--urls", help=argparse.SUPPRESS)
     args = parser.parse_args()
     selections = args.select or ["key:lms/*"]
     if args.child:
-        print(json.dumps(sync_child(selections), default=str))
+        print(json.dumps(sync_child(selections, args.urls), default=str))
         return 0
     with tempfile.TemporaryDirectory(prefix="sync_bench_", dir=args.work_dir) as work:
         results = run_all(args.scale, selections, args.repeat, Path(work))
     print(markdown(results))
+    print(requests_markdown(results))
+    if not args.no_docs and not os.environ.get("LESSONSYNC_DUCKDB_MEMORY_LIMIT"):  # the default limit's figures
+        write_doc_section(DOC, *_markers(args.scale), render_section(results))
     return 0
 
 

@@ -1,43 +1,11 @@
-"""The LessonSync code location: merges each domain's definitions (pipeline/defs/<domain>/definitions.py) with
-the raw-table checks and the resources, all built from one `Settings`, and applies the shared policy.
-
-`workspace.yaml` and `dagster dev` load the module attribute `defs`, built from the LESSONSYNC_* environment
-(and `.env`) when this module is imported; code that has its own settings calls `build_definitions(settings)`."""
+"""The LessonSync code location as Dagster loads it: `workspace.yaml` and `dagster dev` load the module
+attribute `defs`, built from the LESSONSYNC_* environment (and `.env`) when this module is imported. Code that
+has its own settings calls pipeline/defs/code_location.py's `build_definitions(settings)` instead of importing
+this module (which would build the definitions a second time)."""
 
 from __future__ import annotations
 
-from dagster import Definitions
-
-from pipeline.defs.analytics import definitions as analytics
-from pipeline.defs.catalog import definitions as catalog
-from pipeline.defs.certificates import definitions as certificates
-from pipeline.defs.directory import checks as directory_checks
-from pipeline.defs.directory import definitions as directory
-from pipeline.defs.operations import definitions as operations
-from pipeline.defs.policy import with_policy
-from pipeline.defs.progress import checks as progress_checks
-from pipeline.defs.progress import definitions as progress
-from pipeline.defs.raw_checks import build_raw_table_checks
-from pipeline.defs.resources import build_resources
-from pipeline.defs.sessions import checks as sessions_checks
-from pipeline.defs.sessions import definitions as sessions
-from pipeline.settings import Settings, load_settings
-
-LINKS = (*progress_checks.LINKS, *sessions_checks.LINKS, *directory_checks.LINKS)
-
-
-def build_definitions(settings: Settings) -> Definitions:
-    """The code location for `settings` (nothing opened: files and sockets wait for a run)."""
-    return with_policy(Definitions.merge(
-        progress.build_defs(settings),
-        directory.build_defs(),
-        catalog.build_defs(),
-        sessions.build_defs(),
-        certificates.build_defs(settings),
-        analytics.build_defs(settings),
-        operations.build_defs(settings),
-        Definitions(asset_checks=build_raw_table_checks(settings, LINKS), resources=build_resources(settings)),
-    ))
-
+from pipeline.defs.code_location import build_definitions
+from pipeline.settings import load_settings
 
 defs = build_definitions(load_settings())

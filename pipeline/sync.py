@@ -40,7 +40,7 @@ def run_job(job_name: str, settings: Settings, *, select: Sequence[str] = (),
 
 def definitions_for(settings: Settings) -> Definitions:
     """The code location configured by `settings` (imported on first use: the CLI's --help stays light)."""
-    from pipeline.definitions import build_definitions
+    from pipeline.defs.code_location import build_definitions
 
     return build_definitions(settings)
 

@@ -25,7 +25,7 @@ def test_fetches_no_step_took_are_stopped_at_the_run_end_and_leave_nothing(tmp_p
         settings = Settings(base_url=sim.base_url, page_size=5, concurrency=2, data_dir=str(tmp_path))
         lake = tmp_path / "lake"
         warehouse = Warehouse(tmp_path / "warehouse.duckdb", lake, row_group_rows=5)  # parts on disk at once
-        steps = ["active_lessons", "answers", "sync_groups", "sync_categories", "analytics_models"]
+        steps = ["lms__active_lessons", "answers", "sync_groups", "sync_categories", "analytics_models"]
         with run_fetches("run-1", settings) as run:
             assert run.should_prefetch() and not run.should_prefetch()  # once per run
             started = start_prefetch(run, warehouse, steps, lambda cursor: cursor_window(cursor, timedelta(0)))
@@ -47,3 +47,18 @@ def test_fetches_no_step_took_are_stopped_at_the_run_end_and_leave_nothing(tmp_p
         assert [p for p in _files(lake) if "_loads" not in p.parts] == []  # every uncommitted part discarded
         assert list_manifests(lake) == []
         assert take_prefetched("run-1", "groups") is None
+
+
+def test_every_fetching_step_of_the_nightly_job_but_the_answers_is_fetched_ahead(tmp_path: Path) -> None:
+    """The planner names steps by their real keys: each stream whose window is known before any commit (the
+    active lessons and every snapshot) is started by the run's first step; the answers wait for a commit."""
+    from dagster._core.execution.api import create_execution_plan
+
+    from pipeline.contract.streams import SNAPSHOT_STREAMS
+    from pipeline.defs.code_location import build_definitions
+    from pipeline.prefetch.plan import stream_of_step
+
+    job = build_definitions(Settings(data_dir=str(tmp_path))).resolve_job_def("nightly_sync")
+    steps = create_execution_plan(job).step_keys_to_execute
+    assert {stream_of_step(step) for step in steps} - {None} == {"active_lessons", *SNAPSHOT_STREAMS}
+    assert stream_of_step("answers") is None

@@ -4,7 +4,7 @@ matches nothing is a clear error."""
 import pytest
 from dagster import AssetSelection
 
-from pipeline.definitions import build_definitions
+from pipeline.defs.code_location import build_definitions
 from pipeline.defs.selection import widen_to_whole_multi_assets
 from pipeline.settings import load_settings
 

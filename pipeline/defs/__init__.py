@@ -12,5 +12,6 @@
 Shared by every domain, in this folder: the load loop (loading.py) and the cursor rule it applies
 (windows.py), snapshot assets declared as data (snapshots.py), the raw-table checks (raw_checks.py),
 resources (resources.py) and the policy every asset and job follows (policy.py). Each domain's
-`definitions.py` builds its part from a `Settings`; pipeline/definitions.py merges them.
+`definitions.py` builds its part from a `Settings`; code_location.py merges them (pipeline/definitions.py
+builds the `defs` Dagster loads with it).
 """

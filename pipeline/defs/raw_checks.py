@@ -11,7 +11,6 @@ Each domain declares the links of its tables (its checks.py); `build_raw_table_c
 them and the settings (the share of rows one load may mark deleted). The steps span the domains on purpose: a
 step per domain would pay the per-step cost again."""
 
-import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -33,6 +32,7 @@ from pipeline.defs.policy import POOL
 from pipeline.defs.resources import WarehouseResource
 from pipeline.settings import Settings
 from pipeline.warehouse import duplicate_keys, null_keys, orphans, row_count
+from pipeline.warehouse.checks import last_load_counts
 
 CHECKED_TABLES = tuple(name for name, spec in TABLES.items() if spec.kind != "append")
 CONTRACT_CHECK = "contract_unchanged"
@@ -94,10 +94,12 @@ def raw_checks_step(name: str, tables: tuple[str, ...], rules: CheckRules) -> As
             selected.setdefault(check_key.asset_key.path[-1], set()).add(check_key.name)
         loaded = _materialized_in_this_run(context, [lms_key(t) for t in selected])
         with warehouse.warehouse().connect(read_only=True) as conn:
+            last_loads = last_load_counts(conn, [t for t in tables if "not_shrinking" in selected.get(t, ())])
             for table in tables:  # declaration order: parents before their children
                 if table in selected:
                     yield from _table_results(conn, table, selected[table], rules,
-                                              context.run.run_id if lms_key(table) in loaded else None)
+                                              context.run.run_id if lms_key(table) in loaded else None,
+                                              last_loads.get(table, {}))
                     if CONTRACT_CHECK in selected[table]:
                         yield _contract_result(table, loaded.get(lms_key(table)))
 
@@ -105,9 +107,10 @@ def raw_checks_step(name: str, tables: tuple[str, ...], rules: CheckRules) -> As
 
 
 def _table_results(conn: duckdb.DuckDBPyConnection, table: str, selected: set[str], rules: CheckRules,
-                   loaded_by: str | None) -> Iterator[AssetCheckResult]:
+                   loaded_by: str | None, last_load: dict[str, int]) -> Iterator[AssetCheckResult]:
     """`loaded_by`: the run id when this run materialized the table (link checks then look only at the rows
-    its loads wrote: none at all when they wrote no row of the table), else None (every row)."""
+    its loads wrote: none at all when they wrote no row of the table), else None (every row). `last_load`:
+    the counts of the newest load that wrote the table (last_load_counts)."""
     key, links = lms_key(table), rules.links_of(table)
     since = _first_load_time(conn, table, loaded_by) if loaded_by is not None else None
     if "key_unique_not_null" in selected:
@@ -130,7 +133,7 @@ def _table_results(conn: duckdb.DuckDBPyConnection, table: str, selected: set[st
             yield AssetCheckResult(check_name=link.check_name, asset_key=key, passed=count == 0,
                                    metadata={"orphans": count, "checked": scope})
     if "not_shrinking" in selected:
-        yield _shrink_result(conn, table, rules.max_deleted_fraction)
+        yield _shrink_result(conn, table, rules.max_deleted_fraction, last_load)
 
 
 def _first_load_time(conn: duckdb.DuckDBPyConnection, table: str, run_id: str):
@@ -174,12 +177,9 @@ def _contract_result(table: str, metadata: dict[str, object] | None) -> AssetChe
                   "next_step": "see lms.quarantine and the run's warnings; README 'Bad records'"})
 
 
-def _shrink_result(conn: duckdb.DuckDBPyConnection, table: str, max_deleted_fraction: float) -> AssetCheckResult:
+def _shrink_result(conn: duckdb.DuckDBPyConnection, table: str, max_deleted_fraction: float,
+                   counts: dict[str, int]) -> AssetCheckResult:
     live = row_count(conn, table)
-    last = conn.execute(
-        "SELECT json_extract(tables, ?) FROM lms._load_runs WHERE json_extract(tables, ?) IS NOT NULL "
-        "ORDER BY load_seq DESC LIMIT 1", [f"$.{table}", f"$.{table}"]).fetchone()
-    counts = json.loads(last[0]) if last and isinstance(last[0], str) else dict(last[0] if last else {})
     deleted, inserted = int(counts.get("deleted", 0)), int(counts.get("inserted", 0))
     before = live - inserted + deleted
     fraction = deleted / before if before else 0.0

@@ -17,7 +17,10 @@ from pipeline.contract.tables import TABLES
 from pipeline.warehouse import Warehouse
 from pipeline.defs.windows import SNAPSHOT_WINDOW, Window
 
-INCREMENTAL_STEPS = {"active_lessons": "active_lessons"}  # step key -> stream
+# step key -> stream: the step of asset lms/active_lessons is keyed `lms__active_lessons` (it was keyed
+# `active_lessons` here, which no step of a job has: the first step then created the tables and read the cursor
+# twice, once to start the others' fetches and once for its own)
+INCREMENTAL_STEPS = {"lms__active_lessons": "active_lessons"}
 
 
 def stream_of_step(step_key: str) -> str | None:

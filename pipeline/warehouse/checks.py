@@ -14,7 +14,8 @@ Cost: a check must not cost more than the load it follows.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
 import duckdb
@@ -178,3 +179,25 @@ def _live(table: TableDef, alias: str) -> str:
 
 def _count(conn: duckdb.DuckDBPyConnection, sql: str, params: dict[str, object] | None = None) -> int:
     return int(scalar(conn, sql, params))
+
+
+LOADS_PER_READ = 64  # newest loads first, a batch at a time: each run's loads name every table it wrote
+
+
+def last_load_counts(conn: duckdb.DuckDBPyConnection, tables: Iterable[str]) -> dict[str, dict[str, int]]:
+    """Per table, the counts (inserted, deleted, ...) of the newest load that wrote it; a table no load wrote
+    is absent. One read of lms._load_runs, newest first, for every table (it was a JSON query per table),
+    stopping once each table is found: usually within the last run's loads."""
+    wanted, found = set(tables), {}
+    below = None  # keyset paging on load_seq: a load committed meanwhile cannot shift what is read next
+    while wanted - found.keys():
+        rows = conn.execute(f"SELECT load_seq, tables FROM {LOAD_RUNS} WHERE ? IS NULL OR load_seq < ? "
+                            "ORDER BY load_seq DESC LIMIT ?", [below, below, LOADS_PER_READ]).fetchall()
+        for below, written in rows:
+            counts = json.loads(written) if isinstance(written, str) else written
+            for table in wanted - found.keys():
+                if counts.get(table) is not None:
+                    found[table] = counts[table]
+        if len(rows) < LOADS_PER_READ:
+            break
+    return found

@@ -6,7 +6,8 @@ import pytest
 from warehouse_helpers import ACTIVE_LESSONS, ANSWERS, GROUPS, T0, answer, load_once
 
 from pipeline.warehouse import SchemaError, Warehouse, duplicate_keys, null_keys, orphans, row_count
-from pipeline.warehouse.checks import last_load_time
+from pipeline.warehouse import checks
+from pipeline.warehouse.checks import last_load_counts, last_load_time
 
 
 def test_checks_pass_on_good_data_and_count_planted_problems(seeded: Warehouse) -> None:
@@ -114,3 +115,18 @@ def test_key_checks_in_ranges_count_exactly_what_one_grouping_counts(seeded: War
         assert whole == 5  # p00000/0, p01999/2, p01000/1 (three rows), a/0, NULL/0
         for chunk_rows in (5000, 1000, 10):
             assert duplicate_keys(conn, "pairs", key, chunk_rows=chunk_rows) == whole
+
+
+@pytest.mark.parametrize("per_read", [64, 1])  # 1: every load its own read, the paging itself is exercised
+def test_last_load_counts_are_each_tables_newest_load(seeded: Warehouse, per_read: int,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(checks, "LOADS_PER_READ", per_read)
+    load_once(seeded, "groups", [(GROUPS, [{"id": "g1"}, {"id": "g2"}])], complete_snapshots={"groups"})
+    load_once(seeded, "answers", [(ANSWERS, [answer("a1", "q1", user="u1"), answer("a2", "q1", user="u1")])])
+    load_once(seeded, "groups", [(GROUPS, [{"id": "g1"}])], complete_snapshots={"groups"})
+    load_once(seeded, "answers", [(ANSWERS, [answer("a3", "q1", user="u1")])])
+    with seeded.connect(read_only=True) as conn:
+        found = last_load_counts(conn, ["groups", "answers", "users"])
+    assert set(found) == {"groups", "answers"}  # no load wrote users
+    assert (found["groups"]["inserted"], found["groups"]["deleted"]) == (0, 1)  # the second groups load, not the first
+    assert (found["answers"]["inserted"], found["answers"]["deleted"]) == (1, 0)
