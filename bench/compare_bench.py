@@ -140,7 +140,6 @@ def run_lessonsync(base_url: str, data_dir: Path, urls_file: str | None = None) 
         return {"error": child.stderr_tail, "process_seconds": child.seconds, "peak_rss_mib": child.peak_rss_mib}
     report = summarize(json.loads(child.stdout))
     streams = report["streams"]
-    answers = streams.get("answers", {})
     return {"run_seconds": report["run_seconds"], "process_seconds": child.seconds,
             "peak_rss_mib": child.peak_rss_mib, "tree_peak_rss_mib": tree_peak,
             "requests": report["requests"],

@@ -26,7 +26,6 @@ import json
 import os
 import sys
 import tempfile
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
