@@ -172,13 +172,15 @@ def render_section(result: dict[str, Any]) -> str:
              f"{result['cpus']} cores, load average {result['load_average_at_start']} at the start and "
              f"{result['load_average_at_end']} at the end ({result['started']}). Selection: "
              f"{', '.join(result['select'])}.", "",
-             "| side | wall s | requests | peak RSS MiB | load average before → after |", "|---|---|---|---|---|"]
+             "| side | wall s | requests | CPU s (its process) | simulator CPU s | peak RSS MiB | load average before → after |",
+             "|---|---|---|---|---|---|---|"]
     for name, side in (("LessonSync full sync (`run_sync`)", mine), ("ceiling: bare httpx download of the same "
                                                                      "pages", bare)):
         if "error" in side:
-            lines.append(f"| {name} | FAILED | | {side.get('peak_rss_mib', '')} | |")
+            lines.append(f"| {name} | FAILED | | | | {side.get('peak_rss_mib', '')} | |")
             continue
         lines.append(f"| {name} | {side['run_seconds']} (all: {side['all_seconds']}) | {side['requests']:,} | "
+                     f"{side.get('cpu_seconds', '-')} | {side.get('simulator_cpu_seconds', '-')} | "
                      f"{side['peak_rss_mib']} | {side['load_average_before']} → {side['load_average_after']} |")
     lines += ["", f"LessonSync / ceiling: {verdict}."]
     # The 1-minute averages: the 5- and 15-minute ones still remember what ran before the benchmark.
