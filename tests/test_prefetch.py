@@ -4,16 +4,21 @@ ends before its steps took them stops them and leaves nothing in the lake; one c
 from __future__ import annotations
 
 import time
+from contextlib import ExitStack
 from datetime import timedelta
 from pathlib import Path
 
+from pipeline.contract.tables import TABLES
+from pipeline.defs.progress.answer_versions import VERSIONS, spill_window_active_lessons
+from pipeline.defs.progress.answers_ahead import AnswersPlan
+from pipeline.prefetch.background import BackgroundFetch
 from pipeline.prefetch.plan import start_prefetch
-from pipeline.prefetch.runs import close_run, run_fetches, take_prefetched
+from pipeline.prefetch.runs import add_prefetched, close_run, run_fetches, take_prefetched
 from pipeline.settings import Settings
 from simulator import SimulatorConfig, start_simulator
 from pipeline.warehouse import Warehouse
 from pipeline.warehouse.lake import list_manifests
-from pipeline.defs.windows import cursor_window
+from pipeline.defs.windows import Window, cursor_window
 
 
 def _files(lake: Path) -> list[Path]:
@@ -62,3 +67,22 @@ def test_every_fetching_step_of_the_nightly_job_but_the_answers_is_fetched_ahead
     steps = create_execution_plan(job).step_keys_to_execute
     assert {stream_of_step(step) for step in steps} - {None} == {"active_lessons", *SNAPSHOT_STREAMS}
     assert stream_of_step("answers") is None
+
+
+def test_an_answers_plan_fetched_ahead_and_never_taken_removes_its_spilled_window(tmp_path: Path) -> None:
+    """The active-lessons step plans the answers into a spilled file (answers_ahead.py); a run that ends before
+    the answers step took them cancels the fetch, and the file goes with it."""
+    with start_simulator(SimulatorConfig(seed=42, scale="tiny")) as sim:
+        settings = Settings(base_url=sim.base_url, page_size=5, concurrency=2, data_dir=str(tmp_path))
+        warehouse = Warehouse(tmp_path / "warehouse.duckdb", tmp_path / "lake")
+        warehouse.ensure_tables([*TABLES.values(), VERSIONS])
+        window = Window(since=None, until=None, moves_cursor=True, label="incremental")
+        with run_fetches("run-2", settings) as run:
+            spill = ExitStack()
+            lessons = spill.enter_context(spill_window_active_lessons(warehouse, window, only_changed=False))
+            add_prefetched("run-2", BackgroundFetch(warehouse, run.client, "categories", "run-2", window, None,
+                                                    run.client.iter_stream("categories"),
+                                                    plan=AnswersPlan(window, lessons, spill)))
+            assert lessons.path.exists()
+        assert close_run("run-2") == ["categories"]
+        assert not lessons.path.exists()

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Protocol
 
 from pipeline.source.client import PlatformClient
 from pipeline.source.decoding import Batch
@@ -34,12 +35,18 @@ class Fetched:
     started: float  # monotonic instant the fetch started
 
 
+class FetchPlan(Protocol):
+    """What a fetch was planned from, handed to the step that commits it; closed when the fetch is cancelled."""
+
+    def close(self) -> None: ...
+
+
 class BackgroundFetch:
     """`batches` (lazy: a PlatformClient iterator) written to a new load of `stream` in a daemon thread."""
 
     def __init__(self, warehouse: Warehouse, client: PlatformClient, stream: str, run_id: str, window: Window,
                  cursor_before: datetime | None, batches: Iterable[Batch], priority: int = URGENT,
-                 plan: object = None) -> None:
+                 plan: FetchPlan | None = None) -> None:
         self.stream = stream
         self.plan = plan  # what the fetch was planned from, for the step that commits it (the answers' plan)
         self.priority = priority  # of its requests, when others wait for a slot (pipeline/source/slots.py)
@@ -99,6 +106,8 @@ class BackgroundFetch:
         self._thread.join(STOP_WAIT_SECONDS)
         if self._done.is_set():
             self._discard()
+        if self.plan is not None:
+            self.plan.close()  # e.g. the answers' spilled window: no step will read it
 
     def _discard(self) -> None:
         if not self._discarded:

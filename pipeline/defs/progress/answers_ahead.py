@@ -46,6 +46,10 @@ class AnswersPlan:
     ceiling: datetime | None = None  # the active-lessons cursor committed with the planned lessons
     ceiling_known: bool = False
 
+    def close(self) -> None:
+        """Remove the spilled window (the answers step closes it after its commit, a cancelled fetch at once)."""
+        self.spill.close()
+
 
 def refetch_whole_window(window: Window, client: PlatformClient) -> bool:
     """Whether every active lesson of the window needs its answers again (answer_versions.py: modes)."""
@@ -98,7 +102,5 @@ def take_answers_plan(context: AssetExecutionContext) -> AnswersPlan | None:
         taken = take_prefetched(context.run.run_id, "answers")
         if taken is not None:
             taken.cancel()  # the answers step plans and fetches them itself
-        if isinstance(plan, AnswersPlan):
-            plan.spill.close()
         return None
     return plan
