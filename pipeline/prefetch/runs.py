@@ -47,6 +47,11 @@ class RunFetches:
         with _LOCK:
             return self._fetches.pop(stream, None)
 
+    def peek(self, stream: str) -> BackgroundFetch | None:
+        """The prefetched fetch of `stream`, left for its step to take."""
+        with _LOCK:
+            return self._fetches.get(stream)
+
     def prefetched(self) -> list[str]:
         with _LOCK:
             return sorted(self._fetches)
@@ -99,7 +104,7 @@ def peek_prefetched(run_id: str, stream: str) -> BackgroundFetch | None:
     """The prefetched fetch of `stream`, left for its step to take (None when there is none)."""
     with _LOCK:
         run = _RUNS.get(run_id)
-        return None if run is None else run._fetches.get(stream)
+    return None if run is None else run.peek(stream)
 
 
 def take_prefetched(run_id: str, stream: str) -> BackgroundFetch | None:

@@ -75,10 +75,11 @@ def _stage_tables(ctx: CommitContext, plan: LoadPlan, catalog: dict[str, TableDe
             stats[load.name] = TableLoadStats(fetched=fetched, inserted=inserted, unchanged=fetched - inserted)
         elif not files:
             stats[load.name] = TableLoadStats()
-        elif target_is_empty(ctx.conn, target) and not _has_stale_parent(ctx.conn, plan, load.name, stages):
+        elif (empty := target_is_empty(ctx.conn, target)) and not _has_stale_parent(ctx.conn, plan, load.name,
+                                                                                      stages):
             stages[load.name] = insert_first_load(ctx.conn, load, target, files, ts_literal(plan.loaded_at))
         else:
-            stages[load.name] = create_stage(ctx.conn, load, target, files)
+            stages[load.name] = create_stage(ctx.conn, load, target, files, empty)
     return stats, stages
 
 

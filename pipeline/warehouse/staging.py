@@ -63,8 +63,10 @@ def target_is_empty(conn: duckdb.DuckDBPyConnection, target: TableDef) -> bool:
     return bool(conn.execute(f"SELECT count(*) = 0 FROM {table_ref(target.name)}").fetchone()[0])
 
 
-def create_stage(conn: duckdb.DuckDBPyConnection, load: TableLoad, target: TableDef, files: list[str]) -> Stage:
-    stage = Stage(f"_stage_{load.name}", load, target, target_is_empty(conn, target))
+def create_stage(conn: duckdb.DuckDBPyConnection, load: TableLoad, target: TableDef, files: list[str],
+                 target_was_empty: bool) -> Stage:
+    """`target_was_empty`: target_is_empty(conn, target), as the caller found it."""
+    stage = Stage(f"_stage_{load.name}", load, target, target_was_empty)
     drop_stage(conn, stage)
     with values_must_fit(load), duplicate_keys_of(conn, load, target, files) as duplicates:
         # the load's rows first, on their own: the join below then knows they are the small side
