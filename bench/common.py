@@ -77,6 +77,20 @@ def run_measured(argv: list[str], env: dict[str, str] | None = None, tail_lines:
                         round(usage.ru_utime + usage.ru_stime, 2))
 
 
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def run_reported(argv: list[str], env: dict[str, str] | None = None) -> tuple[ChildRun, dict[str, Any]]:
+    """run_measured, and what the benchmarks report beside every child: the machine's load average before and
+    after it (other work on the machine meanwhile), its peak RSS, wall and CPU seconds."""
+    before = load_average()
+    child = run_measured(argv, env)
+    return child, {"load_average_before": before, "load_average_after": load_average(),
+                   "peak_rss_mib": child.peak_rss_mib, "process_seconds": child.seconds,
+                   "cpu_seconds": child.cpu_seconds}
+
+
 class CpuMeter:
     """CPU seconds spent by this process and by the simulator during one phase: on a shared machine
     these do not depend on how busy the other processes are, unlike wall time."""
@@ -158,10 +172,7 @@ def run_bare_download(base_url: str, urls_file: str, concurrency: int) -> dict[s
 
     argv = [sys.executable, "-m", "bench.common", urls_file, "--base-url", base_url, "--concurrency",
             str(concurrency), "--app-secret", DEFAULT_APP_SECRET]
-    load_before = [round(x, 2) for x in os.getloadavg()]
-    child = run_measured(argv)
-    sides = {"load_average_before": load_before, "load_average_after": [round(x, 2) for x in os.getloadavg()],
-             "peak_rss_mib": child.peak_rss_mib, "process_seconds": child.seconds, "cpu_seconds": child.cpu_seconds}
+    child, sides = run_reported(argv)
     if child.returncode != 0:
         return {"error": child.stderr_tail, **sides}
     return {**json.loads(child.stdout), **sides}

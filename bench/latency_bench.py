@@ -32,7 +32,8 @@ from typing import Any
 
 import httpx
 
-from bench.common import DOC, free_port, run_bare_download, run_measured, start_simulator, write_doc_section
+from bench.common import (DOC, CpuMeter, free_port, load_average, run_bare_download, run_reported, start_simulator,
+                          write_doc_section)
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -58,17 +59,6 @@ def lessonsync_child(select: list[str], urls_file: str) -> dict[str, Any]:
 # ---------------------------------------------------------------- sides
 
 
-def _load() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
-
-
-def _server_cpu(server_pid: int) -> float:
-    import psutil
-
-    times = psutil.Process(server_pid).cpu_times()
-    return times.user + times.system
-
-
 def run_lessonsync(base_url: str, data_dir: Path, select: list[str], urls_file: str, page_size: int,
                    concurrency: int) -> dict[str, Any]:
     from bench.sync_bench import summarize
@@ -81,11 +71,7 @@ def run_lessonsync(base_url: str, data_dir: Path, select: list[str], urls_file: 
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # compiled once, as any installed deployment keeps it
     argv = [sys.executable, "-m", "bench.latency_bench", "--child", "lessonsync", "--urls", urls_file,
             *[f"--select={s}" for s in select]]
-    load_before = _load()
-    child = run_measured(argv, env)
-    sides = {"load_average_before": load_before, "load_average_after": _load(), "peak_rss_mib": child.peak_rss_mib,
-             "process_seconds": child.seconds,
-             "cpu_seconds": child.cpu_seconds}
+    child, sides = run_reported(argv, env)
     if child.returncode != 0:
         return {"error": child.stderr_tail, **sides}
     raw = json.loads(child.stdout)
@@ -117,7 +103,7 @@ def measure(scale: str, latency_ms: float, page_size: int, concurrency: int, sel
     result: dict[str, Any] = {
         "scale": scale, "latency_ms": latency_ms, "page_size": page_size, "concurrency": concurrency,
         "select": select or ["everything (as `lessonsync sync`)"], "cpus": os.cpu_count(),
-        "started": datetime.now(UTC).isoformat(timespec="seconds"), "load_average_at_start": _load(),
+        "started": datetime.now(UTC).isoformat(timespec="seconds"), "load_average_at_start": load_average(),
         "counts": httpx.get(f"{base_url}/_sim/counts", timeout=60).json(), "rounds": []}
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / f"latency_{scale}.json"
@@ -127,16 +113,16 @@ def measure(scale: str, latency_ms: float, page_size: int, concurrency: int, sel
             urls = str(work / "lessonsync.urls")
             for number in range(repeat):  # interleaved: a busy machine weighs on both sides alike
                 log(f"round {number + 1}: LessonSync full sync")
-                served = _server_cpu(server.pid)
+                served = CpuMeter(server.pid)
                 mine = run_lessonsync(base_url, work / f"round{number}", select,
                                       urls if number == 0 else str(work / "unused.urls"), page_size, concurrency)
-                mine["simulator_cpu_seconds"] = round(_server_cpu(server.pid) - served, 2)
+                mine["simulator_cpu_seconds"] = served.done()["server_cpu_s"]
                 log(f"round {number + 1}: " + (f"FAILED {mine['error'][-300:]}" if "error" in mine else
                     f"{mine['run_seconds']} s, {mine['requests']} requests, peak {mine['peak_rss_mib']} MiB"))
                 log(f"round {number + 1}: ceiling")
-                served = _server_cpu(server.pid)
+                served = CpuMeter(server.pid)
                 bare = run_bare_download(base_url, urls, concurrency) if Path(urls).exists() else {"error": "no URLs"}
-                bare["simulator_cpu_seconds"] = round(_server_cpu(server.pid) - served, 2)
+                bare["simulator_cpu_seconds"] = served.done()["server_cpu_s"]
                 log(f"round {number + 1}: " + (f"FAILED {bare['error'][-300:]}" if "error" in bare else
                     f"{bare['run_seconds']} s, {bare['requests']} requests, peak {bare['peak_rss_mib']} MiB"))
                 result["rounds"].append({"lessonsync": mine, "ceiling": bare})
@@ -149,7 +135,7 @@ def measure(scale: str, latency_ms: float, page_size: int, concurrency: int, sel
     if "error" not in mine and "error" not in bare:
         result["ratio"] = round(mine["run_seconds"] / bare["run_seconds"], 3)
     result["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
-    result["load_average_at_end"] = _load()
+    result["load_average_at_end"] = load_average()
     out.write_text(json.dumps(result, indent=2))
     return result
 

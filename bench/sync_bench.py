@@ -32,7 +32,7 @@ from typing import Any
 
 import httpx
 
-from bench.common import (DOC, free_port, recorded_gets, requests_by_endpoint, run_bare_download, run_measured,
+from bench.common import (DOC, free_port, recorded_gets, requests_by_endpoint, run_bare_download, run_reported,
                           start_simulator, write_doc_section)
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -82,19 +82,11 @@ def run_sync_child(select: list[str], env: dict[str, str], urls_file: str) -> di
     own peak RSS and CPU seconds (user + system: unlike wall time, barely moved by other work on the machine)."""
     args = [sys.executable, "-m", "bench.sync_bench", "--child", "--urls", urls_file] + [f"--select={s}"
                                                                                          for s in select]
-    load_before = os.getloadavg()
-    child = run_measured(args, env)
-    load = {"load_average_before": [round(x, 2) for x in load_before],
-            "load_average_after": [round(x, 2) for x in os.getloadavg()]}  # other work on the machine meanwhile
+    # process_seconds and cpu_seconds include the imports and building the definitions
+    child, sides = run_reported(args, env)
     if child.returncode != 0:  # a failed sync is a finding: keep its time and memory
-        return {"error": child.stderr_tail, "process_seconds": child.seconds, "peak_rss_mib": child.peak_rss_mib,
-                **load}
-    report = json.loads(child.stdout)
-    report["process_seconds"] = child.seconds  # includes the imports and building the definitions
-    report["peak_rss_mib"] = child.peak_rss_mib
-    report["cpu_seconds"] = child.cpu_seconds  # imports included, like process_seconds
-    report.update(load)
-    return summarize(report)
+        return {"error": child.stderr_tail, **sides}
+    return summarize({**json.loads(child.stdout), **sides})
 
 
 def summarize(report: dict[str, Any]) -> dict[str, Any]:
