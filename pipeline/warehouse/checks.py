@@ -46,8 +46,8 @@ def duplicate_keys(conn: duckdb.DuckDBPyConnection, table: str, key: Sequence[st
                    touched_since: datetime | None = None, chunk_rows: int = KEY_CHUNK_ROWS) -> int:
     """Key values held by more than one row (deleted rows included: a key has one row, live or not). With
     `touched_since`, only keys of rows loaded at or after that instant are looked at (a load that duplicated
-    a key wrote one of its rows), unless that is more than `chunk_rows` rows; then, as without it, every row
-    is grouped, range by range of the first key column."""
+    a key wrote one of its rows), unless that is more than `chunk_rows` rows or half the table or more; then, as
+    without it, every row is grouped, range by range of the first key column."""
     columns = _key(conn, table, key)
     keys, first = ", ".join(q(k) for k in columns), q(columns[0])
     if touched_since is not None:
@@ -55,7 +55,11 @@ def duplicate_keys(conn: duckdb.DuckDBPyConnection, table: str, key: Sequence[st
         count = _count(conn, f"SELECT count(*) FROM {touched}", {"since": touched_since})
         if count == 0:
             return 0
-        if count <= chunk_rows:  # the touched keys are the hash table; the table is scanned within their range
+        # A load that wrote most of the table (a first load) is checked like every row: one grouping of the table
+        # costs less than hashing the touched keys, probing the table with them and grouping what matched
+        # (measured on a full sync's 1.94M answers: 0.4 s against 1.0 s).
+        if count <= chunk_rows and 2 * count < _count(conn, f"SELECT count(*) FROM {table_ref(table)}"):
+            # the touched keys are the hash table; the table is scanned within their range
             extent = value_range(conn, touched, columns[0], {"since": touched_since})
             match = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in columns)
             return _count(conn, f"SELECT count(*) FROM (SELECT {keys} FROM {table_ref(table)} AS t "
