@@ -6,8 +6,9 @@ Cost: a check must not cost more than the load it follows.
 - Keys: the tables declare no PRIMARY KEY (schema.py says why); a load keeps one row per key, and
   `duplicate_keys(..., touched_since=T)` looks at the keys of the rows a load wrote at or after T (any key a
   load duplicated is among them), matched against the table within their range of the first key column.
-  Without `touched_since`, or when the load touched more than `chunk_rows` rows, every row is grouped, range
-  by range of the first key column, so the hash table stays bounded. `null_keys` is a plain filter.
+  Without `touched_since`, or when the load touched more than `chunk_rows` rows or half the table, every row is
+  grouped, range by range of the first key column, so the hash table stays bounded; a grouping hashes the key
+  to 64 bits first (duplicated_values). `null_keys` is a plain filter.
 - Links: `orphans(..., touched_since=T)` looks only at child rows a load wrote at or after T (their
   `last_loaded_at`). That finds every orphan a load can create as long as parent rows are never deleted
   (the parent has no `deleted_at`); with a parent that keeps deleted rows it checks every row."""
