@@ -17,21 +17,22 @@ lesson_questions as (
 ),
 
 -- one row per learner (progress record) and question: the first attempt's verdict, as a hash aggregate
--- (attempt_index is unique per record, quiz and question: the key of the answer)
+-- (attempt_index is unique per record, quiz and question: the key of the answer). A record belongs to one lesson,
+-- so lesson_id is not part of the grouping key; the latest title is taken per question below, not per record
+-- (the latest answer of a question is the latest of its records' latest answers: the same title, fewer strings
+-- carried through the big aggregate).
 first_attempts as (
 
     select
-        lesson_id,
+        any_value(lesson_id) as lesson_id,
         quiz_type,
         question_id,
         arg_min({'is_correct': is_correct}, attempt_index).is_correct as first_is_correct,
-        count(*) as answers,
-        arg_max(question_title, answered_at) as latest_title,
-        max(answered_at) as latest_at
+        count(*) as answers
 
     from answers
 
-    group by active_lesson_id, lesson_id, quiz_type, question_id
+    group by active_lesson_id, quiz_type, question_id
 
 ),
 
@@ -41,13 +42,26 @@ first_attempts_per_question as (
         lesson_id,
         quiz_type,
         question_id,
-        arg_max(latest_title, latest_at) as answered_title,
         count(*) as first_attempts,
         count(first_is_correct) as first_attempts_decided,
         count(*) filter (where first_is_correct) as first_attempts_correct,
         sum(answers) as answers_all_attempts
 
     from first_attempts
+
+    group by lesson_id, quiz_type, question_id
+
+),
+
+answered_titles as (
+
+    select
+        lesson_id,
+        quiz_type,
+        question_id,
+        arg_max(question_title, answered_at) as answered_title
+
+    from answers
 
     group by lesson_id, quiz_type, question_id
 
@@ -76,7 +90,7 @@ final as (
         first_attempts_per_question.lesson_id,
         first_attempts_per_question.quiz_type,
         first_attempts_per_question.question_id,
-        coalesce(catalogue.question_title, first_attempts_per_question.answered_title) as question_title,
+        coalesce(catalogue.question_title, answered_titles.answered_title) as question_title,
         catalogue.question_type,
         first_attempts_per_question.first_attempts,
         first_attempts_per_question.first_attempts_decided,
@@ -88,6 +102,8 @@ final as (
     from first_attempts_per_question
 
     left join catalogue using (lesson_id, quiz_type, question_id)
+
+    left join answered_titles using (lesson_id, quiz_type, question_id)
 
 )
 

@@ -18,6 +18,7 @@ import duckdb
 
 from pipeline.analytics.model_tests import ModelTest
 from pipeline.analytics.sql import quote, relation
+from pipeline.warehouse.checks import duplicated_values
 from pipeline.warehouse.connection import scalar
 
 SAMPLE_SIZE = 5
@@ -58,7 +59,12 @@ def run_tests(conn: duckdb.DuckDBPyConnection, tests: Sequence[ModelTest], rel: 
     outcomes = []
     for test in tests:
         failing_sql, params = _failing_values_sql(test, rel)
-        count = counts[id(test)] if id(test) in counts else int(scalar(conn, _count_sql(test, rel), params))
+        if id(test) in counts:
+            count = counts[id(test)]
+        elif test.kind == "unique":
+            count = duplicated_values(conn, rel, test.columns)
+        else:
+            count = int(scalar(conn, _count_sql(test, rel), params))
         sample: list[Any] = []
         if count:
             rows = conn.execute(f"SELECT * FROM ({failing_sql}) LIMIT {SAMPLE_SIZE}", params).fetchall()
@@ -79,9 +85,7 @@ def _violation(test: ModelTest) -> tuple[str, list[Any]]:
 
 
 def _count_sql(test: ModelTest, rel: str) -> str:
-    """Rows that break a relationships test; duplicated keys for a unique test."""
-    if test.kind == "unique":
-        return f"SELECT count(*) FROM ({_failing_values_sql(test, rel)[0]})"
+    """Rows that break a relationships test (a unique test's count: warehouse.checks.duplicated_values)."""
     parent_missing, _ = _orphans(test, rel)
     return f"SELECT count(*) FROM {rel} AS c WHERE {parent_missing}"
 

@@ -130,3 +130,20 @@ def test_last_load_counts_are_each_tables_newest_load(seeded: Warehouse, per_rea
     assert set(found) == {"groups", "answers"}  # no load wrote users
     assert (found["groups"]["inserted"], found["groups"]["deleted"]) == (0, 1)  # the second groups load, not the first
     assert (found["answers"]["inserted"], found["answers"]["deleted"]) == (1, 0)
+
+
+def test_a_load_that_wrote_most_of_the_table_has_every_row_checked(seeded: Warehouse) -> None:
+    """A first load touched (nearly) every row: its key check groups the whole table (cheaper than matching the
+    touched keys against it), so it also finds a duplicate among rows no load of it wrote."""
+    load_once(seeded, "answers", [(ANSWERS, [answer("a1", "q1", user="u1"), answer("a2", "q1", user="u1"),
+                                             answer("a3", "q1", user="u1")])])
+    with seeded.connect() as conn:
+        since = last_load_time(conn, "answers")
+        older = "INSERT INTO lms.answers SELECT * REPLACE (CAST($t AS TIMESTAMPTZ) AS last_loaded_at, {id} AS " \
+                "active_lesson_id) FROM lms.answers WHERE last_loaded_at >= $since {which}"
+        conn.execute(older.format(id="'old'", which="AND active_lesson_id IN ('a1', 'a1')"), {"t": T0, "since": since})
+        conn.execute(older.format(id="'old'", which="AND active_lesson_id = 'a1'"), {"t": T0, "since": since})
+        assert duplicate_keys(conn, "answers", touched_since=since) == 1  # 3 of 5 rows touched: every row
+        conn.execute(older.format(id="'z' || active_lesson_id", which=""), {"t": T0, "since": since})
+        assert duplicate_keys(conn, "answers", touched_since=since) == 0  # 3 of 8: the touched keys only
+        assert duplicate_keys(conn, "answers") == 1
