@@ -98,7 +98,7 @@ class DecodeWorkers:
         if processes < 0:
             raise ValueError(f"decode processes must be 0 or more, got {processes}")
         self.processes = processes
-        self.min_bytes = min_bytes
+        self.min_bytes = min_bytes  # smaller bodies are decoded here
         self.pages = 0  # pages the workers decoded (statistics, tests)
         self._threads: ThreadPoolExecutor | None = None
         self._idle: list[_Worker] = []  # started and ready, not decoding now
@@ -112,14 +112,15 @@ class DecodeWorkers:
         """Whether this page goes to a worker (else decode it here); starts the workers at the first such page."""
         if self.processes == 0 or self._failed or request.stream.pager != "answers" or len(body) < self.min_bytes:
             return False
-        if self._threads is None:
-            self._start()
-        assert self._ready is not None
-        return self._ready.done() and self._waiting < self.processes * WAITING_PER_PROCESS
+        ready = self.start()
+        return ready.done() and not self._failed and self._waiting < self.processes * WAITING_PER_PROCESS
 
-    def _start(self) -> None:
-        self._threads = ThreadPoolExecutor(self.processes, thread_name_prefix="lessonsync-decode")
-        self._ready = self._threads.submit(self._start_workers)
+    def start(self) -> Future[None]:
+        """Start the workers (once; they import for about a second); done when they can take pages."""
+        if self._ready is None:
+            self._threads = ThreadPoolExecutor(self.processes, thread_name_prefix="lessonsync-decode")
+            self._ready = self._threads.submit(self._start_workers)
+        return self._ready
 
     def _start_workers(self) -> None:
         """In a thread: start the workers and wait until each has imported what it decodes with."""
@@ -171,11 +172,17 @@ class DecodeWorkers:
             log.warning("decoding answer pages in %d worker process(es) stopped (%s: %s); the client's own thread "
                         "decodes them from now on", self.processes, type(error).__name__, error)
 
+    def process_ids(self) -> list[int]:
+        """The workers started so far (running or not)."""
+        with self._lock:
+            return [worker.process.pid for worker in self._workers]
+
     def close(self) -> None:
         """Stop the workers and wait for them to exit (after the page they may be decoding)."""
         if self._threads is not None:
             self._threads.shutdown(wait=True, cancel_futures=True)
-            self._threads = self._ready = None
+            self._threads = None
+        self._failed = True  # closed for good: pages are decoded here
         with self._lock:
             workers, self._workers, self._idle = self._workers, [], []
         for worker in workers:
