@@ -1,29 +1,30 @@
 """Large answer pages decoded in worker processes, so the event loop keeps LESSONSYNC_CONCURRENCY requests in flight.
 
-Why: the client's one event loop thread sends every request, reads every response and decoded every page. A page
+Why: the client's one event loop thread sends every request, reads every response and, before this module, decoded every page. A page
 of answers (~1,500 answer and result rows, 300 KB-1.5 MB) costs ~2.5-3 ms of CPU in `FastPages.page`, about
 half of all the loop's work per request, and the decode holds the GIL (msgspec builds Python objects, Arrow
 converts them): a thread would not run it beside the loop. With 40 ms per request and 8 in flight the loop
 must turn a request around in 5 ms; it needed ~5.5, so the answers ran at ~140 requests/s, not 200.
 
 What: `LESSONSYNC_DECODE_PROCESSES` worker processes run the same `FastPages.page` on the body and send back
-its Arrow batches (pickled record batches: buffers, no per-row work here). Each is a fresh interpreter
+its Arrow batches (an Arrow IPC stream per table: buffers, read back without a copy or per-row work). Each is a fresh interpreter
 (`python -m pipeline.source.decode_workers`, talking over a socket pair): not forked, since this process has
 threads, and not multiprocessing's spawn either, which runs the parent's main script again in the child (a
 script without an `if __name__ == "__main__"` guard would sync a second time). One thread per worker sends it
 a page and waits for the answer with the GIL released; the loop only awaits that thread's result.
 
 Exactness is the fast path's, unchanged: the worker runs the very code the loop would run, and only that.
-Whenever it does not hand back batches (the fast path declined the page: quarantine, unknown fields kept in
-`extra`, a truncated body; or the worker failed), the page is decoded here exactly as before, so every error,
+Whenever it does not hand back batches (the fast path declined the page: a record to quarantine, a date-time it
+leaves to the validated path, a truncated body; or the worker failed), the page is decoded here exactly as before, so every error,
 quarantine row and retry is raised and recorded by the same code with the same messages. Which pages go:
 - answer pages only (`answers` pager): they carry the CPU; record pages also hash their keys for drift
   detection (sweeps.py), and Python's string hashes differ between processes;
 - bodies of at least OFFLOAD_BYTES: a small page costs less to decode than to ship;
 - at most WAITING_PER_PROCESS pages waiting per worker: beyond that the loop decodes the page itself, so a
   busy machine shares the work rather than queueing it;
-- once the workers are up: they start with the first large page and import for ~1 s; pages meanwhile are
-  decoded here. A run with only small pages (tests, small platforms) never starts a process.
+- once the workers are up: they import for ~1 s, and pages meanwhile are decoded here. They start when the
+  answers' plan covers START_AT_RECORDS active lessons or more (answers.py: while it reads the drift check's
+  first listing), else with the first large page; a run with only small pages never starts a process.
 A worker that dies or fails turns the offload off for the rest of the client's life (logged once); the pages go
 on being decoded here. The workers stop when the client closes; if this process is killed, they see their
 pipe close and exit.
@@ -56,11 +57,13 @@ from pipeline.source.paging import Request
 log = logging.getLogger("lessonsync.source")
 
 OFFLOAD_BYTES = 64 * 1024
+START_AT_RECORDS = 10_000
 WAITING_PER_PROCESS = 4
 READY = "ready"  # what a worker sends once its imports are done
 
-# What a worker sends back: records as served, valid records, and (table name, batch) per table, own table first
-Decoded = tuple[int, int, list[tuple[str, pa.RecordBatch]]]
+# What a worker sends back: records as served, valid records, and (table name, Arrow IPC stream of its batch) per
+# table, own table first
+Decoded = tuple[int, int, list[tuple[str, bytes]]]
 
 
 class _Worker:
@@ -116,7 +119,12 @@ class DecodeWorkers:
         return ready.done() and not self._failed and self._waiting < self.processes * WAITING_PER_PROCESS
 
     def start(self) -> Future[None]:
-        """Start the workers (once; they import for about a second); done when they can take pages."""
+        """Start the workers (once; they import for about a second); done when they can take pages (at once
+        when there are none to start)."""
+        if self.processes == 0:
+            done: Future[None] = Future()
+            done.set_result(None)
+            return done
         if self._ready is None:
             self._threads = ThreadPoolExecutor(self.processes, thread_name_prefix="lessonsync-decode")
             self._ready = self._threads.submit(self._start_workers)
@@ -184,7 +192,7 @@ class DecodeWorkers:
             self._threads = None
         self._failed = True  # closed for good: pages are decoded here
         with self._lock:
-            workers, self._workers, self._idle = self._workers, [], []
+            workers, self._idle = list(self._workers), []  # kept in _workers: process_ids() still names them
         for worker in workers:
             worker.close()
 
@@ -192,7 +200,8 @@ class DecodeWorkers:
 def page_from(decoded: Decoded, where: PageLocation) -> Page:
     """The Page a worker's batches make: what FastPages.page returns for an answer page (no key hashes)."""
     served, records, batches = decoded
-    built = [Batch(TABLES[name], batch, where.endpoint, where.page) for name, batch in batches]
+    built = [Batch(TABLES[name], pa.ipc.open_stream(stream).read_next_batch(), where.endpoint, where.page)
+             for name, stream in batches]
     return Page(where, served, built, records, 0, None, built[0].records)
 
 
@@ -205,7 +214,15 @@ def decode_in_worker(fast: dict[str, Any], stream: str, path_values: dict[str, s
     page = None if decoder is None else decoder.page(Request(STREAMS[stream], path_values), body, where, False)
     if page is None:
         return None
-    return page.served, page.records, [(batch.table.name, batch.records) for batch in page.batches]
+    return page.served, page.records, [(batch.table.name, ipc_stream(batch.records)) for batch in page.batches]
+
+
+def ipc_stream(batch: pa.RecordBatch) -> bytes:
+    """One batch as an Arrow IPC stream: read back without copying its buffers (pickling rebuilds every column)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    return sink.getvalue().to_pybytes()
 
 
 def serve(connection: Connection) -> None:

@@ -21,6 +21,7 @@ from test_source_fast import answer
 
 from pipeline.contract.streams import STREAMS
 from pipeline.settings import Settings
+from pipeline.source import answers
 from pipeline.source.answers import run_answers
 from pipeline.source.client import PlatformClient
 from pipeline.source.decode_workers import DecodeWorkers
@@ -31,8 +32,10 @@ from pipeline.source.paging import Request
 READY_SECONDS = 60  # a fresh interpreter importing pyarrow and the models; generous for a loaded machine
 
 
-def _answers(settings: Settings, pairs: pa.Table, *, kill_worker: bool = False) -> tuple[list[Batch], DecodeWorkers]:
-    """run_answers over `pairs` with every answer page (any size) offered to the workers, started beforehand."""
+def _answers(settings: Settings, pairs: pa.Table, *, start: bool = True, kill_worker: bool = False,
+             min_bytes: int = 0) -> tuple[list[Batch], DecodeWorkers]:
+    """run_answers over `pairs`, answer pages of `min_bytes` or more (by default all) offered to the workers,
+    started beforehand unless `start` is False."""
     batches: list[Batch] = []
 
     async def emit(batch: Batch) -> None:
@@ -41,8 +44,8 @@ def _answers(settings: Settings, pairs: pa.Table, *, kill_worker: bool = False) 
     async def scenario() -> DecodeWorkers:
         core = SourceCore(settings)
         workers = core.decode_workers
-        workers.min_bytes = 0
-        if workers.processes:
+        workers.min_bytes = min_bytes
+        if start:
             await asyncio.wrap_future(workers.start())
             if kill_worker:
                 for pid in workers.process_ids():
@@ -87,6 +90,16 @@ def test_a_dead_worker_hands_the_pages_back_to_the_clients_thread(sim, active_pa
     assert "decoding answer pages in 1 worker process(es) stopped" in caplog.text
     for table in ("answers", "answer_results"):
         assert_same_table(table, rows_by_table(batches)[table], expected[table])
+
+
+def test_a_large_plan_starts_the_workers_before_its_first_page_and_a_small_one_does_not(sim, active_pairs,
+                                                                                        monkeypatch):
+    settings, small_pages = client_settings(sim, decode_processes=1), 10**9  # no page starts them
+    _, small = _answers(settings, active_pairs, start=False, min_bytes=small_pages)
+    assert active_pairs.num_rows < answers.START_AT_RECORDS and small.process_ids() == []
+    monkeypatch.setattr(answers, "START_AT_RECORDS", active_pairs.num_rows)
+    batches, large = _answers(settings, active_pairs, start=False, min_bytes=small_pages)
+    assert len(large.process_ids()) == 1 and batches
 
 
 def test_a_page_the_fast_path_declines_is_quarantined_here_as_before():
