@@ -246,6 +246,14 @@ async def run_answers(core: SourceCore, changed: pa.Table, updated_since: dateti
     `updated_since` (all of them when it is None): request coverage counts come from it. With a boolean
     `refetch` column only the pairs marked true need their answers (the planner covers just those; the
     others still count in what a per-lesson or per-user request returns)."""
+    try:
+        return await _run_answers(core, changed, updated_since, emit)
+    finally:
+        core.decode_workers.release()  # their memory back before the commit (decode_workers.py)
+
+
+async def _run_answers(core: SourceCore, changed: pa.Table, updated_since: datetime | None,
+                       emit: Emit) -> RunStats:
     stats, progress = core.start_stats("answers"), Progress("answers")
     plan = plan_answer_requests(changed, core.settings.page_size)
     stats.planned_requests = plan.request_count

@@ -26,8 +26,8 @@ quarantine row and retry is raised and recorded by the same code with the same m
   answers' plan covers START_AT_RECORDS active lessons or more (answers.py: while it reads the drift check's
   first listing), else with the first large page; a run with only small pages never starts a process.
 A worker that dies or fails turns the offload off for the rest of the client's life (logged once); the pages go
-on being decoded here. The workers stop when the client closes; if this process is killed, they see their
-pipe close and exit.
+on being decoded here. The workers exit when the answers run ends (answers.py, `release`: the commit after it
+does not need them) or the client closes; if this process is killed, they see their pipe close and exit.
 
 Memory: each worker holds the imports (pyarrow, msgspec, the contract models, ~80 MiB) and one page at a time.
 """
@@ -184,6 +184,19 @@ class DecodeWorkers:
         """The workers started so far (running or not)."""
         with self._lock:
             return [worker.process.pid for worker in self._workers]
+
+    def release(self) -> None:
+        """Let the workers go once a fetch is over, so their memory is not held through the commit that follows:
+        an idle worker reads end-of-file and exits (close() reaps it); the next large fetch starts new ones."""
+        threads = self._threads
+        if threads is None:
+            return
+        self._threads = self._ready = None
+        threads.shutdown(wait=False, cancel_futures=True)
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.connection.close()
 
     def close(self) -> None:
         """Stop the workers and wait for them to exit (after the page they may be decoding)."""

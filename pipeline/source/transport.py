@@ -1,6 +1,10 @@
 """HTTP transport: one httpx.AsyncClient (connection reuse), explicit timeouts, a semaphore bounding requests
 in flight, bearer auth with one renewal on 401, tenacity retries, server time from the Date header.
 
+A body is decoded inside the retried attempt (a truncated body is retried like a failed request), once the
+request's slot is free again: the limit bounds requests at the platform, and a page waiting for a decode worker
+(decode_workers.py) must not keep the next request from being sent.
+
 Every request is counted (`stats`) so runs can report requests and retries. Errors name the method,
 endpoint, parameters and last status, with every secret redacted.
 

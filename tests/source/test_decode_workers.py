@@ -11,6 +11,7 @@ import os
 import signal
 
 import orjson
+import psutil
 import pyarrow as pa
 import pytest
 from conftest import all_pairs, client_settings, rows_by_table, truth
@@ -141,3 +142,40 @@ def test_no_worker_processes_is_a_valid_setting_and_negative_is_not():
     assert not DecodeWorkers(0, min_bytes=0).takes(Request(STREAMS["answers_by_lesson"], {"lesson_id": "L"}), b"[]")
     with pytest.raises(ValueError, match="0 or more"):
         DecodeWorkers(-1)
+
+
+def test_workers_exit_when_the_answers_run_ends_and_the_next_run_starts_new_ones(sim, active_pairs):
+    async def scenario() -> tuple[list[int], list[int]]:
+        core = SourceCore(client_settings(sim, decode_processes=1))
+        workers = core.decode_workers
+        workers.min_bytes = 0
+
+        async def emit(_: Batch) -> None:
+            return None
+
+        try:
+            runs, exited = [], []
+            for _ in range(2):
+                await asyncio.wrap_future(workers.start())
+                await run_answers(core, active_pairs, None, emit)
+                runs.append(workers.pages)
+                exited.append(await _exits(workers.process_ids()[-1]))  # before the client closes them
+            return runs, exited
+        finally:
+            await core.transport.aclose()
+            workers.close()
+
+    runs, exited = asyncio.run(scenario())
+    assert runs[0] > 0 and runs[1] > runs[0] and exited == [True, True]  # a worker per run, gone at its end
+
+
+async def _exits(pid: int) -> bool:
+    """Whether process `pid` (our child) exits within READY_SECONDS: a zombie until reaped, or gone."""
+    for _ in range(READY_SECONDS * 10):
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        await asyncio.sleep(0.1)
+    return False
