@@ -38,6 +38,7 @@ import asyncio
 import logging
 import os
 import pickle
+import signal
 import socket
 import subprocess
 import sys
@@ -247,10 +248,12 @@ def serve(connection: Connection) -> None:
     while True:
         try:
             stream, path_values, body, where = connection.recv()
-        except EOFError:
+            connection.send(decode_in_worker(fast, stream, path_values, body, where))
+        except (EOFError, BrokenPipeError, ConnectionResetError):  # the client closed or died: nothing to answer
             return
-        connection.send(decode_in_worker(fast, stream, path_values, body, where))
 
 
 if __name__ == "__main__":
+    # Ctrl-C reaches the whole process group: the client stops (and closes the connection), not this process
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     serve(Connection(int(sys.argv[1])))
