@@ -160,13 +160,17 @@ class DecodeWorkers:
 
     async def page(self, request: Request, body: bytes, where: PageLocation) -> Page | None:
         """The page decoded by a worker, or None: decode it here (the fast path declined it, or the worker failed)."""
-        assert self._threads is not None
+        threads = self._threads
+        if threads is None:  # released or closed since takes() said yes
+            return None
         job = (request.stream.name, dict(request.path_values), body, where)
         self._waiting += 1
         try:
-            decoded = await asyncio.get_running_loop().run_in_executor(self._threads, self._decode, job)
+            decoded = await asyncio.get_running_loop().run_in_executor(threads, self._decode, job)
         except (OSError, EOFError, pickle.PickleError, IndexError) as error:  # a dead worker: decode here from now on
             self._fail(error)
+            return None
+        except RuntimeError:  # its threads were shut down in the meantime (released or closed): decode it here
             return None
         finally:
             self._waiting -= 1

@@ -26,7 +26,7 @@ from pipeline.source import answers
 from pipeline.source.answers import run_answers
 from pipeline.source.client import PlatformClient
 from pipeline.source.decode_workers import DecodeWorkers
-from pipeline.source.decoding import Batch
+from pipeline.source.decoding import Batch, PageLocation
 from pipeline.source.fetching import SourceCore
 from pipeline.source.paging import Request
 
@@ -179,3 +179,21 @@ async def _exits(pid: int) -> bool:
             return True
         await asyncio.sleep(0.1)
     return False
+
+
+def test_a_page_offered_as_the_workers_are_released_is_decoded_here():
+    workers = DecodeWorkers(1, min_bytes=0)
+    request = Request(STREAMS["answers_by_user_lesson"], {"user_id": "u", "lesson_id": "L"})
+    where = PageLocation(request.stream.name, request.endpoint, 1, {})
+    body = orjson.dumps([answer(0)])
+    try:
+        workers.start().result(READY_SECONDS)
+        assert workers.takes(request, body)
+        page = asyncio.run(workers.page(request, body, where))
+        assert page is not None and page.records == 1 and workers.pages == 1
+        workers.release()  # the answers run ended between takes() and page()
+        assert asyncio.run(workers.page(request, body, where)) is None and workers.pages == 1
+        workers.start().result(READY_SECONDS)  # the next large fetch: new workers, nothing turned off
+        assert workers.takes(request, body) and len(workers.process_ids()) == 2
+    finally:
+        workers.close()
