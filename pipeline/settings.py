@@ -29,6 +29,10 @@ class Settings(BaseSettings):
         "auto", description="First pageNumber of the API; 'auto' probes it once per client."
     )
     concurrency: int = Field(8, ge=1, le=64, description="Requests in flight at once.")
+    decode_processes: int = Field(
+        1, ge=0, le=16, description="Worker processes decoding large answer pages beside the client's event loop, "
+        "so it keeps the requests in flight (0: the client's own thread decodes every page)."
+    )
     lookback: timedelta = Field(timedelta(minutes=10), description="Each window starts this long before the cursor.")
     safety_margin: timedelta = Field(
         timedelta(seconds=30), description="The cursor never passes run start minus this margin."

@@ -51,6 +51,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.contract.streams import STREAMS, UPDATED_SINCE_RESOLUTION
+from pipeline.source.decode_workers import START_AT_RECORDS
 from pipeline.source.decoding import Page
 from pipeline.source.fetching import Emit, SourceCore
 from pipeline.source.paging import Request, answer_request_cost, format_updated_since
@@ -245,9 +246,19 @@ async def run_answers(core: SourceCore, changed: pa.Table, updated_since: dateti
     `updated_since` (all of them when it is None): request coverage counts come from it. With a boolean
     `refetch` column only the pairs marked true need their answers (the planner covers just those; the
     others still count in what a per-lesson or per-user request returns)."""
+    try:
+        return await _run_answers(core, changed, updated_since, emit)
+    finally:
+        core.decode_workers.release()  # their memory back before the commit (decode_workers.py)
+
+
+async def _run_answers(core: SourceCore, changed: pa.Table, updated_since: datetime | None,
+                       emit: Emit) -> RunStats:
     stats, progress = core.start_stats("answers"), Progress("answers")
     plan = plan_answer_requests(changed, core.settings.page_size)
     stats.planned_requests = plan.request_count
+    if changed.num_rows >= START_AT_RECORDS:  # pages worth a worker process: start it now, not at the first page
+        core.decode_workers.start()
     # Asked from one resolution earlier than the plan's window: the platform filters by the active lesson's
     # lastDate, and an exclusive or whole-second updatedSince must not drop a planned one (windows.py, A3).
     since = None if updated_since is None else \

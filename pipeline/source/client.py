@@ -172,7 +172,10 @@ class PlatformClient:
             return
         try:
             if self._core is not None:
-                self._call(self._core.transport.aclose())
+                try:
+                    self._call(self._core.transport.aclose())
+                finally:
+                    self._core.decode_workers.close()  # from this thread: it waits for the processes to exit
         finally:
             self._loop.call_soon_threadsafe(self._loop.stop)
             assert self._thread is not None

@@ -27,6 +27,7 @@ import pyarrow as pa
 from pipeline.contract.streams import StreamSpec
 from pipeline.contract.tables import TABLES
 from pipeline.settings import Settings
+from pipeline.source.decode_workers import DecodeWorkers
 from pipeline.source.decoding import Batch, Page, PageDecoder, PageLocation, arrow_page
 from pipeline.source.errors import PlatformRequestError
 from pipeline.source.fast_decoding import FastPages
@@ -64,6 +65,7 @@ class SourceCore:
         self._probe_lock = asyncio.Lock()
         self._decoders: dict[str, PageDecoder] = {}
         self._fast: dict[str, FastPages | None] = {}
+        self.decode_workers = DecodeWorkers(settings.decode_processes)  # closed by PlatformClient.close
         self._pages_emitted = 0
 
     async def first_page(self) -> int:
@@ -110,12 +112,21 @@ class SourceCore:
                                                             "pageNumber": str(number)}
             where = PageLocation(stream.name, endpoint, number, params)
 
-            def decode(body: bytes) -> Page:
+            def decode_here(body: bytes) -> Page:
                 # the fast path (fast_decoding.py) when it can decode the page exactly, else the validated path
                 # (decoding.py: quarantine, extras, truncated bodies); either way Arrow at once, inside the
                 # retried attempt, so dicts or Structs never wait in line
                 page = None if fast is None else fast.page(request, body, where, key is not None)
                 return page if page is not None else arrow_page(request, decoder.decode(body, where), key)
+
+            async def decode_in_worker(body: bytes) -> Page:
+                # the same fast path in a worker process (decode_workers.py); whatever it does not hand back is
+                # decoded here, so quarantine, extras and errors stay the validated path's, raised here
+                page = await self.decode_workers.page(request, body, where)
+                return page if page is not None else decode_here(body)
+
+            def decode(body: bytes) -> Page | Awaitable[Page]:
+                return decode_in_worker(body) if self.decode_workers.takes(request, body) else decode_here(body)
 
             return await self.transport.get(endpoint, params, decode)
 

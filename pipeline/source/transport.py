@@ -1,6 +1,10 @@
 """HTTP transport: one httpx.AsyncClient (connection reuse), explicit timeouts, a semaphore bounding requests
 in flight, bearer auth with one renewal on 401, tenacity retries, server time from the Date header.
 
+A body is decoded inside the retried attempt (a truncated body is retried like a failed request), once the
+request's slot is free again: the limit bounds requests at the platform, and a page waiting for a decode worker
+(decode_workers.py) must not keep the next request from being sent.
+
 Every request is counted (`stats`) so runs can report requests and retries. Errors name the method,
 endpoint, parameters and last status, with every secret redacted.
 
@@ -33,9 +37,10 @@ CPU). Like httpx since 0.24, no .netrc credentials are sent: the platform is aut
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -74,7 +79,8 @@ from pipeline.source.slots import PrioritySlots
 log = logging.getLogger("lessonsync.source")
 
 T = TypeVar("T")
-Decode = Callable[[bytes], T]
+# A body's decoder: its value, or an awaitable of it (a page decoded in a worker process, decode_workers.py)
+Decode = Callable[[bytes], T | Awaitable[T]]
 
 
 # Transport
@@ -170,7 +176,7 @@ class Transport:
                        decode: Decode[T], authenticated: bool, attempt: int) -> T:
         if not authenticated:
             response = await self._send(method, path, params, body, None)
-            return self._decoded(method, path, params, response, decode, attempt)
+            return await self._decoded(method, path, params, response, decode, attempt)
         async with self._slots:
             token = await self.auth.bearer()
             response = await _answered(self._send(method, path, params, body, token))
@@ -181,7 +187,9 @@ class Transport:
                     raise PlatformAuthError(
                         f"{method} {path} answered 401 to a freshly issued token; the app secret may lack "
                         "the admin scope (check LESSONSYNC_APP_SECRET)")
-            return self._decoded(method, path, params, response, decode, attempt)
+        # decoded once the slot is free: the slot bounds requests at the platform, not our CPU (a decode that
+        # waits for a worker process must not keep a request from being sent)
+        return await self._decoded(method, path, params, response, decode, attempt)
 
     async def _send(self, method: str, path: str, params: Mapping[str, str], body: Any,
                     token: str | None) -> httpx.Response:
@@ -214,12 +222,13 @@ class Transport:
                 mark.note(server_now, received)
             self._open_marks.clear()
 
-    def _decoded(self, method: str, path: str, params: Mapping[str, str], response: httpx.Response,
-                 decode: Decode[T], attempt: int) -> T:
+    async def _decoded(self, method: str, path: str, params: Mapping[str, str], response: httpx.Response,
+                       decode: Decode[T], attempt: int) -> T:
         status = response.status_code
         if 200 <= status < 300:
             try:
-                return decode(response.content)
+                decoded = decode(response.content)
+                return await decoded if inspect.isawaitable(decoded) else decoded
             except TruncatedBody as exc:
                 raise RetryableFailure(status, f"incomplete or invalid JSON body ({exc})") from None
         detail = self.auth.redact(_error_detail(response))

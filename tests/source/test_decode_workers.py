@@ -1,0 +1,199 @@
+"""Answer pages decoded in worker processes (pipeline/source/decode_workers.py): the same rows as when the client's
+own thread decodes them, over real HTTP against the simulator; a page the fast path declines (a record to
+quarantine) is still decoded here, with the same quarantine row; a worker that dies mid-run is replaced by the
+client's own thread without losing a page; closing the client stops the processes."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+
+import orjson
+import psutil
+import pyarrow as pa
+import pytest
+from conftest import all_pairs, client_settings, rows_by_table, truth
+from pydantic import SecretStr
+from source_edge_server import SECRET, EdgeState, edge_server, raw
+from source_expect import assert_same_table, expected_tables
+from test_source_fast import answer
+
+from pipeline.contract.streams import STREAMS
+from pipeline.settings import Settings
+from pipeline.source import answers
+from pipeline.source.answers import run_answers
+from pipeline.source.client import PlatformClient
+from pipeline.source.decode_workers import DecodeWorkers
+from pipeline.source.decoding import Batch, PageLocation
+from pipeline.source.fetching import SourceCore
+from pipeline.source.paging import Request
+
+READY_SECONDS = 60  # a fresh interpreter importing pyarrow and the models; generous for a loaded machine
+
+
+def _answers(settings: Settings, pairs: pa.Table, *, start: bool = True, kill_worker: bool = False,
+             min_bytes: int = 0) -> tuple[list[Batch], DecodeWorkers]:
+    """run_answers over `pairs`, answer pages of `min_bytes` or more (by default all) offered to the workers,
+    started beforehand unless `start` is False."""
+    batches: list[Batch] = []
+
+    async def emit(batch: Batch) -> None:
+        batches.append(batch)
+
+    async def scenario() -> DecodeWorkers:
+        core = SourceCore(settings)
+        workers = core.decode_workers
+        workers.min_bytes = min_bytes
+        if start:
+            await asyncio.wrap_future(workers.start())
+            if kill_worker:
+                for pid in workers.process_ids():
+                    os.kill(pid, signal.SIGKILL)
+        try:
+            await run_answers(core, pairs, None, emit)
+        finally:
+            await core.transport.aclose()
+        return core.decode_workers
+
+    workers = asyncio.run(asyncio.wait_for(scenario(), READY_SECONDS * 2))
+    workers.close()
+    return batches, workers
+
+
+@pytest.fixture(scope="module")
+def active_pairs(sim) -> pa.Table:
+    with PlatformClient(client_settings(sim)) as client:
+        return all_pairs(rows_by_table(client.iter_stream("active_lessons"))["active_lessons"])
+
+
+def test_workers_decode_the_same_rows_as_the_clients_thread(sim, active_pairs):
+    expected = expected_tables(truth(sim, "answers"))
+    here, nobody = _answers(client_settings(sim, decode_processes=0), active_pairs)
+    away, workers = _answers(client_settings(sim, decode_processes=1), active_pairs)
+    assert nobody.pages == 0 and nobody.process_ids() == []
+    assert workers.pages > 0  # the workers really decoded pages
+    for table in ("answers", "answer_results"):
+        assert_same_table(table, rows_by_table(away)[table], expected[table])
+    # page for page the same batches (requests run concurrently, so pages arrive in another order)
+    by_page = lambda batches: {(b.table.name, b.endpoint, b.page): b.records for b in batches}  # noqa: E731
+    mine, theirs = by_page(away), by_page(here)
+    assert len(mine) == len(away) and mine.keys() == theirs.keys()
+    assert all(mine[page].equals(theirs[page]) for page in mine)
+
+
+def test_a_dead_worker_hands_the_pages_back_to_the_clients_thread(sim, active_pairs, caplog):
+    caplog.set_level(logging.WARNING, logger="lessonsync.source")
+    expected = expected_tables(truth(sim, "answers"))
+    batches, workers = _answers(client_settings(sim, decode_processes=1), active_pairs, kill_worker=True)
+    assert workers.pages == 0
+    assert "decoding answer pages in 1 worker process(es) stopped" in caplog.text
+    for table in ("answers", "answer_results"):
+        assert_same_table(table, rows_by_table(batches)[table], expected[table])
+
+
+def test_a_large_plan_starts_the_workers_before_its_first_page_and_a_small_one_does_not(sim, active_pairs,
+                                                                                        monkeypatch):
+    settings, small_pages = client_settings(sim, decode_processes=1), 10**9  # no page starts them
+    _, small = _answers(settings, active_pairs, start=False, min_bytes=small_pages)
+    assert active_pairs.num_rows < answers.START_AT_RECORDS and small.process_ids() == []
+    monkeypatch.setattr(answers, "START_AT_RECORDS", active_pairs.num_rows)
+    batches, large = _answers(settings, active_pairs, start=False, min_bytes=small_pages)
+    assert len(large.process_ids()) == 1 and batches
+
+
+def test_a_page_the_fast_path_declines_is_quarantined_here_as_before():
+    records = [answer(i) for i in range(9)]
+    records[4] = answer(4, quizType="final")
+    state = EdgeState(body=[])
+    pages = {"1": orjson.dumps(records)}
+    by_page = lambda request: raw(pages.get(request.query_params["pageNumber"], b"[]"))(request)  # noqa: E731
+    state.script = [by_page, by_page]
+    with edge_server(state) as url:
+        settings = Settings(base_url=url, app_secret=SecretStr(SECRET), first_page="1", page_size=50,
+                            max_attempts=3, retry_max_wait=0.5, data_dir="unused", decode_processes=1)
+        batches, workers = _answers(settings, pa.table({"user_id": ["u"], "lesson_id": ["L"]}))
+    assert workers.pages == 0  # the worker declined it (and the empty confirming page)
+    tables = rows_by_table(batches)
+    [row] = tables["quarantine"]
+    assert (row["record_index"], row["field"], row["page"]) == (4, "quizType", 1)
+    assert "'final'" in row["message"] and orjson.loads(row["raw"]) == records[4]
+    assert [r["question_id"] for r in tables["answers"]] == [f"q{i}" for i in range(9) if i != 4]
+
+
+def test_only_large_answer_pages_go_and_closing_stops_the_processes():
+    workers = DecodeWorkers(1, min_bytes=100)
+    answers = Request(STREAMS["answers_by_lesson"], {"lesson_id": "L"})
+    assert not workers.takes(Request(STREAMS["active_lessons"]), b"x" * 1000)  # record pages hash keys here
+    assert not workers.takes(answers, b"x" * 99)  # small: cheaper here
+    assert workers.process_ids() == []  # nothing started for pages that stay
+    workers.takes(answers, b"x" * 100)  # starts them
+    workers.start().result(READY_SECONDS)
+    assert workers.takes(answers, b"x" * 100)
+    [pid] = workers.process_ids()
+    workers.close()
+    assert not workers.takes(answers, b"x" * 100)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # exited and reaped
+
+
+def test_no_worker_processes_is_a_valid_setting_and_negative_is_not():
+    assert not DecodeWorkers(0, min_bytes=0).takes(Request(STREAMS["answers_by_lesson"], {"lesson_id": "L"}), b"[]")
+    with pytest.raises(ValueError, match="0 or more"):
+        DecodeWorkers(-1)
+
+
+def test_workers_exit_when_the_answers_run_ends_and_the_next_run_starts_new_ones(sim, active_pairs):
+    async def scenario() -> tuple[list[int], list[int]]:
+        core = SourceCore(client_settings(sim, decode_processes=1))
+        workers = core.decode_workers
+        workers.min_bytes = 0
+
+        async def emit(_: Batch) -> None:
+            return None
+
+        try:
+            runs, exited = [], []
+            for _ in range(2):
+                await asyncio.wrap_future(workers.start())
+                await run_answers(core, active_pairs, None, emit)
+                runs.append(workers.pages)
+                exited.append(await _exits(workers.process_ids()[-1]))  # before the client closes them
+            return runs, exited
+        finally:
+            await core.transport.aclose()
+            workers.close()
+
+    runs, exited = asyncio.run(scenario())
+    assert runs[0] > 0 and runs[1] > runs[0] and exited == [True, True]  # a worker per run, gone at its end
+
+
+async def _exits(pid: int) -> bool:
+    """Whether process `pid` (our child) exits within READY_SECONDS: a zombie until reaped, or gone."""
+    for _ in range(READY_SECONDS * 10):
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        await asyncio.sleep(0.1)
+    return False
+
+
+def test_a_page_offered_as_the_workers_are_released_is_decoded_here():
+    workers = DecodeWorkers(1, min_bytes=0)
+    request = Request(STREAMS["answers_by_user_lesson"], {"user_id": "u", "lesson_id": "L"})
+    where = PageLocation(request.stream.name, request.endpoint, 1, {})
+    body = orjson.dumps([answer(0)])
+    try:
+        workers.start().result(READY_SECONDS)
+        assert workers.takes(request, body)
+        page = asyncio.run(workers.page(request, body, where))
+        assert page is not None and page.records == 1 and workers.pages == 1
+        workers.release()  # the answers run ended between takes() and page()
+        assert asyncio.run(workers.page(request, body, where)) is None and workers.pages == 1
+        workers.start().result(READY_SECONDS)  # the next large fetch: new workers, nothing turned off
+        assert workers.takes(request, body) and len(workers.process_ids()) == 2
+    finally:
+        workers.close()
