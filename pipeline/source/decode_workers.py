@@ -29,7 +29,8 @@ A worker that dies or fails turns the offload off for the rest of the client's l
 on being decoded here. The workers exit when the answers run ends (answers.py, `release`: the commit after it
 does not need them) or the client closes; if this process is killed, they see their pipe close and exit.
 
-Memory: each worker holds the imports (pyarrow, msgspec, the contract models, ~80 MiB) and one page at a time.
+Memory: each worker holds the imports (pyarrow, msgspec, the contract models: ~84 MiB; pyarrow loads pandas at
+its first conversion) and one page at a time: ~150 MiB at its peak, gone before the commit (the sync's peak).
 """
 
 from __future__ import annotations
