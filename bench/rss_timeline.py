@@ -326,7 +326,11 @@ def run_kinds(scale: str, kinds: list[str], work_dir: Path, select: str) -> dict
             if kind == "one_percent":
                 httpx.post(f"{base_url}/_sim/advance", params={"hours": 24}, timeout=600)
             out = RESULTS / f"rss_{scale}_{kind}.json"
+            out.unlink(missing_ok=True)
             run = run_sync_child([select], {**env, TIMELINE_ENV: str(out)}, str(work_dir / f"{kind}.urls"))
+            if not out.exists():  # the child failed before writing its timeline
+                print(f"== {scale} {kind} FAILED: {run.get('error')}", file=sys.stderr)
+                break
             timeline = json.loads(out.read_text())
             summary = summarize(timeline)
             reports[kind] = {"kernel_peak_mib": run["peak_rss_mib"], "cpu_seconds": run["cpu_seconds"],

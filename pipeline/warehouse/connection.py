@@ -17,6 +17,7 @@ from pipeline.warehouse.errors import WarehouseLockedError, WarehouseMissingErro
 _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (?P<exe>.*?) \(PID (?P<pid>\d+)\)")
 _LOCK_POLL_SECONDS = 0.2
 DEFAULT_MEMORY_LIMIT = "300MiB"  # pipeline.settings.DEFAULT_MEMORY_LIMIT: why
+DEFAULT_READ_MEMORY_LIMIT = "160MiB"  # pipeline.settings.DEFAULT_READ_MEMORY_LIMIT: why
 
 
 @dataclass(frozen=True)
@@ -27,10 +28,14 @@ class ConnectionSettings:
     temp_directory: Path | None = None  # None: "<warehouse file>.tmp/" next to the file
     threads: int | None = None  # None: DuckDB's default (all cores)
     lock_timeout: float = 10.0  # seconds to keep retrying while another process holds the file
+    # read-only connections (the checks, look-ups): their work runs range by range and needs no room for a sorted
+    # first load; DuckDB caches blocks up to whatever limit it has, so a lower one is a lower peak. None: memory_limit
+    read_memory_limit: str | None = DEFAULT_READ_MEMORY_LIMIT
 
-    def duckdb_config(self, path: Path) -> dict[str, str | int]:
+    def duckdb_config(self, path: Path, *, read_only: bool = False) -> dict[str, str | int]:
         temp = self.temp_directory or path.with_name(path.name + ".tmp")
-        config: dict[str, str | int] = {"memory_limit": self.memory_limit, "temp_directory": str(temp)}
+        limit = self.read_memory_limit if read_only and self.read_memory_limit else self.memory_limit
+        config: dict[str, str | int] = {"memory_limit": limit, "temp_directory": str(temp)}
         if self.threads is not None:
             config["threads"] = self.threads
         return config
@@ -59,15 +64,14 @@ def open_connection(path: Path, settings: ConnectionSettings, *, read_only: bool
 
 
 def _connect(path: Path, settings: ConnectionSettings, read_only: bool) -> duckdb.DuckDBPyConnection:
-    config = settings.duckdb_config(path)
     try:
-        return duckdb.connect(str(path), read_only=read_only, config=config)
+        return duckdb.connect(str(path), read_only=read_only, config=settings.duckdb_config(path, read_only=read_only))
     except duckdb.ConnectionException as error:
         # DuckDB shares one database instance per file inside a process and refuses a second, differently
         # configured one: a read-only request while this process already writes the file gets a connection
-        # to the instance that is open (it sees the same committed data).
+        # to the instance that is open (it sees the same committed data), configured as that one was.
         if read_only and "different configuration" in str(error):
-            return duckdb.connect(str(path), read_only=False, config=config)
+            return duckdb.connect(str(path), read_only=False, config=settings.duckdb_config(path))
         raise
 
 
