@@ -33,7 +33,7 @@ class WatchedInProcessExecutor(InProcessExecutor):
 
     def execute(self, plan_context: PlanOrchestrationContext, execution_plan: ExecutionPlan) -> Iterator[DagsterEvent]:
         run = plan_context.dagster_run
-        tune_process_memory()  # before the run's threads start (pipeline/memory.py)
+        tune_process_memory()  # glibc malloc options, before the run's threads start (pipeline/memory.py)
         if recorded_process(run.run_id, run.tags) is None:  # launched by the daemon or the UI, or a retry: tag it
             plan_context.instance.add_run_tags(run.run_id, current_process().tags(run.run_id))
         for message in recover_dead_runs(plan_context.instance, by=f"run {run.run_id}"):
