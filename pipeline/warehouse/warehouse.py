@@ -28,7 +28,8 @@ def utc_now() -> datetime:
 
 class Warehouse:
     def __init__(self, path: Path, lake_dir: Path | str, *, memory_limit: str = DEFAULT_MEMORY_LIMIT,
-                 work_memory_limit: str | None = DEFAULT_WORK_MEMORY_LIMIT, temp_directory: Path | None = None, threads: int | None = None, lock_timeout: float = 10.0,
+                 work_memory_limit: str | None = DEFAULT_WORK_MEMORY_LIMIT, temp_directory: Path | None = None,
+                 threads: int | None = None, lock_timeout: float = 10.0,
                  part_rows: int = 1_000_000, row_group_rows: int = 131_072, clock: Callable[[], datetime] = utc_now,
                  upsert: Upsert = upsert_stage) -> None:
         self.path = Path(path)
@@ -46,7 +47,8 @@ class Warehouse:
     def from_settings(cls, settings: object, **overrides: object) -> Warehouse:
         """From pipeline.settings.Settings (warehouse_path, lake_location and the duckdb_* fields when present)."""
         options = {name: getattr(settings, f"duckdb_{name}") for name in
-                   ("memory_limit", "work_memory_limit", "temp_directory", "threads", "lock_timeout") if hasattr(settings, f"duckdb_{name}")}
+                   ("memory_limit", "work_memory_limit", "temp_directory", "threads", "lock_timeout")
+                   if hasattr(settings, f"duckdb_{name}")}
         options.update(overrides)
         return cls(settings.warehouse_path, settings.lake_location, **options)  # type: ignore[attr-defined,arg-type]
 
