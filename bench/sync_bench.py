@@ -46,6 +46,7 @@ def sync_child(select: list[str], urls_file: str | None = None) -> dict[str, Any
     every successful GET of the run written there (one path?query a line) and counted by endpoint."""
     from dagster import DagsterEventType, DagsterInstance
 
+    from bench.rss_timeline import step_marks, timeline_from_env
     from pipeline.settings import load_settings
     from pipeline.sync import run_sync
 
@@ -54,10 +55,12 @@ def sync_child(select: list[str], urls_file: str | None = None) -> dict[str, Any
     # definitions included.
     importlib.import_module("pipeline.defs.code_location")
     instance = DagsterInstance.ephemeral()
-    with recorded_gets() as urls:
+    with recorded_gets() as urls, timeline_from_env() as timeline:
         began, cpu_began = time.perf_counter(), time.process_time()
         report = run_sync(load_settings(), select=select, instance=instance)
         seconds, cpu_seconds = time.perf_counter() - began, time.process_time() - cpu_began
+        if timeline is not None:  # bench/rss_timeline.py asked for the run's memory over time
+            timeline.close(step_marks(instance, report.run_id))
     recorded: dict[str, Any] = {}
     if urls_file is not None:
         Path(urls_file).write_text("\n".join(urls))

@@ -13,6 +13,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 # load of 9.7M answers dedupes and sorts within it, spilling; 200MiB ran out), and the sync's peak RSS follows it
 # (docs/warehouse.md, "Locks and limits")
 DEFAULT_MEMORY_LIMIT = "300MiB"
+# What every DuckDB connection works within (staging, upserts, checks scan range by range and sort nothing whole);
+# only a large first load's sorted insert gets DEFAULT_MEMORY_LIMIT (docs/warehouse.md, "Locks and limits")
+DEFAULT_WORK_MEMORY_LIMIT = "160MiB"
 DEFAULT_APP_SECRET = "lessonsync-demo-secret"  # what the simulator accepts by default (its own constant); not a real credential
 
 
@@ -58,8 +61,13 @@ class Settings(BaseSettings):
     )
     duckdb_memory_limit: str = Field(
         DEFAULT_MEMORY_LIMIT,
-        description="DuckDB memory_limit; merges, sorts and checks beyond it spill to the temp directory "
-        "(docs/warehouse.md).",
+        description="DuckDB memory_limit of a large first load's sorted insert (the most DuckDB gets); beyond it "
+        "work spills to the temp directory (docs/warehouse.md).",
+    )
+    duckdb_work_memory_limit: str = Field(
+        DEFAULT_WORK_MEMORY_LIMIT,
+        description="DuckDB memory_limit of every connection (commits, checks); a first load of at least "
+        "2M rows into an empty table gets duckdb_memory_limit for its sorted insert. Beyond it work spills.",
     )
     duckdb_temp_directory: Path | None = Field(
         None, description="Where DuckDB spills; default: <warehouse file>.tmp next to the warehouse."

@@ -16,10 +16,12 @@ from __future__ import annotations
 import duckdb
 
 from pipeline.warehouse.arrow_types import q
+from pipeline.warehouse.connection import full_memory_limit
 from pipeline.warehouse.manifest import TableLoad
 from pipeline.warehouse.schema import DELETED_AT, FIRST_LOADED_AT, LAST_LOADED_AT, TableDef, table_ref
 from pipeline.warehouse.staging import Stage, deduped_sql, duplicate_keys_of, is_list_type, values_must_fit
 
+FULL_MEMORY_ROWS = 2_000_000  # a first load this large sorts within the full memory_limit, not the work limit
 BY_ROWID = "t.rowid = s._rowid"  # `t`: the warehouse table, `s`: the stage
 
 
@@ -41,6 +43,8 @@ def insert_first_load(conn: duckdb.DuckDBPyConnection, load: TableLoad, target: 
     stage that stands for them (Stage.inserted: their count; Stage.relation: the table itself)."""
     key = ", ".join(q(k) for k in load.key)
     columns = ", ".join(q(c) for c in load.columns)
+    if sum(part.rows for part in load.parts) >= FULL_MEMORY_ROWS:
+        full_memory_limit(conn)  # the sort of millions of rows needs more than the work limit (connection.py)
     with values_must_fit(load), duplicate_keys_of(conn, load, target, files) as duplicates:
         inserted = conn.execute(
             f"INSERT INTO {table_ref(target.name)} ({columns}, {q(FIRST_LOADED_AT)}, {q(LAST_LOADED_AT)}) "

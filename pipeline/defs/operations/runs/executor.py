@@ -21,6 +21,7 @@ from dagster._core.executor.in_process import InProcessExecutor
 from pipeline.defs.operations.runs.identity import current_process, recorded_process
 from pipeline.defs.operations.runs.pool_wait import WatchedConcurrencyContext
 from pipeline.defs.operations.runs.recovery import recover_dead_runs
+from pipeline.memory import tune_process_memory
 from pipeline.prefetch.runs import close_run
 from pipeline.settings import Settings
 
@@ -32,6 +33,7 @@ class WatchedInProcessExecutor(InProcessExecutor):
 
     def execute(self, plan_context: PlanOrchestrationContext, execution_plan: ExecutionPlan) -> Iterator[DagsterEvent]:
         run = plan_context.dagster_run
+        tune_process_memory()  # glibc malloc options, before the run's threads start (pipeline/memory.py)
         if recorded_process(run.run_id, run.tags) is None:  # launched by the daemon or the UI, or a retry: tag it
             plan_context.instance.add_run_tags(run.run_id, current_process().tags(run.run_id))
         for message in recover_dead_runs(plan_context.instance, by=f"run {run.run_id}"):

@@ -1,0 +1,362 @@
+"""Where a sync's memory goes (issue 15: peak RSS <= 600 MiB), not a test: the sync child of bench/sync_bench.py
+samples itself every 0.2 s (its own VmRSS, the summed RSS of its whole process tree, Arrow's pool, glibc's heap in
+use and free) and marks named points: Dagster's step starts and ends, and entry/exit of the functions in MARKED
+(the fetch's end, the flush, the commit, the checks). The report says what was running, and what was resident,
+at the peak.
+
+    .venv/bin/python -m bench.rss_timeline --scale medium --work-dir /tmp/t [--kinds full,no_change,one_percent]
+
+Results: bench/results/rss_<scale>_<kind>.json (samples and marks) and a text summary per run kind. The kernel's
+peak (os.wait4 ru_maxrss) is reported beside the sampled one: a spike shorter than the interval is only in it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import ctypes.util
+import functools
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+TIMELINE_ENV = "LESSONSYNC_BENCH_TIMELINE"  # set by this module for the sync child: where it writes its timeline
+INTERVAL_S = 0.2
+# "module:qualname" of functions whose entry and exit are marked, wherever the object is referenced from.
+MARKED = (
+    "pipeline.prefetch.background:BackgroundFetch.wait",
+    "pipeline.warehouse.load:Load.flush",
+    "pipeline.warehouse.load:Load.commit",
+    "pipeline.warehouse.commit:commit_load",
+    "pipeline.warehouse.apply:apply_load",
+    "pipeline.warehouse.checks:duplicate_keys",
+    "pipeline.warehouse.checks:orphans",
+    "pipeline.defs.loading:_release_fetch_memory",
+)
+
+
+# ---------------------------------------------------------------- in the sync child
+
+
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+                 "keepcost")]
+
+
+def _mallinfo2() -> Callable[[], tuple[int, int]] | None:
+    """glibc's heap: (bytes in use, bytes free but kept), mmapped blocks counted as in use; None off glibc."""
+    try:
+        fn = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallinfo2
+    except (OSError, AttributeError):
+        return None
+    fn.restype = _Mallinfo2
+
+    def read() -> tuple[int, int]:
+        info = fn()
+        return info.uordblks + info.hblkhd, info.fordblks
+
+    return read
+
+
+def _duckdb_jemalloc() -> Callable[[], tuple[int, int]] | None:
+    """DuckDB's own allocator (the jemalloc its wheel links in, symbols prefixed duckdb_je_): (bytes allocated,
+    bytes resident); None where the wheel has no such symbol."""
+    import duckdb
+
+    try:
+        mallctl = ctypes.CDLL(duckdb._duckdb.__file__).duckdb_je_mallctl  # type: ignore[attr-defined]
+    except (OSError, AttributeError):
+        return None
+    size_p = ctypes.POINTER(ctypes.c_size_t)
+    mallctl.argtypes = [ctypes.c_char_p, ctypes.c_void_p, size_p, ctypes.c_void_p, ctypes.c_size_t]
+
+    def stat(name: bytes) -> int:
+        value, size = ctypes.c_size_t(0), ctypes.c_size_t(ctypes.sizeof(ctypes.c_size_t))
+        mallctl(name, ctypes.byref(value), ctypes.byref(size), None, 0)
+        return value.value
+
+    def read() -> tuple[int, int]:
+        epoch, size = ctypes.c_uint64(1), ctypes.c_size_t(8)
+        mallctl(b"epoch", ctypes.byref(epoch), ctypes.byref(size), ctypes.byref(epoch), 8)  # refresh the stats
+        return stat(b"stats.allocated"), stat(b"stats.resident")
+
+    return read
+
+
+def _status_mib(pid: int | str, fields: tuple[str, ...]) -> list[float]:
+    values = dict.fromkeys(fields, 0.0)
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                name = line.split(":", 1)[0]
+                if name in values:
+                    values[name] = int(line.split()[1]) / 1024
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return list(values.values())
+
+
+def rss_mib(pid: int | str = "self") -> float:
+    """VmRSS of a process, MiB (0 when it is gone)."""
+    return _status_mib(pid, ("VmRSS",))[0]
+
+
+def tree_rss_mib() -> float:
+    """This process's RSS plus every descendant's: what the machine holds for the sync."""
+    import psutil
+
+    total = rss_mib()
+    for child in psutil.Process().children(recursive=True):
+        total += rss_mib(child.pid)
+    return total
+
+
+SAMPLE_FIELDS = ("rss", "tree", "anon", "file", "arrow", "glibc_used", "glibc_free", "duckdb_allocated",
+                 "duckdb_resident")
+
+
+class Timeline:
+    """Samples and marks of this process, written as JSON to `path` when closed."""
+
+    def __init__(self, path: Path) -> None:
+        import pyarrow as pa
+
+        self.path = path
+        self.samples: list[list[float]] = []  # [t, *SAMPLE_FIELDS] (MiB)
+        self.marks: list[list[Any]] = []  # [t, name, rss]
+        self._pool = pa.default_memory_pool()
+        self._glibc = _mallinfo2()
+        self._duckdb = _duckdb_jemalloc()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rss-timeline", daemon=True)
+
+    def sample(self) -> list[float]:
+        used, free = self._glibc() if self._glibc else (0, 0)
+        duck_allocated, duck_resident = self._duckdb() if self._duckdb else (0, 0)
+        rss, anon, file = _status_mib("self", ("VmRSS", "RssAnon", "RssFile"))
+        mib = 1024 * 1024
+        return [time.time(), *(round(value, 1) for value in (
+            rss, tree_rss_mib(), anon, file, self._pool.bytes_allocated() / mib, used / mib, free / mib,
+            duck_allocated / mib, duck_resident / mib))]
+
+    def mark(self, name: str) -> None:
+        self.marks.append([time.time(), name, round(rss_mib(), 1)])
+
+    def _run(self) -> None:
+        while not self._stop.wait(INTERVAL_S):
+            self.samples.append(self.sample())
+
+    def start(self) -> None:
+        self.samples.append(self.sample())
+        self._thread.start()
+
+    def close(self, steps: list[list[Any]]) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.samples.append(self.sample())
+        self.path.write_text(json.dumps({"samples": self.samples, "marks": sorted(self.marks + steps)}))
+
+
+def _marked(name: str, fn: Callable[..., Any], timeline: Timeline) -> Callable[..., Any]:
+    if hasattr(fn, "__wrapped_for_timeline__"):
+        return fn
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        timeline.mark(f"{name} >")
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            timeline.mark(f"{name} <")
+
+    wrapper.__wrapped_for_timeline__ = True  # type: ignore[attr-defined]
+    return wrapper
+
+
+def install_marks(timeline: Timeline, targets: tuple[str, ...] = MARKED) -> list[str]:
+    """Wraps each target, replacing every module-level reference to it (`from x import f` copies included) and
+    the class attribute of a method; returns the targets found."""
+    import importlib
+
+    import pipeline.defs.code_location  # noqa: F401  (every module of the sync imported, so copies are found)
+
+    found = []
+    for target in targets:
+        module_name, qualname = target.split(":")
+        owner: Any = importlib.import_module(module_name)
+        *path, attr = qualname.split(".")
+        for part in path:
+            owner = getattr(owner, part)
+        original = getattr(owner, attr)
+        wrapped = _marked(qualname, original, timeline)
+        setattr(owner, attr, wrapped)
+        for module in list(sys.modules.values()):
+            for key, value in list(getattr(module, "__dict__", {}).items()):
+                if value is original:
+                    setattr(module, key, wrapped)
+        found.append(target)
+    return found
+
+
+@contextmanager
+def timeline_from_env() -> Iterator[Timeline | None]:
+    """The child's timeline when the parent asked for one (TIMELINE_ENV), else nothing; the caller hands its
+    Dagster step marks to close()."""
+    path = os.environ.get(TIMELINE_ENV)
+    if not path:
+        yield None
+        return
+    timeline = Timeline(Path(path))
+    install_marks(timeline)
+    timeline.start()
+    yield timeline
+
+
+def step_marks(instance: Any, run_id: str) -> list[list[Any]]:
+    """[t, 'step <key> >' or '<', rss=None] for every step start and end in the run's event log."""
+    from dagster import DagsterEventType
+
+    kinds = {DagsterEventType.STEP_START: ">", DagsterEventType.STEP_SUCCESS: "<", DagsterEventType.STEP_FAILURE: "<"}
+    marks = []
+    for record in instance.all_logs(run_id):
+        event = record.dagster_event
+        if event is not None and event.event_type in kinds:
+            marks.append([record.timestamp, f"step {event.step_key} {kinds[event.event_type]}", None])
+    return marks
+
+
+# ---------------------------------------------------------------- reading a timeline
+
+
+def summarize(timeline: dict[str, Any]) -> dict[str, Any]:
+    """The peak sample, what was open (step, marked call) at it, and each step's peak and RSS at its start/end."""
+    samples, marks = timeline["samples"], timeline["marks"]
+    t0 = samples[0][0]
+    peak = max(samples, key=lambda s: s[2])
+    open_at_peak = _open_at(marks, peak[0])
+    steps: dict[str, dict[str, float]] = {}
+    for t, name, _ in marks:
+        if name.startswith("step "):
+            key, edge = name[5:-2], name[-1]
+            steps.setdefault(key, {})["start" if edge == ">" else "end"] = t
+    per_step = {}
+    for key, span in steps.items():
+        inside = [s for s in samples if span.get("start", t0) <= s[0] <= span.get("end", samples[-1][0])]
+        if inside:
+            top = max(inside, key=lambda s: s[2])
+            per_step[key] = {"start_s": round(span.get("start", t0) - t0, 1), "seconds": round(
+                span.get("end", samples[-1][0]) - span.get("start", t0), 1), "peak_tree_mib": top[2],
+                "rss_at_start": inside[0][1], "rss_at_end": inside[-1][1]}
+    return {"sampled_peak": _described(peak, t0), "open_at_peak": open_at_peak, "steps": per_step,
+            "samples": len(samples)}
+
+
+def _described(sample: list[float], t0: float) -> dict[str, float]:
+    return dict(zip(("t_s", *SAMPLE_FIELDS), [round(sample[0] - t0, 1), *sample[1:]]))
+
+
+def _open_at(marks: list[list[Any]], t: float) -> list[str]:
+    """Names of the steps and marked calls entered before `t` and not yet left (innermost last)."""
+    stack: list[str] = []
+    for when, name, _ in marks:
+        if when > t:
+            break
+        base, edge = name[:-2], name[-1]
+        if edge == ">":
+            stack.append(base)
+        elif base in stack:
+            stack.remove(base)
+    return stack
+
+
+def text_plot(timeline: dict[str, Any], width: int = 40, every_s: float = 2.0) -> str:
+    """One line per `every_s` seconds, the slice's peak sample: the tree's RSS (MiB), of it file-backed, Arrow's
+    pool, glibc's heap in use + free, DuckDB's allocator allocated/resident; a bar; the marks within it."""
+    samples, marks = timeline["samples"], timeline["marks"]
+    t0, top = samples[0][0], max(s[2] for s in samples)
+    lines, i, m = [], 0, 0
+    t = t0
+    while i < len(samples):
+        chunk = []
+        while i < len(samples) and samples[i][0] < t + every_s:
+            chunk.append(samples[i])
+            i += 1
+        names = []
+        while m < len(marks) and marks[m][0] < t + every_s:
+            names.append(marks[m][1])
+            m += 1
+        if chunk:
+            high = max(chunk, key=lambda s: s[2])
+            bar = "#" * round(width * high[2] / top)
+            fields = dict(zip(SAMPLE_FIELDS, high[1:]))
+            lines.append(f"{t - t0:6.1f} {fields['tree']:5.0f} file{fields['file']:4.0f} arrow{fields['arrow']:4.0f} "
+                         f"glibc{fields['glibc_used']:4.0f}+{fields['glibc_free']:3.0f} duckdb{fields['duckdb_allocated']:4.0f}/"
+                         f"{fields['duckdb_resident']:4.0f} {bar:<{width}} {'; '.join(names)[:150]}")
+        t += every_s
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- the parent
+
+
+def run_kinds(scale: str, kinds: list[str], work_dir: Path, select: str) -> dict[str, Any]:
+    import httpx
+
+    from bench.common import free_port, start_simulator
+    from bench.sync_bench import RESULTS, run_sync_child
+
+    port = free_port()
+    server = start_simulator(scale, port)
+    base_url = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "LESSONSYNC_BASE_URL": base_url, "LESSONSYNC_DATA_DIR": str(work_dir / "data"),
+           "DAGSTER_HOME": str(work_dir / "dagster_home"), "PYTHONPYCACHEPREFIX": str(work_dir / "pycache")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    Path(env["DAGSTER_HOME"]).mkdir(parents=True, exist_ok=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    reports = {}
+    try:
+        for kind in kinds:
+            if kind == "one_percent":
+                httpx.post(f"{base_url}/_sim/advance", params={"hours": 24}, timeout=600)
+            out = RESULTS / f"rss_{scale}_{kind}.json"
+            out.unlink(missing_ok=True)
+            run = run_sync_child([select], {**env, TIMELINE_ENV: str(out)}, str(work_dir / f"{kind}.urls"))
+            if not out.exists():  # the child failed before writing its timeline
+                print(f"== {scale} {kind} FAILED: {run.get('error')}", file=sys.stderr)
+                break
+            timeline = json.loads(out.read_text())
+            summary = summarize(timeline)
+            reports[kind] = {"kernel_peak_mib": run["peak_rss_mib"], "cpu_seconds": run["cpu_seconds"],
+                             "run_cpu_seconds": run.get("run_cpu_seconds"), "error": run.get("error"), **summary}
+            print(f"== {scale} {kind}: kernel peak {run['peak_rss_mib']} MiB, CPU {run['cpu_seconds']} s "
+                  f"(run_sync {run.get('run_cpu_seconds')} s)", file=sys.stderr)
+            print(text_plot(timeline), file=sys.stderr)
+            print(json.dumps(reports[kind], indent=1), file=sys.stderr, flush=True)
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    return reports
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scale", default="medium", choices=["tiny", "small", "medium", "large"])
+    parser.add_argument("--kinds", default="full,no_change,one_percent")
+    parser.add_argument("--select", default="key:lms/*")
+    parser.add_argument("--work-dir", type=Path, required=True, help="data dir, Dagster home (must not hold a warehouse)")
+    args = parser.parse_args()
+    reports = run_kinds(args.scale, args.kinds.split(","), args.work_dir, args.select)
+    print(json.dumps({kind: {k: r[k] for k in ("kernel_peak_mib", "cpu_seconds", "sampled_peak", "open_at_peak")}
+                      for kind, r in reports.items()}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

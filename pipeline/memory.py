@@ -1,0 +1,51 @@
+"""The allocators of a sync run's process, set once when the run starts (LessonSync's executor calls
+`tune_process_memory` in the run's own process, before any step: under `dagster dev` or the daemon that is the
+run worker the launcher started, for `lessonsync sync` the CLI's process).
+
+Measured with bench/rss_timeline.py (docs/BENCHMARKS.md, "Session 7"): at a commit's peak DuckDB's own
+allocator holds its memory_limit and the rest is the process: the imports, glibc's heap and what the fetch left
+behind. glibc gives every thread that allocates an arena of its own (up to 8 per core) and raises its mmap
+threshold after the first large free, so later page-sized buffers land in the heaps and stay there.
+`M_ARENA_MAX` 2 and a fixed `M_MMAP_THRESHOLD` (which also fixes the trim threshold) keep the free space small
+(~45 -> ~8 MiB at a medium full sync's commit) and let big buffers go back to the OS when freed.
+
+The `MALLOC_ARENA_MAX` / `MALLOC_MMAP_THRESHOLD_` environment variables would have to be set before the process
+starts (the daemon's, the code server's, every launcher's environment); mallopt works wherever the run executes.
+`mallopt(M_ARENA_MAX)` binds arenas created after it, so it is applied before the run's threads start.
+
+Arrow's pool is left as the wheel has it (mimalloc): `pa.set_memory_pool` changes only the pool pyarrow's Python
+calls use, while the Parquet writer keeps C++'s default, so switching at run time would split Arrow's memory
+over two allocators and leave the `release_unused()` calls of the writers releasing the wrong one. Only
+`ARROW_DEFAULT_MEMORY_POOL=system` in the process's environment moves all of it (measured: medium full 695 ->
+660 MiB); a deployment may set it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+
+M_MMAP_THRESHOLD = -3  # glibc malloc.h
+M_ARENA_MAX = -8
+ARENA_MAX = 2
+MMAP_THRESHOLD = 128 * 1024  # glibc's initial value, kept fixed (no dynamic raise)
+_tuned: bool | None = None
+
+
+def tune_process_memory() -> bool:
+    """Sets glibc's arena count and mmap threshold, once per process; False where this is not glibc."""
+    global _tuned
+    if _tuned is None:
+        glibc = _mallopt()
+        _tuned = glibc is not None and glibc(M_ARENA_MAX, ARENA_MAX) == 1 and glibc(M_MMAP_THRESHOLD,
+                                                                                    MMAP_THRESHOLD) == 1
+    return _tuned
+
+
+def _mallopt():  # type: ignore[no-untyped-def]
+    try:
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+    except (OSError, AttributeError):  # not glibc (musl, macOS): their defaults stay
+        return None
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return mallopt

@@ -1,0 +1,65 @@
+"""A sync run's process gets the allocator settings of pipeline/memory.py from LessonSync's executor: glibc's mmap
+threshold fixed (large buffers go back to the OS when freed). Each run in a fresh interpreter, since the setting
+is process-wide. Never timed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+# A job with LessonSync's executor, executed the way `lessonsync sync` executes one; its op returns, from inside
+# the run, how many 1 MiB buffers glibc served by mmap after a 4 MiB free (which raises glibc's
+# default threshold to 4 MiB: then none of them is).
+_RUN = textwrap.dedent("""
+    import ctypes, json
+    from dagster import DagsterInstance, job, op
+    from pipeline.defs.operations.runs.executor import build_executor
+    from pipeline.defs.operations.runs.inprocess import execute_in_process
+    from pipeline.settings import Settings
+
+    class Mallinfo2(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                   "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+    def mmapped_blocks_after_a_large_free():
+        libc = ctypes.CDLL("libc.so.6")
+        libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+        libc.free.argtypes = [ctypes.c_void_p]
+        libc.mallinfo2.restype = Mallinfo2
+        libc.free(libc.malloc(4 << 20))
+        before = libc.mallinfo2().hblks
+        blocks = [libc.malloc(1 << 20) for _ in range(50)]
+        mmapped = libc.mallinfo2().hblks - before
+        for block in blocks:
+            libc.free(block)
+        return mmapped
+
+    @op
+    def probe():
+        return {"mmapped": mmapped_blocks_after_a_large_free()}
+
+    @job(executor_def=build_executor(Settings()))
+    def probe_job():
+        probe()
+
+    result = execute_in_process(probe_job, instance=DagsterInstance.ephemeral(), run_config={})
+    assert result.success
+    print(json.dumps(result.output_for_node("probe")))
+""")
+
+
+def test_a_run_gets_a_fixed_mmap_threshold() -> None:
+    done = subprocess.run([sys.executable, "-c", _RUN], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["mmapped"] == 50  # glibc's default would have served them from the heap after the 4 MiB free
+
+
+def test_without_the_tuning_glibc_keeps_large_buffers_in_its_heap() -> None:
+    """The probe above can tell: in a plain process the same buffers come from the heap."""
+    probe = _RUN.split("@op")[0] + "print(mmapped_blocks_after_a_large_free())\n"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert int(done.stdout.strip().splitlines()[-1]) == 0
