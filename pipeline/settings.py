@@ -9,13 +9,10 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-# DuckDB fills whatever limit it has with cached blocks; without key indexes nothing needs more than this (a first
-# load of 9.7M answers dedupes and sorts within it, spilling; 200MiB ran out), and the sync's peak RSS follows it
-# (docs/warehouse.md, "Locks and limits")
-DEFAULT_MEMORY_LIMIT = "300MiB"
-# What every DuckDB connection works within (staging, upserts, checks scan range by range and sort nothing whole);
-# only a large first load's sorted insert gets DEFAULT_MEMORY_LIMIT (docs/warehouse.md, "Locks and limits")
-DEFAULT_WORK_MEMORY_LIMIT = "160MiB"
+# DuckDB fills whatever limit it has with cached blocks, and the sync's peak RSS follows it. Nothing needs more
+# than this: staging, upserts and checks work range by range, and a first load of millions of rows sorts range by
+# range of its first key column (~2M rows a sort) (docs/warehouse.md, "Locks and limits")
+DEFAULT_MEMORY_LIMIT = "160MiB"
 DEFAULT_APP_SECRET = "lessonsync-demo-secret"  # what the simulator accepts by default (its own constant); not a real credential
 
 
@@ -61,13 +58,8 @@ class Settings(BaseSettings):
     )
     duckdb_memory_limit: str = Field(
         DEFAULT_MEMORY_LIMIT,
-        description="DuckDB memory_limit of a large first load's sorted insert (the most DuckDB gets); beyond it "
-        "work spills to the temp directory (docs/warehouse.md).",
-    )
-    duckdb_work_memory_limit: str = Field(
-        DEFAULT_WORK_MEMORY_LIMIT,
-        description="DuckDB memory_limit of every connection (commits, checks); a first load of at least "
-        "2M rows into an empty table gets duckdb_memory_limit for its sorted insert. Beyond it work spills.",
+        description="DuckDB memory_limit of every connection (commits, first loads, checks); beyond it work "
+        "spills to the temp directory (docs/warehouse.md).",
     )
     duckdb_temp_directory: Path | None = Field(
         None, description="Where DuckDB spills; default: <warehouse file>.tmp next to the warehouse."

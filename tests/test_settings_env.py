@@ -27,7 +27,6 @@ EXAMPLES = {
     "answers_refetch": ("window", "window"),
     "log_level": ("WARNING", "WARNING"),
     "duckdb_memory_limit": ("1GB", "1GB"),
-    "duckdb_work_memory_limit": ("200MiB", "200MiB"),
     "analytics_as_of": ("2026-01-31T00:00:00Z", "2026-01-31T00:00:00Z"),
     "nightly_cron": ("0 5 * * *", "0 5 * * *"),
     "lake_url": ("s3://lessonsync-lake/prod", "s3://lessonsync-lake/prod"),

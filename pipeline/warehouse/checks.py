@@ -24,6 +24,7 @@ import duckdb
 from pipeline.warehouse.arrow_types import q
 from pipeline.warehouse.catalog import read_table_def
 from pipeline.warehouse.connection import scalar
+from pipeline.warehouse.ranges import key_ranges, range_bounds
 from pipeline.warehouse.errors import SchemaError
 from pipeline.warehouse.schema import DELETED_AT, LAST_LOADED_AT, TableDef, table_ref
 from pipeline.warehouse.staging import value_range
@@ -72,11 +73,11 @@ def duplicate_keys(conn: duckdb.DuckDBPyConnection, table: str, key: Sequence[st
     def duplicated(where: str, params: dict[str, object]) -> int:
         return duplicated_values(conn, f"(SELECT * FROM {table_ref(table)} AS c WHERE {where})", columns, params)
 
-    bounds = _range_bounds(conn, every_row, f"c.{first}", {}, chunk_rows)
+    bounds = range_bounds(conn, every_row, f"c.{first}", {}, chunk_rows)
     if bounds is None:
         return duplicated("TRUE", {})
     return duplicated(f"c.{first} IS NULL", {}) + sum(duplicated(where, params) for where, params in
-                                                       _ranges(bounds, f"c.{first}"))
+                                                       key_ranges(bounds, f"c.{first}"))
 
 
 def duplicated_values(conn: duckdb.DuckDBPyConnection, rows: str, columns: Sequence[str],
@@ -99,9 +100,6 @@ def null_keys(conn: duckdb.DuckDBPyConnection, table: str, key: Sequence[str] | 
     columns = _key(conn, table, key)
     nulls = " OR ".join(f"{q(k)} IS NULL" for k in columns)
     return _count(conn, f"SELECT count(*) FROM {table_ref(table)} WHERE {nulls}")
-
-
-_SAMPLE_ROWS = 20_000
 
 
 def orphans(conn: duckdb.DuckDBPyConnection, child: str, parent: str, on: Mapping[str, str] | Sequence[str], *,
@@ -132,7 +130,7 @@ def orphans(conn: duckdb.DuckDBPyConnection, child: str, parent: str, on: Mappin
 
     nulls = _count(conn, f"SELECT count(*) FROM {children} AS c WHERE {c_col} IS NULL", params)
     parents = _count(conn, f"SELECT count(*) FROM {table_ref(parent)} AS p WHERE {_live(parent_def, 'p')}")
-    bounds = None if parents <= chunk_rows else _range_bounds(conn, children, c_col, params, chunk_rows)
+    bounds = None if parents <= chunk_rows else range_bounds(conn, children, c_col, params, chunk_rows)
     if bounds is None:  # one join, only where the parent's first linked column lies within the children's range
         extent = value_range(conn, children + " AS c", child_column, params)
         if extent["lowest"] is None:
@@ -140,35 +138,7 @@ def orphans(conn: duckdb.DuckDBPyConnection, child: str, parent: str, on: Mappin
         return nulls + unmatched(f"{c_col} BETWEEN $lowest AND $highest",
                                  f"{p_col} BETWEEN $lowest AND $highest", extent)
     return nulls + sum(unmatched(child_range, child_range.replace(c_col, p_col), extra)
-                       for child_range, extra in _ranges(bounds, c_col))
-
-
-def _ranges(bounds: list[object], column: str) -> list[tuple[str, dict[str, object]]]:
-    """(condition on `column`, its parameters) for each range between consecutive `bounds`, open at both ends."""
-    ranges = []
-    for lowest, highest in zip([None, *bounds], [*bounds, None], strict=True):
-        parts = [(f"{column} >= $lowest", {"lowest": lowest})] if lowest is not None else []
-        parts += [(f"{column} < $highest", {"highest": highest})] if highest is not None else []
-        ranges.append((" AND ".join(p for p, _ in parts), {k: v for _, part in parts for k, v in part.items()}))
-    return ranges
-
-
-def _range_bounds(conn: duckdb.DuckDBPyConnection, rows: str, c_col: str, params: dict[str, object],
-                  chunk_rows: int) -> list[object] | None:
-    """Ascending boundaries splitting column `c_col` of `rows` (a subquery aliased `c`) into ranges of about
-    `chunk_rows` rows (from a sample: any boundaries give an exact count, they only size the pieces), or None
-    when the rows are few enough to be hashed whole."""
-    count = _count(conn, f"SELECT count(*) FROM {rows} AS c", params)
-    if count <= chunk_rows:
-        return None
-    pieces = -(-count // chunk_rows)
-    # sorted and deduplicated by DuckDB, so the ranges follow its ordering of the column's type
-    sample = conn.execute(
-        f"SELECT list_sort(list_distinct(list(v))) FROM (SELECT {c_col} AS v FROM {rows} AS c "
-        f"WHERE {c_col} IS NOT NULL USING SAMPLE reservoir({_SAMPLE_ROWS} ROWS) REPEATABLE (7))",
-        params or None).fetchone()[0] or []
-    picks = sorted({len(sample) * i // pieces for i in range(1, pieces)} - {0})
-    return [sample[i] for i in picks] or None
+                       for child_range, extra in key_ranges(bounds, c_col))
 
 
 def last_load_time(conn: duckdb.DuckDBPyConnection, table: str) -> datetime | None:

@@ -16,28 +16,21 @@ from pipeline.warehouse.errors import WarehouseLockedError, WarehouseMissingErro
 
 _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (?P<exe>.*?) \(PID (?P<pid>\d+)\)")
 _LOCK_POLL_SECONDS = 0.2
-DEFAULT_MEMORY_LIMIT = "300MiB"  # pipeline.settings.DEFAULT_MEMORY_LIMIT: why
-DEFAULT_WORK_MEMORY_LIMIT = "160MiB"  # pipeline.settings.DEFAULT_WORK_MEMORY_LIMIT: why
-_FULL_LIMIT_VARIABLE = "lessonsync_memory_limit"  # the connection's memory_limit, for full_memory_limit()
+DEFAULT_MEMORY_LIMIT = "160MiB"  # pipeline.settings.DEFAULT_MEMORY_LIMIT: why
 
 
 @dataclass(frozen=True)
 class ConnectionSettings:
     """DuckDB limits for every connection to one warehouse file."""
 
-    memory_limit: str = DEFAULT_MEMORY_LIMIT  # DuckDB syntax ("2GB", "512MiB"): the most a large first load gets
+    memory_limit: str = DEFAULT_MEMORY_LIMIT  # DuckDB syntax ("2GB", "512MiB"), every connection's
     temp_directory: Path | None = None  # None: "<warehouse file>.tmp/" next to the file
     threads: int | None = None  # None: DuckDB's default (all cores)
     lock_timeout: float = 10.0  # seconds to keep retrying while another process holds the file
-    # What every connection runs with: staging, upserts, checks and look-ups work range by range and sort nothing
-    # whole, and DuckDB caches blocks up to whatever limit it has, so a lower one is a lower peak; a large first
-    # load's sorted insert raises it to memory_limit (full_memory_limit). None: memory_limit throughout.
-    work_memory_limit: str | None = DEFAULT_WORK_MEMORY_LIMIT
 
     def duckdb_config(self, path: Path) -> dict[str, str | int]:
         temp = self.temp_directory or path.with_name(path.name + ".tmp")
-        config: dict[str, str | int] = {"memory_limit": self.work_memory_limit or self.memory_limit,
-                                        "temp_directory": str(temp)}
+        config: dict[str, str | int] = {"memory_limit": self.memory_limit, "temp_directory": str(temp)}
         if self.threads is not None:
             config["threads"] = self.threads
         return config
@@ -62,17 +55,7 @@ def open_connection(path: Path, settings: ConnectionSettings, *, read_only: bool
                 raise WarehouseLockedError(path, holder) from None
             time.sleep(_LOCK_POLL_SECONDS)
     conn.execute("SET TimeZone = 'UTC'")  # TIMESTAMPTZ values come back in UTC whatever the machine's zone
-    conn.execute(f"SET VARIABLE {_FULL_LIMIT_VARIABLE} = ?", [settings.memory_limit])
     return conn
-
-
-def full_memory_limit(conn: duckdb.DuckDBPyConnection) -> None:
-    """Gives DuckDB the connection's whole memory_limit until the file is closed (a commit's connection: the rest
-    of that commit): for a large first load, whose sorted insert needs room the work limit does not leave (9.7M
-    answers ran out of memory at 200MiB). The limit is the instance's, and one writer holds the file."""
-    limit = scalar(conn, f"SELECT getvariable('{_FULL_LIMIT_VARIABLE}')")
-    if limit is not None:  # a connection opened elsewhere (a test's own) keeps its limit
-        conn.execute("SET memory_limit = ?", [limit])
 
 
 def _connect(path: Path, settings: ConnectionSettings, read_only: bool) -> duckdb.DuckDBPyConnection:

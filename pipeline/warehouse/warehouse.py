@@ -11,8 +11,7 @@ from pathlib import Path
 import duckdb
 
 from pipeline.contract.tables import TableSpec
-from pipeline.warehouse.connection import (DEFAULT_MEMORY_LIMIT, DEFAULT_WORK_MEMORY_LIMIT, ConnectionSettings,
-                                            open_connection)
+from pipeline.warehouse.connection import DEFAULT_MEMORY_LIMIT, ConnectionSettings, open_connection
 from pipeline.warehouse.context import CommitContext, Upsert
 from pipeline.warehouse.lakestore import LocalLake, open_lake
 from pipeline.warehouse.load import Load
@@ -28,15 +27,13 @@ def utc_now() -> datetime:
 
 class Warehouse:
     def __init__(self, path: Path, lake_dir: Path | str, *, memory_limit: str = DEFAULT_MEMORY_LIMIT,
-                 work_memory_limit: str | None = DEFAULT_WORK_MEMORY_LIMIT, temp_directory: Path | None = None,
-                 threads: int | None = None, lock_timeout: float = 10.0,
+                 temp_directory: Path | None = None, threads: int | None = None, lock_timeout: float = 10.0,
                  part_rows: int = 1_000_000, row_group_rows: int = 131_072, clock: Callable[[], datetime] = utc_now,
                  upsert: Upsert = upsert_stage) -> None:
         self.path = Path(path)
         self.lake = open_lake(lake_dir)  # a local directory or s3://bucket/prefix (lakestore.py)
         self.lake_dir = self.lake.root if isinstance(self.lake, LocalLake) else self.lake.location
-        self.connection_settings = ConnectionSettings(memory_limit, temp_directory, threads, lock_timeout,
-                                                      work_memory_limit)
+        self.connection_settings = ConnectionSettings(memory_limit, temp_directory, threads, lock_timeout)
         self.upsert = upsert  # how a staged table is applied; only bench/upsert_options.py passes another
         self.part_rows = part_rows
         self.row_group_rows = row_group_rows
@@ -47,7 +44,7 @@ class Warehouse:
     def from_settings(cls, settings: object, **overrides: object) -> Warehouse:
         """From pipeline.settings.Settings (warehouse_path, lake_location and the duckdb_* fields when present)."""
         options = {name: getattr(settings, f"duckdb_{name}") for name in
-                   ("memory_limit", "work_memory_limit", "temp_directory", "threads", "lock_timeout")
+                   ("memory_limit", "temp_directory", "threads", "lock_timeout")
                    if hasattr(settings, f"duckdb_{name}")}
         options.update(overrides)
         return cls(settings.warehouse_path, settings.lake_location, **options)  # type: ignore[attr-defined,arg-type]

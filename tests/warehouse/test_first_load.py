@@ -31,6 +31,8 @@ from warehouse_helpers import (
 
 from pipeline.contract.tables import TableSpec
 from pipeline.warehouse import TableLoadStats, Warehouse, duplicate_keys
+from pipeline.warehouse import upsert
+from pipeline.warehouse.ranges import range_bounds
 from pipeline.warehouse.rebuild import rebuild_into
 
 DATA_TABLES = ("answers", "answer_results")
@@ -111,12 +113,39 @@ def parts_of(wh: Warehouse, table: str) -> int:
     return len(list((wh.lake_dir / table).rglob("*.parquet")))
 
 
-@pytest.mark.parametrize("target", ["empty", "holding other keys"])
-def test_duplicate_keys_across_parts_keep_the_documented_winner(tmp_path: Path, target: str) -> None:
+def test_a_first_load_in_key_ranges_equals_one_sorted_insert(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A first load larger than FIRST_LOAD_SLICE_ROWS goes in range by range of its first key column: the same
+    rows, the same load times, in key order, as one sorted insert of the whole load."""
+    whole = make_warehouse(tmp_path / "whole")
+    whole.ensure_tables(ALL_SPECS)
+    whole_stats = commit(whole, 1)
+    bounds_seen: list[object] = []
+
+    def recording(*args: object, **kwargs: object) -> list[object] | None:
+        bounds = range_bounds(*args, **kwargs)  # type: ignore[arg-type]
+        bounds_seen.append(bounds)
+        return bounds
+
+    monkeypatch.setattr(upsert, "FIRST_LOAD_SLICE_ROWS", ROWS // 4)
+    monkeypatch.setattr(upsert, "range_bounds", recording)
+    sliced = make_warehouse(tmp_path / "sliced")
+    sliced.ensure_tables(ALL_SPECS)
+    assert commit(sliced, 1) == whole_stats
+    assert [len(b or []) >= 3 for b in bounds_seen] == [True, True]  # answers and results each in 4+ ranges
+    assert data(sliced.path) == data(whole.path)
+    assert data(sliced.path)["in_key_order"] == {"answers": True, "answer_results": True}
+
+
+@pytest.mark.parametrize("target", ["empty", "empty, sliced", "holding other keys"])
+def test_duplicate_keys_across_parts_keep_the_documented_winner(tmp_path: Path, target: str,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """Three rows a part, so the duplicates lie in different parts: the greatest cursor wins even from the
     earlier part, and a tie goes to the row written last, i.e. the later part's row although its row number
     in its part is lower (an order by row number alone would pick the other). Both commit paths: the first
-    load's direct insert (empty table) and staging (a table holding other keys)."""
+    load's direct insert (empty table; also range by range, two rows a range) and staging (a table holding
+    other keys)."""
+    if target == "empty, sliced":
+        monkeypatch.setattr(upsert, "FIRST_LOAD_SLICE_ROWS", 2)
     wh = make_warehouse(tmp_path, part_rows=3, row_group_rows=3)
     if target != "empty":
         load_once(wh, "answers", [(ANSWERS, [answer("z9", "q1", minutes=1)])])
