@@ -150,8 +150,11 @@ class Timeline:
         self.marks.append([time.time(), name, round(rss_mib(), 1)])
 
     def _run(self) -> None:
+        probe = _Probe.from_env()
         while not self._stop.wait(INTERVAL_S):
             self.samples.append(self.sample())
+            if probe is not None:
+                probe.maybe(self.samples[-1])
 
     def start(self) -> None:
         self.samples.append(self.sample())
@@ -162,6 +165,106 @@ class Timeline:
         self._thread.join()
         self.samples.append(self.sample())
         self.path.write_text(json.dumps({"samples": self.samples, "marks": sorted(self.marks + steps)}))
+
+
+PROBE_ENV = "LESSONSYNC_BENCH_PROBE"  # diagnosis only: a file to write tracemalloc/gc probes to
+
+
+class _Probe:
+    """Diagnosis (issue 15), opt-in: every EVERY_S seconds, counts of gc-tracked objects by type (a few named ones
+    always shown), what each PartWriter buffers and each asyncio.Queue holds (data and the root buffers it keeps
+    alive), and unless LESSONSYNC_BENCH_PROBE_TRACE=0 a tracemalloc snapshot diffed against the previous one by
+    traceback; written to the file PROBE_ENV names. It slows the sync: gc.get_objects() stops every thread for
+    ~50 ms, and tracemalloc makes a medium full sync ~6x slower (use it for what accumulates, not for timings)."""
+
+    EVERY_S = 2.0
+
+    def __init__(self, path: str) -> None:
+        import tracemalloc
+
+        self.out = open(path, "w")
+        self.frames = int(os.environ.get("LESSONSYNC_BENCH_PROBE_FRAMES", "12"))
+        if os.environ.get("LESSONSYNC_BENCH_PROBE_TRACE", "1") == "1" and not tracemalloc.is_tracing():
+            tracemalloc.start(self.frames)
+        self.last_t = 0.0
+        self.previous = None
+        self.t0 = time.time()
+
+    @classmethod
+    def from_env(cls) -> "_Probe | None":
+        path = os.environ.get(PROBE_ENV)
+        return cls(path) if path else None
+
+    def maybe(self, sample: list[float]) -> None:
+        import gc
+        import tracemalloc
+        from collections import Counter
+
+        now = time.time()
+        if now - self.last_t < self.EVERY_S:
+            return
+        self.last_t = now
+        write = self.out.write
+        write(f"\n===== t={now - self.t0:.1f} glibc_used={sample[6]} tree={sample[2]} arrow={sample[5]}\n")
+        counts = Counter(type(o).__qualname__ for o in gc.get_objects())
+        write("gc top: " + ", ".join(f"{k}={v}" for k, v in counts.most_common(25)) + "\n")
+        for name in ("RecordBatch", "Buffer", "Task", "Future", "Page", "Batch", "Request", "PlannedRequest",
+                     "Response", "Table", "ChunkedArray", "ClientResponse", "Timed", "RetryCallState",
+                     "AsyncRetrying", "Handle", "TimerHandle", "coroutine", "frame", "cell"):
+            write(f"  {name}={counts.get(name, 0)}")
+        write("\n")
+        _holders_of(write)
+        if tracemalloc.is_tracing():
+            snap = tracemalloc.take_snapshot()
+            traced, peak = tracemalloc.get_traced_memory()
+            write(f"tracemalloc traced={traced / 2**20:.1f} MiB peak={peak / 2**20:.1f} MiB\n")
+            by_file = snap.statistics("lineno")[:15]
+            for stat in by_file:
+                write(f"  LINE {stat.size / 2**20:7.2f} MiB {stat.count:8d} {stat.traceback[0]}\n")
+            if self.previous is not None:
+                for stat in snap.compare_to(self.previous, "traceback")[:8]:
+                    write(f"  DIFF {stat.size_diff / 2**20:+7.2f} MiB (now {stat.size / 2**20:.2f}) "
+                          f"count {stat.count_diff:+d} (now {stat.count})\n")
+                    for line in stat.traceback.format(limit=self.frames, most_recent_first=True)[:24]:
+                        write("      " + line + "\n")
+            self.previous = snap
+        self.out.flush()
+
+
+def _roots(batches: list[Any]) -> tuple[int, int, int]:
+    """(data bytes, bytes of the distinct root buffers they slice, roots) of some Arrow batches."""
+    data, roots = 0, {}
+    for batch in batches:
+        data += batch.nbytes
+        for column in batch.columns:
+            stack = [column]
+            while stack:
+                array = stack.pop()
+                for buf in array.buffers():
+                    if buf is None:
+                        continue
+                    root = buf
+                    while root.parent is not None:
+                        root = root.parent
+                    roots[(root.address, root.size)] = root.size
+    return data, sum(roots.values()), len(roots)
+
+
+def _holders_of(write: Callable[[str], Any]) -> None:
+    import asyncio
+    import gc
+
+    from pipeline.warehouse.lake import PartWriter
+
+    for obj in gc.get_objects():
+        if isinstance(obj, PartWriter):
+            data, held, n = _roots(list(obj._buffer))
+            write(f"  PartWriter {obj.directory.split('/')[0]}: {len(obj._buffer)} batches {obj._buffered} rows, "
+                  f"data {data / 2**20:.1f} MiB, roots {held / 2**20:.1f} MiB in {n} buffers, writing={obj._writing is not None}\n")
+        elif isinstance(obj, asyncio.Queue):
+            items = [getattr(i, "records", None) for i in list(obj._queue)]
+            data, held, n = _roots([i for i in items if i is not None])
+            write(f"  Queue {obj.qsize()}/{obj.maxsize}: data {data / 2**20:.1f} MiB roots {held / 2**20:.1f} MiB\n")
 
 
 def _marked(name: str, fn: Callable[..., Any], timeline: Timeline) -> Callable[..., Any]:

@@ -209,6 +209,7 @@ class Transport:
             raise RetryableFailure(None, f"connection error ({type(exc).__name__}: {exc})") from None
         except httpx.DecodingError as exc:  # a compressed body that does not decompress: cut short or garbled
             raise RetryableFailure(None, f"undecodable body ({exc})") from None
+        unbind(response)
         self._note_date(response.headers.get("date"))
         return response
 
@@ -236,6 +237,22 @@ class Transport:
             hint = retry_after_seconds(response.headers.get("retry-after"), self._server_time)
             raise RetryableFailure(status, f"status {status}: {detail}", retry_after=hint)
         raise PlatformRequestError(method, path, params, status, attempt, detail)
+
+
+def unbind(response: httpx.Response) -> None:
+    """Frees a read response (and its body) as soon as the last reference to it goes, not at the next full garbage
+    collection.
+
+    httpx's client binds every response to its stream (`response.stream = BoundAsyncStream(..., response=response)`,
+    httpx 0.28): a reference cycle, so reference counting never frees a response, only Python's cyclic collector
+    does. A response that lives across a few awaits (sent, read, decoded: the answer pages waiting for a decode
+    worker) outlives the young generations and waits for a full collection, which a process of a million long-lived
+    objects runs rarely: the answers of a medium full sync held ~200 responses at a time, ~100 MiB of bodies,
+    growing through the fetch until the step's gc.collect() (issue 15, measured with bench/rss_timeline.py).
+    The body is read and the stream closed when `AsyncClient.request` returns, so the stream is replaced by a plain
+    one over the same bytes (no copy): nothing reads it again, and the cycle is gone."""
+    if response.is_closed:
+        response.stream = httpx.ByteStream(response.content)
 
 
 async def _answered(sending: Coroutine[Any, Any, httpx.Response]) -> httpx.Response:

@@ -197,3 +197,27 @@ def test_a_page_offered_as_the_workers_are_released_is_decoded_here():
         assert workers.takes(request, body) and len(workers.process_ids()) == 2
     finally:
         workers.close()
+
+
+def test_a_worker_keeps_pandas_out_and_decodes_what_the_client_would():
+    """pyarrow would import pandas at a worker's first conversion (~33 MiB per worker): kept out (_NoPandas),
+    with the very batches the client's own fast path makes."""
+    from pipeline.source.fast_decoding import FastPages
+
+    body = orjson.dumps([answer(i) for i in range(300)])
+    request = Request(STREAMS["answers_by_lesson"], {"lesson_id": "L"})
+    where = PageLocation("answers_by_lesson", "/v1/lessons/L/answers", 1, {})
+    workers = DecodeWorkers(1)
+    try:
+        workers.start().result(READY_SECONDS)
+        page = asyncio.run(workers.page(request, body, where))
+        mapped = open(f"/proc/{workers.process_ids()[0]}/maps").read() if os.path.exists("/proc/self/maps") else ""
+    finally:
+        workers.close()
+    here = FastPages.for_stream(STREAMS["answers_by_lesson"]).page(request, body, where, False)
+    assert page is not None and here is not None and workers.pages == 1
+    assert [b.table.name for b in page.batches] == [b.table.name for b in here.batches]
+    for theirs, ours in zip(page.batches, here.batches, strict=True):
+        assert theirs.records.equals(ours.records)
+    assert (page.served, page.records) == (here.served, here.records)
+    assert "/pandas/" not in mapped  # none of pandas' extension modules loaded in the worker

@@ -181,3 +181,33 @@ def test_secrets_never_reach_logs_errors_or_reprs(state, caplog):
     for text in texts:
         for secret in secrets:
             assert secret not in text
+
+
+def test_a_read_response_is_freed_by_reference_counting_not_left_to_the_cyclic_collector(state):
+    """httpx binds a response to its stream (a reference cycle): unbound (transport.unbind), a page's response and
+    its body go as soon as the page is decoded, so bodies do not pile up between full collections (issue 15)."""
+    import gc
+
+    import httpx
+
+    def live_responses() -> int:
+        return sum(isinstance(obj, httpx.Response) for obj in gc.get_objects())
+
+    async def scenario(url: str) -> None:
+        core = SourceCore(settings_for(url))
+        try:
+            await core.transport.get("/v1/categories", {}, json_body)  # the token, once
+            before = live_responses()
+            for _ in range(20):
+                assert await core.transport.get("/v1/categories", {}, json_body) == CATEGORIES
+            assert live_responses() == before
+        finally:
+            await core.transport.aclose()
+
+    with edge_server(state) as url:
+        gc.collect()
+        gc.disable()
+        try:
+            asyncio.run(scenario(url))
+        finally:
+            gc.enable()
