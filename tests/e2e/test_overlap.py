@@ -12,6 +12,7 @@ from stack_helpers import RAW, assert_warehouse_equals_platform
 
 from simulator.platform import LoggedRequest
 from pipeline.stack import local_stack
+from pipeline.defs.progress import answers_ahead
 from pipeline.warehouse import hooks
 
 pytestmark = pytest.mark.slow
@@ -88,3 +89,31 @@ def test_streams_are_fetched_together_within_the_limit_and_stay_exact(tmp_path):
         assert incremental.materializations["lms/active_lessons"]["window"].startswith("incremental")
         assert_warehouse_equals_platform(stack)
         assert stack.sim.stats()["max_in_flight"] <= CONCURRENCY
+
+
+def test_a_large_active_lessons_load_commits_before_the_answers_start_and_stays_exact(tmp_path, monkeypatch):
+    """Above OVERLAP_MAX_ROWS the answers are planned from the committed active lessons and fetched only after
+    that commit (answers_ahead.py: the two would add up in memory), still exact."""
+    monkeypatch.setattr(answers_ahead, "OVERLAP_MAX_ROWS", 0)
+    with local_stack(tmp_path / "data", scale="tiny", faults="latency_ms=5", page_size=20) as stack:
+        answers_seen_at_first_commit: list[bool] = []
+
+        def hold_first_commit(point: str) -> None:
+            """The active lessons' commit (the run's first) held 3 s: long enough for answers fetched ahead to
+            reach the platform (test above), which they must not."""
+            if point == "parts_written" and not answers_seen_at_first_commit:
+                deadline = time.monotonic() + 3
+                while time.monotonic() < deadline and not any(stream_of(r) == "answers"
+                                                              for r in stack.sim.request_log()):
+                    time.sleep(0.02)
+                answers_seen_at_first_commit.append(any(stream_of(r) == "answers" for r in stack.sim.request_log()))
+
+        hooks.on_point(hold_first_commit)
+        try:
+            full = stack.sync(select=RAW)
+        finally:
+            hooks.on_point(None)
+        assert full.success, full.error
+        assert answers_seen_at_first_commit == [False]
+        assert full.materializations["lms/answers"]["rows_fetched"] > 0
+        assert_warehouse_equals_platform(stack)

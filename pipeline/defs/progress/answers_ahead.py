@@ -14,6 +14,12 @@ What still holds:
 - nothing of the answers commits before the active lessons did: the answers step depends on the
   active-lessons step, and a run that fails before the answers step cancels the fetch and discards its parts
   (prefetch/runs.py, close_run); the versions are written only by the answers commit.
+
+A sweep of more than OVERLAP_MAX_ROWS active lessons (a full sync at scale large: 1M) is planned and fetched
+right AFTER its commit instead, still before the answers step: that commit sorts and stages up to millions of
+rows within DuckDB's memory limit, and the answers' fetch buffers and decode worker would add up with it (scale
+large: 876 MiB of the process tree at that overlap, the sync's peak; the answers then start ~4 s later in a
+150 s sync). The plan is the same: the committed table then holds what the load's parts held.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from pipeline.source.stats import RunStats
 from pipeline.warehouse import Load, Warehouse
 
 ANSWERS_STEP = "answers"  # the step key of the answers multi-asset
+OVERLAP_MAX_ROWS = 500_000  # a larger active-lessons load commits before the answers start fetching (docstring)
 
 
 @dataclass
@@ -71,7 +78,19 @@ class AnswersAhead:
         """Whether this run executes the answers step (else nothing is fetched ahead)."""
         return ANSWERS_STEP in context.get_step_execution_context().execution_plan.step_keys_to_execute
 
-    def start(self, load: Load, _: RunStats) -> None:
+    def start(self, load: Load, stats: RunStats) -> None:
+        """Before the active lessons commit: plan and start the answers from the uncommitted load, unless it is
+        too large to overlap its commit (then `committed` does it)."""
+        if stats.rows.get("active_lessons", 0) <= OVERLAP_MAX_ROWS:
+            self._start(load)
+
+    def committed(self, cursor_after: datetime | None) -> None:
+        if self._plan is None:
+            self._start(None)  # the load was too large to overlap its commit: the committed table holds it now
+        if self._plan is not None:
+            self._plan.ceiling, self._plan.ceiling_known = cursor_after, True
+
+    def _start(self, load: Load | None) -> None:
         context, wh, client = self._context, self._warehouse, self._client
         wh.ensure_tables([VERSIONS])
         cursor_before = wh.cursor("answers")
@@ -85,11 +104,8 @@ class AnswersAhead:
             wh, client, "answers", context.run.run_id, window, cursor_before,
             client.iter_answers(planner_input, updated_since=window.since), plan=self._plan))
         context.log.info(f"answers: planned from the {planner_input.num_rows:,} active lessons of their window, "
-                         "fetching while the active lessons commit")
-
-    def committed(self, cursor_after: datetime | None) -> None:
-        if self._plan is not None:
-            self._plan.ceiling, self._plan.ceiling_known = cursor_after, True
+                         + ("fetching while the active lessons commit" if load is not None else
+                            "fetching from now, after the active lessons committed"))
 
 
 def take_answers_plan(context: AssetExecutionContext) -> AnswersPlan | None:
