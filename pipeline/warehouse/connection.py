@@ -28,9 +28,13 @@ class ConnectionSettings:
     threads: int | None = None  # None: DuckDB's default (all cores)
     lock_timeout: float = 10.0  # seconds to keep retrying while another process holds the file
 
-    def duckdb_config(self, path: Path) -> dict[str, str | int]:
+    def duckdb_config(self, path: Path) -> dict[str, str | int | bool]:
         temp = self.temp_directory or path.with_name(path.name + ".tmp")
-        config: dict[str, str | int] = {"memory_limit": self.memory_limit, "temp_directory": str(temp)}
+        # jemalloc's background threads hand DuckDB's freed memory back to the OS within seconds of a big statement
+        # (a 1M-row sorted insert: 208 -> 77 MiB RSS 3 s after it; without them it stays resident, and added up
+        # with the answers' fetch that runs beside the later commits)
+        config: dict[str, str | int | bool] = {"memory_limit": self.memory_limit, "temp_directory": str(temp),
+                                               "allocator_background_threads": True}
         if self.threads is not None:
             config["threads"] = self.threads
         return config

@@ -28,7 +28,7 @@ def utc_now() -> datetime:
 class Warehouse:
     def __init__(self, path: Path, lake_dir: Path | str, *, memory_limit: str = DEFAULT_MEMORY_LIMIT,
                  temp_directory: Path | None = None, threads: int | None = None, lock_timeout: float = 10.0,
-                 part_rows: int = 1_000_000, row_group_rows: int = 131_072, clock: Callable[[], datetime] = utc_now,
+                 part_rows: int = 1_000_000, row_group_rows: int = 65_536, clock: Callable[[], datetime] = utc_now,
                  upsert: Upsert = upsert_stage) -> None:
         self.path = Path(path)
         self.lake = open_lake(lake_dir)  # a local directory or s3://bucket/prefix (lakestore.py)
