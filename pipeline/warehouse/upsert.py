@@ -21,7 +21,7 @@ from pipeline.warehouse.ranges import key_ranges, range_bounds
 from pipeline.warehouse.schema import DELETED_AT, FIRST_LOADED_AT, LAST_LOADED_AT, TableDef, table_ref
 from pipeline.warehouse.staging import Stage, deduped_sql, duplicate_keys_of, is_list_type, values_must_fit
 
-FIRST_LOAD_SLICE_ROWS = 2_000_000  # rows a first load sorts at once: ~2M sort within the 160MiB work limit
+FIRST_LOAD_SLICE_ROWS = 500_000  # rows a first load sorts at once: within 160MiB with little spilling (docs)
 BY_ROWID = "t.rowid = s._rowid"  # `t`: the warehouse table, `s`: the stage
 
 
@@ -45,7 +45,7 @@ def insert_first_load(conn: duckdb.DuckDBPyConnection, load: TableLoad, target: 
     A load of more than FIRST_LOAD_SLICE_ROWS rows is inserted range by range of its first key column, one
     sorted INSERT a range, ranges in ascending order: the table still ends in key order, and each sort fits the
     work memory limit (one sort of 9.7M answers needed 300MiB, and DuckDB then kept that much resident; in
-    slices of ~2M rows it stays within 160MiB, and spills less). A key's rows are all in one range, so the
+    slices of ~500k rows it stays within 160MiB and spills little). A key's rows are all in one range, so the
     dedupe is the same; rows with a NULL first key column go with the first range (and fail its NOT NULL)."""
     key = ", ".join(q(k) for k in load.key)
     columns = ", ".join(q(c) for c in load.columns)
