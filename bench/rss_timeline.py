@@ -118,8 +118,26 @@ def tree_rss_mib() -> float:
     return total
 
 
+def pss_mib(pid: int | str = "self") -> float:
+    """Proportional set size of a process, MiB (0 when it is gone): its private pages plus its share of pages it
+    shares (the decode workers map the same libraries as the sync process)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as rollup:
+            return next((int(line.split()[1]) / 1024 for line in rollup if line.startswith("Pss:")), 0.0)
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return 0.0
+
+
+def tree_pss_mib() -> float:
+    """The PSS of this process and every descendant, summed: the memory the machine holds for the sync, each
+    shared page counted once (the RSS sum, `tree`, counts the libraries a worker shares with its parent twice)."""
+    import psutil
+
+    return pss_mib() + sum(pss_mib(child.pid) for child in psutil.Process().children(recursive=True))
+
+
 SAMPLE_FIELDS = ("rss", "tree", "anon", "file", "arrow", "glibc_used", "glibc_free", "duckdb_allocated",
-                 "duckdb_resident")
+                 "duckdb_resident", "tree_pss")
 
 
 class Timeline:
@@ -144,7 +162,7 @@ class Timeline:
         mib = 1024 * 1024
         return [time.time(), *(round(value, 1) for value in (
             rss, tree_rss_mib(), anon, file, self._pool.bytes_allocated() / mib, used / mib, free / mib,
-            duck_allocated / mib, duck_resident / mib))]
+            duck_allocated / mib, duck_resident / mib, tree_pss_mib()))]
 
     def mark(self, name: str) -> None:
         self.marks.append([time.time(), name, round(rss_mib(), 1)])
@@ -357,7 +375,9 @@ def summarize(timeline: dict[str, Any]) -> dict[str, Any]:
             per_step[key] = {"start_s": round(span.get("start", t0) - t0, 1), "seconds": round(
                 span.get("end", samples[-1][0]) - span.get("start", t0), 1), "peak_tree_mib": top[2],
                 "rss_at_start": inside[0][1], "rss_at_end": inside[-1][1]}
+    pss = SAMPLE_FIELDS.index("tree_pss") + 1
     return {"sampled_peak": _described(peak, t0), "open_at_peak": open_at_peak, "steps": per_step,
+            "peak_tree_pss_mib": max((s[pss] for s in samples if len(s) > pss), default=None),
             "samples": len(samples)}
 
 
@@ -438,7 +458,8 @@ def run_kinds(scale: str, kinds: list[str], work_dir: Path, select: str) -> dict
             summary = summarize(timeline)
             reports[kind] = {"kernel_peak_mib": run["peak_rss_mib"], "cpu_seconds": run["cpu_seconds"],
                              "run_cpu_seconds": run.get("run_cpu_seconds"), "error": run.get("error"), **summary}
-            print(f"== {scale} {kind}: kernel peak {run['peak_rss_mib']} MiB, CPU {run['cpu_seconds']} s "
+            print(f"== {scale} {kind}: kernel peak {run['peak_rss_mib']} MiB, process tree (sampled) RSS "
+                  f"{summary['sampled_peak']['tree']} / PSS {summary['peak_tree_pss_mib']} MiB, CPU {run['cpu_seconds']} s "
                   f"(run_sync {run.get('run_cpu_seconds')} s)", file=sys.stderr)
             print(text_plot(timeline), file=sys.stderr)
             print(json.dumps(reports[kind], indent=1), file=sys.stderr, flush=True)

@@ -102,7 +102,7 @@ def run_sync_child(select: list[str], env: dict[str, str], urls_file: str) -> di
         return {"error": child.stderr_tail, **sides}
     memory = rss_summary(json.loads(timeline_file.read_text()))
     tree = {"peak_tree_rss_mib": max(memory["sampled_peak"]["tree"], sides["peak_rss_mib"]),
-            "peak_tree_during": memory["open_at_peak"]}
+            "peak_tree_pss_mib": memory["peak_tree_pss_mib"], "peak_tree_during": memory["open_at_peak"]}
     return summarize({**json.loads(child.stdout), **sides, **tree})
 
 
@@ -176,7 +176,7 @@ def bench_selection(select: list[str], base_url: str, work_dir: Path, label: str
 
 def markdown(results: dict[str, Any]) -> str:
     lines = ["| selection | run | wall s (run / process) | CPU s | outside steps s | rows fetched | requests | "
-             "floor s | over the floor s | peak RSS MiB (process tree) | share of full (floor's) | rows/s: " + ", ".join(STREAMS) + " |",
+             "floor s | over the floor s | peak RSS MiB (process tree RSS; PSS) | share of full (floor's) | rows/s: " + ", ".join(STREAMS) + " |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]  # CPU s: run_sync's (process's)
     for label, runs in results["selections"].items():
         for kind in RUN_KINDS:
@@ -194,7 +194,7 @@ def markdown(results: dict[str, Any]) -> str:
             lines.append(f"| {label} | {kind} | {run['run_seconds']} / {run['process_seconds']} | "
                          f"{run.get('run_cpu_seconds', '-')} ({run.get('cpu_seconds', '-')}) | {run['outside_steps_seconds']} | {run['rows_fetched']:,} | "
                          f"{run.get('requests_recorded', run['requests']):,} | {floor.get('run_seconds', '-')} | "
-                         f"{run.get('overhead_over_floor_s', '-')} | {run['peak_rss_mib']} ({run.get('peak_tree_rss_mib', '-')}) | "
+                         f"{run.get('overhead_over_floor_s', '-')} | {run['peak_rss_mib']} ({run.get('peak_tree_rss_mib', '-')}; {run.get('peak_tree_pss_mib', '-')}) | "
                          f"{share} | {rates} |")
     return "\n".join(lines)
 
