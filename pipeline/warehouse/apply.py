@@ -13,6 +13,7 @@ from pipeline.warehouse.context import CommitContext
 from pipeline.warehouse.deletions import mark_vanished, replace_children
 from pipeline.warehouse.errors import SchemaError
 from pipeline.warehouse.lake import check_parts
+from pipeline.warehouse.lakestore import LocalLake
 from pipeline.warehouse.manifest import LoadOutcome, LoadPlan, TableLoad
 from pipeline.warehouse.results import TableLoadStats
 from pipeline.warehouse.schema import TableDef, drop_tables, ensure_tables, table_ref
@@ -77,7 +78,8 @@ def _stage_tables(ctx: CommitContext, plan: LoadPlan, catalog: dict[str, TableDe
             stats[load.name] = TableLoadStats()
         elif (empty := target_is_empty(ctx.conn, target)) and not _has_stale_parent(ctx.conn, plan, load.name,
                                                                                       stages):
-            stages[load.name] = insert_first_load(ctx.conn, load, target, files, ts_literal(plan.loaded_at))
+            stages[load.name] = insert_first_load(ctx.conn, load, target, files, ts_literal(plan.loaded_at),
+                                                  parts_are_local=isinstance(ctx.lake, LocalLake))
         else:
             stages[load.name] = create_stage(ctx.conn, load, target, files, empty)
     return stats, stages

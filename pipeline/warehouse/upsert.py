@@ -37,7 +37,7 @@ def upsert_stage(conn: duckdb.DuckDBPyConnection, stage: Stage, ts: str) -> None
 
 
 def insert_first_load(conn: duckdb.DuckDBPyConnection, load: TableLoad, target: TableDef, files: list[str],
-                      ts: str) -> Stage:
+                      ts: str, *, parts_are_local: bool = True) -> Stage:
     """Insert the load's deduped rows into `target`, which is empty, sorted by key: no temp copy, no
     classification (every row is new), and no window unless some key occurs twice. Returns the stage that
     stands for them (Stage.inserted: their count; Stage.relation: the table itself).
@@ -46,24 +46,31 @@ def insert_first_load(conn: duckdb.DuckDBPyConnection, load: TableLoad, target: 
     sorted INSERT a range, ranges in ascending order: the table still ends in key order, and each sort fits the
     work memory limit (one sort of 9.7M answers needed 300MiB, and DuckDB then kept that much resident; in
     slices of ~500k rows it stays within 160MiB and spills little). A key's rows are all in one range, so the
-    dedupe is the same; rows with a NULL first key column go with the first range (and fail its NOT NULL)."""
+    dedupe is the same; rows with a NULL first key column go with the first range (and fail its NOT NULL).
+    Every range reads the parts again (they come in random key order): from a local lake that is the page
+    cache; parts in object storage (`parts_are_local` False) are read once into a temp table instead, so the
+    ranges do not download them again."""
     key = ", ".join(q(k) for k in load.key)
     columns = ", ".join(q(c) for c in load.columns)
     first = q(load.key[0])
+    spool = f"_first_load_{load.name}"
     with values_must_fit(load), duplicate_keys_of(conn, load, target, files) as duplicates:
-        first_type = dict(target.columns)[load.key[0]]
-        first_keys = f"(SELECT CAST({first} AS {first_type}) AS {first} FROM read_parquet($files))"
-        bounds = range_bounds(conn, first_keys, f"c.{first}", {"files": files}, FIRST_LOAD_SLICE_ROWS)
+        rows, params = f"({deduped_sql(load, target, duplicates)})", {"files": files}
+        if not parts_are_local and sum(part.rows for part in load.parts) > FIRST_LOAD_SLICE_ROWS:
+            conn.execute(f"CREATE OR REPLACE TEMP TABLE {q(spool)} AS {deduped_sql(load, target, duplicates)}",
+                         params)
+            rows, params = f"temp.{q(spool)}", {}
+        bounds = range_bounds(conn, f"(SELECT {first} FROM {rows})", f"c.{first}", params, FIRST_LOAD_SLICE_ROWS)
         slices = key_ranges(bounds, f"d.{first}") if bounds else [("TRUE", {})]
         inserted = 0
-        for index, (where, params) in enumerate(slices):
+        for index, (where, bound) in enumerate(slices):
             if index == 0:
                 where = f"({where} OR d.{first} IS NULL)"
             inserted += conn.execute(
                 f"INSERT INTO {table_ref(target.name)} ({columns}, {q(FIRST_LOADED_AT)}, {q(LAST_LOADED_AT)}) "
-                f"SELECT {columns}, {ts}, {ts} FROM ({deduped_sql(load, target, duplicates)}) AS d "
-                f"WHERE {where} ORDER BY {key}",
-                {"files": files, **params}).fetchone()[0]
+                f"SELECT {columns}, {ts}, {ts} FROM {rows} AS d WHERE {where} ORDER BY {key}",
+                {**params, **bound} or None).fetchone()[0]
+        conn.execute(f"DROP TABLE IF EXISTS temp.{q(spool)}")
     return Stage(f"_stage_{load.name}", load, target, True, int(inserted))
 
 
