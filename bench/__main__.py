@@ -18,6 +18,8 @@ UNSCALED = ("bench.upsert_options", "bench.webhook_bench", "bench.latency_bench"
 def main() -> int:
     scale = os.environ.get("BENCH_SCALE", "large")
     runs = [[module, "--scale", scale] for module in SCALED] + [[module] for module in UNSCALED]
+    # peak memory per run kind at every scale: the other scales' sync_bench runs, BENCH_SCALE's reused (issue 15)
+    runs.append(["bench.memory_by_scale", "--reuse"])
     if os.environ.get("BENCH_REPEAT"):  # rounds of the side-by-side comparison (default 3)
         runs[SCALED.index("bench.compare_bench")] += ["--repeat", os.environ["BENCH_REPEAT"]]
     failed = []
