@@ -42,27 +42,29 @@ def max_overlap_between(log: list[LoggedRequest], first: str, second: str) -> in
                default=0)
 
 
+def sync_holding_the_first_commit(stack, seconds: float):
+    """A sync of the raw tables whose first commit (the active lessons': their step goes first) is held until
+    answers requests reach the platform, or `seconds`; and whether they had, as a one-item list."""
+    answered_before_commit: list[bool] = []
+
+    def hold_first_commit(point: str) -> None:
+        if point == "parts_written" and not answered_before_commit:
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline and not any(stream_of(r) == "answers" for r in stack.sim.request_log()):
+                time.sleep(0.02)
+            answered_before_commit.append(any(stream_of(r) == "answers" for r in stack.sim.request_log()))
+
+    hooks.on_point(hold_first_commit)
+    try:
+        return stack.sync(select=RAW), answered_before_commit
+    finally:
+        hooks.on_point(None)
+
+
 def test_streams_are_fetched_together_within_the_limit_and_stay_exact(tmp_path):
     with local_stack(tmp_path / "data", scale="tiny", faults="latency_ms=25", page_size=20) as stack:
         stack.env["LESSONSYNC_CONCURRENCY"] = str(CONCURRENCY)
-        answered_before_commit: list[bool] = []
-
-        def hold_first_commit(point: str) -> None:
-            """The run's first commit is the active lessons' (their step goes first): held until the answers,
-            planned from the uncommitted load, reach the platform, or 20 s."""
-            if point == "parts_written" and not answered_before_commit:
-                deadline = time.monotonic() + 20
-                while not any(stream_of(r) == "answers" for r in stack.sim.request_log()):
-                    if time.monotonic() > deadline:
-                        break
-                    time.sleep(0.02)
-                answered_before_commit.append(any(stream_of(r) == "answers" for r in stack.sim.request_log()))
-
-        hooks.on_point(hold_first_commit)
-        try:
-            full = stack.sync(select=RAW)
-        finally:
-            hooks.on_point(None)
+        full, answered_before_commit = sync_holding_the_first_commit(stack, seconds=20)
         assert full.success, full.error
         assert answered_before_commit == [True]  # the answers were fetched while the active lessons committed
         assert_warehouse_equals_platform(stack)
@@ -96,23 +98,7 @@ def test_a_large_active_lessons_load_commits_before_the_answers_start_and_stays_
     that commit (answers_ahead.py: the two would add up in memory), still exact."""
     monkeypatch.setattr(answers_ahead, "OVERLAP_MAX_ROWS", 0)
     with local_stack(tmp_path / "data", scale="tiny", faults="latency_ms=5", page_size=20) as stack:
-        answers_seen_at_first_commit: list[bool] = []
-
-        def hold_first_commit(point: str) -> None:
-            """The active lessons' commit (the run's first) held 3 s: long enough for answers fetched ahead to
-            reach the platform (test above), which they must not."""
-            if point == "parts_written" and not answers_seen_at_first_commit:
-                deadline = time.monotonic() + 3
-                while time.monotonic() < deadline and not any(stream_of(r) == "answers"
-                                                              for r in stack.sim.request_log()):
-                    time.sleep(0.02)
-                answers_seen_at_first_commit.append(any(stream_of(r) == "answers" for r in stack.sim.request_log()))
-
-        hooks.on_point(hold_first_commit)
-        try:
-            full = stack.sync(select=RAW)
-        finally:
-            hooks.on_point(None)
+        full, answers_seen_at_first_commit = sync_holding_the_first_commit(stack, seconds=3)
         assert full.success, full.error
         assert answers_seen_at_first_commit == [False]
         assert full.materializations["lms/answers"]["rows_fetched"] > 0
