@@ -9,7 +9,8 @@ last_loaded_at; new keys are inserted sorted by key. Each target row is touched 
 no statement moves a row id another one uses.
 
 A first load into an empty table skips all that (insert_first_load): the deduped rows inserted sorted by key,
-range by range of the first key column when they are millions, no stage, so the table starts in key order, which staging's range-limited scans rely on."""
+range by range of the first key column when they are many, no stage, so the table starts in key order, which
+staging's range-limited scans rely on."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ def insert_first_load(conn: duckdb.DuckDBPyConnection, load: TableLoad, target: 
 
     A load of more than FIRST_LOAD_SLICE_ROWS rows is inserted range by range of its first key column, one
     sorted INSERT a range, ranges in ascending order: the table still ends in key order, and each sort fits the
-    work memory limit (one sort of 9.7M answers needed 300MiB, and DuckDB then kept that much resident; in
+    memory limit (one sort of 9.7M answers needed 300MiB, and DuckDB then kept that much resident; in
     slices of ~500k rows it stays within 160MiB and spills little). A key's rows are all in one range, so the
     dedupe is the same; rows with a NULL first key column go with the first range (and fail its NOT NULL).
     Every range reads the parts again (they come in random key order): from a local lake that is the page
@@ -56,11 +57,13 @@ def insert_first_load(conn: duckdb.DuckDBPyConnection, load: TableLoad, target: 
     spool = f"_first_load_{load.name}"
     with values_must_fit(load), duplicate_keys_of(conn, load, target, files) as duplicates:
         rows, params = f"({deduped_sql(load, target, duplicates)})", {"files": files}
-        if not parts_are_local and sum(part.rows for part in load.parts) > FIRST_LOAD_SLICE_ROWS:
+        many = sum(part.rows for part in load.parts) > FIRST_LOAD_SLICE_ROWS
+        if many and not parts_are_local:
             conn.execute(f"CREATE OR REPLACE TEMP TABLE {q(spool)} AS {deduped_sql(load, target, duplicates)}",
                          params)
             rows, params = f"temp.{q(spool)}", {}
-        bounds = range_bounds(conn, f"(SELECT {first} FROM {rows})", f"c.{first}", params, FIRST_LOAD_SLICE_ROWS)
+        bounds = range_bounds(conn, f"(SELECT {first} FROM {rows})", f"c.{first}", params,
+                              FIRST_LOAD_SLICE_ROWS) if many else None
         slices = key_ranges(bounds, f"d.{first}") if bounds else [("TRUE", {})]
         inserted = 0
         for index, (where, bound) in enumerate(slices):
