@@ -459,8 +459,8 @@ def run_kinds(scale: str, kinds: list[str], work_dir: Path, select: str) -> dict
             reports[kind] = {"kernel_peak_mib": run["peak_rss_mib"], "cpu_seconds": run["cpu_seconds"],
                              "run_cpu_seconds": run.get("run_cpu_seconds"), "error": run.get("error"), **summary}
             print(f"== {scale} {kind}: kernel peak {run['peak_rss_mib']} MiB, process tree (sampled) RSS "
-                  f"{summary['sampled_peak']['tree']} / PSS {summary['peak_tree_pss_mib']} MiB, CPU {run['cpu_seconds']} s "
-                  f"(run_sync {run.get('run_cpu_seconds')} s)", file=sys.stderr)
+                  f"{summary['sampled_peak']['tree']} / PSS {summary['peak_tree_pss_mib']} MiB, "
+                  f"CPU {run['cpu_seconds']} s (run_sync {run.get('run_cpu_seconds')} s)", file=sys.stderr)
             print(text_plot(timeline), file=sys.stderr)
             print(json.dumps(reports[kind], indent=1), file=sys.stderr, flush=True)
     finally:
