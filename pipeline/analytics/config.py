@@ -81,10 +81,15 @@ class ModelConfig:
     tests: tuple[TestDecl, ...] = ()
 
 
+# libyaml's safe loader where PyYAML was built with it (the wheels are): the same documents, ~10x faster to parse
+# (every run builds the code location, and the models' YAML was 0.13 s of a 5 s no-change sync at scale large)
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def read_yaml(path: Path) -> Any:
     """The YAML document of `path` ({} when empty); invalid YAML is a ModelError naming the file."""
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=_SAFE_LOADER) or {}
     except yaml.YAMLError as error:
         raise ModelError(f"{path}: is not valid YAML: {error}") from None
 
