@@ -97,7 +97,8 @@ def test_the_plan_made_from_an_uncommitted_load_is_the_plan_after_its_commit(wh:
     wh.ensure_tables([*TABLES.values(), VERSIONS])
     spec = TABLES["active_lessons"]
     with wh.load(stream="active_lessons", run_id="before", started_at=DAY) as first:
-        first.write(spec, _active_lessons([("held", DAY), ("moved", DAY), ("old", DAY - timedelta(days=3))]))
+        first.write(spec, _active_lessons([("held", DAY), ("moved", DAY), ("old", DAY - timedelta(days=3)),
+                                           ("back", DAY - timedelta(days=3))]))
         first.commit()
     with duckdb.connect(str(wh.path)) as conn:
         conn.executemany(f"INSERT INTO lms.{VERSIONS.name} (owner_id, user_id, lesson_id, last_date) VALUES (?, ?, ?, ?)",
@@ -106,7 +107,8 @@ def test_the_plan_made_from_an_uncommitted_load_is_the_plan_after_its_commit(wh:
                Window(since=DAY - timedelta(days=1), until=None, moves_cursor=True, label="incremental")]
 
     with wh.load(stream="active_lessons", run_id="sweep", started_at=LATER) as load:
-        load.write(spec, _active_lessons([("moved", LATER), ("new", DAY), ("twice", DAY)]))
+        # "back": before the window when committed, inside it now (the grouping filters each side by the window)
+        load.write(spec, _active_lessons([("moved", LATER), ("new", DAY), ("twice", DAY), ("back", LATER)]))
         load.write(spec, _active_lessons([("twice", LATER)]))  # listed again on a later page, newer
         ahead = [_window_rows(wh, window, only_changed=changed, loading=load)
                  for window in windows for changed in (True, False)]
@@ -115,6 +117,7 @@ def test_the_plan_made_from_an_uncommitted_load_is_the_plan_after_its_commit(wh:
 
     assert [_rows(plan) for plan in ahead] == [_rows(plan) for plan in after]
     refetch = {row[1]: row[4] for row in _rows(after[0])}
-    assert refetch == {"held": False, "moved": True, "new": True, "twice": True, "old": True}
+    assert refetch == {"held": False, "moved": True, "new": True, "twice": True, "old": True, "back": True}
+    assert {row[1]: row[3] for row in _rows(after[2])}["back"] == LATER
     assert {row[1]: row[3] for row in _rows(after[2])}["twice"] == LATER  # the newer listing counts
     assert "old" not in {row[1] for row in _rows(after[2])}  # before the window

@@ -80,13 +80,17 @@ def window_query(window: Window, *, only_changed: bool, uncommitted: bool = Fals
     while it commits. Where the upsert would keep another lastDate (a NULL one), the plan only differs on the
     safe side: a lesson counted in a request's scope too many, or a version recorded that the warehouse does
     not hold, so its answers are asked again next run."""
+    where, params = ("", {}) if window.since is None else ("WHERE a.last_date >= $since", {"since": window.since})
     lessons = "lms.active_lessons"
     if uncommitted:
+        # Each side filtered by the window before the grouping, not only after it: a key whose newest lastDate is in
+        # the window keeps it (what the filter drops is older or NULL, which max() would not pick), and the
+        # grouping then takes the window's rows instead of every active lesson (1M at scale large, 0.4 s a run).
+        inside = "" if window.since is None else "WHERE last_date >= $since"
         lessons = ("(SELECT owner_id, user_id, lesson_id, max(last_date) AS last_date FROM "
-                   "(SELECT owner_id, user_id, lesson_id, last_date FROM lms.active_lessons UNION ALL "
-                   "SELECT owner_id, user_id, lesson_id, last_date FROM read_parquet($files)) "
+                   f"(SELECT owner_id, user_id, lesson_id, last_date FROM lms.active_lessons {inside} UNION ALL "
+                   f"SELECT owner_id, user_id, lesson_id, last_date FROM read_parquet($files) {inside}) "
                    "GROUP BY owner_id, user_id, lesson_id)")
-    where, params = ("", {}) if window.since is None else ("WHERE a.last_date >= $since", {"since": window.since})
     if only_changed:
         # No stored version at all (v.owner_id NULL) means never fetched, whatever lastDate holds: a NULL
         # lastDate must not look like the NULL of a missing version row.
