@@ -233,6 +233,13 @@ async def _check_since(core: SourceCore, newest_planned: datetime | None) -> dat
     return min(bounds) if bounds else datetime.now(UTC) - NO_DATE_SLACK
 
 
+def _to_fetch(changed: pa.Table) -> int:
+    """Active lessons of `changed` whose answers are to be fetched (every one without a `refetch` column)."""
+    if REFETCH not in changed.column_names:
+        return changed.num_rows
+    return int(pc.sum(changed.column(REFETCH).cast(pa.int64())).as_py() or 0)
+
+
 def _newest(changed: pa.Table) -> datetime | None:
     if "last_date" not in changed.column_names:
         return None
@@ -257,7 +264,10 @@ async def _run_answers(core: SourceCore, changed: pa.Table, updated_since: datet
     stats, progress = core.start_stats("answers"), Progress("answers")
     plan = plan_answer_requests(changed, core.settings.page_size)
     stats.planned_requests = plan.request_count
-    if changed.num_rows >= START_AT_RECORDS:  # pages worth a worker process: start it now, not at the first page
+    # Pages worth a worker process: start it now, not at the first large page. Counted on the pairs to fetch: an
+    # incremental run's window holds many active lessons whose answers are not needed (a 1%-change run at scale
+    # large: ~2k to fetch in a window of 10k+), and its small pages would keep a worker's ~135 MiB for nothing.
+    if _to_fetch(changed) >= START_AT_RECORDS:
         core.decode_workers.start()
     # Asked from one resolution earlier than the plan's window: the platform filters by the active lesson's
     # lastDate, and an exclusive or whole-second updatedSince must not drop a planned one (windows.py, A3).

@@ -101,6 +101,10 @@ def test_a_large_plan_starts_the_workers_before_its_first_page_and_a_small_one_d
     monkeypatch.setattr(answers, "START_AT_RECORDS", active_pairs.num_rows)
     batches, large = _answers(settings, active_pairs, start=False, min_bytes=small_pages)
     assert len(large.process_ids()) == 1 and batches
+    # as many active lessons, but one of them to fetch (an incremental window): the plan is small
+    one_to_fetch = active_pairs.append_column("refetch", pa.array([i == 0 for i in range(active_pairs.num_rows)]))
+    _, incremental = _answers(settings, one_to_fetch, start=False, min_bytes=small_pages)
+    assert incremental.process_ids() == []
 
 
 def test_a_page_the_fast_path_declines_is_quarantined_here_as_before():
