@@ -23,7 +23,7 @@ quarantine row and retry is raised and recorded by the same code with the same m
 - at most WAITING_PER_PROCESS pages waiting per worker: beyond that the loop decodes the page itself, so a
   busy machine shares the work rather than queueing it;
 - once the workers are up: they import for ~1 s, and pages meanwhile are decoded here. They start when the
-  answers' plan covers START_AT_RECORDS active lessons or more (answers.py: while it reads the drift check's
+  answers' plan has START_AT_RECORDS active lessons or more to fetch (answers.py: while it reads the drift check's
   first listing), else with the first large page; a run with only small pages never starts a process.
 A worker that dies or fails turns the offload off for the rest of the client's life (logged once); the pages go
 on being decoded here. The workers exit when the answers run ends (answers.py, `release`: the commit after it
