@@ -24,8 +24,8 @@ import duckdb
 from pipeline.warehouse.arrow_types import q
 from pipeline.warehouse.catalog import read_table_def
 from pipeline.warehouse.connection import scalar
-from pipeline.warehouse.ranges import key_ranges, range_bounds
 from pipeline.warehouse.errors import SchemaError
+from pipeline.warehouse.ranges import key_ranges, range_bounds
 from pipeline.warehouse.schema import DELETED_AT, LAST_LOADED_AT, TableDef, table_ref
 from pipeline.warehouse.staging import value_range
 from pipeline.warehouse.state import LOAD_RUNS

@@ -56,12 +56,12 @@ def insert_first_load(conn: duckdb.DuckDBPyConnection, load: TableLoad, target: 
     first = q(load.key[0])
     spool = f"_first_load_{load.name}"
     with values_must_fit(load), duplicate_keys_of(conn, load, target, files) as duplicates:
-        rows, params = f"({deduped_sql(load, target, duplicates)})", {"files": files}
+        deduped, params = deduped_sql(load, target, duplicates), {"files": files}
         many = sum(part.rows for part in load.parts) > FIRST_LOAD_SLICE_ROWS
-        if many and not parts_are_local:
-            conn.execute(f"CREATE OR REPLACE TEMP TABLE {q(spool)} AS {deduped_sql(load, target, duplicates)}",
-                         params)
-            rows, params = f"temp.{q(spool)}", {}
+        spooled = many and not parts_are_local
+        if spooled:
+            conn.execute(f"CREATE OR REPLACE TEMP TABLE {q(spool)} AS {deduped}", params)
+        rows, params = (f"temp.{q(spool)}", {}) if spooled else (f"({deduped})", params)
         bounds = range_bounds(conn, f"(SELECT {first} FROM {rows})", f"c.{first}", params,
                               FIRST_LOAD_SLICE_ROWS) if many else None
         slices = key_ranges(bounds, f"d.{first}") if bounds else [("TRUE", {})]
@@ -73,7 +73,8 @@ def insert_first_load(conn: duckdb.DuckDBPyConnection, load: TableLoad, target: 
                 f"INSERT INTO {table_ref(target.name)} ({columns}, {q(FIRST_LOADED_AT)}, {q(LAST_LOADED_AT)}) "
                 f"SELECT {columns}, {ts}, {ts} FROM {rows} AS d WHERE {where} ORDER BY {key}",
                 {**params, **bound} or None).fetchone()[0]
-        conn.execute(f"DROP TABLE IF EXISTS temp.{q(spool)}")
+        if spooled:
+            conn.execute(f"DROP TABLE temp.{q(spool)}")
     return Stage(f"_stage_{load.name}", load, target, True, int(inserted))
 
 
