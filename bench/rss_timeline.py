@@ -108,14 +108,17 @@ def rss_mib(pid: int | str = "self") -> float:
     return _status_mib(pid, ("VmRSS",))[0]
 
 
-def tree_rss_mib() -> float:
-    """This process's RSS plus every descendant's: what the machine holds for the sync."""
+def _tree_sum(measure: Callable[[int | str], float]) -> float:
+    """`measure` of this process plus every descendant's."""
     import psutil
 
-    total = rss_mib()
-    for child in psutil.Process().children(recursive=True):
-        total += rss_mib(child.pid)
-    return total
+    return measure("self") + sum(measure(child.pid) for child in psutil.Process().children(recursive=True))
+
+
+def tree_rss_mib() -> float:
+    """This process's RSS plus every descendant's: what the machine holds for the sync, a page two of them share
+    counted twice."""
+    return _tree_sum(rss_mib)
 
 
 def pss_mib(pid: int | str = "self") -> float:
@@ -131,9 +134,7 @@ def pss_mib(pid: int | str = "self") -> float:
 def tree_pss_mib() -> float:
     """The PSS of this process and every descendant, summed: the memory the machine holds for the sync, each
     shared page counted once (the RSS sum, `tree`, counts the libraries a worker shares with its parent twice)."""
-    import psutil
-
-    return pss_mib() + sum(pss_mib(child.pid) for child in psutil.Process().children(recursive=True))
+    return _tree_sum(pss_mib)
 
 
 SAMPLE_FIELDS = ("rss", "tree", "anon", "file", "arrow", "glibc_used", "glibc_free", "duckdb_allocated",
@@ -223,7 +224,9 @@ class _Probe:
             return
         self.last_t = now
         write = self.out.write
-        write(f"\n===== t={now - self.t0:.1f} glibc_used={sample[6]} tree={sample[2]} arrow={sample[5]}\n")
+        fields = dict(zip(SAMPLE_FIELDS, sample[1:]))
+        write(f"\n===== t={now - self.t0:.1f} glibc_used={fields['glibc_used']} tree={fields['tree']} "
+              f"arrow={fields['arrow']}\n")
         counts = Counter(type(o).__qualname__ for o in gc.get_objects())
         write("gc top: " + ", ".join(f"{k}={v}" for k, v in counts.most_common(25)) + "\n")
         for name in ("RecordBatch", "Buffer", "Task", "Future", "Page", "Batch", "Request", "PlannedRequest",
