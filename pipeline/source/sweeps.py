@@ -20,8 +20,8 @@ least as many as U|S ones, so there too a skip comes with a duplicate (the newco
 its version is the run's to leave to the next window, see pipeline/defs/windows.py). Hashing keys (8 bytes a
 record) finds the duplicates; none means the pass skipped nothing.
 
-Pages in flight together (pagination.record_pages keeps up to LESSONSYNC_CONCURRENCY of them once the first
-page came back full; an overlapped sync shares that limit among streams). The argument above never uses the
+Pages in flight together (paging.record_pages keeps up to LESSONSYNC_CONCURRENCY of them once full pages keep
+coming: 1, 1, 2, 4, ...; an overlapped sync shares that limit among streams). The argument above never uses the
 order in which pages are served, only two facts, which concurrency keeps: (i) the platform cuts each page from
 the listing as it is at one instant, so at the instant of any move every slot is either served (its page was
 cut before) or unserved, whatever order the requests were sent, answered or arrived in; (ii) the end is

@@ -37,6 +37,29 @@ def test_one_page_stream_costs_one_request():
     assert asked == [0]
 
 
+def test_two_page_listing_costs_two_requests():
+    # the users of one group: fetching max_window pages ahead after a full first page cost 1 + max_window requests
+    fetch, asked = scripted({1: 10, 2: 4})
+    assert run(record_pages(fetch, 1, 10, max_window=8)) == [1, 2]
+    assert asked == [1, 2]
+
+
+def test_pages_in_flight_double_up_to_the_window():
+    in_flight, most = [0], []
+
+    async def fetch(number: int) -> Page:
+        in_flight[0] += 1
+        most.append(in_flight[0])
+        await asyncio.sleep(0.01)
+        in_flight[0] -= 1
+        count = 10 if number <= 30 else 3
+        return Page(PageLocation("s", "/v1/x", number, {}), count, [], records=count)
+
+    assert run(record_pages(fetch, 1, 10, max_window=8)) == list(range(1, 32))
+    assert most[:2] == [1, 1]  # the first two pages alone
+    assert max(most) == 8 and max(most[:4]) <= 2  # then 2, 4, ... never more than the window
+
+
 def test_short_page_asked_before_earlier_pages_arrived_is_asked_again():
     fetch, asked = scripted({1: 10, 2: 10, 3: 10, 4: 2}, delays={3: 0.2})
     assert run(record_pages(fetch, 1, 10, max_window=4)) == [1, 2, 3, 4]
