@@ -15,7 +15,7 @@ from pipeline.source.client import PlatformClient
 from pipeline.source.decoding import Batch
 from pipeline.source.stats import RunStats
 from pipeline.source.slots import REQUEST_PRIORITY, URGENT
-from pipeline.warehouse import Load, Warehouse
+from pipeline.warehouse import Load, Warehouse, hooks
 from pipeline.defs.windows import Window
 
 # How long close() waits for a cancelled fetch to stop: it stops at its next batch, so within one request
@@ -88,7 +88,13 @@ class BackgroundFetch:
                 if close is not None:
                     close()
             finally:
+                hooks.reached(f"fetch_ended:{self.stream}")
                 self._done.set()
+
+    @property
+    def ended(self) -> bool:
+        """Whether the fetch has ended (its step will not wait for the network), successfully or not."""
+        return self._done.is_set()
 
     def wait(self, report: Callable[[BackgroundFetch], None], every: float) -> Fetched:
         """The finished fetch; `report(self)` every `every` seconds meanwhile. A failed fetch discards its

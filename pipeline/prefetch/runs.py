@@ -107,6 +107,12 @@ def peek_prefetched(run_id: str, stream: str) -> BackgroundFetch | None:
     return None if run is None else run.peek(stream)
 
 
+def fetch_running(run_id: str, stream: str | None) -> bool:
+    """Whether the run fetches `stream` in the background now: its step, if it ran now, would wait for it."""
+    fetch = None if stream is None else peek_prefetched(run_id, stream)
+    return fetch is not None and not fetch.ended
+
+
 def take_prefetched(run_id: str, stream: str) -> BackgroundFetch | None:
     with _LOCK:
         run = _RUNS.get(run_id)

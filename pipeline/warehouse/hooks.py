@@ -1,5 +1,6 @@
-"""Named points in the commit path. Crash-safety tests install a listener that SIGKILLs the process at
-one of them; in production nothing listens and reaching a point costs a function call."""
+"""Named points in the commit path, and `fetch_ended:<stream>` where a background fetch ends. Crash-safety
+tests install a listener that SIGKILLs the process at one of them, ordering tests one that holds a thread
+there; in production nothing listens and reaching a point costs a function call."""
 
 from __future__ import annotations
 

@@ -8,6 +8,7 @@ import time
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from dagster import DagsterInstance
 from stack_helpers import RAW, assert_warehouse_equals_platform
 
 from simulator.platform import LoggedRequest
@@ -102,4 +103,43 @@ def test_a_large_active_lessons_load_commits_before_the_answers_start_and_stays_
         assert full.success, full.error
         assert answers_seen_at_first_commit == [False]
         assert full.materializations["lms/answers"]["rows_fetched"] > 0
+        assert_warehouse_equals_platform(stack)
+
+
+def test_steps_whose_fetch_has_ended_go_before_a_step_still_fetching(tmp_path):
+    """While the groups snapshot is still being fetched, the steps whose data has arrived commit first
+    (pipeline/defs/operations/runs/ready_first.py); the groups step comes once its fetch ends. The groups fetch is
+    held at its end until the other snapshots committed (or 20 s: then the groups step waited for it, before them)."""
+    commits: list[str] = []
+    ended: set[str] = set()
+
+    def wait_for(condition, seconds: float = 20) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and not condition():
+            time.sleep(0.02)
+
+    def hold_groups(point: str) -> None:
+        if point.startswith("fetch_ended:"):
+            ended.add(point.removeprefix("fetch_ended:"))
+        if point == "fetch_ended:groups":
+            # until the active lessons, certificates, categories, lesson sessions and lessons committed (had the
+            # groups step been picked while its fetch runs, only the first three would, and the hold would end at 20 s)
+            wait_for(lambda: len(commits) >= 5)
+        elif point == "committed":
+            commits.append(point)
+            if len(commits) == 1:  # the active lessons': the other snapshots arrive before the next step is picked
+                wait_for(lambda: {"categories", "lesson_sessions", "lessons"} <= ended)
+
+    instance = DagsterInstance.ephemeral()
+    with local_stack(tmp_path / "data", scale="tiny", page_size=20) as stack:
+        hooks.on_point(hold_groups)
+        try:
+            full = stack.sync(select=RAW, instance=instance)
+        finally:
+            hooks.on_point(None)
+        assert full.success, full.error
+        started = [record.dagster_event.step_key for record in instance.all_logs(full.run_id)
+                   if record.dagster_event is not None and record.dagster_event.event_type_value == "STEP_START"]
+        assert started.index("sync_groups") > max(started.index("sync_lessons"),
+                                                   started.index("sync_lesson_sessions"))
         assert_warehouse_equals_platform(stack)

@@ -1,7 +1,8 @@
 """LessonSync's executor: Dagster's in-process executor (one process, steps one by one) that, inside the
 run's own process, records where the run executes (host and pid tags), recovers runs whose process died
-before starting any step, waits for pool slots through WatchedConcurrencyContext, and at the run's end
-stops the background fetches no step took (pipeline/prefetch)."""
+before starting any step, waits for pool slots through WatchedConcurrencyContext, runs first the steps whose
+background fetch has ended (ready_first.py), and at the run's end stops the background fetches no step took
+(pipeline/prefetch)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from dagster._core.executor.in_process import InProcessExecutor
 
 from pipeline.defs.operations.runs.identity import current_process, recorded_process
 from pipeline.defs.operations.runs.pool_wait import WatchedConcurrencyContext
+from pipeline.defs.operations.runs.ready_first import ready_first
 from pipeline.defs.operations.runs.recovery import recover_dead_runs
 from pipeline.memory import tune_process_memory
 from pipeline.prefetch.runs import close_run
@@ -55,7 +57,8 @@ class WatchedInProcessExecutor(InProcessExecutor):
         try:
             with WatchedConcurrencyContext(job_context.instance, job_context.dagster_run, job_context.log,
                                            timeout=self.pool_wait_timeout) as concurrency:
-                yield from inner_plan_execution_iterator(job_context, execution_plan, concurrency)
+                yield from inner_plan_execution_iterator(job_context, ready_first(execution_plan, job_context.run_id),
+                                                         concurrency)
         finally:  # a failed or stopped run leaves fetches no step took: stopped, their lake parts discarded
             cancelled = close_run(job_context.run_id)
             if cancelled:
