@@ -13,9 +13,13 @@ pools, retries and the steps' own work are Dagster's and the steps'.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from dagster._core.execution.plan.active import ActiveExecution
 from dagster._core.execution.plan.plan import ExecutionPlan
 from dagster._core.execution.plan.step import ExecutionStep
+from dagster._core.execution.retries import RetryMode
 from dagster._core.storage.tags import PRIORITY_TAG
 
 from pipeline.prefetch.plan import awaited_stream
@@ -37,7 +41,8 @@ class ReadyFirstPlan(ExecutionPlan):
 
     run_id: str  # set by ready_first: a NamedTuple subclass without __slots__ takes attributes
 
-    def start(self, retry_mode, sort_key_fn=None, *args, **kwargs) -> ActiveExecution:  # type: ignore[override]
+    def start(self, retry_mode: RetryMode, sort_key_fn: Callable[[ExecutionStep], float] | None = None,
+              *args: Any, **kwargs: Any) -> ActiveExecution:
         run_id = self.run_id
         return super().start(retry_mode, sort_key_fn or (lambda step: step_order(run_id, step)), *args, **kwargs)
 
