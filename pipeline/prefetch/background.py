@@ -88,8 +88,10 @@ class BackgroundFetch:
                 if close is not None:
                     close()
             finally:
-                hooks.reached(f"fetch_ended:{self.stream}")
-                self._done.set()
+                try:
+                    hooks.reached(f"fetch_ended:{self.stream}")
+                finally:  # whatever a listener does, the step waiting for this fetch is released
+                    self._done.set()
 
     @property
     def ended(self) -> bool:

@@ -31,13 +31,13 @@ def stream_of_step(step_key: str) -> str | None:
     return name if step_key.startswith("sync_") and name in SNAPSHOT_STREAMS else None
 
 
-# The answers are fetched ahead too, from the active-lessons step (answers_ahead.py), not at the run's start.
-AHEAD_STEPS = {**INCREMENTAL_STEPS, "answers": "answers"}
+# The answers step's stream: fetched ahead too, from the active-lessons step (answers_ahead.py), not at the run's start
+ANSWERS_STEP = "answers"
 
 
 def awaited_stream(step_key: str) -> str | None:
     """The background fetch a step commits, if any: the one it waits for when it runs before that fetch ends."""
-    return AHEAD_STEPS.get(step_key) or stream_of_step(step_key)
+    return "answers" if step_key == ANSWERS_STEP else stream_of_step(step_key)
 
 
 def start_prefetch(run: RunFetches, warehouse: Warehouse, step_keys: Iterable[str],
