@@ -18,12 +18,23 @@ calls use, while the Parquet writer keeps C++'s default, so switching at run tim
 over two allocators and leave the `release_unused()` calls of the writers releasing the wrong one. Only
 `ARROW_DEFAULT_MEMORY_POOL=system` in the process's environment moves all of it (measured: medium full 695 ->
 660 MiB); a deployment may set it.
+
+pandas stays out (`keep_pandas_out`): pyarrow's first conversion of a Python list (`pa.array`) asks whether pandas
+is importable, to tell whether the list is a pandas object, and imports it to find out: ~1.4 s of CPU and ~33 MiB
+in a fresh process, on whichever thread converts first (in a sync, the client's event loop, stalling every request
+in flight), for nothing a sync or a decode worker uses. pyarrow asks once per process: told "no", it converts lists
+without asking again. What does need pandas still gets it: pyarrow imports it on demand for a pandas call
+(`to_pandas()`, `from_pandas()`), and an `import pandas` works as always.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import importlib.abc
+import sys
+import threading
+from typing import Any
 
 M_MMAP_THRESHOLD = -3  # glibc malloc.h
 M_ARENA_MAX = -8
@@ -49,3 +60,29 @@ def _mallopt():  # type: ignore[no-untyped-def]
         return None
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return mallopt
+
+
+class _PandasHiddenFromThisThread(importlib.abc.MetaPathFinder):
+    """pandas is not importable for one thread, for the moment `keep_pandas_out` asks pyarrow its question."""
+
+    def __init__(self) -> None:
+        self.thread = threading.get_ident()
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> None:
+        if threading.get_ident() == self.thread and (name == "pandas" or name.startswith("pandas.")):
+            raise ModuleNotFoundError("pandas is hidden while pyarrow asks for it (pipeline/memory.py)", name=name)
+        return None
+
+
+def keep_pandas_out() -> None:
+    """pyarrow told, once per process, that pandas is absent (module docstring); nothing if pandas is loaded."""
+    if "pandas" in sys.modules:
+        return
+    import pyarrow as pa
+
+    hidden = _PandasHiddenFromThisThread()
+    sys.meta_path.insert(0, hidden)
+    try:
+        pa.array([None])  # any list: pyarrow's one look for pandas, answered by the ImportError it expects
+    finally:
+        sys.meta_path.remove(hidden)

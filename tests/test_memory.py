@@ -1,6 +1,7 @@
-"""A sync run's process gets the allocator settings of pipeline/memory.py from LessonSync's executor: glibc's mmap
-threshold fixed (large buffers go back to the OS when freed). Each run in a fresh interpreter, since the setting
-is process-wide. Never timed."""
+"""A sync run's process gets the settings of pipeline/memory.py from LessonSync's executor: glibc's mmap threshold
+fixed (large buffers go back to the OS when freed), and pyarrow told that pandas is absent (its first list
+conversion does not import it; `to_pandas()` still works). Each run in a fresh interpreter, since the settings are
+process-wide. Never timed."""
 
 from __future__ import annotations
 
@@ -36,9 +37,19 @@ _RUN = textwrap.dedent("""
             libc.free(block)
         return mmapped
 
+    def pandas_after_a_list_conversion():
+        import sys
+        import pyarrow as pa
+        pa.array(["a list", "of strings"])
+        return "pandas" in sys.modules
+
     @op
     def probe():
-        return {"mmapped": mmapped_blocks_after_a_large_free()}
+        import pyarrow as pa
+        pandas_loaded = pandas_after_a_list_conversion()
+        frame = pa.table({"x": [1, 2]}).to_pandas()
+        return {"mmapped": mmapped_blocks_after_a_large_free(), "pandas_after_conversion": pandas_loaded,
+                "to_pandas_rows": len(frame)}
 
     @job(executor_def=build_executor(Settings()))
     def probe_job():
@@ -50,11 +61,13 @@ _RUN = textwrap.dedent("""
 """)
 
 
-def test_a_run_gets_a_fixed_mmap_threshold() -> None:
+def test_a_run_gets_a_fixed_mmap_threshold_and_pyarrow_without_pandas() -> None:
     done = subprocess.run([sys.executable, "-c", _RUN], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["mmapped"] == 50  # glibc's default would have served them from the heap after the 4 MiB free
+    assert seen["pandas_after_conversion"] is False  # ~1.4 s and ~33 MiB not spent on the client's event loop
+    assert seen["to_pandas_rows"] == 2  # pyarrow imports pandas on demand for what needs it
 
 
 def test_without_the_tuning_glibc_keeps_large_buffers_in_its_heap() -> None:
@@ -63,3 +76,11 @@ def test_without_the_tuning_glibc_keeps_large_buffers_in_its_heap() -> None:
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert int(done.stdout.strip().splitlines()[-1]) == 0
+
+
+def test_without_keeping_it_out_pyarrow_imports_pandas_at_its_first_list_conversion() -> None:
+    """The pandas probe above can tell: in a plain process the conversion imports pandas."""
+    probe = _RUN.split("@op")[0] + "print(pandas_after_a_list_conversion())\n"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "True"

@@ -30,14 +30,14 @@ on being decoded here. The workers exit when the answers run ends (answers.py, `
 does not need them) or the client closes; if this process is killed, they see their pipe close and exit.
 
 Memory: each worker holds the imports (pyarrow, numpy, pydantic, msgspec, the contract models: ~85 MiB) and one page
-at a time: ~115-130 MiB at its peak, gone before the commit (the sync's peak). pandas is kept out (_NoPandas):
-pyarrow would import it at its first conversion, ~33 MiB more per worker for nothing a worker uses.
+at a time: ~115-130 MiB at its peak, gone before the commit (the sync's peak). pandas is kept out
+(`memory.keep_pandas_out`): pyarrow would import it at its first conversion, ~33 MiB more per worker (a worker
+measured 146 MiB after its first page with pandas, 113 without) for nothing a worker uses.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib.abc
 import logging
 import os
 import pickle
@@ -55,6 +55,7 @@ import pyarrow as pa
 
 from pipeline.contract.streams import ANSWER_STREAMS, STREAMS
 from pipeline.contract.tables import TABLES
+from pipeline.memory import keep_pandas_out
 from pipeline.source.decoding import Batch, Page, PageLocation
 from pipeline.source.paging import Request
 
@@ -246,23 +247,9 @@ def ipc_stream(batch: pa.RecordBatch) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-class _NoPandas(importlib.abc.MetaPathFinder):
-    """Keeps pandas out of a worker. pyarrow imports it at its first `pa.array` of a Python list, only to ask
-    whether the list is a pandas object (`_is_array_like`): ~290 modules and ~33 MiB resident per worker (a worker
-    measured 146 MiB after its first page with pandas, 113 without), for nothing the fast path uses. Without it
-    pyarrow takes its own no-pandas path (the ImportError it expects when pandas is not installed); a list
-    converts the same either way. Should anything in a worker need pandas after all, its ImportError ends the
-    worker and the client decodes the pages itself (DecodeWorkers._fail), exactly as before."""
-
-    def find_spec(self, name: str, path: Any, target: Any = None) -> None:
-        if name == "pandas" or name.startswith("pandas."):
-            raise ModuleNotFoundError(f"pandas is not imported in a decode worker ({__name__})", name=name)
-        return None
-
-
 def serve(connection: Connection) -> None:
     """The worker's loop: a page in, its batches (or None) out, until the client closes the connection."""
-    sys.meta_path.insert(0, _NoPandas())
+    keep_pandas_out()  # pyarrow would import it at the first conversion: ~33 MiB a worker (pipeline/memory.py)
     from pipeline.source.fast_decoding import FastPages
 
     fast = {name: FastPages.for_stream(STREAMS[name]) for name in ANSWER_STREAMS}

@@ -204,7 +204,7 @@ def test_a_page_offered_as_the_workers_are_released_is_decoded_here():
 
 
 def test_a_worker_keeps_pandas_out_and_decodes_what_the_client_would():
-    """pyarrow would import pandas at a worker's first conversion (~33 MiB per worker): kept out (_NoPandas),
+    """pyarrow would import pandas at a worker's first conversion (~33 MiB per worker): kept out (memory.keep_pandas_out),
     with the very batches the client's own fast path makes."""
     from pipeline.source.fast_decoding import FastPages
 

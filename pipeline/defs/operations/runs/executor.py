@@ -23,7 +23,7 @@ from pipeline.defs.operations.runs.identity import current_process, recorded_pro
 from pipeline.defs.operations.runs.pool_wait import WatchedConcurrencyContext
 from pipeline.defs.operations.runs.ready_first import ready_first
 from pipeline.defs.operations.runs.recovery import recover_dead_runs
-from pipeline.memory import tune_process_memory
+from pipeline.memory import keep_pandas_out, tune_process_memory
 from pipeline.prefetch.runs import close_run
 from pipeline.settings import Settings
 
@@ -36,6 +36,7 @@ class WatchedInProcessExecutor(InProcessExecutor):
     def execute(self, plan_context: PlanOrchestrationContext, execution_plan: ExecutionPlan) -> Iterator[DagsterEvent]:
         run = plan_context.dagster_run
         tune_process_memory()  # glibc malloc options, before the run's threads start (pipeline/memory.py)
+        keep_pandas_out()  # pyarrow's first list conversion would import it, on the client's event loop
         if recorded_process(run.run_id, run.tags) is None:  # launched by the daemon or the UI, or a retry: tag it
             plan_context.instance.add_run_tags(run.run_id, current_process().tags(run.run_id))
         for message in recover_dead_runs(plan_context.instance, by=f"run {run.run_id}"):
