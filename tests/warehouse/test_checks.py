@@ -72,9 +72,13 @@ def test_key_and_link_checks_can_look_at_one_load(seeded: Warehouse) -> None:
         assert last_load_time(conn, "groups") is None  # never loaded
 
 
-def test_link_checks_in_ranges_count_exactly_what_one_join_counts(seeded: Warehouse) -> None:
+@pytest.mark.parametrize("few_children", [0, 4, 10**9], ids=["always NOT EXISTS", "by size", "always LEFT JOIN"])
+def test_link_checks_in_ranges_count_exactly_what_one_join_counts(seeded: Warehouse, few_children: int,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """Both sides bigger than chunk_rows: the join runs range by range of the first linked column; planted
-    orphans at the edges, inside, beyond both ends and with a NULL first column are all counted once."""
+    orphans at the edges, inside, beyond both ends and with a NULL first column are all counted once, whichever
+    side of the join is hashed (checks.FEW_CHILDREN: by the children's count, or forced either way)."""
+    monkeypatch.setattr(checks, "FEW_CHILDREN", few_children)
     with seeded.connect() as conn:
         conn.execute("CREATE TABLE lms.parents (a VARCHAR, b BIGINT, deleted_at TIMESTAMPTZ)")
         conn.execute("CREATE TABLE lms.kids (a VARCHAR, b BIGINT, k BIGINT, last_loaded_at TIMESTAMPTZ)")
