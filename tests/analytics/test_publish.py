@@ -92,6 +92,11 @@ def test_publish_writes_every_model_and_every_mart(
     try:
         tables = {r[0] for r in snapshot.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
         assert tables == {m.name for m in project.published} | {"_builds", "_published"}
+        for model in project.published:  # staging views are copied without an order: the same rows
+            in_snapshot = snapshot.execute(f"SELECT * FROM {model.name} ORDER BY ALL").fetchall()
+            assert in_snapshot == warehouse_conn.execute(f"SELECT * FROM analytics.{model.name} ORDER BY ALL").fetchall()
+        # the staging copies ran without keeping an order; the connection's setting is back to its default after
+        assert warehouse_conn.execute("SELECT current_setting('preserve_insertion_order')").fetchone()[0] is True
         for mart in project.marts:
             in_snapshot = snapshot.execute(f"SELECT * FROM {mart.name} ORDER BY ALL").fetchall()
             in_warehouse = warehouse_conn.execute(f"SELECT * FROM analytics.{mart.name} ORDER BY ALL").fetchall()
