@@ -31,7 +31,8 @@ def stream_of_step(step_key: str) -> str | None:
     return name if step_key.startswith("sync_") and name in SNAPSHOT_STREAMS else None
 
 
-# The answers step's stream: fetched ahead too, from the active-lessons step (answers_ahead.py), not at the run's start
+# The step key of the answers multi-asset; its stream is fetched ahead too, from the active-lessons step
+# (pipeline/defs/progress/answers_ahead.py), not at the run's start
 ANSWERS_STEP = "answers"
 
 

@@ -41,13 +41,14 @@ def row_count(conn: duckdb.DuckDBPyConnection, table: str) -> int:
 # linked or key column, each reading only the rows of its range (the tables are in key order, so the scans
 # skip the other row groups).
 ORPHAN_CHUNK_ROWS = 2_000_000
+KEY_CHUNK_ROWS = 2_000_000
+
 # Which side of an orphan check's join is hashed. With a LEFT JOIN DuckDB hashed the parents even for a handful of
 # children (the estimate of a filter on last_loaded_at is no help): a 1%-change sync at scale large hashed all 9.7M
 # answers (634 MB spilled) to match 28k touched results, 1.7-2.9 s. NOT EXISTS hashes the distinct child keys
 # instead (0.25 s there), but costs far more when the children are many (every row of answer_results: 21 s
 # against 4 s). So children at most a quarter of the parents go by NOT EXISTS, the rest by the LEFT JOIN.
 FEW_CHILDREN = 4
-KEY_CHUNK_ROWS = 2_000_000
 
 
 def duplicate_keys(conn: duckdb.DuckDBPyConnection, table: str, key: Sequence[str] | None = None, *,

@@ -34,12 +34,12 @@ from pipeline.defs.loading import window_for
 from pipeline.defs.progress.answer_versions import VERSIONS, WindowLessons, spill_window_active_lessons
 from pipeline.defs.windows import Window
 from pipeline.prefetch.background import BackgroundFetch
+from pipeline.prefetch.plan import ANSWERS_STEP
 from pipeline.prefetch.runs import add_prefetched, peek_prefetched, take_prefetched
 from pipeline.source.client import PlatformClient
 from pipeline.source.stats import RunStats
 from pipeline.warehouse import Load, Warehouse
 
-ANSWERS_STEP = "answers"  # the step key of the answers multi-asset
 OVERLAP_MAX_ROWS = 500_000  # a larger active-lessons load commits before the answers start fetching (docstring)
 
 
