@@ -121,6 +121,10 @@ class _End:
     error: BaseException | None = None
 
 
+async def _on_loop(call: Callable[[], object]) -> None:
+    call()
+
+
 class PlatformClient:
     """Reads the platform's API into Arrow batches; use as a context manager (or open()/close()).
 
@@ -193,6 +197,12 @@ class PlatformClient:
         """Answers (and answer_results) of the changed active lessons: `changed_pairs` has columns user_id,
         lesson_id for EVERY active lesson with last_date >= updated_since (all when it is None)."""
         return self._iterate(lambda emit: run_answers(self._ready(), changed_pairs, updated_since, emit))
+
+    def hold_decode_workers(self, held: bool = True) -> None:
+        """While held, no decode worker process starts: answer pages are decoded on the client's own thread, and
+        a start asked for meanwhile is made when the hold is lifted (decode_workers.py)."""
+        workers = self._ready().decode_workers
+        self._call(_on_loop(lambda: workers.hold(held)))
 
     def last_run_stats(self) -> RunStats:
         """Statistics of the last stream run that this thread iterated to its end."""

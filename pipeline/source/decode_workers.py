@@ -25,6 +25,9 @@ quarantine row and retry is raised and recorded by the same code with the same m
 - once the workers are up: they import for ~1 s, and pages meanwhile are decoded here. They start when the
   answers' plan has START_AT_RECORDS active lessons or more to fetch (answers.py: while it reads the drift check's
   first listing), else with the first large page; a run with only small pages never starts a process.
+- not while held (`hold`): the answers fetched ahead of their step run beside the run's other commits, and a
+  worker's ~130 MiB on top of those commits was the large full sync's peak (process tree 597-605 MiB); their
+  pages are decoded here until the answers step lifts the hold, and a start asked for meanwhile happens then.
 A worker that dies or fails turns the offload off for the rest of the client's life (logged once); the pages go
 on being decoded here. The workers exit when the answers run ends (answers.py, `release`: the commit after it
 does not need them) or the client closes; if this process is killed, they see their pipe close and exit.
@@ -115,18 +118,30 @@ class DecodeWorkers:
         self._ready: Future[None] | None = None
         self._waiting = 0
         self._failed = False
+        self._held = False  # no worker starts (hold)
+        self._asked = False  # a start was asked for while held: made when the hold is lifted
+
+    def hold(self, held: bool = True) -> None:
+        """While held, no worker starts and pages are decoded here (module docstring); lifting the hold makes
+        the start asked for meanwhile. Call it on the client's event loop, like every other method here."""
+        self._held = held
+        if not held and self._asked:
+            self._asked = False
+            self.start()
 
     def takes(self, request: Request, body: bytes) -> bool:
         """Whether this page goes to a worker (else decode it here); starts the workers at the first such page."""
         if self.processes == 0 or self._failed or request.stream.pager != "answers" or len(body) < self.min_bytes:
             return False
         ready = self.start()
-        return ready.done() and not self._failed and self._waiting < self.processes * WAITING_PER_PROCESS
+        return ready.done() and self._threads is not None and not self._failed and \
+            self._waiting < self.processes * WAITING_PER_PROCESS
 
     def start(self) -> Future[None]:
         """Start the workers (once; they import for about a second); done when they can take pages (at once
-        when there are none to start)."""
-        if self.processes == 0:
+        when there are none to start, or while held: the start is then made when the hold is lifted)."""
+        if self.processes == 0 or self._held:
+            self._asked = self._asked or self._held
             done: Future[None] = Future()
             done.set_result(None)
             return done
@@ -197,6 +212,7 @@ class DecodeWorkers:
     def release(self) -> None:
         """Let the workers go once a fetch is over, so their memory is not held through the commit that follows:
         an idle worker reads end-of-file and exits (close() reaps it); the next large fetch starts new ones."""
+        self._asked = False  # a fetch over: a hold lifted after it starts nothing
         threads = self._threads
         if threads is None:
             return

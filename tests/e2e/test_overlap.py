@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from urllib.parse import parse_qs, urlsplit
 
+import psutil
 import pytest
 from dagster import DagsterInstance
 from stack_helpers import RAW, assert_warehouse_equals_platform
@@ -14,6 +15,8 @@ from stack_helpers import RAW, assert_warehouse_equals_platform
 from simulator.platform import LoggedRequest
 from pipeline.stack import local_stack
 from pipeline.defs.progress import answers_ahead
+from pipeline.source import answers
+from pipeline.source.client import PlatformClient
 from pipeline.warehouse import hooks
 
 pytestmark = pytest.mark.slow
@@ -104,6 +107,52 @@ def test_a_large_active_lessons_load_commits_before_the_answers_start_and_stays_
         assert answers_seen_at_first_commit == [False]
         assert full.materializations["lms/answers"]["rows_fetched"] > 0
         assert_warehouse_equals_platform(stack)
+
+
+def decode_worker_processes() -> list[int]:
+    """This process's decode workers (pipeline/source/decode_workers.py), running or not yet reaped."""
+    return [p.pid for p in psutil.Process().children(recursive=True)
+            if "pipeline.source.decode_workers" in " ".join(p.cmdline())]
+
+
+def test_no_decode_worker_runs_beside_the_commits_before_the_answers_step(tmp_path, monkeypatch):
+    """The answers fetched while the active lessons commit are decoded on the client's own thread until their
+    step (answers_ahead.py): a worker process on top of the commits in between was the large full sync's memory
+    peak. Here the plan asks for a worker at once (START_AT_RECORDS 0); none runs at the active lessons' commit,
+    with their answers being fetched; the run stays exact."""
+    monkeypatch.setattr(answers, "START_AT_RECORDS", 0)
+    at_first_commit: list[tuple[bool, list[int]]] = []
+
+    def look_at_first_commit(point: str) -> None:
+        if point == "parts_written" and not at_first_commit:
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and not any(stream_of(r) == "answers" for r in stack.sim.request_log()):
+                time.sleep(0.02)
+            time.sleep(1.0)  # a worker the plan started would be a process by now (it starts in milliseconds)
+            fetching = any(stream_of(r) == "answers" for r in stack.sim.request_log())
+            at_first_commit.append((fetching, decode_worker_processes()))
+
+    holds: list[tuple[bool, float]] = []  # the hold's changes, as the client is asked (a spy: the real call runs)
+    hold = PlatformClient.hold_decode_workers
+    monkeypatch.setattr(PlatformClient, "hold_decode_workers",
+                        lambda client, held=True: (holds.append((held, time.time())), hold(client, held))[1])
+
+    instance = DagsterInstance.ephemeral()
+    with local_stack(tmp_path / "data", scale="tiny", faults="latency_ms=25", page_size=20) as stack:
+        stack.env["LESSONSYNC_DECODE_PROCESSES"] = "1"
+        hooks.on_point(look_at_first_commit)
+        try:
+            full = stack.sync(select=RAW, instance=instance)
+        finally:
+            hooks.on_point(None)
+        assert full.success, full.error
+        assert at_first_commit == [(True, [])]  # the answers were being fetched, with no worker beside the commit
+        assert_warehouse_equals_platform(stack)
+    # held when the fetch began, lifted by the answers step (its start asked for is made then: test_decode_workers.py)
+    [answers_step_start] = [record.timestamp for record in instance.all_logs(full.run_id)
+                            if record.dagster_event is not None and record.dagster_event.step_key == "answers"
+                            and record.dagster_event.event_type_value == "STEP_START"]
+    assert [held for held, _ in holds] == [True, False] and holds[1][1] >= answers_step_start > holds[0][1]
 
 
 def test_steps_whose_fetch_has_ended_go_before_a_step_still_fetching(tmp_path):

@@ -9,6 +9,7 @@ import asyncio
 import logging
 import os
 import signal
+import time
 
 import orjson
 import psutil
@@ -225,3 +226,43 @@ def test_a_worker_keeps_pandas_out_and_decodes_what_the_client_would():
         assert theirs.records.equals(ours.records)
     assert (page.served, page.records) == (here.served, here.records)
     assert "/pandas/" not in mapped  # none of pandas' extension modules loaded in the worker
+
+
+def test_held_workers_start_nothing_until_the_hold_is_lifted_then_the_start_asked_for():
+    workers = DecodeWorkers(1, min_bytes=0)
+    request = Request(STREAMS["answers_by_lesson"], {"lesson_id": "L"})
+    try:
+        workers.hold()
+        assert not workers.takes(request, b"[]")  # decoded here; the start it asks for waits
+        workers.start()  # as a large plan asks (answers.py)
+        assert workers.process_ids() == []
+        workers.hold(False)  # the start asked for is made now, by nothing else
+        assert _eventually(lambda: len(workers.process_ids()) == 1)
+        workers.start().result(READY_SECONDS)  # the same start: no second process
+        assert len(workers.process_ids()) == 1 and workers.takes(request, b"[]")
+    finally:
+        workers.close()
+
+
+def test_a_hold_lifted_after_the_fetch_ended_starts_nothing_and_one_nothing_asked_for_neither():
+    ended, never_asked = DecodeWorkers(1, min_bytes=0), DecodeWorkers(1, min_bytes=0)
+    try:
+        ended.hold()
+        ended.start()  # the plan asked while held...
+        ended.release()  # ...and the fetch ended before the answers step lifted the hold
+        ended.hold(False)
+        never_asked.hold()
+        never_asked.hold(False)
+        assert not _eventually(lambda: ended.process_ids() or never_asked.process_ids(), seconds=1)
+    finally:
+        ended.close()
+        never_asked.close()
+
+
+def _eventually(condition, seconds: float = READY_SECONDS) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True

@@ -15,6 +15,10 @@ What still holds:
   active-lessons step, and a run that fails before the answers step cancels the fetch and discards its parts
   (prefetch/runs.py, close_run); the versions are written only by the answers commit.
 
+Until the answers step, their pages are decoded on the client's own thread (`hold_decode_workers`): the commits
+of the steps in between run beside this fetch, and a decode worker process on top of them made the large full
+sync's peak (process tree 597-605 MiB; ~555 without it). The answers step lifts the hold.
+
 A sweep of more than OVERLAP_MAX_ROWS active lessons (a full sync at scale large: 1M) is planned and fetched
 right AFTER its commit instead, still before the answers step: that commit sorts and stages up to millions of
 rows within DuckDB's memory limit, and the answers' fetch buffers and decode worker would add up with it (scale
@@ -100,6 +104,9 @@ class AnswersAhead:
             wh, window, only_changed=not refetch_whole_window(window, client), loading=load))
         self._plan = AnswersPlan(window, lessons, spill)
         planner_input = lessons.planner_input()
+        # until the answers step: the commits before it run beside this fetch, and a decode worker on top of them
+        # was the sync's peak (decode_workers.py)
+        client.hold_decode_workers()
         add_prefetched(context.run.run_id, BackgroundFetch(
             wh, client, "answers", context.run.run_id, window, cursor_before,
             client.iter_answers(planner_input, updated_since=window.since), plan=self._plan))

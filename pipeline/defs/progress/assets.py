@@ -78,6 +78,7 @@ def answers(
     wh = ready_warehouse(warehouse)
     planned: dict[str, Any] = {}
     with sync_client(context, platform.settings(), wh) as client, ExitStack() as spills:
+        client.hold_decode_workers(False)  # held while fetched beside the steps before (answers_ahead.py)
         ahead = take_answers_plan(context)  # planned and fetching since the active lessons' sweep ended
         if ahead is not None:
             spills.enter_context(ahead.spill)
