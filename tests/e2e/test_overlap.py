@@ -46,31 +46,49 @@ def max_overlap_between(log: list[LoggedRequest], first: str, second: str) -> in
                default=0)
 
 
-def sync_holding_the_first_commit(stack, seconds: float):
+def decode_worker_processes() -> list[int]:
+    """This process's decode workers (pipeline/source/decode_workers.py), running or not yet reaped."""
+    return [p.pid for p in psutil.Process().children(recursive=True)
+            if "pipeline.source.decode_workers" in " ".join(p.cmdline())]
+
+
+def sync_holding_the_first_commit(stack, seconds: float, *, settle: float = 0.0,
+                                  instance: DagsterInstance | None = None):
     """A sync of the raw tables whose first commit (the active lessons': their step goes first) is held until
-    answers requests reach the platform, or `seconds`; and whether they had, as a one-item list."""
-    answered_before_commit: list[bool] = []
+    answers requests reach the platform, or `seconds`, then `settle` seconds more; and, as a one-item list,
+    whether they had, with the decode worker processes running then."""
+    at_first_commit: list[tuple[bool, list[int]]] = []
+
+    def answers_asked() -> bool:
+        return any(stream_of(r) == "answers" for r in stack.sim.request_log())
 
     def hold_first_commit(point: str) -> None:
-        if point == "parts_written" and not answered_before_commit:
+        if point == "parts_written" and not at_first_commit:
             deadline = time.monotonic() + seconds
-            while time.monotonic() < deadline and not any(stream_of(r) == "answers" for r in stack.sim.request_log()):
+            while time.monotonic() < deadline and not answers_asked():
                 time.sleep(0.02)
-            answered_before_commit.append(any(stream_of(r) == "answers" for r in stack.sim.request_log()))
+            time.sleep(settle)
+            at_first_commit.append((answers_asked(), decode_worker_processes()))
 
     hooks.on_point(hold_first_commit)
     try:
-        return stack.sync(select=RAW), answered_before_commit
+        return stack.sync(select=RAW, instance=instance), at_first_commit
     finally:
         hooks.on_point(None)
+
+
+def step_starts(instance: DagsterInstance, run_id: str) -> dict[str, float]:
+    """When each step of the run started (its STEP_START event)."""
+    return {record.dagster_event.step_key: record.timestamp for record in instance.all_logs(run_id)
+            if record.dagster_event is not None and record.dagster_event.event_type_value == "STEP_START"}
 
 
 def test_streams_are_fetched_together_within_the_limit_and_stay_exact(tmp_path):
     with local_stack(tmp_path / "data", scale="tiny", faults="latency_ms=25", page_size=20) as stack:
         stack.env["LESSONSYNC_CONCURRENCY"] = str(CONCURRENCY)
-        full, answered_before_commit = sync_holding_the_first_commit(stack, seconds=20)
+        full, at_first_commit = sync_holding_the_first_commit(stack, seconds=20)
         assert full.success, full.error
-        assert answered_before_commit == [True]  # the answers were fetched while the active lessons committed
+        assert [asked for asked, _ in at_first_commit] == [True]  # fetched while the active lessons committed
         assert_warehouse_equals_platform(stack)
         log = stack.sim.request_log()
         streams = {stream_of(r) for r in log}
@@ -102,56 +120,33 @@ def test_a_large_active_lessons_load_commits_before_the_answers_start_and_stays_
     that commit (answers_ahead.py: the two would add up in memory), still exact."""
     monkeypatch.setattr(answers_ahead, "OVERLAP_MAX_ROWS", 0)
     with local_stack(tmp_path / "data", scale="tiny", faults="latency_ms=5", page_size=20) as stack:
-        full, answers_seen_at_first_commit = sync_holding_the_first_commit(stack, seconds=3)
+        full, at_first_commit = sync_holding_the_first_commit(stack, seconds=3)
         assert full.success, full.error
-        assert answers_seen_at_first_commit == [False]
+        assert [asked for asked, _ in at_first_commit] == [False]
         assert full.materializations["lms/answers"]["rows_fetched"] > 0
         assert_warehouse_equals_platform(stack)
-
-
-def decode_worker_processes() -> list[int]:
-    """This process's decode workers (pipeline/source/decode_workers.py), running or not yet reaped."""
-    return [p.pid for p in psutil.Process().children(recursive=True)
-            if "pipeline.source.decode_workers" in " ".join(p.cmdline())]
 
 
 def test_no_decode_worker_runs_beside_the_commits_before_the_answers_step(tmp_path, monkeypatch):
     """The answers fetched while the active lessons commit are decoded on the client's own thread until their
     step (answers_ahead.py): a worker process on top of the commits in between was the large full sync's memory
     peak. Here the plan asks for a worker at once (START_AT_RECORDS 0); none runs at the active lessons' commit,
-    with their answers being fetched; the run stays exact."""
+    with their answers being fetched; the answers step lifts the hold; the run stays exact."""
     monkeypatch.setattr(answers, "START_AT_RECORDS", 0)
-    at_first_commit: list[tuple[bool, list[int]]] = []
-
-    def look_at_first_commit(point: str) -> None:
-        if point == "parts_written" and not at_first_commit:
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline and not any(stream_of(r) == "answers" for r in stack.sim.request_log()):
-                time.sleep(0.02)
-            time.sleep(1.0)  # a worker the plan started would be a process by now (it starts in milliseconds)
-            fetching = any(stream_of(r) == "answers" for r in stack.sim.request_log())
-            at_first_commit.append((fetching, decode_worker_processes()))
-
     holds: list[tuple[bool, float]] = []  # the hold's changes, as the client is asked (a spy: the real call runs)
     hold = PlatformClient.hold_decode_workers
     monkeypatch.setattr(PlatformClient, "hold_decode_workers",
                         lambda client, held=True: (holds.append((held, time.time())), hold(client, held))[1])
-
     instance = DagsterInstance.ephemeral()
     with local_stack(tmp_path / "data", scale="tiny", faults="latency_ms=25", page_size=20) as stack:
         stack.env["LESSONSYNC_DECODE_PROCESSES"] = "1"
-        hooks.on_point(look_at_first_commit)
-        try:
-            full = stack.sync(select=RAW, instance=instance)
-        finally:
-            hooks.on_point(None)
+        # a worker the plan started would be a process within a second (it starts in milliseconds)
+        full, at_first_commit = sync_holding_the_first_commit(stack, seconds=20, settle=1.0, instance=instance)
         assert full.success, full.error
         assert at_first_commit == [(True, [])]  # the answers were being fetched, with no worker beside the commit
         assert_warehouse_equals_platform(stack)
     # held when the fetch began, lifted by the answers step (its start asked for is made then: test_decode_workers.py)
-    [answers_step_start] = [record.timestamp for record in instance.all_logs(full.run_id)
-                            if record.dagster_event is not None and record.dagster_event.step_key == "answers"
-                            and record.dagster_event.event_type_value == "STEP_START"]
+    answers_step_start = step_starts(instance, full.run_id)["answers"]
     assert [held for held, _ in holds] == [True, False] and holds[1][1] >= answers_step_start > holds[0][1]
 
 
@@ -187,8 +182,6 @@ def test_steps_whose_fetch_has_ended_go_before_a_step_still_fetching(tmp_path):
         finally:
             hooks.on_point(None)
         assert full.success, full.error
-        started = [record.dagster_event.step_key for record in instance.all_logs(full.run_id)
-                   if record.dagster_event is not None and record.dagster_event.event_type_value == "STEP_START"]
-        assert started.index("sync_groups") > max(started.index("sync_lessons"),
-                                                   started.index("sync_lesson_sessions"))
+        started = step_starts(instance, full.run_id)
+        assert started["sync_groups"] > max(started["sync_lessons"], started["sync_lesson_sessions"])
         assert_warehouse_equals_platform(stack)
