@@ -123,7 +123,7 @@ class DecodeWorkers:
 
     def hold(self, held: bool = True) -> None:
         """While held, no worker starts and pages are decoded here (module docstring); lifting the hold makes
-        the start asked for meanwhile. Call it on the client's event loop, like every other method here."""
+        the start asked for meanwhile. Call it on the client's event loop, where takes() and start() run."""
         self._held = held
         if not held and self._asked:
             self._asked = False
@@ -140,8 +140,9 @@ class DecodeWorkers:
     def start(self) -> Future[None]:
         """Start the workers (once; they import for about a second); done when they can take pages (at once
         when there are none to start, or while held: the start is then made when the hold is lifted)."""
+        if self._held:
+            self._asked = True
         if self.processes == 0 or self._held:
-            self._asked = self._asked or self._held
             done: Future[None] = Future()
             done.set_result(None)
             return done
