@@ -1,35 +1,43 @@
 # Each target bootstraps .venv from pyproject.toml on a fresh machine (Python 3.11, git, make).
+# Bytecode is compiled at install (site-packages) and before each target (our own packages): where
+# PYTHONDONTWRITEBYTECODE is set (it is on our build machine), no process ever caches it, and every test
+# subprocess, Dagster run worker and CLI call compiled ~14,000 files again (5.1 s to import the definitions
+# instead of 2.4 s). `compileall` rewrites only what changed.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench dev clean
+.PHONY: demo test bench dev clean bytecode
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet uv
-	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[dev,simulator]' || $(BIN)/python -m pip install --quiet -e '.[dev,simulator]'
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e '.[dev,simulator]' || $(BIN)/python -m pip install --quiet -e '.[dev,simulator]'
 	touch $@
 
 $(VENV)/.installed-bench: $(VENV)/.installed
-	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[dev,simulator,bench]' || $(BIN)/python -m pip install --quiet -e '.[dev,simulator,bench]'
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e '.[dev,simulator,bench]' || $(BIN)/python -m pip install --quiet -e '.[dev,simulator,bench]'
 	touch $@
 
-demo: $(VENV)/.installed
+# Our own packages' bytecode (site-packages' is compiled at install); instant when nothing changed.
+bytecode: $(VENV)/.installed
+	$(BIN)/python -m compileall -q pipeline simulator bench tests
+
+demo: bytecode
 	$(BIN)/lessonsync demo
 
 # The import contracts ([tool.importlinter] in pyproject.toml) first: a layering break fails in seconds, before the suite.
-test: $(VENV)/.installed
+test: bytecode
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -n 3 --maxschedchunk 2
 
-bench: $(VENV)/.installed-bench
+bench: $(VENV)/.installed-bench bytecode
 	$(BIN)/python -m bench
 
 # `dagster dev` (webserver + daemon) still works in Dagster 1.13; its "use dg dev" notice is silenced (see README).
 # The Dagster home is the one `lessonsync sync` and the demo record their runs in (DAGSTER_HOME, else the data
 # directory's), so the UI shows them.
-dev: $(VENV)/.installed
+dev: bytecode
 	home="$$($(BIN)/python -m pipeline.instance)" && DAGSTER_HOME="$$home" \
 	  PYTHONWARNINGS='ignore:Function `dev_command` is superseded' $(BIN)/dagster dev -w workspace.yaml
 
