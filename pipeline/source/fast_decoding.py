@@ -32,7 +32,6 @@ returns None for them. tests/source/test_source_fast.py checks that both paths g
 
 from __future__ import annotations
 
-import gc
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -54,7 +53,7 @@ from pipeline.contract.columns import TIMESTAMP, Leaf
 from pipeline.contract.columns import leaves as model_leaves
 from pipeline.contract.streams import StreamSpec
 from pipeline.contract.tables import BUILDS, ChildTable, RecordTable
-from pipeline.source.decoding import Batch, Page, PageLocation
+from pipeline.source.decoding import Batch, Page, PageLocation, gc_paused
 from pipeline.source.paging import Request
 
 Unsupported = type("Unsupported", (), {})
@@ -341,19 +340,10 @@ class FastPages:
             return None
 
     def page(self, request: Request, body: bytes, where: PageLocation, with_keys: bool) -> Page | None:
-        """The page as Arrow batches, or None: take the validated path.
-
-        The cyclic garbage collector is paused meanwhile: a page makes thousands of short-lived lists and
-        tuples (no cycles; reference counting frees them), each batch of 700 triggering a collection that
-        walks the rest, and some of them a full collection of the whole process: that took as much CPU
-        as the decoding itself on pages of several thousand records."""
-        if not gc.isenabled():
+        """The page as Arrow batches, or None: take the validated path. The collector is paused meanwhile
+        (decoding.gc_paused)."""
+        with gc_paused():
             return self._page(request, body, where, with_keys)
-        gc.disable()
-        try:
-            return self._page(request, body, where, with_keys)
-        finally:
-            gc.enable()
 
     def _page(self, request: Request, body: bytes, where: PageLocation, with_keys: bool) -> Page | None:
         raw: list[Any] | None = None  # the page as dicts, only when it has unknown fields

@@ -28,7 +28,7 @@ from pipeline.contract.streams import StreamSpec
 from pipeline.contract.tables import TABLES
 from pipeline.settings import Settings
 from pipeline.source.decode_workers import DecodeWorkers
-from pipeline.source.decoding import Batch, Page, PageDecoder, PageLocation, arrow_page
+from pipeline.source.decoding import Batch, Page, PageDecoder, PageLocation, arrow_page, gc_paused
 from pipeline.source.errors import PlatformRequestError
 from pipeline.source.fast_decoding import FastPages
 from pipeline.source.paging import Request, UpdatedSinceFormat, answer_pages, record_pages, single_page
@@ -117,7 +117,10 @@ class SourceCore:
                 # (decoding.py: quarantine, extras, truncated bodies); either way Arrow at once, inside the
                 # retried attempt, so dicts or Structs never wait in line
                 page = None if fast is None else fast.page(request, body, where, key is not None)
-                return page if page is not None else arrow_page(request, decoder.decode(body, where), key)
+                if page is not None:
+                    return page
+                with gc_paused():
+                    return arrow_page(request, decoder.decode(body, where), key)
 
             async def decode_in_worker(body: bytes) -> Page:
                 # the same fast path in a worker process (decode_workers.py); whatever it does not hand back is

@@ -219,3 +219,31 @@ def test_new_fields_and_a_bad_record_in_one_page_go_the_validated_way():
     records = [answer(0, brandNew=1), answer(1, quizType="final"), answer(2)]
     quick, validated = _decode_both("answers_by_lesson", records, {"lesson_id": "L"})
     assert quick is None and validated.quarantined == 1 and validated.records == 2
+
+
+def test_the_validated_path_decodes_with_the_collector_paused_over_http(monkeypatch):
+    """Lessons have no fast path (JSON columns): their pages are validated and converted with the cyclic
+    collector paused (decoding.gc_paused: a third of that path's time on the catalogue of scale large), and the
+    collector is on again afterwards."""
+    import gc
+
+    seen: list[bool] = []
+    validate = PageDecoder.decode
+
+    def spy(self, body, where):
+        seen.append(gc.isenabled())
+        return validate(self, body, where)
+
+    monkeypatch.setattr(PageDecoder, "decode", spy)
+    lessons = [{"status": "online", "visibility": "public", "summary": "s", "title": f"t{i}", "id": f"L{i}",
+                "notions": [{"contents": [], "description": "d", "title": "n"}]} for i in range(3)]
+    state = EdgeState(body=[])
+    state.script = [raw(orjson.dumps(lessons))]  # a short page: the last one
+    assert gc.isenabled()
+    with edge_server(state) as url, PlatformClient(_settings(url)) as client:
+        batches = list(client.iter_stream("lessons"))
+    assert seen == [False]
+    assert gc.isenabled()
+    rows = {b.table.name: b.records.to_pylist() for b in batches}
+    assert [r["id"] for r in rows["lessons"]] == ["L0", "L1", "L2"]
+    assert json.loads(rows["lessons"][0]["notions"]) == lessons[0]["notions"]
