@@ -117,6 +117,9 @@ def load_stream(
             done = time.monotonic()
             # cheap: DuckDB counts from its row groups
             row_counts = {table: row_count(conn, table) for table in sorted({*tables, *snapshot_tables})}
+    if result.repeat_of is not None:
+        context.log.info(f"{stream}: the same snapshot as load {result.repeat_of}; its rows were not compared "
+                         "again, only their last_loaded_at moved")
     return StreamLoad(result, stats, window, done - fetched.started, done - committing, row_counts)
 
 
@@ -200,6 +203,8 @@ def table_metadata(done: StreamLoad, table: str) -> dict[str, object]:
         "commit_s": round(done.commit_seconds, 3),
     }
     metadata.update({f"rows_{name}": value for name, value in counts.as_dict().items()})
+    if result.repeat_of is not None:  # the whole snapshot was the same as that load's (pipeline/warehouse/repeats.py)
+        metadata["unchanged_since_load"] = result.repeat_of
     if table in done.row_counts:
         metadata["dagster/row_count"] = done.row_counts[table]
     return metadata

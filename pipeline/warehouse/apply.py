@@ -1,6 +1,7 @@
 """One load applied to the warehouse inside the caller's transaction. The same function serves a live
 commit, the roll-forward of a load whose manifest was written just before a crash, and a rebuild from
-the lake, so all three produce the same rows, load timestamps, cursor and counts."""
+the lake, so all three produce the same rows, load timestamps, cursor and counts. A complete snapshot that
+repeats the table's last one is applied without its rows being compared (repeats.py), with the same result."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pipeline.warehouse.errors import SchemaError
 from pipeline.warehouse.lake import check_parts
 from pipeline.warehouse.lakestore import LocalLake
 from pipeline.warehouse.manifest import LoadOutcome, LoadPlan, TableLoad
+from pipeline.warehouse.repeats import repeated_load, touch_repeated
 from pipeline.warehouse.results import TableLoadStats
 from pipeline.warehouse.schema import TableDef, drop_tables, ensure_tables, table_ref
 from pipeline.warehouse.staging import (
@@ -38,7 +40,24 @@ def apply_load(ctx: CommitContext, plan: LoadPlan) -> LoadOutcome:
     dropped_only = set(plan.drop_before) - {t.name for t in plan.tables}
     # replays: the tables as they were at that commit
     catalog = ensure_tables(conn, [t for t in plan.catalog if t.name not in dropped_only])
-    stats, stages = _stage_tables(ctx, plan, catalog)
+    files = {load.name: check_parts(ctx.lake, load.parts, f"load {plan.seq} ({plan.load_id})", conn)
+             for load in plan.tables}
+    repeat_of = repeated_load(conn, plan, catalog, files)
+    if repeat_of is not None:
+        stats = touch_repeated(conn, plan, ts_literal(plan.loaded_at))
+    else:
+        stats = _apply_rows(ctx, plan, catalog, files)
+    before, after = advance_cursor(conn, plan)
+    outcome = LoadOutcome(before, after, stats, *advance_position(conn, plan), repeat_of=repeat_of)
+    record_load(conn, plan, outcome)
+    return outcome
+
+
+def _apply_rows(ctx: CommitContext, plan: LoadPlan, catalog: dict[str, TableDef],
+                files: dict[str, list[str]]) -> dict[str, TableLoadStats]:
+    """The ordinary apply: stage, classify and upsert every table, then mark what vanished."""
+    conn = ctx.conn
+    stats, stages = _stage_tables(ctx, plan, catalog, files)
     order = [t.name for t in parents_first(plan.tables)]
     for link in sorted(plan.children, key=lambda link: order.index(link.parent) if link.parent in order else -1):
         if link.child in stages and link.parent in stages:  # top down: a grandparent's staleness reaches the bottom
@@ -54,13 +73,10 @@ def apply_load(ctx: CommitContext, plan: LoadPlan) -> LoadOutcome:
         stats[name] = replace(stats.get(name, TableLoadStats()), deleted=count)
     for stage in stages.values():
         drop_stage(conn, stage)
-    before, after = advance_cursor(conn, plan)
-    outcome = LoadOutcome(before, after, stats, *advance_position(conn, plan))
-    record_load(conn, plan, outcome)
-    return outcome
+    return stats
 
 
-def _stage_tables(ctx: CommitContext, plan: LoadPlan, catalog: dict[str, TableDef]
+def _stage_tables(ctx: CommitContext, plan: LoadPlan, catalog: dict[str, TableDef], files: dict[str, list[str]]
                   ) -> tuple[dict[str, TableLoadStats], dict[str, Stage]]:
     """Append tables are inserted at once; the others are staged (deduped and classified) for upsert, except
     a first load into an empty table, inserted at once too (upsert.insert_first_load) unless a parent row of
@@ -69,19 +85,19 @@ def _stage_tables(ctx: CommitContext, plan: LoadPlan, catalog: dict[str, TableDe
     stages: dict[str, Stage] = {}
     for load in parents_first(plan.tables):
         target = _target(catalog, load.name)
-        files = check_parts(ctx.lake, load.parts, f"load {plan.seq} ({plan.load_id})", ctx.conn)
+        parts = files[load.name]
         if load.kind == "append":
             fetched = sum(part.rows for part in load.parts)
-            inserted = _append(ctx.conn, load, target, files, plan)
+            inserted = _append(ctx.conn, load, target, parts, plan)
             stats[load.name] = TableLoadStats(fetched=fetched, inserted=inserted, unchanged=fetched - inserted)
-        elif not files:
+        elif not parts:
             stats[load.name] = TableLoadStats()
         elif (empty := target_is_empty(ctx.conn, target)) and not _has_stale_parent(ctx.conn, plan, load.name,
                                                                                       stages):
-            stages[load.name] = insert_first_load(ctx.conn, load, target, files, ts_literal(plan.loaded_at),
+            stages[load.name] = insert_first_load(ctx.conn, load, target, parts, ts_literal(plan.loaded_at),
                                                   parts_are_local=isinstance(ctx.lake, LocalLake))
         else:
-            stages[load.name] = create_stage(ctx.conn, load, target, files, empty)
+            stages[load.name] = create_stage(ctx.conn, load, target, parts, empty)
     return stats, stages
 
 

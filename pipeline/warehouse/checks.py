@@ -15,7 +15,6 @@ Cost: a check must not cost more than the load it follows.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
@@ -28,7 +27,7 @@ from pipeline.warehouse.errors import SchemaError
 from pipeline.warehouse.ranges import key_ranges, range_bounds
 from pipeline.warehouse.schema import DELETED_AT, LAST_LOADED_AT, TableDef, table_ref
 from pipeline.warehouse.staging import value_range
-from pipeline.warehouse.state import LOAD_RUNS
+from pipeline.warehouse.state import LOAD_RUNS, newest_loads
 
 
 def row_count(conn: duckdb.DuckDBPyConnection, table: str) -> int:
@@ -182,23 +181,7 @@ def _count(conn: duckdb.DuckDBPyConnection, sql: str, params: dict[str, object] 
     return int(scalar(conn, sql, params))
 
 
-LOADS_PER_READ = 64  # newest loads first, a batch at a time: each run's loads name every table it wrote
-
-
 def last_load_counts(conn: duckdb.DuckDBPyConnection, tables: Iterable[str]) -> dict[str, dict[str, int]]:
     """Per table, the counts (inserted, deleted, ...) of the newest load that wrote it; a table no load wrote
-    is absent. One read of lms._load_runs, newest first, for every table (it was a JSON query per table),
-    stopping once each table is found: usually within the last run's loads."""
-    wanted, found = set(tables), {}
-    below = None  # keyset paging on load_seq: a load committed meanwhile cannot shift what is read next
-    while wanted - found.keys():
-        rows = conn.execute(f"SELECT load_seq, tables FROM {LOAD_RUNS} WHERE ? IS NULL OR load_seq < ? "
-                            "ORDER BY load_seq DESC LIMIT ?", [below, below, LOADS_PER_READ]).fetchall()
-        for below, written in rows:
-            counts = json.loads(written) if isinstance(written, str) else written
-            for table in wanted - found.keys():
-                if counts.get(table) is not None:
-                    found[table] = counts[table]
-        if len(rows) < LOADS_PER_READ:
-            break
-    return found
+    is absent."""
+    return {table: load.counts for table, load in newest_loads(conn, tables).items()}

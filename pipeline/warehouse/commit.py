@@ -70,7 +70,8 @@ def commit_load(load: Load, tables: tuple[TableLoad, ...], cursor: datetime | No
             raise
         hooks.reached("committed")
     return LoadResult(plan.stream, plan.run_id, plan.load_id, plan.seq, plan.loaded_at, outcome.cursor_before,
-                      outcome.cursor_after, outcome.tables, manifest, outcome.position_before, outcome.position_after)
+                      outcome.cursor_after, outcome.tables, manifest, outcome.position_before, outcome.position_after,
+                      outcome.repeat_of)
 
 
 def _plan(conn: duckdb.DuckDBPyConnection, load: Load, tables: tuple[TableLoad, ...], cursor: datetime | None,

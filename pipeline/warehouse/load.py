@@ -18,6 +18,7 @@ from pipeline.contract.tables import TableSpec
 from pipeline.warehouse import hooks
 from pipeline.warehouse.batches import conform_batch
 from pipeline.warehouse.commit import commit_load
+from pipeline.warehouse.content import ContentDigest
 from pipeline.warehouse.errors import WarehouseError
 from pipeline.warehouse.lake import PartWriter, list_manifests, load_dir
 from pipeline.warehouse.links import ChildLinks
@@ -47,6 +48,7 @@ class Load:
         self.load_id = f"{run_id}-{stream}-{secrets.token_hex(4)}"
         self._specs: dict[str, TableSpec] = {}
         self._writers: dict[str, PartWriter] = {}
+        self._contents: dict[str, ContentDigest] = {}  # snapshot tables only (repeats.py)
         self._state = "open"
 
     def __enter__(self) -> Load:
@@ -68,11 +70,16 @@ class Load:
                 self.warehouse.lake, load_dir(spec.name, self.started_at, self.load_id),
                 _lake_schema(spec, self.load_id),
                 part_rows=self.warehouse.part_rows, row_group_rows=self.warehouse.row_group_rows)
+            if spec.kind == "snapshot":
+                self._contents[spec.name] = ContentDigest(spec.schema)
         elif known != spec:
             raise WarehouseError(f"table {spec.name} was written with two different specs in load "
                                  f"{self.load_id}; write each table with one spec per load.")
+        content = self._contents.get(spec.name)
         for piece in conform_batch(spec, batch):
             self._writers[spec.name].write(piece)
+            if content is not None:
+                content.add(piece)
 
     def flush(self) -> None:
         """Write every table's buffered rows to its part now, so the memory they hold is free before the commit
@@ -114,7 +121,8 @@ class Load:
         self._state = "committing"
         try:
             tables = tuple(TableLoad(name, spec.kind, tuple(spec.key), spec.cursor_field, spec.parent,
-                                     tuple(spec.schema.names), self._writers[name].finish(), tuple(spec.order_by))
+                                     tuple(spec.schema.names), self._writers[name].finish(), tuple(spec.order_by),
+                                     self._content(name))
                            for name, spec in self._specs.items())
             # The last row groups' Parquet encoding scratch (tens of MiB in Arrow's pool at 131k-row groups),
             # back to the OS before DuckDB takes its memory for the commit.
@@ -148,6 +156,10 @@ class Load:
     @property
     def specs(self) -> Mapping[str, TableSpec]:
         return dict(self._specs)
+
+    def _content(self, table: str) -> str | None:
+        content = self._contents.get(table)
+        return None if content is None else content.hexdigest()
 
     def _has_manifest(self) -> bool:
         return any(ref.name.endswith(f"-{self.load_id}.json") for _, ref in list_manifests(self.warehouse.lake))

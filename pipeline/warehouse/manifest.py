@@ -36,6 +36,7 @@ class TableLoad:
     columns: tuple[str, ...]  # data columns present in the parts
     parts: tuple[PartFile, ...]
     order_by: tuple[str, ...] = ()  # TableSpec.order_by: which version of a key wins (empty: the cursor field)
+    content: str | None = None  # snapshot tables: the digest of the rows written (content.py), else None
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,7 @@ class LoadOutcome:
     tables: dict[str, TableLoadStats]
     position_before: int | None = None
     position_after: int | None = None
+    repeat_of: int | None = None  # the load whose complete snapshot this one repeated row for row (repeats.py)
 
 
 def to_json(plan: LoadPlan, outcome: LoadOutcome) -> bytes:
@@ -101,6 +103,8 @@ def to_json(plan: LoadPlan, outcome: LoadOutcome) -> bytes:
         doc["outcome"]["position_after"] = outcome.position_after
     if plan.drop_before:
         doc["drop_before"] = list(plan.drop_before)
+    if outcome.repeat_of is not None:
+        doc["outcome"]["repeat_of"] = outcome.repeat_of
     return json.dumps(doc, indent=1, sort_keys=False).encode()
 
 
@@ -125,7 +129,8 @@ def from_json(raw: bytes, where: str) -> tuple[LoadPlan, LoadOutcome]:
         out = doc["outcome"]
         outcome = LoadOutcome(_dt(out["cursor_before"]), _dt(out["cursor_after"]),
                               {name: TableLoadStats(**s) for name, s in out["tables"].items()},
-                              _int(out.get("position_before")), _int(out.get("position_after")))
+                              _int(out.get("position_before")), _int(out.get("position_after")),
+                              _int(out.get("repeat_of")))
     except LakeError:
         raise
     except (ValueError, KeyError, TypeError) as error:
@@ -138,13 +143,14 @@ def _table_doc(t: TableLoad) -> dict[str, Any]:
     doc = {"name": t.name, "kind": t.kind, "key": list(t.key), "cursor_field": t.cursor_field,
            "parent": t.parent, "columns": list(t.columns),
            "parts": [{"path": p.path, "rows": p.rows, "bytes": p.bytes} for p in t.parts]}
-    return doc | ({"order_by": list(t.order_by)} if t.order_by else {})
+    doc |= {"order_by": list(t.order_by)} if t.order_by else {}
+    return doc | ({"content": t.content} if t.content else {})
 
 
 def _table_from(d: dict[str, Any]) -> TableLoad:
     return TableLoad(d["name"], d["kind"], tuple(d["key"]), d["cursor_field"], d["parent"],
                      tuple(d["columns"]), tuple(PartFile(p["path"], p["rows"], p["bytes"]) for p in d["parts"]),
-                     tuple(d.get("order_by", ())))
+                     tuple(d.get("order_by", ())), d.get("content"))
 
 
 def _table_def_doc(t: TableDef) -> dict[str, Any]:

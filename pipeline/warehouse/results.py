@@ -34,6 +34,7 @@ class LoadResult:
     manifest: Path | str | None = None  # a file, or an s3:// URL
     position_before: int | None = None  # streams read from an ordered log (Load.commit(position=...))
     position_after: int | None = None
+    repeat_of: int | None = None  # a complete snapshot equal to this earlier load's: only last_loaded_at moved
 
     def metadata(self) -> dict[str, object]:
         """Flat, JSON-friendly numbers for Dagster materialization metadata."""

@@ -4,7 +4,10 @@ lms._sync_state (one cursor per stream, never moving backwards) and lms._load_ru
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Any
 
 import duckdb
 
@@ -37,7 +40,10 @@ _DDL = (
         complete_snapshots VARCHAR[] NOT NULL,
         tables JSON NOT NULL,          -- per table: fetched, inserted, updated, unchanged, deleted, stale
         stats JSON NOT NULL)           -- what the caller reported (requests, retries...)""",
+    # per snapshot table: the digest of the rows the load wrote (content.py, repeats.py); added like position
+    f"ALTER TABLE {LOAD_RUNS} ADD COLUMN IF NOT EXISTS contents JSON",
 )
+LOADS_PER_READ = 64  # newest loads first, a batch at a time: each run's loads name every table it wrote
 
 
 def ensure_state_tables(conn: duckdb.DuckDBPyConnection) -> None:
@@ -88,12 +94,49 @@ def advance_position(conn: duckdb.DuckDBPyConnection, plan: LoadPlan) -> tuple[i
 
 def record_load(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, outcome: LoadOutcome) -> None:
     tables = {name: stats.as_dict() for name, stats in outcome.tables.items()}
+    contents = {table.name: table.content for table in plan.tables if table.content}
     conn.execute(
-        f"INSERT INTO {LOAD_RUNS} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO {LOAD_RUNS} (load_seq, load_id, stream, run_id, started_at, committed_at, cursor_requested, "
+        "cursor_before, cursor_after, complete_snapshots, tables, stats, contents) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [plan.seq, plan.load_id, plan.stream, plan.run_id, plan.started_at, plan.loaded_at, plan.cursor,
          outcome.cursor_before, outcome.cursor_after, list(plan.complete_snapshots),
-         json.dumps(tables), json.dumps(dict(plan.stats))],
+         json.dumps(tables), json.dumps(dict(plan.stats)), json.dumps(contents) if contents else None],
     )
+
+
+@dataclass(frozen=True)
+class WrittenBy:
+    """The newest load that wrote (or marked rows of) one table, as lms._load_runs has it."""
+
+    seq: int
+    counts: dict[str, int]  # the table's counts in that load: inserted, deleted, ...
+    complete: bool  # the table was a complete snapshot of that load
+    content: str | None  # the digest of the table's rows in that load (snapshot tables), if recorded
+
+
+def newest_loads(conn: duckdb.DuckDBPyConnection, tables: Iterable[str]) -> dict[str, WrittenBy]:
+    """Per table, the newest load that wrote it; a table no load wrote is absent. One read of lms._load_runs,
+    newest first, for every table (not a JSON query per table), stopping once each table is found: usually
+    within the last run's loads."""
+    wanted, found = set(tables), {}
+    below = None  # keyset paging on load_seq: a load committed meanwhile cannot shift what is read next
+    while wanted - found.keys():
+        rows = conn.execute(f"SELECT load_seq, tables, complete_snapshots, contents FROM {LOAD_RUNS} "
+                            "WHERE ? IS NULL OR load_seq < ? ORDER BY load_seq DESC LIMIT ?",
+                            [below, below, LOADS_PER_READ]).fetchall()
+        for below, written, complete, contents in rows:
+            counts, digests = _json(written), _json(contents) or {}
+            for table in wanted - found.keys():
+                if counts.get(table) is not None:
+                    found[table] = WrittenBy(below, counts[table], table in complete, digests.get(table))
+        if len(rows) < LOADS_PER_READ:
+            break
+    return found
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value
 
 
 def applied_loads(conn: duckdb.DuckDBPyConnection) -> dict[int, str]:

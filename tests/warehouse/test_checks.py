@@ -6,7 +6,7 @@ import pytest
 from warehouse_helpers import ACTIVE_LESSONS, ANSWERS, GROUPS, T0, answer, load_once
 
 from pipeline.warehouse import SchemaError, Warehouse, duplicate_keys, null_keys, orphans, row_count
-from pipeline.warehouse import checks
+from pipeline.warehouse import checks, state
 from pipeline.warehouse.checks import last_load_counts, last_load_time
 
 
@@ -124,7 +124,7 @@ def test_key_checks_in_ranges_count_exactly_what_one_grouping_counts(seeded: War
 @pytest.mark.parametrize("per_read", [64, 1])  # 1: every load its own read, the paging itself is exercised
 def test_last_load_counts_are_each_tables_newest_load(seeded: Warehouse, per_read: int,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(checks, "LOADS_PER_READ", per_read)
+    monkeypatch.setattr(state, "LOADS_PER_READ", per_read)
     load_once(seeded, "groups", [(GROUPS, [{"id": "g1"}, {"id": "g2"}])], complete_snapshots={"groups"})
     load_once(seeded, "answers", [(ANSWERS, [answer("a1", "q1", user="u1"), answer("a2", "q1", user="u1")])])
     load_once(seeded, "groups", [(GROUPS, [{"id": "g1"}])], complete_snapshots={"groups"})

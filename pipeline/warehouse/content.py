@@ -1,0 +1,32 @@
+"""What a snapshot table's rows in one load are, as one digest: equal digests mean the two loads wrote the same
+batches (a multiset: the order they arrived in does not count, as a snapshot's pages come back in any order when
+fetched concurrently). repeats.py compares it with the last load's to skip the compare of every row.
+
+A digest that differs proves nothing (the same rows cut into other batches give another one), so the only cost
+of a false difference is the ordinary apply. Equal digests are the claim that matters: BLAKE2b over each batch's
+Arrow IPC bytes and the table's schema, so equal digests need equal columns, types and values."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pyarrow as pa
+
+DIGEST_BYTES = 16
+
+
+class ContentDigest:
+    """The digests of the batches written so far to one table of one load, combined on demand."""
+
+    def __init__(self, schema: pa.Schema) -> None:
+        self._schema = schema
+        self._batches: list[bytes] = []  # one 16-byte digest a batch: a snapshot's few thousand pages at most
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        self._batches.append(hashlib.blake2b(batch.serialize(), digest_size=DIGEST_BYTES).digest())
+
+    def hexdigest(self) -> str:
+        combined = hashlib.blake2b(self._schema.serialize(), digest_size=DIGEST_BYTES)
+        for batch in sorted(self._batches):
+            combined.update(batch)
+        return combined.hexdigest()

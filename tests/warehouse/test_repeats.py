@@ -1,0 +1,152 @@
+"""A complete snapshot that repeats the last one is applied without comparing its rows (pipeline/warehouse/repeats.py):
+the tables end exactly as the ordinary apply leaves them, and anything that breaks the proof takes the ordinary path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from warehouse_helpers import (
+    ALL_SPECS,
+    ANSWERS,
+    GROUPS,
+    REGISTRATIONS,
+    SESSIONS,
+    T0,
+    answer,
+    batch,
+    dump,
+    load_once,
+    make_warehouse,
+)
+
+from pipeline.warehouse import Warehouse
+from pipeline.warehouse.content import ContentDigest
+from pipeline.warehouse.rebuild import rebuild_into
+from pipeline.warehouse.results import TableLoadStats
+
+SNAPSHOT = {"lesson_sessions", "lesson_session_registrations"}
+SESSION_ROWS = [{"id": s, "title": s.upper(), "presenters": ["p1", s], "start_date": T0} for s in ("s1", "s2", "s3")]
+REGISTRATION_ROWS = [{"session_id": s, "user_id": u, "status": "approved"} for s in ("s1", "s2") for u in ("u1", "u2")]
+
+
+def sessions_load(wh: Warehouse, sessions: list[dict[str, Any]] = SESSION_ROWS,
+                  registrations: list[dict[str, Any]] = REGISTRATION_ROWS, **commit: Any) -> Any:
+    commit.setdefault("complete_snapshots", SNAPSHOT)
+    return load_once(wh, "lesson_sessions", [(SESSIONS, sessions), (REGISTRATIONS, registrations)], **commit)
+
+
+def history(wh: Warehouse) -> list[Any]:
+    """A snapshot with a row that later vanishes, the snapshot without it (rows marked deleted), then the same
+    snapshot twice more: the last two repeat it."""
+    wh.ensure_tables(ALL_SPECS)
+    extra_session = {"id": "s9", "title": "gone", "presenters": [], "start_date": T0}
+    extra_registration = {"session_id": "s1", "user_id": "u9", "status": "pending"}
+    return [sessions_load(wh, [*SESSION_ROWS, extra_session], [*REGISTRATION_ROWS, extra_registration]),
+            sessions_load(wh), sessions_load(wh), sessions_load(wh)]
+
+
+def user_tables(wh: Warehouse) -> dict[str, list[tuple]]:
+    """Every row and column of the data tables (lms._load_runs holds random load ids: compared apart)."""
+    return {name: rows for name, rows in dump(wh).items() if not name.startswith("_")}
+
+
+def ordinary_apply_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("pipeline.warehouse.apply.repeated_load", lambda *args: None)
+
+
+def test_a_repeated_snapshot_ends_exactly_as_the_ordinary_apply(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    repeated = make_warehouse(tmp_path / "repeated")
+    results = history(repeated)
+    assert [r.repeat_of for r in results] == [None, None, results[1].seq, results[2].seq]
+    assert results[3].tables == {"lesson_sessions": TableLoadStats(fetched=3, unchanged=3),
+                                 "lesson_session_registrations": TableLoadStats(fetched=4, unchanged=4)}
+
+    ordinary_apply_only(monkeypatch)
+    ordinary = make_warehouse(tmp_path / "ordinary")  # the same clock: the same load times
+    expected = history(ordinary)
+    assert [r.repeat_of for r in expected] == [None] * 4
+    assert [r.tables for r in results] == [r.tables for r in expected]
+    assert user_tables(repeated) == user_tables(ordinary)
+    with repeated.connect(read_only=True) as conn:  # the vanished rows kept their deleted_at; the rest moved
+        stamps = conn.execute("SELECT id, last_loaded_at, deleted_at FROM lms.lesson_sessions ORDER BY id").fetchall()
+    assert stamps[:3] == [(s, results[3].loaded_at, None) for s in ("s1", "s2", "s3")]
+    assert stamps[3] == ("s9", results[0].loaded_at, results[1].loaded_at)
+
+
+def test_the_order_batches_arrive_in_does_not_count(seeded: Warehouse) -> None:
+    """Snapshot pages come back in any order when fetched concurrently; equal copies of a key are fine too."""
+    users = [{"id": "g1", "title": "A"}, {"id": "g2", "title": "B"}, {"id": "g1", "title": "A"}]
+    first = load_once(seeded, "groups", [(GROUPS, users[:1]), (GROUPS, users[1:])], complete_snapshots={"groups"})
+    again = load_once(seeded, "groups", [(GROUPS, users[1:]), (GROUPS, users[:1])], complete_snapshots={"groups"})
+    assert again.repeat_of == first.seq
+    assert again.tables["groups"] == TableLoadStats(fetched=3, unchanged=2)
+
+
+def test_a_key_with_two_different_rows_takes_the_ordinary_apply(seeded: Warehouse) -> None:
+    """The same batches in another order: the same digest, but the dedupe's winner (the row written last) differs."""
+    first, twin = {"id": "g1", "title": "first"}, {"id": "g1", "title": "twin"}
+    load_once(seeded, "groups", [(GROUPS, [first]), (GROUPS, [twin])], complete_snapshots={"groups"})
+    again = load_once(seeded, "groups", [(GROUPS, [twin]), (GROUPS, [first])], complete_snapshots={"groups"})
+    assert again.repeat_of is None
+    with seeded.connect(read_only=True) as conn:
+        assert conn.execute("SELECT title FROM lms.groups").fetchall() == [("first",)]
+
+
+@pytest.mark.parametrize("case", ["a value changed", "previous not complete", "this one not complete",
+                                  "another load wrote the table", "rows changed outside a load", "a table missing"])
+def test_anything_that_breaks_the_proof_takes_the_ordinary_apply(seeded: Warehouse, case: str) -> None:
+    sessions, registrations, commit = SESSION_ROWS, REGISTRATION_ROWS, {}
+    sessions_load(seeded, complete_snapshots=set() if case == "previous not complete" else SNAPSHOT)
+    if case == "a value changed":
+        sessions = [*SESSION_ROWS[:2], {**SESSION_ROWS[2], "title": "renamed"}]
+    elif case == "this one not complete":
+        commit = {"complete_snapshots": set()}
+    elif case == "another load wrote the table":
+        load_once(seeded, "backfill", [(SESSIONS, [{**SESSION_ROWS[0], "title": "other"}])])
+    elif case == "rows changed outside a load":
+        with seeded.connect(read_only=False) as conn:
+            conn.execute("DELETE FROM lms.lesson_sessions WHERE id = 's3'")
+    elif case == "a table missing":
+        registrations = []
+    result = sessions_load(seeded, sessions, registrations, **commit)
+    assert result.repeat_of is None
+    with seeded.connect(read_only=True) as conn:
+        live = conn.execute("SELECT id, title FROM lms.lesson_sessions WHERE deleted_at IS NULL ORDER BY id").fetchall()
+    if case == "another load wrote the table":
+        assert live[0] == ("s1", "S1")  # the snapshot's value again, not the backfill's
+    if case == "rows changed outside a load":
+        assert ("s3", "S3") in live  # the ordinary apply put it back
+    if case == "a value changed":
+        assert live[2] == ("s3", "renamed")
+
+
+def test_a_rebuild_reproduces_a_repeated_snapshot(tmp_path: Path) -> None:
+    wh = make_warehouse(tmp_path / "data")
+    assert history(wh)[-1].repeat_of is not None
+    rebuilt = make_warehouse(tmp_path / "copy")
+    rebuild_into(wh.lake_dir, rebuilt.path, wh.connection_settings)
+    assert dump(rebuilt) == dump(wh)  # load records included: the manifests carry the digests
+
+
+def test_loads_of_other_kinds_carry_no_digest(seeded: Warehouse) -> None:
+    load_once(seeded, "answers", [(ANSWERS, [answer("a1", "q1")])])
+    load_once(seeded, "groups", [(GROUPS, [{"id": "g1"}])], complete_snapshots={"groups"})
+    with seeded.connect(read_only=True) as conn:
+        contents = conn.execute("SELECT stream, contents FROM lms._load_runs ORDER BY load_seq").fetchall()
+    assert contents[0] == ("answers", None)
+    assert contents[1][0] == "groups" and set(json.loads(contents[1][1])) == {"groups"}
+
+
+def test_same_digest_for_the_same_rows_built_apart() -> None:
+    digests = []
+    for _ in range(2):
+        content = ContentDigest(SESSIONS.schema)
+        content.add(batch(SESSIONS, SESSION_ROWS))
+        digests.append(content.hexdigest())
+    changed = ContentDigest(SESSIONS.schema)
+    changed.add(batch(SESSIONS, [*SESSION_ROWS[:2], {**SESSION_ROWS[2], "presenters": ["p1"]}]))
+    assert digests[0] == digests[1] != changed.hexdigest()
