@@ -11,7 +11,8 @@ quiet run. A load is applied here instead when all of these hold for every table
    no stale row: so the table's live rows are that load's rows deduped, and this load's rows are the same multiset;
 3. no key of this load's parts has two different rows (then which copy wins the dedupe does not depend on the
    order the parts were written in), and the table has as many live rows as the load has keys (nothing outside
-   a load, such as a table dropped and recreated, changed it since).
+   a load, such as a table dropped and recreated, changed it since). When the previous load kept every row it
+   fetched, its rows, and so this load's, have no key twice: the parts are not read.
 
 Then the table already holds exactly the deduped rows the ordinary apply would classify `same`, and the only
 change it would make is last_loaded_at on the live rows. Counts, cursor, load record and manifest are the same
@@ -42,8 +43,7 @@ def repeated_load(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, catalog: dict
                 "stale", 0):
             return None
         seqs.add(written.seq)
-    for table in plan.tables:
-        keys = _distinct_keys(conn, table, files[table.name])
+        keys = _keys_of(conn, table, files[table.name], written.counts)
         if keys is None or keys != _live_rows(conn, catalog[table.name]):
             return None
     return max(seqs)
@@ -67,8 +67,15 @@ def _is_whole_snapshot(plan: LoadPlan, catalog: dict[str, TableDef]) -> bool:
             and all(link.child in names and link.parent in names for link in plan.children))
 
 
-def _distinct_keys(conn: duckdb.DuckDBPyConnection, table: TableLoad, files: list[str]) -> int | None:
-    """How many keys the load's parts hold, or None if some key has two different rows."""
+def _keys_of(conn: duckdb.DuckDBPyConnection, table: TableLoad, files: list[str],
+             previous: dict[str, int]) -> int | None:
+    """How many keys the load's parts hold, or None if some key has two different rows. The previous load wrote
+    the same rows (the same digest): if it kept every row it fetched, no key occurs twice and the parts need no
+    read; else (users listed once per group they belong to) the parts are grouped by key."""
+    fetched = sum(part.rows for part in table.parts)
+    kept = sum(previous.get(change, 0) for change in ("inserted", "updated", "unchanged", "stale"))
+    if previous.get("fetched") == fetched == kept:
+        return fetched
     if not files:
         return 0
     key = ", ".join(q(k) for k in table.key)
