@@ -120,16 +120,25 @@ def newest_loads(conn: duckdb.DuckDBPyConnection, tables: Iterable[str]) -> dict
     newest first, for every table (not a JSON query per table), stopping once each table is found: usually
     within the last run's loads."""
     wanted, found = set(tables), {}
+    contents = "contents"
     below = None  # keyset paging on load_seq: a load committed meanwhile cannot shift what is read next
     while wanted - found.keys():
-        rows = conn.execute(f"SELECT load_seq, tables, complete_snapshots, contents FROM {LOAD_RUNS} "
-                            "WHERE ? IS NULL OR load_seq < ? ORDER BY load_seq DESC LIMIT ?",
-                            [below, below, LOADS_PER_READ]).fetchall()
-        for below, written, complete, contents in rows:
-            counts, digests = _json(written), _json(contents) or {}
+        query = (f"SELECT load_seq, tables, complete_snapshots, {contents} FROM {LOAD_RUNS} "
+                 "WHERE ? IS NULL OR load_seq < ? ORDER BY load_seq DESC LIMIT ?")
+        try:
+            rows = conn.execute(query, [below, below, LOADS_PER_READ]).fetchall()
+        except duckdb.BinderException:
+            if contents == "NULL":
+                raise
+            # a file no writer of this version has opened yet (a read-only check right after an upgrade); write
+            # paths add the column first (ensure_state_tables), so no transaction is aborted here
+            contents = "NULL"
+            continue
+        for below, written, complete, digests in rows:
+            counts, by_table = _json(written), _json(digests) or {}
             for table in wanted - found.keys():
                 if counts.get(table) is not None:
-                    found[table] = WrittenBy(below, counts[table], table in complete, digests.get(table))
+                    found[table] = WrittenBy(below, counts[table], table in complete, by_table.get(table))
         if len(rows) < LOADS_PER_READ:
             break
     return found

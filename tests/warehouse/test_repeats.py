@@ -23,6 +23,7 @@ from warehouse_helpers import (
 )
 
 from pipeline.warehouse import Warehouse
+from pipeline.warehouse.checks import last_load_counts
 from pipeline.warehouse.content import ContentDigest
 from pipeline.warehouse.rebuild import rebuild_into
 from pipeline.warehouse.results import TableLoadStats
@@ -150,3 +151,15 @@ def test_same_digest_for_the_same_rows_built_apart() -> None:
     changed = ContentDigest(SESSIONS.schema)
     changed.add(batch(SESSIONS, [*SESSION_ROWS[:2], {**SESSION_ROWS[2], "presenters": ["p1"]}]))
     assert digests[0] == digests[1] != changed.hexdigest()
+
+
+def test_a_file_from_before_the_digests_is_read_and_then_upgraded(seeded: Warehouse) -> None:
+    """lms._load_runs without its contents column (written by an older version): read-only readers still work,
+    the first commit adds the column, and a repeat needs a load that recorded its digest."""
+    first = sessions_load(seeded)
+    with seeded.connect(read_only=False) as conn:
+        conn.execute("ALTER TABLE lms._load_runs DROP COLUMN contents")
+    with seeded.connect(read_only=True) as conn:
+        assert last_load_counts(conn, ["lesson_sessions"])["lesson_sessions"]["inserted"] == 3
+    assert sessions_load(seeded).repeat_of is None  # the first load's digest was lost with the column
+    assert sessions_load(seeded).repeat_of == first.seq + 1
