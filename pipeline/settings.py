@@ -29,6 +29,10 @@ class Settings(BaseSettings):
         "auto", description="First pageNumber of the API; 'auto' probes it once per client."
     )
     concurrency: int = Field(8, ge=1, le=64, description="Requests in flight at once.")
+    page_cache: bool = Field(
+        True, description="Keep the decoded pages of the snapshots (groups, users, lessons, sessions, categories) "
+        "under <data_dir>/cache/pages, so a page served again byte for byte is not decoded again (false: decode all)."
+    )
     decode_processes: int = Field(
         1, ge=0, le=16, description="Worker processes decoding large answer pages beside the client's event loop, "
         "so it keeps the requests in flight (0: the client's own thread decodes every page)."
@@ -128,6 +132,11 @@ class Settings(BaseSettings):
     @property
     def inbox_path(self) -> Path:
         return self.data_dir / "inbox.sqlite3"
+
+    @property
+    def page_cache_dir(self) -> Path | None:
+        """Where the client keeps decoded snapshot pages (pipeline/source/page_cache.py), None when off."""
+        return self.data_dir / "cache" / "pages" if self.page_cache else None
 
     @property
     def dagster_home(self) -> Path:

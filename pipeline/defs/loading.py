@@ -129,6 +129,9 @@ def sync_client(context: AssetExecutionContext, settings: Settings, warehouse: W
     run's first sync step also starts fetching, in the background, every stream of the run whose window is
     already known (pipeline/prefetch/plan.py), so the network work of all streams overlaps and the steps,
     one after another, only commit."""
+    # The page cache lives in the warehouse's data directory, which the platform resource's settings do not know
+    # (a CLI --data-dir reaches the warehouse resource only).
+    settings = settings.model_copy(update={"data_dir": warehouse.path.parent})
     with run_fetches(context.run.run_id, settings) as run:
         if run.should_prefetch():
             steps = context.get_step_execution_context().execution_plan.step_keys_to_execute
@@ -192,6 +195,7 @@ def table_metadata(done: StreamLoad, table: str) -> dict[str, object]:
         "requests": stats.requests,
         "retries": stats.retries,
         "pages": stats.pages,
+        "pages_from_cache": stats.pages_from_cache,  # snapshots: served as before, not decoded (page_cache.py)
         "quarantined": stats.quarantined,
         "new_fields": len(new_fields),
         "new_field_paths": MetadataValue.json(new_fields),

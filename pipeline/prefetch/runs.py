@@ -25,7 +25,7 @@ _STARTED: set[str] = set()
 class RunFetches:
     def __init__(self, run_id: str, settings: Settings) -> None:
         self.run_id = run_id
-        self.client = PlatformClient(settings)
+        self.client = PlatformClient(settings, page_cache=settings.page_cache_dir)
         self.client.open()
         self._fetches: dict[str, BackgroundFetch] = {}
         self._users = 0  # steps using the client now

@@ -19,9 +19,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pyarrow as pa
@@ -31,6 +33,7 @@ from pipeline.settings import Settings, load_settings
 from pipeline.source.answers import run_answers
 from pipeline.source.decoding import Batch, Page
 from pipeline.source.fetching import Emit, SourceCore, release_free_memory
+from pipeline.source.page_cache import PageCache
 from pipeline.source.paging import Request, UpdatedSinceFormat, fill_path, format_updated_since
 from pipeline.source.stats import Progress, RunStats
 from pipeline.source.sweeps import HandlePage, run_pool, sweep
@@ -63,6 +66,7 @@ async def run_stream(core: SourceCore, name: str, updated_since: datetime | None
     """Every record of stream `name` (changed since `updated_since` for incremental streams)."""
     stream = runnable_stream(name, updated_since)
     stats, progress = core.start_stats(name), Progress(name)
+    began = time.time()
     mark = core.transport.clock_mark()
     since = None if updated_since is None else format_updated_since(updated_since, core.updated_since_format)
 
@@ -78,6 +82,9 @@ async def run_stream(core: SourceCore, name: str, updated_since: datetime | None
         log.warning("%s: page drift persisted; the rows were yielded but the result is marked incomplete: "
                     "do not advance the cursor past this window", name)
     stats.server_time_at_start = mark.server_start()
+    if stats.complete and core.page_cache is not None:  # the pages of this run are the ones worth keeping
+        substream = () if stream.substream is None else (stream.substream.stream,)
+        core.page_cache.forget_unused((stream.name, *substream), began)
     progress.report("done")
     return stats.finish()
 
@@ -133,14 +140,16 @@ class PlatformClient:
     queue_batches: batches fetched ahead of the consumer (memory bound, together with concurrency).
     updated_since_format: how updatedSince is written ("iso8601", "iso8601-z" or "epoch-ms"); the spec
     does not show it.
+    page_cache: a directory keeping decoded snapshot pages (page_cache.py), or None: decode every page.
     """
 
     def __init__(self, settings: Settings | None = None, *, max_passes: int = 3, queue_batches: int = 16,
-                 updated_since_format: UpdatedSinceFormat = "iso8601") -> None:
+                 updated_since_format: UpdatedSinceFormat = "iso8601", page_cache: Path | None = None) -> None:
         if max_passes < 1 or queue_batches < 1:
             raise ValueError(f"max_passes ({max_passes}) and queue_batches ({queue_batches}) must be at least 1")
         self.settings = settings or load_settings()
-        self._options = {"max_passes": max_passes, "updated_since_format": updated_since_format}
+        self._options = {"max_passes": max_passes, "updated_since_format": updated_since_format,
+                         "page_cache": None if page_cache is None else PageCache(page_cache)}
         self._queue_batches = queue_batches
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None

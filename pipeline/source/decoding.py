@@ -89,6 +89,7 @@ class Page:
     quarantined: int = 0
     key_hashes: np.ndarray | None = None  # hashes of the records' keys (drift detection of record sweeps)
     own: pa.RecordBatch | None = None  # the own table's batch, for reading ids of sub-requests
+    from_cache: bool = False  # read from the page cache (page_cache.py), not decoded
 
 
 @contextmanager

@@ -31,6 +31,7 @@ from pipeline.source.decode_workers import DecodeWorkers
 from pipeline.source.decoding import Batch, Page, PageDecoder, PageLocation, arrow_page, gc_paused
 from pipeline.source.errors import PlatformRequestError
 from pipeline.source.fast_decoding import FastPages
+from pipeline.source.page_cache import PageCache, cacheable
 from pipeline.source.paging import Request, UpdatedSinceFormat, answer_pages, record_pages, single_page
 from pipeline.source.stats import Progress, RunStats
 from pipeline.source.transport import STREAM_COUNTER, Transport, TransportStats, json_body
@@ -56,8 +57,9 @@ def first_page_from_probe(page0: list[Any] | None, page1: list[Any]) -> int:
 
 class SourceCore:
     def __init__(self, settings: Settings, *, max_passes: int = 3,
-                 updated_since_format: UpdatedSinceFormat = "iso8601") -> None:
+                 updated_since_format: UpdatedSinceFormat = "iso8601", page_cache: PageCache | None = None) -> None:
         self.settings = settings
+        self.page_cache = page_cache
         self.transport = Transport(settings)
         self.max_passes = max_passes
         self.updated_since_format = updated_since_format
@@ -106,6 +108,8 @@ class SourceCore:
         stream, endpoint, base = request.stream, request.endpoint, request.params()
         decoder, fast, size = self.decoder(stream), self.fast_pages(stream), self.settings.page_size
         key = self.key_getter(stream) if stream.pager == "records" else None
+        cache = self.page_cache if self.page_cache is not None and cacheable(stream.table) else None
+        key_fields = self.key_fields(stream) if key is not None else None
 
         async def fetch(number: int) -> Page:
             params = base if stream.pager == "single" else {**base, "pageSize": str(size),
@@ -129,6 +133,8 @@ class SourceCore:
                 return page if page is not None else decode_here(body)
 
             def decode(body: bytes) -> Page | Awaitable[Page]:
+                if cache is not None:  # a snapshot page served as before is not decoded again
+                    return cache.page(where, body, key_fields, decode_here)
                 return decode_in_worker(body) if self.decode_workers.takes(request, body) else decode_here(body)
 
             return await self.transport.get(endpoint, params, decode)
@@ -146,7 +152,12 @@ class SourceCore:
     def key_getter(stream: StreamSpec) -> Callable[[Any], Any]:
         """Reads a record's key (API names) from its dict, for drift detection."""
         fields = stream.model.model_fields
-        return itemgetter(*[fields[k].alias or k for k in TABLES[stream.table].key if k in fields])
+        return itemgetter(*[fields[k].alias or k for k in SourceCore.key_fields(stream)])
+
+    @staticmethod
+    def key_fields(stream: StreamSpec) -> tuple[str, ...]:
+        """The own table's key columns a record carries (the ones drift detection hashes)."""
+        return tuple(k for k in TABLES[stream.table].key if k in stream.model.model_fields)
 
     async def emit_page(self, page: Page, emit: Emit, stats: RunStats, progress: Progress) -> None:
         stats.note_page(page)

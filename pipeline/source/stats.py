@@ -34,6 +34,7 @@ class RunStats:
     requests: int = 0
     retries: int = 0
     pages: int = 0
+    pages_from_cache: int = 0  # pages served byte for byte as before, not decoded again (page_cache.py)
     records: int = 0  # valid records of the stream's own table (before any dedupe by key)
     rows: dict[str, int] = field(default_factory=dict)  # rows yielded per table
     quarantined: int = 0
@@ -55,6 +56,7 @@ class RunStats:
 
     def note_page(self, page: Page) -> None:
         self.pages += 1
+        self.pages_from_cache += page.from_cache
         self.records += page.records
         self.quarantined += page.quarantined
         for batch in page.batches:

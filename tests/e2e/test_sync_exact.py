@@ -59,11 +59,13 @@ def test_rerunning_a_window_changes_nothing_and_a_future_cursor_reads_nothing(tm
             assert _metadata(again, key)["rows_inserted"] == 0, key
             assert _metadata(again, key)["rows_updated"] == 0, key
         assert_warehouse_equals_platform(stack)
-        # Nothing changed on the platform: every snapshot repeats the first sync's and is applied without
-        # comparing its rows (pipeline/warehouse/repeats.py), yet each live row was seen by this load.
+        # Nothing changed on the platform: every snapshot page comes from the page cache, every snapshot repeats
+        # the first sync's and is applied without comparing its rows (pipeline/warehouse/repeats.py), yet each
+        # live row was seen by this load.
         with duckdb.connect(str(stack.warehouse_path), read_only=True) as conn:
             for table in SNAPSHOT_TABLES:
                 meta = _metadata(again, f"lms/{table}")
+                assert meta["pages_from_cache"] == meta["pages"] > 0, table  # none decoded again (page_cache.py)
                 assert meta["unchanged_since_load"] < min(_load_seqs(conn, again.run_id)), table
                 assert meta["rows_unchanged"] == meta["dagster/row_count"] > 0, table
                 assert conn.execute(f"""SELECT count(*) FROM lms.{table} WHERE deleted_at IS NULL AND last_loaded_at

@@ -1,0 +1,164 @@
+"""Decoded snapshot pages kept on disk, so a page the platform serves again byte for byte is not decoded again.
+
+The snapshots (groups and the users of each group, the lesson catalogue, sessions, categories) are listed whole
+every run, and on a quiet night almost every page is the one of the night before. Decoding them was the largest
+part of the client's work in a no-change run (~1 s of the event loop at scale large, where the GIL is the
+bottleneck). A page's decoding is a function of its request, its body and the decoding code, so the cache key is
+a BLAKE2b digest of all three: the stream, the endpoint and parameters as sent, whether key hashes are wanted,
+the body, and a fingerprint of the code (every module of pipeline/source and pipeline/contract, and the versions
+of the libraries that decode). Any change to any of them is another key: a miss, decoded as before.
+
+What is kept: the page's batches (Arrow IPC), its served and record counts. Not kept: pages with quarantined
+records (their rows carry the time they were seen) and the key hashes of drift detection (Python's string hash
+differs from process to process): those are computed again from the page's own batch, as the decoders do.
+Entries are files written atomically (temp file, rename); a file that cannot be read is a miss. After a complete
+run of a stream, the entries of its streams that the run did not use are removed: the cache holds one night."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import struct
+from collections.abc import Callable
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from pipeline.contract.tables import TABLES
+from pipeline.source.decoding import Batch, Page, PageLocation
+
+log = logging.getLogger("lessonsync.source")
+_LENGTH = struct.Struct("<Q")
+_DECODING_PACKAGES = ("pyarrow", "pydantic", "pydantic-core", "msgspec", "orjson", "numpy")
+STALE_AFTER_S = 2.0  # an entry used this long before a run's start was not used by that run
+
+
+class PageCache:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.hits = 0
+
+    def page(self, location: PageLocation, body: bytes, key_fields: tuple[str, ...] | None,
+             decode: Callable[[bytes], Page]) -> Page:
+        """The decoded page for `body` served at `location`: from the cache, else `decode(body)`, kept for the
+        next run. `key_fields`: the own table's key columns when the page needs key hashes, else None."""
+        name = self._name(location, body, key_fields is not None)
+        cached = self._read(name, location, key_fields)
+        if cached is not None:
+            self.hits += 1
+            return cached
+        page = decode(body)
+        if not page.quarantined:
+            self._write(name, page)
+        return page
+
+    def forget_unused(self, streams: tuple[str, ...], since: float) -> int:
+        """Remove the entries of `streams` not used since `since` (time.time()); how many were removed."""
+        removed = 0
+        prefixes = tuple(f"{stream}-" for stream in streams)
+        try:
+            entries = list(os.scandir(self.directory))
+        except FileNotFoundError:
+            return 0
+        for entry in entries:
+            if entry.name.startswith(prefixes) and entry.name.endswith(".page"):
+                try:
+                    if entry.stat().st_mtime < since - STALE_AFTER_S:
+                        os.unlink(entry.path)
+                        removed += 1
+                except FileNotFoundError:  # removed meanwhile by another process's run
+                    pass
+        return removed
+
+    def _name(self, location: PageLocation, body: bytes, with_keys: bool) -> str:
+        digest = hashlib.blake2b(code_fingerprint(), digest_size=20)
+        request = [location.stream, location.endpoint, sorted(location.params.items()), with_keys]
+        digest.update(json.dumps(request).encode())
+        digest.update(body)
+        return f"{location.stream}-{digest.hexdigest()}.page"
+
+    def _read(self, name: str, location: PageLocation, key_fields: tuple[str, ...] | None) -> Page | None:
+        path = self.directory / name
+        try:
+            raw = path.read_bytes()
+            os.utime(path)  # used by this run: kept by forget_unused
+            header_size = _LENGTH.unpack_from(raw)[0]
+            header = json.loads(raw[_LENGTH.size:_LENGTH.size + header_size])
+            offset, batches = _LENGTH.size + header_size, []
+            for table in header["tables"]:
+                size = _LENGTH.unpack_from(raw, offset)[0]
+                offset += _LENGTH.size
+                records = pa.ipc.read_record_batch(pa.py_buffer(raw[offset:offset + size]), TABLES[table].schema)
+                offset += size
+                batches.append(Batch(TABLES[table], records, location.endpoint, location.page))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, struct.error, pa.ArrowException) as error:
+            log.warning("page cache entry %s could not be read (%s); decoding the page again", path, error)
+            return None
+        own = batches[0].records if header["records"] else None
+        hashes = None if key_fields is None else key_hashes(own, key_fields, header["records"])
+        return Page(location, header["served"], batches, header["records"], 0, hashes, own, from_cache=True)
+
+    def _write(self, name: str, page: Page) -> None:
+        header = json.dumps({"served": page.served, "records": page.records,
+                             "tables": [batch.table.name for batch in page.batches]}).encode()
+        parts = [_LENGTH.pack(len(header)), header]
+        for batch in page.batches:
+            serialized = batch.records.serialize()
+            parts += [_LENGTH.pack(serialized.size), serialized]
+        temp = self.directory / f".{name}.{os.getpid()}.tmp"
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            with open(temp, "wb") as file:
+                for part in parts:
+                    file.write(part)
+            os.replace(temp, self.directory / name)
+        except OSError as error:  # a full or read-only disk costs the next run its decoding, nothing else
+            log.warning("page cache entry %s could not be written (%s)", self.directory / name, error)
+            temp.unlink(missing_ok=True)
+
+
+def key_hashes(own: pa.RecordBatch | None, key_fields: tuple[str, ...], records: int) -> np.ndarray:
+    """The hashes the decoders give a page's keys (a value alone for one field, else a tuple), from its batch."""
+    if own is None or not records:
+        return np.empty(0, dtype=np.int64)
+    columns = [own.column(name).to_pylist() for name in key_fields]
+    keys = columns[0] if len(columns) == 1 else zip(*columns, strict=True)
+    return np.fromiter(map(hash, keys), dtype=np.int64, count=records)
+
+
+_FINGERPRINT: bytes | None = None
+
+
+def code_fingerprint() -> bytes:
+    """What decoding depends on besides the request and the body: the modules that decode and declare the
+    tables, and the versions of the libraries they call."""
+    global _FINGERPRINT
+    if _FINGERPRINT is None:
+        digest = hashlib.blake2b(digest_size=20)
+        package = Path(__file__).resolve().parent.parent
+        for path in sorted([*package.joinpath("source").glob("*.py"), *package.joinpath("contract").glob("*.py")]):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+        for name in _DECODING_PACKAGES:
+            digest.update(f"{name}={_version(name)}".encode())
+        _FINGERPRINT = digest.digest()
+    return _FINGERPRINT
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "-"
+
+
+def cacheable(table: str) -> bool:
+    """Snapshot streams only: pulled whole every run, so their pages come back unchanged night after night. Their
+    keys must be strings: an Arrow value then hashes as the decoders' value does (see key_hashes)."""
+    spec = TABLES[table]
+    return spec.kind == "snapshot" and all(pa.types.is_string(spec.schema.field(k).type) for k in spec.key)

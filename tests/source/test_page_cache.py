@@ -1,0 +1,107 @@
+"""Decoded snapshot pages kept on disk (pipeline/source/page_cache.py), over real HTTP against the simulator: a page
+served again comes from the cache equal to its decoding, anything else is decoded, and the cache holds one run."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import client_settings, rows_by_table, truth
+
+from pipeline.source import page_cache
+from pipeline.source.client import PlatformClient
+from pipeline.source.page_cache import PageCache
+from simulator import SimulatorHandle
+
+SNAPSHOTS = ("groups", "lessons", "lesson_sessions", "categories")
+
+
+def pull(sim: SimulatorHandle, cache: Path | None, streams: tuple[str, ...] = SNAPSHOTS
+         ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, int]]:
+    """Every row of `streams`, and per stream how many of its pages came from the cache."""
+    batches, from_cache = [], {}
+    with PlatformClient(client_settings(sim), page_cache=cache) as client:
+        for stream in streams:
+            batches += list(client.iter_stream(stream))
+            stats = client.last_run_stats()
+            assert stats.pages > 0 and stats.complete
+            from_cache[stream] = stats.pages_from_cache if stats.pages_from_cache < stats.pages else -1  # -1: all
+    # the users of each group are listed concurrently: rows in the order their pages arrived, sorted here
+    return {table: sorted(rows, key=repr) for table, rows in rows_by_table(batches).items()}, from_cache
+
+
+def test_pages_served_again_come_from_the_cache(sim: SimulatorHandle, tmp_path: Path) -> None:
+    first, cached_first = pull(sim, tmp_path / "cache")
+    second, cached_second = pull(sim, tmp_path / "cache")
+    assert cached_first == dict.fromkeys(SNAPSHOTS, 0)
+    assert cached_second == dict.fromkeys(SNAPSHOTS, -1)  # every page
+    assert second == first == pull(sim, None)[0]  # row for row what decoding every page gives
+    assert {row["id"] for row in second["groups"]} == {row["id"] for row in truth(sim, "groups")["groups"]}
+
+
+def test_a_cached_page_equals_its_decoding(sim: SimulatorHandle, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches, counts and the key hashes drift detection compares (computed again: they are per process)."""
+    pull(sim, tmp_path / "cache", ("groups", "lessons"))
+    pairs = []
+    original = PageCache.page
+
+    def both(self: PageCache, location: Any, body: bytes, key_fields: Any, decode: Any) -> Any:
+        page = original(self, location, body, key_fields, decode)
+        pairs.append((page, decode(body)))
+        return page
+
+    monkeypatch.setattr(PageCache, "page", both)
+    pull(sim, tmp_path / "cache", ("groups", "lessons"))
+    assert len(pairs) > 3 and all(cached.from_cache for cached, _ in pairs)
+    with_keys = 0
+    for cached, decoded in pairs:
+        assert (cached.location, cached.served, cached.records) == (decoded.location, decoded.served, decoded.records)
+        assert [(b.table, b.endpoint, b.page) for b in cached.batches] == [
+            (b.table, b.endpoint, b.page) for b in decoded.batches]
+        assert all(c.records.equals(d.records) for c, d in zip(cached.batches, decoded.batches, strict=True))
+        assert (cached.key_hashes is None) == (decoded.key_hashes is None)
+        if decoded.key_hashes is not None:
+            with_keys += 1
+            assert np.array_equal(cached.key_hashes, decoded.key_hashes)
+    assert with_keys > 3
+
+
+def test_new_code_or_an_unreadable_entry_is_decoded_again(sim: SimulatorHandle, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    cache = tmp_path / "cache"
+    expected, _ = pull(sim, cache, ("lessons",))
+    monkeypatch.setattr(page_cache, "_FINGERPRINT", b"other decoding code")
+    rows, cached = pull(sim, cache, ("lessons",))
+    assert cached == {"lessons": 0} and rows == expected
+    for entry in cache.glob("lessons-*.page"):
+        entry.write_bytes(entry.read_bytes()[:40])  # cut short
+    with caplog.at_level(logging.WARNING, logger="lessonsync.source"):
+        rows, cached = pull(sim, cache, ("lessons",))
+    assert cached == {"lessons": 0} and rows == expected
+    assert "could not be read" in caplog.text
+
+
+def test_the_cache_keeps_the_pages_of_the_last_run(sim: SimulatorHandle, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    pull(sim, cache, ("groups",))
+    used = sorted(p.name for p in cache.iterdir())
+    assert used and all(name.startswith(("groups-", "group_users-")) for name in used)
+    for path in [cache / "groups-0000.page", cache / "group_users-0000.page", cache / "lessons-0000.page"]:
+        path.write_bytes(b"an older night's page")
+    for path in cache.iterdir():  # all written long ago: what the next run uses is kept, the rest removed
+        os.utime(path, (1, 1))
+    pull(sim, cache, ("groups",))
+    assert sorted(p.name for p in cache.iterdir()) == sorted([*used, "lessons-0000.page"])  # other streams' stay
+
+
+def test_only_snapshot_pages_are_kept(sim: SimulatorHandle, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    _, cached = pull(sim, cache, ("active_lessons",))
+    assert cached == {"active_lessons": 0} and not cache.exists()
+    assert page_cache.cacheable("users") and not page_cache.cacheable("answers")
