@@ -105,3 +105,12 @@ def test_only_snapshot_pages_are_kept(sim: SimulatorHandle, tmp_path: Path) -> N
     _, cached = pull(sim, cache, ("active_lessons",))
     assert cached == {"active_lessons": 0} and not cache.exists()
     assert page_cache.cacheable("users") and not page_cache.cacheable("answers")
+
+
+def test_the_cache_lives_in_the_data_directory_unless_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pipeline.settings import load_settings
+
+    monkeypatch.setenv("LESSONSYNC_DATA_DIR", "/srv/lessonsync")
+    assert load_settings().page_cache_dir == Path("/srv/lessonsync/cache/pages")
+    monkeypatch.setenv("LESSONSYNC_PAGE_CACHE", "false")
+    assert load_settings().page_cache_dir is None
