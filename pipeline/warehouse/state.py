@@ -38,10 +38,9 @@ _DDL = (
         cursor_before TIMESTAMPTZ,
         cursor_after TIMESTAMPTZ,
         complete_snapshots VARCHAR[] NOT NULL,
-        tables JSON NOT NULL,          -- per table: fetched, inserted, updated, unchanged, deleted, stale
+        tables JSON NOT NULL,          -- per table: fetched, inserted, updated, unchanged, deleted, stale; and
+                                       -- for snapshot tables `content`, the digest of its rows (repeats.py)
         stats JSON NOT NULL)           -- what the caller reported (requests, retries...)""",
-    # per snapshot table: the digest of the rows the load wrote (content.py, repeats.py); added like position
-    f"ALTER TABLE {LOAD_RUNS} ADD COLUMN IF NOT EXISTS contents JSON",
 )
 LOADS_PER_READ = 64  # newest loads first, a batch at a time: each run's loads name every table it wrote
 
@@ -93,15 +92,16 @@ def advance_position(conn: duckdb.DuckDBPyConnection, plan: LoadPlan) -> tuple[i
 
 
 def record_load(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, outcome: LoadOutcome) -> None:
-    tables = {name: stats.as_dict() for name, stats in outcome.tables.items()}
     contents = {table.name: table.content for table in plan.tables if table.content}
+    # The digest goes with the table's counts, not in a column of its own: a file this version wrote stays
+    # writable by the one before it (its INSERT names no columns), so a rolled-back deployment keeps running.
+    tables = {name: {**stats.as_dict(), **({"content": contents[name]} if name in contents else {})}
+              for name, stats in outcome.tables.items()}
     conn.execute(
-        f"INSERT INTO {LOAD_RUNS} (load_seq, load_id, stream, run_id, started_at, committed_at, cursor_requested, "
-        "cursor_before, cursor_after, complete_snapshots, tables, stats, contents) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO {LOAD_RUNS} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [plan.seq, plan.load_id, plan.stream, plan.run_id, plan.started_at, plan.loaded_at, plan.cursor,
          outcome.cursor_before, outcome.cursor_after, list(plan.complete_snapshots),
-         json.dumps(tables), json.dumps(dict(plan.stats)), json.dumps(contents) if contents else None],
+         json.dumps(tables), json.dumps(dict(plan.stats))],
     )
 
 
@@ -120,25 +120,18 @@ def newest_loads(conn: duckdb.DuckDBPyConnection, tables: Iterable[str]) -> dict
     newest first, for every table (not a JSON query per table), stopping once each table is found: usually
     within the last run's loads."""
     wanted, found = set(tables), {}
-    contents = "contents"
     below = None  # keyset paging on load_seq: a load committed meanwhile cannot shift what is read next
     while wanted - found.keys():
-        query = (f"SELECT load_seq, tables, complete_snapshots, {contents} FROM {LOAD_RUNS} "
-                 "WHERE ? IS NULL OR load_seq < ? ORDER BY load_seq DESC LIMIT ?")
-        try:
-            rows = conn.execute(query, [below, below, LOADS_PER_READ]).fetchall()
-        except duckdb.BinderException:
-            if contents == "NULL":
-                raise
-            # a file no writer of this version has opened yet (a read-only check right after an upgrade); write
-            # paths add the column first (ensure_state_tables), so no transaction is aborted here
-            contents = "NULL"
-            continue
-        for below, written, complete, digests in rows:
-            counts, by_table = _json(written), _json(digests) or {}
+        rows = conn.execute(f"SELECT load_seq, tables, complete_snapshots FROM {LOAD_RUNS} "
+                            "WHERE ? IS NULL OR load_seq < ? ORDER BY load_seq DESC LIMIT ?",
+                            [below, below, LOADS_PER_READ]).fetchall()
+        for below, written, complete in rows:
+            by_table = _json(written)
             for table in wanted - found.keys():
-                if counts.get(table) is not None:
-                    found[table] = WrittenBy(below, counts[table], table in complete, by_table.get(table))
+                if by_table.get(table) is not None:
+                    counts = dict(by_table[table])
+                    content = counts.pop("content", None)
+                    found[table] = WrittenBy(below, counts, table in complete, content)
         if len(rows) < LOADS_PER_READ:
             break
     return found

@@ -23,7 +23,6 @@ from warehouse_helpers import (
 )
 
 from pipeline.warehouse import Warehouse
-from pipeline.warehouse.checks import last_load_counts
 from pipeline.warehouse.content import ContentDigest
 from pipeline.warehouse.rebuild import rebuild_into
 from pipeline.warehouse.results import TableLoadStats
@@ -137,9 +136,10 @@ def test_loads_of_other_kinds_carry_no_digest(seeded: Warehouse) -> None:
     load_once(seeded, "answers", [(ANSWERS, [answer("a1", "q1")])])
     load_once(seeded, "groups", [(GROUPS, [{"id": "g1"}])], complete_snapshots={"groups"})
     with seeded.connect(read_only=True) as conn:
-        contents = conn.execute("SELECT stream, contents FROM lms._load_runs ORDER BY load_seq").fetchall()
-    assert contents[0] == ("answers", None)
-    assert contents[1][0] == "groups" and set(json.loads(contents[1][1])) == {"groups"}
+        tables = [(stream, json.loads(written)) for stream, written in conn.execute(
+            "SELECT stream, tables FROM lms._load_runs ORDER BY load_seq").fetchall()]
+    assert "content" not in tables[0][1]["answers"]
+    assert tables[1][0] == "groups" and len(tables[1][1]["groups"]["content"]) == 32
 
 
 def test_same_digest_for_the_same_rows_built_apart() -> None:
@@ -153,13 +153,20 @@ def test_same_digest_for_the_same_rows_built_apart() -> None:
     assert digests[0] == digests[1] != changed.hexdigest()
 
 
-def test_a_file_from_before_the_digests_is_read_and_then_upgraded(seeded: Warehouse) -> None:
-    """lms._load_runs without its contents column (written by an older version): read-only readers still work,
-    the first commit adds the column, and a repeat needs a load that recorded its digest."""
+def test_a_file_from_before_the_digests_repeats_once_a_load_recorded_one(seeded: Warehouse) -> None:
+    """Loads recorded by an older version carry no digest: the next load is applied the ordinary way."""
     first = sessions_load(seeded)
     with seeded.connect(read_only=False) as conn:
-        conn.execute("ALTER TABLE lms._load_runs DROP COLUMN contents")
-    with seeded.connect(read_only=True) as conn:
-        assert last_load_counts(conn, ["lesson_sessions"])["lesson_sessions"]["inserted"] == 3
-    assert sessions_load(seeded).repeat_of is None  # the first load's digest was lost with the column
+        written = json.loads(conn.execute("SELECT tables FROM lms._load_runs").fetchone()[0])
+        old = {table: {k: v for k, v in counts.items() if k != "content"} for table, counts in written.items()}
+        conn.execute("UPDATE lms._load_runs SET tables = ?", [json.dumps(old)])
+    assert sessions_load(seeded).repeat_of is None
     assert sessions_load(seeded).repeat_of == first.seq + 1
+
+
+def test_the_previous_version_can_still_write_the_file(seeded: Warehouse) -> None:
+    """A rolled-back deployment keeps running: its INSERT into lms._load_runs names no columns."""
+    sessions_load(seeded)
+    with seeded.connect(read_only=False) as conn:
+        conn.execute("INSERT INTO lms._load_runs VALUES (99, 'x', 's', 'r', now(), now(), NULL, NULL, NULL, [], "
+                     "'{}', '{}')")
