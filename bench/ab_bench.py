@@ -1,0 +1,115 @@
+"""Interleaved A/B of two checkouts: the same sync, alternately by this checkout and another (a git worktree of
+an older commit), each a fresh process on its own copy of one warehouse and a simulator of its own in the same
+state. On a machine whose speed drifts from hour to hour (ours: ~40%), back-to-back benchmark runs cannot show a
+20% change; pairs run a few seconds apart can.
+
+    git worktree add /tmp/before <commit>
+    python -m bench.ab_bench --other /tmp/before --scale large --kind no_change --pairs 5 --data <data dir>
+
+`--data`: a data directory after a full sync (copied for every run, never changed); without it one is made
+first with a full sync and a no-change sync of this checkout (minutes at scale large). `--kind one_percent`
+advances the simulator by 24 hours before the sync, as bench/sync_bench.py does. The child is
+this file with `--child KIND SCALE WORK DATA`, run with the checkout as working directory and PYTHONPATH."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from bench.common import free_port, start_simulator
+
+KINDS = ("full", "no_change", "one_percent")
+
+
+def child(kind: str, scale: str, work: Path, data: Path | None) -> None:
+    """One sync of `kind` in this process (this checkout's code); prints its run_sync seconds."""
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "home").mkdir(parents=True)
+    if data is not None:
+        shutil.copytree(data, work / "data")
+    port = free_port()
+    simulator = start_simulator(scale, port)
+    url = f"http://127.0.0.1:{port}"
+    os.environ.update({"LESSONSYNC_BASE_URL": url, "LESSONSYNC_DATA_DIR": str(work / "data"),
+                       "DAGSTER_HOME": str(work / "home")})
+    try:
+        if kind == "one_percent":
+            httpx.post(f"{url}/_sim/advance", params={"hours": 24}, timeout=600).raise_for_status()
+        from dagster import DagsterInstance
+
+        importlib.import_module("pipeline.defs.code_location")  # as a run worker has it before its run
+        from pipeline.settings import load_settings
+        from pipeline.sync import run_sync
+
+        began = time.perf_counter()
+        report = run_sync(load_settings(), select=["key:lms/*"], instance=DagsterInstance.ephemeral())
+        seconds = time.perf_counter() - began
+        if not report.success:
+            raise SystemExit(f"sync failed: {report.error}")
+        print(f"{seconds:.3f}")
+    finally:
+        simulator.terminate()
+
+
+def one_run(checkout: Path, kind: str, scale: str, work: Path, data: Path | None) -> float:
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    # this file, run against the checkout's code: an older checkout may not have it
+    argv = [sys.executable, str(Path(__file__).resolve()), "--child", kind, scale, str(work), str(data or "")]
+    done = subprocess.run(argv, cwd=checkout, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{checkout}: {kind} sync failed:\n{done.stderr[-3000:]}")
+    return float(done.stdout.strip().splitlines()[-1])
+
+
+def prepared_data(scale: str, root: Path) -> Path:
+    """A data directory after a full and a no-change sync of this checkout."""
+    here = Path(__file__).resolve().parent.parent
+    print(f"making a {scale} warehouse in {root} (a full sync, then a no-change sync) ...", file=sys.stderr)
+    one_run(here, "full", scale, root / "made", None)
+    one_run(here, "no_change", scale, root / "again", root / "made" / "data")
+    return root / "again" / "data"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["--child"]:
+        kind, scale, work, data = args[1:5]
+        child(kind, scale, Path(work), Path(data) if data else None)
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--other", type=Path, required=True, help="the other checkout (e.g. a git worktree)")
+    parser.add_argument("--scale", default="medium")
+    parser.add_argument("--kind", choices=KINDS, default="no_change")
+    parser.add_argument("--pairs", type=int, default=5)
+    parser.add_argument("--data", type=Path, help="a data directory after a full sync (default: made first)")
+    options = parser.parse_args(args)
+    here = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory(prefix="ab-bench-") as scratch:
+        root = Path(scratch)
+        data = None if options.kind == "full" else options.data or prepared_data(options.scale, root)
+        seconds: dict[str, list[float]] = {"other": [], "this": []}
+        for pair in range(options.pairs):
+            for side, checkout in (("other", options.other), ("this", here)):
+                seconds[side].append(one_run(checkout, options.kind, options.scale, root / side, data))
+            print(f"pair {pair + 1}: other {seconds['other'][-1]:.2f} s, this {seconds['this'][-1]:.2f} s",
+                  file=sys.stderr)
+    other, this = (statistics.median(seconds[side]) for side in ("other", "this"))
+    print(f"{options.kind} at scale {options.scale}, {options.pairs} interleaved pairs: other {options.other} "
+          f"median {other:.2f} s {seconds['other']}; this checkout median {this:.2f} s {seconds['this']}; "
+          f"{(this - other) / other:+.1%}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
