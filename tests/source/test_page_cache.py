@@ -57,9 +57,11 @@ def test_a_cached_page_equals_its_decoding(sim: SimulatorHandle, tmp_path: Path,
 
     monkeypatch.setattr(PageCache, "page", both)
     pull(sim, tmp_path / "cache", ("groups", "lessons"))
-    assert len(pairs) > 3 and all(cached.from_cache for cached, _ in pairs)
+    # all but a page the pager may have read ahead past the last one this time and not the first
+    hits = [(cached, decoded) for cached, decoded in pairs if cached.from_cache]
+    assert len(hits) >= len(pairs) - 1 and len(hits) > 3
     with_keys = 0
-    for cached, decoded in pairs:
+    for cached, decoded in hits:
         assert (cached.location, cached.served, cached.records) == (decoded.location, decoded.served, decoded.records)
         assert [(b.table, b.endpoint, b.page) for b in cached.batches] == [
             (b.table, b.endpoint, b.page) for b in decoded.batches]
@@ -90,14 +92,22 @@ def test_new_code_or_an_unreadable_entry_is_decoded_again(sim: SimulatorHandle, 
 def test_the_cache_keeps_the_pages_of_the_last_run(sim: SimulatorHandle, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     pull(sim, cache, ("groups",))
-    used = sorted(p.name for p in cache.iterdir())
-    assert used and all(name.startswith(("groups-", "group_users-")) for name in used)
-    for path in [cache / "groups-0000.page", cache / "group_users-0000.page", cache / "lessons-0000.page"]:
+    assert any(cache.glob("groups-*.page")) and any(cache.glob("group_users-*.page"))
+    assert all(p.name.startswith(("groups-", "group_users-")) for p in cache.iterdir())
+    planted = [cache / "groups-0000.page", cache / "group_users-0000.page", cache / "lessons-0000.page"]
+    for path in planted:
         path.write_bytes(b"an older night's page")
     for path in cache.iterdir():  # all written long ago: what the next run uses is kept, the rest removed
         os.utime(path, (1, 1))
-    pull(sim, cache, ("groups",))
-    assert sorted(p.name for p in cache.iterdir()) == sorted([*used, "lessons-0000.page"])  # other streams' stay
+    with PlatformClient(client_settings(sim), page_cache=cache) as client:
+        list(client.iter_stream("groups"))
+        stats = client.last_run_stats()
+    assert stats.pages_from_cache == stats.pages  # every page read back (and so touched)
+    left = {p.name for p in cache.iterdir()}
+    assert len([name for name in left if name.startswith(("groups-", "group_users-"))]) >= stats.pages
+    assert "lessons-0000.page" in left and not {"groups-0000.page", "group_users-0000.page"} & left  # other streams' stay
+    # a page the pager read ahead in one run and not the next (past the last page) goes with the planted ones
+    assert all(p.stat().st_mtime > 1 for p in cache.iterdir() if p.name != "lessons-0000.page")
 
 
 def test_only_snapshot_pages_are_kept(sim: SimulatorHandle, tmp_path: Path) -> None:
