@@ -40,7 +40,6 @@ STALE_AFTER_S = 2.0  # an entry used this long before a run's start was not used
 class PageCache:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self.hits = 0
 
     def page(self, location: PageLocation, body: bytes, key_fields: tuple[str, ...] | None,
              decode: Callable[[bytes], Page]) -> Page:
@@ -49,7 +48,6 @@ class PageCache:
         name = self._name(location, body, key_fields is not None)
         cached = self._read(name, location, key_fields)
         if cached is not None:
-            self.hits += 1
             return cached
         page = decode(body)
         if not page.quarantined:
