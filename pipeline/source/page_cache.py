@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import struct
+from contextlib import suppress
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
@@ -40,6 +41,7 @@ STALE_AFTER_S = 2.0  # an entry used this long before a run's start was not used
 class PageCache:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
+        self._write_failed = False  # warned once: a read-only or full disk would otherwise warn every page
 
     def page(self, location: PageLocation, body: bytes, key_fields: tuple[str, ...] | None,
              decode: Callable[[bytes], Page]) -> Page:
@@ -60,7 +62,7 @@ class PageCache:
         prefixes = tuple(f"{stream}-" for stream in streams)
         try:
             entries = list(os.scandir(self.directory))
-        except FileNotFoundError:
+        except OSError:  # none yet, or unusable (warned when written): the cache never fails a stream
             return 0
         for entry in entries:
             if entry.name.startswith(prefixes) and entry.name.endswith(".page"):
@@ -68,7 +70,7 @@ class PageCache:
                     if entry.stat().st_mtime < since - STALE_AFTER_S:
                         os.unlink(entry.path)
                         removed += 1
-                except FileNotFoundError:  # removed meanwhile by another process's run
+                except OSError:  # removed meanwhile by another process's run, or not ours to remove
                     pass
         return removed
 
@@ -93,7 +95,7 @@ class PageCache:
                 records = pa.ipc.read_record_batch(pa.py_buffer(raw[offset:offset + size]), TABLES[table].schema)
                 offset += size
                 batches.append(Batch(TABLES[table], records, location.endpoint, location.page))
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # not cached (or no cache directory): a miss
             return None
         except (OSError, ValueError, KeyError, struct.error, pa.ArrowException) as error:
             log.warning("page cache entry %s could not be read (%s); decoding the page again", path, error)
@@ -117,8 +119,13 @@ class PageCache:
                     file.write(part)
             os.replace(temp, self.directory / name)
         except OSError as error:  # a full or read-only disk costs the next run its decoding, nothing else
-            log.warning("page cache entry %s could not be written (%s)", self.directory / name, error)
-            temp.unlink(missing_ok=True)
+            if not self._write_failed:
+                self._write_failed = True
+                log.warning("page cache entry %s could not be written (%s); pages are decoded as usual, and this "
+                            "run writes no more warnings about it (LESSONSYNC_PAGE_CACHE=false turns the cache off)",
+                            self.directory / name, error)
+            with suppress(OSError):
+                temp.unlink(missing_ok=True)
 
 
 def key_hashes(own: pa.RecordBatch | None, key_fields: tuple[str, ...], records: int) -> np.ndarray:

@@ -124,3 +124,14 @@ def test_the_cache_lives_in_the_data_directory_unless_turned_off(monkeypatch: py
     assert load_settings().page_cache_dir == Path("/srv/lessonsync/cache/pages")
     monkeypatch.setenv("LESSONSYNC_PAGE_CACHE", "false")
     assert load_settings().page_cache_dir is None
+
+
+def test_a_cache_that_cannot_be_written_warns_once_and_loses_nothing(sim: SimulatorHandle, tmp_path: Path,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("a file where the cache directory should be")
+    expected, _ = pull(sim, None, ("groups",))
+    with caplog.at_level(logging.WARNING, logger="lessonsync.source"):
+        rows, cached = pull(sim, blocked / "pages", ("groups",))
+    assert rows == expected and cached == {"groups": 0}
+    assert caplog.text.count("could not be written") == 1
