@@ -92,6 +92,12 @@ class Page:
     from_cache: bool = False  # read from the page cache (page_cache.py), not decoded
 
 
+def record_key_fields(stream: StreamSpec) -> tuple[str, ...]:
+    """The own table's key columns a record carries: what drift detection hashes, the same on every path (the
+    validated dicts, the fast path's Structs, a page read back from page_cache.py)."""
+    return tuple(k for k in TABLES[stream.table].key if k in stream.model.model_fields)
+
+
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """The cyclic garbage collector paused while a page is decoded: a page makes thousands of short-lived

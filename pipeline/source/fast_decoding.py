@@ -53,7 +53,7 @@ from pipeline.contract.columns import TIMESTAMP, Leaf
 from pipeline.contract.columns import leaves as model_leaves
 from pipeline.contract.streams import StreamSpec
 from pipeline.contract.tables import BUILDS, ChildTable, RecordTable
-from pipeline.source.decoding import Batch, Page, PageLocation, gc_paused
+from pipeline.source.decoding import Batch, Page, PageLocation, gc_paused, record_key_fields
 from pipeline.source.paging import Request
 
 Unsupported = type("Unsupported", (), {})
@@ -330,7 +330,7 @@ class FastPages:
         self._optional_keys = [schema.get_field_index(k) for k in own.spec.key
                                if k in stream.model.model_fields and not stream.model.model_fields[k].is_required()]
         # the key as a tuple (a value alone for one field), hashed like fetching.SourceCore.key_getter's on the dicts
-        self._key = attrgetter(*[k for k in own.spec.key if k in stream.model.model_fields])
+        self._key = attrgetter(*record_key_fields(stream))
 
     @classmethod
     def for_stream(cls, stream: StreamSpec) -> FastPages | None:

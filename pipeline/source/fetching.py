@@ -25,10 +25,17 @@ from typing import Any
 import pyarrow as pa
 
 from pipeline.contract.streams import StreamSpec
-from pipeline.contract.tables import TABLES
 from pipeline.settings import Settings
 from pipeline.source.decode_workers import DecodeWorkers
-from pipeline.source.decoding import Batch, Page, PageDecoder, PageLocation, arrow_page, gc_paused
+from pipeline.source.decoding import (
+    Batch,
+    Page,
+    PageDecoder,
+    PageLocation,
+    arrow_page,
+    gc_paused,
+    record_key_fields,
+)
 from pipeline.source.errors import PlatformRequestError
 from pipeline.source.fast_decoding import FastPages
 from pipeline.source.page_cache import PageCache, cacheable
@@ -109,7 +116,7 @@ class SourceCore:
         decoder, fast, size = self.decoder(stream), self.fast_pages(stream), self.settings.page_size
         key = self.key_getter(stream) if stream.pager == "records" else None
         cache = self.page_cache if self.page_cache is not None and cacheable(stream.table) else None
-        key_fields = self.key_fields(stream) if key is not None else None
+        key_fields = record_key_fields(stream) if key is not None else None
 
         async def fetch(number: int) -> Page:
             params = base if stream.pager == "single" else {**base, "pageSize": str(size),
@@ -152,12 +159,7 @@ class SourceCore:
     def key_getter(stream: StreamSpec) -> Callable[[Any], Any]:
         """Reads a record's key (API names) from its dict, for drift detection."""
         fields = stream.model.model_fields
-        return itemgetter(*[fields[k].alias or k for k in SourceCore.key_fields(stream)])
-
-    @staticmethod
-    def key_fields(stream: StreamSpec) -> tuple[str, ...]:
-        """The own table's key columns a record carries (the ones drift detection hashes)."""
-        return tuple(k for k in TABLES[stream.table].key if k in stream.model.model_fields)
+        return itemgetter(*[fields[k].alias or k for k in record_key_fields(stream)])
 
     async def emit_page(self, page: Page, emit: Emit, stats: RunStats, progress: Progress) -> None:
         stats.note_page(page)
