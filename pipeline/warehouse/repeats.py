@@ -23,6 +23,7 @@ from __future__ import annotations
 import duckdb
 
 from pipeline.warehouse.arrow_types import q
+from pipeline.warehouse.checks import row_count
 from pipeline.warehouse.manifest import LoadPlan, TableLoad
 from pipeline.warehouse.results import TableLoadStats
 from pipeline.warehouse.schema import DELETED_AT, LAST_LOADED_AT, TableDef, table_ref
@@ -44,7 +45,7 @@ def repeated_load(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, catalog: dict
             return None
         seqs.add(written.seq)
         keys = _keys_of(conn, table, files[table.name], written.counts)
-        if keys is None or keys != _live_rows(conn, catalog[table.name]):
+        if keys is None or keys != row_count(conn, table.name):
             return None
     return max(seqs)
 
@@ -84,8 +85,3 @@ def _keys_of(conn: duckdb.DuckDBPyConnection, table: TableLoad, files: list[str]
         f"SELECT {key}, count(*) AS versions FROM (SELECT DISTINCT * FROM read_parquet($files)) GROUP BY ALL)",
         {"files": files}).fetchone()
     return None if conflicting else int(keys)
-
-
-def _live_rows(conn: duckdb.DuckDBPyConnection, table: TableDef) -> int:
-    return int(conn.execute(f"SELECT count(*) FROM {table_ref(table.name)} "
-                            f"WHERE {q(DELETED_AT)} IS NULL").fetchone()[0])
