@@ -17,12 +17,13 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from functools import cache
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -115,23 +116,27 @@ class CpuMeter:
 
 @contextmanager
 def recorded_gets() -> Iterator[list[str]]:
-    """Within the block, every successful GET this process makes through httpx.AsyncClient (LessonSync's
-    transport) is appended, in order, as path?query (the host is the same simulator anyway); a non-200 answer
-    (the 400 of the first-page probe, a retried 5xx) is not a page the bare download could fetch."""
-    seen: list[str] = []
-    original = httpx.AsyncClient.send
+    """Within the block, every successful GET this process makes through PlatformHTTP (LessonSync's transport) is
+    appended, in order, as path?query (the host is the same simulator anyway); a non-200 answer (the 400 of the
+    first-page probe, a retried 5xx) is not a page the bare download could fetch."""
+    from pipeline.source.transport import PlatformHTTP  # here: the simulator's side of bench/ never imports it
 
-    async def send(self: httpx.AsyncClient, request: httpx.Request, **kwargs: Any) -> httpx.Response:
-        response = await original(self, request, **kwargs)
-        if request.method == "GET" and response.status_code == 200:
-            seen.append(request.url.raw_path.decode("ascii"))
+    seen: list[str] = []
+    original = PlatformHTTP.request
+
+    async def request(self: Any, method: str, path: str, params: Mapping[str, str] | None = None,
+                      **kwargs: Any) -> httpx.Response:
+        response = await original(self, method, path, params, **kwargs)
+        if method == "GET" and response.status_code == 200:
+            address = urlsplit(self.url(path, params))
+            seen.append(address.path + ("?" + address.query if address.query else ""))
         return response
 
-    httpx.AsyncClient.send = send  # type: ignore[method-assign]
+    PlatformHTTP.request = request  # type: ignore[method-assign]
     try:
         yield seen
     finally:
-        httpx.AsyncClient.send = original  # type: ignore[method-assign]
+        PlatformHTTP.request = original  # type: ignore[method-assign]
 
 
 def endpoint_of(url: str) -> str:

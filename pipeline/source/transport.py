@@ -1,4 +1,4 @@
-"""HTTP transport: one httpx.AsyncClient (connection reuse), explicit timeouts, a semaphore bounding requests
+"""HTTP transport: one keep-alive connection pool (PlatformHTTP), explicit timeouts, a semaphore bounding requests
 in flight, bearer auth with one renewal on 401, tenacity retries, server time from the Date header.
 
 A body is decoded inside the retried attempt (a truncated body is retried like a failed request), once the
@@ -17,17 +17,21 @@ A request retries until settings.retry_budget seconds have passed since its firs
 tries, a bound the budget normally reaches first): an outage shorter than the budget is ridden out. The
 last wait is shortened so that the final try happens at the end of the budget, not after it.
 
-HTTP/1.1 under httpx is aiohttp's (AiohttpTransport). Why: pages of answers are megabytes, and httpx's own
-transport (httpcore + h11) handles a body as a series of reads, each copied, extracted and joined in Python:
-~7.7 ms of CPU per 1.5 MB page against ~3.0 ms here (aiohttp parses HTTP in C with llhttp and hands the body
-over in one piece; docs/BENCHMARKS.md).
-Everything above stays httpx: requests, responses, timeouts, error types, Content-Encoding decoding.
+HTTP/1.1 is aiohttp's (PlatformHTTP, below), with httpx's types around it. Why aiohttp: pages of answers are
+megabytes, and httpx's own transport (httpcore + h11) handles a body as a series of reads, each copied, extracted
+and joined in Python: ~7.7 ms of CPU per 1.5 MB page against ~3.0 ms here (aiohttp parses HTTP in C with llhttp
+and hands the body over in one piece; docs/BENCHMARKS.md). Why not through httpx.AsyncClient: its per-request
+machinery (parsing the URL it is given, merging it with the base, the cookie jar, the redirect and auth hooks) cost
+~0.2 ms of the event loop's time a request, which a run of thousands of small requests waits for (issue 15). A
+request carries what httpx's client would send: its default headers (Accept-Encoding lists what httpx.Response
+decodes), the base address merged and the parameters encoded as httpx does (tests/source/test_source_aio.py
+compares the two). Responses are httpx.Response (Content-Encoding decoded by httpx), errors httpx's.
 
 Errors land in httpx's hierarchy so callers keep one set of exceptions: timeouts connecting or waiting
 for bytes are ConnectTimeout / ReadTimeout, a refused or lost connection ConnectError / ReadError, a
-body cut short or a response that is not HTTP RemoteProtocolError. The URL is sent exactly as httpx
-encoded it (percent-encoded ids stay as they are). Proxies come from the environment (HTTP(S)_PROXY,
-NO_PROXY) and TLS uses httpx's context (certifi, SSL_CERT_FILE), as with httpx's own transport.
+body cut short or a response that is not HTTP RemoteProtocolError. Paths are sent as given, already
+percent-encoded (paging.fill_path: an id's reserved characters stay escaped). Proxies come from the environment
+(HTTP(S)_PROXY, NO_PROXY) and TLS uses httpx's context (certifi, SSL_CERT_FILE), as with httpx's own transport.
 
 The environment is read once per origin, not per request: aiohttp's `trust_env` re-reads every variable
 for the proxy and looks for a .netrc in a worker thread on each request (1,000 small requests: ~0.4 s of
@@ -45,8 +49,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any, TypeVar
+from urllib.parse import urlencode
 
 import aiohttp
 import httpx
@@ -100,14 +105,8 @@ STREAM_COUNTER: ContextVar[TransportStats | None] = ContextVar("lessonsync_strea
 class Transport:
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
-        self._client = httpx.AsyncClient(
-            base_url=settings.base_url.rstrip("/"),
-            timeout=httpx.Timeout(settings.request_timeout),
-            limits=httpx.Limits(max_connections=settings.concurrency,
-                                max_keepalive_connections=settings.concurrency),
-            headers={"Accept": "application/json"},
-            transport=AiohttpTransport(settings.concurrency),  # aiohttp's C HTTP parser under httpx (below)
-        )
+        self._http = PlatformHTTP(settings.base_url, connections=settings.concurrency,
+                                  timeout=settings.request_timeout, headers={"Accept": "application/json"})
         self._slots = PrioritySlots(settings.concurrency)  # shared by every stream of an overlapped run
         self.auth = TokenManager(settings.app_secret, self._post_token)
         self.stats = TransportStats()
@@ -118,7 +117,7 @@ class Transport:
         return f"Transport(base_url={self._settings.base_url!r}, concurrency={self._settings.concurrency})"
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        await self._http.aclose()
 
     def server_time(self) -> datetime:
         """The latest server time seen in a Date header; local UTC now before any response."""
@@ -201,15 +200,13 @@ class Transport:
         if (own := STREAM_COUNTER.get()) is not None:
             own.requests += 1
         try:
-            response = await self._client.request(method, path, params=params, content=content,
-                                                  headers=headers)
+            response = await self._http.request(method, path, params, headers=headers, content=content)
         except httpx.TimeoutException as exc:
             raise RetryableFailure(None, f"timed out ({type(exc).__name__})") from None
         except httpx.TransportError as exc:
             raise RetryableFailure(None, f"connection error ({type(exc).__name__}: {exc})") from None
         except httpx.DecodingError as exc:  # a compressed body that does not decompress: cut short or garbled
             raise RetryableFailure(None, f"undecodable body ({exc})") from None
-        unbind(response)
         self._note_date(response.headers.get("date"))
         return response
 
@@ -237,22 +234,6 @@ class Transport:
             hint = retry_after_seconds(response.headers.get("retry-after"), self._server_time)
             raise RetryableFailure(status, f"status {status}: {detail}", retry_after=hint)
         raise PlatformRequestError(method, path, params, status, attempt, detail)
-
-
-def unbind(response: httpx.Response) -> None:
-    """Frees a read response (and its body) as soon as the last reference to it goes, not at the next full garbage
-    collection.
-
-    httpx's client binds every response to its stream (`response.stream = BoundAsyncStream(..., response=response)`,
-    httpx 0.28): a reference cycle, so reference counting never frees a response, only Python's cyclic collector
-    does. A response that lives across a few awaits (sent, read, decoded: the answer pages waiting for a decode
-    worker) outlives the young generations and waits for a full collection, which a process of a million long-lived
-    objects runs rarely: the answers of a medium full sync held ~200 responses at a time, ~100 MiB of bodies,
-    growing through the fetch until the step's gc.collect() (issue 15, measured with bench/rss_timeline.py).
-    The body is read and the stream closed when `AsyncClient.request` returns, so the stream is replaced by a plain
-    one over the same bytes (no copy): nothing reads it again, and the cycle is gone."""
-    if response.is_closed:
-        response.stream = httpx.ByteStream(response.content)
 
 
 async def _answered(sending: Coroutine[Any, Any, httpx.Response]) -> httpx.Response:
@@ -389,58 +370,85 @@ class ClockMark:
         return self._date - timedelta(seconds=self._received - self.started + 1.0)
 
 
-# aiohttp under httpx
+# HTTP/1.1 through aiohttp, with httpx's types
 
-class AiohttpTransport(httpx.AsyncBaseTransport):
-    """One aiohttp session with at most `connections` keep-alive connections, opened on first use (a
-    session belongs to the event loop that created it)."""
+@cache
+def httpx_default_headers() -> tuple[tuple[str, str], ...]:
+    """The headers httpx's client sends with every request (Accept-Encoding: what httpx.Response decodes)."""
+    with httpx.Client(trust_env=False, transport=httpx.MockTransport(lambda request: httpx.Response(204))) as client:
+        return tuple((name.decode("latin-1"), value.decode("latin-1")) for name, value in client.headers.raw)
 
-    def __init__(self, connections: int) -> None:
+
+class PlatformHTTP:
+    """Requests to one platform over at most `connections` keep-alive connections: one aiohttp session, opened on
+    first use (a session belongs to the event loop that created it). `headers` go with every request, over
+    httpx's defaults; `timeout` bounds connecting and each wait for bytes."""
+
+    def __init__(self, base_url: str, *, connections: int, timeout: float,
+                 headers: Mapping[str, str] | None = None) -> None:
+        base = httpx.URL(base_url)  # normalised as httpx.AsyncClient(base_url=...) normalises it
+        if base.query or base.fragment:
+            raise ValueError(f"the platform's base address cannot carry a query or fragment: {base_url!r}")
+        self._prefix = str(base).rstrip("/") + "/"  # httpx merges a path under the base's path the same way
+        merged = httpx.Headers(dict(httpx_default_headers()))
+        merged.update(headers or {})
+        self._headers = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in merged.raw]
+        self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout)
         self._connections = connections
         self._session: aiohttp.ClientSession | None = None
         self._proxies: dict[tuple[str, str, int | None], tuple[URL | None, aiohttp.BasicAuth | None]] = {}
+
+    def url(self, path: str, params: Mapping[str, str] | None = None) -> str:
+        """The address of `path` (percent-encoded, relative to the base) with `params`, as httpx would send it."""
+        query = urlencode(params) if params else ""
+        return self._prefix + path.lstrip("/") + ("?" + query if query else "")
 
     def _open(self) -> aiohttp.ClientSession:
         if self._session is None:
             connector = aiohttp.TCPConnector(limit=self._connections, limit_per_host=self._connections,
                                              ssl=httpx.create_ssl_context())
-            # bodies stay as sent (httpx decodes Content-Encoding); httpx already set every header it wants
-            # cookies are httpx's business (it reads Set-Cookie from the response this returns)
+            # bodies stay as sent (httpx.Response decodes Content-Encoding); the headers are httpx's (above)
             self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False, trust_env=False,
                                                   cookie_jar=aiohttp.DummyCookieJar(),
                                                   skip_auto_headers=("Accept-Encoding", "User-Agent", "Accept"))
         return self._session
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        limits = request.extensions.get("timeout", {})
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=limits.get("connect"), sock_read=limits.get("read"))
-        url = request.url
-        origin = (url.scheme, url.host, url.port)
+    def _proxy(self, url: URL) -> tuple[URL | None, aiohttp.BasicAuth | None]:
+        origin = (url.scheme, url.host or "", url.explicit_port)
         if origin not in self._proxies:
             self._proxies[origin] = _environment_proxy(*origin)
-        proxy, proxy_auth = self._proxies[origin]
+        return self._proxies[origin]
+
+    async def request(self, method: str, path: str, params: Mapping[str, str] | None = None, *,
+                      headers: Mapping[str, str] | None = None, content: bytes | None = None) -> httpx.Response:
+        """The response to `method` `path`, its body read and its Content-Encoding decoded."""
+        url = URL(self.url(path, params), encoded=True)
+        proxy, proxy_auth = self._proxy(url)
+        sent = self._headers
+        if headers:  # a request's own header replaces the default of that name
+            own = {name.lower() for name in headers}
+            sent = [(name, value) for name, value in sent if name.lower() not in own] + list(headers.items())
         try:
-            async with self._open().request(
-                request.method, URL(str(url), encoded=True), proxy=proxy, proxy_auth=proxy_auth,
-                headers=[(name.decode("latin-1"), value.decode("latin-1")) for name, value in request.headers.raw],
-                data=await request.aread() or None, timeout=timeout, allow_redirects=False,
-            ) as response:
-                body = await response.read()
+            async with self._open().request(method, url, proxy=proxy, proxy_auth=proxy_auth, headers=sent,
+                                            data=content, timeout=self._timeout, allow_redirects=False) as answer:
+                body = await answer.read()
         except aiohttp.ConnectionTimeoutError as exc:
-            raise httpx.ConnectTimeout(str(exc) or "timed out connecting", request=request) from exc
+            raise httpx.ConnectTimeout(str(exc) or "timed out connecting") from exc
         except (aiohttp.SocketTimeoutError, asyncio.TimeoutError) as exc:
-            raise httpx.ReadTimeout(str(exc) or "timed out waiting for the response", request=request) from exc
+            raise httpx.ReadTimeout(str(exc) or "timed out waiting for the response") from exc
         except aiohttp.ClientConnectorError as exc:
-            raise httpx.ConnectError(str(exc), request=request) from exc
+            raise httpx.ConnectError(str(exc)) from exc
         except aiohttp.ClientPayloadError as exc:
-            raise httpx.RemoteProtocolError(f"response body incomplete ({exc})", request=request) from exc
+            raise httpx.RemoteProtocolError(f"response body incomplete ({exc})") from exc
         except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
-            raise httpx.ReadError(str(exc) or type(exc).__name__, request=request) from exc
+            raise httpx.ReadError(str(exc) or type(exc).__name__) from exc
         except aiohttp.ClientError as exc:  # not an HTTP response, malformed head, ...
-            raise httpx.RemoteProtocolError(f"{type(exc).__name__}: {exc}", request=request) from exc
-        reason = (response.reason or "").encode("ascii", errors="replace")
-        return httpx.Response(response.status, headers=list(response.raw_headers), stream=httpx.ByteStream(body),
-                              request=request, extensions={"http_version": b"HTTP/1.1", "reason_phrase": reason})
+            raise httpx.RemoteProtocolError(f"{type(exc).__name__}: {exc}") from exc
+        reason = (answer.reason or "").encode("ascii", errors="replace")
+        response = httpx.Response(answer.status, headers=list(answer.raw_headers), stream=httpx.ByteStream(body),
+                                  extensions={"http_version": b"HTTP/1.1", "reason_phrase": reason})
+        await response.aread()  # decodes Content-Encoding; httpx.DecodingError when it does not decompress
+        return response
 
     async def aclose(self) -> None:
         if self._session is not None:

@@ -1,4 +1,4 @@
-"""httpx over aiohttp (AiohttpTransport, pipeline/source/transport.py) against a scripted raw HTTP server on loopback: real sockets,
+"""HTTP through aiohttp with httpx's types (PlatformHTTP, pipeline/source/transport.py) against a scripted raw HTTP server on loopback: real sockets,
 responses written byte for byte (framing the simulator and uvicorn never produce: chunked with extensions
 and trailers, close-delimited bodies, interim 1xx, bodies arriving in small pieces, broken responses)."""
 
@@ -11,7 +11,8 @@ from collections.abc import Awaitable, Callable
 import httpx
 import pytest
 
-from pipeline.source.transport import AiohttpTransport
+from pipeline.source.paging import fill_path
+from pipeline.source.transport import PlatformHTTP
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, bytes], Awaitable[bool]]  # True: keep the connection
 
@@ -34,14 +35,14 @@ class Server:
             writer.close()
 
 
-def run(handler: Handler, test: Callable[[httpx.AsyncClient, Server], Awaitable[None]], *, timeout: float = 5.0,
+def run(handler: Handler, test: Callable[[PlatformHTTP, Server], Awaitable[None]], *, timeout: float = 5.0,
         prefix: str = "") -> Server:
     async def main() -> Server:
         server = Server(handler)
         listener = await asyncio.start_server(server.serve, "127.0.0.1", 0)
         port = listener.sockets[0].getsockname()[1]
-        client = httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}{prefix}", timeout=timeout,
-                                   headers={"Accept": "application/json"}, transport=AiohttpTransport(4))
+        client = PlatformHTTP(f"http://127.0.0.1:{port}{prefix}", connections=4, timeout=timeout,
+                              headers={"Accept": "application/json"})
         try:
             await test(client, server)
         finally:
@@ -72,9 +73,9 @@ def test_keep_alive_target_as_encoded_headers_and_a_body_in_pieces():
 
     async def test(client, server):
         for _ in range(3):
-            response = await client.get("v1/lessons/a%2Fb%3F%23%20%C3%A9/answers",
-                                        params={"updatedSince": "2026-01-01T00:00:00+00:00", "pageSize": "10"},
-                                        headers={"Authorization": "Bearer t"})
+            response = await client.request("GET", "v1/lessons/a%2Fb%3F%23%20%C3%A9/answers",
+                                            {"updatedSince": "2026-01-01T00:00:00+00:00", "pageSize": "10"},
+                                            headers={"Authorization": "Bearer t"})
             assert (response.status_code, response.content) == (200, big)
             assert response.headers["date"] == "Sun, 01 Nov 2026 00:00:00 GMT"
 
@@ -103,11 +104,11 @@ def test_chunked_with_extensions_and_trailers_interim_1xx_gzip_and_empty_bodies(
         return True
 
     async def test(client, server):
-        assert (await client.get("/a")).content == b"[1, 2, 3]"
-        assert (await client.get("/b")).content == b"[]"
-        assert (await client.get("/c")).status_code == 204
-        assert (await client.get("/d")).content == b""
-        assert (await client.get("/e")).content == b'[{"a": 1}]'  # httpx decodes Content-Encoding
+        assert (await client.request("GET", "/a")).content == b"[1, 2, 3]"
+        assert (await client.request("GET", "/b")).content == b"[]"
+        assert (await client.request("GET", "/c")).status_code == 204
+        assert (await client.request("GET", "/d")).content == b""
+        assert (await client.request("GET", "/e")).content == b'[{"a": 1}]'  # httpx decodes Content-Encoding
 
     assert run(handler, test).connections == 1
 
@@ -121,7 +122,7 @@ def test_close_delimited_body_and_connection_close():
 
     async def test(client, server):
         for _ in range(2):
-            assert (await client.get("/a")).content == b"[1, 2]"
+            assert (await client.request("GET", "/a")).content == b"[1, 2]"
 
     assert run(handler, test).connections == 2
 
@@ -144,15 +145,15 @@ def test_errors_land_in_httpx_hierarchy_truncated_garbage_timeout_refused():
 
     async def test(client, server):
         with pytest.raises(httpx.RemoteProtocolError, match="incomplete"):
-            await client.get("/a")
+            await client.request("GET", "/a")
         with pytest.raises(httpx.DecodingError):
-            await client.get("/b")
+            await client.request("GET", "/b")
         with pytest.raises(httpx.RemoteProtocolError):
-            await client.get("/c")
+            await client.request("GET", "/c")
         with pytest.raises(httpx.ReadTimeout):
-            await client.get("/d")
+            await client.request("GET", "/d")
         with pytest.raises(httpx.ConnectError):
-            await client.get("http://127.0.0.1:9/refused")  # the discard port: nothing listens there
+            await PlatformHTTP("http://127.0.0.1:9", connections=1, timeout=0.3).request("GET", "/refused")  # discard port
 
     run(handler, test, timeout=0.3)
 
@@ -168,12 +169,12 @@ def test_a_cancelled_request_closes_its_connection_and_the_next_one_works():
         return True
 
     async def test(client, server):
-        task = asyncio.create_task(client.get("/slow"))
+        task = asyncio.create_task(client.request("GET", "/slow"))
         await asyncio.sleep(0.1)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        assert (await client.get("/fast")).content == b"[3]"
+        assert (await client.request("GET", "/fast")).content == b"[3]"
 
     assert run(handler, test).connections == 2
 
@@ -190,17 +191,41 @@ def test_requests_go_through_the_environment_proxy_unless_no_proxy_names_the_hos
         port = listener.sockets[0].getsockname()[1]
         monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
         monkeypatch.setenv("NO_PROXY", "direct.invalid")
-        client = httpx.AsyncClient(base_url="http://platform.invalid", transport=AiohttpTransport(2))
+        client = PlatformHTTP("http://platform.invalid", connections=2, timeout=5)
+        direct = PlatformHTTP("http://direct.invalid", connections=2, timeout=5)
         try:
             for _ in range(2):  # the second request reuses what the first read from the environment
-                assert (await client.get("/v1/groups", params={"pageNumber": 1})).json() == {"via": "proxy"}
+                assert (await client.request("GET", "/v1/groups", {"pageNumber": "1"})).json() == {"via": "proxy"}
             with pytest.raises(httpx.ConnectError):  # NO_PROXY: straight to a host that does not resolve
-                await client.get("http://direct.invalid/v1/groups")
+                await direct.request("GET", "/v1/groups")
         finally:
             await client.aclose()
+            await direct.aclose()
             listener.close()
         return server
 
     server = asyncio.run(main())
     assert [head.split(b"\r\n")[0] for head in server.requests] == \
         [b"GET http://platform.invalid/v1/groups?pageNumber=1 HTTP/1.1"] * 2
+
+
+@pytest.mark.parametrize("base", ["http://platform.example", "http://platform.example/", "https://Platform.Example:8443/api",
+                                  "http://127.0.0.1:8000/api/v2/", "http://[::1]:9/x%20y"])
+def test_addresses_are_those_httpx_would_send(base):
+    """The base merged with a path and the parameters encoded exactly as httpx.AsyncClient does it, for the ids and
+    values an independent platform may hand out (reserved characters, dots, spaces, non-ASCII, '+' of an offset)."""
+    ids = ["plain", "a/b", "..", ".", "100%", "é ü", "a?b#c", "x+y=z&", "~-_."]
+    params = [{}, {"pageSize": "100", "pageNumber": "3"},
+              {"updatedSince": "2026-10-31T23:49:28.968195+00:00", "search": "a b/c?&=é~", "includeArchived": "true"}]
+    ours = PlatformHTTP(base, connections=1, timeout=1)
+    theirs = httpx.AsyncClient(base_url=base)
+    for value in ids:
+        for template in ("/v1/groups/{group_id}/users", "v1/users/{group_id}/lessons/{group_id}/answers"):
+            path = fill_path(template, {"group_id": value})
+            for query in params:
+                assert ours.url(path, query) == str(theirs.build_request("GET", path, params=query).url), (path, query)
+
+
+def test_a_base_address_with_a_query_is_refused():
+    with pytest.raises(ValueError, match="query or fragment"):
+        PlatformHTTP("http://platform.example/api?tenant=1", connections=1, timeout=1)

@@ -184,8 +184,9 @@ def test_secrets_never_reach_logs_errors_or_reprs(state, caplog):
 
 
 def test_a_read_response_is_freed_by_reference_counting_not_left_to_the_cyclic_collector(state):
-    """httpx binds a response to its stream (a reference cycle): unbound (transport.unbind), a page's response and
-    its body go as soon as the page is decoded, so bodies do not pile up between full collections (issue 15)."""
+    """A page's response and its body go as soon as the page is decoded, so bodies do not pile up between full
+    collections (issue 15): nothing in the request path holds a reference cycle to a response (httpx's client bound
+    each response to its stream, one)."""
     import gc
 
     import httpx
