@@ -6,8 +6,9 @@ state. On a machine whose speed drifts from hour to hour (ours: ~40%), back-to-b
     git worktree add /tmp/before <commit>
     python -m bench.ab_bench --other /tmp/before --scale large --kind no_change --pairs 5 --data <data dir>
 
-`--data`: a data directory after a full sync (copied for every run, never changed); without it one is made
-first with a full sync and a no-change sync of this checkout (minutes at scale large). `--kind one_percent`
+`--data`: a data directory after a full sync (never changed); without it one is made first with a full sync and
+a no-change sync of this checkout (minutes at scale large). Each checkout then makes its own copy of it with one
+no-change sync (its page cache warm for its own code), and every run of that checkout starts from a copy of that. `--kind one_percent`
 advances the simulator by 24 hours before the sync, as bench/sync_bench.py does. The child is
 this file with `--child KIND SCALE WORK DATA`, run with the checkout as working directory and PYTHONPATH."""
 
@@ -81,6 +82,14 @@ def prepared_data(scale: str, root: Path) -> Path:
     return root / "again" / "data"
 
 
+def warmed(checkout: Path, scale: str, root: Path, data: Path) -> Path:
+    """`data` after one no-change sync by `checkout`. The page cache (pipeline/source/page_cache.py) is keyed by the
+    decoding code, so a data directory from another checkout's run would be a cache of misses for this one: a first
+    night after an upgrade, not the night after a night."""
+    one_run(checkout, "no_change", scale, root, data)
+    return root / "data"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["--child"]:
@@ -97,11 +106,16 @@ def main(argv: list[str] | None = None) -> int:
     here = Path(__file__).resolve().parent.parent
     with tempfile.TemporaryDirectory(prefix="ab-bench-") as scratch:
         root = Path(scratch)
-        data = None if options.kind == "full" else options.data or prepared_data(options.scale, root)
+        sides = {"other": options.other, "this": here}
+        data: dict[str, Path | None] = dict.fromkeys(sides)
+        if options.kind != "full":
+            template = options.data or prepared_data(options.scale, root)
+            data = {side: warmed(checkout, options.scale, root / f"warm-{side}", template)
+                    for side, checkout in sides.items()}
         seconds: dict[str, list[float]] = {"other": [], "this": []}
         for pair in range(options.pairs):
-            for side, checkout in (("other", options.other), ("this", here)):
-                seconds[side].append(one_run(checkout, options.kind, options.scale, root / side, data))
+            for side, checkout in sides.items():
+                seconds[side].append(one_run(checkout, options.kind, options.scale, root / side, data[side]))
             print(f"pair {pair + 1}: other {seconds['other'][-1]:.2f} s, this {seconds['this'][-1]:.2f} s",
                   file=sys.stderr)
     other, this = (statistics.median(seconds[side]) for side in ("other", "this"))
