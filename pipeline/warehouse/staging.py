@@ -165,12 +165,18 @@ def _stage_sql(stage: Stage) -> str:
     # column lies within the load's range of it: a table kept in key order (upsert.py inserts new keys sorted,
     # so a first load leaves the table in key order) then reads a few row groups for a load of recent records
     # (the tables have no key index, and reading every row group of a 10M-row table made a small load slow).
+    # An incremental load's keys are a few spread over the whole range (a 1%-change run's answers: every row
+    # group): the table's rows whose first key column is one of the load's are found first, on that column
+    # alone, so the join compares whole rows only for those (a 1%-change's answers and results at scale large:
+    # 10-25% less). A snapshot holds every key: the filter would keep every row and only cost its probe.
     first = q(load.key[0])
+    among_loaded = f" AND {first} IN (SELECT DISTINCT {first} FROM temp.{q(_loaded(stage))})" \
+        if load.kind == "incremental" else ""
     return f"""CREATE TEMP TABLE {q(stage.name)} AS
         SELECT s.*, {_classify(load, target)} AS _change, t._rowid AS _rowid{carried}
         FROM temp.{q(_loaded(stage))} AS s LEFT JOIN (
             SELECT rowid AS _rowid, * FROM {table_ref(target.name)}
-            WHERE {first} BETWEEN $lowest AND $highest) AS t ON {join_on(load.key, 's', 't')}
+            WHERE {first} BETWEEN $lowest AND $highest{among_loaded}) AS t ON {join_on(load.key, 's', 't')}
         {in_storage_order}"""
 
 
