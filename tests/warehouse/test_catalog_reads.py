@@ -51,3 +51,14 @@ def test_a_key_added_after_the_rows_is_seen(wh: Warehouse) -> None:
         assert read_table_def(conn, "t").key == ()
         conn.execute("ALTER TABLE lms.t ADD PRIMARY KEY (a)")
         assert read_table_def(conn, "t").key == ("a",)
+
+
+def test_reading_the_tables_one_by_one_derives_the_catalog_once(wh: Warehouse) -> None:
+    wh.ensure_tables(ALL_SPECS)
+    with wh.connect() as conn:
+        conn.execute("COMMENT ON TABLE lms.groups IS 'a catalog this process has not derived yet'")
+        before = dict(catalog.READS)
+        for spec in ALL_SPECS:
+            assert read_table_def(conn, spec.name).name == spec.name
+        assert read_table_def(conn, "no_such_table") is None
+        assert catalog.READS["full"] == before["full"] + 1
