@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from pipeline.contract.models import ActiveLesson, Answer, Lesson, LessonSession
 from pipeline.contract.streams import STREAMS
 from pipeline.contract.tables import BUILDS, TABLES
-from pipeline.source.decoding import RecordValidator
+from pipeline.source.decoding import PageDecoder, RecordValidator, record_validator
 
 EXPECTED_TABLES = {
     "active_lessons", "answers", "answer_results", "groups", "users", "group_members", "categories",
@@ -181,8 +181,5 @@ def test_a_page_decodes_record_by_record_only_when_it_must():
 def test_a_models_validators_are_built_once_per_process():
     """Every run's client makes a decoder per stream; building pydantic's schemas again each time cost ~80 ms of
     the event loop a run."""
-    from pipeline.contract.streams import STREAMS
-    from pipeline.source.decoding import PageDecoder, record_validator
-
     first, again = PageDecoder(STREAMS["groups"]), PageDecoder(STREAMS["groups"])
     assert first._validator is again._validator is record_validator(STREAMS["groups"].model)
