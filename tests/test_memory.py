@@ -1,7 +1,8 @@
 """A sync run's process gets the settings of pipeline/memory.py from LessonSync's executor: glibc's mmap threshold
 fixed (large buffers go back to the OS when freed), and pyarrow told that pandas is absent (its first list
-conversion does not import it; `to_pandas()` still works). Each run in a fresh interpreter, since the settings are
-process-wide. Never timed."""
+conversion does not import it; `to_pandas()` still works), and the objects from before the run frozen out of its
+garbage collections until it ends. Each run in a fresh interpreter, since the settings are process-wide. Never
+timed."""
 
 from __future__ import annotations
 
@@ -48,8 +49,9 @@ _RUN = textwrap.dedent("""
         import pyarrow as pa
         pandas_loaded = pandas_after_a_list_conversion()
         frame = pa.table({"x": [1, 2]}).to_pandas()
+        import gc
         return {"mmapped": mmapped_blocks_after_a_large_free(), "pandas_after_conversion": pandas_loaded,
-                "to_pandas_rows": len(frame)}
+                "to_pandas_rows": len(frame), "frozen_in_run": gc.get_freeze_count()}
 
     @job(executor_def=build_executor(Settings()))
     def probe_job():
@@ -57,17 +59,20 @@ _RUN = textwrap.dedent("""
 
     result = execute_in_process(probe_job, instance=DagsterInstance.ephemeral(), run_config={})
     assert result.success
-    print(json.dumps(result.output_for_node("probe")))
+    import gc
+    print(json.dumps({**result.output_for_node("probe"), "frozen_after_run": gc.get_freeze_count()}))
 """)
 
 
-def test_a_run_gets_a_fixed_mmap_threshold_and_pyarrow_without_pandas() -> None:
+def test_a_run_gets_a_fixed_mmap_threshold_pyarrow_without_pandas_and_a_frozen_heap() -> None:
     done = subprocess.run([sys.executable, "-c", _RUN], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["mmapped"] == 50  # glibc's default would have served them from the heap after the 4 MiB free
     assert seen["pandas_after_conversion"] is False  # ~1.4 s and ~33 MiB not spent on the client's event loop
     assert seen["to_pandas_rows"] == 2  # pyarrow imports pandas on demand for what needs it
+    assert seen["frozen_in_run"] > 100_000  # Dagster and the imports: no full collection of the run walks them
+    assert seen["frozen_after_run"] == 0  # collectable again once the run is over
 
 
 def test_without_the_tuning_glibc_keeps_large_buffers_in_its_heap() -> None:

@@ -136,3 +136,18 @@ def test_a_secret_set_in_the_environment_reaches_the_resource_by_name_only(monke
 
     monkeypatch.delenv("LESSONSYNC_APP_SECRET")
     assert build_definitions(load_settings()).resources["platform"].app_secret is None
+
+
+def test_a_runs_resources_read_the_settings_once_when_it_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pipeline.defs.resources import PlatformResource, WarehouseResource
+
+    monkeypatch.setenv("LESSONSYNC_PAGE_SIZE", "70")
+    resources = {"warehouse": WarehouseResource(data_dir=str(tmp_path)), "platform": PlatformResource(concurrency=3)}
+    with build_resources(resources) as initialized:
+        monkeypatch.setenv("LESSONSYNC_PAGE_SIZE", "90")  # changed during the run: the run keeps what it started with
+        for name in resources:
+            first = getattr(initialized, name).settings()
+            assert getattr(initialized, name).settings() is first and first.page_size == 70
+        assert initialized.platform.settings().concurrency == 3
+        assert initialized.warehouse.settings().data_dir == tmp_path
+    assert PlatformResource().settings().page_size == 90  # outside a run: read when asked

@@ -10,8 +10,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
-from dagster import ConfigurableResource, EnvVar
-from pydantic import Field
+from dagster import ConfigurableResource, EnvVar, InitResourceContext
+from pydantic import Field, PrivateAttr
 
 from pipeline.settings import Settings, load_settings
 from pipeline.source.client import PlatformClient
@@ -24,10 +24,19 @@ class WarehouseResource(ConfigurableResource):
     LESSONSYNC_LAKE_URL is set)."""
 
     data_dir: str = Field(description="Warehouse, lake and published analytics live here (LESSONSYNC_DATA_DIR).")
+    _run_settings: Settings | None = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        # once per run: a run's steps ask for the settings ~15 times, and each read of the environment and the
+        # .env file on the main thread waited for the client's event loop to hand back the GIL (up to 0.15 s)
+        self._run_settings = self._load()
 
     def settings(self) -> Settings:
         """DuckDB memory limit, temp directory, threads and lock timeout from LESSONSYNC_DUCKDB_*; the lake
-        from LESSONSYNC_LAKE_URL; files under this resource's data directory."""
+        from LESSONSYNC_LAKE_URL; files under this resource's data directory. Read when the run starts."""
+        return self._run_settings or self._load()
+
+    def _load(self) -> Settings:
         return load_settings(data_dir=Path(self.data_dir))
 
     @property
@@ -54,8 +63,16 @@ class PlatformResource(ConfigurableResource):
     page_size: int | None = None
     first_page: str | None = Field(None, description="'auto', '0' or '1'.")
     concurrency: int | None = None
+    _run_settings: Settings | None = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        self._run_settings = self._load()  # once per run, as WarehouseResource's
 
     def settings(self) -> Settings:
+        """These fields over the LESSONSYNC_* settings, read when the run starts."""
+        return self._run_settings or self._load()
+
+    def _load(self) -> Settings:
         overrides = {name: value for name in ("base_url", "app_secret", "page_size", "first_page", "concurrency")
                      if (value := getattr(self, name)) is not None}
         return load_settings(**overrides)
