@@ -22,6 +22,12 @@ _RUNS: dict[str, RunFetches] = {}
 _STARTED: set[str] = set()
 
 
+def prefetch_started(run_id: str) -> bool:
+    """Whether a step of the run has started its background fetches."""
+    with _LOCK:
+        return run_id in _STARTED
+
+
 class RunFetches:
     def __init__(self, run_id: str, settings: Settings) -> None:
         self.run_id = run_id

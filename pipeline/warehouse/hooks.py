@@ -1,4 +1,5 @@
-"""Named points in the commit path, and `fetch_ended:<stream>` where a background fetch ends. Crash-safety
+"""Named points in the commit path (`parts_written` also as `parts_written:<stream>`, right after it), and
+`fetch_ended:<stream>` where a background fetch ends. Crash-safety
 tests install a listener that SIGKILLs the process at one of them, ordering tests one that holds a thread
 there; in production nothing listens and reaching a point costs a function call."""
 

@@ -128,6 +128,7 @@ class Load:
             # back to the OS before DuckDB takes its memory for the commit.
             pa.default_memory_pool().release_unused()
             hooks.reached("parts_written")
+            hooks.reached(f"parts_written:{self.stream}")
             result = commit_load(self, tables, cursor, tuple(sorted(set(complete_snapshots))),
                                  replace_children_of, stats, cursor_reset=cursor_reset, position=position,
                                  drop_before=drop_before)

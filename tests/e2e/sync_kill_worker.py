@@ -1,6 +1,6 @@
 """Subprocess of test_recovery.py: `lessonsync sync <args>` that SIGKILLs itself when a warehouse commit
-reaches <point> for the <n>th time, given as "point:n" (pipeline/warehouse/hooks.py; "none": never, the
-parent kills it from outside)."""
+reaches <point> for the <n>th time, given as "point:n" (pipeline/warehouse/hooks.py; a point may hold a colon
+itself, "parts_written:active_lessons:1"; "none": never, the parent kills it from outside)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pipeline.warehouse import hooks
 
 
 def main(kill_at: str, sync_args: list[str]) -> int:
-    point, _, nth = kill_at.partition(":")
+    point, _, nth = kill_at.rpartition(":") if kill_at.rpartition(":")[2].isdigit() else (kill_at, "", "")
     reached_count = 0
 
     def listener(reached: str) -> None:

@@ -21,13 +21,13 @@ def _cursors(stack: Stack) -> dict[str, object]:
 
 
 def _sync_with_outage_midway(stack: Stack, outage_s: float) -> SyncReport:
-    """Start a slowed sync and take every /v1 route down for `outage_s` as its first load commits (the active
-    lessons', their step goes first): the answers planned from that load are being fetched meanwhile."""
+    """Start a slowed sync and take every /v1 route down for `outage_s` as the active lessons' load commits: the
+    answers planned from that load are being fetched meanwhile."""
     stack.sim.set_faults("latency_ms=30")
     started: list[float] = []
 
     def outage_at_first_commit(point: str) -> None:
-        if point == "parts_written" and not started:
+        if point == "parts_written:active_lessons" and not started:
             started.append(time.monotonic())
             stack.sim.set_faults(f"latency_ms=30,outage_s={outage_s}")
 

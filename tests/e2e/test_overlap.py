@@ -54,16 +54,16 @@ def decode_worker_processes() -> list[int]:
 
 def sync_holding_the_first_commit(stack, seconds: float, *, settle: float = 0.0,
                                   instance: DagsterInstance | None = None):
-    """A sync of the raw tables whose first commit (the active lessons': their step goes first) is held until
-    answers requests reach the platform, or `seconds`, then `settle` seconds more; and, as a one-item list,
-    whether they had, with the decode worker processes running then."""
+    """A sync of the raw tables whose active lessons' commit is held until answers requests reach the platform, or
+    `seconds`, then `settle` seconds more; and, as a one-item list, whether they had, with the decode worker
+    processes running then."""
     at_first_commit: list[tuple[bool, list[int]]] = []
 
     def answers_asked() -> bool:
         return any(stream_of(r) == "answers" for r in stack.sim.request_log())
 
     def hold_first_commit(point: str) -> None:
-        if point == "parts_written" and not at_first_commit:
+        if point == "parts_written:active_lessons" and not at_first_commit:
             deadline = time.monotonic() + seconds
             while time.monotonic() < deadline and not answers_asked():
                 time.sleep(0.02)
@@ -166,12 +166,12 @@ def test_steps_whose_fetch_has_ended_go_before_a_step_still_fetching(tmp_path):
         if point.startswith("fetch_ended:"):
             ended.add(point.removeprefix("fetch_ended:"))
         if point == "fetch_ended:groups":
-            # until the active lessons, certificates, categories, lesson sessions and lessons committed (had the
-            # groups step been picked while its fetch runs, only the first three would, and the hold would end at 20 s)
+            # until the categories, certificates, active lessons, lesson sessions and lessons committed (had the
+            # groups step been picked while its fetch runs, fewer would, and the hold would end at 20 s)
             wait_for(lambda: len(commits) >= 5)
         elif point == "committed":
             commits.append(point)
-            if len(commits) == 1:  # the active lessons': the other snapshots arrive before the next step is picked
+            if len(commits) == 1:  # the first step's: the other snapshots arrive before the next step is picked
                 wait_for(lambda: {"categories", "lesson_sessions", "lessons"} <= ended)
 
     instance = DagsterInstance.ephemeral()

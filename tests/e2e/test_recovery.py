@@ -155,15 +155,17 @@ def test_a_live_run_holding_the_pool_is_named_and_waited_for_until_the_timeout(s
 
 
 def test_a_sync_killed_while_other_streams_are_fetched_in_the_background_recovers_exact(stack: Stack) -> None:
-    """Killed in the active lessons' commit while the snapshots are still being fetched into their own loads in
-    the background (pipeline/prefetch): nothing of the run is committed, the next sync is exact."""
+    """Killed as the active lessons' load commits (its parts in the lake) while other streams are still being
+    fetched into their own loads in the background (pipeline/prefetch): that load is not committed, the next sync
+    is exact."""
     instance = instance_of(stack)
     stack.sim.set_faults("latency_ms=40")
-    sync = start_sync(stack, "--select", RAW[0], kill_at="applied:1")
+    sync = start_sync(stack, "--select", RAW[0], kill_at="parts_written:active_lessons:1")
     output, _ = sync.communicate(timeout=180)
     stack.sim.set_faults("")
     assert sync.returncode == -signal.SIGKILL, output[-2000:]
     assert "in the background" in output and "active_lessons: reading" in output
     run_id = killed_run(instance, sync.pid).run_id
     assert_recovered(stack, sync.pid)
-    assert not list((stack.data_dir / "lake" / "_loads").glob(f"*-{run_id}-*.json"))  # no load of it committed
+    # the active lessons' load of it never committed (the snapshots' steps before it may have committed theirs)
+    assert not list((stack.data_dir / "lake" / "_loads").glob(f"*-{run_id}-active_lessons-*.json"))

@@ -23,9 +23,10 @@ from pipeline.warehouse import Load
 from pipeline.defs.windows import Window
 
 
-# Steps run one at a time; among those ready, the higher priority first. The answers are fetched from the end
-# of the active lessons' listing (answers_ahead.py) and the snapshots in the background from the run's start
-# (pipeline/prefetch): so the progress steps go first and the answers commit as early as they can.
+# Steps run one at a time; among those whose data has arrived, the higher priority first (ready_first.py). The
+# answers are fetched from the end of the active lessons' listing (answers_ahead.py) and the snapshots in the
+# background from the run's start (pipeline/prefetch): so the progress steps go first once their data is there,
+# and the answers commit as early as they can.
 CRITICAL_PATH = {"dagster/priority": "1"}
 
 @asset(

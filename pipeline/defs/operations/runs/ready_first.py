@@ -9,6 +9,11 @@ priorities order each of the two groups. The order is taken anew before every st
 steps each time it picks one), so a fetch ending moves its step up at once. Measured (scale medium, 40 ms a
 request, no-change sync of the raw tables, median of 3): 5.10 -> 4.12 s. Nothing else changes: dependencies,
 pools, retries and the steps' own work are Dagster's and the steps'.
+
+The run's first step starts every fetch (pipeline/prefetch) and then waits for its own, so it is a snapshot's,
+whose page or few arrive at once, not the active lessons' (listed for seconds): a large no-change sync's
+categories, sessions and lessons then commit while the active lessons are listed, not after (session 14: the
+steps before the groups' ended 0.6-0.8 s earlier).
 """
 
 from __future__ import annotations
@@ -23,16 +28,30 @@ from dagster._core.execution.retries import RetryMode
 from dagster._core.storage.tags import PRIORITY_TAG
 
 from pipeline.prefetch.plan import awaited_stream
-from pipeline.prefetch.runs import fetch_running
+from pipeline.prefetch.runs import fetch_running, prefetch_started
 
 # Added to the sort key of a step still waiting for its fetch: above any priority a step carries.
 WAITING = 1_000
 
 
 def step_order(run_id: str, step: ExecutionStep) -> float:
-    """Dagster's sort key (lower first): the negated priority, behind every ready step while its fetch runs."""
+    """Dagster's sort key (lower first): the negated priority, behind every ready step while its fetch runs. Before
+    any fetch has started, a snapshot step goes first (see `first_step_order`)."""
+    priority = int(step.tags.get(PRIORITY_TAG, 0))
+    if not prefetch_started(run_id):
+        return first_step_order(step, priority)
     waiting = fetch_running(run_id, awaited_stream(step.key))
-    return (WAITING if waiting else 0) - int(step.tags.get(PRIORITY_TAG, 0))
+    return (WAITING if waiting else 0) - priority
+
+
+def first_step_order(step: ExecutionStep, priority: int) -> float:
+    """The first step that fetches starts every fetch of the run, then waits for its own. Were it the critical
+    path's (the active lessons: listed for seconds, thousands of pages in a full sync), the steps whose one or few
+    pages have long arrived would wait behind that listing; a snapshot's step commits its few pages and the next
+    picks go by what has arrived (a large no-change sync: the categories, sessions and lessons committed during the
+    active lessons' listing, not after it). Steps without a fetch (the certificate inbox) would only delay the start."""
+    fetches = awaited_stream(step.key) is not None
+    return (0 if fetches and priority <= 0 else 1 if fetches else 2) - priority / WAITING
 
 
 class ReadyFirstPlan(ExecutionPlan):
