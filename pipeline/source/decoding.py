@@ -28,8 +28,8 @@ import typing
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import cache
 from datetime import UTC, datetime
+from functools import cache
 from typing import Annotated, Any, NotRequired, Required, Union
 
 import numpy as np

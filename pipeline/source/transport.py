@@ -22,7 +22,7 @@ megabytes, and httpx's own transport (httpcore + h11) handles a body as a series
 and joined in Python: ~7.7 ms of CPU per 1.5 MB page against ~3.0 ms here (aiohttp parses HTTP in C with llhttp
 and hands the body over in one piece; docs/BENCHMARKS.md). Why not through httpx.AsyncClient: its per-request
 machinery (parsing the URL it is given, merging it with the base, the cookie jar, the redirect and auth hooks) cost
-~0.2 ms of the event loop's time a request, which a run of thousands of small requests waits for (issue 15). A
+~0.1-0.2 ms of the event loop's time a request, which a run of thousands of small requests waits for (issue 15). A
 request carries what httpx's client would send: its default headers (Accept-Encoding lists what httpx.Response
 decodes), the base address merged and the parameters encoded as httpx does (tests/source/test_source_aio.py
 compares the two). Responses are httpx.Response (Content-Encoding decoded by httpx), errors httpx's.
