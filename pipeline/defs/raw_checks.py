@@ -32,6 +32,7 @@ from pipeline.defs.policy import POOL
 from pipeline.defs.resources import WarehouseResource
 from pipeline.settings import Settings
 from pipeline.warehouse import duplicate_keys, null_keys, orphans, row_count
+from pipeline.warehouse.catalog import catalog_unchanged
 from pipeline.warehouse.checks import last_load_counts
 
 CHECKED_TABLES = tuple(name for name, spec in TABLES.items() if spec.kind != "append")
@@ -93,7 +94,7 @@ def raw_checks_step(name: str, tables: tuple[str, ...], rules: CheckRules) -> As
         for check_key in context.selected_asset_check_keys:
             selected.setdefault(check_key.asset_key.path[-1], set()).add(check_key.name)
         loaded = _materialized_in_this_run(context, [lms_key(t) for t in selected])
-        with warehouse.warehouse().connect(read_only=True) as conn:
+        with warehouse.warehouse().connect(read_only=True) as conn, catalog_unchanged(conn):
             last_loads = last_load_counts(conn, [t for t in tables if "not_shrinking" in selected.get(t, ())])
             for table in tables:  # declaration order: parents before their children
                 if table in selected:

@@ -62,3 +62,14 @@ def test_reading_the_tables_one_by_one_derives_the_catalog_once(wh: Warehouse) -
             assert read_table_def(conn, spec.name).name == spec.name
         assert read_table_def(conn, "no_such_table") is None
         assert catalog.READS["full"] == before["full"] + 1
+
+
+def test_a_block_that_changes_no_table_reads_the_catalog_once(wh: Warehouse) -> None:
+    wh.ensure_tables(ALL_SPECS)
+    with wh.connect() as conn:
+        with catalog.catalog_unchanged(conn):
+            before = dict(catalog.READS)
+            assert [read_table_def(conn, spec.name).name for spec in ALL_SPECS] == [spec.name for spec in ALL_SPECS]
+            assert read_catalog(conn) and catalog.READS == before  # no query of the catalog at all
+        conn.execute("ALTER TABLE lms.groups ADD COLUMN after_the_block VARCHAR")
+        assert read_table_def(conn, "groups").columns[-1] == ("after_the_block", "VARCHAR")  # read again after it
