@@ -21,8 +21,8 @@ import json
 import logging
 import os
 import struct
-from contextlib import suppress
 from collections.abc import Callable
+from contextlib import suppress
 from importlib import metadata
 from pathlib import Path
 

@@ -32,7 +32,12 @@ from pipeline.warehouse.state import LOAD_RUNS, newest_loads
 
 def row_count(conn: duckdb.DuckDBPyConnection, table: str) -> int:
     """Rows of `table` not marked deleted."""
-    return _count(conn, f"SELECT count(*) FROM {table_ref(table)} AS t WHERE {_live(_table(conn, table), 't')}")
+    return live_rows(conn, _table(conn, table))
+
+
+def live_rows(conn: duckdb.DuckDBPyConnection, table: TableDef) -> int:
+    """Rows of `table`, as read from the catalog already, not marked deleted."""
+    return _count(conn, f"SELECT count(*) FROM {table_ref(table.name)} AS t WHERE {_live(table, 't')}")
 
 
 # A link or key check hashes rows; when there are more than this (a full sync's 12.5M answer results against
@@ -128,7 +133,7 @@ def orphans(conn: duckdb.DuckDBPyConnection, child: str, parent: str, on: Mappin
 
     counted, nulls = conn.execute(f"SELECT count(*), count(*) FILTER (WHERE {c_col} IS NULL) FROM {children} AS c",
                                   params).fetchone()
-    parents = _count(conn, f"SELECT count(*) FROM {table_ref(parent)} AS p WHERE {_live(parent_def, 'p')}")
+    parents = live_rows(conn, parent_def)
     few_children = counted * FEW_CHILDREN <= parents
 
     def unmatched(child_range: str, parent_range: str, extra: dict[str, object]) -> int:

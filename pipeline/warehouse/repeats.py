@@ -23,7 +23,7 @@ from __future__ import annotations
 import duckdb
 
 from pipeline.warehouse.arrow_types import q
-from pipeline.warehouse.checks import row_count
+from pipeline.warehouse.checks import live_rows
 from pipeline.warehouse.manifest import LoadPlan, TableLoad
 from pipeline.warehouse.results import TableLoadStats
 from pipeline.warehouse.schema import DELETED_AT, LAST_LOADED_AT, TableDef, table_ref
@@ -45,7 +45,7 @@ def repeated_load(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, catalog: dict
             return None
         seqs.add(written.seq)
         keys = _keys_of(conn, table, files[table.name], written.counts)
-        if keys is None or keys != row_count(conn, table.name):
+        if keys is None or keys != live_rows(conn, catalog[table.name]):
             return None
     return max(seqs)
 
