@@ -189,6 +189,8 @@ class PlatformClient:
                     self._call(self._core.transport.aclose())
                 finally:
                     self._core.decode_workers.close()  # from this thread: it waits for the processes to exit
+                    if self._core.page_cache is not None:
+                        self._core.page_cache.close()  # the entries still being written
         finally:
             self._loop.call_soon_threadsafe(self._loop.stop)
             assert self._thread is not None

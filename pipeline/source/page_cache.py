@@ -13,7 +13,14 @@ What is kept: the page's batches (Arrow IPC), its served and record counts. Not 
 records (their rows carry the time they were seen) and the key hashes of drift detection (Python's string hash
 differs from process to process): those are computed again from the page's own batch, as the decoders do.
 Entries are files written atomically (temp file, rename); a file that cannot be read is a miss. After a complete
-run of a stream, the entries of its streams that the run did not use are removed: the cache holds one night."""
+run of a stream, the entries of its streams that the run did not use are removed: the cache holds one night.
+
+Entries are written by a thread of their own, not by the caller (the client's event loop): a miss costs a file
+created, written and renamed, 0.14 ms on a quiet disk but 1.5 ms a page while a commit writes the warehouse beside
+it (a 1%-change run at scale large: ~1.5 s of the loop's time for its ~1,000 changed group pages, and every
+snapshot page of a full sync). The page is serialized first (Arrow IPC, ~15 us), so the writer holds bytes, never
+the caller's batches; at most WRITES_PENDING wait, beyond that the caller writes its own. `close` (the client's)
+waits for the writes in flight: an entry not written is only a miss next time."""
 
 from __future__ import annotations
 
@@ -22,7 +29,9 @@ import json
 import logging
 import os
 import struct
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from importlib import metadata
 from pathlib import Path
@@ -37,12 +46,16 @@ log = logging.getLogger("lessonsync.source")
 _LENGTH = struct.Struct("<Q")
 _DECODING_PACKAGES = ("pyarrow", "pydantic", "pydantic-core", "msgspec", "orjson", "numpy")
 STALE_AFTER_S = 2.0  # an entry used this long before a run's start was not used by that run
+WRITES_PENDING = 64  # serialized pages waiting for the writer thread: ~3 MB of group pages at most
 
 
 class PageCache:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self._write_failed = False  # warned once: a read-only or full disk would otherwise warn every page
+        self._warn_lock = threading.Lock()  # the writer thread and, when it is behind, the caller write
+        self._writer: ThreadPoolExecutor | None = None
+        self._pending = threading.BoundedSemaphore(WRITES_PENDING)
 
     def page(self, location: PageLocation, body: bytes, key_fields: tuple[str, ...] | None,
              decode: Callable[[bytes], Page]) -> Page:
@@ -54,8 +67,14 @@ class PageCache:
             return cached
         page = decode(body)
         if not page.quarantined:
-            self._write(name, page)
+            self._write_later(name, _serialized(page))
         return page
+
+    def close(self) -> None:
+        """Wait for the entries being written (module docstring); the cache can be used again afterwards."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.shutdown(wait=True)
 
     def forget_unused(self, streams: tuple[str, ...], since: float) -> int:
         """Remove the entries of `streams` not used since `since` (time.time()); how many were removed."""
@@ -105,14 +124,23 @@ class PageCache:
         hashes = None if key_fields is None else key_hashes(own, key_fields, header["records"])
         return Page(location, header["served"], batches, header["records"], 0, hashes, own, from_cache=True)
 
-    def _write(self, name: str, page: Page) -> None:
-        header = json.dumps({"served": page.served, "records": page.records,
-                             "tables": [batch.table.name for batch in page.batches]}).encode()
-        parts = [_LENGTH.pack(len(header)), header]
-        for batch in page.batches:
-            serialized = batch.records.serialize()
-            parts += [_LENGTH.pack(serialized.size), serialized]
-        temp = self.directory / f".{name}.{os.getpid()}.tmp"
+    def _write_later(self, name: str, parts: list[bytes | pa.Buffer]) -> None:
+        if not self._pending.acquire(blocking=False):  # the writer is behind: no more bytes wait for it
+            self._write(name, parts)
+            return
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lessonsync-page-cache")
+
+        def write() -> None:
+            try:
+                self._write(name, parts)
+            finally:
+                self._pending.release()
+
+        self._writer.submit(write)
+
+    def _write(self, name: str, parts: list[bytes | pa.Buffer]) -> None:
+        temp = self.directory / f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             with open(temp, "wb") as file:
@@ -120,13 +148,25 @@ class PageCache:
                     file.write(part)
             os.replace(temp, self.directory / name)
         except OSError as error:  # a full or read-only disk costs the next run its decoding, nothing else
-            if not self._write_failed:
-                self._write_failed = True
+            with self._warn_lock:
+                first, self._write_failed = not self._write_failed, True
+            if first:
                 log.warning("page cache entry %s could not be written (%s); pages are decoded as usual, and this "
                             "run writes no more warnings about it (LESSONSYNC_PAGE_CACHE=false turns the cache off)",
                             self.directory / name, error)
             with suppress(OSError):
                 temp.unlink(missing_ok=True)
+
+
+def _serialized(page: Page) -> list[bytes | pa.Buffer]:
+    """An entry's bytes: header length, header (JSON), then each batch's length and Arrow IPC bytes."""
+    header = json.dumps({"served": page.served, "records": page.records,
+                         "tables": [batch.table.name for batch in page.batches]}).encode()
+    parts: list[bytes | pa.Buffer] = [_LENGTH.pack(len(header)), header]
+    for batch in page.batches:
+        serialized = batch.records.serialize()
+        parts += [_LENGTH.pack(serialized.size), serialized]
+    return parts
 
 
 def key_hashes(own: pa.RecordBatch | None, key_fields: tuple[str, ...], records: int) -> np.ndarray:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -135,3 +137,46 @@ def test_a_cache_that_cannot_be_written_warns_once_and_loses_nothing(sim: Simula
         rows, cached = pull(sim, blocked / "pages", ("groups",))
     assert rows == expected and cached == {"groups": 0}
     assert caplog.text.count("could not be written") == 1
+
+
+def test_entries_are_written_off_the_event_loop_and_all_written_by_close(sim: SimulatorHandle, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A miss's file is written by the cache's writer thread, not the client's loop; closing the client waits for
+    them, so the next run finds every page (fails if the writes stay on the loop or close does not wait)."""
+    writers: list[str] = []
+    original = PageCache._write
+
+    def slow_write(self: PageCache, name: str, parts: Any) -> None:
+        writers.append(threading.current_thread().name)
+        time.sleep(0.01)  # a busy disk: the loop must not wait for it, close must
+        original(self, name, parts)
+
+    monkeypatch.setattr(PageCache, "_write", slow_write)
+    pull(sim, tmp_path / "cache", ("groups",))
+    assert writers and all(name.startswith("lessonsync-page-cache") for name in writers)
+    monkeypatch.setattr(PageCache, "_write", original)
+    assert pull(sim, tmp_path / "cache", ("groups",))[1] == {"groups": -1}
+
+
+def test_a_writer_that_falls_behind_hands_the_write_back_to_the_caller(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """At most WRITES_PENDING serialized pages wait for the writer: beyond that the caller writes (bounded memory)."""
+    cache = PageCache(tmp_path / "cache")
+    release = threading.Event()
+    callers: list[str] = []
+    original = PageCache._write
+
+    def held(self: PageCache, name: str, parts: Any) -> None:
+        callers.append(threading.current_thread().name)
+        if threading.current_thread().name.startswith("lessonsync-page-cache"):
+            release.wait(10)
+        original(self, name, parts)
+
+    monkeypatch.setattr(PageCache, "_write", held)
+    for number in range(page_cache.WRITES_PENDING + 3):
+        cache._write_later(f"groups-{number}.page", [b"entry"])
+    here = [name for name in callers if not name.startswith("lessonsync-page-cache")]
+    assert len(here) == 3  # the writer holds its first entry, 63 more wait; the last 3 were written here
+    release.set()
+    cache.close()
+    assert len(list((tmp_path / "cache").glob("groups-*.page"))) == page_cache.WRITES_PENDING + 3
