@@ -51,7 +51,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.contract.streams import STREAMS, UPDATED_SINCE_RESOLUTION
-from pipeline.source.decode_workers import START_AT_RECORDS
+from pipeline.source.decode_workers import START_AT_RECORDS, START_AT_RECORDS_PER_PAGE
 from pipeline.source.decoding import Page
 from pipeline.source.fetching import Emit, SourceCore
 from pipeline.source.paging import Request, answer_request_cost, format_updated_since
@@ -82,6 +82,12 @@ class AnswerPlan:
     @property
     def request_count(self) -> int:
         return len(self.grouped) + self.pairs.num_rows
+
+    def records_per_page(self, page_size: int) -> float:
+        """Active-lesson records a page of the plan holds on average, confirming pages left out."""
+        records = sum(r.covers for r in self.grouped) + self.pairs.num_rows
+        pages = sum(-(-r.covers // page_size) for r in self.grouped) + self.pairs.num_rows
+        return records / pages if pages else 0.0
 
     def estimated_cost(self, page_size: int) -> int:
         return sum(answer_request_cost(r.covers, page_size) for r in self.grouped) + PAIR_COST * self.pairs.num_rows
@@ -267,7 +273,9 @@ async def _run_answers(core: SourceCore, changed: pa.Table, updated_since: datet
     # Pages worth a worker process: start it now, not at the first large page. Counted on the pairs to fetch: an
     # incremental run's window holds many active lessons whose answers are not needed (a 1%-change run at scale
     # large: ~2k to fetch in a window of 10k+), and its small pages would keep a worker's ~135 MiB for nothing.
-    if _to_fetch(changed) >= START_AT_RECORDS:
+    # Many pairs in small pages (a request a lesson, a few of its active lessons each) start none either.
+    if _to_fetch(changed) >= START_AT_RECORDS and \
+            plan.records_per_page(core.settings.page_size) >= START_AT_RECORDS_PER_PAGE:
         core.decode_workers.start()
     # Asked from one resolution earlier than the plan's window: the platform filters by the active lesson's
     # lastDate, and an exclusive or whole-second updatedSince must not drop a planned one (windows.py, A3).

@@ -23,8 +23,10 @@ quarantine row and retry is raised and recorded by the same code with the same m
 - at most WAITING_PER_PROCESS pages waiting per worker: beyond that the loop decodes the page itself, so a
   busy machine shares the work rather than queueing it;
 - once the workers are up: they import for ~1 s, and pages meanwhile are decoded here. They start when the
-  answers' plan has START_AT_RECORDS active lessons or more to fetch (answers.py: while it reads the drift check's
-  first listing), else with the first large page; a run with only small pages never starts a process.
+  answers' plan has START_AT_RECORDS active lessons or more to fetch in pages of START_AT_RECORDS_PER_PAGE
+  records or more on average (answers.py: while it reads the drift check's first listing), else with the first
+  large page; a run with only small pages never starts a process. (A large 1%-change plans 10,000 active lessons
+  in pages of ~7: its worker imported for 0.34-0.37 s and decoded no page.)
 - not while held (`hold`): the answers fetched ahead of their step run beside the run's other commits, and a
   worker's ~130 MiB on top of those commits was the large full sync's peak (process tree 597-605 MiB); their
   pages are decoded here until the answers step lifts the hold, and a start asked for meanwhile happens then.
@@ -66,6 +68,7 @@ log = logging.getLogger("lessonsync.source")
 
 OFFLOAD_BYTES = 64 * 1024
 START_AT_RECORDS = 10_000
+START_AT_RECORDS_PER_PAGE = 25  # ~5-15 answer rows a record: a page of 25 records is ~64 KB or more
 WAITING_PER_PROCESS = 4
 READY = "ready"  # what a worker sends once its imports are done
 

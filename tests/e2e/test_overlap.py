@@ -130,9 +130,11 @@ def test_a_large_active_lessons_load_commits_before_the_answers_start_and_stays_
 def test_no_decode_worker_runs_beside_the_commits_before_the_answers_step(tmp_path, monkeypatch):
     """The answers fetched while the active lessons commit are decoded on the client's own thread until their
     step (answers_ahead.py): a worker process on top of the commits in between was the large full sync's memory
-    peak. Here the plan asks for a worker at once (START_AT_RECORDS 0); none runs at the active lessons' commit,
-    with their answers being fetched; the answers step lifts the hold; the run stays exact."""
+    peak. Here the plan asks for a worker at once (START_AT_RECORDS and START_AT_RECORDS_PER_PAGE 0); none runs at
+    the active lessons' commit, with their answers being fetched; the answers step lifts the hold; the run stays
+    exact."""
     monkeypatch.setattr(answers, "START_AT_RECORDS", 0)
+    monkeypatch.setattr(answers, "START_AT_RECORDS_PER_PAGE", 0)
     holds: list[tuple[bool, float]] = []  # the hold's changes, as the client is asked (a spy: the real call runs)
     hold = PlatformClient.hold_decode_workers
     monkeypatch.setattr(PlatformClient, "hold_decode_workers",

@@ -100,8 +100,15 @@ def test_a_large_plan_starts_the_workers_before_its_first_page_and_a_small_one_d
     _, small = _answers(settings, active_pairs, start=False, min_bytes=small_pages)
     assert active_pairs.num_rows < answers.START_AT_RECORDS and small.process_ids() == []
     monkeypatch.setattr(answers, "START_AT_RECORDS", active_pairs.num_rows)
+    per_page = answers.plan_answer_requests(active_pairs, settings.page_size).records_per_page(settings.page_size)
+    monkeypatch.setattr(answers, "START_AT_RECORDS_PER_PAGE", per_page)
     batches, large = _answers(settings, active_pairs, start=False, min_bytes=small_pages)
     assert len(large.process_ids()) == 1 and batches
+    # as many to fetch, in pages holding fewer records than it takes (a 1%-change's per-lesson requests)
+    monkeypatch.setattr(answers, "START_AT_RECORDS_PER_PAGE", per_page + 1)
+    _, small_pages_plan = _answers(settings, active_pairs, start=False, min_bytes=small_pages)
+    assert small_pages_plan.process_ids() == []
+    monkeypatch.setattr(answers, "START_AT_RECORDS_PER_PAGE", per_page)
     # as many active lessons, but one of them to fetch (an incremental window): the plan is small
     one_to_fetch = active_pairs.append_column("refetch", pa.array([i == 0 for i in range(active_pairs.num_rows)]))
     _, incremental = _answers(settings, one_to_fetch, start=False, min_bytes=small_pages)
