@@ -86,7 +86,7 @@ class AnswerPlan:
     def records_per_page(self, page_size: int) -> float:
         """Active-lesson records a page of the plan holds on average, confirming pages left out."""
         records = sum(r.covers for r in self.grouped) + self.pairs.num_rows
-        pages = sum(-(-r.covers // page_size) for r in self.grouped) + self.pairs.num_rows
+        pages = sum(answer_request_cost(r.covers, page_size) - 1 for r in self.grouped) + self.pairs.num_rows
         return records / pages if pages else 0.0
 
     def estimated_cost(self, page_size: int) -> int:
