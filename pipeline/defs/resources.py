@@ -19,24 +19,32 @@ from pipeline.warehouse import Warehouse
 from pipeline.webhooks.resource import InboxResource
 
 
-class WarehouseResource(ConfigurableResource):
+class RunSettingsResource(ConfigurableResource):
+    """A resource whose settings (`_load`) are read once, when a run starts, and whenever asked outside a run: a
+    run's steps asked for them ~17 times, each a read of the environment and the .env file on the main thread
+    (1-2 ms, more while the client's event loop holds the GIL). A change made during a run applies to the next."""
+
+    _run_settings: Settings | None = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        self._run_settings = self._load()
+
+    def settings(self) -> Settings:
+        return self._run_settings or self._load()
+
+    def _load(self) -> Settings:
+        raise NotImplementedError
+
+
+class WarehouseResource(RunSettingsResource):
     """The DuckDB warehouse and the Parquet lake under one data directory (the lake on object storage when
     LESSONSYNC_LAKE_URL is set)."""
 
     data_dir: str = Field(description="Warehouse, lake and published analytics live here (LESSONSYNC_DATA_DIR).")
-    _run_settings: Settings | None = PrivateAttr(default=None)
-
-    def setup_for_execution(self, context: InitResourceContext) -> None:
-        # once per run: a run's steps asked for the settings ~17 times, each a read of the environment and the .env
-        # file on the main thread (1-2 ms, more while the client's event loop holds the GIL)
-        self._run_settings = self._load()
-
-    def settings(self) -> Settings:
-        """DuckDB memory limit, temp directory, threads and lock timeout from LESSONSYNC_DUCKDB_*; the lake
-        from LESSONSYNC_LAKE_URL; files under this resource's data directory. Read when the run starts."""
-        return self._run_settings or self._load()
 
     def _load(self) -> Settings:
+        """DuckDB memory limit, temp directory, threads and lock timeout from LESSONSYNC_DUCKDB_*; the lake
+        from LESSONSYNC_LAKE_URL; files under this resource's data directory."""
         return load_settings(data_dir=Path(self.data_dir))
 
     @property
@@ -55,7 +63,7 @@ class WarehouseResource(ConfigurableResource):
             yield conn
 
 
-class PlatformResource(ConfigurableResource):
+class PlatformResource(RunSettingsResource):
     """The platform's developer API. Unset fields fall back to the LESSONSYNC_* settings."""
 
     base_url: str | None = Field(None, description="Platform address without /v1 (LESSONSYNC_BASE_URL).")
@@ -63,16 +71,9 @@ class PlatformResource(ConfigurableResource):
     page_size: int | None = None
     first_page: str | None = Field(None, description="'auto', '0' or '1'.")
     concurrency: int | None = None
-    _run_settings: Settings | None = PrivateAttr(default=None)
-
-    def setup_for_execution(self, context: InitResourceContext) -> None:
-        self._run_settings = self._load()  # once per run, as WarehouseResource's
-
-    def settings(self) -> Settings:
-        """These fields over the LESSONSYNC_* settings, read when the run starts."""
-        return self._run_settings or self._load()
 
     def _load(self) -> Settings:
+        """These fields over the LESSONSYNC_* settings."""
         overrides = {name: value for name in ("base_url", "app_secret", "page_size", "first_page", "concurrency")
                      if (value := getattr(self, name)) is not None}
         return load_settings(**overrides)
