@@ -72,9 +72,23 @@ def create_stage(conn: duckdb.DuckDBPyConnection, load: TableLoad, target: Table
         # the load's rows first, on their own: the join below then knows they are the small side
         conn.execute(f"CREATE TEMP TABLE {q(_loaded(stage))} AS {deduped_sql(load, target, duplicates)}",
                      {"files": files})
-    conn.execute(_stage_sql(stage), value_range(conn, f"temp.{q(_loaded(stage))}", load.key[0]))
+    loaded = f"temp.{q(_loaded(stage))}"
+    conn.execute(_stage_sql(stage, by_row_id=_few_of_many(conn, stage, loaded)), value_range(conn, loaded, load.key[0]))
     drop_stage(conn, stage, keep_stage=True)
     return stage
+
+
+# An incremental load whose rows are at most this share of its table's is staged in two phases (_stage_sql).
+# Measured on the 9.7M answers of scale large: 0.2% of them staged 25-35% faster, 2% as fast either way.
+FEW_OF_MANY = 0.01
+
+
+def _few_of_many(conn: duckdb.DuckDBPyConnection, stage: Stage, loaded: str) -> bool:
+    if stage.load.kind != "incremental" or stage.target_was_empty:
+        return False
+    rows, target_rows = conn.execute(
+        f"SELECT (SELECT count(*) FROM {loaded}), (SELECT count(*) FROM {table_ref(stage.target.name)})").fetchone()
+    return rows <= FEW_OF_MANY * target_rows
 
 
 def _loaded(stage: Stage) -> str:
@@ -157,8 +171,9 @@ def _ordered_before(columns: tuple[str, ...]) -> str:
     return f"({lower} OR (s.{first} IS NOT DISTINCT FROM t.{first} AND {_ordered_before(rest)}))"
 
 
-def _stage_sql(stage: Stage) -> str:
+def _stage_sql(stage: Stage, *, by_row_id: bool) -> str:
     load, target = stage.load, stage.target
+    table, loaded = table_ref(target.name), f"temp.{q(_loaded(stage))}"
     carried = "".join(f", t.{q(c)} AS {q('_old_' + c)}" for c in stage.carried)
     in_storage_order = "" if stage.target_was_empty else "ORDER BY _rowid NULLS LAST"  # fastest in-place updates
     # The load's rows are the hash table; the warehouse table is only scanned, and only where its first key
@@ -170,13 +185,24 @@ def _stage_sql(stage: Stage) -> str:
     # alone, so the join compares whole rows only for those (a 1%-change's answers and results at scale large:
     # 10-25% less). A snapshot holds every key: the filter would keep every row and only cost its probe.
     first = q(load.key[0])
-    among_loaded = f" AND {first} IN (SELECT DISTINCT {first} FROM temp.{q(_loaded(stage))})" \
-        if load.kind == "incremental" else ""
+    among_loaded = f" AND {among(first, loaded)}" if load.kind == "incremental" else ""
+    in_range = f"WHERE {first} BETWEEN $lowest AND $highest{among_loaded}"
+    if not by_row_id:
+        return f"""CREATE TEMP TABLE {q(stage.name)} AS
+            SELECT s.*, {_classify(load, target)} AS _change, t._rowid AS _rowid{carried}
+            FROM {loaded} AS s LEFT JOIN (SELECT rowid AS _rowid, * FROM {table} {in_range}) AS t
+            ON {join_on(load.key, 's', 't')}
+            {in_storage_order}"""
+    # Few rows of a big table (FEW_OF_MANY): the scan over the whole range reads the key columns only, to match
+    # each loaded row to its row id; the other columns are then read for the matched row ids alone (DuckDB
+    # pushes the join's row ids into the scan), not for every row of every row group the scan touched.
+    keys = ", ".join(q(k) for k in load.key)
     return f"""CREATE TEMP TABLE {q(stage.name)} AS
-        SELECT s.*, {_classify(load, target)} AS _change, t._rowid AS _rowid{carried}
-        FROM temp.{q(_loaded(stage))} AS s LEFT JOIN (
-            SELECT rowid AS _rowid, * FROM {table_ref(target.name)}
-            WHERE {first} BETWEEN $lowest AND $highest{among_loaded}) AS t ON {join_on(load.key, 's', 't')}
+        WITH matched AS (
+            SELECT s.*, t._rowid FROM {loaded} AS s LEFT JOIN (SELECT rowid AS _rowid, {keys} FROM {table} {in_range})
+            AS t ON {join_on(load.key, 's', 't')})
+        SELECT s.* EXCLUDE (_rowid), {_classify(load, target)} AS _change, s._rowid AS _rowid{carried}
+        FROM matched AS s LEFT JOIN (SELECT rowid AS _target_rowid, * FROM {table}) AS t ON t._target_rowid = s._rowid
         {in_storage_order}"""
 
 
@@ -213,6 +239,12 @@ def value_range(conn: duckdb.DuckDBPyConnection, relation: str, column: str,
     `BETWEEN $lowest AND $highest` that lets a big table in key order be read only where a few rows lie."""
     lowest, highest = conn.execute(f"SELECT min({q(column)}), max({q(column)}) FROM {relation}", params).fetchone()
     return {"lowest": lowest, "highest": highest}
+
+
+def among(column: str, relation: str) -> str:
+    """`column` IN the distinct values of that column in `relation`: a filter on one column that lets a scan of a big
+    table drop the rows of keys a few loaded (or touched) rows do not hold before any wider join compares them."""
+    return f"{column} IN (SELECT DISTINCT {column} FROM {relation})"
 
 
 def count_changes(conn: duckdb.DuckDBPyConnection, stage: Stage) -> dict[str, int]:

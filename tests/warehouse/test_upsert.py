@@ -10,7 +10,7 @@ import pytest
 from warehouse_helpers import ANSWERS, T0, answer, batch, dump, load_once, make_warehouse, rows
 
 from bench.upsert_options import STRATEGIES, strategy as bench_strategy
-from pipeline.warehouse import SchemaError, TableLoadStats, Warehouse
+from pipeline.warehouse import SchemaError, TableLoadStats, Warehouse, staging
 
 
 def loaded_at(wh: Warehouse, seq: int):
@@ -112,6 +112,24 @@ def test_every_strategy_gives_the_same_tables(tmp_path: Path, strategy: str, ref
     legacy = {r[0]: r[-1] for r in reference["answers"]}  # rows are (active_lesson_id, ..., legacy)
     assert legacy["a0"] == "keep-a0" and legacy["a1"] == "keep-a1"
     assert len(reference["answers"]) == 25
+
+
+def test_a_small_incremental_load_staged_by_row_id_gives_the_same_tables(
+        tmp_path: Path, reference: dict[str, list], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The two-phase staging of a few rows of a big table (staging.FEW_OF_MANY), taken here by every incremental
+    load into a table with rows, classifies every change (rewrite, update, same, insert, stale, a column carried
+    over) as the one-phase staging that built the reference."""
+    phases: list[bool] = []
+    one_phase_or_two = staging._stage_sql
+
+    def recorded(stage: staging.Stage, *, by_row_id: bool) -> str:
+        phases.append(by_row_id)
+        return one_phase_or_two(stage, by_row_id=by_row_id)
+
+    monkeypatch.setattr(staging, "FEW_OF_MANY", 1e9)
+    monkeypatch.setattr(staging, "_stage_sql", recorded)
+    assert scenario(tmp_path, "product") == reference
+    assert phases == [True, True, True]  # the three loads after the first; the first load has no stage
 
 
 def test_unknown_strategy_is_refused() -> None:
