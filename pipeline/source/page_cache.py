@@ -12,15 +12,23 @@ of the libraries that decode). Any change to any of them is another key: a miss,
 What is kept: the page's batches (Arrow IPC), its served and record counts. Not kept: pages with quarantined
 records (their rows carry the time they were seen) and the key hashes of drift detection (Python's string hash
 differs from process to process): those are computed again from the page's own batch, as the decoders do.
-Entries are files written atomically (temp file, rename); a file that cannot be read is a miss. After a complete
-run of a stream, the entries of its streams that the run did not use are removed: the cache holds one night.
 
-Entries are written by a thread of their own, not by the caller (the client's event loop): a miss costs a file
-created, written and renamed, 0.14 ms on a quiet disk but 1.5 ms a page while a commit writes the warehouse beside
-it (a 1%-change run at scale large: ~1.5 s of the loop's time for its ~1,000 changed group pages, and every
-snapshot page of a full sync). The page is serialized first (Arrow IPC, ~15 us), so the writer holds bytes, never
-the caller's batches; at most WRITES_PENDING wait, beyond that the caller writes its own. `close` (the client's)
-waits for the writes in flight: an entry not written is only a miss next time."""
+Where: one pack file per stream and client (`<stream>-<token>.pack`), its entries appended one after the other, each
+its payload's length, its name (the key above) and its payload: a miss's decoded page, and a hit's entry copied from
+the pack it was read from, so that a run's packs hold every page the run served. A stream's first lookup indexes the
+packs of earlier runs (a scan from entry header to entry header: ~1,000 short reads for the users of 1,000 groups); a
+pack cut short (a run killed while writing) ends at its last whole entry, and an entry that cannot be decoded is a
+miss, with a warning. After a complete run of a stream, that stream's packs written before the run are removed: the
+cache holds one night. Why packs, not a file per page: after a 24-hour change at scale large ~1,005 of ~1,013 group
+pages miss, and a file created, renamed and removed the next night for each cost a 1%-change run ~1 s (interleaved
+runs with the cache on and off); appending an entry to an open file is a few times cheaper, and a night's cleanup is
+one unlink per stream.
+
+Entries are written by a thread of their own, not by the caller (the client's event loop): a write is ~0.1 ms on a
+quiet disk but slower while a commit writes the warehouse beside it. The page is serialized first (Arrow IPC, ~15 us),
+so the writer holds bytes, never the caller's batches; at most WRITES_PENDING wait, beyond that the caller writes its
+own. After a failed write the cache writes no more (an entry half written stays the last of its pack). `close` (the
+client's) waits for the writes in flight: an entry not written is only a miss next time."""
 
 from __future__ import annotations
 
@@ -30,11 +38,12 @@ import logging
 import os
 import struct
 import threading
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import suppress
 from importlib import metadata
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -44,16 +53,24 @@ from pipeline.source.decoding import Batch, Page, PageLocation
 
 log = logging.getLogger("lessonsync.source")
 _LENGTH = struct.Struct("<Q")
+_ENTRY = struct.Struct("<QH")  # an entry's header: its payload's length, its name's length (then the name, the payload)
 _DECODING_PACKAGES = ("pyarrow", "pydantic", "pydantic-core", "msgspec", "orjson", "numpy")
-STALE_AFTER_S = 2.0  # an entry used this long before a run's start was not used by that run
+PACK = ".pack"
+LEGACY_ENTRY = ".page"  # a file per page, as the cache kept them before packs: never read, removed like old packs
+STALE_AFTER_S = 2.0  # a pack written to this long before a run's start was not written by that run
 WRITES_PENDING = 64  # serialized pages waiting for the writer thread: ~3 MB of group pages at most
+
+Entry = tuple[Path, int, int]  # the pack holding an entry, its payload's offset and length
 
 
 class PageCache:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self._write_failed = False  # warned once: a read-only or full disk would otherwise warn every page
-        self._warn_lock = threading.Lock()  # the writer thread and, when it is behind, the caller write
+        self._token = uuid.uuid4().hex[:16]  # names this cache's packs: other clients' (other runs') are read
+        self._write_failed = False  # warned once, and no more writes: a read-only or full disk would warn every page
+        self._append_lock = threading.Lock()  # the writer thread and, when it is behind, the caller append
+        self._packs: dict[str, BinaryIO] = {}  # stream -> this cache's pack, open for appending
+        self._index: dict[str, dict[str, Entry]] = {}  # stream -> entry name -> where earlier runs keep it
         self._writer: ThreadPoolExecutor | None = None
         self._pending = threading.BoundedSemaphore(WRITES_PENDING)
 
@@ -62,33 +79,41 @@ class PageCache:
         """The decoded page for `body` served at `location`: from the cache, else `decode(body)`, kept for the
         next run. `key_fields`: the own table's key columns when the page needs key hashes, else None."""
         name = self._name(location, body, key_fields is not None)
-        cached = self._read(name, location, key_fields)
+        entry = self._entries(location.stream).get(name)
+        raw = None if entry is None else _payload(entry)
+        cached = None if raw is None else _decoded(raw, name, entry, location, key_fields)  # type: ignore[arg-type]
         if cached is not None:
+            self._write_later(location.stream, name, [raw])  # type: ignore[list-item]
             return cached
         page = decode(body)
         if not page.quarantined:
-            self._write_later(name, _serialized(page))
+            self._write_later(location.stream, name, _serialized(page))
         return page
 
     def close(self) -> None:
-        """Wait for the entries being written (module docstring); the cache can be used again afterwards."""
+        """Wait for the entries being written and close the packs (module docstring); the cache can be used
+        again afterwards (its packs are appended to)."""
         writer, self._writer = self._writer, None
         if writer is not None:
             writer.shutdown(wait=True)
+        with self._append_lock:
+            packs, self._packs = self._packs, {}
+            for pack in packs.values():
+                try:
+                    pack.close()
+                except OSError as error:
+                    self._warn_write_failed(Path(pack.name), error)
 
     def forget_unused(self, streams: tuple[str, ...], since: float) -> int:
-        """Remove the entries of `streams` not used since `since` (time.time()); how many were removed."""
+        """Remove the packs of `streams` written before `since` (time.time()) by other caches: this cache's packs
+        hold every page of its complete run. Returns how many were removed."""
         removed = 0
-        prefixes = tuple(f"{stream}-" for stream in streams)
-        try:
-            entries = list(os.scandir(self.directory))
-        except OSError:  # none yet, or unusable (warned when written): the cache never fails a stream
-            return 0
-        for entry in entries:
-            if entry.name.startswith(prefixes) and entry.name.endswith(".page"):
+        for stream in streams:
+            self._index.pop(stream, None)
+            for pack in self._earlier_packs(stream) + self._earlier_packs(stream, LEGACY_ENTRY):
                 try:
-                    if entry.stat().st_mtime < since - STALE_AFTER_S:
-                        os.unlink(entry.path)
+                    if pack.stat().st_mtime < since - STALE_AFTER_S:
+                        pack.unlink()
                         removed += 1
                 except OSError:  # removed meanwhile by another process's run, or not ours to remove
                     pass
@@ -99,63 +124,128 @@ class PageCache:
         request = [location.stream, location.endpoint, sorted(location.params.items()), with_keys]
         digest.update(json.dumps(request).encode())
         digest.update(body)
-        return f"{location.stream}-{digest.hexdigest()[:40]}.page"
+        return f"{location.stream}-{digest.hexdigest()[:40]}"
 
-    def _read(self, name: str, location: PageLocation, key_fields: tuple[str, ...] | None) -> Page | None:
-        path = self.directory / name
+    def _entries(self, stream: str) -> dict[str, Entry]:
+        """Where earlier runs keep the entries of `stream`: its packs indexed once per cache, the newest last."""
+        if stream not in self._index:
+            index: dict[str, Entry] = {}
+            for pack in sorted(self._earlier_packs(stream), key=_written_at):
+                index.update(pack_entries(pack))
+            self._index[stream] = index
+        return self._index[stream]
+
+    def _earlier_packs(self, stream: str, suffix: str = PACK) -> list[Path]:
+        """The packs of `stream` but this cache's (with `suffix` LEGACY_ENTRY: its entries of the file-per-page cache)."""
         try:
-            raw = path.read_bytes()
-            os.utime(path)  # used by this run: kept by forget_unused
-            header_size = _LENGTH.unpack_from(raw)[0]
-            header = json.loads(raw[_LENGTH.size:_LENGTH.size + header_size])
-            offset, batches = _LENGTH.size + header_size, []
-            for table in header["tables"]:
-                size = _LENGTH.unpack_from(raw, offset)[0]
-                offset += _LENGTH.size
-                records = pa.ipc.read_record_batch(pa.py_buffer(raw[offset:offset + size]), TABLES[table].schema)
-                offset += size
-                batches.append(Batch(TABLES[table], records, location.endpoint, location.page))
-        except (FileNotFoundError, NotADirectoryError):  # not cached (or no cache directory): a miss
-            return None
-        except (OSError, ValueError, KeyError, struct.error, pa.ArrowException) as error:
-            log.warning("page cache entry %s could not be read (%s); decoding the page again", path, error)
-            return None
-        own = batches[0].records if header["records"] else None
-        hashes = None if key_fields is None else key_hashes(own, key_fields, header["records"])
-        return Page(location, header["served"], batches, header["records"], 0, hashes, own, from_cache=True)
+            names = os.listdir(self.directory)
+        except OSError:  # none yet, or unusable (warned when written): the cache never fails a stream
+            return []
+        mine = f"{stream}-{self._token}{PACK}"
+        return [self.directory / name for name in names
+                if name.endswith(suffix) and name != mine and name[:-len(suffix)].rpartition("-")[0] == stream]
 
-    def _write_later(self, name: str, parts: list[bytes | pa.Buffer]) -> None:
+    def _write_later(self, stream: str, name: str, parts: list[bytes | pa.Buffer]) -> None:
+        if self._write_failed:
+            return
         if not self._pending.acquire(blocking=False):  # the writer is behind: no more bytes wait for it
-            self._write(name, parts)
+            self._write(stream, name, parts)
             return
         if self._writer is None:
             self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lessonsync-page-cache")
 
         def write() -> None:
             try:
-                self._write(name, parts)
+                self._write(stream, name, parts)
             finally:
                 self._pending.release()
 
         self._writer.submit(write)
 
-    def _write(self, name: str, parts: list[bytes | pa.Buffer]) -> None:
-        temp = self.directory / f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            with open(temp, "wb") as file:
+    def _write(self, stream: str, name: str, parts: list[bytes | pa.Buffer]) -> None:
+        """Append one entry to this cache's pack of `stream`."""
+        path = self.directory / f"{stream}-{self._token}{PACK}"
+        with self._append_lock:
+            if self._write_failed:
+                return
+            try:
+                pack = self._packs.get(stream)
+                if pack is None:
+                    self.directory.mkdir(parents=True, exist_ok=True)
+                    pack = self._packs[stream] = open(path, "ab")  # noqa: SIM115 (closed by close())
+                encoded = name.encode()
+                pack.write(_ENTRY.pack(sum(map(_size, parts)), len(encoded)) + encoded)
                 for part in parts:
-                    file.write(part)
-            os.replace(temp, self.directory / name)
-        except OSError as error:  # a full or read-only disk costs the next run its decoding, nothing else
-            with self._warn_lock:
-                first, self._write_failed = not self._write_failed, True
-            if first:
-                log.warning("page cache entry %s could not be written (%s); pages are decoded as usual, and this "
-                            "run writes no more warnings about it (LESSONSYNC_PAGE_CACHE=false turns the cache off)",
-                            self.directory / name, error)
-            with suppress(OSError):
-                temp.unlink(missing_ok=True)
+                    pack.write(part)
+            except OSError as error:  # a full or read-only disk costs the next run its decoding, nothing else
+                self._write_failed = True
+                self._warn_write_failed(path, error)
+
+    def _warn_write_failed(self, path: Path, error: OSError) -> None:
+        log.warning("page cache pack %s could not be written (%s); pages are decoded as usual, and this run writes no "
+                    "more entries (LESSONSYNC_PAGE_CACHE=false turns the cache off)", path, error)
+
+
+def pack_entries(pack: Path) -> dict[str, Entry]:
+    """Entry name -> (pack, payload offset, payload length) of every whole entry of `pack`, from its start to its
+    last whole entry (a pack whose writer was killed ends there)."""
+    entries: dict[str, Entry] = {}
+    try:
+        with open(pack, "rb") as file:
+            size, offset = os.fstat(file.fileno()).st_size, 0
+            while offset + _ENTRY.size <= size:
+                file.seek(offset)
+                length, name_length = _ENTRY.unpack(file.read(_ENTRY.size))
+                start = offset + _ENTRY.size + name_length
+                if start + length > size:
+                    break
+                entries[file.read(name_length).decode()] = (pack, start, length)
+                offset = start + length
+    except (OSError, UnicodeDecodeError) as error:  # removed meanwhile, or not a pack: what was read is kept
+        log.debug("page cache pack %s read up to an error (%s)", pack, error)
+    return entries
+
+
+def _payload(entry: Entry) -> bytes | None:
+    pack, offset, length = entry
+    try:
+        with open(pack, "rb") as file:
+            file.seek(offset)
+            raw = file.read(length)
+    except OSError:  # removed by a later run's cleanup meanwhile: a miss
+        return None
+    return raw if len(raw) == length else None
+
+
+def _decoded(raw: bytes, name: str, entry: Entry, location: PageLocation,
+             key_fields: tuple[str, ...] | None) -> Page | None:
+    try:
+        header_size = _LENGTH.unpack_from(raw)[0]
+        header = json.loads(raw[_LENGTH.size:_LENGTH.size + header_size])
+        offset, batches = _LENGTH.size + header_size, []
+        for table in header["tables"]:
+            size = _LENGTH.unpack_from(raw, offset)[0]
+            offset += _LENGTH.size
+            records = pa.ipc.read_record_batch(pa.py_buffer(raw[offset:offset + size]), TABLES[table].schema)
+            offset += size
+            batches.append(Batch(TABLES[table], records, location.endpoint, location.page))
+    except (ValueError, KeyError, TypeError, struct.error, pa.ArrowException) as error:
+        log.warning("page cache entry %s (in %s) could not be read (%s); decoding the page again", name, entry[0], error)
+        return None
+    own = batches[0].records if header["records"] else None
+    hashes = None if key_fields is None else key_hashes(own, key_fields, header["records"])
+    return Page(location, header["served"], batches, header["records"], 0, hashes, own, from_cache=True)
+
+
+def _written_at(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _size(part: bytes | pa.Buffer) -> int:
+    return part.size if isinstance(part, pa.Buffer) else len(part)
 
 
 def _serialized(page: Page) -> list[bytes | pa.Buffer]:

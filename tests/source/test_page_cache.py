@@ -75,6 +75,14 @@ def test_a_cached_page_equals_its_decoding(sim: SimulatorHandle, tmp_path: Path,
     assert with_keys > 3
 
 
+def entries(cache: Path, stream: str) -> dict[str, page_cache.Entry]:
+    """Every whole entry of the packs of `stream` in `cache`."""
+    found: dict[str, page_cache.Entry] = {}
+    for pack in cache.glob(f"{stream}-*{page_cache.PACK}"):
+        found.update(page_cache.pack_entries(pack))
+    return found
+
+
 def test_new_code_or_an_unreadable_entry_is_decoded_again(sim: SimulatorHandle, tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch,
                                                           caplog: pytest.LogCaptureFixture) -> None:
@@ -83,33 +91,54 @@ def test_new_code_or_an_unreadable_entry_is_decoded_again(sim: SimulatorHandle, 
     monkeypatch.setattr(page_cache, "_FINGERPRINT", b"other decoding code")
     rows, cached = pull(sim, cache, ("lessons",))
     assert cached == {"lessons": 0} and rows == expected
-    for entry in cache.glob("lessons-*.page"):
-        entry.write_bytes(entry.read_bytes()[:40])  # cut short
+    for pack, offset, length in entries(cache, "lessons").values():  # every payload overwritten, lengths kept
+        with open(pack, "r+b") as file:
+            file.seek(offset)
+            file.write(b"\xff" * length)
     with caplog.at_level(logging.WARNING, logger="lessonsync.source"):
         rows, cached = pull(sim, cache, ("lessons",))
     assert cached == {"lessons": 0} and rows == expected
     assert "could not be read" in caplog.text
 
 
+def test_a_pack_cut_short_keeps_its_whole_entries(sim: SimulatorHandle, tmp_path: Path) -> None:
+    """A run killed while appending leaves a pack that ends inside an entry: the entries before it are read, the
+    cut one is decoded again."""
+    cache = tmp_path / "cache"
+    expected, _ = pull(sim, cache, ("lessons",))
+    (pack,) = cache.glob(f"lessons-*{page_cache.PACK}")
+    whole = page_cache.pack_entries(pack)
+    assert len(whole) >= 2
+    _, offset, length = max(whole.values(), key=lambda entry: entry[1])  # the last entry
+    with open(pack, "r+b") as file:
+        file.truncate(offset + length // 2)
+    assert len(page_cache.pack_entries(pack)) == len(whole) - 1
+    with PlatformClient(client_settings(sim), page_cache=cache) as client:
+        rows = sorted(rows_by_table(list(client.iter_stream("lessons")))["lessons"], key=repr)
+        stats = client.last_run_stats()
+    assert rows == expected["lessons"] and stats.pages_from_cache == len(whole) - 1
+
+
 def test_the_cache_keeps_the_pages_of_the_last_run(sim: SimulatorHandle, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     pull(sim, cache, ("groups",))
-    assert any(cache.glob("groups-*.page")) and any(cache.glob("group_users-*.page"))
+    assert entries(cache, "groups") and entries(cache, "group_users")
     assert all(p.name.startswith(("groups-", "group_users-")) for p in cache.iterdir())
-    planted = [cache / "groups-0000.page", cache / "group_users-0000.page", cache / "lessons-0000.page"]
+    planted = [cache / f"groups-0000{page_cache.PACK}", cache / f"group_users-0000{page_cache.PACK}",
+               cache / f"lessons-0000{page_cache.PACK}", cache / f"groups-1a2b{page_cache.LEGACY_ENTRY}"]
     for path in planted:
-        path.write_bytes(b"an older night's page")
-    for path in cache.iterdir():  # all written long ago: what the next run uses is kept, the rest removed
+        path.write_bytes(b"an older night's pack")
+    earlier = {p.name for p in cache.iterdir()}
+    for path in cache.iterdir():  # all written long ago: the next run's own packs are kept, the others removed
         os.utime(path, (1, 1))
     with PlatformClient(client_settings(sim), page_cache=cache) as client:
         list(client.iter_stream("groups"))
         stats = client.last_run_stats()
-    assert stats.pages_from_cache == stats.pages  # every page read back (and so touched)
+    assert stats.pages_from_cache == stats.pages  # every page read back
     left = {p.name for p in cache.iterdir()}
-    assert len([name for name in left if name.startswith(("groups-", "group_users-"))]) >= stats.pages
-    assert "lessons-0000.page" in left and not {"groups-0000.page", "group_users-0000.page"} & left  # other streams' stay
-    # a page the pager read ahead in one run and not the next (past the last page) goes with the planted ones
-    assert all(p.stat().st_mtime > 1 for p in cache.iterdir() if p.name != "lessons-0000.page")
+    assert left & earlier == {f"lessons-0000{page_cache.PACK}"}  # other streams' packs stay
+    assert len(entries(cache, "groups")) + len(entries(cache, "group_users")) >= stats.pages  # copied to the new packs
+    assert pull(sim, cache, ("groups",))[1] == {"groups": -1}  # and read back from them
 
 
 def test_only_snapshot_pages_are_kept(sim: SimulatorHandle, tmp_path: Path) -> None:
@@ -146,10 +175,10 @@ def test_entries_are_written_off_the_event_loop_and_all_written_by_close(sim: Si
     writers: list[str] = []
     original = PageCache._write
 
-    def slow_write(self: PageCache, name: str, parts: Any) -> None:
+    def slow_write(self: PageCache, stream: str, name: str, parts: Any) -> None:
         writers.append(threading.current_thread().name)
         time.sleep(0.01)  # a busy disk: the loop must not wait for it, close must
-        original(self, name, parts)
+        original(self, stream, name, parts)
 
     monkeypatch.setattr(PageCache, "_write", slow_write)
     monkeypatch.setattr(page_cache, "WRITES_PENDING", 100_000)  # never behind here: every write is the thread's
@@ -167,17 +196,17 @@ def test_a_writer_that_falls_behind_hands_the_write_back_to_the_caller(tmp_path:
     callers: list[str] = []
     original = PageCache._write
 
-    def held(self: PageCache, name: str, parts: Any) -> None:
+    def held(self: PageCache, stream: str, name: str, parts: Any) -> None:
         callers.append(threading.current_thread().name)
         if threading.current_thread().name.startswith("lessonsync-page-cache"):
             release.wait(10)
-        original(self, name, parts)
+        original(self, stream, name, parts)
 
     monkeypatch.setattr(PageCache, "_write", held)
     for number in range(page_cache.WRITES_PENDING + 3):
-        cache._write_later(f"groups-{number}.page", [b"entry"])
+        cache._write_later("groups", f"groups-{number}", [b"entry"])
     here = [name for name in callers if not name.startswith("lessonsync-page-cache")]
     assert len(here) == 3  # the writer holds its first entry, WRITES_PENDING - 1 more wait; 3 are written here
     release.set()
     cache.close()
-    assert len(list((tmp_path / "cache").glob("groups-*.page"))) == page_cache.WRITES_PENDING + 3
+    assert len(entries(tmp_path / "cache", "groups")) == page_cache.WRITES_PENDING + 3
