@@ -14,15 +14,15 @@ records (their rows carry the time they were seen) and the key hashes of drift d
 differs from process to process): those are computed again from the page's own batch, as the decoders do.
 
 Where: one pack file per stream and client (`<stream>-<token>.pack`), its entries appended one after the other, each
-its payload's length, its name (the key above) and its payload: a miss's decoded page, and a hit's entry copied from
-the pack it was read from, so that a run's packs hold every page the run served. A stream's first lookup indexes the
-packs of earlier runs (a scan from entry header to entry header: ~1,000 short reads for the users of 1,000 groups); a
-pack cut short (a run killed while writing) ends at its last whole entry, and an entry that cannot be decoded is a
-miss, with a warning. After a complete run of a stream, that stream's packs written before the run are removed: the
-cache holds one night. Why packs, not a file per page: after a 24-hour change at scale large ~1,005 of ~1,013 group
-pages miss, and a file created, renamed and removed the next night for each cost a 1%-change run ~1 s (interleaved
-runs with the cache on and off); appending an entry to an open file is a few times cheaper, and a night's cleanup is
-one unlink per stream.
+its payload's length, its name (the key above) and its payload, the pages this client decoded. A stream's first
+lookup indexes the packs of earlier runs (a scan from entry header to entry header: ~1,000 short reads for the users
+of 1,000 groups); a pack cut short (a run killed while writing) ends at its last whole entry, and an entry that cannot
+be decoded is a miss, with a warning. After a complete run of a stream, an earlier pack that served at least half its
+entries again is kept; any other is removed, the entries it served copied first to the run's own pack
+(`forget_unused`): the cache holds about one night, at most twice. Why packs, not a file per page: after a 24-hour
+change at scale large ~1,005 of ~1,013 group pages miss, and a file created, renamed and removed the next night for
+each cost a 1%-change run ~1 s (interleaved runs with the cache on and off); appending an entry to an open file is a
+few times cheaper, and a night's cleanup is one unlink per stream. A no-change run writes nothing.
 
 Entries are written by a thread of their own, not by the caller (the client's event loop): a write is ~0.1 ms on a
 quiet disk but slower while a commit writes the warehouse beside it. The page is serialized first (Arrow IPC, ~15 us),
@@ -71,6 +71,8 @@ class PageCache:
         self._append_lock = threading.Lock()  # the writer thread and, when it is behind, the caller append
         self._packs: dict[str, BinaryIO] = {}  # stream -> this cache's pack, open for appending
         self._index: dict[str, dict[str, Entry]] = {}  # stream -> entry name -> where earlier runs keep it
+        self._pack_entries: dict[Path, int] = {}  # entries in each pack indexed
+        self._used: dict[Path, set[str]] = {}  # pack -> names of its entries read back since it was indexed
         self._writer: ThreadPoolExecutor | None = None
         self._pending = threading.BoundedSemaphore(WRITES_PENDING)
 
@@ -83,7 +85,7 @@ class PageCache:
         raw = None if entry is None else _payload(entry)
         cached = None if raw is None else _decoded(raw, name, entry, location, key_fields)  # type: ignore[arg-type]
         if cached is not None:
-            self._write_later(location.stream, name, [raw])  # type: ignore[list-item]
+            self._used.setdefault(entry[0], set()).add(name)  # type: ignore[index]
             return cached
         page = decode(body)
         if not page.quarantined:
@@ -105,18 +107,27 @@ class PageCache:
                     self._warn_write_failed(Path(pack.name), error)
 
     def forget_unused(self, streams: tuple[str, ...], since: float) -> int:
-        """Remove the packs of `streams` written before `since` (time.time()) by other caches: this cache's packs
-        hold every page of its complete run. Returns how many were removed."""
+        """After a complete run of `streams` that started at `since` (time.time()): keep the packs of earlier runs
+        that served at least half their entries in this run, and remove the others, their entries this run read
+        back copied first to this cache's packs (which hold the pages this run decoded). Packs written since the
+        run started (another run's) are left alone. Returns how many packs were removed.
+
+        A no-change run copies nothing (every pack it read is kept whole), a run after a day of changes copies the
+        few pages that did not change; every pack kept is at least half used, so the cache stays within twice one
+        night's pages."""
         removed = 0
         for stream in streams:
-            self._index.pop(stream, None)
+            index = self._index.pop(stream, {})
             for pack in self._earlier_packs(stream) + self._earlier_packs(stream, LEGACY_ENTRY):
-                try:
-                    if pack.stat().st_mtime < since - STALE_AFTER_S:
-                        pack.unlink()
-                        removed += 1
-                except OSError:  # removed meanwhile by another process's run, or not ours to remove
-                    pass
+                used = self._used.pop(pack, set())
+                if 2 * len(used) >= self._pack_entries.pop(pack, 0) > 0 or _written_at(pack) >= since - STALE_AFTER_S:
+                    continue
+                for name in used:
+                    raw = _payload(index[name])
+                    if raw is not None:
+                        self._write_later(stream, name, [raw])
+                self._after_writes(lambda pack=pack: pack.unlink(missing_ok=True))
+                removed += 1
         return removed
 
     def _name(self, location: PageLocation, body: bytes, with_keys: bool) -> str:
@@ -131,7 +142,9 @@ class PageCache:
         if stream not in self._index:
             index: dict[str, Entry] = {}
             for pack in sorted(self._earlier_packs(stream), key=_written_at):
-                index.update(pack_entries(pack))
+                entries = pack_entries(pack)
+                index.update(entries)
+                self._pack_entries[pack] = len(entries)
             self._index[stream] = index
         return self._index[stream]
 
@@ -161,6 +174,20 @@ class PageCache:
                 self._pending.release()
 
         self._writer.submit(write)
+
+    def _after_writes(self, action: Callable[[], None]) -> None:
+        """`action` once the writes asked for so far are done (the writer runs its tasks in order)."""
+
+        def quietly() -> None:
+            try:
+                action()
+            except OSError as error:  # removed meanwhile by another process's run, or not ours to remove
+                log.debug("page cache: %s", error)
+
+        if self._writer is None:
+            quietly()
+        else:
+            self._writer.submit(quietly)
 
     def _write(self, stream: str, name: str, parts: list[bytes | pa.Buffer]) -> None:
         """Append one entry to this cache's pack of `stream`."""

@@ -124,21 +124,40 @@ def test_the_cache_keeps_the_pages_of_the_last_run(sim: SimulatorHandle, tmp_pat
     pull(sim, cache, ("groups",))
     assert entries(cache, "groups") and entries(cache, "group_users")
     assert all(p.name.startswith(("groups-", "group_users-")) for p in cache.iterdir())
+    first_run = {p.name for p in cache.iterdir()}
     planted = [cache / f"groups-0000{page_cache.PACK}", cache / f"group_users-0000{page_cache.PACK}",
                cache / f"lessons-0000{page_cache.PACK}", cache / f"groups-1a2b{page_cache.LEGACY_ENTRY}"]
     for path in planted:
         path.write_bytes(b"an older night's pack")
-    earlier = {p.name for p in cache.iterdir()}
-    for path in cache.iterdir():  # all written long ago: the next run's own packs are kept, the others removed
+    for path in cache.iterdir():  # all written long ago: what the next run reads back is kept, the rest removed
         os.utime(path, (1, 1))
     with PlatformClient(client_settings(sim), page_cache=cache) as client:
         list(client.iter_stream("groups"))
         stats = client.last_run_stats()
     assert stats.pages_from_cache == stats.pages  # every page read back
-    left = {p.name for p in cache.iterdir()}
-    assert left & earlier == {f"lessons-0000{page_cache.PACK}"}  # other streams' packs stay
-    assert len(entries(cache, "groups")) + len(entries(cache, "group_users")) >= stats.pages  # copied to the new packs
-    assert pull(sim, cache, ("groups",))[1] == {"groups": -1}  # and read back from them
+    # the first run's packs served every page again: kept whole, nothing copied; other streams' packs stay
+    assert {p.name for p in cache.iterdir()} == first_run | {f"lessons-0000{page_cache.PACK}"}
+
+
+def test_a_pack_mostly_unused_is_removed_and_the_pages_read_back_kept(sim: SimulatorHandle, tmp_path: Path) -> None:
+    """After a day of changes most of a night's pages are not served again: their pack goes, and the few that were
+    are copied to the new run's pack first (fails if the pack stays or the copies are missing)."""
+    cache = tmp_path / "cache"
+    pull(sim, cache, ("lessons",))
+    (pack,) = cache.glob(f"lessons-*{page_cache.PACK}")
+    served = page_cache.pack_entries(pack)
+    with open(pack, "ab") as file:  # an older night's pages no longer served, more of them than those served again
+        for number in range(len(served) + 1):
+            name = f"lessons-gone{number}".encode()
+            file.write(page_cache._ENTRY.pack(5, len(name)) + name + b"stale")
+    os.utime(pack, (1, 1))
+    rows, cached = pull(sim, cache, ("lessons",))
+    assert cached == {"lessons": -1} and not pack.exists()
+    (copy,) = cache.glob(f"lessons-*{page_cache.PACK}")
+    copied = page_cache.pack_entries(copy)
+    # all but a page the pager may have read ahead past the last one the first time and not this time
+    assert set(copied) <= set(served) and len(copied) >= len(served) - 1 >= 1
+    assert pull(sim, cache, ("lessons",)) == (rows, {"lessons": -1})
 
 
 def test_only_snapshot_pages_are_kept(sim: SimulatorHandle, tmp_path: Path) -> None:
