@@ -185,7 +185,7 @@ def _stage_sql(stage: Stage, *, by_row_id: bool) -> str:
     # alone, so the join compares whole rows only for those (a 1%-change's answers and results at scale large:
     # 10-25% less). A snapshot holds every key: the filter would keep every row and only cost its probe.
     first = q(load.key[0])
-    among_loaded = f" AND {among(first, loaded)}" if load.kind == "incremental" else ""
+    among_loaded = f" AND {first} IN (SELECT DISTINCT {first} FROM {loaded})" if load.kind == "incremental" else ""
     in_range = f"WHERE {first} BETWEEN $lowest AND $highest{among_loaded}"
     if not by_row_id:
         return f"""CREATE TEMP TABLE {q(stage.name)} AS
@@ -239,12 +239,6 @@ def value_range(conn: duckdb.DuckDBPyConnection, relation: str, column: str,
     `BETWEEN $lowest AND $highest` that lets a big table in key order be read only where a few rows lie."""
     lowest, highest = conn.execute(f"SELECT min({q(column)}), max({q(column)}) FROM {relation}", params).fetchone()
     return {"lowest": lowest, "highest": highest}
-
-
-def among(column: str, relation: str) -> str:
-    """`column` IN the distinct values of that column in `relation`: a filter on one column that lets a scan of a big
-    table drop the rows of keys a few loaded (or touched) rows do not hold before any wider join compares them."""
-    return f"{column} IN (SELECT DISTINCT {column} FROM {relation})"
 
 
 def count_changes(conn: duckdb.DuckDBPyConnection, stage: Stage) -> dict[str, int]:
