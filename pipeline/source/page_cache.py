@@ -82,10 +82,8 @@ class PageCache:
         next run. `key_fields`: the own table's key columns when the page needs key hashes, else None."""
         name = self._name(location, body, key_fields is not None)
         entry = self._entries(location.stream).get(name)
-        raw = None if entry is None else _payload(entry)
-        cached = None if raw is None else _decoded(raw, name, entry, location, key_fields)  # type: ignore[arg-type]
+        cached = None if entry is None else self._read_back(name, entry, location, key_fields)
         if cached is not None:
-            self._used.setdefault(entry[0], set()).add(name)  # type: ignore[index]
             return cached
         page = decode(body)
         if not page.quarantined:
@@ -147,6 +145,15 @@ class PageCache:
                 self._pack_entries[pack] = len(entries)
             self._index[stream] = index
         return self._index[stream]
+
+    def _read_back(self, name: str, entry: Entry, location: PageLocation,
+                   key_fields: tuple[str, ...] | None) -> Page | None:
+        """The page kept as `entry`, noted as used by this run; None when it cannot be read (a miss)."""
+        raw = _payload(entry)
+        page = None if raw is None else _decoded(raw, name, entry, location, key_fields)
+        if page is not None:
+            self._used.setdefault(entry[0], set()).add(name)
+        return page
 
     def _earlier_packs(self, stream: str, suffix: str = PACK) -> list[Path]:
         """The packs of `stream` but this cache's (with `suffix` LEGACY_ENTRY: its entries of the file-per-page cache)."""
