@@ -73,6 +73,7 @@ class PageCache:
         self._index: dict[str, dict[str, Entry]] = {}  # stream -> entry name -> where earlier runs keep it
         self._pack_entries: dict[Path, int] = {}  # entries in each pack indexed
         self._used: dict[Path, set[str]] = {}  # pack -> names of its entries read back since it was indexed
+        self._readers: dict[Path, int] = {}  # pack -> a descriptor open for reading: one open a pack, not one a page
         self._writer: ThreadPoolExecutor | None = None
         self._pending = threading.BoundedSemaphore(WRITES_PENDING)
 
@@ -96,6 +97,8 @@ class PageCache:
         writer, self._writer = self._writer, None
         if writer is not None:
             writer.shutdown(wait=True)
+        for pack in list(self._readers):
+            self._forget_reader(pack)
         with self._append_lock:
             packs, self._packs = self._packs, {}
             for pack in packs.values():
@@ -121,9 +124,10 @@ class PageCache:
                 if 2 * len(used) >= self._pack_entries.pop(pack, 0) > 0 or _written_at(pack) >= since - STALE_AFTER_S:
                     continue
                 for name in used:
-                    raw = _payload(index[name])
+                    raw = self._payload(index[name])
                     if raw is not None:
                         self._write_later(stream, name, [raw])
+                self._forget_reader(pack)
                 self._after_writes(lambda pack=pack: pack.unlink(missing_ok=True))
                 removed += 1
         return removed
@@ -149,11 +153,26 @@ class PageCache:
     def _read_back(self, name: str, entry: Entry, location: PageLocation,
                    key_fields: tuple[str, ...] | None) -> Page | None:
         """The page kept as `entry`, noted as used by this run; None when it cannot be read (a miss)."""
-        raw = _payload(entry)
+        raw = self._payload(entry)
         page = None if raw is None else _decoded(raw, name, entry, location, key_fields)
         if page is not None:
             self._used.setdefault(entry[0], set()).add(name)
         return page
+
+    def _payload(self, entry: Entry) -> bytes | None:
+        pack, offset, length = entry
+        try:
+            if pack not in self._readers:
+                self._readers[pack] = os.open(pack, os.O_RDONLY)
+            raw = os.pread(self._readers[pack], length, offset)
+        except OSError:  # removed by a later run's cleanup before it was opened: a miss
+            return None
+        return raw if len(raw) == length else None
+
+    def _forget_reader(self, pack: Path) -> None:
+        descriptor = self._readers.pop(pack, None)
+        if descriptor is not None:
+            os.close(descriptor)
 
     def _earlier_packs(self, stream: str, suffix: str = PACK) -> list[Path]:
         """The packs of `stream` but this cache's (with `suffix` LEGACY_ENTRY: its entries of the file-per-page cache)."""
@@ -238,17 +257,6 @@ def pack_entries(pack: Path) -> dict[str, Entry]:
     except (OSError, UnicodeDecodeError) as error:  # removed meanwhile, or not a pack: what was read is kept
         log.debug("page cache pack %s read up to an error (%s)", pack, error)
     return entries
-
-
-def _payload(entry: Entry) -> bytes | None:
-    pack, offset, length = entry
-    try:
-        with open(pack, "rb") as file:
-            file.seek(offset)
-            raw = file.read(length)
-    except OSError:  # removed by a later run's cleanup meanwhile: a miss
-        return None
-    return raw if len(raw) == length else None
 
 
 def _decoded(raw: bytes, name: str, entry: Entry, location: PageLocation,
