@@ -119,7 +119,7 @@ class PageCache:
         removed = 0
         for stream in streams:
             index = self._index.pop(stream, {})
-            for pack in self._earlier_packs(stream) + self._earlier_packs(stream, LEGACY_ENTRY):
+            for pack in self._earlier_packs(stream, (PACK, LEGACY_ENTRY)):
                 used = self._used.pop(pack, set())
                 if 2 * len(used) >= self._pack_entries.pop(pack, 0) > 0 or _written_at(pack) >= since - STALE_AFTER_S:
                     continue
@@ -174,15 +174,16 @@ class PageCache:
         if descriptor is not None:
             os.close(descriptor)
 
-    def _earlier_packs(self, stream: str, suffix: str = PACK) -> list[Path]:
-        """The packs of `stream` but this cache's (with `suffix` LEGACY_ENTRY: its entries of the file-per-page cache)."""
+    def _earlier_packs(self, stream: str, suffixes: tuple[str, ...] = (PACK,)) -> list[Path]:
+        """The packs of `stream` but this cache's (with LEGACY_ENTRY among `suffixes`: also its entries of the
+        file-per-page cache), from one listing of the directory."""
         try:
             names = os.listdir(self.directory)
         except OSError:  # none yet, or unusable (warned when written): the cache never fails a stream
             return []
         mine = f"{stream}-{self._token}{PACK}"
         return [self.directory / name for name in names
-                if name.endswith(suffix) and name != mine and name[:-len(suffix)].rpartition("-")[0] == stream]
+                if name.endswith(suffixes) and name != mine and name.rpartition(".")[0].rpartition("-")[0] == stream]
 
     def _write_later(self, stream: str, name: str, parts: list[bytes | pa.Buffer]) -> None:
         if self._write_failed:
