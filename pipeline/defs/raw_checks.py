@@ -84,10 +84,9 @@ def table_check_specs(table: str, rules: CheckRules) -> list[AssetCheckSpec]:
 # The groups' tables have a step of their own: their snapshot is the longest fetch of a quiet night (one listing
 # per group), and a step checking them with the rest could start only after it. Apart, the other tables' checks
 # run while the groups' pages still arrive (ready_first.py), and only the groups' few checks follow their commit.
-STEP_TABLES = {"check_active_lessons": ("active_lessons",),
-               "check_directory": GROUPS.tables,
-               "check_raw_tables": tuple(t for t in CHECKED_TABLES
-                                         if t != "active_lessons" and t not in GROUPS.tables)}
+_OWN_STEPS = {"check_active_lessons": ("active_lessons",), "check_directory": GROUPS.tables}
+STEP_TABLES = {**_OWN_STEPS, "check_raw_tables": tuple(
+    t for t in CHECKED_TABLES if not any(t in tables for tables in _OWN_STEPS.values()))}
 
 
 def raw_checks_step(name: str, tables: tuple[str, ...], rules: CheckRules) -> AssetChecksDefinition:
