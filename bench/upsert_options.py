@@ -5,7 +5,7 @@ upsert, one transaction), on two table shapes:
   sessions  like lms.lesson_sessions: one key column and a VARCHAR[] column that every update changes.
 
 First a load of --batch-rows rows into an empty table: no strategy takes part in it (a first load is one
-INSERT sorted by key, pipeline/warehouse/upsert.py insert_first_load), so it is measured once. Then, for each
+INSERT, pipeline/warehouse/upsert.py insert_first_load), so it is measured once. Then, for each
 strategy, --batch-rows rows (--new-fraction new keys, the rest updates of existing keys in random order) into a
 table of --target-rows rows. Every strategy must leave the same table (checked by digest) with the same counts.
 

@@ -21,6 +21,7 @@ import json
 import os
 import time
 import uuid
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,7 +33,7 @@ from pipeline.analytics.errors import ModelError
 from pipeline.analytics.lineage import MODEL_SCHEMA
 from pipeline.analytics.models import AnalyticsProject
 from pipeline.analytics.sql import quote, relation, string_literal
-from pipeline.warehouse.connection import scalar
+from pipeline.warehouse.connection import insertion_order_not_kept, scalar
 
 SNAPSHOT_FILE = "analytics.duckdb"
 MARTS_DIR = "marts"
@@ -112,13 +113,8 @@ def _write_snapshot(
 
 
 def _copy(conn: duckdb.DuckDBPyConnection, name: str, *, ordered: bool) -> None:
-    if not ordered:
-        conn.execute("SET preserve_insertion_order = false")
-    try:
+    with nullcontext() if ordered else insertion_order_not_kept(conn):
         conn.execute(f"CREATE TABLE {_ALIAS}.main.{quote(name)} AS SELECT * FROM {relation(MODEL_SCHEMA, name)}")
-    finally:
-        if not ordered:
-            conn.execute("RESET preserve_insertion_order")
 
 
 def _write_parquet(conn: duckdb.DuckDBPyConnection, mart: str, marts_dir: Path) -> Path:

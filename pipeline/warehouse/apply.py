@@ -14,7 +14,6 @@ from pipeline.warehouse.context import CommitContext
 from pipeline.warehouse.deletions import mark_vanished, replace_children
 from pipeline.warehouse.errors import SchemaError
 from pipeline.warehouse.lake import check_parts
-from pipeline.warehouse.lakestore import LocalLake
 from pipeline.warehouse.manifest import LoadOutcome, LoadPlan, TableLoad
 from pipeline.warehouse.repeats import repeated_load, touch_repeated
 from pipeline.warehouse.results import TableLoadStats
@@ -94,8 +93,7 @@ def _stage_tables(ctx: CommitContext, plan: LoadPlan, catalog: dict[str, TableDe
             stats[load.name] = TableLoadStats()
         elif (empty := target_is_empty(ctx.conn, target)) and not _has_stale_parent(ctx.conn, plan, load.name,
                                                                                       stages):
-            stages[load.name] = insert_first_load(ctx.conn, load, target, parts, ts_literal(plan.loaded_at),
-                                                  parts_are_local=isinstance(ctx.lake, LocalLake))
+            stages[load.name] = insert_first_load(ctx.conn, load, target, parts, ts_literal(plan.loaded_at))
         else:
             stages[load.name] = create_stage(ctx.conn, load, target, parts, empty)
     return stats, stages

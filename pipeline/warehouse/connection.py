@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,3 +89,19 @@ def scalar(conn: duckdb.DuckDBPyConnection, query: str,
     DuckDB 2 refuses new work on a connection whose last result was left unfinished."""
     rows = conn.execute(query, params if params is not None else []).fetchall()
     return rows[0][0] if rows else None
+
+
+@contextmanager
+def insertion_order_not_kept(conn: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """Statements within may write rows in any order, which lets DuckDB write them on every core: for rows whose
+    order nothing reads (a first load, a view's copy)."""
+    conn.execute("SET preserve_insertion_order = false")
+    try:
+        yield
+    finally:
+        try:
+            conn.execute("RESET preserve_insertion_order")
+        except duckdb.TransactionException:
+            # a statement within failed and aborted the transaction, which takes no statement until its rollback:
+            # that error is the one to raise; the setting left off only lets later rows go in any order
+            pass

@@ -47,7 +47,7 @@ def replace_children(conn: duckdb.DuckDBPyConnection, child: TableDef, link: Chi
     gone = f"_gone_{child.name}"
     key = ", ".join(f"t.{q(k)}" for k in child.key)
     conn.execute(f"DROP TABLE IF EXISTS temp.{q(gone)}")
-    child_column, parent_column = link.on[0]  # only where the parents lie (a table in key order skips the rest)
+    child_column, parent_column = link.on[0]  # only where the parents lie (zone maps skip row groups outside)
     conn.execute(
         f"CREATE TEMP TABLE {q(gone)} AS SELECT t.rowid AS _rowid, {key} FROM {table_ref(child.name)} AS t "
         f"JOIN (SELECT * FROM {parent.relation} WHERE _change <> 'stale') AS p ON {owner} "

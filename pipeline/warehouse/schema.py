@@ -148,8 +148,7 @@ def drop_primary_key(conn: duckdb.DuckDBPyConnection, table: TableDef) -> None:
     """Migrate a table written before 2026-11-25, which declared its key as PRIMARY KEY, to the index-less
     layout, inside the caller's transaction (rows and schema change together or not at all). DuckDB cannot
     ALTER TABLE DROP PRIMARY KEY, so the table is copied: a new one with the same columns (key columns NOT
-    NULL) takes every row in storage order (key order after a first load, which the range-limited scans of
-    staging rely on), then replaces the old one under its name. Also drops the shadow tables `_first_<table>`
+    NULL) takes every row, then replaces the old one under its name. Also drops the shadow tables `_first_<table>`
     that the old sliced first load left when it crashed (they never held anything committed)."""
     copy = f"_migrating_{table.name}"
     conn.execute(f"DROP TABLE IF EXISTS {table_ref(copy)}")

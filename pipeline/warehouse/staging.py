@@ -176,10 +176,9 @@ def _stage_sql(stage: Stage, *, by_row_id: bool) -> str:
     table, loaded = table_ref(target.name), f"temp.{q(_loaded(stage))}"
     carried = "".join(f", t.{q(c)} AS {q('_old_' + c)}" for c in stage.carried)
     in_storage_order = "" if stage.target_was_empty else "ORDER BY _rowid NULLS LAST"  # fastest in-place updates
-    # The load's rows are the hash table; the warehouse table is only scanned, and only where its first key
-    # column lies within the load's range of it: a table kept in key order (upsert.py inserts new keys sorted,
-    # so a first load leaves the table in key order) then reads a few row groups for a load of recent records
-    # (the tables have no key index, and reading every row group of a 10M-row table made a small load slow).
+    # The load's rows are the hash table; the warehouse table is only scanned (the tables have no key index),
+    # and only where its first key column lies within the load's range of it: zone maps skip the row groups
+    # wholly outside (those of later loads, whose new keys go in sorted; a first load's rows are in no order).
     # An incremental load's keys are a few spread over the whole range (a 1%-change run's answers: every row
     # group): the table's rows whose first key column is one of the load's are found first, on that column
     # alone, so the join compares whole rows only for those (a 1%-change's answers and results at scale large:

@@ -8,21 +8,19 @@ deleted and re-inserted (DuckDB rewrites a changed list that way anyway); unchan
 last_loaded_at; new keys are inserted sorted by key. Each target row is touched by exactly one statement, so
 no statement moves a row id another one uses.
 
-A first load into an empty table skips all that (insert_first_load): the deduped rows inserted sorted by key,
-range by range of the first key column when they are many, no stage, so the table starts in key order, which
-staging's range-limited scans rely on."""
+A first load into an empty table skips all that (insert_first_load): the deduped rows inserted at once, in
+no particular order, no stage."""
 
 from __future__ import annotations
 
 import duckdb
 
 from pipeline.warehouse.arrow_types import q
+from pipeline.warehouse.connection import insertion_order_not_kept
 from pipeline.warehouse.manifest import TableLoad
-from pipeline.warehouse.ranges import key_ranges, range_bounds
 from pipeline.warehouse.schema import DELETED_AT, FIRST_LOADED_AT, LAST_LOADED_AT, TableDef, table_ref
 from pipeline.warehouse.staging import Stage, deduped_sql, duplicate_keys_of, is_list_type, values_must_fit
 
-FIRST_LOAD_SLICE_ROWS = 500_000  # rows a first load sorts at once: within 160MiB with little spilling (docs)
 BY_ROWID = "t.rowid = s._rowid"  # `t`: the warehouse table, `s`: the stage
 
 
@@ -38,43 +36,21 @@ def upsert_stage(conn: duckdb.DuckDBPyConnection, stage: Stage, ts: str) -> None
 
 
 def insert_first_load(conn: duckdb.DuckDBPyConnection, load: TableLoad, target: TableDef, files: list[str],
-                      ts: str, *, parts_are_local: bool = True) -> Stage:
-    """Insert the load's deduped rows into `target`, which is empty, sorted by key: no temp copy, no
-    classification (every row is new), and no window unless some key occurs twice. Returns the stage that
-    stands for them (Stage.inserted: their count; Stage.relation: the table itself).
+                      ts: str) -> Stage:
+    """Insert the load's deduped rows into `target`, which is empty: no temp copy, no classification (every row
+    is new), and no window unless some key occurs twice. Returns the stage that stands for them (Stage.inserted:
+    their count; Stage.relation: the table itself).
 
-    A load of more than FIRST_LOAD_SLICE_ROWS rows is inserted range by range of its first key column, one
-    sorted INSERT a range, ranges in ascending order: the table still ends in key order, and each sort fits the
-    memory limit (one sort of 9.7M answers needed 300MiB, and DuckDB then kept that much resident; in
-    slices of ~500k rows it stays within 160MiB and spills little). A key's rows are all in one range, so the
-    dedupe is the same; rows with a NULL first key column go with the first range (and fail its NOT NULL).
-    Every range reads the parts again (they come in random key order): from a local lake that is the page
-    cache; parts in object storage (`parts_are_local` False) are read once into a temp table instead, so the
-    ranges do not download them again."""
-    key = ", ".join(q(k) for k in load.key)
+    One INSERT, in no particular order, on every core: sorting by key cost the 9.7M answers of scale large
+    27-28 s and 41 CPU-s (range by range, to fit 160MiB), the unordered insert 4.8 s and 9.4 CPU-s, and
+    nothing reads the table faster for its key order (docs/warehouse.md, "First loads")."""
     columns = ", ".join(q(c) for c in load.columns)
-    first = q(load.key[0])
-    spool = f"_first_load_{load.name}"
     with values_must_fit(load), duplicate_keys_of(conn, load, target, files) as duplicates:
-        deduped, params = deduped_sql(load, target, duplicates), {"files": files}
-        many = sum(part.rows for part in load.parts) > FIRST_LOAD_SLICE_ROWS
-        spooled = many and not parts_are_local
-        if spooled:
-            conn.execute(f"CREATE OR REPLACE TEMP TABLE {q(spool)} AS {deduped}", params)
-        rows, params = (f"temp.{q(spool)}", {}) if spooled else (f"({deduped})", params)
-        bounds = range_bounds(conn, f"(SELECT {first} FROM {rows})", f"c.{first}", params,
-                              FIRST_LOAD_SLICE_ROWS) if many else None
-        slices = key_ranges(bounds, f"d.{first}") if bounds else [("TRUE", {})]
-        inserted = 0
-        for index, (where, bound) in enumerate(slices):
-            if index == 0:
-                where = f"({where} OR d.{first} IS NULL)"
-            inserted += conn.execute(
+        with insertion_order_not_kept(conn):
+            inserted = conn.execute(
                 f"INSERT INTO {table_ref(target.name)} ({columns}, {q(FIRST_LOADED_AT)}, {q(LAST_LOADED_AT)}) "
-                f"SELECT {columns}, {ts}, {ts} FROM {rows} AS d WHERE {where} ORDER BY {key}",
-                {**params, **bound} or None).fetchone()[0]
-        if spooled:
-            conn.execute(f"DROP TABLE temp.{q(spool)}")
+                f"SELECT {columns}, {ts}, {ts} FROM ({deduped_sql(load, target, duplicates)})",
+                {"files": files}).fetchone()[0]
     return Stage(f"_stage_{load.name}", load, target, True, int(inserted))
 
 

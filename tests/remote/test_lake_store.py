@@ -13,12 +13,11 @@ import pytest
 
 from pipeline.contract.tables import TableSpec
 from pipeline.settings import Settings
-from pipeline.warehouse import Warehouse, upsert
+from pipeline.warehouse import Warehouse
 from pipeline.warehouse.errors import LakeError
 from pipeline.warehouse.lake import PartWriter, check_parts, list_manifests
 from pipeline.warehouse.lakestore import LakeStore, LocalLake, ObjectLake, open_lake
 from pipeline.warehouse.manifest import PartFile
-from pipeline.warehouse.ranges import range_bounds
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -71,25 +70,15 @@ def test_the_lake_setting_accepts_only_s3_urls(tmp_path: Path):
     assert isinstance(open_lake(tmp_path), LocalLake)
 
 
-def test_a_first_load_in_key_ranges_reads_the_same_rows_from_either_store(lake: LakeStore, tmp_path: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch):
-    """A first load larger than upsert.FIRST_LOAD_SLICE_ROWS, in ranges of 40 rows: from an S3 lake the parts are
-    read once into a temp table first (not once a range), from a local one directly; either way every row, in key
-    order, a duplicated key keeping its newest row, and no temp table left behind."""
-    monkeypatch.setattr(upsert, "FIRST_LOAD_SLICE_ROWS", 40)
+def test_a_first_load_reads_the_same_rows_from_either_store(lake: LakeStore, tmp_path: Path):
+    """A first load of four parts from an S3 lake or a local one: every row, a duplicated key keeping its newest
+    row, and no temp table left behind."""
     spec = TableSpec(name="notes", schema=pa.schema([pa.field("id", pa.string(), nullable=False),
                                                      pa.field("body", pa.string()), pa.field("n", pa.int64())]),
                      key=("id",), kind="incremental", cursor_field="n", description="Notes.")
     wh = Warehouse(tmp_path / "w.duckdb", lake if isinstance(lake, LocalLake) else lake.location,
                    part_rows=50, row_group_rows=25)
     ids = [f"k{(i * 37) % 200:03d}" for i in range(200)]  # every id once, in scrambled order
-    sampled_from: list[str] = []
-
-    def recording(conn: object, rows: str, *args: object) -> object:
-        sampled_from.append(rows)
-        return range_bounds(conn, rows, *args)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(upsert, "range_bounds", recording)
     with wh.one_connection() as conn:  # the commit's connection: its temp tables are visible here
         with wh.load("notes", "run-1", datetime(2026, 11, 1, tzinfo=UTC)) as load:
             load.write(spec, pa.record_batch({"id": ids, "body": [f"v{i}" for i in range(200)], "n": [0] * 200},
@@ -97,8 +86,6 @@ def test_a_first_load_in_key_ranges_reads_the_same_rows_from_either_store(lake: 
             load.write(spec, pa.record_batch({"id": ["k007"], "body": ["newest"], "n": [1]}, schema=spec.schema))
             assert load.commit().tables["notes"].inserted == 200
         assert conn.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary").fetchone()[0] == 0
-        stored = conn.execute("SELECT id, body FROM lms.notes ORDER BY rowid").fetchall()
+        stored = conn.execute("SELECT id, body FROM lms.notes ORDER BY id").fetchall()
     assert [i for i, _ in stored] == sorted(ids)
     assert dict(stored)["k007"] == "newest"
-    spooled = ["_first_load_notes" in rows for rows in sampled_from]
-    assert spooled == [not isinstance(lake, LocalLake)]  # the S3 parts read once into the temp table

@@ -1,5 +1,5 @@
-"""A big first load (5,000 answers, 10,000 results) into tables without a key index: the rows come out in key
-order (staging's range-limited scans rely on it), later loads, replays and rebuilds agree, and a SIGKILL during
+"""A big first load (5,000 answers, 10,000 results) into tables without a key index: later loads, replays and
+rebuilds agree, and a SIGKILL during
 the first load leaves the old warehouse (empty tables, no cursor) or the new one. A first load goes straight
 into its empty table (upsert.insert_first_load): duplicate keys across parts keep the documented winner, a
 stale parent keeps its children out, and a parent's first load still replaces children already there."""
@@ -31,8 +31,6 @@ from warehouse_helpers import (
 
 from pipeline.contract.tables import TableSpec
 from pipeline.warehouse import TableLoadStats, Warehouse, duplicate_keys
-from pipeline.warehouse import upsert
-from pipeline.warehouse.ranges import range_bounds
 from pipeline.warehouse.rebuild import rebuild_into
 
 DATA_TABLES = ("answers", "answer_results")
@@ -48,12 +46,11 @@ def commit(wh: Warehouse, generation: int) -> dict[str, dict[str, int]]:
 
 
 def data(path: Path) -> dict[str, object]:
-    """Every column of the data tables (load times included), whether each is in key order, and the tables."""
+    """Every column of the data tables (load times included), and the tables."""
     conn = duckdb.connect(str(path), read_only=True)
     try:
         return {
             **{name: digest(conn, f"lms.{name}") for name in DATA_TABLES},
-            "in_key_order": {name: in_key_order(conn, name) for name in DATA_TABLES},
             "tables": conn.execute("SELECT list(table_name ORDER BY table_name) FROM duckdb_tables() "
                                    "WHERE schema_name = 'lms'").fetchone()[0],
         }
@@ -61,18 +58,11 @@ def data(path: Path) -> dict[str, object]:
         conn.close()
 
 
-def in_key_order(conn: duckdb.DuckDBPyConnection, table: str) -> bool:
-    key = ", ".join({"answers": ANSWERS, "answer_results": ANSWER_RESULTS}[table].key)
-    return bool(conn.execute(f"SELECT bool_and(position = rank) FROM (SELECT row_number() OVER (ORDER BY rowid) "
-                             f"AS position, row_number() OVER (ORDER BY {key}) AS rank FROM lms.{table})").fetchone()[0])
-
-
-def test_first_load_in_key_order_then_upserts_replays_and_rebuilds_agree(tmp_path: Path) -> None:
+def test_a_first_load_then_upserts_replays_and_rebuilds_agree(tmp_path: Path) -> None:
     wh = make_warehouse(tmp_path / "wh")
     wh.ensure_tables(ALL_SPECS)
     first = commit(wh, 1)
     assert first["answers"]["inserted"] == ROWS and first["answer_results"]["inserted"] == 2 * ROWS
-    assert data(wh.path)["in_key_order"] == {"answers": True, "answer_results": True}
     commit(wh, 2)
     with wh.connect(read_only=True) as conn:
         assert duplicate_keys(conn, "answers") == 0
@@ -113,39 +103,12 @@ def parts_of(wh: Warehouse, table: str) -> int:
     return len(list((wh.lake_dir / table).rglob("*.parquet")))
 
 
-def test_a_first_load_in_key_ranges_equals_one_sorted_insert(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A first load larger than FIRST_LOAD_SLICE_ROWS goes in range by range of its first key column: the same
-    rows, the same load times, in key order, as one sorted insert of the whole load."""
-    whole = make_warehouse(tmp_path / "whole")
-    whole.ensure_tables(ALL_SPECS)
-    whole_stats = commit(whole, 1)
-    bounds_seen: list[object] = []
-
-    def recording(*args: object, **kwargs: object) -> list[object] | None:
-        bounds = range_bounds(*args, **kwargs)  # type: ignore[arg-type]
-        bounds_seen.append(bounds)
-        return bounds
-
-    monkeypatch.setattr(upsert, "FIRST_LOAD_SLICE_ROWS", ROWS // 4)
-    monkeypatch.setattr(upsert, "range_bounds", recording)
-    sliced = make_warehouse(tmp_path / "sliced")
-    sliced.ensure_tables(ALL_SPECS)
-    assert commit(sliced, 1) == whole_stats
-    assert [len(b or []) >= 3 for b in bounds_seen] == [True, True]  # answers and results each in 4+ ranges
-    assert data(sliced.path) == data(whole.path)
-    assert data(sliced.path)["in_key_order"] == {"answers": True, "answer_results": True}
-
-
-@pytest.mark.parametrize("target", ["empty", "empty, sliced", "holding other keys"])
-def test_duplicate_keys_across_parts_keep_the_documented_winner(tmp_path: Path, target: str,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("target", ["empty", "holding other keys"])
+def test_duplicate_keys_across_parts_keep_the_documented_winner(tmp_path: Path, target: str) -> None:
     """Three rows a part, so the duplicates lie in different parts: the greatest cursor wins even from the
     earlier part, and a tie goes to the row written last, i.e. the later part's row although its row number
     in its part is lower (an order by row number alone would pick the other). Both commit paths: the first
-    load's direct insert (empty table; also range by range, two rows a range) and staging (a table holding
-    other keys)."""
-    if target == "empty, sliced":
-        monkeypatch.setattr(upsert, "FIRST_LOAD_SLICE_ROWS", 2)
+    load's direct insert (empty table) and staging (a table holding other keys)."""
     wh = make_warehouse(tmp_path, part_rows=3, row_group_rows=3)
     if target != "empty":
         load_once(wh, "answers", [(ANSWERS, [answer("z9", "q1", minutes=1)])])
@@ -163,10 +126,10 @@ def test_duplicate_keys_across_parts_keep_the_documented_winner(tmp_path: Path, 
     assert result.tables["answers"] == TableLoadStats(fetched=6, inserted=4)
     with wh.connect(read_only=True) as conn:
         got = conn.execute("SELECT active_lesson_id, user_id, last_date FROM lms.answers "
-                           "WHERE active_lesson_id <> 'z9' ORDER BY rowid").fetchall()
+                           "WHERE active_lesson_id <> 'z9' ORDER BY active_lesson_id").fetchall()
     assert got == [("a0", "unique too", T0 + timedelta(minutes=1)), ("a1", "newest", T0 + timedelta(minutes=9)),
                    ("a2", "tie, later part, row 0", T0 + timedelta(minutes=5)),
-                   ("b1", "unique", T0 + timedelta(minutes=1))]  # and in key order in storage
+                   ("b1", "unique", T0 + timedelta(minutes=1))]
 
 
 def test_children_of_a_stale_parent_stay_out_of_their_first_load(tmp_path: Path) -> None:

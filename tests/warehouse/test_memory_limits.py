@@ -1,5 +1,5 @@
 """DuckDB's memory_limit (pipeline/warehouse/connection.py): every connection works within the one limit the
-settings give, a large first load's sort included (it goes range by range instead of asking for more)."""
+settings give, a first load's unordered insert included."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from warehouse_helpers import ANSWERS, T0, answer, batch
 
 from pipeline.settings import Settings
 from pipeline.warehouse import Warehouse
-from pipeline.warehouse import upsert
 from pipeline.warehouse.connection import scalar
 
 MIB = 1024 * 1024
@@ -28,16 +27,18 @@ def test_every_connection_works_within_the_limit(tmp_path: Path) -> None:
             assert _limit(conn) == 120 * MIB
 
 
-def test_a_large_first_load_keeps_the_limit(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setattr(upsert, "FIRST_LOAD_SLICE_ROWS", 2)  # five rows: three sorted inserts
+def test_a_first_load_keeps_the_limit_and_the_insertion_order(tmp_path: Path) -> None:
+    """The first load inserts without keeping insertion order; the commit's connection gets it back, since later
+    statements on it (an incremental load's new keys, ORDER BY key) rely on it."""
     wh = Warehouse(tmp_path / "w.duckdb", tmp_path / "lake", memory_limit="120MiB")
     with wh.one_connection() as conn:  # the commit's connection, seen after the commit
         with wh.load("answers", "run-1", T0) as load:
             load.write(ANSWERS, batch(ANSWERS, [answer(f"al{i}", "q1") for i in range(5)]))
-            load.commit()
+            assert load.commit().tables["answers"].inserted == 5
         assert _limit(conn) == 120 * MIB
-        assert conn.execute("SELECT list(active_lesson_id ORDER BY rowid) FROM lms.answers").fetchone()[0] == [
-            f"al{i}" for i in range(5)]
+        assert scalar(conn, "SELECT current_setting('preserve_insertion_order')") is True
+        assert conn.execute("SELECT list(active_lesson_id ORDER BY active_lesson_id) FROM lms.answers"
+                            ).fetchone()[0] == [f"al{i}" for i in range(5)]
 
 
 def test_the_setting_reaches_the_connections(tmp_path: Path) -> None:
