@@ -71,7 +71,7 @@ def test_the_lake_setting_accepts_only_s3_urls(tmp_path: Path):
 
 
 def test_a_first_load_reads_the_same_rows_from_either_store(lake: LakeStore, tmp_path: Path):
-    """A first load of four parts from an S3 lake or a local one: every row, a duplicated key keeping its newest
+    """A first load of five parts from an S3 lake or a local one: every row, a duplicated key keeping its newest
     row, and no temp table left behind."""
     spec = TableSpec(name="notes", schema=pa.schema([pa.field("id", pa.string(), nullable=False),
                                                      pa.field("body", pa.string()), pa.field("n", pa.int64())]),

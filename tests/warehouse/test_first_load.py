@@ -1,8 +1,8 @@
 """A big first load (5,000 answers, 10,000 results) into tables without a key index: later loads, replays and
-rebuilds agree, and a SIGKILL during
-the first load leaves the old warehouse (empty tables, no cursor) or the new one. A first load goes straight
-into its empty table (upsert.insert_first_load): duplicate keys across parts keep the documented winner, a
-stale parent keeps its children out, and a parent's first load still replaces children already there."""
+rebuilds agree, and a SIGKILL during the first load leaves the old warehouse (empty tables, no cursor) or the new
+one. A first load goes straight into its empty table (upsert.insert_first_load): duplicate keys across parts keep
+the documented winner, a stale parent keeps its children out, and a parent's first load still replaces children
+already there."""
 
 from __future__ import annotations
 
