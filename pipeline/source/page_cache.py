@@ -181,9 +181,12 @@ class PageCache:
             names = os.listdir(self.directory)
         except OSError:  # none yet, or unusable (warned when written): the cache never fails a stream
             return []
-        mine = f"{stream}-{self._token}{PACK}"
+        mine = self._own_pack(stream).name
         return [self.directory / name for name in names
                 if name.endswith(suffixes) and name != mine and name.rpartition(".")[0].rpartition("-")[0] == stream]
+
+    def _own_pack(self, stream: str) -> Path:
+        return self.directory / f"{stream}-{self._token}{PACK}"
 
     def _write_later(self, stream: str, name: str, parts: list[bytes | pa.Buffer]) -> None:
         if self._write_failed:
@@ -218,7 +221,7 @@ class PageCache:
 
     def _write(self, stream: str, name: str, parts: list[bytes | pa.Buffer]) -> None:
         """Append one entry to this cache's pack of `stream`."""
-        path = self.directory / f"{stream}-{self._token}{PACK}"
+        path = self._own_pack(stream)
         with self._append_lock:
             if self._write_failed:
                 return
