@@ -10,7 +10,7 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # DuckDB fills whatever limit it has with cached blocks, and the sync's peak RSS follows it. Nothing needs more
-# than this: staging, upserts and checks work range by range, and a first load of millions of rows is one insert
+# than this: staging, upserts and link checks work range by range, and a first load of millions of rows is one insert
 # with no sort (docs/warehouse.md, "Locks and limits")
 DEFAULT_MEMORY_LIMIT = "160MiB"
 DEFAULT_APP_SECRET = "lessonsync-demo-secret"  # what the simulator accepts by default (its own constant); not a real credential

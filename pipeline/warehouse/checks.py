@@ -6,9 +6,9 @@ Cost: a check must not cost more than the load it follows.
 - Keys: the tables declare no PRIMARY KEY (schema.py says why); a load keeps one row per key, and
   `duplicate_keys(..., touched_since=T)` looks at the keys of the rows a load wrote at or after T (any key a
   load duplicated is among them), matched against the table within their range of the first key column.
-  Without `touched_since`, or when the load touched more than `chunk_rows` rows or half the table, every row is
-  grouped, range by range of the first key column, so the hash table stays bounded; a grouping hashes the key
-  to 64 bits first (duplicated_values). `null_keys` is a plain filter.
+  Without `touched_since`, or when the load touched more than `max_touched` rows or half the table, every row is
+  grouped at once: the grouping hashes the key to 64 bits first (duplicated_values), so its hash table is small
+  and spills within the memory limit. `null_keys` is a plain filter.
 - Links: `orphans(..., touched_since=T)` looks only at child rows a load wrote at or after T (their
   `last_loaded_at`). That finds every orphan a load can create as long as parent rows are never deleted
   (the parent has no `deleted_at`); with a parent that keeps deleted rows it checks every row."""
@@ -40,12 +40,14 @@ def live_rows(conn: duckdb.DuckDBPyConnection, table: TableDef) -> int:
     return _count(conn, f"SELECT count(*) FROM {table_ref(table.name)} AS t WHERE {_live(table, 't')}")
 
 
-# A link or key check hashes rows; when there are more than this (a full sync's 12.5M answer results against
-# 9.7M answers: a ~1.5 GB hash table, 2.1 GiB RSS under memory_limit 2GB) it runs in ranges of the first
-# linked or key column, each reading only the rows of its range (the tables are in key order, so the scans
-# skip the other row groups).
-ORPHAN_CHUNK_ROWS = 2_000_000
-KEY_CHUNK_ROWS = 2_000_000
+# A link check hashes the parents' link columns; with more rows than this on both sides (a full sync's 12.5M answer
+# results against 9.7M answers: a ~1.5 GB hash table, 2.1 GiB RSS under memory_limit 2GB) it runs in ranges of
+# the first linked column. Each range scans both tables whole (first loads are in no key order, so no row group
+# is skipped), but a range's hash table fits the default memory limit: a medium full sync's 2.5M results against
+# 1.94M answers took 0.65 s as one join spilling at 160MiB, 0.33 s in three ranges (session 18).
+ORPHAN_CHUNK_ROWS = 1_000_000
+# A key check hashes the touched keys themselves when a load touched at most this many (fewer than half the table).
+MAX_TOUCHED_KEYS = 2_000_000
 
 # Which side of an orphan check's join is hashed. With a LEFT JOIN DuckDB hashed the parents even for a handful of
 # children (the estimate of a filter on last_loaded_at is no help): a 1%-change sync at scale large hashed all 9.7M
@@ -56,11 +58,12 @@ FEW_CHILDREN = 4
 
 
 def duplicate_keys(conn: duckdb.DuckDBPyConnection, table: str, key: Sequence[str] | None = None, *,
-                   touched_since: datetime | None = None, chunk_rows: int = KEY_CHUNK_ROWS) -> int:
+                   touched_since: datetime | None = None, max_touched: int = MAX_TOUCHED_KEYS) -> int:
     """Key values held by more than one row (deleted rows included: a key has one row, live or not). With
     `touched_since`, only keys of rows loaded at or after that instant are looked at (a load that duplicated
-    a key wrote one of its rows), unless that is more than `chunk_rows` rows or half the table or more; then, as
-    without it, every row is grouped, range by range of the first key column."""
+    a key wrote one of its rows), unless that is more than `max_touched` rows or half the table or more; then, as
+    without it, every row is grouped at once (by a 64-bit hash of the key, which spills within the memory limit:
+    at scale large 9.7M answer results took 0.95 s at once, 1.73 s in ranges of 2M rows, session 18)."""
     columns = _key(conn, table, key)
     keys, first = ", ".join(q(k) for k in columns), q(columns[0])
     if touched_since is not None:
@@ -71,7 +74,7 @@ def duplicate_keys(conn: duckdb.DuckDBPyConnection, table: str, key: Sequence[st
         # A load that wrote most of the table (a first load) is checked like every row: one grouping of the table
         # costs less than hashing the touched keys, probing the table with them and grouping what matched
         # (measured on a full sync's 1.94M answers: 0.4 s against 1.0 s).
-        if count <= chunk_rows and 2 * count < _count(conn, f"SELECT count(*) FROM {table_ref(table)}"):
+        if count <= max_touched and 2 * count < _count(conn, f"SELECT count(*) FROM {table_ref(table)}"):
             # the touched keys are the hash table; the table is scanned within their range
             extent = value_range(conn, touched, columns[0], {"since": touched_since})
             match = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in columns)
@@ -79,16 +82,7 @@ def duplicate_keys(conn: duckdb.DuckDBPyConnection, table: str, key: Sequence[st
                                  f"WHERE {first} BETWEEN $lowest AND $highest AND EXISTS "
                                  f"(SELECT 1 FROM {touched} AS s WHERE {match}) GROUP BY ALL HAVING count(*) > 1)",
                            {"since": touched_since, **extent})
-    every_row = f"(SELECT * FROM {table_ref(table)})"
-
-    def duplicated(where: str, params: dict[str, object]) -> int:
-        return duplicated_values(conn, f"(SELECT * FROM {table_ref(table)} AS c WHERE {where})", columns, params)
-
-    bounds = range_bounds(conn, every_row, f"c.{first}", {}, chunk_rows)
-    if bounds is None:
-        return duplicated("TRUE", {})
-    return duplicated(f"c.{first} IS NULL", {}) + sum(duplicated(where, params) for where, params in
-                                                       key_ranges(bounds, f"c.{first}"))
+    return duplicated_values(conn, table_ref(table), columns)
 
 
 def duplicated_values(conn: duckdb.DuckDBPyConnection, rows: str, columns: Sequence[str],

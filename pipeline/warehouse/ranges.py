@@ -1,5 +1,5 @@
-"""Ranges of a key column, so that work over millions of rows (a key or link check's hash table) runs piece by
-piece within DuckDB's memory limit instead of on the whole table at once."""
+"""Ranges of a key column, so that work over millions of rows (a link check's hash table) runs piece by piece
+within DuckDB's memory limit instead of on the whole table at once."""
 
 from __future__ import annotations
 
