@@ -12,7 +12,7 @@ import duckdb
 import pytest
 
 from analytics_world import AS_OF, seed_small_world
-from pipeline.analytics.build import BUILD_PREFIX, build_models
+from pipeline.analytics.build import BUILD_PREFIX, build_models, models_built_ahead
 from pipeline.analytics.models import AnalyticsProject, load_project
 
 ROWS = {1: 300_000, 2: 200_000}  # generation -> rows of that generation's build
@@ -202,3 +202,39 @@ def _leftovers(conn: duckdb.DuckDBPyConnection) -> list:
     return conn.execute(
         "SELECT table_name FROM information_schema.tables WHERE starts_with(table_name, ?)", [BUILD_PREFIX]
     ).fetchall()
+
+
+def test_models_built_ahead_come_in_build_order_like_build_models(
+    warehouse_conn: duckdb.DuckDBPyConnection, project: AnalyticsProject
+) -> None:
+    seed_small_world(warehouse_conn)
+    in_turn = [(r.model.name, r.status, r.rows) for r in build_models(warehouse_conn, project, as_of=AS_OF)]
+    with models_built_ahead(warehouse_conn, project, as_of=AS_OF) as results:
+        ahead = [(r.model.name, r.status, r.rows) for r in results]
+    assert ahead == in_turn and len(ahead) == len(project.models)
+
+
+def test_an_error_of_the_build_ahead_is_raised_to_the_caller(
+    warehouse_conn: duckdb.DuckDBPyConnection, project: AnalyticsProject
+) -> None:
+    with pytest.raises(ValueError, match="time zone"), \
+            models_built_ahead(warehouse_conn, project, as_of=datetime(2026, 11, 22)) as results:
+        list(results)
+    assert warehouse_conn.execute("SELECT 42").fetchone() == (42,)  # the thread is done with the connection
+
+
+def test_leaving_the_build_ahead_early_stops_the_model_running(tmp_path: Path,
+                                                               numbers_db: duckdb.DuckDBPyConnection) -> None:
+    """A run stopped after the first model: the second, a statement of minutes, is interrupted, never swapped in,
+    and the connection is free when the block ends."""
+    root = tmp_path / "models"
+    tiny_project(tmp_path)
+    (root / "marts" / "slow.sql").write_text(
+        "select count(*) as n from {{ ref('big') }}, range(100000) a, range(100000) b")
+    project = load_project(root)
+    with models_built_ahead(numbers_db, project) as results:
+        first = next(results)
+    assert first.model.name == "big" and first.status == "built"
+    built = {m for (m,) in numbers_db.execute("SELECT model FROM analytics._builds").fetchall()}
+    assert built == {"big"}
+    assert not _leftovers(numbers_db)

@@ -31,7 +31,7 @@ from dagster import (
 )
 from pydantic import Field
 
-from pipeline.analytics.build import build_models
+from pipeline.analytics.build import models_built_ahead
 from pipeline.analytics.dagster_specs import (
     GROUP, asset_key, asset_spec, check_results, check_specs, log_line, materialization,
 )
@@ -108,8 +108,8 @@ def _models_asset(project: AnalyticsProject, default_as_of: str | None) -> Asset
         selected = {key.path[-1] for key in context.selected_asset_keys}
         as_of = _parse_as_of(config.as_of, default_as_of)
         failures: list[str] = []
-        with warehouse.connect() as conn:
-            for result in build_models(conn, project, selected, as_of):
+        with warehouse.connect() as conn, models_built_ahead(conn, project, selected, as_of) as results:
+            for result in results:
                 context.log.info(log_line(result))
                 yield from check_results(result.outcomes, set(context.selected_asset_check_keys))
                 if result.status == "built":
