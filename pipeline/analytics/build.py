@@ -87,10 +87,10 @@ def models_built_ahead(
 ) -> Iterator[Iterator[ModelResult]]:
     """`build_models` on a thread of its own, so that DuckDB builds the next model while the caller turns the last
     result into Dagster events (~10 event-log writes a model, Python that left DuckDB idle: a medium models step
-    ~2.87 -> ~2.63 s). Results come in build order; an error of the build is raised where the caller takes the next result.
-    Leaving the block early (a failure, the run stopped) interrupts the statement running and waits for the
-    thread, so the connection is idle again when the block ends (DuckDB refuses a call on a connection busy on
-    another thread)."""
+    ~2.87 -> ~2.63 s). Results come in build order; an error of the build is raised where the caller takes the
+    next result. Leaving the block early (a failure, the run stopped) interrupts the statement running and waits
+    for the thread, so the connection is idle again when the block ends (DuckDB refuses a call on a connection
+    busy on another thread)."""
     results: queue.SimpleQueue[ModelResult | BaseException | None] = queue.SimpleQueue()
     stop = threading.Event()
 
@@ -117,11 +117,11 @@ def models_built_ahead(
     try:
         yield taken()
     finally:
-        if not done.is_set():
+        if not done.is_set():  # left before the last result
             stop.set()
-        while builder.is_alive() and not done.is_set():
-            conn.interrupt()  # lost if it comes between two statements: repeated until the thread ends
-            builder.join(timeout=0.1)
+            while builder.is_alive():
+                conn.interrupt()  # lost if it comes between two statements: repeated until the thread ends
+                builder.join(timeout=0.1)
         builder.join()
 
 
