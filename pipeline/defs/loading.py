@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -14,7 +14,7 @@ from dagster import AssetExecutionContext, MetadataValue
 
 from pipeline.contract.tables import TABLES, TableSpec
 from pipeline.defs.progress.backfill import BackfillWindow
-from pipeline.prefetch.background import BackgroundFetch
+from pipeline.prefetch.background import BackgroundFetch, Fetched
 from pipeline.prefetch.plan import start_prefetch
 from pipeline.prefetch.runs import run_fetches, take_prefetched
 from pipeline.settings import Settings
@@ -22,7 +22,16 @@ from pipeline.source.client import PlatformClient
 from pipeline.source.decoding import Batch
 from pipeline.source.fetching import release_free_memory
 from pipeline.source.stats import RunStats, paths_of
-from pipeline.warehouse import Load, LoadResult, TableLoadStats, Warehouse, row_count
+from pipeline.warehouse import (
+    Load,
+    LoadResult,
+    TableLoadStats,
+    Warehouse,
+    WarehouseLockedError,
+    early_insert,
+    row_count,
+)
+from pipeline.warehouse.early_insert import EarlyFirstLoad
 from pipeline.defs.windows import UNBOUNDED, Window, cursor_window, next_cursor
 
 PROGRESS_EVERY_S = 5.0
@@ -41,6 +50,8 @@ class StreamLoad:
     seconds: float
     commit_seconds: float = 0.0  # of `seconds`: the DuckDB commit (the rest is fetching and the lake)
     row_counts: dict[str, int] = field(default_factory=dict)  # live rows per table after the commit
+    # rows per table inserted while the fetch still ran (a first load: pipeline/warehouse/early_insert.py)
+    rows_while_fetching: dict[str, int] = field(default_factory=dict)
 
 
 def window_for(context: AssetExecutionContext, cursor: datetime | None, settings: Settings,
@@ -66,6 +77,7 @@ def load_stream(
     also_tables: Iterable[TableSpec] = (),
     cursor_ceiling: Callable[[], datetime | None] | None = None,
     tables: Iterable[str] = (),
+    early_tables: Sequence[TableSpec] = (),
 ) -> StreamLoad:
     """Fetch `stream` for its window and commit it with the cursor in one transaction. `snapshot_tables`
     were pulled whole: their rows not seen are marked deleted, but only after a complete sweep.
@@ -73,6 +85,8 @@ def load_stream(
     `before_commit(load, stats)` may write more rows (sync state) to commit in the same transaction.
     `cursor_ceiling()`, read after the fetch, caps the cursor (pipeline/defs/windows.py: the answers' one).
     `tables` (and `snapshot_tables`) get their live row count after the commit (dagster/row_count).
+    `early_tables`: tables whose first load goes into DuckDB part by part while the fetch still runs, when they
+    are all empty (pipeline/warehouse/early_insert.py); the step then holds the file from its wait to its commit.
     A stream the run's first step started fetching (sync_client) is taken as it is; otherwise, on one
     connection: every raw table (and `also_tables`) created or evolved, the cursor read and `fetch(window)`
     called (it may plan from the warehouse); its batches are read after the file is let go. Either way the
@@ -85,15 +99,49 @@ def load_stream(
             window = window or window_for(context, cursor_before, client.settings, backfill)
             context.log.info(f"{stream}: reading {window.describe()}")
             fetching = BackgroundFetch(warehouse, client, stream, context.run.run_id, window, cursor_before,
-                                       fetch(window))
+                                       fetch(window), part_rows=early_insert.EARLY_PART_ROWS if early_tables else None)
     else:  # its tables were created by the run's first step (start_prefetch); the commit evolves its own anyway
         context.log.info(f"{stream}: reading {fetching.window.describe()} (fetched ahead: "
                          f"{fetching.pages:,} pages so far)")
-    try:
-        fetched = fetching.wait(lambda f: _report_progress(context, f), PROGRESS_EVERY_S)
-    except BaseException:
-        fetching.cancel()  # a step stopped while waiting (run terminated): the fetch must not run on
-        raise
+    with ExitStack() as holding:
+        try:
+            early = _begin_early_insert(context, warehouse, fetching, early_tables, holding)
+            fetched = fetching.wait(lambda f: _report_progress(context, f), PROGRESS_EVERY_S,
+                                    meanwhile=early.insert_ready if early is not None else None)
+        except BaseException:
+            fetching.cancel()  # a step stopped while waiting (run terminated): the fetch must not run on
+            raise
+        return _commit_fetched(context, warehouse, client, stream, fetched, early, snapshot_tables, before_commit,
+                               cursor_ceiling, tables)
+
+
+def _begin_early_insert(context: AssetExecutionContext, warehouse: Warehouse, fetching: BackgroundFetch,
+                        specs: Sequence[TableSpec], holding: ExitStack) -> EarlyFirstLoad | None:
+    """The load's commit transaction, begun now on a connection `holding` keeps open, if `specs` are all empty
+    tables and the fetch still runs; None otherwise (then nothing is held)."""
+    if not specs or fetching.ended:
+        return None
+    with ExitStack() as attempt:
+        try:
+            early = EarlyFirstLoad.begin(attempt.enter_context(warehouse.one_connection()), fetching.load, specs)
+        except WarehouseLockedError as error:  # another process has the file now: the commit waits for it later
+            context.log.info(f"{fetching.stream}: not inserted while fetched ({error})")
+            return None
+        if early is None:
+            return None
+        holding.push(attempt.pop_all())
+    context.log.info(f"{fetching.stream}: a first load; its parts go into {', '.join(s.name for s in specs)} "
+                     "while they are fetched (one transaction, committed at the end)")
+    return early
+
+
+def _commit_fetched(context: AssetExecutionContext, warehouse: Warehouse, client: PlatformClient, stream: str,
+                    fetched: Fetched, early: EarlyFirstLoad | None, snapshot_tables: Iterable[str],
+                    before_commit: Callable[[Load, RunStats], None] | None,
+                    cursor_ceiling: Callable[[], datetime | None] | None, tables: Iterable[str]) -> StreamLoad:
+    if early is not None and early.error is not None:
+        context.log.warning(f"{stream}: the rows inserted while fetching were rolled back ({early.error}); the "
+                            "commit inserts the whole load")
     window, stats = fetched.window, fetched.stats
     with fetched.load as load:
         _report_new_fields(context, stream, stats)
@@ -108,19 +156,20 @@ def load_stream(
         if before_commit is not None:
             before_commit(load, stats)
         if sum(stats.rows.values()) >= RELEASE_AFTER_ROWS:
-            load.flush()  # the part writers' last row groups (~40 MiB at large) go to disk before, not during, the commit
+            load.flush()  # the part writers' last row groups (~40 MiB at large) go to disk before the commit
             _release_fetch_memory()  # the pages are in the lake now; DuckDB gets the memory for the commit
         committing = time.monotonic()
         # One open of the file for the commit and the row counts after it (~30-50 ms an open at scale large).
         with warehouse.one_connection() as conn:
-            result = load.commit(cursor=cursor, complete_snapshots=complete, stats=stats.as_metadata())
+            result = load.commit(cursor=cursor, complete_snapshots=complete, stats=stats.as_metadata(), early=early)
             done = time.monotonic()
             # cheap: DuckDB counts from its row groups
             row_counts = {table: row_count(conn, table) for table in sorted({*tables, *snapshot_tables})}
     if result.repeat_of is not None:
         context.log.info(f"{stream}: the same snapshot as load {result.repeat_of}; its rows were not compared "
                          "again, only their last_loaded_at moved")
-    return StreamLoad(result, stats, window, done - fetched.started, done - committing, row_counts)
+    early_rows = early.rows_while_fetching if early is not None and early.open else {}
+    return StreamLoad(result, stats, window, done - fetched.started, done - committing, row_counts, early_rows)
 
 
 @contextmanager
@@ -211,4 +260,6 @@ def table_metadata(done: StreamLoad, table: str) -> dict[str, object]:
         metadata["unchanged_since_load"] = result.repeat_of
     if table in done.row_counts:
         metadata["dagster/row_count"] = done.row_counts[table]
+    if table in done.rows_while_fetching:
+        metadata["rows_inserted_while_fetching"] = done.rows_while_fetching[table]
     return metadata

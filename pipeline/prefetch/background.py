@@ -21,6 +21,7 @@ from pipeline.defs.windows import Window
 # How long close() waits for a cancelled fetch to stop: it stops at its next batch, so within one request
 # unless the platform is down (then the thread, a daemon, is left to its retries and the process's end).
 STOP_WAIT_SECONDS = 10.0
+MEANWHILE_SECONDS = 0.2  # how often a waiting step does its own work beside the fetch (BackgroundFetch.wait)
 
 
 @dataclass(frozen=True)
@@ -46,14 +47,14 @@ class BackgroundFetch:
 
     def __init__(self, warehouse: Warehouse, client: PlatformClient, stream: str, run_id: str, window: Window,
                  cursor_before: datetime | None, batches: Iterable[Batch], priority: int = URGENT,
-                 plan: FetchPlan | None = None) -> None:
+                 plan: FetchPlan | None = None, part_rows: int | None = None) -> None:
         self.stream = stream
         self.plan = plan  # what the fetch was planned from, for the step that commits it (the answers' plan)
         self.priority = priority  # of its requests, when others wait for a slot (pipeline/source/slots.py)
         self.window = window
         self.cursor_before = cursor_before
         self.started = time.monotonic()
-        self.load = warehouse.load(stream=stream, run_id=run_id, started_at=datetime.now(UTC))
+        self.load = warehouse.load(stream=stream, run_id=run_id, started_at=datetime.now(UTC), part_rows=part_rows)
         self.pages = 0
         self.rows = 0
         self._client = client
@@ -98,11 +99,17 @@ class BackgroundFetch:
         """Whether the fetch has ended (its step will not wait for the network), successfully or not."""
         return self._done.is_set()
 
-    def wait(self, report: Callable[[BackgroundFetch], None], every: float) -> Fetched:
-        """The finished fetch; `report(self)` every `every` seconds meanwhile. A failed fetch discards its
-        parts and raises its error here."""
-        while not self._done.wait(every):
-            report(self)
+    def wait(self, report: Callable[[BackgroundFetch], None], every: float,
+             meanwhile: Callable[[], None] | None = None) -> Fetched:
+        """The finished fetch; `report(self)` every `every` seconds meanwhile, and `meanwhile()` every
+        MEANWHILE_SECONDS. A failed fetch discards its parts and raises its error here."""
+        next_report = time.monotonic() + every
+        while not self._done.wait(min(every, MEANWHILE_SECONDS) if meanwhile else every):
+            if meanwhile is not None:
+                meanwhile()
+            if time.monotonic() >= next_report:
+                report(self)
+                next_report = time.monotonic() + every
         if self._error is not None or self._stats is None:
             self._discard()
             raise self._error or RuntimeError(f"{self.stream}: the fetch stopped before its end")

@@ -78,24 +78,31 @@ def _apply_rows(ctx: CommitContext, plan: LoadPlan, catalog: dict[str, TableDef]
 def _stage_tables(ctx: CommitContext, plan: LoadPlan, catalog: dict[str, TableDef], files: dict[str, list[str]]
                   ) -> tuple[dict[str, TableLoadStats], dict[str, Stage]]:
     """Append tables are inserted at once; the others are staged (deduped and classified) for upsert, except
-    a first load into an empty table, inserted at once too (upsert.insert_first_load) unless a parent row of
-    it is stale in this load (then its children must be told apart first)."""
+    a first load into an empty table, inserted at once too (upsert.insert_first_load, or finished where it went in
+    early: early_insert.py) unless a parent row of it is stale in this load (then its children must be told apart
+    first)."""
     stats: dict[str, TableLoadStats] = {}
     stages: dict[str, Stage] = {}
     for load in parents_first(plan.tables):
         target = _target(catalog, load.name)
         parts = files[load.name]
+        early = ctx.early if ctx.early is not None and ctx.early.holds(load.name) else None
         if load.kind == "append":
             fetched = sum(part.rows for part in load.parts)
             inserted = _append(ctx.conn, load, target, parts, plan)
             stats[load.name] = TableLoadStats(fetched=fetched, inserted=inserted, unchanged=fetched - inserted)
         elif not parts:
             stats[load.name] = TableLoadStats()
-        elif (empty := target_is_empty(ctx.conn, target)) and not _has_stale_parent(ctx.conn, plan, load.name,
-                                                                                      stages):
-            stages[load.name] = insert_first_load(ctx.conn, load, target, parts, ts_literal(plan.loaded_at))
+        elif early is not None and not _has_stale_parent(ctx.conn, plan, load.name, stages):
+            stages[load.name] = early.stage(load, target, parts)
         else:
-            stages[load.name] = create_stage(ctx.conn, load, target, parts, empty)
+            if early is not None:  # its rows must be staged against their stale parents instead
+                early.take_out(load.name)
+            if (empty := target_is_empty(ctx.conn, target)) and not _has_stale_parent(ctx.conn, plan, load.name,
+                                                                                       stages):
+                stages[load.name] = insert_first_load(ctx.conn, load, target, parts, ts_literal(plan.loaded_at))
+            else:
+                stages[load.name] = create_stage(ctx.conn, load, target, parts, empty)
     return stats, stages
 
 

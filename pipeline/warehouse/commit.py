@@ -13,8 +13,9 @@ manifest; after 4 both agree. Either way: old cursor with old rows, or new curso
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import nullcontext
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -29,30 +30,43 @@ from pipeline.warehouse.manifest import LoadPlan, TableLoad, to_json
 from pipeline.warehouse.recovery import recover
 from pipeline.warehouse.results import LoadResult
 from pipeline.warehouse.schema import ensure_tables, table_def
-from pipeline.warehouse.state import LOAD_RUNS, applied_loads, ensure_state_tables, last_load_time
+from pipeline.warehouse.state import LOAD_RUNS, applied_loads, ensure_state_tables, next_load_time
 
 if TYPE_CHECKING:
+    from pipeline.warehouse.early_insert import EarlyFirstLoad
     from pipeline.warehouse.load import Load
 
 
 def commit_load(load: Load, tables: tuple[TableLoad, ...], cursor: datetime | None,
                 complete_snapshots: tuple[str, ...], replace_children_of: ChildLinks | None,
                 stats: Mapping[str, Any], *, cursor_reset: bool = False, position: int | None = None,
-                drop_before: tuple[str, ...] = ()) -> LoadResult:
+                drop_before: tuple[str, ...] = (), early: EarlyFirstLoad | None = None) -> LoadResult:
+    """`early`: the transaction begun before the load was written whole (early_insert.py); it is finished here,
+    on its connection, unless an early insert failed (then the commit is the ordinary one, on that connection)."""
     warehouse = load.warehouse
-    with warehouse.connect(read_only=False) as conn:
+    with nullcontext(early.conn) if early is not None else warehouse.connect(read_only=False) as conn:
         ctx = warehouse.commit_context(conn)
-        ensure_state_tables(conn)
-        recover(ctx)
-        conn.begin()  # creating or evolving the tables commits on its own: empty tables, no cursor, no rows
-        try:
-            plan = _plan(conn, load, tables, cursor, complete_snapshots, replace_children_of, stats, cursor_reset)
-            plan = replace(plan, position=position, drop_before=drop_before)
-        except BaseException:
-            conn.rollback()
-            raise
-        conn.commit()
-        conn.begin()
+        if early is not None and early.open:
+            # the lock taken, the tables evolved and the load's time fixed when the transaction began
+            ctx = replace(ctx, early=early)
+            try:
+                plan = _plan(conn, load, tables, cursor, complete_snapshots, replace_children_of, stats, cursor_reset,
+                             loaded_at=early.loaded_at)
+            except BaseException:
+                conn.rollback()
+                raise
+        else:
+            ensure_state_tables(conn)
+            recover(ctx)
+            conn.begin()  # creating or evolving the tables commits on its own: empty tables, no cursor, no rows
+            try:
+                plan = _plan(conn, load, tables, cursor, complete_snapshots, replace_children_of, stats, cursor_reset)
+            except BaseException:
+                conn.rollback()
+                raise
+            conn.commit()
+            conn.begin()
+        plan = replace(plan, position=position, drop_before=drop_before)
         try:
             outcome = apply_load(ctx, plan)
             hooks.reached("applied")
@@ -76,7 +90,7 @@ def commit_load(load: Load, tables: tuple[TableLoad, ...], cursor: datetime | No
 
 def _plan(conn: duckdb.DuckDBPyConnection, load: Load, tables: tuple[TableLoad, ...], cursor: datetime | None,
           complete_snapshots: tuple[str, ...], replace_children_of: ChildLinks | None,
-          stats: Mapping[str, Any], cursor_reset: bool = False) -> LoadPlan:
+          stats: Mapping[str, Any], cursor_reset: bool = False, loaded_at: datetime | None = None) -> LoadPlan:
     catalog = ensure_tables(conn, [table_def(spec) for spec in load.specs.values()])
     for name in complete_snapshots:
         if name not in catalog:
@@ -85,7 +99,8 @@ def _plan(conn: duckdb.DuckDBPyConnection, load: Load, tables: tuple[TableLoad, 
     links = resolve_links(catalog, {t.name for t in tables}, replace_children_of)
     return LoadPlan(
         seq=_next_seq(conn, load.warehouse.lake), load_id=load.load_id, stream=load.stream,
-        run_id=load.run_id, started_at=load.started_at, loaded_at=_load_time(conn, load.warehouse.clock()),
+        run_id=load.run_id, started_at=load.started_at,
+        loaded_at=loaded_at or next_load_time(conn, load.warehouse.clock()),
         cursor=cursor, tables=tables, complete_snapshots=complete_snapshots, children=links,
         catalog=tuple(catalog.values()), stats=stats, cursor_reset=cursor_reset)
 
@@ -107,8 +122,3 @@ def _next_seq(conn: duckdb.DuckDBPyConnection, lake: LakeStore) -> int:
     return max([0, *applied_loads(conn), *in_lake]) + 1
 
 
-def _load_time(conn: duckdb.DuckDBPyConnection, now: datetime) -> datetime:
-    """Load times strictly increase with the load order, even if the clock steps back."""
-    now = now.astimezone(timezone.utc)
-    previous = last_load_time(conn)
-    return max(now, previous + timedelta(microseconds=1)) if previous else now

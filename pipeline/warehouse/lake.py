@@ -111,7 +111,7 @@ class PartWriter:
         self.directory = directory
         self.schema = schema
         self.part_rows = part_rows
-        self.row_group_rows = row_group_rows
+        self.row_group_rows = min(row_group_rows, part_rows)  # a row group never spans two parts
         self.parts: list[PartFile] = []
         self.rows = 0
         self._buffer: list[pa.RecordBatch] = []
@@ -122,11 +122,16 @@ class PartWriter:
         self._rows_in_part = 0
 
     def write(self, batch: pa.RecordBatch) -> None:
-        self._buffer.append(batch)
-        self._buffered += batch.num_rows
-        self.rows += batch.num_rows
-        if self._buffered >= self.row_group_rows:
-            self._flush()
+        """Row groups hold exactly `row_group_rows` rows (a batch is sliced at the boundary, without a copy), so a
+        part of whole DuckDB row groups inserts into whole row groups (early_insert.py)."""
+        while batch.num_rows:
+            piece = batch.slice(0, self.row_group_rows - self._buffered)
+            batch = batch.slice(piece.num_rows)
+            self._buffer.append(piece)
+            self._buffered += piece.num_rows
+            self.rows += piece.num_rows
+            if self._buffered >= self.row_group_rows:
+                self._flush()
 
     def flush(self) -> None:
         """Write the buffered rows out now (as the current part's last row group so far; the part stays open)."""
@@ -193,6 +198,12 @@ def _write_row_group(writer: pq.ParquetWriter, group: pa.Table) -> None:
     # would keep resident for the next one, per table of the load: handed back at once instead (~1 ms).
     pa.default_memory_pool().release_unused()
 
+
+# DuckDB's rows per row group (its default `row_group_size`). A lake row group is half of one: ~30 MiB of answers
+# and ~18 MiB of results buffered a table at most, and parts of an even number of them insert into whole DuckDB row
+# groups.
+DUCKDB_ROW_GROUP_ROWS = 122_880
+LAKE_ROW_GROUP_ROWS = DUCKDB_ROW_GROUP_ROWS // 2
 
 # Row groups written in the background (PartWriter): two threads, so the tables of a load (answers and
 # their results) and the loads fetched at once are written side by side; each writer has one at a time.

@@ -27,6 +27,7 @@ from pipeline.warehouse.results import LoadResult
 from pipeline.warehouse.schema import check_identifier, table_def
 
 if TYPE_CHECKING:
+    from pipeline.warehouse.early_insert import EarlyFirstLoad
     from pipeline.warehouse.warehouse import Warehouse
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
@@ -35,7 +36,8 @@ _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 class Load:
     """Created by Warehouse.load(); see its docstring."""
 
-    def __init__(self, warehouse: Warehouse, stream: str, run_id: str, started_at: datetime) -> None:
+    def __init__(self, warehouse: Warehouse, stream: str, run_id: str, started_at: datetime,
+                 part_rows: int | None = None) -> None:
         check_identifier(stream, "stream")
         if not _RUN_ID.match(run_id):
             raise WarehouseError(f"run_id {run_id!r} must be 1-100 letters, digits, '.', '_' or '-' (it names "
@@ -45,6 +47,7 @@ class Load:
         self.stream = stream
         self.run_id = run_id
         self.started_at = started_at
+        self.part_rows = part_rows or warehouse.part_rows
         self.load_id = f"{run_id}-{stream}-{secrets.token_hex(4)}"
         self._specs: dict[str, TableSpec] = {}
         self._writers: dict[str, PartWriter] = {}
@@ -69,7 +72,7 @@ class Load:
             self._writers[spec.name] = PartWriter(
                 self.warehouse.lake, load_dir(spec.name, self.started_at, self.load_id),
                 _lake_schema(spec, self.load_id),
-                part_rows=self.warehouse.part_rows, row_group_rows=self.warehouse.row_group_rows)
+                part_rows=self.part_rows, row_group_rows=self.warehouse.row_group_rows)
             if spec.kind == "snapshot":
                 self._contents[spec.name] = ContentDigest(spec.schema)
         elif known != spec:
@@ -91,7 +94,7 @@ class Load:
     def commit(self, cursor: datetime | None = None, complete_snapshots: Iterable[str] = (),
                replace_children_of: ChildLinks | None = None, stats: Mapping[str, Any] | None = None,
                *, cursor_reset: bool = False, position: int | None = None,
-               drop_before: Iterable[str] = ()) -> LoadResult:
+               drop_before: Iterable[str] = (), early: EarlyFirstLoad | None = None) -> LoadResult:
         """Make everything written visible in the warehouse with the stream's new cursor, atomically.
 
         cursor: the stream's new cursor; the stored one only moves forward (an older one is ignored).
@@ -104,6 +107,8 @@ class Load:
             to which this load holds every entry; stored in lms._sync_state.position, only ever moving forward.
         drop_before: tables dropped in this load's transaction before its rows go in, and recreated from their
             spec: a one-time adoption of tables written outside the lake, whose rows this load carries.
+        early: the transaction in which this load's first load went in while it was written (early_insert.py);
+            the commit finishes it.
         """
         self._require_open()
         if cursor is not None:
@@ -120,9 +125,7 @@ class Load:
             raise WarehouseError(f"stats of load {self.load_id} must be JSON-serializable: {error}") from None
         self._state = "committing"
         try:
-            tables = tuple(TableLoad(name, spec.kind, tuple(spec.key), spec.cursor_field, spec.parent,
-                                     tuple(spec.schema.names), self._writers[name].finish(), tuple(spec.order_by),
-                                     self._content(name))
+            tables = tuple(table_load(spec, self._writers[name].finish(), self._content(name))
                            for name, spec in self._specs.items())
             # The last row groups' Parquet encoding scratch (tens of MiB in Arrow's pool at 131k-row groups),
             # back to the OS before DuckDB takes its memory for the commit.
@@ -131,7 +134,7 @@ class Load:
             hooks.reached(f"parts_written:{self.stream}")
             result = commit_load(self, tables, cursor, tuple(sorted(set(complete_snapshots))),
                                  replace_children_of, stats, cursor_reset=cursor_reset, position=position,
-                                 drop_before=drop_before)
+                                 drop_before=drop_before, early=early)
         except BaseException:
             if not self._has_manifest():  # once the manifest exists the parts belong to a committed load
                 self._discard()
@@ -146,6 +149,12 @@ class Load:
         self._require_open()
         writer = self._writers.get(table)
         return () if writer is None else writer.finish()
+
+    def closed_parts(self, table: str) -> tuple[PartFile, ...]:
+        """The parts of `table` written whole so far (stored and final: no later row goes into them); callable
+        from another thread than the one writing."""
+        writer = self._writers.get(table)
+        return () if writer is None else tuple(writer.parts)
 
     def abort(self) -> None:
         """Forget this load: its parts are removed and nothing reaches the warehouse."""
@@ -177,6 +186,12 @@ class Load:
 def require_aware(value: datetime, name: str) -> None:
     if not isinstance(value, datetime) or value.tzinfo is None or value.utcoffset() is None:
         raise WarehouseError(f"{name} must be a timezone-aware datetime (UTC), got {value!r}.")
+
+
+def table_load(spec: TableSpec, parts: tuple[PartFile, ...], content: str | None = None) -> TableLoad:
+    """What the commit path knows of one table of a load: its spec's rules and the parts written."""
+    return TableLoad(spec.name, spec.kind, tuple(spec.key), spec.cursor_field, spec.parent, tuple(spec.schema.names),
+                     parts, tuple(spec.order_by), content)
 
 
 def _lake_schema(spec: TableSpec, load_id: str) -> pa.Schema:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import duckdb
@@ -149,6 +149,13 @@ def applied_loads(conn: duckdb.DuckDBPyConnection) -> dict[int, str]:
 def last_load_time(conn: duckdb.DuckDBPyConnection) -> datetime | None:
     value = conn.execute(f"SELECT max(committed_at) FROM {LOAD_RUNS}").fetchone()[0]
     return utc(value) if value is not None else None
+
+
+def next_load_time(conn: duckdb.DuckDBPyConnection, now: datetime) -> datetime:
+    """The time of the next load: `now`, but strictly after the last one, even if the clock stepped back."""
+    now = now.astimezone(timezone.utc)
+    previous = last_load_time(conn)
+    return max(now, previous + timedelta(microseconds=1)) if previous else now
 
 
 def utc(value: datetime) -> datetime:

@@ -44,14 +44,22 @@ def insert_first_load(conn: duckdb.DuckDBPyConnection, load: TableLoad, target: 
     One INSERT, in no particular order, on every core: sorting by key cost the 9.7M answers of scale large
     27-28 s and 41 CPU-s (range by range, to fit 160MiB), the unordered insert 4.8 s and 9.4 CPU-s, and
     nothing reads the table faster for its key order (docs/warehouse.md, "First loads")."""
-    columns = ", ".join(q(c) for c in load.columns)
     with values_must_fit(load), duplicate_keys_of(conn, load, target, files) as duplicates:
-        with insertion_order_not_kept(conn):
-            inserted = conn.execute(
-                f"INSERT INTO {table_ref(target.name)} ({columns}, {q(FIRST_LOADED_AT)}, {q(LAST_LOADED_AT)}) "
-                f"SELECT {columns}, {ts}, {ts} FROM ({deduped_sql(load, target, duplicates)})",
-                {"files": files}).fetchone()[0]
-    return Stage(f"_stage_{load.name}", load, target, True, int(inserted))
+        inserted = insert_parts(conn, load, target, files, ts, duplicates)
+    return Stage(f"_stage_{load.name}", load, target, True, inserted)
+
+
+def insert_parts(conn: duckdb.DuckDBPyConnection, load: TableLoad, target: TableDef, files: list[str], ts: str,
+                 duplicates: str | None = None) -> int:
+    """Insert the rows of the Parquet parts `files`, deduped as staging.deduped_sql says, in no particular order
+    and without looking at the table's rows; returns their count."""
+    columns = ", ".join(q(c) for c in load.columns)
+    with insertion_order_not_kept(conn):
+        inserted = conn.execute(
+            f"INSERT INTO {table_ref(target.name)} ({columns}, {q(FIRST_LOADED_AT)}, {q(LAST_LOADED_AT)}) "
+            f"SELECT {columns}, {ts}, {ts} FROM ({deduped_sql(load, target, duplicates)})",
+            {"files": files}).fetchone()[0]
+    return int(inserted)
 
 
 def data_columns(stage: Stage) -> list[str]:

@@ -13,6 +13,7 @@ import duckdb
 from pipeline.contract.tables import TableSpec
 from pipeline.warehouse.connection import DEFAULT_MEMORY_LIMIT, ConnectionSettings, open_connection
 from pipeline.warehouse.context import CommitContext, Upsert
+from pipeline.warehouse.lake import LAKE_ROW_GROUP_ROWS
 from pipeline.warehouse.lakestore import LocalLake, open_lake
 from pipeline.warehouse.load import Load
 from pipeline.warehouse.recovery import recover
@@ -28,8 +29,8 @@ def utc_now() -> datetime:
 class Warehouse:
     def __init__(self, path: Path, lake_dir: Path | str, *, memory_limit: str = DEFAULT_MEMORY_LIMIT,
                  temp_directory: Path | None = None, threads: int | None = None, lock_timeout: float = 10.0,
-                 part_rows: int = 1_000_000, row_group_rows: int = 65_536, clock: Callable[[], datetime] = utc_now,
-                 upsert: Upsert = upsert_stage) -> None:
+                 part_rows: int = 1_000_000, row_group_rows: int = LAKE_ROW_GROUP_ROWS,
+                 clock: Callable[[], datetime] = utc_now, upsert: Upsert = upsert_stage) -> None:
         self.path = Path(path)
         self.lake = open_lake(lake_dir)  # a local directory or s3://bucket/prefix (lakestore.py)
         self.lake_dir = self.lake.root if isinstance(self.lake, LocalLake) else self.lake.location
@@ -71,7 +72,8 @@ class Warehouse:
         """Within the block every connect() (read-only or not) yields ONE read-write connection, opened at the
         start and closed at the end: a step's consecutive look-ups (tables, cursor, window plan) open the file
         once instead of once each (~50 ms per open at scale large). Hold it only around DuckDB work, never
-        around a fetch: the file stays locked for as long as the block runs. A read-only request getting the
+        around a fetch: the file stays locked for as long as the block runs (the one exception: a first load
+        inserted while it is fetched, early_insert.py, which is DuckDB work all along). A read-only request getting the
         read-write connection is what connection._connect does anyway when this process writes the file."""
         if self._shared is not None:  # nested: the outer block's connection
             yield self._shared
@@ -129,6 +131,7 @@ class Warehouse:
             except duckdb.CatalogException:  # no load committed yet
                 return None
 
-    def load(self, stream: str, run_id: str, started_at: datetime) -> Load:
-        """A new load for `stream`; use it as a context manager and call commit() at the end."""
-        return Load(self, stream, run_id, started_at)
+    def load(self, stream: str, run_id: str, started_at: datetime, part_rows: int | None = None) -> Load:
+        """A new load for `stream`; use it as a context manager and call commit() at the end. `part_rows`: rows
+        per lake part of this load (default: the warehouse's)."""
+        return Load(self, stream, run_id, started_at, part_rows)

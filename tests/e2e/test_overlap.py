@@ -4,6 +4,7 @@ and the warehouse still equals the platform after a full and an incremental sync
 
 from __future__ import annotations
 
+import threading
 import time
 from urllib.parse import parse_qs, urlsplit
 
@@ -17,7 +18,7 @@ from pipeline.stack import local_stack
 from pipeline.defs.progress import answers_ahead
 from pipeline.source import answers
 from pipeline.source.client import PlatformClient
-from pipeline.warehouse import hooks
+from pipeline.warehouse import early_insert, hooks
 
 pytestmark = pytest.mark.slow
 CONCURRENCY = 3
@@ -186,4 +187,44 @@ def test_steps_whose_fetch_has_ended_go_before_a_step_still_fetching(tmp_path):
         assert full.success, full.error
         started = step_starts(instance, full.run_id)
         assert started["sync_groups"] > max(started["sync_lessons"], started["sync_lesson_sessions"])
+        assert_warehouse_equals_platform(stack)
+
+
+def test_a_first_load_of_the_answers_goes_in_while_fetched_and_stays_exact(tmp_path, monkeypatch):
+    """A full sync inserts the answers' parts into their empty tables while their fetch runs (early_insert.py),
+    here parts of 300 rows; the answers' fetch is held at each closed part until the answers step has inserted it
+    (so that step finds the fetch running, and the rows of every closed part go in early). The UI shows how many
+    rows went in early; the warehouse equals the platform, and so it does after an incremental sync, which is no
+    first load."""
+    monkeypatch.setattr(early_insert, "EARLY_PART_ROWS", 300)
+    stored, inserted = [], []
+    changed = threading.Condition()
+
+    def hold_answers_fetch(point: str) -> None:
+        with changed:
+            if point == "early_inserted":
+                inserted.append(point)
+                changed.notify_all()
+            elif point == "part_stored" and threading.current_thread().name == "lessonsync-fetch-answers":
+                stored.append(point)
+                changed.wait_for(lambda: len(inserted) >= len(stored), timeout=30)
+
+    with local_stack(tmp_path / "data", scale="tiny", faults="latency_ms=5", page_size=20) as stack:
+        hooks.on_point(hold_answers_fetch)
+        try:
+            full = stack.sync(select=RAW)
+        finally:
+            hooks.on_point(None)
+        assert full.success, full.error
+        assert len(inserted) == len(stored) > 2
+        for table in ("answers", "answer_results"):
+            meta = full.materializations[f"lms/{table}"]
+            assert 0 <= meta["rows_inserted"] - meta["rows_inserted_while_fetching"] < 300  # all but the last part
+            assert meta["rows_inserted"] == meta["rows_fetched"] > 300
+        assert_warehouse_equals_platform(stack)
+
+        stack.advance(hours=24)
+        incremental = stack.sync(select=RAW)
+        assert incremental.success, incremental.error
+        assert "rows_inserted_while_fetching" not in incremental.materializations["lms/answers"]
         assert_warehouse_equals_platform(stack)

@@ -1,6 +1,7 @@
 """Subprocess of test_crash.py: commits generation 2 of the answers into the warehouse under <root> and
 SIGKILLs itself when the commit reaches <point> ("none": never). Prints "committing" when the parts are
-in the lake and the DuckDB commit starts, so the parent can also kill it from outside at any moment."""
+in the lake and the DuckDB commit starts, so the parent can also kill it from outside at any moment. With
+--early the load goes in while it is written (early_insert.py), in parts of 1,500 rows."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ from pathlib import Path
 from warehouse_helpers import ANSWER_RESULTS, ANSWERS, T0, answers_generation, make_warehouse
 
 from pipeline.warehouse import hooks
+from pipeline.warehouse.early_insert import EarlyFirstLoad
 from pipeline.warehouse.warehouse import utc_now
 
 
-def main(root: str, point: str, rows_count: int) -> None:
+def main(root: str, point: str, rows_count: int, early: bool = False) -> None:
     def listener(reached: str) -> None:
         if reached == "parts_written":
             print("committing", flush=True)
@@ -26,12 +28,22 @@ def main(root: str, point: str, rows_count: int) -> None:
     hooks.on_point(listener)
     answers, results = answers_generation(2, rows_count)
     warehouse = make_warehouse(Path(root), clock=utc_now)
-    with warehouse.load("answers", "crash-run", T0) as load:
-        load.write(ANSWERS, answers)
-        load.write(ANSWER_RESULTS, results)
-        load.commit(cursor=T0 + timedelta(hours=2))
+    if early:
+        with warehouse.load("answers", "crash-run", T0, part_rows=1_500) as load, warehouse.one_connection() as conn:
+            inserting = EarlyFirstLoad.begin(conn, load, (ANSWERS, ANSWER_RESULTS))
+            for spec, table in ((ANSWERS, answers), (ANSWER_RESULTS, results)):
+                for start in range(0, table.num_rows, 700):
+                    load.write(spec, table.slice(start, 700))
+                    if inserting is not None:
+                        inserting.insert_ready()
+            load.commit(cursor=T0 + timedelta(hours=2), early=inserting)
+    else:
+        with warehouse.load("answers", "crash-run", T0) as load:
+            load.write(ANSWERS, answers)
+            load.write(ANSWER_RESULTS, results)
+            load.commit(cursor=T0 + timedelta(hours=2))
     print("done", flush=True)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), early="--early" in sys.argv[4:])

@@ -240,7 +240,8 @@ def test_a_position_only_moves_forward_and_is_kept_apart_from_the_cursor(tmp_pat
 
 def test_row_groups_written_in_the_background_keep_every_row_in_order(tmp_path: Path) -> None:
     """PartWriter hands each full row group to a background thread and returns: the parts still hold every
-    row once, in the order written, in whole row groups, while two writers (a load's tables) write at once."""
+    row once, in the order written, in row groups of exactly row_group_rows (batches of 300 sliced at their
+    boundaries), while two writers (a load's tables) write at once."""
     schema = pa.schema([("id", pa.int64())])
     writers = [PartWriter(open_lake(tmp_path / "lake"), f"t{n}/loaded_date=2026-11-24/load-1", schema,
                           part_rows=2_000, row_group_rows=500) for n in range(2)]
@@ -249,7 +250,8 @@ def test_row_groups_written_in_the_background_keep_every_row_in_order(tmp_path: 
             writer.write(pa.record_batch([pa.array(range(start, start + 300))], schema=schema))
     for writer in writers:
         parts = writer.finish()
-        assert [part.rows for part in parts] == [2_400, 2_400, 2_400, 1_800]  # row groups of 600
+        assert [part.rows for part in parts] == [2_000, 2_000, 2_000, 2_000, 1_000]
         files = [pq.ParquetFile(tmp_path / "lake" / part.path) for part in parts]
-        assert [f.metadata.num_row_groups for f in files] == [4, 4, 4, 3]
+        assert [f.metadata.num_row_groups for f in files] == [4, 4, 4, 4, 2]
+        assert {f.metadata.row_group(i).num_rows for f in files for i in range(f.metadata.num_row_groups)} == {500}
         assert [i for f in files for i in f.read().column("id").to_pylist()] == list(range(9_000))

@@ -43,6 +43,7 @@ from pipeline.prefetch.runs import add_prefetched, peek_prefetched, take_prefetc
 from pipeline.source.client import PlatformClient
 from pipeline.source.stats import RunStats
 from pipeline.warehouse import Load, Warehouse
+from pipeline.warehouse import early_insert
 
 OVERLAP_MAX_ROWS = 500_000  # a larger active-lessons load commits before the answers start fetching (docstring)
 
@@ -109,7 +110,8 @@ class AnswersAhead:
         client.hold_decode_workers()
         add_prefetched(context.run.run_id, BackgroundFetch(
             wh, client, "answers", context.run.run_id, window, cursor_before,
-            client.iter_answers(planner_input, updated_since=window.since), plan=self._plan))
+            client.iter_answers(planner_input, updated_since=window.since), plan=self._plan,
+            part_rows=early_insert.EARLY_PART_ROWS))  # a first load goes in part by part while fetched (loading.py)
         context.log.info(f"answers: planned from the {planner_input.num_rows:,} active lessons of their window, "
                          + ("fetching while the active lessons commit" if load is not None else
                             "fetching from now, after the active lessons committed"))

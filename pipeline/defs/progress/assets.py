@@ -104,7 +104,8 @@ def answers(
 
         done = load_stream(context, wh, client, "answers", fetch, before_commit=record_versions,
                            also_tables=[VERSIONS], backfill=backfill.window(), tables=("answers", "answer_results"),
-                           cursor_ceiling=lambda: planned["ceiling"])
+                           cursor_ceiling=lambda: planned["ceiling"],
+                           early_tables=(TABLES["answers"], TABLES["answer_results"]))
     in_window, refetched = planned["counts"]
     context.log.info(f"answers: {refetched:,} of the window's {in_window:,} active lessons needed their "
                      f"answers; {done.stats.planned_requests:,} requests planned")
