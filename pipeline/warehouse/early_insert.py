@@ -101,7 +101,7 @@ class EarlyFirstLoad:
                 self._rows[name] += inserted
                 self.rows_while_fetching[name] += inserted
                 self._inserted[name].extend(files)
-                hooks.reached("early_inserted")
+                hooks.reached(f"early_inserted:{name}")
         except Exception as error:  # whatever it was, the commit can still insert the load the ordinary way
             self.error = error
             try:

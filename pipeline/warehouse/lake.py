@@ -103,7 +103,9 @@ class PartWriter:
     order), so `write` returns at once: the thread that feeds it (a fetch draining the client's bounded
     queue) would otherwise stop for the whole row group (~80 ms for 131k rows of answers), long enough for
     the queue to fill and the requests in flight to stop. Arrow releases the GIL while it writes. At most one
-    row group is being written while the next fills: the buffer bound is two row groups, not one."""
+    row group is being written while the next fills: the buffer bound is two row groups, not one. A full part is
+    closed and published in the background too (after its last row group, parts in order): that waited for the
+    last row group and an fsync, 17 times in the medium answers fetch (0.87 s of its thread)."""
 
     def __init__(self, lake: LakeStore, directory: str, schema: pa.Schema, *, part_rows: int,
                  row_group_rows: int) -> None:
@@ -120,6 +122,8 @@ class PartWriter:
         self._writing: Future[None] | None = None  # the row group being written in the background
         self._spooled: Path | None = None
         self._rows_in_part = 0
+        self._started_parts = 0
+        self._closing: Future[None] | None = None  # the last part being closed and published in the background
 
     def write(self, batch: pa.RecordBatch) -> None:
         """Row groups hold exactly `row_group_rows` rows (a batch is sliced at the boundary, without a copy), so a
@@ -140,14 +144,17 @@ class PartWriter:
     def finish(self) -> tuple[PartFile, ...]:
         self._flush()
         self._close_part()
+        self._closed()
         if self.parts:
             self.lake.sync_directory(self.directory)
         return tuple(self.parts)
 
     def discard(self) -> None:
         """Forget everything this writer wrote (the load is abandoned)."""
-        with suppress(Exception):  # a failed row-group write: its part is being thrown away anyway
+        with suppress(Exception):  # a failed row-group write or publish: its part is being thrown away anyway
             self._written()
+        with suppress(Exception):
+            self._closed()
         if self._writer is not None:
             self._writer.close()
             self._writer = None
@@ -162,7 +169,8 @@ class PartWriter:
         self._buffer, self._buffered = [], 0
         self._written()  # the previous row group: one at a time, in order
         if self._writer is None:
-            self._spooled = self.lake.spool_path(self.directory, self._part_name())
+            self._spooled = self.lake.spool_path(self.directory, self._part_name(self._started_parts))
+            self._started_parts += 1
             self._writer = pq.ParquetWriter(self._spooled, self.schema, compression="zstd")
         self._writing = _ROW_GROUPS.submit(_write_row_group, self._writer, group)
         self._rows_in_part += group.num_rows
@@ -175,21 +183,36 @@ class PartWriter:
         if writing is not None:
             writing.result()
 
-    def _close_part(self) -> None:
-        self._written()
-        if self._writer is None or self._spooled is None:
-            return
-        self._writer.close()
-        self._writer = None
-        name = self._part_name()
-        size = self.lake.publish_part(self._spooled, self.directory, name)
-        self._spooled = None
-        self.parts.append(PartFile(f"{self.directory}/{name}", self._rows_in_part, size))
-        self._rows_in_part = 0
-        hooks.reached("part_stored")
+    def _closed(self) -> None:
+        """Wait for the parts being closed; the error of one, if any, is raised here."""
+        closing, self._closing = self._closing, None
+        if closing is not None:
+            closing.result()
 
-    def _part_name(self) -> str:
-        return f"part-{len(self.parts):06d}.parquet"
+    def _close_part(self) -> None:
+        if self._writer is None or self._spooled is None:
+            self._written()
+            return
+        part = (self._writer, self._spooled, self._part_name(self._started_parts - 1), self._rows_in_part)
+        self._writer, self._spooled, self._rows_in_part = None, None, 0
+        # self._writing stays: the next part's first row group waits for this part's last, as any row group does
+        self._closing = _PUBLISHING.submit(self._publish, *part, self._writing, self._closing)
+
+    def _publish(self, writer: pq.ParquetWriter, spooled: Path, name: str, rows: int,
+                 last_row_group: Future[None] | None, previous_part: Future[None] | None) -> None:
+        if previous_part is not None:
+            previous_part.result()  # done already (one thread, in order); its error stops the ones after it
+        if last_row_group is not None:
+            last_row_group.result()
+        writer.close()
+        size = self.lake.publish_part(spooled, self.directory, name)
+        self.parts.append(PartFile(f"{self.directory}/{name}", rows, size))
+        hooks.reached("part_stored")
+        hooks.reached(f"part_stored:{self.directory.split('/')[0]}")
+
+    @staticmethod
+    def _part_name(number: int) -> str:
+        return f"part-{number:06d}.parquet"
 
 
 def _write_row_group(writer: pq.ParquetWriter, group: pa.Table) -> None:
@@ -208,3 +231,6 @@ LAKE_ROW_GROUP_ROWS = DUCKDB_ROW_GROUP_ROWS // 2
 # Row groups written in the background (PartWriter): two threads, so the tables of a load (answers and
 # their results) and the loads fetched at once are written side by side; each writer has one at a time.
 _ROW_GROUPS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="lessonsync-lake")
+# Full parts closed and published (fsync + rename, or upload), one at a time, in the order they were closed: a
+# part waits there for its last row group (written by _ROW_GROUPS, which never waits for this one).
+_PUBLISHING = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lessonsync-publish")

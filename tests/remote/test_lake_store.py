@@ -4,6 +4,7 @@ manifest recorded, and DuckDB reads S3 parts through the registered filesystem."
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -56,6 +57,9 @@ def test_an_abandoned_writer_leaves_no_part(lake: LakeStore):
     schema = pa.schema([("id", pa.int64())])
     writer = PartWriter(lake, "t/loaded_date=2026-11-24/load-2", schema, part_rows=1, row_group_rows=1)
     writer.write(pa.record_batch([pa.array([1])], schema=schema))
+    deadline = time.monotonic() + 30  # a full part is published in the background
+    while not writer.parts and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert lake.part_size("t/loaded_date=2026-11-24/load-2/part-000000.parquet") is not None
     writer.discard()
     assert lake.part_size("t/loaded_date=2026-11-24/load-2/part-000000.parquet") is None

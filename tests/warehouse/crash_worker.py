@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -36,6 +37,10 @@ def main(root: str, point: str, rows_count: int, early: bool = False) -> None:
                     load.write(spec, table.slice(start, 700))
                     if inserting is not None:
                         inserting.insert_ready()
+                while len(load.closed_parts(spec.name)) < table.num_rows // 1_500:  # published in the background
+                    time.sleep(0.01)
+                if inserting is not None:
+                    inserting.insert_ready()
             load.commit(cursor=T0 + timedelta(hours=2), early=inserting)
     else:
         with warehouse.load("answers", "crash-run", T0) as load:
