@@ -104,13 +104,16 @@ def load_stream(
         context.log.info(f"{stream}: reading {fetching.window.describe()} (fetched ahead: "
                          f"{fetching.pages:,} pages so far)")
     with ExitStack() as holding:
+        early = None
         try:
             early = _begin_early_insert(context, warehouse, fetching, early_tables, holding)
-            fetched = fetching.wait(lambda f: _report_progress(context, f), PROGRESS_EVERY_S,
-                                    meanwhile=early.insert_ready if early is not None else None)
+            fetched = fetching.wait(lambda f: _report_progress(context, f), PROGRESS_EVERY_S)
         except BaseException:
             fetching.cancel()  # a step stopped while waiting (run terminated): the fetch must not run on
             raise
+        finally:
+            if early is not None:
+                early.stop()  # the commit finishes the inserts, on this thread
         return _commit_fetched(context, warehouse, client, stream, fetched, early, snapshot_tables, before_commit,
                                cursor_ceiling, tables)
 
@@ -129,6 +132,7 @@ def _begin_early_insert(context: AssetExecutionContext, warehouse: Warehouse, fe
             return None
         if early is None:
             return None
+        early.start()
         holding.push(attempt.pop_all())
     context.log.info(f"{fetching.stream}: a first load; its parts go into {', '.join(s.name for s in specs)} "
                      "while they are fetched (one transaction, committed at the end)")

@@ -21,7 +21,6 @@ from pipeline.defs.windows import Window
 # How long close() waits for a cancelled fetch to stop: it stops at its next batch, so within one request
 # unless the platform is down (then the thread, a daemon, is left to its retries and the process's end).
 STOP_WAIT_SECONDS = 10.0
-MEANWHILE_SECONDS = 0.2  # how often a waiting step does its own work beside the fetch (BackgroundFetch.wait)
 
 
 @dataclass(frozen=True)
@@ -99,17 +98,11 @@ class BackgroundFetch:
         """Whether the fetch has ended (its step will not wait for the network), successfully or not."""
         return self._done.is_set()
 
-    def wait(self, report: Callable[[BackgroundFetch], None], every: float,
-             meanwhile: Callable[[], None] | None = None) -> Fetched:
-        """The finished fetch; `report(self)` every `every` seconds meanwhile, and `meanwhile()` every
-        MEANWHILE_SECONDS. A failed fetch discards its parts and raises its error here."""
-        next_report = time.monotonic() + every
-        while not self._done.wait(min(every, MEANWHILE_SECONDS) if meanwhile else every):
-            if meanwhile is not None:
-                meanwhile()
-            if time.monotonic() >= next_report:
-                report(self)
-                next_report = time.monotonic() + every
+    def wait(self, report: Callable[[BackgroundFetch], None], every: float) -> Fetched:
+        """The finished fetch; `report(self)` every `every` seconds meanwhile. A failed fetch discards its
+        parts and raises its error here."""
+        while not self._done.wait(every):
+            report(self)
         if self._error is not None or self._stats is None:
             self._discard()
             raise self._error or RuntimeError(f"{self.stream}: the fetch stopped before its end")

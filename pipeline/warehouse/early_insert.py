@@ -17,28 +17,37 @@ same error there if it is the load's."""
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Sequence
+from contextlib import suppress
 from datetime import datetime
 
 import duckdb
 
 from pipeline.contract.tables import TableSpec
 from pipeline.warehouse import hooks
-from pipeline.warehouse.arrow_types import ts_literal
+from pipeline.warehouse.arrow_types import q, ts_literal
+from pipeline.warehouse.connection import scalar
 from pipeline.warehouse.lake import DUCKDB_ROW_GROUP_ROWS, check_parts
 from pipeline.warehouse.load import Load, table_load
 from pipeline.warehouse.manifest import TableLoad
 from pipeline.warehouse.recovery import recover
 from pipeline.warehouse.schema import TableDef, ensure_tables, table_def, table_ref
-from pipeline.warehouse.staging import Stage, duplicate_keys_of, target_is_empty, values_must_fit
+from pipeline.warehouse.staging import Stage, duplicate_keys_of, key_hash, target_is_empty, values_must_fit
 from pipeline.warehouse.state import ensure_state_tables, next_load_time
 from pipeline.warehouse.upsert import insert_parts
 
 # Rows per lake part of a load inserted early: what is left to insert after the last page is at most one part a
-# table (~0.1 s at 246k answer rows), against up to 1M at the warehouse's default part size. Whole DuckDB row groups:
+# table (~0.1 s at 123k answer rows), against up to 1M at the warehouse's default part size. Whole DuckDB row groups:
 # a statement that leaves one partly filled before the next one's rows made the commit's checkpoint rewrite the
 # table (0.93 s and twice the file for the 2.5M medium answer results, inserted 262,144 at a time; 0.01 s aligned).
-EARLY_PART_ROWS = 2 * DUCKDB_ROW_GROUP_ROWS
+EARLY_PART_ROWS = DUCKDB_ROW_GROUP_ROWS
+INSERT_EVERY_SECONDS = 0.2  # how often the inserting thread looks for parts closed since
+# The inserting thread's niceness, and DuckDB on one thread (the calling one) meanwhile: the fetch beside it keeps
+# the CPU it needs (on 2 cores, inserts on both of them at normal priority slowed the medium answers fetch by
+# ~1-1.5 s, as much as they saved after its last page), and the inserts take what it leaves.
+INSERT_NICENESS = 19
 
 
 class EarlyFirstLoad:
@@ -77,12 +86,38 @@ class EarlyFirstLoad:
             return None
         loaded_at = next_load_time(conn, warehouse.clock())
         conn.begin()
+        for spec in specs:
+            conn.execute(f"CREATE TEMP TABLE {q(_hashes(spec.name))} (key_hash UBIGINT)")
         hooks.reached("early_begun")
         return cls(conn, load, targets, specs, loaded_at)
 
     @property
     def open(self) -> bool:
         return self.error is None
+
+    def start(self) -> None:
+        """Insert the parts as they close, in a thread of low priority, with DuckDB on that one thread, until
+        stop()."""
+        self._threads = scalar(self.conn, "SELECT current_setting('threads')")
+        self.conn.execute("SET threads = 1")  # global to the database: nothing else of this process uses it now
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._insert_until_stopped, name="lessonsync-early-insert",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Wait for the insert running, if any, and give DuckDB its threads back (from this thread: DuckDB's new
+        worker threads get its priority, not the inserting thread's)."""
+        self._stopping.set()
+        self._thread.join()
+        with suppress(duckdb.Error):  # a connection closed under it (a run stopped): it has no threads to set
+            self.conn.execute(f"SET threads = {int(self._threads)}")
+
+    def _insert_until_stopped(self) -> None:
+        with suppress(OSError):  # raising the niceness is always allowed; a platform without it keeps the default
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), INSERT_NICENESS)
+        while not self._stopping.wait(INSERT_EVERY_SECONDS):
+            self.insert_ready()
 
     def insert_ready(self) -> None:
         """Insert every part the load closed since the last call. An error ends the early inserts: the transaction
@@ -97,7 +132,7 @@ class EarlyFirstLoad:
                 if self.load.specs.get(name) != spec:
                     raise ValueError(f"table {name} is written with another spec than the one it was begun with")
                 files = check_parts(self.load.warehouse.lake, parts, f"load {self.load.load_id}", self.conn)
-                inserted = insert_parts(self.conn, table_load(spec, ()), self._targets[name], files, self._ts)
+                inserted = self._insert(table_load(spec, ()), self._targets[name], files)
                 self._rows[name] += inserted
                 self.rows_while_fetching[name] += inserted
                 self._inserted[name].extend(files)
@@ -124,18 +159,33 @@ class EarlyFirstLoad:
                 early = []
             rest = files[len(early):]
             if rest:
-                self._rows[load.name] += insert_parts(self.conn, load, target, rest, self._ts)
-            with duplicate_keys_of(self.conn, load, target, files) as duplicates:
+                self._rows[load.name] += self._insert(load, target, rest)
+            hashes = f"temp.{q(_hashes(load.name))}"
+            with duplicate_keys_of(self.conn, load, target, files, hashes) as duplicates:
                 if duplicates is not None:
                     self.take_out(load.name)
                     self._rows[load.name] = insert_parts(self.conn, load, target, files, self._ts, duplicates)
+            self.conn.execute(f"DROP TABLE {hashes}")
         return Stage(f"_stage_{load.name}", load, target, True, self._rows[load.name])
 
     def take_out(self, table: str) -> None:
         """Delete the rows inserted early: the table is empty again within the transaction."""
         self.conn.execute(f"DELETE FROM {table_ref(table)}")
+        self.conn.execute(f"DELETE FROM temp.{q(_hashes(table))}")
         self._inserted[table], self._rows[table], self.rows_while_fetching[table] = [], 0, 0
 
     @property
     def _ts(self) -> str:
         return ts_literal(self.loaded_at)
+
+    def _insert(self, load: TableLoad, target: TableDef, files: list[str]) -> int:
+        """Insert the rows of `files`, and their key hashes for the duplicate-key check of the commit."""
+        inserted = insert_parts(self.conn, load, target, files, self._ts)
+        self.conn.execute(f"INSERT INTO temp.{q(_hashes(load.name))} "
+                          f"SELECT {key_hash(load, target)} FROM read_parquet($files)", {"files": files})
+        return inserted
+
+
+def _hashes(table: str) -> str:
+    """The temp table of the key hashes (staging.key_hash) of the rows of `table` inserted so far."""
+    return f"_early_key_hashes_{table}"
