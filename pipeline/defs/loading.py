@@ -77,7 +77,7 @@ def load_stream(
     also_tables: Iterable[TableSpec] = (),
     cursor_ceiling: Callable[[], datetime | None] | None = None,
     tables: Iterable[str] = (),
-    early_tables: Sequence[TableSpec] = (),
+    early_tables: Callable[[], Sequence[TableSpec]] | None = None,
 ) -> StreamLoad:
     """Fetch `stream` for its window and commit it with the cursor in one transaction. `snapshot_tables`
     were pulled whole: their rows not seen are marked deleted, but only after a complete sweep.
@@ -85,8 +85,9 @@ def load_stream(
     `before_commit(load, stats)` may write more rows (sync state) to commit in the same transaction.
     `cursor_ceiling()`, read after the fetch, caps the cursor (pipeline/defs/windows.py: the answers' one).
     `tables` (and `snapshot_tables`) get their live row count after the commit (dagster/row_count).
-    `early_tables`: tables whose first load goes into DuckDB part by part while the fetch still runs, when they
-    are all empty (pipeline/warehouse/early_insert.py); the step then holds the file from its wait to its commit.
+    `early_tables()`, asked once the fetch has started: tables whose first load goes into DuckDB part by part while
+    the fetch still runs, when they are all empty (pipeline/warehouse/early_insert.py); the step then holds the file
+    from its wait to its commit.
     A stream the run's first step started fetching (sync_client) is taken as it is; otherwise, on one
     connection: every raw table (and `also_tables`) created or evolved, the cursor read and `fetch(window)`
     called (it may plan from the warehouse); its batches are read after the file is let go. Either way the
@@ -106,7 +107,7 @@ def load_stream(
     with ExitStack() as holding:
         early = None
         try:
-            early = _begin_early_insert(context, warehouse, fetching, early_tables, holding)
+            early = _begin_early_insert(context, warehouse, fetching, early_tables() if early_tables else (), holding)
             fetched = fetching.wait(lambda f: _report_progress(context, f), PROGRESS_EVERY_S)
         except BaseException:
             fetching.cancel()  # a step stopped while waiting (run terminated): the fetch must not run on

@@ -27,14 +27,14 @@ import duckdb
 
 from pipeline.contract.tables import TableSpec
 from pipeline.warehouse import hooks
-from pipeline.warehouse.arrow_types import q, ts_literal
+from pipeline.warehouse.arrow_types import ts_literal
 from pipeline.warehouse.connection import scalar
 from pipeline.warehouse.lake import DUCKDB_ROW_GROUP_ROWS, check_parts
 from pipeline.warehouse.load import Load, table_load
 from pipeline.warehouse.manifest import TableLoad
 from pipeline.warehouse.recovery import recover
 from pipeline.warehouse.schema import TableDef, ensure_tables, table_def, table_ref
-from pipeline.warehouse.staging import Stage, duplicate_keys_of, key_hash, target_is_empty, values_must_fit
+from pipeline.warehouse.staging import Stage, duplicate_keys_of, target_is_empty, values_must_fit
 from pipeline.warehouse.state import ensure_state_tables, next_load_time
 from pipeline.warehouse.upsert import insert_parts
 
@@ -48,6 +48,10 @@ INSERT_EVERY_SECONDS = 0.2  # how often the inserting thread looks for parts clo
 # the CPU it needs (on 2 cores, inserts on both of them at normal priority slowed the medium answers fetch by
 # ~1-1.5 s, as much as they saved after its last page), and the inserts take what it leaves.
 INSERT_NICENESS = 19
+# DuckDB's memory limit while the inserts run beside the fetch, whose buffers and decode worker add up with it: the
+# inserts stream one part at a time. At the warehouse's 160MiB a large full sync peaked at 605 MiB (737 the process
+# tree) during the answers' fetch.
+INSERT_MEMORY_LIMIT = "64MiB"
 
 
 class EarlyFirstLoad:
@@ -86,8 +90,6 @@ class EarlyFirstLoad:
             return None
         loaded_at = next_load_time(conn, warehouse.clock())
         conn.begin()
-        for spec in specs:
-            conn.execute(f"CREATE TEMP TABLE {q(_hashes(spec.name))} (key_hash UBIGINT)")
         hooks.reached("early_begun")
         return cls(conn, load, targets, specs, loaded_at)
 
@@ -98,8 +100,11 @@ class EarlyFirstLoad:
     def start(self) -> None:
         """Insert the parts as they close, in a thread of low priority, with DuckDB on that one thread, until
         stop()."""
-        self._threads = scalar(self.conn, "SELECT current_setting('threads')")
-        self.conn.execute("SET threads = 1")  # global to the database: nothing else of this process uses it now
+        # both global to the database: nothing else of this process uses it now
+        self._settings = {name: scalar(self.conn, f"SELECT current_setting('{name}')")
+                          for name in ("threads", "memory_limit")}
+        self.conn.execute("SET threads = 1")
+        self.conn.execute(f"SET memory_limit = '{INSERT_MEMORY_LIMIT}'")
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._insert_until_stopped, name="lessonsync-early-insert",
                                         daemon=True)
@@ -110,8 +115,9 @@ class EarlyFirstLoad:
         worker threads get its priority, not the inserting thread's)."""
         self._stopping.set()
         self._thread.join()
-        with suppress(duckdb.Error):  # a connection closed under it (a run stopped): it has no threads to set
-            self.conn.execute(f"SET threads = {int(self._threads)}")
+        with suppress(duckdb.Error):  # a connection closed under it (a run stopped): nothing to set back
+            self.conn.execute(f"SET threads = {int(self._settings['threads'])}")
+            self.conn.execute(f"SET memory_limit = '{self._settings['memory_limit']}'")
 
     def _insert_until_stopped(self) -> None:
         with suppress(OSError):  # raising the niceness is always allowed; a platform without it keeps the default
@@ -160,18 +166,15 @@ class EarlyFirstLoad:
             rest = files[len(early):]
             if rest:
                 self._rows[load.name] += self._insert(load, target, rest)
-            hashes = f"temp.{q(_hashes(load.name))}"
-            with duplicate_keys_of(self.conn, load, target, files, hashes) as duplicates:
+            with duplicate_keys_of(self.conn, load, target, files) as duplicates:
                 if duplicates is not None:
                     self.take_out(load.name)
                     self._rows[load.name] = insert_parts(self.conn, load, target, files, self._ts, duplicates)
-            self.conn.execute(f"DROP TABLE {hashes}")
         return Stage(f"_stage_{load.name}", load, target, True, self._rows[load.name])
 
     def take_out(self, table: str) -> None:
         """Delete the rows inserted early: the table is empty again within the transaction."""
         self.conn.execute(f"DELETE FROM {table_ref(table)}")
-        self.conn.execute(f"DELETE FROM temp.{q(_hashes(table))}")
         self._inserted[table], self._rows[table], self.rows_while_fetching[table] = [], 0, 0
 
     @property
@@ -179,13 +182,4 @@ class EarlyFirstLoad:
         return ts_literal(self.loaded_at)
 
     def _insert(self, load: TableLoad, target: TableDef, files: list[str]) -> int:
-        """Insert the rows of `files`, and their key hashes for the duplicate-key check of the commit."""
-        inserted = insert_parts(self.conn, load, target, files, self._ts)
-        self.conn.execute(f"INSERT INTO temp.{q(_hashes(load.name))} "
-                          f"SELECT {key_hash(load, target)} FROM read_parquet($files)", {"files": files})
-        return inserted
-
-
-def _hashes(table: str) -> str:
-    """The temp table of the key hashes (staging.key_hash) of the rows of `table` inserted so far."""
-    return f"_early_key_hashes_{table}"
+        return insert_parts(self.conn, load, target, files, self._ts)

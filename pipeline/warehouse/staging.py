@@ -107,21 +107,17 @@ def values_must_fit(load: TableLoad) -> Iterator[None]:
 
 @contextmanager
 def duplicate_keys_of(conn: duckdb.DuckDBPyConnection, load: TableLoad, target: TableDef,
-                      files: list[str], hashes: str | None = None) -> Iterator[str | None]:
+                      files: list[str]) -> Iterator[str | None]:
     """A temp table of the hashes (key_hash) of the keys that occur more than once in the load's parts, dropped
     afterwards; None when every key occurs once, the usual case: a drift re-fetch or a per-user request
     overlapping a per-lesson one are the exceptions. Grouping one 64-bit hash of the key columns (the parts are
     read for those columns only) is far cheaper than a window over whole rows, which sorts them, and its groups
     are a tenth of the key's size (22M keys at scale large). Two keys sharing a hash only send both through the
-    window, which partitions by the key itself: the result is exact either way. `hashes`: a relation holding
-    those hashes already (column key_hash, one row per row of `files`), grouped instead of the parts."""
+    window, which partitions by the key itself: the result is exact either way."""
     name = f"_duplicate_keys_{load.name}"
     conn.execute(f"DROP TABLE IF EXISTS temp.{q(name)}")
-    if hashes is None:
-        conn.execute(f"CREATE TEMP TABLE {q(name)} AS SELECT {key_hash(load, target)} AS key_hash "
-                     "FROM read_parquet($files) GROUP BY ALL HAVING count(*) > 1", {"files": files})
-    else:
-        conn.execute(f"CREATE TEMP TABLE {q(name)} AS SELECT key_hash FROM {hashes} GROUP BY ALL HAVING count(*) > 1")
+    conn.execute(f"CREATE TEMP TABLE {q(name)} AS SELECT {key_hash(load, target)} AS key_hash "
+                 "FROM read_parquet($files) GROUP BY ALL HAVING count(*) > 1", {"files": files})
     found = conn.execute(f"SELECT count(*) > 0 FROM temp.{q(name)}").fetchone()[0]
     yield name if found else None
     # not on an error: that aborts the load's transaction, whose rollback takes the temp table with it

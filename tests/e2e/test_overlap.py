@@ -118,13 +118,16 @@ def test_streams_are_fetched_together_within_the_limit_and_stay_exact(tmp_path):
 
 def test_a_large_active_lessons_load_commits_before_the_answers_start_and_stays_exact(tmp_path, monkeypatch):
     """Above OVERLAP_MAX_ROWS the answers are planned from the committed active lessons and fetched only after
-    that commit (answers_ahead.py: the two would add up in memory), still exact."""
+    that commit (answers_ahead.py: the two would add up in memory), and committed after their last page, still
+    exact."""
     monkeypatch.setattr(answers_ahead, "OVERLAP_MAX_ROWS", 0)
     with local_stack(tmp_path / "data", scale="tiny", faults="latency_ms=5", page_size=20) as stack:
         full, at_first_commit = sync_holding_the_first_commit(stack, seconds=3)
         assert full.success, full.error
         assert [asked for asked, _ in at_first_commit] == [False]
         assert full.materializations["lms/answers"]["rows_fetched"] > 0
+        # nor is such a window's first load inserted while fetched (the DuckDB work beside the fetch, in memory)
+        assert "rows_inserted_while_fetching" not in full.materializations["lms/answers"]
         assert_warehouse_equals_platform(stack)
 
 

@@ -9,11 +9,12 @@ from typing import Any
 
 from dagster import AssetExecutionContext, AssetSpec, MaterializeResult, asset, multi_asset
 
-from pipeline.contract.tables import TABLES
+from pipeline.contract.tables import TABLES, TableSpec
 from pipeline.defs.common import lms_key, ready_warehouse, table_definition_metadata
 from pipeline.defs.loading import load_stream, sync_client, table_metadata
 from pipeline.defs.policy import POOL
 from pipeline.defs.progress.answer_versions import VERSIONS, spill_window_active_lessons
+from pipeline.defs.progress import answers_ahead
 from pipeline.defs.progress.answers_ahead import AnswersAhead, refetch_whole_window, take_answers_plan
 from pipeline.defs.progress.backfill import BackfillWindow
 from pipeline.defs.progress.clock_skew import clock_skew_metadata
@@ -102,10 +103,17 @@ def answers(
                 for versions in lessons.fetched_versions():
                     load.write(VERSIONS, versions)
 
+        def early_tables() -> tuple[TableSpec, ...]:
+            # A window of more than OVERLAP_MAX_ROWS active lessons (a large full sync) is committed after its last
+            # page, as its fetch starts after the active lessons' commit: the inserts beside the fetch took its
+            # process tree to 608-626 MiB (572 without them).
+            in_window, _ = planned["lessons"].counts()
+            return (TABLES["answers"], TABLES["answer_results"]) if in_window <= answers_ahead.OVERLAP_MAX_ROWS else ()
+
         done = load_stream(context, wh, client, "answers", fetch, before_commit=record_versions,
                            also_tables=[VERSIONS], backfill=backfill.window(), tables=("answers", "answer_results"),
                            cursor_ceiling=lambda: planned["ceiling"],
-                           early_tables=(TABLES["answers"], TABLES["answer_results"]))
+                           early_tables=early_tables)
     in_window, refetched = planned["counts"]
     context.log.info(f"answers: {refetched:,} of the window's {in_window:,} active lessons needed their "
                      f"answers; {done.stats.planned_requests:,} requests planned")
