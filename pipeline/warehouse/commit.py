@@ -7,6 +7,9 @@
 4. COMMIT. If COMMIT raises and the load is certainly not in DuckDB, the manifest is removed again
    (if that cannot be told, it stays and the next writer rolls the load forward).
 
+A first load inserted while it was written (early_insert.py) did 1, evolved its tables and BEGAN while its fetch
+still ran; its commit goes on with 2's apply, in that transaction.
+
 A crash before 3 leaves the old warehouse and no manifest; between 3 and 4, the next writer replays the
 manifest; after 4 both agree. Either way: old cursor with old rows, or new cursor with new rows."""
 

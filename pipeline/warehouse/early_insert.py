@@ -44,13 +44,14 @@ from pipeline.warehouse.upsert import insert_parts
 # table (0.93 s and twice the file for the 2.5M medium answer results, inserted 262,144 at a time; 0.01 s aligned).
 EARLY_PART_ROWS = DUCKDB_ROW_GROUP_ROWS
 INSERT_EVERY_SECONDS = 0.2  # how often the inserting thread looks for parts closed since
-# The inserting thread's niceness, and DuckDB on one thread (the calling one) meanwhile: the fetch beside it keeps
-# the CPU it needs (on 2 cores, inserts on both of them at normal priority slowed the medium answers fetch by
-# ~1-1.5 s, as much as they saved after its last page), and the inserts take what it leaves.
+# The inserting thread's niceness, and DuckDB on one thread (the calling one) meanwhile, so that the fetch beside it
+# keeps the CPU it needs: on 2 cores, inserts on both of them at normal priority slowed the medium answers fetch by
+# ~1-1.5 s, as much as they saved after its last page; like this they still slow it, by less (docs/BENCHMARKS.md,
+# session 19).
 INSERT_NICENESS = 19
 # DuckDB's memory limit while the inserts run beside the fetch, whose buffers and decode worker add up with it: the
 # inserts stream one part at a time. At the warehouse's 160MiB a large full sync peaked at 605 MiB (737 the process
-# tree) during the answers' fetch.
+# tree) during the answers' fetch; such a window is no longer inserted early at all (progress/assets.py).
 INSERT_MEMORY_LIMIT = "64MiB"
 
 

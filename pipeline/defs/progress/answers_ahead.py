@@ -42,8 +42,7 @@ from pipeline.prefetch.plan import ANSWERS_STEP
 from pipeline.prefetch.runs import add_prefetched, peek_prefetched, take_prefetched
 from pipeline.source.client import PlatformClient
 from pipeline.source.stats import RunStats
-from pipeline.warehouse import Load, Warehouse
-from pipeline.warehouse import early_insert
+from pipeline.warehouse import Load, Warehouse, early_insert
 
 OVERLAP_MAX_ROWS = 500_000  # a larger active-lessons load commits before the answers start fetching (docstring)
 
