@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -127,7 +128,7 @@ def test_a_table_holding_rows_is_no_first_load(tmp_path: Path) -> None:
 def test_a_failed_early_insert_leaves_the_ordinary_commit(tmp_path: Path) -> None:
     """The load writes its answers with another spec than the one the early inserts began with (a column more):
     the early inserts stop and roll back, and the commit evolves the table and inserts the load as always."""
-    wider = ANSWERS.__class__(**{**ANSWERS.__dict__, "schema": ANSWERS.schema.append(pa.field("note", pa.string()))})
+    wider = replace(ANSWERS, schema=ANSWERS.schema.append(pa.field("note", pa.string())))
     wh = make_warehouse(tmp_path, part_rows=2, row_group_rows=2)
     with wh.load("answers", "run", T0) as load, wh.one_connection() as conn:
         early = EarlyFirstLoad.begin(conn, load, (ANSWERS,))
