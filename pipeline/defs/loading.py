@@ -107,7 +107,7 @@ def load_stream(
     with ExitStack() as holding:
         early = None
         try:
-            early = _begin_early_insert(context, warehouse, fetching, early_tables() if early_tables else (), holding)
+            early = _begin_early_insert(context, warehouse, fetching, early_tables, holding)
             fetched = fetching.wait(lambda f: _report_progress(context, f), PROGRESS_EVERY_S)
         except BaseException:
             fetching.cancel()  # a step stopped while waiting (run terminated): the fetch must not run on
@@ -120,10 +120,15 @@ def load_stream(
 
 
 def _begin_early_insert(context: AssetExecutionContext, warehouse: Warehouse, fetching: BackgroundFetch,
-                        specs: Sequence[TableSpec], holding: ExitStack) -> EarlyFirstLoad | None:
-    """The load's commit transaction, begun now on a connection `holding` keeps open, if `specs` are all empty
-    tables and the fetch still runs; None otherwise (then nothing is held)."""
-    if not specs or fetching.ended:
+                        early_tables: Callable[[], Sequence[TableSpec]] | None,
+                        holding: ExitStack) -> EarlyFirstLoad | None:
+    """The load's commit transaction, begun now on a connection `holding` keeps open, if the fetch still runs and
+    `early_tables()` are all empty tables; None otherwise (then nothing is held). A stream with a cursor has had a
+    load: the file is not even opened to look (an incremental run's answers step would open it for nothing)."""
+    if early_tables is None or fetching.ended or fetching.cursor_before is not None:
+        return None
+    specs = early_tables()
+    if not specs:
         return None
     with ExitStack() as attempt:
         try:

@@ -68,8 +68,7 @@ class EarlyFirstLoad:
         self._specs = {spec.name: spec for spec in specs}
         # the parts inserted so far, as check_parts names them, in the order written
         self._inserted: dict[str, list[str]] = {name: [] for name in self._specs}
-        self._rows: dict[str, int] = dict.fromkeys(self._specs, 0)
-        # of those rows, the ones inserted while the load was still written (insert_ready) and kept
+        # their rows, inserted while the load was still written (insert_ready)
         self.rows_while_fetching: dict[str, int] = dict.fromkeys(self._specs, 0)
 
     @classmethod
@@ -139,9 +138,8 @@ class EarlyFirstLoad:
                 if self.load.specs.get(name) != spec:
                     raise ValueError(f"table {name} is written with another spec than the one it was begun with")
                 files = check_parts(self.load.warehouse.lake, parts, f"load {self.load.load_id}", self.conn)
-                inserted = self._insert(table_load(spec, ()), self._targets[name], files)
-                self._rows[name] += inserted
-                self.rows_while_fetching[name] += inserted
+                self.rows_while_fetching[name] += insert_parts(self.conn, table_load(spec, ()), self._targets[name],
+                                                               files, self._ts)
                 self._inserted[name].extend(files)
                 hooks.reached(f"early_inserted:{name}")
         except Exception as error:  # whatever it was, the commit can still insert the load the ordinary way
@@ -165,22 +163,20 @@ class EarlyFirstLoad:
                 self.take_out(load.name)
                 early = []
             rest = files[len(early):]
+            inserted = self.rows_while_fetching[load.name]
             if rest:
-                self._rows[load.name] += self._insert(load, target, rest)
+                inserted += insert_parts(self.conn, load, target, rest, self._ts)
             with duplicate_keys_of(self.conn, load, target, files) as duplicates:
                 if duplicates is not None:
                     self.take_out(load.name)
-                    self._rows[load.name] = insert_parts(self.conn, load, target, files, self._ts, duplicates)
-        return Stage(f"_stage_{load.name}", load, target, True, self._rows[load.name])
+                    inserted = insert_parts(self.conn, load, target, files, self._ts, duplicates)
+        return Stage(f"_stage_{load.name}", load, target, True, inserted)
 
     def take_out(self, table: str) -> None:
         """Delete the rows inserted early: the table is empty again within the transaction."""
         self.conn.execute(f"DELETE FROM {table_ref(table)}")
-        self._inserted[table], self._rows[table], self.rows_while_fetching[table] = [], 0, 0
+        self._inserted[table], self.rows_while_fetching[table] = [], 0
 
     @property
     def _ts(self) -> str:
         return ts_literal(self.loaded_at)
-
-    def _insert(self, load: TableLoad, target: TableDef, files: list[str]) -> int:
-        return insert_parts(self.conn, load, target, files, self._ts)

@@ -8,11 +8,10 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import time
 from datetime import timedelta
 from pathlib import Path
 
-from warehouse_helpers import ANSWER_RESULTS, ANSWERS, T0, answers_generation, make_warehouse
+from warehouse_helpers import ANSWER_RESULTS, ANSWERS, T0, answers_generation, make_warehouse, write_in_slices
 
 from pipeline.warehouse import hooks
 from pipeline.warehouse.early_insert import EarlyFirstLoad
@@ -32,15 +31,8 @@ def main(root: str, point: str, rows_count: int, early: bool = False) -> None:
     if early:
         with warehouse.load("answers", "crash-run", T0, part_rows=1_500) as load, warehouse.one_connection() as conn:
             inserting = EarlyFirstLoad.begin(conn, load, (ANSWERS, ANSWER_RESULTS))
-            for spec, table in ((ANSWERS, answers), (ANSWER_RESULTS, results)):
-                for start in range(0, table.num_rows, 700):
-                    load.write(spec, table.slice(start, 700))
-                    if inserting is not None:
-                        inserting.insert_ready()
-                while len(load.closed_parts(spec.name)) < table.num_rows // 1_500:  # published in the background
-                    time.sleep(0.01)
-                if inserting is not None:
-                    inserting.insert_ready()
+            write_in_slices(load, ANSWERS, answers, inserting)
+            write_in_slices(load, ANSWER_RESULTS, results, inserting)
             load.commit(cursor=T0 + timedelta(hours=2), early=inserting)
     else:
         with warehouse.load("answers", "crash-run", T0) as load:

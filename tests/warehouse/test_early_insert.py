@@ -10,7 +10,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -28,6 +27,8 @@ from warehouse_helpers import (
     batch,
     load_once,
     make_warehouse,
+    wait_for_parts,
+    write_in_slices,
 )
 
 from pipeline.warehouse import TableLoadStats, Warehouse, hooks
@@ -35,23 +36,6 @@ from pipeline.warehouse.early_insert import EarlyFirstLoad
 from pipeline.warehouse.rebuild import rebuild_into
 
 PART_ROWS = 1_500  # the answers and their results close parts while written, and end with one open
-
-
-def write_in_slices(load, spec, table: pa.Table, early: EarlyFirstLoad | None, rows: int = 700) -> None:
-    for start in range(0, table.num_rows, rows):
-        load.write(spec, table.slice(start, rows))
-        if early is not None:
-            early.insert_ready()
-    wait_for_parts(load, spec.name, table.num_rows // PART_ROWS)
-    if early is not None:
-        early.insert_ready()
-
-
-def wait_for_parts(load, table: str, count: int) -> None:
-    """Until `count` parts of `table` are closed: they are published in the background (lake.PartWriter)."""
-    deadline = time.monotonic() + 30
-    while len(load.closed_parts(table)) < count and time.monotonic() < deadline:
-        time.sleep(0.01)
 
 
 def commit_generation(wh: Warehouse, *, early: bool) -> tuple[dict[str, TableLoadStats], EarlyFirstLoad | None]:

@@ -4,6 +4,7 @@ nullable fields, child tables), batch builders, and readers that dump a table fo
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -13,7 +14,8 @@ import duckdb
 import pyarrow as pa
 
 from pipeline.contract.tables import TableSpec
-from pipeline.warehouse import Warehouse
+from pipeline.warehouse import Load, Warehouse
+from pipeline.warehouse.early_insert import EarlyFirstLoad
 
 UTC = timezone.utc
 TS = pa.timestamp("us", tz="UTC")
@@ -168,3 +170,23 @@ def answers_generation(generation: int, rows_count: int) -> tuple[pa.Table, pa.T
                r AS result_index, 'v' || i || '-' || r AS value
         FROM range({start}, {stop}) AS t(i), range(2) AS s(r) WHERE r = 0 OR NOT {changed}""")
     return answers, results
+
+
+def write_in_slices(load: Load, spec: TableSpec, table: pa.Table, early: EarlyFirstLoad | None,
+                    rows: int = 700) -> None:
+    """`table` written to `load` `rows` at a time, each slice followed by the early inserts' look for closed parts
+    (early_insert.py, as its thread does), and once more when every part the rows fill is closed."""
+    for start in range(0, table.num_rows, rows):
+        load.write(spec, table.slice(start, rows))
+        if early is not None:
+            early.insert_ready()
+    wait_for_parts(load, spec.name, table.num_rows // load.part_rows)
+    if early is not None:
+        early.insert_ready()
+
+
+def wait_for_parts(load: Load, table: str, count: int) -> None:
+    """Until `count` parts of `table` are closed: they are published in the background (lake.PartWriter)."""
+    deadline = time.monotonic() + 30
+    while len(load.closed_parts(table)) < count and time.monotonic() < deadline:
+        time.sleep(0.01)
