@@ -21,11 +21,12 @@ quarantine row and retry is raised and recorded by the same code with the same m
   detection (sweeps.py), and Python's string hashes differ between processes;
 - bodies of at least OFFLOAD_BYTES: a small page costs less to decode than to ship;
 - at most WAITING_PER_PROCESS pages waiting per worker: beyond that the loop decodes the page itself, so a
-  worker that falls behind is helped rather than queued for. Twice the requests in flight, not fewer: every
-  page the loop decodes (~3-4 ms) delays the responses of the other requests. With 4 the loop decoded 1,200-1,480
-  of a medium full sync's ~3,010 answer pages, with 16 835-875 (the rest: small pages, and pages before the
-  worker is up); over 9 alternating pairs at 40 ms a request the syncs took 42.3-50.5 s (mean 45.2) against
-  43.4-51.8 s (mean 46.5);
+  worker that falls behind is helped rather than queued for. Twice the default requests in flight, not fewer:
+  every page the loop decodes (~3-4 ms) delays the responses of the other requests. With 4 the loop decoded
+  1,200-1,480 of a medium full sync's ~3,010 answer pages, with 16 835-875 (the rest: small pages, and pages
+  before the worker is up); over 9 alternating pairs at 40 ms a request the syncs took 42.3-50.5 s (mean 45.2)
+  against 43.4-51.8 s (mean 46.5). The waiting bodies (~0.3-1.5 MB each) did not raise the peak: the large full
+  sync's process tree reached 586.5 MiB with 16 and 591.5 with 4;
 - once the workers are up: they import for ~1 s, and pages meanwhile are decoded here. They start when the
   answers' plan has START_AT_RECORDS active lessons or more to fetch in pages of START_AT_RECORDS_PER_PAGE
   records or more on average (answers.py: while it reads the drift check's first listing), else with the first
