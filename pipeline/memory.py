@@ -17,7 +17,8 @@ Arrow's pool is left as the wheel has it (mimalloc): `pa.set_memory_pool` change
 calls use, while the Parquet writer keeps C++'s default, so switching at run time would split Arrow's memory
 over two allocators and leave the `release_unused()` calls of the writers releasing the wrong one. Only
 `ARROW_DEFAULT_MEMORY_POOL=system` in the process's environment moves all of it (measured: medium full 695 ->
-660 MiB); a deployment may set it.
+660 MiB); a deployment may set it. How mimalloc returns memory is set where pyarrow has not loaded yet, in
+`pipeline/__init__.py`.
 
 pandas stays out (`keep_pandas_out`): pyarrow's first conversion of a Python list (`pa.array`) asks whether pandas
 is importable, to tell whether the list is a pandas object, and imports it to find out: ~1.4 s of CPU and ~33 MiB

@@ -235,6 +235,19 @@ def test_a_worker_keeps_pandas_out_and_decodes_what_the_client_would():
     assert "/pandas/" not in mapped  # none of pandas' extension modules loaded in the worker
 
 
+def test_a_worker_returns_arrow_memory_as_the_client_does():
+    """The worker inherits mimalloc's settings from the client's environment (pipeline/__init__.py)."""
+    workers = DecodeWorkers(1)
+    try:
+        workers.start().result(READY_SECONDS)
+        with open(f"/proc/{workers.process_ids()[0]}/environ", "rb") as environ:
+            variables = dict(item.split(b"=", 1) for item in environ.read().split(b"\0") if b"=" in item)
+    finally:
+        workers.close()
+    assert variables[b"MIMALLOC_ARENA_EAGER_COMMIT"] == os.environ["MIMALLOC_ARENA_EAGER_COMMIT"].encode()
+    assert variables[b"MIMALLOC_PURGE_DELAY"] == os.environ["MIMALLOC_PURGE_DELAY"].encode()
+
+
 def test_held_workers_start_nothing_until_the_hold_is_lifted_then_the_start_asked_for():
     workers = DecodeWorkers(1, min_bytes=0)
     request = Request(STREAMS["answers_by_lesson"], {"lesson_id": "L"})
