@@ -56,7 +56,7 @@ from pipeline.source.decoding import Page
 from pipeline.source.fetching import Emit, SourceCore
 from pipeline.source.paging import Request, answer_request_cost, format_updated_since
 from pipeline.source.stats import Progress, RunStats
-from pipeline.source.sweeps import run_pool, sweep
+from pipeline.source.sweeps import LISTINGS_PER_SLOT, run_pool, sweep
 
 log = logging.getLogger("lessonsync.source")
 
@@ -182,14 +182,6 @@ def plan_answer_requests(changed: pa.Table, page_size: int) -> AnswerPlan:
 # The run
 
 SCOPE = {"answers_by_lesson": "lesson_id", "answers_by_user": "user_id"}
-# Planned requests worked on at once, per request the settings allow in flight. A planned request fetches its pages
-# in order, at most two at a time (paging.answer_pages), and between them it waits for the page's decode (the
-# worker's queue) and for the consumer: with one planned request per slot, slots stood idle while their request
-# waited, and the confirming page at a request's end is asked alone. Twice as many keep a request ready for every
-# slot that frees; the slots (transport.py) still bound what is in flight at LESSONSYNC_CONCURRENCY. Medium full sync,
-# 40 ms a request, in-process, alternating: 40.60-42.58 s (mean 41.57; the answers' fetch over 1.2 s sooner)
-# against 42.08-44.47 (mean 42.81), 4 of 5 pairs; three per slot did no better (41.06-41.81).
-PLANNED_PER_SLOT = 2
 DATE_RESOLUTION = timedelta(seconds=2)  # Date headers have whole seconds; one more for safety
 Version = tuple[str, str, str, datetime | None]  # owner, user, lesson, lastDate of an active lesson
 
@@ -307,7 +299,7 @@ async def _run_answers(core: SourceCore, changed: pa.Table, updated_since: datet
         check_since = await _check_since(core, newest_planned)
         first_check = check_since if number == 1 else first_check
         baseline = await versions_since(core, check_since) if candidates else set()
-        await run_pool(pending, fetch, PLANNED_PER_SLOT * core.settings.concurrency)
+        await run_pool(pending, fetch, LISTINGS_PER_SLOT * core.settings.concurrency)
         after = await versions_since(core, check_since) if candidates else set()
         changes = Changes(after, baseline) if after is not None and baseline is not None else None
         redo = [p for p in candidates if changes is None or changes.hits(p)]
