@@ -39,7 +39,14 @@ from pipeline.source.decoding import (
 from pipeline.source.errors import PlatformRequestError
 from pipeline.source.fast_decoding import FastPages
 from pipeline.source.page_cache import PageCache, cacheable
-from pipeline.source.paging import Request, UpdatedSinceFormat, answer_pages, record_pages, single_page
+from pipeline.source.paging import (
+    READY_PER_SLOT,
+    Request,
+    UpdatedSinceFormat,
+    answer_pages,
+    record_pages,
+    single_page,
+)
 from pipeline.source.stats import Progress, RunStats
 from pipeline.source.transport import STREAM_COUNTER, Transport, TransportStats, json_body
 
@@ -151,7 +158,7 @@ class SourceCore:
         elif stream.pager == "answers":
             pager = answer_pages(fetch, await self.first_page(), size, request.covers)
         else:
-            pager = record_pages(fetch, await self.first_page(), size, self.settings.concurrency)
+            pager = record_pages(fetch, await self.first_page(), size, READY_PER_SLOT * self.settings.concurrency)
         async for page in pager:
             yield page
 

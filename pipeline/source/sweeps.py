@@ -20,18 +20,19 @@ least as many as U|S ones, so there too a skip comes with a duplicate (the newco
 its version is the run's to leave to the next window, see pipeline/defs/windows.py). Hashing keys (8 bytes a
 record) finds the duplicates; none means the pass skipped nothing.
 
-Pages in flight together (paging.record_pages keeps up to LESSONSYNC_CONCURRENCY of them once full pages keep
-coming: 1, 1, 2, 4, ...; an overlapped sync shares that limit among streams). The argument above never uses the
-order in which pages are served, only two facts, which concurrency keeps: (i) the platform cuts each page from
-the listing as it is at one instant, so at the instant of any move every slot is either served (its page was
-cut before) or unserved, whatever order the requests were sent, answered or arrived in; (ii) the end is
-unserved at every move of the sweep: the short page that ends it is trusted only when it was requested after
-every earlier page had arrived, so it was cut after all of them (otherwise it is asked again, alone), and pages
-fetched ahead past it are dropped. Nothing relies on a page being asked after the previous one arrived, so
-the listing is not fetched one page at a time; tests/source/test_source_concurrent_drift.py makes records
-drift while several pages are in flight and finds the duplicates, the second pass and an exact result. (A
-listing that looks slow at its start pays one-time costs on its first page, which is fetched alone: the token,
-the first-page probe and pyarrow's import of pandas on its first conversion, 1-2 s in a fresh process.)
+Pages in flight together (paging.record_pages keeps up to READY_PER_SLOT x LESSONSYNC_CONCURRENCY of them ahead
+once full pages keep coming: 1, 1, 2, 4, ...; at most LESSONSYNC_CONCURRENCY are in flight, a limit an overlapped
+sync shares among streams). The argument above never uses the order in which pages are served, only two facts,
+which concurrency keeps: (i) the platform cuts each page from the listing as it is at one instant, so at the
+instant of any move every slot is either served (its page was cut before) or unserved, whatever order the requests
+were sent, answered or arrived in; (ii) the end is unserved at every move of the sweep: the short page that ends it
+is trusted only when it was requested after every earlier page had arrived, so it was cut after all of them
+(otherwise it is asked again, alone), and pages fetched ahead past it are dropped. Nothing relies on a page being
+asked after the previous one arrived, so the listing is not fetched one page at a time;
+tests/source/test_source_concurrent_drift.py makes records drift while several pages are in flight and finds the
+duplicates, the second pass and an exact result. (A listing that looks slow at its start pays one-time costs on its
+first page, which is fetched alone: the token, the first-page probe and pyarrow's import of pandas on its first
+conversion, 1-2 s in a fresh process.)
 
 The remedy: sweep the whole window again (the warehouse keeps the latest version of each key, and a
 later pass only serves newer versions); after `max_passes` the run reports complete=False so the caller
@@ -95,17 +96,6 @@ async def sweep(core: SourceCore, request: Request, handle: HandlePage, stats: R
                     "; sweeping again" if number < core.max_passes else
                     f"; giving up after {number} passes: the result is marked incomplete")
     return False
-
-
-# Listings worked on at once (the answers' planned requests, the groups' member listings), per request the settings
-# allow in flight. A listing fetches its pages in order (paging.py) and between two of them waits for the page's
-# decode and for the consumer, and the page that ends it is asked alone: with one listing per slot, slots stood idle
-# while their listing waited. Twice as many keep a request ready for every slot that frees; the slots
-# (transport.py) still bound what is in flight at LESSONSYNC_CONCURRENCY. Medium full sync, 40 ms a request,
-# in-process, alternating: the answers' planned requests 2 per slot 40.60-42.58 s (mean 41.57; their fetch over
-# 1.2 s sooner) against 42.08-44.47 (mean 42.81), 4 of 5 pairs, 3 per slot no better (41.06-41.81); the groups'
-# member listings 2 per slot 40.71-42.24 s (mean 41.34) against 41.66-42.61 (mean 42.04), 3 of 3 pairs.
-LISTINGS_PER_SLOT = 2
 
 
 async def run_pool(items: Iterable[T], work: Callable[[T], Awaitable[None]], workers: int) -> None:

@@ -54,7 +54,7 @@ def test_a_cancelled_waiter_leaves_the_slots_as_they_were():
 
 
 def test_answers_work_on_more_planned_requests_than_slots_but_never_exceed_the_slots():
-    """sweeps.LISTINGS_PER_SLOT planned requests per slot are worked on at once; the server still never holds more
+    """paging.READY_PER_SLOT planned requests per slot are worked on at once; the server still never holds more
     answer requests than LESSONSYNC_CONCURRENCY, and every answer arrives as the platform has it."""
     from urllib.parse import urlsplit
 
@@ -62,10 +62,10 @@ def test_answers_work_on_more_planned_requests_than_slots_but_never_exceed_the_s
     from source_expect import assert_same_table, expected_tables
 
     from pipeline.source.client import PlatformClient
-    from pipeline.source.sweeps import LISTINGS_PER_SLOT
+    from pipeline.source.paging import READY_PER_SLOT
     from simulator import SimulatorConfig, start_simulator
 
-    assert LISTINGS_PER_SLOT > 1
+    assert READY_PER_SLOT > 1
     with start_simulator(SimulatorConfig(seed=5, scale="tiny", faults="latency_ms=20")) as sim:
         with PlatformClient(client_settings(sim, concurrency=3, page_size=5)) as client:
             active = rows_by_table(client.iter_stream("active_lessons"))["active_lessons"]
