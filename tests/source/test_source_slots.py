@@ -1,9 +1,17 @@
-"""The limit on requests in flight shared by the streams of a run: never exceeded, freed slots go to the
-most urgent waiter first, and a cancelled waiter neither keeps nor loses a slot."""
+"""The limit on requests in flight shared by the streams of a run: never exceeded (also with more answer listings
+worked on than there are slots, over real HTTP), freed slots go to the most urgent waiter first, and a cancelled
+waiter neither keeps nor loses a slot."""
 
 import asyncio
+from urllib.parse import urlsplit
 
+from conftest import all_pairs, client_settings, rows_by_table, truth
+from source_expect import assert_same_table, expected_tables
+
+from pipeline.source.client import PlatformClient
+from pipeline.source.paging import READY_PER_SLOT
 from pipeline.source.slots import BACKGROUND, REQUEST_PRIORITY, URGENT, PrioritySlots
+from simulator import SimulatorConfig, start_simulator
 
 
 def test_the_limit_holds_and_urgent_requests_get_freed_slots_first():
@@ -56,15 +64,6 @@ def test_a_cancelled_waiter_leaves_the_slots_as_they_were():
 def test_answers_work_on_more_planned_requests_than_slots_but_never_exceed_the_slots():
     """paging.READY_PER_SLOT planned requests per slot are worked on at once; the server still never holds more
     answer requests than LESSONSYNC_CONCURRENCY, and every answer arrives as the platform has it."""
-    from urllib.parse import urlsplit
-
-    from conftest import all_pairs, client_settings, rows_by_table, truth
-    from source_expect import assert_same_table, expected_tables
-
-    from pipeline.source.client import PlatformClient
-    from pipeline.source.paging import READY_PER_SLOT
-    from simulator import SimulatorConfig, start_simulator
-
     assert READY_PER_SLOT > 1
     with start_simulator(SimulatorConfig(seed=5, scale="tiny", faults="latency_ms=20")) as sim:
         with PlatformClient(client_settings(sim, concurrency=3, page_size=5)) as client:
