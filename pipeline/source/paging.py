@@ -133,11 +133,11 @@ async def record_pages(fetch: FetchPage[PageT], first: int, page_size: int,
                        max_window: int) -> AsyncIterator[PageT]:
     """Pages in order until a short page, fetching ahead as full pages keep coming: one page at a time for the
     first two, then 2, 4, ... up to `max_window` ahead (asked, or answered and not yet taken; the slots bound how
-many are in flight). Most listings of a snapshot are one or two pages
-    (the users of one group): each page fetched ahead past the end is a request wasted, and it holds its slot
-    until answered. Jumping to `max_window` after a full first page cost a two-page listing 1 + max_window
-    requests instead of 2 (measured: the groups snapshot of scale medium, 1,080 requests for 250 groups); a
-    listing of thousands of pages reaches the full window after four pages."""
+    many are in flight). Most listings of a snapshot are one or two pages (the users of one group): each page
+    fetched ahead past the end is a request wasted, and once sent it holds its slot until answered. Jumping to
+    `max_window` after a full first page cost a two-page listing 1 + max_window requests instead of 2 (measured:
+    the groups snapshot of scale medium, 1,080 requests for 250 groups); a listing of thousands of pages reaches
+    the full window after four pages."""
     pending: deque[tuple[int, asyncio.Task[Timed[PageT]]]] = deque()
     number, window, earlier_done, full_pages = first, 1, 0.0, 0
     try:
