@@ -54,7 +54,7 @@ from pipeline.contract.streams import STREAMS, UPDATED_SINCE_RESOLUTION
 from pipeline.source.decode_workers import START_AT_RECORDS, START_AT_RECORDS_PER_PAGE
 from pipeline.source.decoding import Page
 from pipeline.source.fetching import Emit, SourceCore
-from pipeline.source.paging import READY_PER_SLOT, Request, answer_request_cost, format_updated_since
+from pipeline.source.paging import Request, answer_request_cost, format_updated_since
 from pipeline.source.stats import Progress, RunStats
 from pipeline.source.sweeps import run_pool, sweep
 
@@ -299,7 +299,7 @@ async def _run_answers(core: SourceCore, changed: pa.Table, updated_since: datet
         check_since = await _check_since(core, newest_planned)
         first_check = check_since if number == 1 else first_check
         baseline = await versions_since(core, check_since) if candidates else set()
-        await run_pool(pending, fetch, READY_PER_SLOT * core.settings.concurrency)
+        await run_pool(pending, fetch, core.kept_ready)
         after = await versions_since(core, check_since) if candidates else set()
         changes = Changes(after, baseline) if after is not None and baseline is not None else None
         redo = [p for p in candidates if changes is None or changes.hits(p)]

@@ -34,7 +34,7 @@ from pipeline.source.answers import run_answers
 from pipeline.source.decoding import Batch, Page
 from pipeline.source.fetching import Emit, SourceCore, release_free_memory
 from pipeline.source.page_cache import PageCache
-from pipeline.source.paging import READY_PER_SLOT, Request, UpdatedSinceFormat, fill_path, format_updated_since
+from pipeline.source.paging import Request, UpdatedSinceFormat, fill_path, format_updated_since
 from pipeline.source.stats import Progress, RunStats
 from pipeline.source.sweeps import HandlePage, run_pool, sweep
 from pipeline.source.transport import json_body
@@ -112,7 +112,7 @@ async def _with_substream(core: SourceCore, request: Request, handle: HandlePage
         child = Request(child_stream, {sub.placeholder: parent_id})
         results.append(await sweep(core, child, handle, stats))
 
-    await run_pool(parents, one, READY_PER_SLOT * core.settings.concurrency)
+    await run_pool(parents, one, core.kept_ready)
     return complete and all(results)
 
 

@@ -84,6 +84,11 @@ class SourceCore:
         self.decode_workers = DecodeWorkers(settings.decode_processes)  # closed by PlatformClient.close
         self._pages_emitted = 0
 
+    @property
+    def kept_ready(self) -> int:
+        """Listings worked on at once, and pages a long listing keeps ahead (paging.READY_PER_SLOT)."""
+        return READY_PER_SLOT * self.settings.concurrency
+
     async def first_page(self) -> int:
         if self._first_page is None:
             async with self._probe_lock:
@@ -158,7 +163,7 @@ class SourceCore:
         elif stream.pager == "answers":
             pager = answer_pages(fetch, await self.first_page(), size, request.covers)
         else:
-            pager = record_pages(fetch, await self.first_page(), size, READY_PER_SLOT * self.settings.concurrency)
+            pager = record_pages(fetch, await self.first_page(), size, self.kept_ready)
         async for page in pager:
             yield page
 
