@@ -3,11 +3,16 @@
 DuckDB allows one read-write process per file and, while it holds the file, no reader from another process.
 So after each successful build LessonSync publishes copies that nobody writes in place:
 
-- `data/analytics.duckdb`: every analytics model as a plain table in schema `main` (views materialized;
-  a model whose YAML says `publish: false` is left out),
-  plus `_builds` (when and for which `as_of` each model was built) and `_published` (when this file was
-  written). Written to a temporary file in the same directory, then `os.replace`d: a reader that has the old
-  file open keeps reading it; the next open sees the new one. Open it read-only.
+- `data/analytics.duckdb`: every published analytics model in schema `main` (a model whose YAML says
+  `publish: false` is left out), plus `_builds` (when and for which `as_of` each model was built) and `_published`
+  (when this file was written). It starts as a byte copy of the checkpointed warehouse file, so it holds the raw
+  tables (schema `lms`) too, and a staging view over them stays a view there: copying a file costs what the disk
+  does, where materializing the views rewrote every answer (stg_answers alone: 1.1 s of a medium publish's 1.9 s,
+  one 9.7M-row table at scale large). The other models are copied as tables, and the warehouse's schema
+  `analytics` is dropped from the copy: in a file named analytics.duckdb, `analytics.<name>` would name the
+  catalog and the schema both, an error in DuckDB. Written to a temporary file in the same directory, then
+  `os.replace`d: a reader that has the old file open keeps reading it; the next open sees the new one. Open it
+  read-only.
 - `data/marts/<mart>.parquet`: one file per mart (temp file + `os.replace` each), and `_manifest.json`
   (what was published, when, row counts). Each file is always whole; two marts read one after the other can
   come from two consecutive publishes: use the snapshot database when they must agree. Read a file through
@@ -19,6 +24,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import subprocess
+import sys
 import time
 import uuid
 from contextlib import nullcontext
@@ -30,8 +38,8 @@ import duckdb
 
 from pipeline.analytics.build import BUILDS_TABLE
 from pipeline.analytics.errors import ModelError
-from pipeline.analytics.lineage import MODEL_SCHEMA
-from pipeline.analytics.models import AnalyticsProject
+from pipeline.analytics.lineage import MODEL_SCHEMA, RAW_SCHEMA
+from pipeline.analytics.models import AnalyticsProject, Model
 from pipeline.analytics.sql import quote, relation, string_literal
 from pipeline.warehouse.connection import insertion_order_not_kept, scalar
 
@@ -59,8 +67,7 @@ def publish(conn: duckdb.DuckDBPyConnection, project: AnalyticsProject, data_dir
     data_dir.mkdir(parents=True, exist_ok=True)
     _remove_leftovers(data_dir)
     snapshot = data_dir / SNAPSHOT_FILE
-    views = {m.name for m in project.published if m.materialized == "view"}
-    rows, timings = _write_snapshot(conn, tables + [BUILDS_TABLE.split(".")[1]], views, snapshot, published_at)
+    rows, timings = _write_snapshot(conn, [project.models[name] for name in tables], snapshot, published_at)
     marts_dir = data_dir / MARTS_DIR
     marts_dir.mkdir(parents=True, exist_ok=True)
     parquet = {m.name: _write_parquet(conn, m.name, marts_dir) for m in project.marts}
@@ -85,23 +92,30 @@ def _built_models(conn: duckdb.DuckDBPyConnection, project: AnalyticsProject) ->
 
 
 def _write_snapshot(
-    conn: duckdb.DuckDBPyConnection, tables: list[str], views: set[str], target: Path, at: datetime
+    conn: duckdb.DuckDBPyConnection, models: list[Model], target: Path, at: datetime
 ) -> tuple[dict[str, int], dict[str, float]]:
-    """The models `tables` copied into a new snapshot file that then replaces `target`. A view's rows (`views`: the
-    staging models) have no order, so they are copied without keeping one, which lets DuckDB write on every core:
-    the copy of a medium sync's stg_answers took 1.4 s instead of 2.3 (1.94M rows; stg_answer_results 0.95 against
-    1.97 s). A table keeps the order its SQL gave its rows (daily_activity is ordered by day)."""
+    """A copy of the warehouse file holding `models` in schema main (module docstring), which then replaces
+    `target`; returns the rows of each relation in main and the seconds each took."""
     temp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.tmp")
     rows: dict[str, int] = {}
     timings: dict[str, float] = {}
+    _copy_file_elsewhere(_checkpointed_file(conn), temp)
     conn.execute(f"ATTACH {string_literal(str(temp))} AS {_ALIAS}")
     try:
-        for name in tables:
+        _clear_main(conn)
+        built_code = dict(conn.execute(f"SELECT model, code_version FROM {BUILDS_TABLE}").fetchall())
+        for model in models:
             started = time.perf_counter()
-            _copy(conn, name, ordered=name not in views)
-            rows[name] = int(scalar(conn, f"SELECT count(*) FROM {_ALIAS}.main.{quote(name)}"))
-            timings[name] = round(time.perf_counter() - started, 3)
+            if _stays_a_view(model, built_code.get(model.name)):
+                conn.execute(f"CREATE VIEW {_ALIAS}.main.{quote(model.name)} AS\n{model.sql.strip().rstrip(';')}")
+            else:
+                _copy(conn, model.name, ordered=model.materialized != "view")
+            timings[model.name] = round(time.perf_counter() - started, 3)
+        _copy(conn, BUILDS_TABLE.split(".")[1], ordered=True)
         conn.execute(f"CREATE TABLE {_ALIAS}.main._published AS SELECT ?::TIMESTAMPTZ AS published_at", [at])
+        conn.execute(f"DROP SCHEMA IF EXISTS {_ALIAS}.{quote(MODEL_SCHEMA)} CASCADE")
+        for name in [m.name for m in models] + [BUILDS_TABLE.split(".")[1]]:
+            rows[name] = int(scalar(conn, f"SELECT count(*) FROM {_ALIAS}.main.{quote(name)}"))
         conn.execute(f"CHECKPOINT {_ALIAS}")
     except BaseException:
         conn.execute(f"DETACH {_ALIAS}")
@@ -112,7 +126,55 @@ def _write_snapshot(
     return rows, timings
 
 
+def _checkpointed_file(conn: duckdb.DuckDBPyConnection) -> Path:
+    """The warehouse's file, every committed change written into it (no WAL left), so that a byte copy of it is
+    the warehouse as committed. Nothing else writes meanwhile: a publish holds the warehouse pool."""
+    path = scalar(conn, "SELECT path FROM duckdb_databases() WHERE database_name = current_database()")
+    if not path:
+        raise ModelError("cannot publish an in-memory warehouse: the snapshot starts as a copy of the warehouse "
+                         "file; open the warehouse from a file")
+    conn.execute("CHECKPOINT")
+    wal = Path(f"{path}.wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        raise ModelError(f"cannot publish: {wal} still holds changes after a CHECKPOINT (another connection of "
+                         "this process has a transaction open); publish when the warehouse is idle")
+    return Path(path)
+
+
+def _copy_file_elsewhere(source: Path, target: Path) -> None:
+    """`source` copied to `target` by a child process. Not here: DuckDB holds the warehouse's write lock as a POSIX
+    record lock, which belongs to the process and goes the moment the process closes ANY descriptor of that file, as
+    copying it would (another process could then open the warehouse while this one writes it)."""
+    copier = subprocess.run([sys.executable, "-I", "-S", "-c", "import shutil, sys; shutil.copyfile(*sys.argv[1:])",
+                             str(source), str(target)], capture_output=True, text=True, check=False)
+    if copier.returncode != 0:
+        raise ModelError(f"cannot publish: copying {source} to {target} failed: {copier.stderr.strip()[-500:]}")
+
+
+def _clear_main(conn: duckdb.DuckDBPyConnection) -> None:
+    """Empties the copy's schema main (the warehouse keeps nothing there, unless someone created it by hand)."""
+    for kind, name in conn.execute(
+        "SELECT 'VIEW', view_name FROM duckdb_views() WHERE database_name = ? AND schema_name = 'main' "
+        "AND NOT internal UNION ALL SELECT 'TABLE', table_name FROM duckdb_tables() WHERE database_name = ? "
+        "AND schema_name = 'main'", [_ALIAS, _ALIAS]).fetchall():
+        conn.execute(f"DROP {kind} IF EXISTS {_ALIAS}.main.{quote(name)} CASCADE")
+
+
+_SESSION_VARIABLE = re.compile(r"\bgetvariable\s*\(", re.IGNORECASE)
+
+
+def _stays_a_view(model: Model, built_code: str | None) -> bool:
+    """Whether the model is published as its own view over the raw tables of the copy: a view that reads only
+    raw tables, whose warehouse build came from the code it has now (else its SQL is not the one built), and
+    that reads no session variable (`as_of` is set only while models build; a copy keeps the build's value)."""
+    return (model.materialized == "view" and all(dep.schema == RAW_SCHEMA for dep in model.deps)
+            and built_code == model.code_version and not _SESSION_VARIABLE.search(model.sql))
+
+
 def _copy(conn: duckdb.DuckDBPyConnection, name: str, *, ordered: bool) -> None:
+    """The model `name` copied from the warehouse into the snapshot as a table. A view's rows have no order, so
+    they are copied without keeping one, which lets DuckDB write on every core; a table keeps the order its SQL gave
+    its rows (daily_activity is ordered by day)."""
     with nullcontext() if ordered else insertion_order_not_kept(conn):
         conn.execute(f"CREATE TABLE {_ALIAS}.main.{quote(name)} AS SELECT * FROM {relation(MODEL_SCHEMA, name)}")
 

@@ -22,10 +22,11 @@ def verify_published(project: AnalyticsProject, data_dir: Path) -> tuple[list[st
     rows: dict[str, int] = {}
     conn = duckdb.connect(str(snapshot), read_only=True)
     try:
-        tables = {name for (name,) in conn.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        relations = {name for (name,) in conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()}
         for name in (m.name for m in project.published):
-            if name not in tables:
-                problems.append(f"{snapshot}: table {name} is missing")
+            if name not in relations:
+                problems.append(f"{snapshot}: model {name} is missing")
                 continue
             rows[name] = scalar(conn, f"SELECT count(*) FROM {quote(name)}")
         problems += _check_parquet(project, data_dir / MARTS_DIR, rows, conn)

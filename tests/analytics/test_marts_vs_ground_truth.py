@@ -72,7 +72,8 @@ def same(warehouse: pd.DataFrame, expected: pd.DataFrame) -> None:
 
 
 def test_every_model_was_built_and_published(synced: Synced) -> None:
-    tables = {r[0] for r in synced.snapshot.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    tables = {r[0] for r in synced.snapshot.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()}
     published = [m.name for m in load_project().published]
     assert set(published) <= tables
     empty = [name for name in published

@@ -15,6 +15,7 @@ import pytest
 
 from analytics_world import AS_OF, insert, seed_small_world
 from pipeline.analytics.build import build_models
+from pipeline.analytics.errors import ModelError
 from pipeline.analytics.models import AnalyticsProject, load_project
 from pipeline.analytics.publish import publish
 from pipeline.analytics.summary import mart_summary
@@ -61,6 +62,12 @@ print(json.dumps(report))
 '''
 
 
+def main_relations(snapshot: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """What analysts see in the snapshot's schema main: name -> BASE TABLE or VIEW."""
+    return dict(snapshot.execute(
+        "SELECT table_name, table_type FROM information_schema.tables WHERE table_schema = 'main'").fetchall())
+
+
 def build_and_publish(conn: duckdb.DuckDBPyConnection, project: AnalyticsProject, data_dir: Path) -> int:
     assert {r.status for r in build_models(conn, project, as_of=AS_OF)} == {"built"}
     publish(conn, project, data_dir)
@@ -90,13 +97,17 @@ def test_publish_writes_every_model_and_every_mart(
     build_and_publish(warehouse_conn, project, data_dir)
     snapshot = duckdb.connect(str(data_dir / "analytics.duckdb"), read_only=True)
     try:
-        tables = {r[0] for r in snapshot.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-        assert tables == {m.name for m in project.published} | {"_builds", "_published"}
-        for model in project.published:  # staging views are copied without an order: the same rows
+        assert main_relations(snapshot) == {m.name: "VIEW" if m.materialized == "view" else "BASE TABLE"
+                                            for m in project.published} | {"_builds": "BASE TABLE",
+                                                                           "_published": "BASE TABLE"}
+        # the staging views read the raw tables the file holds; the warehouse's schema analytics is not there (in a
+        # file named analytics.duckdb, `analytics.x` would be ambiguous)
+        schemas = {r[0] for r in snapshot.execute("SELECT schema_name FROM duckdb_schemas() WHERE NOT internal").fetchall()}
+        assert "lms" in schemas and "analytics" not in schemas
+        for model in project.published:
             in_snapshot = snapshot.execute(f"SELECT * FROM {model.name} ORDER BY ALL").fetchall()
             assert in_snapshot == warehouse_conn.execute(f"SELECT * FROM analytics.{model.name} ORDER BY ALL").fetchall()
-        # the staging copies ran without keeping an order; the connection's setting is back to its default after
-        assert warehouse_conn.execute("SELECT current_setting('preserve_insertion_order')").fetchone()[0] is True
+        assert snapshot.execute("SELECT count(*) FROM stg_active_lessons").fetchone()[0] == 6
         for mart in project.marts:
             in_snapshot = snapshot.execute(f"SELECT * FROM {mart.name} ORDER BY ALL").fetchall()
             in_warehouse = warehouse_conn.execute(f"SELECT * FROM analytics.{mart.name} ORDER BY ALL").fetchall()
@@ -107,6 +118,10 @@ def test_publish_writes_every_model_and_every_mart(
             ]
     finally:
         snapshot.close()
+    # the snapshot is a copy of the warehouse file, made without this process letting go of the file's lock
+    opened = subprocess.run([sys.executable, "-c", "import duckdb, sys; duckdb.connect(sys.argv[1], read_only=True)",
+                             str(data_dir / "warehouse.duckdb")], capture_output=True, text=True)
+    assert opened.returncode != 0 and "lock" in opened.stderr.lower()
     manifest = json.loads((data_dir / "marts" / "_manifest.json").read_text())
     assert manifest["marts"]["lesson_funnel"] == {"file": "lesson_funnel.parquet", "rows": 3}
     problems, rows = verify_published(project, data_dir)
@@ -207,7 +222,57 @@ def test_a_model_can_stay_out_of_the_snapshot(tmp_path: Path) -> None:
     publish(conn, project, tmp_path)
     conn.close()
     snapshot = duckdb.connect(str(tmp_path / "analytics.duckdb"), read_only=True)
-    assert {r[0] for r in snapshot.execute("SELECT table_name FROM duckdb_tables()").fetchall()} == {
-        "kept", "_builds", "_published"}
+    assert set(main_relations(snapshot)) == {"kept", "_builds", "_published"}
     snapshot.close()
     assert sorted(p.name for p in (tmp_path / "marts").glob("*.parquet")) == ["kept.parquet"]
+
+
+def small_project(root: Path, models: dict[str, str]) -> AnalyticsProject:
+    """A project of staging views `models` (name -> SQL) over lms.numbers."""
+    (root / "staging").mkdir(parents=True, exist_ok=True)
+    (root / "sources.yml").write_text("sources:\n  - name: lms\n    tables: [{name: numbers}]\n")
+    for name, sql in models.items():
+        (root / "staging" / f"{name}.sql").write_text(sql)
+    return load_project(root)
+
+
+def test_a_view_is_copied_as_built_when_a_view_of_the_file_would_not_read_the_same(tmp_path: Path) -> None:
+    """A staging view stays a view in the snapshot only when its SQL there reads what the warehouse's view reads:
+    not when the code changed since it was built, not when it reads another model or the build's `as_of`."""
+    root = tmp_path / "models"
+    project = small_project(root, {
+        "plain": "SELECT n FROM {{ source('lms', 'numbers') }}",
+        "changed": "SELECT n FROM {{ source('lms', 'numbers') }}",
+        "on_a_model": "SELECT n * 10 AS n FROM {{ ref('plain') }}",
+        "dated": "SELECT n, getvariable('as_of') AS as_of FROM {{ source('lms', 'numbers') }}",
+    })
+    conn = duckdb.connect(str(tmp_path / "warehouse.duckdb"))
+    conn.execute("CREATE SCHEMA lms; CREATE TABLE lms.numbers AS SELECT 1 AS n")
+    assert {r.status for r in build_models(conn, project, as_of=AS_OF)} == {"built"}
+    edited = small_project(root, {"changed": "SELECT n + 1 AS n FROM {{ source('lms', 'numbers') }}"})
+    publish(conn, edited, tmp_path)
+    conn.close()
+    snapshot = duckdb.connect(str(tmp_path / "analytics.duckdb"), read_only=True)
+    try:
+        assert main_relations(snapshot) == {"plain": "VIEW", "changed": "BASE TABLE", "on_a_model": "BASE TABLE",
+                                            "dated": "BASE TABLE", "_builds": "BASE TABLE", "_published": "BASE TABLE"}
+        assert snapshot.execute("SELECT n FROM changed").fetchall() == [(1,)]  # as built, not as the code says now
+        assert snapshot.execute("SELECT n FROM on_a_model").fetchall() == [(10,)]
+        assert snapshot.execute("SELECT as_of FROM dated").fetchone()[0] == AS_OF
+    finally:
+        snapshot.close()
+    other = duckdb.connect()  # a view binds its raw tables in its own file, whatever the file is attached as
+    other.execute(f"ATTACH '{tmp_path / 'analytics.duckdb'}' AS elsewhere (READ_ONLY)")
+    other.execute("CREATE SCHEMA lms; CREATE TABLE lms.numbers AS SELECT 99 AS n")
+    assert other.execute("SELECT n FROM elsewhere.plain").fetchall() == [(1,)]
+    other.close()
+
+
+def test_publish_refuses_an_in_memory_warehouse(tmp_path: Path) -> None:
+    project = small_project(tmp_path / "models", {"plain": "SELECT n FROM {{ source('lms', 'numbers') }}"})
+    conn = duckdb.connect()
+    conn.execute("CREATE SCHEMA lms; CREATE TABLE lms.numbers AS SELECT 1 AS n")
+    assert {r.status for r in build_models(conn, project, as_of=AS_OF)} == {"built"}
+    with pytest.raises(ModelError, match="cannot publish an in-memory warehouse"):
+        publish(conn, project, tmp_path)
+    assert not list(tmp_path.glob("*.duckdb*"))
