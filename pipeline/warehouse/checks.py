@@ -22,7 +22,7 @@ import duckdb
 
 from pipeline.warehouse.arrow_types import q
 from pipeline.warehouse.catalog import read_table_def
-from pipeline.warehouse.connection import scalar
+from pipeline.warehouse.connection import repeats_any, scalar
 from pipeline.warehouse.errors import SchemaError
 from pipeline.warehouse.ranges import key_ranges, range_bounds
 from pipeline.warehouse.schema import DELETED_AT, LAST_LOADED_AT, TableDef, table_ref
@@ -88,14 +88,14 @@ def duplicate_keys(conn: duckdb.DuckDBPyConnection, table: str, key: Sequence[st
 def duplicated_values(conn: duckdb.DuckDBPyConnection, rows: str, columns: Sequence[str],
                       params: dict[str, object] | None = None) -> int:
     """How many distinct values of `columns` (NULL counts as a value) more than one row of `rows` (a relation or
-    subquery) holds. One 64-bit hash() of the columns is grouped first, a tenth of what grouping the columns
-    themselves costs in memory and about half in time (stg_answer_results' 2.5M rows: 0.35 against 0.70 s); only
-    when some hash occurs twice (usually none does) are the rows with such a hash grouped by the columns
-    themselves, so a collision costs a little work, never a wrong count."""
+    subquery) holds. The distinct 64-bit hash() values of the columns are counted first (repeats_any), a tenth of
+    what grouping the columns themselves costs in memory and a third in time (stg_answer_results' 2.5M rows: 0.35
+    against 0.70 s grouped by hash, 0.13 counted); only when some hash occurs twice (usually none does) are the rows
+    with such a hash grouped by the columns themselves, so a collision costs a little work, never a wrong count."""
     values = ", ".join(q(c) for c in columns)
-    hashes = f"SELECT hash({values}) AS _key_hash FROM {rows} AS r GROUP BY ALL HAVING count(*) > 1"
-    if not _count(conn, f"SELECT count(*) FROM ({hashes})", params):
+    if not repeats_any(conn, f"hash({values})", f"{rows} AS r", params):
         return 0
+    hashes = f"SELECT hash({values}) AS _key_hash FROM {rows} AS r GROUP BY ALL HAVING count(*) > 1"
     return _count(conn, f"SELECT count(*) FROM (SELECT {values} FROM {rows} AS r WHERE hash({values}) IN "
                         f"(SELECT _key_hash FROM ({hashes})) GROUP BY ALL HAVING count(*) > 1)", params)
 

@@ -91,6 +91,15 @@ def scalar(conn: duckdb.DuckDBPyConnection, query: str,
     return rows[0][0] if rows else None
 
 
+def repeats_any(conn: duckdb.DuckDBPyConnection, expression: str, rows: str,
+                params: Sequence[object] | Mapping[str, object] | None = None) -> bool:
+    """Whether some value of `expression` (a 64-bit hash of a key, usually) occurs twice among `rows` (a relation
+    or subquery). Counting the distinct values is ~30% faster in DuckDB than grouping them with HAVING count(*) > 1,
+    in the same memory (a full load's answer keys at scale large: 0.65-0.76 against 0.97-1.06 s, 13M rows at
+    160MiB; medium answer results 0.13 against 0.20-0.26 s): the question, once nothing repeats, the usual case."""
+    return not scalar(conn, f"SELECT count(*) = count(DISTINCT {expression}) FROM {rows}", params)
+
+
 @contextmanager
 def insertion_order_not_kept(conn: duckdb.DuckDBPyConnection) -> Iterator[None]:
     """Statements within may write rows in any order, which lets DuckDB write them on every core: for rows whose

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import duckdb
 
 from pipeline.warehouse.arrow_types import q
+from pipeline.warehouse.connection import repeats_any
 from pipeline.warehouse.errors import SchemaError
 from pipeline.warehouse.manifest import ChildLink, TableLoad
 from pipeline.warehouse.schema import DELETED_AT, FIRST_LOADED_AT, META_COLUMNS, TableDef, table_ref
@@ -110,10 +111,14 @@ def duplicate_keys_of(conn: duckdb.DuckDBPyConnection, load: TableLoad, target: 
                       files: list[str]) -> Iterator[str | None]:
     """A temp table of the hashes (key_hash) of the keys that occur more than once in the load's parts, dropped
     afterwards; None when every key occurs once, the usual case: a drift re-fetch or a per-user request
-    overlapping a per-lesson one are the exceptions. Grouping one 64-bit hash of the key columns (the parts are
-    read for those columns only) is far cheaper than a window over whole rows, which sorts them, and its groups
-    are a tenth of the key's size (22M keys at scale large). Two keys sharing a hash only send both through the
-    window, which partitions by the key itself: the result is exact either way."""
+    overlapping a per-lesson one are the exceptions, so whether any hash repeats is asked first (repeats_any).
+    Grouping one 64-bit hash of the key columns (the parts are read for those columns only) is far cheaper than a
+    window over whole rows, which sorts them, and its groups are a tenth of the key's size (22M keys at scale
+    large). Two keys sharing a hash only send both through the window, which partitions by the key itself: the
+    result is exact either way."""
+    if not repeats_any(conn, key_hash(load, target), "read_parquet($files)", {"files": files}):
+        yield None
+        return
     name = f"_duplicate_keys_{load.name}"
     conn.execute(f"DROP TABLE IF EXISTS temp.{q(name)}")
     conn.execute(f"CREATE TEMP TABLE {q(name)} AS SELECT {key_hash(load, target)} AS key_hash "
