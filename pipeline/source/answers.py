@@ -207,9 +207,10 @@ class Changes:
         return 0 if scope is None else len(self.per[scope].get(dict(planned.path_values)[scope], []))
 
 
-async def versions_since(core: SourceCore, instant: datetime) -> set[Version] | None:
+async def versions_since(core: SourceCore, instant: datetime, known: int = 0) -> set[Version] | None:
     """(owner, user, lesson, lastDate) of active lessons changed since `instant`; None when that listing
-    could not be read exactly (drift in it too)."""
+    could not be read exactly (drift in it too). `known`: how many it holds at least (an earlier listing's
+    count: a record changed since `instant` stays so), so that its pages are asked at once (record_pages)."""
     found: set[Version] = set()
 
     async def collect(_: Request, page: Page) -> None:
@@ -218,7 +219,7 @@ async def versions_since(core: SourceCore, instant: datetime) -> set[Version] | 
             found.update(zip(*columns, strict=True))
 
     since = format_updated_since(instant, core.updated_since_format)
-    listing = Request(STREAMS["active_lessons"], updated_since=since)
+    listing = Request(STREAMS["active_lessons"], updated_since=since, covers=known)
     exact = await sweep(core, listing, collect, RunStats("answers drift check"))
     return found if exact else None
 
@@ -244,6 +245,21 @@ def _to_fetch(changed: pa.Table) -> int:
     if REFETCH not in changed.column_names:
         return changed.num_rows
     return int(pc.sum(changed.column(REFETCH).cast(pa.int64())).as_py() or 0)
+
+
+def _listed_since(changed: pa.Table, instant: datetime) -> int:
+    """Active lessons of `changed` that a listing changed since `instant` holds for certain (a lower bound for
+    versions_since): distinct pairs whose lastDate is a resolution past it, as the platform's filter may be
+    exclusive or whole-second; 0 without lastDates."""
+    if "last_date" not in changed.column_names:
+        return 0
+    dates = changed.column("last_date")
+    bound = instant + UPDATED_SINCE_RESOLUTION
+    if getattr(dates.type, "tz", None) is None:
+        bound = bound.astimezone(UTC).replace(tzinfo=None)  # naive lastDates are UTC (_aware)
+    recent = changed.filter(pc.greater(dates, pa.scalar(bound, type=dates.type)))
+    pairs = pa.table({c: recent.column(c).cast(pa.string()) for c in ("user_id", "lesson_id")})  # ids may come
+    return pairs.group_by(["user_id", "lesson_id"], use_threads=False).aggregate([]).num_rows  # dictionary-encoded
 
 
 def _newest(changed: pa.Table) -> datetime | None:
@@ -298,9 +314,12 @@ async def _run_answers(core: SourceCore, changed: pa.Table, updated_since: datet
         stats.passes = number
         check_since = await _check_since(core, newest_planned)
         first_check = check_since if number == 1 else first_check
-        baseline = await versions_since(core, check_since) if candidates else set()
+        # each drift check asks the pages it is known to fill at once (record_pages): the first one, from the
+        # planned active lessons; the second, every record the first one found (it cannot hold fewer)
+        baseline = await versions_since(core, check_since, _listed_since(changed, check_since)) \
+            if candidates else set()
         await run_pool(pending, fetch, core.kept_ready)
-        after = await versions_since(core, check_since) if candidates else set()
+        after = await versions_since(core, check_since, len(baseline or ())) if candidates else set()
         changes = Changes(after, baseline) if after is not None and baseline is not None else None
         redo = [p for p in candidates if changes is None or changes.hits(p)]
         if not redo:

@@ -163,7 +163,7 @@ class SourceCore:
         elif stream.pager == "answers":
             pager = answer_pages(fetch, await self.first_page(), size, request.covers)
         else:
-            pager = record_pages(fetch, await self.first_page(), size, self.kept_ready)
+            pager = record_pages(fetch, await self.first_page(), size, self.kept_ready, request.covers)
         async for page in pager:
             yield page
 

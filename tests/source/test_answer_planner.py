@@ -112,3 +112,23 @@ def test_a_dictionary_repeating_an_id_still_plans_one_request_for_it():
     with pytest.raises(ValueError, match="null"):
         plan_answer_requests(pa.table({"user_id": pa.array(["u", None]).dictionary_encode(),
                                        "lesson_id": ["l", "m"]}), 10)
+
+
+def test_the_first_drift_check_is_told_the_planned_active_lessons_it_holds_for_certain():
+    """Distinct pairs whose lastDate is a resolution past the check's instant, whatever encoding the ids come in
+    (the spilled window's chunks carry dictionaries of their own)."""
+    from datetime import UTC, datetime, timedelta
+
+    from pipeline.source.answers import _listed_since
+
+    instant = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
+    dates = [instant + timedelta(seconds=s) for s in (-60, 1, 3, 3, 30)]  # at 1 s: maybe not listed; 3 s twice
+    users, lessons = ["u1", "u2", "u3", "u3", "u4"], ["L1", "L1", "L2", "L2", "L1"]
+    chunks = [pa.table({"user_id": pc.dictionary_encode(pa.array(users[i:j])),
+                        "lesson_id": pc.dictionary_encode(pa.array(lessons[i:j])),
+                        "last_date": pa.array(dates[i:j], pa.timestamp("us", tz="UTC"))}) for i, j in ((0, 3), (3, 5))]
+    changed = pa.concat_tables(chunks)
+    assert _listed_since(changed, instant) == 2  # u3/L2 (twice) and u4/L1
+    naive = changed.set_column(2, "last_date", changed.column("last_date").cast(pa.timestamp("us")))
+    assert _listed_since(naive, instant) == 2
+    assert _listed_since(changed.drop_columns(["last_date"]), instant) == 0

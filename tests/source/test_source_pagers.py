@@ -60,6 +60,25 @@ def test_pages_in_flight_double_up_to_the_window():
     assert max(most) == 8 and max(most[:4]) <= 2  # then 2, 4, ... never more than the window
 
 
+def test_a_listing_known_to_hold_records_asks_their_pages_at_once():
+    in_flight, most = [0], []
+
+    async def fetch(number: int) -> Page:
+        in_flight[0] += 1
+        most.append(in_flight[0])
+        await asyncio.sleep(0.01)
+        in_flight[0] -= 1
+        count = 10 if number <= 6 else 3
+        return Page(PageLocation("s", "/v1/x", number, {}), count, [], records=count)
+
+    # 55 records known: pages 1-5 are full and page 6 may be the short one, so six go out together
+    assert run(record_pages(fetch, 1, 10, max_window=8, known_records=55)) == list(range(1, 8))
+    assert most[:6] == [1, 2, 3, 4, 5, 6] and max(most) <= 8
+    fetch, asked = scripted({1: 10, 2: 10, 3: 4})  # fewer records than known (some deleted): it still stops
+    assert run(record_pages(fetch, 1, 10, max_window=4, known_records=50)) == [1, 2, 3]
+    assert set(asked) <= {1, 2, 3, 4, 5, 6}
+
+
 def test_short_page_asked_before_earlier_pages_arrived_is_asked_again():
     fetch, asked = scripted({1: 10, 2: 10, 3: 10, 4: 2}, delays={3: 0.2})
     assert run(record_pages(fetch, 1, 10, max_window=4)) == [1, 2, 3, 4]
