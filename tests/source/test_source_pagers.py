@@ -44,7 +44,8 @@ def test_two_page_listing_costs_two_requests():
     assert asked == [1, 2]
 
 
-def test_pages_in_flight_double_up_to_the_window():
+def counted_in_flight(full_pages: int):
+    """A fetch of `full_pages` full pages (10 records) then short ones, and the pages in flight at each ask."""
     in_flight, most = [0], []
 
     async def fetch(number: int) -> Page:
@@ -52,25 +53,21 @@ def test_pages_in_flight_double_up_to_the_window():
         most.append(in_flight[0])
         await asyncio.sleep(0.01)
         in_flight[0] -= 1
-        count = 10 if number <= 30 else 3
+        count = 10 if number <= full_pages else 3
         return Page(PageLocation("s", "/v1/x", number, {}), count, [], records=count)
 
+    return fetch, most
+
+
+def test_pages_in_flight_double_up_to_the_window():
+    fetch, most = counted_in_flight(30)
     assert run(record_pages(fetch, 1, 10, max_window=8)) == list(range(1, 32))
     assert most[:2] == [1, 1]  # the first two pages alone
     assert max(most) == 8 and max(most[:4]) <= 2  # then 2, 4, ... never more than the window
 
 
 def test_a_listing_known_to_hold_records_asks_their_pages_at_once():
-    in_flight, most = [0], []
-
-    async def fetch(number: int) -> Page:
-        in_flight[0] += 1
-        most.append(in_flight[0])
-        await asyncio.sleep(0.01)
-        in_flight[0] -= 1
-        count = 10 if number <= 6 else 3
-        return Page(PageLocation("s", "/v1/x", number, {}), count, [], records=count)
-
+    fetch, most = counted_in_flight(6)
     # 55 records known: pages 1-5 are full and page 6 may be the short one, so six go out together
     assert run(record_pages(fetch, 1, 10, max_window=8, known_records=55)) == list(range(1, 8))
     assert most[:6] == [1, 2, 3, 4, 5, 6] and max(most) <= 8
