@@ -209,8 +209,9 @@ class Changes:
 
 async def versions_since(core: SourceCore, instant: datetime, known: int = 0) -> set[Version] | None:
     """(owner, user, lesson, lastDate) of active lessons changed since `instant`; None when that listing
-    could not be read exactly (drift in it too). `known`: how many it holds at least (an earlier listing's
-    count: a record changed since `instant` stays so), so that its pages are asked at once (record_pages)."""
+    could not be read exactly (drift in it too). `known`: how many it holds at least (the planned active lessons
+    past `instant`, or what an earlier check found: a record changed since `instant` stays so), so that its pages
+    are asked at once (record_pages)."""
     found: set[Version] = set()
 
     async def collect(_: Request, page: Page) -> None:
@@ -258,8 +259,9 @@ def _listed_since(changed: pa.Table, instant: datetime) -> int:
     if getattr(dates.type, "tz", None) is None:
         bound = bound.astimezone(UTC).replace(tzinfo=None)  # naive lastDates are UTC (_aware)
     recent = changed.filter(pc.greater(dates, pa.scalar(bound, type=dates.type)))
-    pairs = pa.table({c: recent.column(c).cast(pa.string()) for c in ("user_id", "lesson_id")})  # ids may come
-    return pairs.group_by(["user_id", "lesson_id"], use_threads=False).aggregate([]).num_rows  # dictionary-encoded
+    # as strings: the spilled window's ids come dictionary-encoded, a dictionary per chunk
+    pairs = pa.table({c: recent.column(c).cast(pa.string()) for c in ("user_id", "lesson_id")})
+    return pairs.group_by(["user_id", "lesson_id"], use_threads=False).aggregate([]).num_rows
 
 
 def _newest(changed: pa.Table) -> datetime | None:

@@ -138,9 +138,9 @@ async def record_pages(fetch: FetchPage[PageT], first: int, page_size: int,
     fetched ahead past the end is a request wasted, and once sent it holds its slot until answered. Jumping to
     `max_window` after a full first page cost a two-page listing 1 + max_window requests instead of 2 (measured:
     the groups snapshot of scale medium, 1,080 requests for 250 groups); a listing of thousands of pages reaches
-    the full window after four pages. A listing known to hold at least `known_records` records (the answers'
-    second drift check holds every record its first one found) asks its pages up to the first one that can be
-    short at once: none of them can be past the end, and none waits for the ramp's round trips."""
+    the full window after four pages. A listing known to hold at least `known_records` records (the answers' drift
+    checks: the planned active lessons, or every record the first check found) asks its pages up to the first one
+    that can be short at once: none of them can be past the end, and none waits for the ramp's round trips."""
     pending: deque[tuple[int, asyncio.Task[Timed[PageT]]]] = deque()
     known_full = known_records // page_size  # pages that cannot be short, the last one asked with them
 
