@@ -47,6 +47,7 @@ SNAPSHOT_FILE = "analytics.duckdb"
 MARTS_DIR = "marts"
 MANIFEST_FILE = "_manifest.json"
 _ALIAS = "__publish"
+_BUILDS = BUILDS_TABLE.split(".")[1]  # its name, copied into the snapshot's main
 
 
 @dataclass(frozen=True)
@@ -111,10 +112,10 @@ def _write_snapshot(
             else:
                 _copy(conn, model.name, ordered=model.materialized != "view")
             timings[model.name] = round(time.perf_counter() - started, 3)
-        _copy(conn, BUILDS_TABLE.split(".")[1], ordered=True)
+        _copy(conn, _BUILDS, ordered=True)
         conn.execute(f"CREATE TABLE {_ALIAS}.main._published AS SELECT ?::TIMESTAMPTZ AS published_at", [at])
         conn.execute(f"DROP SCHEMA IF EXISTS {_ALIAS}.{quote(MODEL_SCHEMA)} CASCADE")
-        for name in [m.name for m in models] + [BUILDS_TABLE.split(".")[1]]:
+        for name in [m.name for m in models] + [_BUILDS]:
             rows[name] = int(scalar(conn, f"SELECT count(*) FROM {_ALIAS}.main.{quote(name)}"))
         conn.execute(f"CHECKPOINT {_ALIAS}")
     except BaseException:
