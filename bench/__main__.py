@@ -9,8 +9,13 @@ import os
 import subprocess
 import sys
 
-SCALED = ("bench.simulator_bench", "bench.client_bench", "bench.sync_bench", "bench.analytics_bench",
-          "bench.compare_bench")  # compare_bench: side by side with dlt and the ceiling, then scaling (issue 7)
+SCALED = (
+    "bench.simulator_bench",
+    "bench.client_bench",
+    "bench.sync_bench",
+    "bench.analytics_bench",
+    "bench.compare_bench",
+)  # compare_bench: side by side with dlt and the ceiling, then scaling (issue 7)
 # latency_bench: its own configuration (scale medium, 40 ms a request), LessonSync beside the ceiling (issue 15)
 UNSCALED = ("bench.upsert_options", "bench.webhook_bench", "bench.latency_bench")
 # the nightly runs (no-change, 1%-change) as over a network: latency_bench's configuration, each beside its floor

@@ -41,8 +41,9 @@ def child(kind: str, scale: str, work: Path, data: Path | None) -> None:
     port = free_port()
     simulator = start_simulator(scale, port)
     url = f"http://127.0.0.1:{port}"
-    os.environ.update({"LESSONSYNC_BASE_URL": url, "LESSONSYNC_DATA_DIR": str(work / "data"),
-                       "DAGSTER_HOME": str(work / "home")})
+    os.environ.update(
+        {"LESSONSYNC_BASE_URL": url, "LESSONSYNC_DATA_DIR": str(work / "data"), "DAGSTER_HOME": str(work / "home")}
+    )
     try:
         if kind == "one_percent":
             httpx.post(f"{url}/_sim/advance", params={"hours": 24}, timeout=600).raise_for_status()
@@ -111,18 +112,24 @@ def main(argv: list[str] | None = None) -> int:
         data: dict[str, Path | None] = dict.fromkeys(sides)
         if options.kind != "full":
             template = options.data or prepared_data(options.scale, root)
-            data = {side: warmed(checkout, options.scale, root / f"warm-{side}", template)
-                    for side, checkout in sides.items()}
+            data = {
+                side: warmed(checkout, options.scale, root / f"warm-{side}", template)
+                for side, checkout in sides.items()
+            }
         seconds: dict[str, list[float]] = {"other": [], "this": []}
         for pair in range(options.pairs):
             for side, checkout in sides.items():
                 seconds[side].append(one_run(checkout, options.kind, options.scale, root / side, data[side]))
-            print(f"pair {pair + 1}: other {seconds['other'][-1]:.2f} s, this {seconds['this'][-1]:.2f} s",
-                  file=sys.stderr)
+            print(
+                f"pair {pair + 1}: other {seconds['other'][-1]:.2f} s, this {seconds['this'][-1]:.2f} s",
+                file=sys.stderr,
+            )
     other, this = (statistics.median(seconds[side]) for side in ("other", "this"))
-    print(f"{options.kind} at scale {options.scale}, {options.pairs} interleaved pairs: other {options.other} "
-          f"median {other:.2f} s {seconds['other']}; this checkout median {this:.2f} s {seconds['this']}; "
-          f"{(this - other) / other:+.1%}")
+    print(
+        f"{options.kind} at scale {options.scale}, {options.pairs} interleaved pairs: other {options.other} "
+        f"median {other:.2f} s {seconds['other']}; this checkout median {this:.2f} s {seconds['this']}; "
+        f"{(this - other) / other:+.1%}"
+    )
     return 0
 
 

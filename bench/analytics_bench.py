@@ -38,8 +38,10 @@ from pipeline.warehouse import Warehouse  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 SCALES = {  # users, lessons, active lessons, groups, sessions (the simulator's profiles)
-    "tiny": (48, 12, 300, 20, 8), "small": (1_500, 120, 20_000, 60, 80),
-    "medium": (12_000, 600, 200_000, 250, 300), "large": (60_000, 2_000, 1_000_000, 1_000, 1_000),
+    "tiny": (48, 12, 300, 20, 8),
+    "small": (1_500, 120, 20_000, 60, 80),
+    "medium": (12_000, 600, 200_000, 250, 300),
+    "large": (60_000, 2_000, 1_000_000, 1_000, 1_000),
 }
 T0 = "TIMESTAMPTZ '2026-05-01 00:00:00+00'"
 CHUNK = 100_000  # active lessons per bulk statement of the answer tables
@@ -107,17 +109,23 @@ def synthetic_warehouse(data_dir: Path, scale: str) -> Warehouse:
         for statement in FILL:
             chunks = [(lo, min(lo + CHUNK, n)) for lo in range(0, n, CHUNK)] if "{lo}" in statement else [(0, 0)]
             for lo, hi in chunks:
-                conn.execute(statement.format(users=users, lessons=lessons, n=n, groups=groups, sessions=sessions,
-                                              t0=T0, lo=lo, hi=hi))
+                conn.execute(
+                    statement.format(
+                        users=users, lessons=lessons, n=n, groups=groups, sessions=sessions, t0=T0, lo=lo, hi=hi
+                    )
+                )
         conn.execute("CHECKPOINT")
     return Warehouse(data_dir / "warehouse.duckdb", data_dir / "lake")  # the build runs with the defaults
 
 
 def counts(warehouse: Warehouse) -> dict[str, int]:
     with warehouse.connect() as conn:
-        names = [r[0] for r in conn.execute(
-            "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'lms' AND NOT starts_with(table_name, '_')"
-        ).fetchall()]
+        names = [
+            r[0]
+            for r in conn.execute(
+                "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'lms' AND NOT starts_with(table_name, '_')"
+            ).fetchall()
+        ]
         return {name: conn.execute(f'SELECT count(*) FROM lms."{name}"').fetchone()[0] for name in sorted(names)}
 
 
@@ -133,8 +141,10 @@ def run(warehouse: Warehouse, data_dir: Path) -> dict[str, object]:
         "build_seconds": round(build_seconds, 2),
         "publish_seconds": round(published.seconds, 2),
         "publish_seconds_by_table": published.seconds_by_table,
-        "models": {r.model.name: {"seconds": round(r.seconds, 2), "rows": r.rows, "materialized": r.model.materialized}
-                   for r in results},
+        "models": {
+            r.model.name: {"seconds": round(r.seconds, 2), "rows": r.rows, "materialized": r.model.materialized}
+            for r in results
+        },
         "failed": failed,
         "snapshot_mib": round(published.snapshot.stat().st_size / 2**20, 1),
         "parquet_mib": round(sum(p.stat().st_size for p in published.parquet.values()) / 2**20, 1),
@@ -143,8 +153,9 @@ def run(warehouse: Warehouse, data_dir: Path) -> dict[str, object]:
 
 def measure(data_dir: Path) -> dict[str, object]:
     """Build and publish in a fresh child process, so that its peak RSS is the build's alone."""
-    done = subprocess.run([sys.executable, __file__, "--measure", str(data_dir)], capture_output=True, text=True,
-                          check=False)
+    done = subprocess.run(
+        [sys.executable, __file__, "--measure", str(data_dir)], capture_output=True, text=True, check=False
+    )
     if done.returncode != 0:
         raise SystemExit(f"the measuring process failed:\n{done.stderr}")
     report = json.loads(done.stdout)
@@ -179,16 +190,22 @@ def main() -> int:
                     kept.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copy2(data_dir / "warehouse.duckdb", kept)
         warehouse = Warehouse(data_dir / "warehouse.duckdb", data_dir / "lake")
-        report = {"scale": label, "prepare_seconds": round(time.perf_counter() - started, 1),
-                  "tables": counts(warehouse), **measure(data_dir),
-                  "date": datetime.now(UTC).isoformat(timespec="seconds")}
+        report = {
+            "scale": label,
+            "prepare_seconds": round(time.perf_counter() - started, 1),
+            "tables": counts(warehouse),
+            **measure(data_dir),
+            "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"analytics_{label}.json").write_text(json.dumps(report, indent=2) + "\n")
     slowest = sorted(report["models"].items(), key=lambda kv: -kv[1]["seconds"])[:6]
     print(f"scale {label}: lms rows {report['tables']}")
-    print(f"build of {len(report['models'])} models (with their tests): {report['build_seconds']} s; "
-          f"publish: {report['publish_seconds']} s; snapshot {report['snapshot_mib']} MiB, "
-          f"Parquet {report['parquet_mib']} MiB; peak RSS of build + publish {report['peak_rss_mib']} MiB")
+    print(
+        f"build of {len(report['models'])} models (with their tests): {report['build_seconds']} s; "
+        f"publish: {report['publish_seconds']} s; snapshot {report['snapshot_mib']} MiB, "
+        f"Parquet {report['parquet_mib']} MiB; peak RSS of build + publish {report['peak_rss_mib']} MiB"
+    )
     print("slowest: " + ", ".join(f"{name} {m['seconds']} s" for name, m in slowest))
     if report["failed"]:
         print("FAILED: " + " | ".join(report["failed"]))

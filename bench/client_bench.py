@@ -42,8 +42,9 @@ def run_child(args: list[str]) -> dict[str, Any]:
     return report
 
 
-def client_child(base_url: str, page_size: int, concurrency: int, urls_file: str | None,
-                 server_pid: int) -> dict[str, Any]:
+def client_child(
+    base_url: str, page_size: int, concurrency: int, urls_file: str | None, server_pid: int
+) -> dict[str, Any]:
     import pyarrow as pa
 
     from pipeline.settings import Settings
@@ -57,41 +58,54 @@ def client_child(base_url: str, page_size: int, concurrency: int, urls_file: str
     with PlatformClient(settings) as client:
         client.first_page()
         if urls_file:
+
             async def record(request: httpx.Request) -> None:
                 if request.method == "GET":
                     seen.append((phase["name"], str(request.url)))
+
             client._ready().transport._client.event_hooks["request"] = [record]  # bench-only introspection
         began, rows, pairs, cpu = time.perf_counter(), 0, [], CpuMeter(server_pid)
         for batch in client.iter_stream("active_lessons"):
             rows += batch.records.num_rows
             pairs.append(batch.records.select(["user_id", "lesson_id"]))
-        report["active_lessons"] = {**_phase(client.last_run_stats(), rows, time.perf_counter() - began),
-                                    **cpu.done()}
+        report["active_lessons"] = {**_phase(client.last_run_stats(), rows, time.perf_counter() - began), **cpu.done()}
         phase["name"] = "answers"
         changed = pa.Table.from_batches(pairs)
         began, rows, results, cpu = time.perf_counter(), 0, 0, CpuMeter(server_pid)
         for batch in client.iter_answers(changed):
             rows += batch.records.num_rows if batch.table.name == "answers" else 0
             results += batch.records.num_rows if batch.table.name == "answer_results" else 0
-        report["answers"] = {**_phase(client.last_run_stats(), rows, time.perf_counter() - began),
-                             "answer_results": results, **cpu.done()}
+        report["answers"] = {
+            **_phase(client.last_run_stats(), rows, time.perf_counter() - began),
+            "answer_results": results,
+            **cpu.done(),
+        }
     if urls_file:
         Path(urls_file).write_text("\n".join(f"{p}\t{u}" for p, u in seen))
     return report
 
 
 def _phase(stats: Any, rows: int, seconds: float) -> dict[str, Any]:
-    return {"seconds": round(seconds, 2), "records": rows, "requests": stats.requests, "retries": stats.retries,
-            "pages": stats.pages, "complete": stats.complete, "records_per_s": round(rows / seconds),
-            "requests_per_s": round(stats.requests / seconds, 1)}
+    return {
+        "seconds": round(seconds, 2),
+        "records": rows,
+        "requests": stats.requests,
+        "retries": stats.retries,
+        "pages": stats.pages,
+        "complete": stats.complete,
+        "records_per_s": round(rows / seconds),
+        "requests_per_s": round(stats.requests / seconds, 1),
+    }
 
 
 async def download_all(base_url: str, token: str, urls: list[str], concurrency: int) -> int:
     """The ceiling: every URL downloaded, `concurrency` at a time over as many connections; returns the bytes."""
     slots = asyncio.Semaphore(concurrency)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=120,
-                                 headers={"Authorization": f"Bearer {token}"}) as http:
+    async with httpx.AsyncClient(
+        base_url=base_url, limits=limits, timeout=120, headers={"Authorization": f"Bearer {token}"}
+    ) as http:
+
         async def one(url: str) -> int:
             async with slots:
                 response = await http.get(url)
@@ -112,8 +126,12 @@ def ceiling_child(base_url: str, concurrency: int, urls_file: str, server_pid: i
         began, cpu = time.perf_counter(), CpuMeter(server_pid)
         asyncio.run(download_all(base_url, token, urls, concurrency))
         seconds = time.perf_counter() - began
-        report[phase] = {"seconds": round(seconds, 2), "requests": len(urls),
-                         "requests_per_s": round(len(urls) / seconds, 1), **cpu.done()}
+        report[phase] = {
+            "seconds": round(seconds, 2),
+            "requests": len(urls),
+            "requests_per_s": round(len(urls) / seconds, 1),
+            **cpu.done(),
+        }
     return report
 
 
@@ -130,8 +148,16 @@ def compare(scale: str, latency_ms: float, page_size: int, concurrency: int, rep
     port = free_port()
     server = start_simulator(scale, port, latency_ms)
     base_url = f"http://127.0.0.1:{port}"
-    common = ["--base-url", base_url, "--page-size", str(page_size), "--concurrency", str(concurrency),
-              "--server-pid", str(server.pid)]
+    common = [
+        "--base-url",
+        base_url,
+        "--page-size",
+        str(page_size),
+        "--concurrency",
+        str(concurrency),
+        "--server-pid",
+        str(server.pid),
+    ]
     ceilings, clients = [], []
     try:
         with tempfile.NamedTemporaryFile(suffix=".urls") as urls:
@@ -152,11 +178,20 @@ def compare(scale: str, latency_ms: float, page_size: int, concurrency: int, rep
         mine["cpu_us_per_record"] = round(mine["cpu_s"] / mine["records"] * 1e6, 1)
         bare["cpu_us_per_record"] = round(bare["cpu_s"] / mine["records"] * 1e6, 1)
         mine["server_cpu_us_per_record"] = round(mine["server_cpu_s"] / mine["records"] * 1e6, 1)
-        mine["share_of_ceiling_by_cpu"] = round(max(bare["cpu_s"], bare["server_cpu_s"])
-                                                / max(mine["cpu_s"], mine["server_cpu_s"]), 3)
-    return {"scale": scale, "latency_ms": latency_ms, "page_size": page_size, "concurrency": concurrency,
-            "cpus": os.cpu_count(), "load_average": os.getloadavg(), "date": time.strftime("%Y-%m-%d"),
-            "client": client, "ceiling": ceiling}
+        mine["share_of_ceiling_by_cpu"] = round(
+            max(bare["cpu_s"], bare["server_cpu_s"]) / max(mine["cpu_s"], mine["server_cpu_s"]), 3
+        )
+    return {
+        "scale": scale,
+        "latency_ms": latency_ms,
+        "page_size": page_size,
+        "concurrency": concurrency,
+        "cpus": os.cpu_count(),
+        "load_average": os.getloadavg(),
+        "date": time.strftime("%Y-%m-%d"),
+        "client": client,
+        "ceiling": ceiling,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -182,11 +217,13 @@ def main(argv: list[str] | None = None) -> int:
     (RESULTS / f"client_{args.scale}.json").write_text(json.dumps(result, indent=2))
     for phase in PHASES:
         c, k = result["client"][phase], result["ceiling"][phase]
-        print(f"{args.scale:6} {phase:15} client {c['records_per_s']:>9,} rec/s {c['requests_per_s']:>7} req/s "
-              f"| ceiling {k['records_per_s']:>9,} rec/s {k['requests_per_s']:>7} req/s "
-              f"| {c['share_of_ceiling']:.0%} of ceiling (by CPU: {c['share_of_ceiling_by_cpu']:.0%}; client "
-              f"{c['cpu_us_per_record']} us/record, bare loop {k['cpu_us_per_record']}, "
-              f"simulator {c['server_cpu_us_per_record']})")
+        print(
+            f"{args.scale:6} {phase:15} client {c['records_per_s']:>9,} rec/s {c['requests_per_s']:>7} req/s "
+            f"| ceiling {k['records_per_s']:>9,} rec/s {k['requests_per_s']:>7} req/s "
+            f"| {c['share_of_ceiling']:.0%} of ceiling (by CPU: {c['share_of_ceiling_by_cpu']:.0%}; client "
+            f"{c['cpu_us_per_record']} us/record, bare loop {k['cpu_us_per_record']}, "
+            f"simulator {c['server_cpu_us_per_record']})"
+        )
     peaks = result["client"]["peak_rss_mib"], result["ceiling"]["peak_rss_mib"]
     print(f"client peak RSS {peaks[0]} MiB (ceiling loop {peaks[1]} MiB)")
     return 0

@@ -36,8 +36,19 @@ def free_port() -> int:
 
 def start_simulator(scale: str, port: int, latency_ms: float | None = None) -> subprocess.Popen[bytes]:
     """`python -m simulator` on loopback, seed 42, optional fixed latency per request; returns once it serves."""
-    command = [sys.executable, "-m", "simulator", "--host", "127.0.0.1", "--port", str(port),
-               "--scale", scale, "--seed", "42"]
+    command = [
+        sys.executable,
+        "-m",
+        "simulator",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--scale",
+        scale,
+        "--seed",
+        "42",
+    ]
     if latency_ms is not None:
         command += ["--faults", f"latency_ms={latency_ms}"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -73,9 +84,14 @@ def run_measured(argv: list[str], env: dict[str, str] | None = None, tail_lines:
         out.seek(0)
         err.seek(0)
         tail = "\n".join(err.read().decode(errors="replace").strip().splitlines()[-tail_lines:])
-        return ChildRun(child.returncode, out.read(), tail, round(seconds, 2),
-                        round(usage.ru_maxrss / 1024, 1),  # Linux: ru_maxrss in kilobytes
-                        round(usage.ru_utime + usage.ru_stime, 2))
+        return ChildRun(
+            child.returncode,
+            out.read(),
+            tail,
+            round(seconds, 2),
+            round(usage.ru_maxrss / 1024, 1),  # Linux: ru_maxrss in kilobytes
+            round(usage.ru_utime + usage.ru_stime, 2),
+        )
 
 
 def load_average() -> list[float]:
@@ -87,9 +103,13 @@ def run_reported(argv: list[str], env: dict[str, str] | None = None) -> tuple[Ch
     after it (other work on the machine meanwhile), its peak RSS, wall and CPU seconds."""
     before = load_average()
     child = run_measured(argv, env)
-    return child, {"load_average_before": before, "load_average_after": load_average(),
-                   "peak_rss_mib": child.peak_rss_mib, "process_seconds": child.seconds,
-                   "cpu_seconds": child.cpu_seconds}
+    return child, {
+        "load_average_before": before,
+        "load_average_after": load_average(),
+        "peak_rss_mib": child.peak_rss_mib,
+        "process_seconds": child.seconds,
+        "cpu_seconds": child.cpu_seconds,
+    }
 
 
 class CpuMeter:
@@ -124,8 +144,9 @@ def recorded_gets() -> Iterator[list[str]]:
     seen: list[str] = []
     original = PlatformHTTP.request
 
-    async def request(self: Any, method: str, path: str, params: Mapping[str, str] | None = None,
-                      **kwargs: Any) -> httpx.Response:
+    async def request(
+        self: Any, method: str, path: str, params: Mapping[str, str] | None = None, **kwargs: Any
+    ) -> httpx.Response:
         response = await original(self, method, path, params, **kwargs)
         if method == "GET" and response.status_code == 200:
             address = urlsplit(self.url(path, params))
@@ -175,8 +196,18 @@ def run_bare_download(base_url: str, urls_file: str, concurrency: int) -> dict[s
     """The bare download of `urls_file` in a child process: its seconds, peak RSS and CPU seconds."""
     from pipeline.settings import DEFAULT_APP_SECRET
 
-    argv = [sys.executable, "-m", "bench.common", urls_file, "--base-url", base_url, "--concurrency",
-            str(concurrency), "--app-secret", DEFAULT_APP_SECRET]
+    argv = [
+        sys.executable,
+        "-m",
+        "bench.common",
+        urls_file,
+        "--base-url",
+        base_url,
+        "--concurrency",
+        str(concurrency),
+        "--app-secret",
+        DEFAULT_APP_SECRET,
+    ]
     child, sides = run_reported(argv)
     if child.returncode != 0:
         return {"error": child.stderr_tail, **sides}

@@ -67,8 +67,9 @@ def lessonsync_child(select: str, urls_file: str | None) -> dict[str, Any]:
         return sync_child([select])
     every_get = f"{urls_file}.all"
     report = sync_child([select], every_get)
-    phased = [f"{phase}\t{url}" for url in Path(every_get).read_text().splitlines()
-              if (phase := _phase_of(url)) is not None]
+    phased = [
+        f"{phase}\t{url}" for url in Path(every_get).read_text().splitlines() if (phase := _phase_of(url)) is not None
+    ]
     Path(urls_file).write_text("\n".join(phased))
     return report
 
@@ -107,8 +108,10 @@ def measured(argv: list[str], env: dict[str, str] | None = None) -> tuple[ChildR
                 pid_box.append(fresh[0])
             time.sleep(0.05)
 
-    threads = [threading.Thread(target=find_child, daemon=True),
-               threading.Thread(target=_tree_sampler, args=(pid_box, peak, stop), daemon=True)]
+    threads = [
+        threading.Thread(target=find_child, daemon=True),
+        threading.Thread(target=_tree_sampler, args=(pid_box, peak, stop), daemon=True),
+    ]
     for thread in threads:
         thread.start()
     try:
@@ -124,9 +127,14 @@ def measured(argv: list[str], env: dict[str, str] | None = None) -> tuple[ChildR
 def lessonsync_env(base_url: str, data_dir: Path) -> dict[str, str]:
     dagster_home = data_dir.parent / f"{data_dir.name}_dagster_home"
     dagster_home.mkdir(parents=True, exist_ok=True)
-    return {**os.environ, "LESSONSYNC_BASE_URL": base_url, "LESSONSYNC_DATA_DIR": str(data_dir),
-            "LESSONSYNC_PAGE_SIZE": str(PAGE_SIZE), "LESSONSYNC_CONCURRENCY": str(CONCURRENCY),
-            "DAGSTER_HOME": str(dagster_home)}
+    return {
+        **os.environ,
+        "LESSONSYNC_BASE_URL": base_url,
+        "LESSONSYNC_DATA_DIR": str(data_dir),
+        "LESSONSYNC_PAGE_SIZE": str(PAGE_SIZE),
+        "LESSONSYNC_CONCURRENCY": str(CONCURRENCY),
+        "DAGSTER_HOME": str(dagster_home),
+    }
 
 
 def run_lessonsync(base_url: str, data_dir: Path, urls_file: str | None = None) -> dict[str, Any]:
@@ -140,46 +148,81 @@ def run_lessonsync(base_url: str, data_dir: Path, urls_file: str | None = None) 
         return {"error": child.stderr_tail, "process_seconds": child.seconds, "peak_rss_mib": child.peak_rss_mib}
     report = summarize(json.loads(child.stdout))
     streams = report["streams"]
-    return {"run_seconds": report["run_seconds"], "process_seconds": child.seconds,
-            "peak_rss_mib": child.peak_rss_mib, "tree_peak_rss_mib": tree_peak,
-            "requests": report["requests"],
-            "rows": {t: streams.get(t, {}).get("rows_fetched", 0) for t in ("active_lessons", "answers",
-                                                                              "answer_results")},
-            "stream_seconds": {t: streams.get(t, {}).get("duration_s") for t in ("active_lessons", "answers")},
-            "stream_requests": {t: streams.get(t, {}).get("requests") for t in ("active_lessons", "answers")},
-            "failed_checks": report["failed_checks"], "outside_steps_seconds": report["outside_steps_seconds"]}
+    return {
+        "run_seconds": report["run_seconds"],
+        "process_seconds": child.seconds,
+        "peak_rss_mib": child.peak_rss_mib,
+        "tree_peak_rss_mib": tree_peak,
+        "requests": report["requests"],
+        "rows": {t: streams.get(t, {}).get("rows_fetched", 0) for t in ("active_lessons", "answers", "answer_results")},
+        "stream_seconds": {t: streams.get(t, {}).get("duration_s") for t in ("active_lessons", "answers")},
+        "stream_requests": {t: streams.get(t, {}).get("requests") for t in ("active_lessons", "answers")},
+        "failed_checks": report["failed_checks"],
+        "outside_steps_seconds": report["outside_steps_seconds"],
+    }
 
 
 def run_dlt(base_url: str, config: str, work_dir: Path) -> dict[str, Any]:
     work_dir.mkdir(parents=True, exist_ok=True)
-    argv = [sys.executable, "-m", "bench.dlt_side", "--base-url", base_url, "--config", config,
-            "--work-dir", str(work_dir)]
+    argv = [
+        sys.executable,
+        "-m",
+        "bench.dlt_side",
+        "--base-url",
+        base_url,
+        "--config",
+        config,
+        "--work-dir",
+        str(work_dir),
+    ]
     child, tree_peak = measured(argv)
     if child.returncode != 0:
         return {"error": child.stderr_tail, "process_seconds": child.seconds, "peak_rss_mib": child.peak_rss_mib}
     report = json.loads(child.stdout)
     streams = report["streams"]
     rows = {**streams["active_lessons"]["rows"], **streams["answers"]["rows"]}
-    return {"run_seconds": report["run_seconds"], "process_seconds": child.seconds,
-            "peak_rss_mib": child.peak_rss_mib, "tree_peak_rss_mib": tree_peak,
-            "requests": sum(report["requests"].values()), "requests_by_listing": report["requests"],
-            "rows": {"active_lessons": rows.get("active_lessons", 0), "answers": rows.get("answers", 0),
-                     "answer_results": rows.get("answers__results", 0)},
-            "stream_seconds": {t: streams[t]["seconds"] for t in ("active_lessons", "answers")},
-            "stream_requests": {t: streams[t]["requests"] for t in ("active_lessons", "answers")},
-            "step_seconds": {t: streams[t]["step_seconds"] for t in ("active_lessons", "answers")}}
+    return {
+        "run_seconds": report["run_seconds"],
+        "process_seconds": child.seconds,
+        "peak_rss_mib": child.peak_rss_mib,
+        "tree_peak_rss_mib": tree_peak,
+        "requests": sum(report["requests"].values()),
+        "requests_by_listing": report["requests"],
+        "rows": {
+            "active_lessons": rows.get("active_lessons", 0),
+            "answers": rows.get("answers", 0),
+            "answer_results": rows.get("answers__results", 0),
+        },
+        "stream_seconds": {t: streams[t]["seconds"] for t in ("active_lessons", "answers")},
+        "stream_requests": {t: streams[t]["requests"] for t in ("active_lessons", "answers")},
+        "step_seconds": {t: streams[t]["step_seconds"] for t in ("active_lessons", "answers")},
+    }
 
 
 def run_ceiling(base_url: str, urls_file: str, server_pid: int) -> dict[str, Any]:
     from bench.client_bench import run_child
 
-    report = run_child(["--child", "ceiling", "--base-url", base_url, "--concurrency", str(CONCURRENCY),
-                        "--urls", urls_file, "--server-pid", str(server_pid)])
-    return {"run_seconds": round(sum(report[p]["seconds"] for p in ("active_lessons", "answers")), 2),
-            "peak_rss_mib": report["peak_rss_mib"],
-            "requests": sum(report[p]["requests"] for p in ("active_lessons", "answers")),
-            "stream_seconds": {p: report[p]["seconds"] for p in ("active_lessons", "answers")},
-            "stream_requests": {p: report[p]["requests"] for p in ("active_lessons", "answers")}}
+    report = run_child(
+        [
+            "--child",
+            "ceiling",
+            "--base-url",
+            base_url,
+            "--concurrency",
+            str(CONCURRENCY),
+            "--urls",
+            urls_file,
+            "--server-pid",
+            str(server_pid),
+        ]
+    )
+    return {
+        "run_seconds": round(sum(report[p]["seconds"] for p in ("active_lessons", "answers")), 2),
+        "peak_rss_mib": report["peak_rss_mib"],
+        "requests": sum(report[p]["requests"] for p in ("active_lessons", "answers")),
+        "stream_seconds": {p: report[p]["seconds"] for p in ("active_lessons", "answers")},
+        "stream_requests": {p: report[p]["requests"] for p in ("active_lessons", "answers")},
+    }
 
 
 # ---------------------------------------------------------------- one round
@@ -190,15 +233,39 @@ class Truth:
     peak RSS from os.wait4 starts at its parent's size when it is forked."""
 
     def __init__(self, work: Path, base_url: str, label: str) -> None:
-        child = run_measured([sys.executable, "-m", "bench.exactness", "truth", "--base-url", base_url,
-                              "--work-dir", str(work), "--label", label])
+        child = run_measured(
+            [
+                sys.executable,
+                "-m",
+                "bench.exactness",
+                "truth",
+                "--base-url",
+                base_url,
+                "--work-dir",
+                str(work),
+                "--label",
+                label,
+            ]
+        )
         if child.returncode != 0:
             raise RuntimeError(f"ground truth {label}: {child.stderr_tail}")
         self.db = work / f"truth_{label}.duckdb"
 
     def check(self, database: Path, flavour: str) -> dict[str, Any]:
-        child = run_measured([sys.executable, "-m", "bench.exactness", "check", "--truth", str(self.db),
-                              "--database", str(database), "--flavour", flavour])
+        child = run_measured(
+            [
+                sys.executable,
+                "-m",
+                "bench.exactness",
+                "check",
+                "--truth",
+                str(self.db),
+                "--database",
+                str(database),
+                "--flavour",
+                flavour,
+            ]
+        )
         if child.returncode != 0:
             raise RuntimeError(f"exactness check of {database.name}: {child.stderr_tail}")
         return json.loads(child.stdout)
@@ -207,8 +274,16 @@ class Truth:
         self.db.unlink(missing_ok=True)
 
 
-def one_round(scale: str, number: int, work: Path, urls_file: str, record_urls: bool, log: Any,
-              dlt_configs: tuple[str, ...] = DLT_CONFIGS, incremental: bool = True) -> dict[str, Any]:
+def one_round(
+    scale: str,
+    number: int,
+    work: Path,
+    urls_file: str,
+    record_urls: bool,
+    log: Any,
+    dlt_configs: tuple[str, ...] = DLT_CONFIGS,
+    incremental: bool = True,
+) -> dict[str, Any]:
     port = free_port()
     server = start_simulator(scale, port, LATENCY_MS)
     base_url = f"http://127.0.0.1:{port}"
@@ -218,8 +293,7 @@ def one_round(scale: str, number: int, work: Path, urls_file: str, record_urls: 
     runs = result["runs"]
     lessonsync_db = round_dir / "lessonsync" / "warehouse.duckdb"
 
-    def side(name: str, measure: Any, checker: Any = None, database: Path | None = None,
-             flavour: str = "") -> None:
+    def side(name: str, measure: Any, checker: Any = None, database: Path | None = None, flavour: str = "") -> None:
         """One measured side; a failure is recorded and the round goes on with the other sides."""
         log(f"round {number}: {name}")
         try:
@@ -235,14 +309,23 @@ def one_round(scale: str, number: int, work: Path, urls_file: str, record_urls: 
     try:
         log(f"round {number}: ground truth (full)")
         truth = Truth(round_dir, base_url, "full")
-        side("lessonsync_full", lambda: run_lessonsync(base_url, round_dir / "lessonsync",
-                                                       urls_file if record_urls else None),
-             truth, lessonsync_db, "lessonsync")
+        side(
+            "lessonsync_full",
+            lambda: run_lessonsync(base_url, round_dir / "lessonsync", urls_file if record_urls else None),
+            truth,
+            lessonsync_db,
+            "lessonsync",
+        )
         if Path(urls_file).exists() and Path(urls_file).stat().st_size:
             side("ceiling", lambda: run_ceiling(base_url, urls_file, server.pid))
         for config in dlt_configs:
-            side(f"dlt_{config}_full", lambda config=config: run_dlt(base_url, config, round_dir / f"dlt_{config}"),
-                 truth, round_dir / f"dlt_{config}" / "dlt.duckdb", "dlt")
+            side(
+                f"dlt_{config}_full",
+                lambda config=config: run_dlt(base_url, config, round_dir / f"dlt_{config}"),
+                truth,
+                round_dir / f"dlt_{config}" / "dlt.duckdb",
+                "dlt",
+            )
         truth.close()
         if incremental:
             last = dlt_configs[-1]
@@ -250,19 +333,35 @@ def one_round(scale: str, number: int, work: Path, urls_file: str, record_urls: 
             side(f"dlt_{last}_no_change", lambda: run_dlt(base_url, last, round_dir / f"dlt_{last}"))
             result["advance"] = httpx.post(f"{base_url}/_sim/advance", params={"hours": 24}, timeout=600).json()
             truth = Truth(round_dir, base_url, "after_advance")
-            side("lessonsync_one_percent", lambda: run_lessonsync(base_url, round_dir / "lessonsync"),
-                 truth, lessonsync_db, "lessonsync")
-            side(f"dlt_{last}_one_percent", lambda: run_dlt(base_url, last, round_dir / f"dlt_{last}"),
-                 truth, round_dir / f"dlt_{last}" / "dlt.duckdb", "dlt")
+            side(
+                "lessonsync_one_percent",
+                lambda: run_lessonsync(base_url, round_dir / "lessonsync"),
+                truth,
+                lessonsync_db,
+                "lessonsync",
+            )
+            side(
+                f"dlt_{last}_one_percent",
+                lambda: run_dlt(base_url, last, round_dir / f"dlt_{last}"),
+                truth,
+                round_dir / f"dlt_{last}" / "dlt.duckdb",
+                "dlt",
+            )
             truth.close()
     finally:
         server.terminate()
         server.wait(timeout=60)
     for name, run in runs.items():
         exact = run.get("exactness", {}).get("equal")
-        log(f"round {number}: {name}: " + (f"FAILED {run['error'].splitlines()[-1:]}" if "error" in run else
-            f"{run['run_seconds']} s, {run.get('requests')} requests, peak {run['peak_rss_mib']} MiB"
-            + ("" if exact is None else f", exact={exact}")))
+        log(
+            f"round {number}: {name}: "
+            + (
+                f"FAILED {run['error'].splitlines()[-1:]}"
+                if "error" in run
+                else f"{run['run_seconds']} s, {run.get('requests')} requests, peak {run['peak_rss_mib']} MiB"
+                + ("" if exact is None else f", exact={exact}")
+            )
+        )
     return result
 
 
@@ -280,8 +379,14 @@ def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return median
 
 
-def compare(scale: str, repeat: int, work_dir: Path | None, dlt_configs: tuple[str, ...] = DLT_CONFIGS,
-            incremental: bool = True, keep_work: Path | None = None) -> dict[str, Any]:
+def compare(
+    scale: str,
+    repeat: int,
+    work_dir: Path | None,
+    dlt_configs: tuple[str, ...] = DLT_CONFIGS,
+    incremental: bool = True,
+    keep_work: Path | None = None,
+) -> dict[str, Any]:
     """The side-by-side rounds and their medians; data goes to a temp dir (or `keep_work`, left in place)."""
     log_lines: list[str] = []
 
@@ -290,10 +395,17 @@ def compare(scale: str, repeat: int, work_dir: Path | None, dlt_configs: tuple[s
         print(f"[{stamp}] {line}", file=sys.stderr, flush=True)
         log_lines.append(line)
 
-    result: dict[str, Any] = {"scale": scale, "repeat": repeat, "machine": machine(),
-                              "started": datetime.now(UTC).isoformat(timespec="seconds"),
-                              "latency_ms": LATENCY_MS, "page_size": PAGE_SIZE, "concurrency": CONCURRENCY,
-                              "select": SELECT, "rounds": []}
+    result: dict[str, Any] = {
+        "scale": scale,
+        "repeat": repeat,
+        "machine": machine(),
+        "started": datetime.now(UTC).isoformat(timespec="seconds"),
+        "latency_ms": LATENCY_MS,
+        "page_size": PAGE_SIZE,
+        "concurrency": CONCURRENCY,
+        "select": SELECT,
+        "rounds": [],
+    }
     out = RESULTS / f"compare_{scale}.json"
     RESULTS.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="compare_bench_", dir=work_dir) as temporary:
@@ -304,8 +416,9 @@ def compare(scale: str, repeat: int, work_dir: Path | None, dlt_configs: tuple[s
             result["rounds"].append(one_round(scale, number, work, urls, number == 0, log, dlt_configs, incremental))
             out.write_text(json.dumps(result, indent=2, default=str))  # an interrupted run keeps its rounds
     names = result["rounds"][0]["runs"].keys()
-    result["median"] = {name: _median([r["runs"][name] for r in result["rounds"] if name in r["runs"]])
-                        for name in names}
+    result["median"] = {
+        name: _median([r["runs"][name] for r in result["rounds"] if name in r["runs"]]) for name in names
+    }
     result["ratios"] = ratios(result["median"])
     result["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
     result["load_average_end"] = os.getloadavg()
@@ -323,7 +436,8 @@ def ratios(median: dict[str, Any]) -> dict[str, Any]:
     if "error" not in ceiling:
         found["lessonsync_share_of_ceiling_end_to_end"] = round(ceiling["run_seconds"] / mine["run_seconds"], 3)
         found["lessonsync_share_of_ceiling_answers"] = round(
-            ceiling["stream_seconds"]["answers"] / mine["stream_seconds"]["answers"], 3)
+            ceiling["stream_seconds"]["answers"] / mine["stream_seconds"]["answers"], 3
+        )
     for config in DLT_CONFIGS:
         theirs = median.get(f"dlt_{config}_full", {})
         if "error" in theirs or not theirs:
@@ -344,8 +458,14 @@ def scaling(scales: list[str], work_dir: Path | None, reuse: dict[str, Any] | No
     comparison just measured reuses its median full sync."""
     out = RESULTS / "scaling.json"
     previous = json.loads(out.read_text()) if out.exists() else {"scales": {}}
-    result = {"machine": machine(), "latency_ms": LATENCY_MS, "page_size": PAGE_SIZE, "concurrency": CONCURRENCY,
-              "select": SELECT, "scales": previous.get("scales", {})}
+    result = {
+        "machine": machine(),
+        "latency_ms": LATENCY_MS,
+        "page_size": PAGE_SIZE,
+        "concurrency": CONCURRENCY,
+        "select": SELECT,
+        "scales": previous.get("scales", {}),
+    }
     for scale in scales:
         if reuse and reuse.get("scale") == scale and "error" not in reuse["median"]["lessonsync_full"]:
             run = dict(reuse["median"]["lessonsync_full"])
@@ -366,11 +486,22 @@ def scaling(scales: list[str], work_dir: Path | None, reuse: dict[str, Any] | No
             run["source"] = "scaling run"
             run["counts"] = counts
         run["date"] = datetime.now(UTC).date().isoformat()
-        run["complete"] = "error" not in run and run["rows"]["active_lessons"] == run["counts"]["active_lessons"] \
+        run["complete"] = (
+            "error" not in run
+            and run["rows"]["active_lessons"] == run["counts"]["active_lessons"]
             and run["rows"]["answers"] == run["counts"]["answers"]
+        )
         result["scales"][scale] = run
-        print(f"[scaling] {scale}: " + (run.get("error", "")[-300:] if "error" in run else
-              f"{run['run_seconds']} s, peak {run['peak_rss_mib']} MiB"), file=sys.stderr, flush=True)
+        print(
+            f"[scaling] {scale}: "
+            + (
+                run.get("error", "")[-300:]
+                if "error" in run
+                else f"{run['run_seconds']} s, peak {run['peak_rss_mib']} MiB"
+            ),
+            file=sys.stderr,
+            flush=True,
+        )
         RESULTS.mkdir(exist_ok=True)
         out.write_text(json.dumps(result, indent=2, default=str))
     return result
@@ -390,11 +521,27 @@ def machine() -> dict[str, Any]:
             return None
 
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), host.processor()) if Path("/proc/cpuinfo").exists() else ""
-    return {"cpus": os.cpu_count(), "cpu_model": cpu, "memory_gib": round(memory, 1), "os": host.platform(),
-            "python": host.python_version(), **{name: installed(name) for name in ("dagster", "duckdb", "dlt", "httpx")},
-            "load_average": os.getloadavg()}
+    cpu = (
+        next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")
+            ),
+            host.processor(),
+        )
+        if Path("/proc/cpuinfo").exists()
+        else ""
+    )
+    return {
+        "cpus": os.cpu_count(),
+        "cpu_model": cpu,
+        "memory_gib": round(memory, 1),
+        "os": host.platform(),
+        "python": host.python_version(),
+        **{name: installed(name) for name in ("dagster", "duckdb", "dlt", "httpx")},
+        "load_average": os.getloadavg(),
+    }
 
 
 def _n(value: Any) -> str:
@@ -415,8 +562,11 @@ def _exact(run: dict[str, Any]) -> str:
         return "not checked"
     if check["equal"]:
         tables = check["tables"]
-        return "**equal** (" + ", ".join(f"{_n(tables[t]['rows'])}" for t in ("active_lessons", "answers",
-                                                                             "answer_results")) + ")"
+        return (
+            "**equal** ("
+            + ", ".join(f"{_n(tables[t]['rows'])}" for t in ("active_lessons", "answers", "answer_results"))
+            + ")"
+        )
     parts = []
     for table, c in check["tables"].items():
         if not c["equal"]:
@@ -444,54 +594,76 @@ def compare_markdown(result: dict[str, Any]) -> list[str]:
     m, scale = result["median"], result["scale"]
     counts = result["rounds"][0]["counts"]
     rounds = f"{result['repeat']} round" + ("s" if result["repeat"] != 1 else "")
-    lines = [f"### Side by side at scale {scale} (`python -m bench.compare_bench --scale {scale} --repeat "
-             f"{result['repeat']}`)", "",
-             f"Simulator: seed 42, scale {scale} ({_n(counts['active_lessons'])} active lessons, "
-             f"{_n(counts['answers'])} answers, {_n(counts['lessons'])} lessons), {result['latency_ms']:g} ms latency "
-             f"per request, loopback. Run {result['started']} to {result.get('finished', '?')} UTC; "
-             + (f"medians of {rounds} (every time in the JSON)." if result["repeat"] > 1 else "one round.")
-             + "".join(f" dlt {config} was not run at this scale (`--dlt-configs`)." for config in DLT_CONFIGS
-                       if f"dlt_{config}_full" not in m), "",
-             "| side | wall s | rounds s | rows fetched (active lessons / answers / results) | answers step s | "
-             "answer rows/s | requests | peak RSS (process / tree) | exact vs ground truth |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"### Side by side at scale {scale} (`python -m bench.compare_bench --scale {scale} --repeat "
+        f"{result['repeat']}`)",
+        "",
+        f"Simulator: seed 42, scale {scale} ({_n(counts['active_lessons'])} active lessons, "
+        f"{_n(counts['answers'])} answers, {_n(counts['lessons'])} lessons), {result['latency_ms']:g} ms latency "
+        f"per request, loopback. Run {result['started']} to {result.get('finished', '?')} UTC; "
+        + (f"medians of {rounds} (every time in the JSON)." if result["repeat"] > 1 else "one round.")
+        + "".join(
+            f" dlt {config} was not run at this scale (`--dlt-configs`)."
+            for config in DLT_CONFIGS
+            if f"dlt_{config}_full" not in m
+        ),
+        "",
+        "| side | wall s | rounds s | rows fetched (active lessons / answers / results) | answers step s | "
+        "answer rows/s | requests | peak RSS (process / tree) | exact vs ground truth |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, label in LABELS.items():
         run = m.get(name)
         if run is None:
             continue
         if "error" in run:
-            lines.append(f"| {label} | FAILED after {run['process_seconds']} s | | | | | | {_mib(run['peak_rss_mib'])} | "
-                         f"{run['error'].splitlines()[-1][:160] if run['error'] else ''} |")
+            lines.append(
+                f"| {label} | FAILED after {run['process_seconds']} s | | | | | | {_mib(run['peak_rss_mib'])} | "
+                f"{run['error'].splitlines()[-1][:160] if run['error'] else ''} |"
+            )
             continue
         answers_s = run.get("stream_seconds", {}).get("answers")
         rows = run.get("rows") or m["lessonsync_full"].get("rows", {})
-        fetched = "same pages" if name == "ceiling" else " / ".join(
-            _n(rows.get(t, 0)) for t in ("active_lessons", "answers", "answer_results"))
+        fetched = (
+            "same pages"
+            if name == "ceiling"
+            else " / ".join(_n(rows.get(t, 0)) for t in ("active_lessons", "answers", "answer_results"))
+        )
         rate = rows.get("answers", 0) / answers_s if answers_s and rows.get("answers") else None
         tree = run.get("tree_peak_rss_mib")
         peak = _mib(run["peak_rss_mib"]) + (f" / {_mib(tree)}" if tree else "")
-        lines.append(f"| {label} | {run['run_seconds']:,.1f} | {', '.join(f'{s:g}' for s in run['all_seconds'])} | "
-                     f"{fetched} | {_n(answers_s)} | {_n(round(rate)) if rate else '–'} | {_n(run.get('requests'))} | "
-                     f"{peak} | {_exact(run) if name != 'ceiling' else 'downloads only'} |")
+        lines.append(
+            f"| {label} | {run['run_seconds']:,.1f} | {', '.join(f'{s:g}' for s in run['all_seconds'])} | "
+            f"{fetched} | {_n(answers_s)} | {_n(round(rate)) if rate else '–'} | {_n(run.get('requests'))} | "
+            f"{peak} | {_exact(run) if name != 'ceiling' else 'downloads only'} |"
+        )
     r = result.get("ratios", {})
     lines += ["", "Ratios, from the medians of this run:", ""]
     if "lessonsync_share_of_ceiling_answers" in r:
-        lines.append(f"- LessonSync / ceiling: **{r['lessonsync_share_of_ceiling_answers']:.0%}** of the ceiling's "
-                     f"speed on the answers stream (ceiling download time / LessonSync's answers step time), "
-                     f"{r['lessonsync_share_of_ceiling_end_to_end']:.0%} end to end (both streams; LessonSync's "
-                     "run includes Dagster, the warehouse loads and the checks).")
+        lines.append(
+            f"- LessonSync / ceiling: **{r['lessonsync_share_of_ceiling_answers']:.0%}** of the ceiling's "
+            f"speed on the answers stream (ceiling download time / LessonSync's answers step time), "
+            f"{r['lessonsync_share_of_ceiling_end_to_end']:.0%} end to end (both streams; LessonSync's "
+            "run includes Dagster, the warehouse loads and the checks)."
+        )
     for config in DLT_CONFIGS:
         key = f"lessonsync_over_dlt_{config}_answers_rows_per_s"
         if key in r:
-            lines.append(f"- LessonSync / dlt {config}: **{r[key]:.2f}×** dlt's answer rows/s on the answers stream "
-                         f"(rows each side loaded), {r[f'lessonsync_over_dlt_{config}_end_to_end']:.2f}× end to end.")
+            lines.append(
+                f"- LessonSync / dlt {config}: **{r[key]:.2f}×** dlt's answer rows/s on the answers stream "
+                f"(rows each side loaded), {r[f'lessonsync_over_dlt_{config}_end_to_end']:.2f}× end to end."
+            )
     return lines
 
 
 def scaling_markdown(result: dict[str, Any]) -> list[str]:
-    lines = ["### Scaling: LessonSync's full sync of the progress assets at every scale", "",
-             "| scale | active lessons | answers | answer results | wall s | rows/s (all three tables) | "
-             "µs per answer | peak RSS | from |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "### Scaling: LessonSync's full sync of the progress assets at every scale",
+        "",
+        "| scale | active lessons | answers | answer results | wall s | rows/s (all three tables) | "
+        "µs per answer | peak RSS | from |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for scale in SCALES:
         run = result["scales"].get(scale)
         if run is None:
@@ -501,13 +673,19 @@ def scaling_markdown(result: dict[str, Any]) -> list[str]:
             continue
         rows = run["rows"]
         total = sum(rows.values())
-        lines.append(f"| {scale} | {_n(rows['active_lessons'])} | {_n(rows['answers'])} | "
-                     f"{_n(rows['answer_results'])} | {run['run_seconds']:,.1f} | {_n(round(total / run['run_seconds']))} | "
-                     f"{run['run_seconds'] / max(rows['answers'], 1) * 1e6:,.0f} | {_mib(run['peak_rss_mib'])} | "
-                     f"{run['source']}, {run['date']} |")
-    lines += ["", "Each row is one full sync of the code on disk when it ran (`from` says which run): compare µs per "
-              "answer between rows of one run; rows of different runs may have run different code.",
-              "", f"![throughput and peak RSS against scale]({PLOT.relative_to(DOC.parent)})"]
+        lines.append(
+            f"| {scale} | {_n(rows['active_lessons'])} | {_n(rows['answers'])} | "
+            f"{_n(rows['answer_results'])} | {run['run_seconds']:,.1f} | {_n(round(total / run['run_seconds']))} | "
+            f"{run['run_seconds'] / max(rows['answers'], 1) * 1e6:,.0f} | {_mib(run['peak_rss_mib'])} | "
+            f"{run['source']}, {run['date']} |"
+        )
+    lines += [
+        "",
+        "Each row is one full sync of the code on disk when it ran (`from` says which run): compare µs per "
+        "answer between rows of one run; rows of different runs may have run different code.",
+        "",
+        f"![throughput and peak RSS against scale]({PLOT.relative_to(DOC.parent)})",
+    ]
     return lines
 
 
@@ -518,9 +696,11 @@ def _missed(run: dict[str, Any]) -> str | None:
         return None
     if not (answers["missing"] or results["missing"]):
         return _exact(run).replace("**", "")
-    return (f"{_n(answers['missing'])} of {_n(answers['expected_rows'])} answers "
-            f"({answers['missing'] / max(answers['expected_rows'], 1):.0%}) and {_n(results['missing'])} of "
-            f"{_n(results['expected_rows'])} answer results missing")
+    return (
+        f"{_n(answers['missing'])} of {_n(answers['expected_rows'])} answers "
+        f"({answers['missing'] / max(answers['expected_rows'], 1):.0%}) and {_n(results['missing'])} of "
+        f"{_n(results['expected_rows'])} answer results missing"
+    )
 
 
 def findings(compare_results: list[dict[str, Any]], scaling_result: dict[str, Any] | None) -> list[str]:
@@ -532,45 +712,63 @@ def findings(compare_results: list[dict[str, Any]], scaling_result: dict[str, An
             lines.append(f"- Scale {scale}: LessonSync's full sync FAILED: {mine['error'].splitlines()[-1:]}")
             continue
         exact = [name for name, run in m.items() if name.startswith("lessonsync") and "exactness" in run]
-        verdict = "equal to the ground truth in every round" if all(
-            run.get("exact_every_round") for name, run in m.items() if name in exact) else "NOT always exact"
-        lines.append(f"- Scale {scale}: LessonSync's warehouse is {verdict} (checked: "
-                     f"{', '.join(n.replace('lessonsync_', '') for n in exact)}).")
+        verdict = (
+            "equal to the ground truth in every round"
+            if all(run.get("exact_every_round") for name, run in m.items() if name in exact)
+            else "NOT always exact"
+        )
+        lines.append(
+            f"- Scale {scale}: LessonSync's warehouse is {verdict} (checked: "
+            f"{', '.join(n.replace('lessonsync_', '') for n in exact)})."
+        )
         share = r.get("lessonsync_share_of_ceiling_answers")
         if share is not None:
-            lines.append(f"- Scale {scale}: LessonSync runs the answers stream at {share:.0%} of the ceiling (aim "
-                         f"≥ 80%: **{'met' if share >= 0.8 else 'missed'}**); the gap is the client's CPU per "
-                         "record plus the warehouse load, which the bare loop does not do.")
+            lines.append(
+                f"- Scale {scale}: LessonSync runs the answers stream at {share:.0%} of the ceiling (aim "
+                f"≥ 80%: **{'met' if share >= 0.8 else 'missed'}**); the gap is the client's CPU per "
+                "record plus the warehouse load, which the bare loop does not do."
+            )
         for config in DLT_CONFIGS:
             key = f"lessonsync_over_dlt_{config}_answers_rows_per_s"
             if key in r:
-                lines.append(f"- Scale {scale}: LessonSync / dlt {config} on the answers stream: {r[key]:.2f}× "
-                             f"(aim ≥ 3×: **{'met' if r[key] >= 3 else 'missed'}**).")
+                lines.append(
+                    f"- Scale {scale}: LessonSync / dlt {config} on the answers stream: {r[key]:.2f}× "
+                    f"(aim ≥ 3×: **{'met' if r[key] >= 3 else 'missed'}**)."
+                )
             run = m.get(f"dlt_{config}_full")
             if run and "error" not in run:
                 missed = _missed(run)
-                lines.append(f"- Scale {scale}: dlt {config}: " + (f"**{missed}**." if missed else
-                             "complete and equal to the ground truth.")
-                             + f" Peak RSS {_mib(run['peak_rss_mib'])} (tree {_mib(run['tree_peak_rss_mib'])}); "
-                             f"answers run: extract {run['step_seconds']['answers'].get('extract')} s, normalize "
-                             f"{run['step_seconds']['answers'].get('normalize')} s, load "
-                             f"{run['step_seconds']['answers'].get('load')} s.")
+                lines.append(
+                    f"- Scale {scale}: dlt {config}: "
+                    + (f"**{missed}**." if missed else "complete and equal to the ground truth.")
+                    + f" Peak RSS {_mib(run['peak_rss_mib'])} (tree {_mib(run['tree_peak_rss_mib'])}); "
+                    f"answers run: extract {run['step_seconds']['answers'].get('extract')} s, normalize "
+                    f"{run['step_seconds']['answers'].get('normalize')} s, load "
+                    f"{run['step_seconds']['answers'].get('load')} s."
+                )
         for kind in ("no_change", "one_percent"):
             ours, theirs = m.get(f"lessonsync_{kind}"), m.get(f"dlt_tuned_{kind}")
             if ours and theirs and "error" not in ours and "error" not in theirs:
-                lines.append(f"- Scale {scale}, {kind.replace('_', '-')} run: LessonSync {ours['run_seconds']} s "
-                             f"({_n(ours['requests'])} requests), tuned dlt {theirs['run_seconds']} s "
-                             f"({_n(theirs['requests'])} requests: one answers listing per lesson of the catalogue, "
-                             "whatever changed).")
-    runs = [(s, scaling_result["scales"][s]) for s in SCALES
-            if scaling_result and s in scaling_result.get("scales", {}) and "error" not in scaling_result["scales"][s]]
+                lines.append(
+                    f"- Scale {scale}, {kind.replace('_', '-')} run: LessonSync {ours['run_seconds']} s "
+                    f"({_n(ours['requests'])} requests), tuned dlt {theirs['run_seconds']} s "
+                    f"({_n(theirs['requests'])} requests: one answers listing per lesson of the catalogue, "
+                    "whatever changed)."
+                )
+    runs = [
+        (s, scaling_result["scales"][s])
+        for s in SCALES
+        if scaling_result and s in scaling_result.get("scales", {}) and "error" not in scaling_result["scales"][s]
+    ]
     if len(runs) > 1:
         per_answer = [r["run_seconds"] / r["rows"]["answers"] * 1e6 for _, r in runs]
         rss = [r["peak_rss_mib"] for _, r in runs]
-        lines.append(f"- Scaling ({', '.join(s for s, _ in runs)}): peak RSS {_mib(min(rss))} to {_mib(max(rss))} "
-                     f"while answers grow {runs[-1][1]['rows']['answers'] / runs[0][1]['rows']['answers']:,.0f}×; "
-                     f"time per answer {per_answer[-1]:.0f} µs at {runs[-1][0]} (fixed costs of the run dominate "
-                     "the small scales).")
+        lines.append(
+            f"- Scaling ({', '.join(s for s, _ in runs)}): peak RSS {_mib(min(rss))} to {_mib(max(rss))} "
+            f"while answers grow {runs[-1][1]['rows']['answers'] / runs[0][1]['rows']['answers']:,.0f}×; "
+            f"time per answer {per_answer[-1]:.0f} µs at {runs[-1][0]} (fixed costs of the run dominate "
+            "the small scales)."
+        )
     lines += [
         "- Why dlt misses answers (nothing here is worked around): (1) the API returns bare arrays, so dlt's "
         "page-number paginator has no total and stops at the first empty page; answer listings page on "
@@ -584,57 +782,66 @@ def findings(compare_results: list[dict[str, Any]], scaling_result: dict[str, An
     tuned = [result["median"].get("dlt_tuned_full", {}) for result in compare_results]
     if tuned and all(run.get("exactness", {}).get("equal") for run in tuned):
         lines.append(
-        "- Tuned dlt is exact here only because a page of 1,000 active lessons covers each lesson's whole answer "
-        "listing at these scales (about 170, 330 and 500 active lessons per lesson at small, medium and large); "
-        "a lesson with more active lessons than a page, and an unanswered stretch as wide as a page, would lose "
-        "rows the same way. dlt also needs the lesson id percent-encoded by hand (a `map` step): it puts "
-        "resolved values into the path as they are, and the catalogue's `lesson/α β?#/` fails the whole run.")
+            "- Tuned dlt is exact here only because a page of 1,000 active lessons covers each lesson's whole answer "
+            "listing at these scales (about 170, 330 and 500 active lessons per lesson at small, medium and large); "
+            "a lesson with more active lessons than a page, and an unanswered stretch as wide as a page, would lose "
+            "rows the same way. dlt also needs the lesson id percent-encoded by hand (a `map` step): it puts "
+            "resolved values into the path as they are, and the catalogue's `lesson/α β?#/` fails the whole run."
+        )
     return lines
 
 
 def render_section(compare_results: list[dict[str, Any]], scaling_result: dict[str, Any] | None) -> str:
     any_result = (compare_results or [scaling_result])[0] or {}
     mach = any_result.get("machine", machine())
-    lines = [START, "", "## Side by side with dlt and the ceiling (issue 7): `make bench` / "
-             "`python -m bench.compare_bench`", "",
-             "_Generated by `bench/compare_bench.py` from `bench/results/compare_<scale>.json` and "
-             "`bench/results/scaling.json`; regenerating replaces only this section._", "",
-             f"Machine: {mach['cpus']} cores ({mach['cpu_model']}), {mach['memory_gib']} GiB RAM, {mach['os']}; "
-             f"Python {mach['python']}, Dagster {mach['dagster']}, DuckDB {mach['duckdb']}, dlt {mach['dlt']}, "
-             f"httpx {mach['httpx']}. Load average at the start: "
-             f"{', '.join(f'{x:.1f}' for x in mach['load_average'])} (the machine is shared; measured runs hold "
-             "`/tmp/lessonsync-bench.lock`).", "",
-             "**Method.** One round starts a fresh simulator (seed 42, 5 ms per request) and runs, each in its "
-             "own child process: LessonSync's full sync of the progress assets (`--select group:progress`: "
-             "active lessons, answers, answer results, with their checks; page size 1000, concurrency 8) into a "
-             "fresh warehouse, recording every URL it fetches; the **ceiling**, a bare httpx loop with the same "
-             "concurrency that only downloads exactly those URLs; dlt's `rest_api` source with its defaults and "
-             "tuned, each into a fresh DuckDB dataset; then LessonSync and tuned dlt again with nothing changed, "
-             "then after `POST /_sim/advance?hours=24` (about 1% of active lessons change). Wall time is the "
-             "sync itself (imports excluded); peak RSS is the child's own from the OS (`os.wait4`), and the "
-             "sampled peak of its whole process tree (dlt's normalize workers are processes). **Exactness**: "
-             "after the full and the 1%-change syncs, every side's tables are compared with the simulator's "
-             "ground truth: row count, missing / unexpected / different keys and an order-independent checksum "
-             "of every data field (`bench/exactness.py`, in DuckDB). Rows/s on the answers stream = answers "
-             "fetched / time of the answers step (LessonSync: the `lms/answers` asset, fetch and load; dlt: its "
-             "answers pipeline run, extract + normalize + load; ceiling: the download of the answer pages).", "",
-             "**dlt configurations** (`bench/dlt_side.py`, dlt's docs: REST API source, performance guide). Both: "
-             "bearer token from `POST /v1/token`; page-number paginator (`pageNumber` from 1, no total: the API "
-             "returns bare arrays, so it stops at the first empty page); `write_disposition: merge` on the natural "
-             "keys (active lesson: owner, user, lesson; answer: active lesson, quiz type, attempt, question; "
-             "results are dlt's nested table `answers__results`); active lessons incremental on `lastDate` via "
-             "`updatedSince`; answers as a dependent resource of the lesson catalogue (`GET /v1/lessons`, not "
-             "loaded) → `GET /v1/lessons/{id}/answers?includeArchived=true&includeEntryQuiz=true&updatedSince="
-             "{incremental.start_value}`, one listing per lesson, the complete plan with the fewest listings dlt "
-             "can express (it cannot plan from the active lessons that changed); the lesson id percent-encoded by "
-             "a `map` step (dlt puts resolved values into the path as they are, and lesson `lesson/α β?#/` is a "
-             "404 that fails the whole run otherwise). *Default*: nothing else (server page size 100, answers "
-             "resource not parallelized, 5 extract workers, 1 normalize worker, `insert_values` files). *Tuned*: "
-             "`pageSize=1000`, answers resource `parallelized: true` with `EXTRACT__WORKERS=8`, "
-             "`NORMALIZE__WORKERS=2`, `DATA_WRITER__BUFFER_MAX_ITEMS=50000`, extract files of at most 200,000 "
-             "items (so both normalize workers get work), `loader_file_format=parquet`. dlt's defaults run only at "
-             "tiny and small unless asked (`--dlt-configs`): their peak RSS was 6.9 GiB at small, and they were not "
-             "tried at larger scales on this shared 24 GiB machine.", ""]
+    lines = [
+        START,
+        "",
+        "## Side by side with dlt and the ceiling (issue 7): `make bench` / `python -m bench.compare_bench`",
+        "",
+        "_Generated by `bench/compare_bench.py` from `bench/results/compare_<scale>.json` and "
+        "`bench/results/scaling.json`; regenerating replaces only this section._",
+        "",
+        f"Machine: {mach['cpus']} cores ({mach['cpu_model']}), {mach['memory_gib']} GiB RAM, {mach['os']}; "
+        f"Python {mach['python']}, Dagster {mach['dagster']}, DuckDB {mach['duckdb']}, dlt {mach['dlt']}, "
+        f"httpx {mach['httpx']}. Load average at the start: "
+        f"{', '.join(f'{x:.1f}' for x in mach['load_average'])} (the machine is shared; measured runs hold "
+        "`/tmp/lessonsync-bench.lock`).",
+        "",
+        "**Method.** One round starts a fresh simulator (seed 42, 5 ms per request) and runs, each in its "
+        "own child process: LessonSync's full sync of the progress assets (`--select group:progress`: "
+        "active lessons, answers, answer results, with their checks; page size 1000, concurrency 8) into a "
+        "fresh warehouse, recording every URL it fetches; the **ceiling**, a bare httpx loop with the same "
+        "concurrency that only downloads exactly those URLs; dlt's `rest_api` source with its defaults and "
+        "tuned, each into a fresh DuckDB dataset; then LessonSync and tuned dlt again with nothing changed, "
+        "then after `POST /_sim/advance?hours=24` (about 1% of active lessons change). Wall time is the "
+        "sync itself (imports excluded); peak RSS is the child's own from the OS (`os.wait4`), and the "
+        "sampled peak of its whole process tree (dlt's normalize workers are processes). **Exactness**: "
+        "after the full and the 1%-change syncs, every side's tables are compared with the simulator's "
+        "ground truth: row count, missing / unexpected / different keys and an order-independent checksum "
+        "of every data field (`bench/exactness.py`, in DuckDB). Rows/s on the answers stream = answers "
+        "fetched / time of the answers step (LessonSync: the `lms/answers` asset, fetch and load; dlt: its "
+        "answers pipeline run, extract + normalize + load; ceiling: the download of the answer pages).",
+        "",
+        "**dlt configurations** (`bench/dlt_side.py`, dlt's docs: REST API source, performance guide). Both: "
+        "bearer token from `POST /v1/token`; page-number paginator (`pageNumber` from 1, no total: the API "
+        "returns bare arrays, so it stops at the first empty page); `write_disposition: merge` on the natural "
+        "keys (active lesson: owner, user, lesson; answer: active lesson, quiz type, attempt, question; "
+        "results are dlt's nested table `answers__results`); active lessons incremental on `lastDate` via "
+        "`updatedSince`; answers as a dependent resource of the lesson catalogue (`GET /v1/lessons`, not "
+        "loaded) → `GET /v1/lessons/{id}/answers?includeArchived=true&includeEntryQuiz=true&updatedSince="
+        "{incremental.start_value}`, one listing per lesson, the complete plan with the fewest listings dlt "
+        "can express (it cannot plan from the active lessons that changed); the lesson id percent-encoded by "
+        "a `map` step (dlt puts resolved values into the path as they are, and lesson `lesson/α β?#/` is a "
+        "404 that fails the whole run otherwise). *Default*: nothing else (server page size 100, answers "
+        "resource not parallelized, 5 extract workers, 1 normalize worker, `insert_values` files). *Tuned*: "
+        "`pageSize=1000`, answers resource `parallelized: true` with `EXTRACT__WORKERS=8`, "
+        "`NORMALIZE__WORKERS=2`, `DATA_WRITER__BUFFER_MAX_ITEMS=50000`, extract files of at most 200,000 "
+        "items (so both normalize workers get work), `loader_file_format=parquet`. dlt's defaults run only at "
+        "tiny and small unless asked (`--dlt-configs`): their peak RSS was 6.9 GiB at small, and they were not "
+        "tried at larger scales on this shared 24 GiB machine.",
+        "",
+    ]
     for result in compare_results:
         lines += compare_markdown(result) + [""]
     if scaling_result and scaling_result.get("scales"):
@@ -650,8 +857,11 @@ def plot(scaling_result: dict[str, Any]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = [(s, scaling_result["scales"][s]) for s in SCALES
-            if s in scaling_result["scales"] and "error" not in scaling_result["scales"][s]]
+    runs = [
+        (s, scaling_result["scales"][s])
+        for s in SCALES
+        if s in scaling_result["scales"] and "error" not in scaling_result["scales"][s]
+    ]
     if not runs:
         return
     answers = [r["rows"]["answers"] for _, r in runs]
@@ -689,8 +899,11 @@ def plot(scaling_result: dict[str, Any]) -> None:
         ax.set_xticks(answers, labels, fontsize=7)
         ax.minorticks_off()
         ax.grid(alpha=0.3)
-    fig.suptitle("LessonSync full sync of the progress assets by simulator scale "
-                 f"({LATENCY_MS:g} ms latency, page size {PAGE_SIZE}, concurrency {CONCURRENCY})", fontsize=10)
+    fig.suptitle(
+        "LessonSync full sync of the progress assets by simulator scale "
+        f"({LATENCY_MS:g} ms latency, page size {PAGE_SIZE}, concurrency {CONCURRENCY})",
+        fontsize=10,
+    )
     fig.tight_layout()
     PLOT.parent.mkdir(exist_ok=True)
     fig.savefig(PLOT, dpi=110)
@@ -717,17 +930,27 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", default="large", choices=SCALES, help="scale of the side-by-side comparison")
     parser.add_argument("--repeat", type=int, default=3, help="rounds of the comparison (medians reported)")
-    parser.add_argument("--scaling-scales", default=",".join(SCALES),
-                        help="scales of the scaling runs (comma-separated; the compared scale reuses its median)")
+    parser.add_argument(
+        "--scaling-scales",
+        default=",".join(SCALES),
+        help="scales of the scaling runs (comma-separated; the compared scale reuses its median)",
+    )
     parser.add_argument("--only", choices=("compare", "scaling", "docs"), help="one part only")
     parser.add_argument("--no-docs", action="store_true", help="do not touch docs/ (tests)")
     parser.add_argument("--work-dir", type=Path, help="temporary data goes under here (default: the temp dir)")
     parser.add_argument("--results-dir", type=Path, help="JSON results go here (default bench/results)")
-    parser.add_argument("--dlt-configs", help="dlt configurations to run (default: default,tuned at tiny and small; "
-                        "tuned only at medium and large: dlt's defaults peaked at 6.9 GiB RSS at small)")
+    parser.add_argument(
+        "--dlt-configs",
+        help="dlt configurations to run (default: default,tuned at tiny and small; "
+        "tuned only at medium and large: dlt's defaults peaked at 6.9 GiB RSS at small)",
+    )
     parser.add_argument("--full-only", action="store_true", help="skip the no-change and 1%%-change runs")
-    parser.add_argument("--reuse-compare", default="", help="scales whose saved comparison (compare_<scale>.json) "
-                        "gives the scaling figure instead of a new run (with --only scaling)")
+    parser.add_argument(
+        "--reuse-compare",
+        default="",
+        help="scales whose saved comparison (compare_<scale>.json) "
+        "gives the scaling figure instead of a new run (with --only scaling)",
+    )
     parser.add_argument("--child", choices=("lessonsync",), help=argparse.SUPPRESS)
     parser.add_argument("--urls", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -745,8 +968,15 @@ def main(argv: list[str] | None = None) -> int:
         compared = compare(args.scale, args.repeat, args.work_dir, configs, not args.full_only)
         for name, run in compared["median"].items():
             failed |= "error" in run
-        print(json.dumps({"median_seconds": {k: v.get("run_seconds") for k, v in compared["median"].items()},
-                          "ratios": compared["ratios"]}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "median_seconds": {k: v.get("run_seconds") for k, v in compared["median"].items()},
+                    "ratios": compared["ratios"],
+                },
+                indent=2,
+            )
+        )
     if args.only in (None, "scaling"):
         scales = [s for s in args.scaling_scales.split(",") if s]
         result = scaling(scales, args.work_dir, compared)

@@ -62,9 +62,12 @@ CONFIGS = {
 def describe(config: str) -> dict[str, Any]:
     """What a configuration sets, for the report (no secret in it)."""
     chosen = CONFIGS[config]
-    return {"page_size": chosen["page_size"] or "server default (100)", "answers_parallelized": chosen["parallelized"],
-            "loader_file_format": chosen["file_format"] or "destination default (insert_values)",
-            "env": chosen["env"] or "dlt defaults (extract workers 5, normalize workers 1, buffer 5000 items)"}
+    return {
+        "page_size": chosen["page_size"] or "server default (100)",
+        "answers_parallelized": chosen["parallelized"],
+        "loader_file_format": chosen["file_format"] or "destination default (insert_values)",
+        "env": chosen["env"] or "dlt defaults (extract workers 5, normalize workers 1, buffer 5000 items)",
+    }
 
 
 def rest_api_config(base_url: str, token: str, config: str) -> dict[str, Any]:
@@ -79,18 +82,36 @@ def rest_api_config(base_url: str, token: str, config: str) -> dict[str, Any]:
         },
         "resource_defaults": {"write_disposition": "merge"},
         "resources": [
-            {"name": "active_lessons", "primary_key": ["_ownerId", "_userId", "_lessonId"],
-             "endpoint": {"path": "active-lessons",
-                          "params": {**sized, "updatedSince": {"type": "incremental", **incremental}}}},
-            {"name": "lessons", "selected": False, "endpoint": {"path": "lessons", "params": dict(sized)},
-             "processing_steps": [{"map": lambda lesson: {"id": quote(str(lesson["id"]), safe="")}}]},
-            {"name": "answers", "primary_key": ["_activeLessonId", "quizType", "attemptIndex", "_questionId"],
-             "parallelized": chosen["parallelized"],
-             "endpoint": {"path": "lessons/{lesson_id}/answers",
-                          "params": {"lesson_id": {"type": "resolve", "resource": "lessons", "field": "id"},
-                                     **sized, "includeArchived": "true", "includeEntryQuiz": "true",
-                                     "updatedSince": "{incremental.start_value}"},
-                          "incremental": incremental}},
+            {
+                "name": "active_lessons",
+                "primary_key": ["_ownerId", "_userId", "_lessonId"],
+                "endpoint": {
+                    "path": "active-lessons",
+                    "params": {**sized, "updatedSince": {"type": "incremental", **incremental}},
+                },
+            },
+            {
+                "name": "lessons",
+                "selected": False,
+                "endpoint": {"path": "lessons", "params": dict(sized)},
+                "processing_steps": [{"map": lambda lesson: {"id": quote(str(lesson["id"]), safe="")}}],
+            },
+            {
+                "name": "answers",
+                "primary_key": ["_activeLessonId", "quizType", "attemptIndex", "_questionId"],
+                "parallelized": chosen["parallelized"],
+                "endpoint": {
+                    "path": "lessons/{lesson_id}/answers",
+                    "params": {
+                        "lesson_id": {"type": "resolve", "resource": "lessons", "field": "id"},
+                        **sized,
+                        "includeArchived": "true",
+                        "includeEntryQuiz": "true",
+                        "updatedSince": "{incremental.start_value}",
+                    },
+                    "incremental": incremental,
+                },
+            },
         ],
     }
 
@@ -105,8 +126,11 @@ def _count_requests() -> Counter[str]:
 
     def send(self: Any, request: Any, **kwargs: Any) -> Any:
         if request.method == "GET":
-            kind = "answers" if "/answers" in request.url else (
-                "active_lessons" if "/active-lessons" in request.url else "lessons")
+            kind = (
+                "answers"
+                if "/answers" in request.url
+                else ("active_lessons" if "/active-lessons" in request.url else "lessons")
+            )
             with lock:
                 counts[kind] += 1
         return original(self, request, **kwargs)
@@ -127,9 +151,15 @@ def run(base_url: str, config: str, work_dir: Path) -> dict[str, Any]:
     from simulator.config import DEFAULT_APP_SECRET
 
     counts = _count_requests()
-    token = httpx.post(f"{base_url}/v1/token", json={"appSecret": DEFAULT_APP_SECRET}, timeout=30).json()["access_token"]
-    pipeline = dlt.pipeline("lessonsync_bench", destination=dlt.destinations.duckdb(str(work_dir / "dlt.duckdb")),
-                            dataset_name="lms", pipelines_dir=str(work_dir / "pipelines"))
+    token = httpx.post(f"{base_url}/v1/token", json={"appSecret": DEFAULT_APP_SECRET}, timeout=30).json()[
+        "access_token"
+    ]
+    pipeline = dlt.pipeline(
+        "lessonsync_bench",
+        destination=dlt.destinations.duckdb(str(work_dir / "dlt.duckdb")),
+        dataset_name="lms",
+        pipelines_dir=str(work_dir / "pipelines"),
+    )
     file_format = CONFIGS[config]["file_format"]
     report: dict[str, Any] = {"streams": {}}
     began = time.perf_counter()
@@ -141,11 +171,17 @@ def run(base_url: str, config: str, work_dir: Path) -> dict[str, Any]:
         seconds = time.perf_counter() - started
         trace = pipeline.last_trace
         rows = trace.last_normalize_info.row_counts if trace.last_normalize_info else {}
-        steps = {step.step: round((step.finished_at - step.started_at).total_seconds(), 2)
-                 for step in trace.steps if step.finished_at and step.started_at}
-        report["streams"][stream] = {"seconds": round(seconds, 2), "requests": sum(counts.values()) - before,
-                                     "rows": {t: n for t, n in rows.items() if not t.startswith("_dlt")},
-                                     "step_seconds": steps}
+        steps = {
+            step.step: round((step.finished_at - step.started_at).total_seconds(), 2)
+            for step in trace.steps
+            if step.finished_at and step.started_at
+        }
+        report["streams"][stream] = {
+            "seconds": round(seconds, 2),
+            "requests": sum(counts.values()) - before,
+            "rows": {t: n for t, n in rows.items() if not t.startswith("_dlt")},
+            "step_seconds": steps,
+        }
     report["run_seconds"] = round(time.perf_counter() - began, 2)
     report["requests"] = dict(counts)
     return report

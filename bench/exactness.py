@@ -25,16 +25,16 @@ NULL = "'\u2205'"
 # (kind, LessonSync column, dlt column, ground-truth expression over the NDJSON columns)
 FIELDS: dict[str, list[tuple[str, str, str, str]]] = {
     "active_lessons": [
-        ("text", "owner_id", "_owner_id", "\"_ownerId\""),
-        ("text", "user_id", "_user_id", "\"_userId\""),
-        ("text", "lesson_id", "_lesson_id", "\"_lessonId\""),
+        ("text", "owner_id", "_owner_id", '"_ownerId"'),
+        ("text", "user_id", "_user_id", '"_userId"'),
+        ("text", "lesson_id", "_lesson_id", '"_lessonId"'),
         ("num", "version", "version", "version"),
-        ("num", "success_rate", "success_rate", "\"successRate\""),
+        ("num", "success_rate", "success_rate", '"successRate"'),
         ("num", "score", "score", "score"),
-        ("num", "time_spent", "time_spent", "\"timeSpent\""),
+        ("num", "time_spent", "time_spent", '"timeSpent"'),
         ("bool", "achieved", "achieved", "achieved"),
-        ("ts", "last_date", "last_date", "\"lastDate\""),
-        ("ts", "start_date", "start_date", "\"startDate\""),
+        ("ts", "last_date", "last_date", '"lastDate"'),
+        ("ts", "start_date", "start_date", '"startDate"'),
         ("text", "title", "title", "title"),
         ("num", "stats_progress_in_percent", "stats__progress_in_percent", "stats->>'$.progressInPercent'"),
         ("num", "stats_nb_incorrect_answers", "stats__nb_incorrect_answers", "stats->>'$.nbIncorrectAnswers'"),
@@ -43,29 +43,33 @@ FIELDS: dict[str, list[tuple[str, str, str, str]]] = {
         ("num", "stats_validation_threshold", "stats__validation_threshold", "stats->>'$.validationThreshold'"),
     ],
     "answers": [
-        ("text", "active_lesson_id", "_active_lesson_id", "\"_activeLessonId\""),
-        ("text", "quiz_type", "quiz_type", "\"quizType\""),
-        ("num", "attempt_index", "attempt_index", "\"attemptIndex\""),
-        ("text", "question_id", "_question_id", "\"_questionId\""),
-        ("text", "lesson_id", "_lesson_id", "\"_lessonId\""),
-        ("text", "user_id", "_user_id", "\"_userId\""),
-        ("text", "question_title", "question_title", "\"questionTitle\""),
-        ("num", "lesson_version", "lesson_version", "\"lessonVersion\""),
-        ("ts", "last_date", "last_date", "\"lastDate\""),
-        ("num", "start_time_stamp", "start_time_stamp", "\"startTimeStamp\""),
-        ("num", "end_time_stamp", "end_time_stamp", "\"endTimeStamp\""),
-        ("bool", "is_valid", "is_valid", "\"isValid\""),
+        ("text", "active_lesson_id", "_active_lesson_id", '"_activeLessonId"'),
+        ("text", "quiz_type", "quiz_type", '"quizType"'),
+        ("num", "attempt_index", "attempt_index", '"attemptIndex"'),
+        ("text", "question_id", "_question_id", '"_questionId"'),
+        ("text", "lesson_id", "_lesson_id", '"_lessonId"'),
+        ("text", "user_id", "_user_id", '"_userId"'),
+        ("text", "question_title", "question_title", '"questionTitle"'),
+        ("num", "lesson_version", "lesson_version", '"lessonVersion"'),
+        ("ts", "last_date", "last_date", '"lastDate"'),
+        ("num", "start_time_stamp", "start_time_stamp", '"startTimeStamp"'),
+        ("num", "end_time_stamp", "end_time_stamp", '"endTimeStamp"'),
+        ("bool", "is_valid", "is_valid", '"isValid"'),
         ("text", "validation_feedback_status", "validation__feedback__status", "validation->>'$.feedback.status'"),
         ("text", "validation_feedback_title", "validation__feedback__title", "validation->>'$.feedback.title'"),
-        ("text", "validation_forced_validation_type", "validation__forced_validation_type",
-         "validation->>'$.forcedValidationType'"),
+        (
+            "text",
+            "validation_forced_validation_type",
+            "validation__forced_validation_type",
+            "validation->>'$.forcedValidationType'",
+        ),
         ("bool", "validation_is_forced_valid", "validation__is_forced_valid", "validation->>'$.isForcedValid'"),
     ],
     "answer_results": [
-        ("text", "active_lesson_id", "a._active_lesson_id", "\"_activeLessonId\""),
-        ("text", "quiz_type", "a.quiz_type", "\"quizType\""),
-        ("num", "attempt_index", "a.attempt_index", "\"attemptIndex\""),
-        ("text", "question_id", "a._question_id", "\"_questionId\""),
+        ("text", "active_lesson_id", "a._active_lesson_id", '"_activeLessonId"'),
+        ("text", "quiz_type", "a.quiz_type", '"quizType"'),
+        ("num", "attempt_index", "a.attempt_index", '"attemptIndex"'),
+        ("text", "question_id", "a._question_id", '"_questionId"'),
         ("num", "result_index", "r._dlt_list_idx", "result_index"),
         ("text", "type", "r.type", "result->>'$.type'"),
         ("text", "label_name", "r.label_name", "result->>'$.labelName'"),
@@ -77,13 +81,36 @@ FIELDS: dict[str, list[tuple[str, str, str, str]]] = {
 KEY_WIDTH = {"active_lessons": 3, "answers": 4, "answer_results": 5}  # the first fields are the natural key
 
 TRUTH_COLUMNS = {
-    "active_lessons": {"stats": "JSON", "version": "VARCHAR", "successRate": "VARCHAR", "score": "VARCHAR",
-                       "_ownerId": "VARCHAR", "_userId": "VARCHAR", "_lessonId": "VARCHAR", "timeSpent": "VARCHAR",
-                       "achieved": "VARCHAR", "lastDate": "VARCHAR", "startDate": "VARCHAR", "title": "VARCHAR"},
-    "answers": {"results": "JSON", "attemptIndex": "VARCHAR", "quizType": "VARCHAR", "_activeLessonId": "VARCHAR",
-                "_lessonId": "VARCHAR", "_userId": "VARCHAR", "_questionId": "VARCHAR", "questionTitle": "VARCHAR",
-                "lessonVersion": "VARCHAR", "lastDate": "VARCHAR", "startTimeStamp": "VARCHAR",
-                "endTimeStamp": "VARCHAR", "isValid": "VARCHAR", "validation": "JSON"},
+    "active_lessons": {
+        "stats": "JSON",
+        "version": "VARCHAR",
+        "successRate": "VARCHAR",
+        "score": "VARCHAR",
+        "_ownerId": "VARCHAR",
+        "_userId": "VARCHAR",
+        "_lessonId": "VARCHAR",
+        "timeSpent": "VARCHAR",
+        "achieved": "VARCHAR",
+        "lastDate": "VARCHAR",
+        "startDate": "VARCHAR",
+        "title": "VARCHAR",
+    },
+    "answers": {
+        "results": "JSON",
+        "attemptIndex": "VARCHAR",
+        "quizType": "VARCHAR",
+        "_activeLessonId": "VARCHAR",
+        "_lessonId": "VARCHAR",
+        "_userId": "VARCHAR",
+        "_questionId": "VARCHAR",
+        "questionTitle": "VARCHAR",
+        "lessonVersion": "VARCHAR",
+        "lastDate": "VARCHAR",
+        "startTimeStamp": "VARCHAR",
+        "endTimeStamp": "VARCHAR",
+        "isValid": "VARCHAR",
+        "validation": "JSON",
+    },
 }
 
 
@@ -105,8 +132,10 @@ def _hashes(table: str, exprs: list[str]) -> str:
     width = KEY_WIDTH[table]
     # md5, not DuckDB's hash(): hash() collides on similar short strings (87 key collisions among the
     # 193,802 answers of scale small); 64 bits of md5 are as good as random here.
-    return (f"CAST(md5_number(concat_ws(chr(31), {', '.join(fields[:width])})) >> 64 AS UBIGINT) AS k, "
-            f"CAST(md5_number(concat_ws(chr(31), {', '.join(fields)})) >> 64 AS UBIGINT) AS h")
+    return (
+        f"CAST(md5_number(concat_ws(chr(31), {', '.join(fields[:width])})) >> 64 AS UBIGINT) AS k, "
+        f"CAST(md5_number(concat_ws(chr(31), {', '.join(fields)})) >> 64 AS UBIGINT) AS h"
+    )
 
 
 @dataclass
@@ -123,8 +152,11 @@ class TableCheck:
 
     @property
     def equal(self) -> bool:
-        return (self.rows == self.expected_rows == self.distinct_keys and not (self.missing or self.unexpected
-                or self.different) and self.checksum == self.expected_checksum)
+        return (
+            self.rows == self.expected_rows == self.distinct_keys
+            and not (self.missing or self.unexpected or self.different)
+            and self.checksum == self.expected_checksum
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "equal": self.equal}
@@ -160,11 +192,15 @@ class Checker:
             files[resource] = path
         for resource, path in files.items():
             columns = ", ".join(f"'{name}': '{kind}'" for name, kind in TRUTH_COLUMNS[resource].items())
-            conn.execute(f"CREATE TEMP VIEW raw_{resource} AS SELECT * FROM read_json('{path}', "
-                         f"format='newline_delimited', columns={{{columns}}}, maximum_object_size=1000000000)")
-        conn.execute("CREATE TEMP VIEW raw_answer_results AS SELECT *, i - 1 AS result_index, "
-                     "CAST(results AS JSON[])[i] AS result FROM raw_answers, "
-                     "range(1, CAST(json_array_length(results) AS BIGINT) + 1) AS t(i)")
+            conn.execute(
+                f"CREATE TEMP VIEW raw_{resource} AS SELECT * FROM read_json('{path}', "
+                f"format='newline_delimited', columns={{{columns}}}, maximum_object_size=1000000000)"
+            )
+        conn.execute(
+            "CREATE TEMP VIEW raw_answer_results AS SELECT *, i - 1 AS result_index, "
+            "CAST(results AS JSON[])[i] AS result FROM raw_answers, "
+            "range(1, CAST(json_array_length(results) AS BIGINT) + 1) AS t(i)"
+        )
         for table in TABLES:
             exprs = [f[3] for f in FIELDS[table]]
             conn.execute(f"CREATE TABLE truth_{table} AS SELECT {_hashes(table, exprs)} FROM raw_{table}")
@@ -183,8 +219,11 @@ class Checker:
         return {"state": self.label, "equal": all(c["equal"] for c in checks.values()), "tables": checks}
 
     def _columns(self, table: str) -> set[str]:
-        rows = self.conn.execute("SELECT column_name FROM duckdb_columns() WHERE database_name = 'side' "
-                                 "AND schema_name = 'lms' AND table_name = ?", [table]).fetchall()
+        rows = self.conn.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE database_name = 'side' "
+            "AND schema_name = 'lms' AND table_name = ?",
+            [table],
+        ).fetchall()
         return {r[0] for r in rows}
 
     def _dlt_expr(self, column: str, present: dict[str, set[str]]) -> str:
@@ -194,8 +233,7 @@ class Checker:
         table = {"a": "answers", "r": "answers__results"}.get(alias, "")
         columns = present[table] if alias else present["_root"]
         prefix = f"{alias}." if alias else ""
-        parts = [f"CAST({prefix}\"{c}\" AS VARCHAR)" for c in sorted(columns)
-                 if c == name or c.startswith(name + "__v_")]
+        parts = [f'CAST({prefix}"{c}" AS VARCHAR)' for c in sorted(columns) if c == name or c.startswith(name + "__v_")]
         return f"coalesce({', '.join(parts)})" if parts else "NULL"
 
     def _side_query(self, table: str, flavour: str) -> str:
@@ -206,8 +244,10 @@ class Checker:
         if table == "answer_results":
             present = {"answers": self._columns("answers"), "answers__results": self._columns("answers__results")}
             exprs = [self._dlt_expr(f[2], present) for f in FIELDS[table]]
-            return (f"SELECT {_hashes(table, exprs)} FROM side.lms.answers__results r "
-                    "JOIN side.lms.answers a ON r._dlt_parent_id = a._dlt_id")
+            return (
+                f"SELECT {_hashes(table, exprs)} FROM side.lms.answers__results r "
+                "JOIN side.lms.answers a ON r._dlt_parent_id = a._dlt_id"
+            )
         present = {"_root": self._columns(table)}
         exprs = [self._dlt_expr(f[2], present) for f in FIELDS[table]]
         return f"SELECT {_hashes(table, exprs)} FROM side.lms.{table}"

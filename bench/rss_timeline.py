@@ -45,9 +45,21 @@ MARKED = (
 
 
 class _Mallinfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in
-                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
-                 "keepcost")]
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
 
 
 def _mallinfo2() -> Callable[[], tuple[int, int]] | None:
@@ -137,8 +149,18 @@ def tree_pss_mib() -> float:
     return _tree_sum(pss_mib)
 
 
-SAMPLE_FIELDS = ("rss", "tree", "anon", "file", "arrow", "glibc_used", "glibc_free", "duckdb_allocated",
-                 "duckdb_resident", "tree_pss")
+SAMPLE_FIELDS = (
+    "rss",
+    "tree",
+    "anon",
+    "file",
+    "arrow",
+    "glibc_used",
+    "glibc_free",
+    "duckdb_allocated",
+    "duckdb_resident",
+    "tree_pss",
+)
 
 
 class Timeline:
@@ -161,9 +183,24 @@ class Timeline:
         duck_allocated, duck_resident = self._duckdb() if self._duckdb else (0, 0)
         rss, anon, file = _status_mib("self", ("VmRSS", "RssAnon", "RssFile"))
         mib = 1024 * 1024
-        return [time.time(), *(round(value, 1) for value in (
-            rss, tree_rss_mib(), anon, file, self._pool.bytes_allocated() / mib, used / mib, free / mib,
-            duck_allocated / mib, duck_resident / mib, tree_pss_mib()))]
+        return [
+            time.time(),
+            *(
+                round(value, 1)
+                for value in (
+                    rss,
+                    tree_rss_mib(),
+                    anon,
+                    file,
+                    self._pool.bytes_allocated() / mib,
+                    used / mib,
+                    free / mib,
+                    duck_allocated / mib,
+                    duck_resident / mib,
+                    tree_pss_mib(),
+                )
+            ),
+        ]
 
     def mark(self, name: str) -> None:
         self.marks.append([time.time(), name, round(rss_mib(), 1)])
@@ -225,13 +262,34 @@ class _Probe:
         self.last_t = now
         write = self.out.write
         fields = dict(zip(SAMPLE_FIELDS, sample[1:]))
-        write(f"\n===== t={now - self.t0:.1f} glibc_used={fields['glibc_used']} tree={fields['tree']} "
-              f"arrow={fields['arrow']}\n")
+        write(
+            f"\n===== t={now - self.t0:.1f} glibc_used={fields['glibc_used']} tree={fields['tree']} "
+            f"arrow={fields['arrow']}\n"
+        )
         counts = Counter(type(o).__qualname__ for o in gc.get_objects())
         write("gc top: " + ", ".join(f"{k}={v}" for k, v in counts.most_common(25)) + "\n")
-        for name in ("RecordBatch", "Buffer", "Task", "Future", "Page", "Batch", "Request", "PlannedRequest",
-                     "Response", "Table", "ChunkedArray", "ClientResponse", "Timed", "RetryCallState",
-                     "AsyncRetrying", "Handle", "TimerHandle", "coroutine", "frame", "cell"):
+        for name in (
+            "RecordBatch",
+            "Buffer",
+            "Task",
+            "Future",
+            "Page",
+            "Batch",
+            "Request",
+            "PlannedRequest",
+            "Response",
+            "Table",
+            "ChunkedArray",
+            "ClientResponse",
+            "Timed",
+            "RetryCallState",
+            "AsyncRetrying",
+            "Handle",
+            "TimerHandle",
+            "coroutine",
+            "frame",
+            "cell",
+        ):
             write(f"  {name}={counts.get(name, 0)}")
         write("\n")
         _holders_of(write)
@@ -244,8 +302,10 @@ class _Probe:
                 write(f"  LINE {stat.size / 2**20:7.2f} MiB {stat.count:8d} {stat.traceback[0]}\n")
             if self.previous is not None:
                 for stat in snap.compare_to(self.previous, "traceback")[:8]:
-                    write(f"  DIFF {stat.size_diff / 2**20:+7.2f} MiB (now {stat.size / 2**20:.2f}) "
-                          f"count {stat.count_diff:+d} (now {stat.count})\n")
+                    write(
+                        f"  DIFF {stat.size_diff / 2**20:+7.2f} MiB (now {stat.size / 2**20:.2f}) "
+                        f"count {stat.count_diff:+d} (now {stat.count})\n"
+                    )
                     for line in stat.traceback.format(limit=self.frames, most_recent_first=True)[:24]:
                         write("      " + line + "\n")
             self.previous = snap
@@ -280,8 +340,10 @@ def _holders_of(write: Callable[[str], Any]) -> None:
     for obj in gc.get_objects():
         if isinstance(obj, PartWriter):
             data, held, n = _roots(list(obj._buffer))
-            write(f"  PartWriter {obj.directory.split('/')[0]}: {len(obj._buffer)} batches {obj._buffered} rows, "
-                  f"data {data / 2**20:.1f} MiB, roots {held / 2**20:.1f} MiB in {n} buffers, writing={obj._writing is not None}\n")
+            write(
+                f"  PartWriter {obj.directory.split('/')[0]}: {len(obj._buffer)} batches {obj._buffered} rows, "
+                f"data {data / 2**20:.1f} MiB, roots {held / 2**20:.1f} MiB in {n} buffers, writing={obj._writing is not None}\n"
+            )
         elif isinstance(obj, asyncio.Queue):
             items = [getattr(i, "records", None) for i in list(obj._queue)]
             data, held, n = _roots([i for i in items if i is not None])
@@ -375,13 +437,21 @@ def summarize(timeline: dict[str, Any]) -> dict[str, Any]:
         inside = [s for s in samples if span.get("start", t0) <= s[0] <= span.get("end", samples[-1][0])]
         if inside:
             top = max(inside, key=lambda s: s[2])
-            per_step[key] = {"start_s": round(span.get("start", t0) - t0, 1), "seconds": round(
-                span.get("end", samples[-1][0]) - span.get("start", t0), 1), "peak_tree_mib": top[2],
-                "rss_at_start": inside[0][1], "rss_at_end": inside[-1][1]}
+            per_step[key] = {
+                "start_s": round(span.get("start", t0) - t0, 1),
+                "seconds": round(span.get("end", samples[-1][0]) - span.get("start", t0), 1),
+                "peak_tree_mib": top[2],
+                "rss_at_start": inside[0][1],
+                "rss_at_end": inside[-1][1],
+            }
     pss = SAMPLE_FIELDS.index("tree_pss") + 1
-    return {"sampled_peak": _described(peak, t0), "open_at_peak": open_at_peak, "steps": per_step,
-            "peak_tree_pss_mib": max((s[pss] for s in samples if len(s) > pss), default=None),
-            "samples": len(samples)}
+    return {
+        "sampled_peak": _described(peak, t0),
+        "open_at_peak": open_at_peak,
+        "steps": per_step,
+        "peak_tree_pss_mib": max((s[pss] for s in samples if len(s) > pss), default=None),
+        "samples": len(samples),
+    }
 
 
 def _described(sample: list[float], t0: float) -> dict[str, float]:
@@ -422,9 +492,11 @@ def text_plot(timeline: dict[str, Any], width: int = 40, every_s: float = 2.0) -
             high = max(chunk, key=lambda s: s[2])
             bar = "#" * round(width * high[2] / top)
             fields = dict(zip(SAMPLE_FIELDS, high[1:]))
-            lines.append(f"{t - t0:6.1f} {fields['tree']:5.0f} file{fields['file']:4.0f} arrow{fields['arrow']:4.0f} "
-                         f"glibc{fields['glibc_used']:4.0f}+{fields['glibc_free']:3.0f} duckdb{fields['duckdb_allocated']:4.0f}/"
-                         f"{fields['duckdb_resident']:4.0f} {bar:<{width}} {'; '.join(names)[:150]}")
+            lines.append(
+                f"{t - t0:6.1f} {fields['tree']:5.0f} file{fields['file']:4.0f} arrow{fields['arrow']:4.0f} "
+                f"glibc{fields['glibc_used']:4.0f}+{fields['glibc_free']:3.0f} duckdb{fields['duckdb_allocated']:4.0f}/"
+                f"{fields['duckdb_resident']:4.0f} {bar:<{width}} {'; '.join(names)[:150]}"
+            )
         t += every_s
     return "\n".join(lines)
 
@@ -441,8 +513,13 @@ def run_kinds(scale: str, kinds: list[str], work_dir: Path, select: str) -> dict
     port = free_port()
     server = start_simulator(scale, port)
     base_url = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "LESSONSYNC_BASE_URL": base_url, "LESSONSYNC_DATA_DIR": str(work_dir / "data"),
-           "DAGSTER_HOME": str(work_dir / "dagster_home"), "PYTHONPYCACHEPREFIX": str(work_dir / "pycache")}
+    env = {
+        **os.environ,
+        "LESSONSYNC_BASE_URL": base_url,
+        "LESSONSYNC_DATA_DIR": str(work_dir / "data"),
+        "DAGSTER_HOME": str(work_dir / "dagster_home"),
+        "PYTHONPYCACHEPREFIX": str(work_dir / "pycache"),
+    }
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     Path(env["DAGSTER_HOME"]).mkdir(parents=True, exist_ok=True)
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -459,11 +536,19 @@ def run_kinds(scale: str, kinds: list[str], work_dir: Path, select: str) -> dict
                 break
             timeline = json.loads(out.read_text())
             summary = summarize(timeline)
-            reports[kind] = {"kernel_peak_mib": run["peak_rss_mib"], "cpu_seconds": run["cpu_seconds"],
-                             "run_cpu_seconds": run.get("run_cpu_seconds"), "error": run.get("error"), **summary}
-            print(f"== {scale} {kind}: kernel peak {run['peak_rss_mib']} MiB, process tree (sampled) RSS "
-                  f"{summary['sampled_peak']['tree']} / PSS {summary['peak_tree_pss_mib']} MiB, "
-                  f"CPU {run['cpu_seconds']} s (run_sync {run.get('run_cpu_seconds')} s)", file=sys.stderr)
+            reports[kind] = {
+                "kernel_peak_mib": run["peak_rss_mib"],
+                "cpu_seconds": run["cpu_seconds"],
+                "run_cpu_seconds": run.get("run_cpu_seconds"),
+                "error": run.get("error"),
+                **summary,
+            }
+            print(
+                f"== {scale} {kind}: kernel peak {run['peak_rss_mib']} MiB, process tree (sampled) RSS "
+                f"{summary['sampled_peak']['tree']} / PSS {summary['peak_tree_pss_mib']} MiB, "
+                f"CPU {run['cpu_seconds']} s (run_sync {run.get('run_cpu_seconds')} s)",
+                file=sys.stderr,
+            )
             print(text_plot(timeline), file=sys.stderr)
             print(json.dumps(reports[kind], indent=1), file=sys.stderr, flush=True)
     finally:
@@ -477,11 +562,20 @@ def main() -> int:
     parser.add_argument("--scale", default="medium", choices=["tiny", "small", "medium", "large"])
     parser.add_argument("--kinds", default="full,no_change,one_percent")
     parser.add_argument("--select", default="key:lms/*")
-    parser.add_argument("--work-dir", type=Path, required=True, help="data dir, Dagster home (must not hold a warehouse)")
+    parser.add_argument(
+        "--work-dir", type=Path, required=True, help="data dir, Dagster home (must not hold a warehouse)"
+    )
     args = parser.parse_args()
     reports = run_kinds(args.scale, args.kinds.split(","), args.work_dir, args.select)
-    print(json.dumps({kind: {k: r[k] for k in ("kernel_peak_mib", "cpu_seconds", "sampled_peak", "open_at_peak")}
-                      for kind, r in reports.items()}, indent=1))
+    print(
+        json.dumps(
+            {
+                kind: {k: r[k] for k in ("kernel_peak_mib", "cpu_seconds", "sampled_peak", "open_at_peak")}
+                for kind, r in reports.items()
+            },
+            indent=1,
+        )
+    )
     return 0
 
 

@@ -64,8 +64,19 @@ def free_port() -> int:
 
 
 def start_server(scale: str, seed: int, port: int) -> tuple[subprocess.Popen[bytes], float]:
-    command = [sys.executable, "-m", "simulator", "--host", "127.0.0.1", "--port", str(port),
-               "--scale", scale, "--seed", str(seed)]
+    command = [
+        sys.executable,
+        "-m",
+        "simulator",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--scale",
+        scale,
+        "--seed",
+        str(seed),
+    ]
     began = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}/_sim/clock"
@@ -100,12 +111,14 @@ class Sweeper:
             raise SystemExit(f"GET {path} answered {response.status}: {body[:300]!r}")
         return body
 
-    def sweep(self, jobs: list[tuple[str, dict[str, str]]], deadline: float, until_empty: bool,
-              marker: bytes) -> tuple[int, int]:
+    def sweep(
+        self, jobs: list[tuple[str, dict[str, str]]], deadline: float, until_empty: bool, marker: bytes
+    ) -> tuple[int, int]:
         """Fetch every job (path, params); with until_empty, page each path until an empty page.
 
         Rows are counted by a member every record carries, not decoded: this measures the server, and a
         client decoding 10 million rows on the same 2-core machine would measure itself."""
+
         def run(job: tuple[str, dict[str, str]]) -> tuple[int, int]:
             path, params = job
             requests = rows = 0
@@ -128,8 +141,12 @@ def cpu_seconds(process: psutil.Process) -> float:
     return times.user + times.system
 
 
-def measure(port: int, server: psutil.Process, page_size: int, concurrency: int, max_seconds: float) -> dict[str, object]:
-    token = httpx.post(f"http://127.0.0.1:{port}/v1/token", json={"appSecret": DEFAULT_APP_SECRET}).json()["access_token"]
+def measure(
+    port: int, server: psutil.Process, page_size: int, concurrency: int, max_seconds: float
+) -> dict[str, object]:
+    token = httpx.post(f"http://127.0.0.1:{port}/v1/token", json={"appSecret": DEFAULT_APP_SECRET}).json()[
+        "access_token"
+    ]
     sweeper = Sweeper(port, token, concurrency)
     counts = httpx.get(f"http://127.0.0.1:{port}/_sim/counts").json()
     size = str(page_size)
@@ -147,16 +164,30 @@ def measure(port: int, server: psutil.Process, page_size: int, concurrency: int,
     flags = {"pageSize": size, "pageNumber": "1", "includeArchived": "true", "includeEntryQuiz": "true"}
     jobs = [(f"/v1/lessons/{quote(lesson_id, safe='')}/answers", flags) for lesson_id in lesson_ids]
     began, cpu = time.perf_counter(), cpu_seconds(server)
-    answer_requests, answer_rows = sweeper.sweep(jobs, began + max_seconds, until_empty=True, marker=b'"_activeLessonId"')
+    answer_requests, answer_rows = sweeper.sweep(
+        jobs, began + max_seconds, until_empty=True, marker=b'"_activeLessonId"'
+    )
     answer_seconds, answer_cpu = time.perf_counter() - began, cpu_seconds(server) - cpu
     return {
         "counts": counts,
-        "active_lessons": {"requests": requests, "records": rows, "seconds": round(al_seconds, 2),
-                           "pages_per_s": round(requests / al_seconds, 1), "records_per_s": round(rows / al_seconds),
-                           "server_cpu_seconds": round(al_cpu, 2), "records_per_server_cpu_s": round(rows / al_cpu)},
-        "answers": {"requests": answer_requests, "rows": answer_rows, "seconds": round(answer_seconds, 2),
-                    "rows_per_s": round(answer_rows / answer_seconds), "coverage": round(answer_rows / counts["answers"], 4),
-                    "server_cpu_seconds": round(answer_cpu, 2), "rows_per_server_cpu_s": round(answer_rows / answer_cpu)},
+        "active_lessons": {
+            "requests": requests,
+            "records": rows,
+            "seconds": round(al_seconds, 2),
+            "pages_per_s": round(requests / al_seconds, 1),
+            "records_per_s": round(rows / al_seconds),
+            "server_cpu_seconds": round(al_cpu, 2),
+            "records_per_server_cpu_s": round(rows / al_cpu),
+        },
+        "answers": {
+            "requests": answer_requests,
+            "rows": answer_rows,
+            "seconds": round(answer_seconds, 2),
+            "rows_per_s": round(answer_rows / answer_seconds),
+            "coverage": round(answer_rows / counts["answers"], 4),
+            "server_cpu_seconds": round(answer_cpu, 2),
+            "rows_per_server_cpu_s": round(answer_rows / answer_cpu),
+        },
     }
 
 
@@ -177,9 +208,18 @@ def main() -> int:
         peak = rss.stop()
         process.send_signal(signal.SIGINT)
         process.wait(timeout=30)
-    result.update({"scale": args.scale, "seed": args.seed, "page_size": args.page_size, "concurrency": args.concurrency,
-                   "startup_seconds": round(startup, 2), "server_peak_rss_mib": round(peak / 2**20, 1),
-                   "cpu_count": os.cpu_count(), "date": time.strftime("%Y-%m-%d")})
+    result.update(
+        {
+            "scale": args.scale,
+            "seed": args.seed,
+            "page_size": args.page_size,
+            "concurrency": args.concurrency,
+            "startup_seconds": round(startup, 2),
+            "server_peak_rss_mib": round(peak / 2**20, 1),
+            "cpu_count": os.cpu_count(),
+            "date": time.strftime("%Y-%m-%d"),
+        }
+    )
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"simulator_{args.scale}.json").write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))

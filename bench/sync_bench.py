@@ -35,8 +35,16 @@ from typing import Any
 
 import httpx
 
-from bench.common import (DOC, free_port, recorded_gets, requests_by_endpoint, run_bare_download, run_reported,
-                          start_simulator, write_doc_section)
+from bench.common import (
+    DOC,
+    free_port,
+    recorded_gets,
+    requests_by_endpoint,
+    run_bare_download,
+    run_reported,
+    start_simulator,
+    write_doc_section,
+)
 from bench.rss_timeline import TIMELINE_ENV
 from bench.rss_timeline import summarize as rss_summary
 
@@ -83,17 +91,24 @@ def sync_child(select: list[str], urls_file: str | None = None) -> dict[str, Any
             step_seconds += event.event_specific_data.duration_ms / 1000
             steps[event.step_key] = round(event.event_specific_data.duration_ms / 1000, 2)
     run_start, run_end = stamps["PIPELINE_START"][0], stamps["PIPELINE_SUCCESS"][-1]
-    return {"run_seconds": round(seconds, 2), "run_cpu_seconds": round(cpu_seconds, 2),  # every thread's, in run_sync
-            "dagster_run_seconds": round(run_end - run_start, 2),
-            "step_seconds": round(step_seconds, 2), "steps": steps, "failed_checks": report.failed_checks,
-            "materializations": report.materializations, **recorded}
+    return {
+        "run_seconds": round(seconds, 2),
+        "run_cpu_seconds": round(cpu_seconds, 2),  # every thread's, in run_sync
+        "dagster_run_seconds": round(run_end - run_start, 2),
+        "step_seconds": round(step_seconds, 2),
+        "steps": steps,
+        "failed_checks": report.failed_checks,
+        "materializations": report.materializations,
+        **recorded,
+    }
 
 
 def run_sync_child(select: list[str], env: dict[str, str], urls_file: str) -> dict[str, Any]:
     """One sync in a child process, its GETs recorded in `urls_file`; its report plus wall time, the child's
     own peak RSS and CPU seconds (user + system: unlike wall time, barely moved by other work on the machine)."""
-    args = [sys.executable, "-m", "bench.sync_bench", "--child", "--urls", urls_file] + [f"--select={s}"
-                                                                                         for s in select]
+    args = [sys.executable, "-m", "bench.sync_bench", "--child", "--urls", urls_file] + [
+        f"--select={s}" for s in select
+    ]
     # The child samples its memory (bench/rss_timeline.py): the kernel's peak is one process's, and the answers'
     # decode workers are processes of their own, so the peak a machine must hold is the whole tree's.
     timeline_file = Path(env.get(TIMELINE_ENV) or f"{urls_file}.rss.json")
@@ -102,8 +117,11 @@ def run_sync_child(select: list[str], env: dict[str, str], urls_file: str) -> di
     if child.returncode != 0:  # a failed sync is a finding: keep its time and memory
         return {"error": child.stderr_tail, **sides}
     memory = rss_summary(json.loads(timeline_file.read_text()))
-    tree = {"peak_tree_rss_mib": max(memory["sampled_peak"]["tree"], sides["peak_rss_mib"]),
-            "peak_tree_pss_mib": memory["peak_tree_pss_mib"], "peak_tree_during": memory["open_at_peak"]}
+    tree = {
+        "peak_tree_rss_mib": max(memory["sampled_peak"]["tree"], sides["peak_rss_mib"]),
+        "peak_tree_pss_mib": memory["peak_tree_pss_mib"],
+        "peak_tree_during": memory["open_at_peak"],
+    }
     return summarize({**json.loads(child.stdout), **sides, **tree})
 
 
@@ -114,9 +132,21 @@ def summarize(report: dict[str, Any]) -> dict[str, Any]:
     for key, meta in report.pop("materializations").items():
         table = key.split("/")[-1]
         fetched = meta.get("rows_fetched", meta.get("events_loaded"))
-        streams[table] = {name: meta.get(name) for name in
-                          ("rows_fetched", "rows_per_second", "rows_inserted", "rows_updated", "rows_deleted",
-                           "requests", "retries", "duration_s", "commit_s") if meta.get(name) is not None}
+        streams[table] = {
+            name: meta.get(name)
+            for name in (
+                "rows_fetched",
+                "rows_per_second",
+                "rows_inserted",
+                "rows_updated",
+                "rows_deleted",
+                "requests",
+                "retries",
+                "duration_s",
+                "commit_s",
+            )
+            if meta.get(name) is not None
+        }
         if fetched is not None:
             streams[table]["rows_fetched"] = fetched
         if meta.get("requests") is not None:
@@ -128,8 +158,7 @@ def summarize(report: dict[str, Any]) -> dict[str, Any]:
     return report
 
 
-def bench_selection(select: list[str], base_url: str, work_dir: Path, label: str,
-                    save: Any) -> dict[str, Any]:
+def bench_selection(select: list[str], base_url: str, work_dir: Path, label: str, save: Any) -> dict[str, Any]:
     """The three run kinds of `select`, one after another on one data dir, each followed by its floor: the
     bare download of exactly the GETs it made (bench/common.py), so what the API's shape imposes on a run
     (its requests, downloaded with nothing else to do) and what LessonSync adds above it are told apart."""
@@ -137,12 +166,16 @@ def bench_selection(select: list[str], base_url: str, work_dir: Path, label: str
 
     concurrency = load_settings().concurrency  # the sync's own limit of requests in flight
     data_dir = work_dir / label
-    env = {**os.environ, "LESSONSYNC_BASE_URL": base_url, "LESSONSYNC_DATA_DIR": str(data_dir),
-           "DAGSTER_HOME": str(work_dir / f"{label}_dagster_home"),
-           # Bytecode kept like any installed deployment keeps it (pip compiles it): without it (this sandbox sets
-           # PYTHONDONTWRITEBYTECODE=1) every sync process compiled ~730 modules from source, 2-4 s of each run.
-           # A private prefix: the shared .venv is left alone; the first (full) sync fills it.
-           "PYTHONPYCACHEPREFIX": str(work_dir / "pycache")}
+    env = {
+        **os.environ,
+        "LESSONSYNC_BASE_URL": base_url,
+        "LESSONSYNC_DATA_DIR": str(data_dir),
+        "DAGSTER_HOME": str(work_dir / f"{label}_dagster_home"),
+        # Bytecode kept like any installed deployment keeps it (pip compiles it): without it (this sandbox sets
+        # PYTHONDONTWRITEBYTECODE=1) every sync process compiled ~730 modules from source, 2-4 s of each run.
+        # A private prefix: the shared .venv is left alone; the first (full) sync fills it.
+        "PYTHONPYCACHEPREFIX": str(work_dir / "pycache"),
+    }
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     Path(env["DAGSTER_HOME"]).mkdir(parents=True, exist_ok=True)
     runs: dict[str, Any] = {"select": select}
@@ -157,14 +190,21 @@ def bench_selection(select: list[str], base_url: str, work_dir: Path, label: str
             print(f"[{label}] {kind} FAILED: {runs[kind]['error']}", file=sys.stderr, flush=True)
             save(label, runs)
             return runs
-        print(f"[{label}] {kind}: {runs[kind]['process_seconds']} s, peak {runs[kind]['peak_rss_mib']} MiB, "
-              f"load average {runs[kind]['load_average_after']}; its floor ...", file=sys.stderr, flush=True)
+        print(
+            f"[{label}] {kind}: {runs[kind]['process_seconds']} s, peak {runs[kind]['peak_rss_mib']} MiB, "
+            f"load average {runs[kind]['load_average_after']}; its floor ...",
+            file=sys.stderr,
+            flush=True,
+        )
         # The simulator's state is what the sync saw (GETs change nothing): the same URLs, the same pages.
         runs[kind]["floor"] = floor = run_bare_download(base_url, urls_file, concurrency)
         if "error" not in floor:
             runs[kind]["overhead_over_floor_s"] = round(runs[kind]["run_seconds"] - floor["run_seconds"], 2)
-        print(f"[{label}] {kind} floor: {floor.get('run_seconds', 'FAILED')} s for {floor.get('requests')} "
-              "requests", file=sys.stderr, flush=True)
+        print(
+            f"[{label}] {kind} floor: {floor.get('run_seconds', 'FAILED')} s for {floor.get('requests')} requests",
+            file=sys.stderr,
+            flush=True,
+        )
         save(label, runs)
     full = runs["full"]["run_seconds"]
     for kind in RUN_KINDS[1:]:
@@ -176,27 +216,38 @@ def bench_selection(select: list[str], base_url: str, work_dir: Path, label: str
 
 
 def markdown(results: dict[str, Any]) -> str:
-    lines = ["| selection | run | wall s (run / process) | CPU s | outside steps s | rows fetched | requests | "
-             "floor s | over the floor s | peak RSS MiB (process tree RSS; PSS) | share of full (floor's) | rows/s: " + ", ".join(STREAMS) + " |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]  # CPU s: run_sync's (process's)
+    lines = [
+        "| selection | run | wall s (run / process) | CPU s | outside steps s | rows fetched | requests | "
+        "floor s | over the floor s | peak RSS MiB (process tree RSS; PSS) | share of full (floor's) | rows/s: "
+        + ", ".join(STREAMS)
+        + " |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]  # CPU s: run_sync's (process's)
     for label, runs in results["selections"].items():
         for kind in RUN_KINDS:
             run = runs.get(kind)
             if run is None:
                 continue
             if "error" in run:
-                lines.append(f"| {label} | {kind} | FAILED after {run['process_seconds']} s | | | | | | | "
-                             f"{run['peak_rss_mib']} | | {run['error'].splitlines()[-1][:120]} |")
+                lines.append(
+                    f"| {label} | {kind} | FAILED after {run['process_seconds']} s | | | | | | | "
+                    f"{run['peak_rss_mib']} | | {run['error'].splitlines()[-1][:120]} |"
+                )
                 continue
             rates = ", ".join(f"{run['streams'].get(t, {}).get('rows_per_second', '-')}" for t in STREAMS)
             floor = run.get("floor", {})
-            share = f"{run['share_of_full']:.2%} ({run['floor_share_of_full']:.2%})" if "share_of_full" in run \
-                and "floor_share_of_full" in run else run.get("share_of_full", "-")
-            lines.append(f"| {label} | {kind} | {run['run_seconds']} / {run['process_seconds']} | "
-                         f"{run.get('run_cpu_seconds', '-')} ({run.get('cpu_seconds', '-')}) | {run['outside_steps_seconds']} | {run['rows_fetched']:,} | "
-                         f"{run.get('requests_recorded', run['requests']):,} | {floor.get('run_seconds', '-')} | "
-                         f"{run.get('overhead_over_floor_s', '-')} | {run['peak_rss_mib']} ({run.get('peak_tree_rss_mib', '-')}; {run.get('peak_tree_pss_mib', '-')}) | "
-                         f"{share} | {rates} |")
+            share = (
+                f"{run['share_of_full']:.2%} ({run['floor_share_of_full']:.2%})"
+                if "share_of_full" in run and "floor_share_of_full" in run
+                else run.get("share_of_full", "-")
+            )
+            lines.append(
+                f"| {label} | {kind} | {run['run_seconds']} / {run['process_seconds']} | "
+                f"{run.get('run_cpu_seconds', '-')} ({run.get('cpu_seconds', '-')}) | {run['outside_steps_seconds']} | {run['rows_fetched']:,} | "
+                f"{run.get('requests_recorded', run['requests']):,} | {floor.get('run_seconds', '-')} | "
+                f"{run.get('overhead_over_floor_s', '-')} | {run['peak_rss_mib']} ({run.get('peak_tree_rss_mib', '-')}; {run.get('peak_tree_pss_mib', '-')}) | "
+                f"{share} | {rates} |"
+            )
     return "\n".join(lines)
 
 
@@ -205,11 +256,15 @@ def requests_markdown(results: dict[str, Any]) -> str:
     lines = []
     for label, runs in results["selections"].items():
         kinds = [kind for kind in RUN_KINDS if "requests_by_endpoint" in runs.get(kind, {})]
-        endpoints = sorted({e for kind in kinds for e in runs[kind]["requests_by_endpoint"]},
-                           key=lambda e: -sum(runs[k]["requests_by_endpoint"].get(e, 0) for k in kinds))
+        endpoints = sorted(
+            {e for kind in kinds for e in runs[kind]["requests_by_endpoint"]},
+            key=lambda e: -sum(runs[k]["requests_by_endpoint"].get(e, 0) for k in kinds),
+        )
         lines += [f"| {label}: GETs by endpoint | " + " | ".join(kinds) + " |", "|---|" + "---|" * len(kinds)]
-        lines += [f"| `{e}` | " + " | ".join(f"{runs[k]['requests_by_endpoint'].get(e, 0):,}" for k in kinds) + " |"
-                  for e in endpoints]
+        lines += [
+            f"| `{e}` | " + " | ".join(f"{runs[k]['requests_by_endpoint'].get(e, 0):,}" for k in kinds) + " |"
+            for e in endpoints
+        ]
         lines.append("")
     return "\n".join(lines)
 
@@ -221,19 +276,32 @@ def render_section(results: dict[str, Any]) -> str:
     loads = [round(results["load_average_at_start"][0], 2), round(results.get("load_average_now", [0])[0], 2)]
     option = f" --latency-ms {latency:g} --page-size {results['page_size']}" if latency else ""
     where = f", {latency:g} ms a request, page size {results['page_size']}" if latency else ""
-    lines = [start, "", f"### Scale {results['scale']}{where}, every run beside its floor (issue 15): "
-             f"`python -m bench.sync_bench --scale {results['scale']}{option}`", "",
-             "_Generated by `bench/sync_bench.py` from `bench/results/sync_<scale>[_<latency>ms].json`; regenerating "
-             "replaces only this section._", "",
-             f"{results['date']}, {results['cpus']} cores, 1-minute load average {loads[0]} at the start and "
-             f"{loads[1]} at the end. The floor of a run is the bare httpx download (bench/common.py) of exactly "
-             "the GETs it made, with its concurrency, right after it against the same simulator: what the API's "
-             "shape imposes on that run kind; `over the floor` is LessonSync's run_sync seconds minus it. CPU s: of "
-             "every thread of the sync process during run_sync (in brackets: the whole process's, imports included).", "", markdown(results), "", requests_markdown(results)]
+    lines = [
+        start,
+        "",
+        f"### Scale {results['scale']}{where}, every run beside its floor (issue 15): "
+        f"`python -m bench.sync_bench --scale {results['scale']}{option}`",
+        "",
+        "_Generated by `bench/sync_bench.py` from `bench/results/sync_<scale>[_<latency>ms].json`; regenerating "
+        "replaces only this section._",
+        "",
+        f"{results['date']}, {results['cpus']} cores, 1-minute load average {loads[0]} at the start and "
+        f"{loads[1]} at the end. The floor of a run is the bare httpx download (bench/common.py) of exactly "
+        "the GETs it made, with its concurrency, right after it against the same simulator: what the API's "
+        "shape imposes on that run kind; `over the floor` is LessonSync's run_sync seconds minus it. CPU s: of "
+        "every thread of the sync process during run_sync (in brackets: the whole process's, imports included).",
+        "",
+        markdown(results),
+        "",
+        requests_markdown(results),
+    ]
     if max(loads) > results["cpus"]:
-        lines += [f"**Taken on a shared, overloaded machine** (load average up to {max(loads):g} on "
-                  f"{results['cpus']} cores): seconds are not benchmark results; requests, CPU seconds and peak RSS "
-                  "hold.", ""]
+        lines += [
+            f"**Taken on a shared, overloaded machine** (load average up to {max(loads):g} on "
+            f"{results['cpus']} cores): seconds are not benchmark results; requests, CPU seconds and peak RSS "
+            "hold.",
+            "",
+        ]
     lines.append(end)
     return "\n".join(lines)
 
@@ -251,12 +319,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", default="large", choices=["tiny", "small", "medium", "large"])
     parser.add_argument("--repeat", type=int, default=1, help="rounds, each on a fresh data dir")
-    parser.add_argument("--select", action="append", default=[],
-                        help="asset selection, one benchmark sequence each (default 'key:lms/*'); repeatable")
+    parser.add_argument(
+        "--select",
+        action="append",
+        default=[],
+        help="asset selection, one benchmark sequence each (default 'key:lms/*'); repeatable",
+    )
     parser.add_argument("--work-dir", type=Path, help="data dirs go here (default: a temp dir, removed after)")
-    parser.add_argument("--latency-ms", type=float, help="the simulator answers each request after this long, like "
-                        "a real network (the nightly runs' figures as production sees them); results and docs "
-                        "section of their own")
+    parser.add_argument(
+        "--latency-ms",
+        type=float,
+        help="the simulator answers each request after this long, like "
+        "a real network (the nightly runs' figures as production sees them); results and docs "
+        "section of their own",
+    )
     parser.add_argument("--page-size", type=int, help="LESSONSYNC_PAGE_SIZE of the syncs (default: the product's)")
     parser.add_argument("--no-docs", action="store_true", help="do not touch docs/BENCHMARKS.md")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -277,18 +353,25 @@ def main() -> int:
     return 0
 
 
-def run_all(scale: str, selections: list[str], repeat: int, work_dir: Path,
-            latency_ms: float | None = None) -> dict[str, Any]:
+def run_all(
+    scale: str, selections: list[str], repeat: int, work_dir: Path, latency_ms: float | None = None
+) -> dict[str, Any]:
     port = free_port()
     began = time.perf_counter()
     server = start_simulator(scale, port, latency_ms)
     base_url = f"http://127.0.0.1:{port}"
     results: dict[str, Any] = {
-        "scale": scale, "latency_ms": latency_ms, "page_size": os.environ.get("LESSONSYNC_PAGE_SIZE", "default"),
-        "date": date.today().isoformat(), "cpus": os.cpu_count(),
-        "load_average_at_start": os.getloadavg(), "simulator_startup_s": round(time.perf_counter() - began, 1),
+        "scale": scale,
+        "latency_ms": latency_ms,
+        "page_size": os.environ.get("LESSONSYNC_PAGE_SIZE", "default"),
+        "date": date.today().isoformat(),
+        "cpus": os.cpu_count(),
+        "load_average_at_start": os.getloadavg(),
+        "simulator_startup_s": round(time.perf_counter() - began, 1),
         "duckdb_memory_limit": os.environ.get("LESSONSYNC_DUCKDB_MEMORY_LIMIT", "default"),
-        "counts": httpx.get(f"{base_url}/_sim/counts", timeout=60).json(), "selections": {}}
+        "counts": httpx.get(f"{base_url}/_sim/counts", timeout=60).json(),
+        "selections": {},
+    }
     memory_limit = os.environ.get("LESSONSYNC_DUCKDB_MEMORY_LIMIT")  # a second data point, kept apart
     out = RESULTS / f"sync_{_variant(scale, latency_ms)}{f'_mem{memory_limit}' if memory_limit else ''}.json"
     RESULTS.mkdir(parents=True, exist_ok=True)  # git-ignored: absent from a fresh clone
@@ -302,8 +385,13 @@ def run_all(scale: str, selections: list[str], repeat: int, work_dir: Path,
         for round_number in range(repeat):
             for select in selections:
                 label = select if repeat == 1 else f"{select} #{round_number + 1}"
-                bench_selection([select], base_url, work_dir, label.replace("/", "_").replace(":", "_")
-                                .replace("*", "all").replace(" #", "_"), save)
+                bench_selection(
+                    [select],
+                    base_url,
+                    work_dir,
+                    label.replace("/", "_").replace(":", "_").replace("*", "all").replace(" #", "_"),
+                    save,
+                )
     finally:
         server.terminate()
         server.wait(timeout=60)

@@ -58,18 +58,42 @@ TS = pa.timestamp("us", tz="UTC")
 STARTED = datetime(2026, 11, 22, 2, 0, tzinfo=timezone.utc)
 PRIME = 7919  # coprime with every --target-rows used here: (j * PRIME) % n visits distinct keys in random order
 
-ANSWERS = TableSpec("answers", pa.schema([
-    pa.field("active_lesson_id", pa.string(), nullable=False), pa.field("quiz_type", pa.string(), nullable=False),
-    pa.field("attempt_index", pa.float64(), nullable=False), pa.field("question_id", pa.string(), nullable=False),
-    pa.field("user_id", pa.string()), pa.field("lesson_id", pa.string()), pa.field("question_title", pa.string()),
-    pa.field("lesson_version", pa.float64()), pa.field("is_valid", pa.bool_()),
-    pa.field("validation", pa.string(), metadata={b"json": b"1"}), pa.field("last_date", TS),
-]), ("active_lesson_id", "quiz_type", "attempt_index", "question_id"), "incremental", "last_date")
+ANSWERS = TableSpec(
+    "answers",
+    pa.schema(
+        [
+            pa.field("active_lesson_id", pa.string(), nullable=False),
+            pa.field("quiz_type", pa.string(), nullable=False),
+            pa.field("attempt_index", pa.float64(), nullable=False),
+            pa.field("question_id", pa.string(), nullable=False),
+            pa.field("user_id", pa.string()),
+            pa.field("lesson_id", pa.string()),
+            pa.field("question_title", pa.string()),
+            pa.field("lesson_version", pa.float64()),
+            pa.field("is_valid", pa.bool_()),
+            pa.field("validation", pa.string(), metadata={b"json": b"1"}),
+            pa.field("last_date", TS),
+        ]
+    ),
+    ("active_lesson_id", "quiz_type", "attempt_index", "question_id"),
+    "incremental",
+    "last_date",
+)
 
-SESSIONS = TableSpec("lesson_sessions", pa.schema([
-    pa.field("id", pa.string(), nullable=False), pa.field("title", pa.string()),
-    pa.field("presenters", pa.list_(pa.string())), pa.field("status", pa.string()), pa.field("start_date", TS),
-]), ("id",), "snapshot")
+SESSIONS = TableSpec(
+    "lesson_sessions",
+    pa.schema(
+        [
+            pa.field("id", pa.string(), nullable=False),
+            pa.field("title", pa.string()),
+            pa.field("presenters", pa.list_(pa.string())),
+            pa.field("status", pa.string()),
+            pa.field("start_date", TS),
+        ]
+    ),
+    ("id",),
+    "snapshot",
+)
 
 
 def answers_sql(keys: str, version: int) -> str:
@@ -80,7 +104,7 @@ def answers_sql(keys: str, version: int) -> str:
                ((i // 2) % 2)::DOUBLE AS attempt_index, 'q' || ((i // 4) % 2) AS question_id,
                'user-' || (i % 50000) AS user_id, 'lesson-' || (i % 700) AS lesson_id,
                'How many sides has shape number ' || (i % 1000) AS question_title, 1.0 AS lesson_version,
-               {'NOT ' if version == 2 else ''}(i % 3 = 0) AS is_valid,
+               {"NOT " if version == 2 else ""}(i % 3 = 0) AS is_valid,
                '{{"feedback": {{"status": "' || CASE WHEN {version} = 2 THEN 'valid' ELSE 'pending' END || '"}}}}'
                    AS validation,
                TIMESTAMPTZ '2026-01-01 00:00:00+00' + to_seconds(i % 86400) + to_days({version}) AS last_date
@@ -120,15 +144,19 @@ def merge(conn: duckdb.DuckDBPyConnection, stage: Stage, ts: str) -> None:
         f"""MERGE INTO {table_ref(stage.target.name)} AS t
         USING (SELECT * FROM {q(stage.name)} WHERE _change <> 'stale') AS s ON {by_key(stage)}
         WHEN MATCHED AND s._change = 'same' THEN UPDATE SET {q(LAST_LOADED_AT)} = {ts}
-        WHEN MATCHED THEN UPDATE SET {set_list(stage, data_columns(stage), ts, 's')}
-        WHEN NOT MATCHED THEN INSERT ({', '.join(q(c) for c in cols)}, {q(FIRST_LOADED_AT)}, {q(LAST_LOADED_AT)})
-            VALUES ({', '.join('s.' + q(c) for c in cols)}, {ts}, {ts})"""
+        WHEN MATCHED THEN UPDATE SET {set_list(stage, data_columns(stage), ts, "s")}
+        WHEN NOT MATCHED THEN INSERT ({", ".join(q(c) for c in cols)}, {q(FIRST_LOADED_AT)}, {q(LAST_LOADED_AT)})
+            VALUES ({", ".join("s." + q(c) for c in cols)}, {ts}, {ts})"""
     )
 
 
 # "product": what the warehouse ships (pipeline.warehouse.upsert.upsert_stage); the others lost (docs/warehouse.md)
-STRATEGIES: dict[str, Upsert] = {"product": upsert_stage, "update_insert": update_insert, "merge": merge,
-                                 "delete_insert": delete_insert}
+STRATEGIES: dict[str, Upsert] = {
+    "product": upsert_stage,
+    "update_insert": update_insert,
+    "merge": merge,
+    "delete_insert": delete_insert,
+}
 
 
 def strategy(name: str) -> Upsert:
@@ -152,8 +180,10 @@ def first_keys(n: int) -> str:
 
 def batch_keys(target: int, batch: int, new_fraction: float) -> str:
     updates = batch - int(batch * new_fraction)
-    return (f"SELECT (j * {PRIME}) % {target} AS i FROM range({updates}) AS t(j) "
-            f"UNION ALL SELECT range AS i FROM range({target}, {target + batch - updates})")
+    return (
+        f"SELECT (j * {PRIME}) % {target} AS i FROM range({updates}) AS t(j) "
+        f"UNION ALL SELECT range AS i FROM range({target}, {target + batch - updates})"
+    )
 
 
 @dataclass
@@ -173,8 +203,9 @@ def load(wh: Warehouse, shape: Shape, sql: str, run_id: str) -> Timing:
             current.write(shape.spec, piece.cast(shape.spec.schema))
         written, cpu = time.perf_counter(), _cpu()
         result = current.commit(complete_snapshots=())
-    return Timing(written - started, time.perf_counter() - written, _cpu() - cpu,
-                  result.tables[shape.spec.name].as_dict())
+    return Timing(
+        written - started, time.perf_counter() - written, _cpu() - cpu, result.tables[shape.spec.name].as_dict()
+    )
 
 
 def _cpu() -> float:
@@ -185,13 +216,19 @@ def _cpu() -> float:
 def table_digest(wh: Warehouse, spec: TableSpec) -> tuple[int, int]:
     columns = ", ".join(f'"{c}"' for c in spec.schema.names)
     with wh.connect(read_only=True) as conn:
-        return conn.execute(f"SELECT count(*), sum(hash(t)::HUGEINT) FROM (SELECT {columns} FROM lms.{spec.name}) t"
-                            ).fetchone()
+        return conn.execute(
+            f"SELECT count(*), sum(hash(t)::HUGEINT) FROM (SELECT {columns} FROM lms.{spec.name}) t"
+        ).fetchone()
 
 
 def warehouse(root: Path, strategy: str, args: argparse.Namespace) -> Warehouse:
-    return Warehouse(root / "warehouse.duckdb", root / "lake", upsert=STRATEGIES[strategy],
-                     memory_limit=args.memory_limit, threads=args.threads)
+    return Warehouse(
+        root / "warehouse.duckdb",
+        root / "lake",
+        upsert=STRATEGIES[strategy],
+        memory_limit=args.memory_limit,
+        threads=args.threads,
+    )
 
 
 def run(args: argparse.Namespace) -> dict[str, object]:
@@ -200,18 +237,27 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     batch = shape.sql(batch_keys(args.target_rows, args.batch_rows, args.new_fraction), 2)
     work = Path(tempfile.mkdtemp(prefix="upsert-bench-", dir=args.work_dir))
     results: dict[str, object] = {
-        "load_average_at_start": os.getloadavg(), "shape": args.shape, "target_rows": args.target_rows,
-        "batch_rows": args.batch_rows, "new_fraction": args.new_fraction, "duckdb": duckdb.__version__,
-        "memory_limit": args.memory_limit, "upsert": {}}
+        "load_average_at_start": os.getloadavg(),
+        "shape": args.shape,
+        "target_rows": args.target_rows,
+        "batch_rows": args.batch_rows,
+        "new_fraction": args.new_fraction,
+        "duckdb": duckdb.__version__,
+        "memory_limit": args.memory_limit,
+        "upsert": {},
+    }
     try:
         base = work / "base"
         built = load(warehouse(base, "product", args), shape, shape.sql(first_keys(args.target_rows), 1), "base")
         results["base_build"] = {"rows": args.target_rows, **vars(built)}
-        print(f"base table: {args.target_rows:,} rows written in {built.write_s:.1f} s, committed in "
-              f"{built.commit_s:.1f} s ({built.commit_cpu_s:.1f} CPU s)")
+        print(
+            f"base table: {args.target_rows:,} rows written in {built.write_s:.1f} s, committed in "
+            f"{built.commit_s:.1f} s ({built.commit_cpu_s:.1f} CPU s)"
+        )
         fresh = warehouse(work / "first", "product", args)
-        results["first_load"] = _measure("first load", "(no strategy)", args.batch_rows,
-                                         lambda: load(fresh, shape, first, "first"))
+        results["first_load"] = _measure(
+            "first load", "(no strategy)", args.batch_rows, lambda: load(fresh, shape, first, "first")
+        )
         shutil.rmtree(work / "first")
         digests = {}
         for strategy in args.strategies:
@@ -219,7 +265,8 @@ def run(args: argparse.Namespace) -> dict[str, object]:
             shutil.copytree(base, copy)
             target = warehouse(copy, strategy, args)
             results["upsert"][strategy] = _measure(  # type: ignore[index]
-                "upsert", strategy, args.batch_rows, lambda wh=target: load(wh, shape, batch, "batch"))
+                "upsert", strategy, args.batch_rows, lambda wh=target: load(wh, shape, batch, "batch")
+            )
             if "error" not in results["upsert"][strategy]:  # type: ignore[index]
                 digests[strategy] = table_digest(target, shape.spec)
             shutil.rmtree(copy)
@@ -236,10 +283,16 @@ def _measure(what: str, strategy: str, rows: int, run_load: Callable[[], Timing]
     except duckdb.Error as error:  # e.g. out of memory: a result too
         print(f"{what:11s} {strategy:14s} FAILED: {str(error).splitlines()[0]}")
         return {"error": str(error).splitlines()[0]}
-    print(f"{what:11s} {strategy:14s} {timing.commit_s:8.2f} s {timing.commit_cpu_s:8.2f} CPU s "
-          f"{rows / timing.commit_s:12,.0f} rows/s  {timing.counts}")
-    return {"seconds": round(timing.commit_s, 3), "cpu_seconds": round(timing.commit_cpu_s, 3),
-            "rows_per_s": round(rows / timing.commit_s), "counts": timing.counts}
+    print(
+        f"{what:11s} {strategy:14s} {timing.commit_s:8.2f} s {timing.commit_cpu_s:8.2f} CPU s "
+        f"{rows / timing.commit_s:12,.0f} rows/s  {timing.counts}"
+    )
+    return {
+        "seconds": round(timing.commit_s, 3),
+        "cpu_seconds": round(timing.commit_cpu_s, 3),
+        "rows_per_s": round(rows / timing.commit_s),
+        "counts": timing.counts,
+    }
 
 
 def main() -> int:

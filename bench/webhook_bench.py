@@ -42,15 +42,28 @@ PATH = "/webhooks/certificates"
 def certificate_body(number: int) -> bytes:
     """A realistic payload (about 450 bytes); even numbers are already expired, odd ones are current."""
     expires = "2020-01-01T00:00:00.000Z" if number % 2 == 0 else "2031-01-01T00:00:00.000Z"
-    return orjson.dumps({
-        "_id": f"{number:024x}", "_userId": f"user-{number % 5000}", "_ownerId": "owner-bench",
-        "_badgeId": f"badge-{number % 40}", "creationDate": "2026-01-02T03:04:05.678Z", "expires": expires,
-        "disabled": False, "expiryReminderSent": number % 2 == 0,
-        "_lessonActiveIds": [f"al-{number}-{k}" for k in range(3)],
-        "ruleData": {"type": "lesson", "name": "Safety basics", "description": "Pass 3 lessons",
-                     "validityDurationDays": 365},
-        "createdAt": "2026-01-02T03:04:05.678Z", "updatedAt": "2026-01-02T03:04:05.678Z", "__v": 0,
-    })
+    return orjson.dumps(
+        {
+            "_id": f"{number:024x}",
+            "_userId": f"user-{number % 5000}",
+            "_ownerId": "owner-bench",
+            "_badgeId": f"badge-{number % 40}",
+            "creationDate": "2026-01-02T03:04:05.678Z",
+            "expires": expires,
+            "disabled": False,
+            "expiryReminderSent": number % 2 == 0,
+            "_lessonActiveIds": [f"al-{number}-{k}" for k in range(3)],
+            "ruleData": {
+                "type": "lesson",
+                "name": "Safety basics",
+                "description": "Pass 3 lessons",
+                "validityDurationDays": 365,
+            },
+            "createdAt": "2026-01-02T03:04:05.678Z",
+            "updatedAt": "2026-01-02T03:04:05.678Z",
+            "__v": 0,
+        }
+    )
 
 
 class Sender:
@@ -159,11 +172,18 @@ def main() -> int:
         in_inbox = {event.sequence for event in inbox.read_events(after_sequence=args.warmup)}
     latencies.sort()
     result = {
-        "deliveries": len(latencies), "senders": args.senders, "seconds": round(elapsed, 2),
-        "deliveries_per_s": round(len(latencies) / elapsed), "p50_ms": round(percentile(latencies, 0.5) * 1000, 2),
-        "p99_ms": round(percentile(latencies, 0.99) * 1000, 2), "max_ms": round(latencies[-1] * 1000, 2),
-        "statuses": statuses, "distinct_acknowledged": len(sequences), "events_in_inbox": len(in_inbox),
-        "lost": len(sequences - in_inbox), "inbox_commits": commits,
+        "deliveries": len(latencies),
+        "senders": args.senders,
+        "seconds": round(elapsed, 2),
+        "deliveries_per_s": round(len(latencies) / elapsed),
+        "p50_ms": round(percentile(latencies, 0.5) * 1000, 2),
+        "p99_ms": round(percentile(latencies, 0.99) * 1000, 2),
+        "max_ms": round(latencies[-1] * 1000, 2),
+        "statuses": statuses,
+        "distinct_acknowledged": len(sequences),
+        "events_in_inbox": len(in_inbox),
+        "lost": len(sequences - in_inbox),
+        "inbox_commits": commits,
         "deliveries_per_commit": round(len(latencies) / max(commits, 1), 1),
         "receiver_cpu_us_per_delivery": round(cpu / len(latencies) * 1e6),
         "machine_load_1min": round(os.getloadavg()[0], 2),

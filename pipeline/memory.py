@@ -49,8 +49,9 @@ def tune_process_memory() -> bool:
     global _tuned
     if _tuned is None:
         glibc = _mallopt()
-        _tuned = glibc is not None and glibc(M_ARENA_MAX, ARENA_MAX) == 1 and glibc(M_MMAP_THRESHOLD,
-                                                                                    MMAP_THRESHOLD) == 1
+        _tuned = (
+            glibc is not None and glibc(M_ARENA_MAX, ARENA_MAX) == 1 and glibc(M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
+        )
     return _tuned
 
 

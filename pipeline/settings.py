@@ -13,7 +13,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 # than this: staging, upserts and link checks work range by range, and a first load of millions of rows is one insert
 # with no sort (docs/warehouse.md, "Locks and limits")
 DEFAULT_MEMORY_LIMIT = "160MiB"
-DEFAULT_APP_SECRET = "lessonsync-demo-secret"  # what the simulator accepts by default (its own constant); not a real credential
+DEFAULT_APP_SECRET = (
+    "lessonsync-demo-secret"  # what the simulator accepts by default (its own constant); not a real credential
+)
 
 
 class Settings(BaseSettings):
@@ -30,12 +32,16 @@ class Settings(BaseSettings):
     )
     concurrency: int = Field(8, ge=1, le=64, description="Requests in flight at once.")
     page_cache: bool = Field(
-        True, description="Keep the decoded pages of the snapshots (groups, users, lessons, sessions, categories) "
-        "under <data_dir>/cache/pages, so a page served again byte for byte is not decoded again (false: decode all)."
+        True,
+        description="Keep the decoded pages of the snapshots (groups, users, lessons, sessions, categories) "
+        "under <data_dir>/cache/pages, so a page served again byte for byte is not decoded again (false: decode all).",
     )
     decode_processes: int = Field(
-        1, ge=0, le=16, description="Worker processes decoding large answer pages beside the client's event loop, "
-        "so it keeps the requests in flight (0: the client's own thread decodes every page)."
+        1,
+        ge=0,
+        le=16,
+        description="Worker processes decoding large answer pages beside the client's event loop, "
+        "so it keeps the requests in flight (0: the client's own thread decodes every page).",
     )
     lookback: timedelta = Field(timedelta(minutes=10), description="Each window starts this long before the cursor.")
     safety_margin: timedelta = Field(
@@ -49,16 +55,19 @@ class Settings(BaseSettings):
     )
     request_timeout: float = Field(30.0, gt=0, description="Seconds per HTTP request (connect, read, write).")
     retry_budget: float = Field(
-        300.0, gt=0, description="Seconds one request keeps retrying (backoff with jitter, Retry-After honoured) "
-        "before the run fails: a platform outage shorter than this is ridden out."
+        300.0,
+        gt=0,
+        description="Seconds one request keeps retrying (backoff with jitter, Retry-After honoured) "
+        "before the run fails: a platform outage shorter than this is ridden out.",
     )
     max_attempts: int = Field(
         100, ge=1, le=10_000, description="Upper bound on tries per request; the retry budget normally ends first."
     )
     retry_max_wait: float = Field(60.0, gt=0, description="Cap in seconds on one backoff or Retry-After wait.")
     alert_webhook_url: SecretStr | None = Field(
-        None, description="Failed runs are POSTed here as JSON (run, job, step, error); unset: no alerts. Secret: "
-        "chat webhooks carry their token in the URL."
+        None,
+        description="Failed runs are POSTed here as JSON (run, job, step, error); unset: no alerts. Secret: "
+        "chat webhooks carry their token in the URL.",
     )
     duckdb_memory_limit: str = Field(
         DEFAULT_MEMORY_LIMIT,
@@ -74,7 +83,8 @@ class Settings(BaseSettings):
     )
     nightly_cron: str = Field("0 2 * * *", description="Cron of the nightly_sync schedule, in UTC.")
     certificate_sensor_interval: int = Field(
-        30, ge=1, description="Seconds between two ticks of the certificate inbox sensor.")
+        30, ge=1, description="Seconds between two ticks of the certificate inbox sensor."
+    )
     freshness_hours: float = Field(
         26.0, gt=0, description="Freshness policy of the progress tables: the nightly run plus slack, in hours."
     )
@@ -85,22 +95,30 @@ class Settings(BaseSettings):
         None, description="Directory of the SQL models (staging/ and marts/); default: dbt_like_sql/ of the project."
     )
     analytics_as_of: str | None = Field(
-        None, description="Reference instant of the marts' time-relative figures (ISO 8601 with offset); default: "
-        "when the run starts."
+        None,
+        description="Reference instant of the marts' time-relative figures (ISO 8601 with offset); default: "
+        "when the run starts.",
     )
     pool_wait_timeout: float = Field(
-        1800.0, gt=0, description="Seconds a step waits for a slot of the `warehouse` pool before its run fails, "
-        "naming the run that holds it (reported every 30 s while it waits)."
+        1800.0,
+        gt=0,
+        description="Seconds a step waits for a slot of the `warehouse` pool before its run fails, "
+        "naming the run that holds it (reported every 30 s while it waits).",
     )
     lake_url: str | None = Field(
-        None, description="s3://bucket/prefix: keep the Parquet lake (parts and manifests) on an S3-compatible store; "
-        "endpoint, region and credentials from the AWS_* variables. Unset: <data_dir>/lake.")
+        None,
+        description="s3://bucket/prefix: keep the Parquet lake (parts and manifests) on an S3-compatible store; "
+        "endpoint, region and credentials from the AWS_* variables. Unset: <data_dir>/lake.",
+    )
     dagster_postgres_url: SecretStr | None = Field(
-        None, description="postgresql://user:password@host:port/db: the Dagster instance keeps runs, event logs and "
-        "schedules in PostgreSQL (dagster-postgres). Unset: SQLite in the Dagster home.")
+        None,
+        description="postgresql://user:password@host:port/db: the Dagster instance keeps runs, event logs and "
+        "schedules in PostgreSQL (dagster-postgres). Unset: SQLite in the Dagster home.",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
-        "INFO", description="Console log level of in-process runs (lessonsync sync, demo); DEBUG adds every "
-        "Dagster engine event."
+        "INFO",
+        description="Console log level of in-process runs (lessonsync sync, demo); DEBUG adds every "
+        "Dagster engine event.",
     )
 
     @property

@@ -26,4 +26,5 @@ def simulator_extra(needed_by: str) -> Iterator[None]:
             raise
         raise SimulatorNotInstalled(
             f"{needed_by} needs the platform simulator, an optional extra that is not installed "
-            f"(no module {exc.name!r}): {INSTALL_HINT}") from None
+            f"(no module {exc.name!r}): {INSTALL_HINT}"
+        ) from None

@@ -59,22 +59,44 @@ class Stack:
 
 
 @contextmanager
-def local_stack(data_dir: Path, *, seed: int = 42, scale: str = "tiny", faults: str = "",
-                order: str = "last_date", page_size: int | None = None) -> Iterator[Stack]:
+def local_stack(
+    data_dir: Path,
+    *,
+    seed: int = 42,
+    scale: str = "tiny",
+    faults: str = "",
+    order: str = "last_date",
+    page_size: int | None = None,
+) -> Iterator[Stack]:
     """Start simulator and receiver; `Stack.env` holds the LESSONSYNC_* settings that point at them."""
     data_dir.mkdir(parents=True, exist_ok=True)
     token = secrets.token_urlsafe(24)  # a fresh webhook credential per stack; never printed
-    receiver_settings = WebhookSettings(bearer_tokens=[SecretStr(token)],
-                                        inbox_path=load_settings(data_dir=data_dir).inbox_path)
+    receiver_settings = WebhookSettings(
+        bearer_tokens=[SecretStr(token)], inbox_path=load_settings(data_dir=data_dir).inbox_path
+    )
     with ExitStack() as stack:
-        receiver = stack.enter_context(serve_in_thread(create_app(receiver_settings), name="webhook-receiver",
-                                                       lifespan="on"))
-        sim = stack.enter_context(start_simulator(SimulatorConfig(
-            seed=seed, scale=scale, faults=faults, order=order, app_secret=DEFAULT_APP_SECRET,
-            webhook_url=receiver.base_url + receiver_settings.path, webhook_auth=f"bearer:{token}")))
+        receiver = stack.enter_context(
+            serve_in_thread(create_app(receiver_settings), name="webhook-receiver", lifespan="on")
+        )
+        sim = stack.enter_context(
+            start_simulator(
+                SimulatorConfig(
+                    seed=seed,
+                    scale=scale,
+                    faults=faults,
+                    order=order,
+                    app_secret=DEFAULT_APP_SECRET,
+                    webhook_url=receiver.base_url + receiver_settings.path,
+                    webhook_auth=f"bearer:{token}",
+                )
+            )
+        )
         # Both sides are given the secret: the simulator's own default is not the product's business.
-        env = {"LESSONSYNC_BASE_URL": sim.base_url, "LESSONSYNC_APP_SECRET": DEFAULT_APP_SECRET,
-               "LESSONSYNC_DATA_DIR": str(data_dir)}
+        env = {
+            "LESSONSYNC_BASE_URL": sim.base_url,
+            "LESSONSYNC_APP_SECRET": DEFAULT_APP_SECRET,
+            "LESSONSYNC_DATA_DIR": str(data_dir),
+        }
         if page_size is not None:
             env["LESSONSYNC_PAGE_SIZE"] = str(page_size)
         yield Stack(sim, receiver, data_dir, env)

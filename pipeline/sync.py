@@ -23,16 +23,28 @@ class SyncReport:
     error: str | None = None
 
 
-def run_sync(settings: Settings, *, full_refresh: bool = False, select: Sequence[str] = (),
-             instance: DagsterInstance | None = None, backfill_range: tuple[str, str] | None = None) -> SyncReport:
+def run_sync(
+    settings: Settings,
+    *,
+    full_refresh: bool = False,
+    select: Sequence[str] = (),
+    instance: DagsterInstance | None = None,
+    backfill_range: tuple[str, str] | None = None,
+) -> SyncReport:
     """Materialize the selected assets (default: everything) with their checks: cursor-based, or over
     `backfill_range` (first and last UTC day) as one sweep, the way a backfill launched from the UI runs."""
     job_name = "full_refresh" if full_refresh else "backfill_progress" if backfill_range else "nightly_sync"
     return run_job(job_name, settings, select=select, instance=instance, backfill_range=backfill_range)
 
 
-def run_job(job_name: str, settings: Settings, *, select: Sequence[str] = (),
-            instance: DagsterInstance | None = None, backfill_range: tuple[str, str] | None = None) -> SyncReport:
+def run_job(
+    job_name: str,
+    settings: Settings,
+    *,
+    select: Sequence[str] = (),
+    instance: DagsterInstance | None = None,
+    backfill_range: tuple[str, str] | None = None,
+) -> SyncReport:
     """Execute a job of the code location configured by `settings` in this process and summarise what it did
     (on `instance`, default: the persistent one of `ensure_dagster_home`)."""
     return _execute(job_name, settings, select, instance, backfill_range)
@@ -45,8 +57,13 @@ def definitions_for(settings: Settings) -> Definitions:
     return build_definitions(settings)
 
 
-def _execute(job_name: str, settings: Settings, select: Sequence[str], instance: DagsterInstance | None,
-             backfill_range: tuple[str, str] | None) -> SyncReport:
+def _execute(
+    job_name: str,
+    settings: Settings,
+    select: Sequence[str],
+    instance: DagsterInstance | None,
+    backfill_range: tuple[str, str] | None,
+) -> SyncReport:
     defs = definitions_for(settings)
     job = defs.resolve_job_def(job_name)
     if instance is None:
@@ -66,7 +83,8 @@ def _execute(job_name: str, settings: Settings, select: Sequence[str], instance:
     for event in result.get_asset_materialization_events():
         materialization = event.event_specific_data.materialization
         report.materializations[materialization.asset_key.to_user_string()] = {
-            name: value.value for name, value in materialization.metadata.items()}
+            name: value.value for name, value in materialization.metadata.items()
+        }
     for evaluation in result.get_asset_check_evaluations():
         if not evaluation.passed:
             report.failed_checks.append(f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}")

@@ -72,8 +72,12 @@ class TableDiff:
 
 
 def _answer_key(a: dict[str, Any]) -> dict[str, Any]:
-    return {"active_lesson_id": a["_activeLessonId"], "quiz_type": a["quizType"],
-            "attempt_index": a["attemptIndex"], "question_id": a.get("_questionId")}
+    return {
+        "active_lesson_id": a["_activeLessonId"],
+        "quiz_type": a["quizType"],
+        "attempt_index": a["attemptIndex"],
+        "question_id": a.get("_questionId"),
+    }
 
 
 def _questions(truth: GroundTruth) -> Iterator[tuple[dict, dict]]:
@@ -82,9 +86,15 @@ def _questions(truth: GroundTruth) -> Iterator[tuple[dict, dict]]:
             for quiz, quizz_field in (("entry", "entryQuizz"), ("exit", "exitQuizz")):
                 quizz = notion.get(quizz_field) or {}
                 for q, question in enumerate(quizz.get("questions") or []):
-                    fixed = {"lesson_id": lesson["id"], "notion_index": n, "notion_title": notion.get("title"),
-                             "quiz": quiz, "quizz_type": quizz.get("type"),
-                             "quizz_life_number": quizz.get("lifeNumber"), "question_index": q}
+                    fixed = {
+                        "lesson_id": lesson["id"],
+                        "notion_index": n,
+                        "notion_title": notion.get("title"),
+                        "quiz": quiz,
+                        "quizz_type": quizz.get("type"),
+                        "quizz_life_number": quizz.get("lifeNumber"),
+                        "question_index": q,
+                    }
                     yield fixed, {"question": question}
 
 
@@ -92,6 +102,7 @@ def _plain(resource: str, drop: tuple[str, ...] = ()) -> Callable:
     def rows(truth: GroundTruth) -> Iterator[tuple[dict, dict]]:
         for record in truth.ground_truth(resource):
             yield {}, {k: v for k, v in record.items() if k not in drop}
+
     return rows
 
 
@@ -160,8 +171,9 @@ def compare_table(conn: duckdb.DuckDBPyConnection, truth: GroundTruth, table: st
     return diff
 
 
-def compare_warehouse(conn: duckdb.DuckDBPyConnection, truth: GroundTruth,
-                      tables: Iterable[str] = tuple(EXPECTED)) -> list[TableDiff]:
+def compare_warehouse(
+    conn: duckdb.DuckDBPyConnection, truth: GroundTruth, tables: Iterable[str] = tuple(EXPECTED)
+) -> list[TableDiff]:
     return [compare_table(conn, truth, table) for table in tables]
 
 
@@ -217,8 +229,11 @@ def _looks_like_timestamp(text: str) -> bool:
 
 
 def _columns(conn: duckdb.DuckDBPyConnection, table: str) -> list[str]:
-    rows = conn.execute("SELECT column_name FROM information_schema.columns WHERE table_schema = 'lms' "
-                        "AND table_name = ? ORDER BY ordinal_position", [table]).fetchall()
+    rows = conn.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = 'lms' "
+        "AND table_name = ? ORDER BY ordinal_position",
+        [table],
+    ).fetchall()
     if not rows:
         raise LookupError(f"table lms.{table} does not exist in the warehouse; run a sync first")
     return [r[0] for r in rows]

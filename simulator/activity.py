@@ -20,7 +20,14 @@ from simulator.certificates import CertificateEvent
 from simulator.render import active_lesson_id
 from simulator.rng import generator, pyrandom
 from simulator.store import (
-    FAILED, IN_PROGRESS, MAX_EXIT, NO_SCORE, NOT_STARTED, PAIR_BASE, SUCCEEDED, isin,
+    FAILED,
+    IN_PROGRESS,
+    MAX_EXIT,
+    NO_SCORE,
+    NOT_STARTED,
+    PAIR_BASE,
+    SUCCEEDED,
+    isin,
 )
 from simulator.timeutil import MS_PER_DAY, MS_PER_SECOND
 
@@ -58,8 +65,16 @@ def play_activity(world: World, ms: int) -> tuple[dict[str, int], list[Certifica
     return dict(summary), sorted(events + expired, key=lambda e: e.at_ms)
 
 
-def _progress(world: World, rng: np.random.Generator, draw: random.Random, t0: int, ms: int, count: int,
-              summary: Counter[str], events: list[CertificateEvent]) -> None:
+def _progress(
+    world: World,
+    rng: np.random.Generator,
+    draw: random.Random,
+    t0: int,
+    ms: int,
+    count: int,
+    summary: Counter[str],
+    events: list[CertificateEvent],
+) -> None:
     store, catalog = world.store, world.catalog
     if count == 0 or store.n == 0:
         return
@@ -100,8 +115,16 @@ def _entry_attempt(world: World, rng: random.Random, i: int, lesson: int, t0: in
         store.status[i] = IN_PROGRESS
 
 
-def _exit_attempt(world: World, rng: random.Random, i: int, lesson: int, t0: int, t: int,
-                  summary: Counter[str], events: list[CertificateEvent]) -> None:
+def _exit_attempt(
+    world: World,
+    rng: random.Random,
+    i: int,
+    lesson: int,
+    t0: int,
+    t: int,
+    summary: Counter[str],
+    events: list[CertificateEvent],
+) -> None:
     store, catalog = world.store, world.catalog
     slot = int(store.n_exit[i]) + 1
     questions = len(catalog.exit_questions[lesson])
@@ -125,19 +148,29 @@ def _exit_attempt(world: World, rng: random.Random, i: int, lesson: int, t0: int
     badge = catalog.badge_ids[lesson]
     user_id = world.users[int(store.user[i])]["id"]
     if success and badge is not None and not world.certificates.holds(user_id, badge):
-        events.append(world.certificates.complete(
-            rng, user_id=user_id, badge_id=badge, badge_name=catalog.lesson_titles[lesson],
-            active_lesson_ids=[active_lesson_id(world.seed, i)], at_ms=t))
+        events.append(
+            world.certificates.complete(
+                rng,
+                user_id=user_id,
+                badge_id=badge,
+                badge_name=catalog.lesson_titles[lesson],
+                active_lesson_ids=[active_lesson_id(world.seed, i)],
+                at_ms=t,
+            )
+        )
         summary["certificates_completed"] += 1
 
 
-def _new_active_lessons(world: World, rng: np.random.Generator, t0: int, ms: int, count: int,
-                        summary: Counter[str]) -> None:
+def _new_active_lessons(
+    world: World, rng: np.random.Generator, t0: int, ms: int, count: int, summary: Counter[str]
+) -> None:
     store, catalog = world.store, world.catalog
     n_users, n_lessons = len(world.users), len(catalog.lesson_ids)
     if count == 0:
         return
-    codes = rng.integers(0, n_users, size=count * 4).astype(np.int64) * PAIR_BASE + rng.integers(0, n_lessons, size=count * 4)
+    codes = rng.integers(0, n_users, size=count * 4).astype(np.int64) * PAIR_BASE + rng.integers(
+        0, n_lessons, size=count * 4
+    )
     codes = codes[~isin(codes, store.pair_codes())]
     _, first = np.unique(codes, return_index=True)
     codes = codes[np.sort(first)][:count]
@@ -199,8 +232,16 @@ def _sessions(world: World, rng: random.Random, t0: int, ms: int, days: float, s
             summary["new_registrations"] += 1
 
 
-def _awarded(world: World, rng: np.random.Generator, draw: random.Random, t0: int, ms: int, count: int,
-             summary: Counter[str], events: list[CertificateEvent]) -> None:
+def _awarded(
+    world: World,
+    rng: np.random.Generator,
+    draw: random.Random,
+    t0: int,
+    ms: int,
+    count: int,
+    summary: Counter[str],
+    events: list[CertificateEvent],
+) -> None:
     """Badges earned for past successes (a track completed, a rule re-evaluated): at least one a day."""
     store, catalog = world.store, world.catalog
     succeeded = np.flatnonzero(store.column("status") == SUCCEEDED)
@@ -213,8 +254,15 @@ def _awarded(world: World, rng: np.random.Generator, draw: random.Random, t0: in
             user_id = world.users[int(store.user[i])]["id"]
             if badge is None or world.certificates.holds(user_id, badge):
                 continue
-            events.append(world.certificates.complete(
-                draw, user_id=user_id, badge_id=badge, badge_name=catalog.lesson_titles[lesson],
-                active_lesson_ids=[active_lesson_id(world.seed, i)], at_ms=t0 + draw.randrange(1, ms + 1)))
+            events.append(
+                world.certificates.complete(
+                    draw,
+                    user_id=user_id,
+                    badge_id=badge,
+                    badge_name=catalog.lesson_titles[lesson],
+                    active_lesson_ids=[active_lesson_id(world.seed, i)],
+                    at_ms=t0 + draw.randrange(1, ms + 1),
+                )
+            )
             summary["certificates_completed"] += 1
             break

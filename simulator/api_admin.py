@@ -110,8 +110,13 @@ async def plant(request: Request) -> Response:
     """JSON body {resource, field, value, touch?}: one record serves the bad value from now on."""
     body: dict[str, Any] = orjson.loads(await request.body() or b"{}")
     try:
-        identity = plant_invalid(platform_of(request).world, body["resource"], body["field"], body.get("value"),
-                                 touch=bool(body.get("touch", False)))
+        identity = plant_invalid(
+            platform_of(request).world,
+            body["resource"],
+            body["field"],
+            body.get("value"),
+            touch=bool(body.get("touch", False)),
+        )
     except (KeyError, ValueError) as exc:
         raise DomainError(400, f"plant-invalid needs resource, field and value: {exc}") from None
     return json_response(identity)

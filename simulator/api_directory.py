@@ -11,7 +11,13 @@ from starlette.responses import Response
 
 from simulator import params
 from simulator.api_common import (
-    IncludeDisabled, Owner, PageNumber, PageSize, Search, platform_of, responses,
+    IncludeDisabled,
+    Owner,
+    PageNumber,
+    PageSize,
+    Search,
+    platform_of,
+    responses,
 )
 from simulator.errors import DomainError, raw_json_response
 from simulator.platform import Platform
@@ -30,8 +36,14 @@ async def list_categories(request: Request, _: Owner) -> Response:
 
 
 @router.get("/groups", responses=responses(list[UserGroup], 400, 401))
-async def list_groups(request: Request, _: Owner, page_size: PageSize = None, page_number: PageNumber = None,
-                      search: Search = None, include_disabled: IncludeDisabled = None) -> Response:
+async def list_groups(
+    request: Request,
+    _: Owner,
+    page_size: PageSize = None,
+    page_number: PageNumber = None,
+    search: Search = None,
+    include_disabled: IncludeDisabled = None,
+) -> Response:
     platform = platform_of(request)
     page = platform.page(page_size, page_number)
     include = params.flag("includeDisabled", include_disabled)
@@ -55,8 +67,14 @@ def _group(platform: Platform, *, group_id: str | None = None, unique_name: str 
     return found
 
 
-def _members(platform: Platform, g: int, page_size: str | None, page_number: str | None, search: str | None,
-             include_disabled: str | None) -> Response:
+def _members(
+    platform: Platform,
+    g: int,
+    page_size: str | None,
+    page_number: str | None,
+    search: str | None,
+    include_disabled: str | None,
+) -> Response:
     page = platform.page(page_size, page_number)
     include = params.flag("includeDisabled", include_disabled)
     directory = platform.world.directory
@@ -65,13 +83,20 @@ def _members(platform: Platform, g: int, page_size: str | None, page_number: str
 
 
 @router.get("/groups/name/{uniqueName}/users", responses=responses(list[User], 400, 401, 404))
-async def group_users_by_name(request: Request, _: Owner, unique_name: UniqueName, page_size: PageSize = None,
-                              page_number: PageNumber = None, search: Search = None,
-                              include_disabled: IncludeDisabled = None) -> Response:
+async def group_users_by_name(
+    request: Request,
+    _: Owner,
+    unique_name: UniqueName,
+    page_size: PageSize = None,
+    page_number: PageNumber = None,
+    search: Search = None,
+    include_disabled: IncludeDisabled = None,
+) -> Response:
     platform = platform_of(request)
     with platform.world.lock:
-        return _members(platform, _group(platform, unique_name=unique_name), page_size, page_number, search,
-                        include_disabled)
+        return _members(
+            platform, _group(platform, unique_name=unique_name), page_size, page_number, search, include_disabled
+        )
 
 
 @router.get("/groups/name/{uniqueName}", responses=responses(UserGroup, 400, 401, 404))
@@ -83,13 +108,18 @@ async def group_by_name(request: Request, _: Owner, unique_name: UniqueName) -> 
 
 
 @router.get("/groups/{groupId}/users", responses=responses(list[User], 400, 401, 404))
-async def group_users(request: Request, _: Owner, group_id: GroupId, page_size: PageSize = None,
-                      page_number: PageNumber = None, search: Search = None,
-                      include_disabled: IncludeDisabled = None) -> Response:
+async def group_users(
+    request: Request,
+    _: Owner,
+    group_id: GroupId,
+    page_size: PageSize = None,
+    page_number: PageNumber = None,
+    search: Search = None,
+    include_disabled: IncludeDisabled = None,
+) -> Response:
     platform = platform_of(request)
     with platform.world.lock:
-        return _members(platform, _group(platform, group_id=group_id), page_size, page_number, search,
-                        include_disabled)
+        return _members(platform, _group(platform, group_id=group_id), page_size, page_number, search, include_disabled)
 
 
 @router.get("/groups/{groupId}", responses=responses(UserGroup, 400, 401, 404))

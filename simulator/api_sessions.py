@@ -71,7 +71,9 @@ async def get_session(request: Request, _: Owner, session_id: Annotated[str, Pat
 
 
 @router.put("/{ID}", responses=responses(LessonSession, 400, 401, 404))
-async def update_session(request: Request, _: Owner, session_id: SessionPath, body: LessonSessionUpdateBody) -> Response:
+async def update_session(
+    request: Request, _: Owner, session_id: SessionPath, body: LessonSessionUpdateBody
+) -> Response:
     platform = platform_of(request)
     with platform.world.lock:
         record = _session(platform, session_id, "ID")
@@ -87,8 +89,12 @@ async def update_session(request: Request, _: Owner, session_id: SessionPath, bo
 
 
 @router.post("/{LESSON_SESSION_ID}/register/{USER_ID}", responses=responses(LessonSession, 400, 401, 404))
-async def register(request: Request, _: Owner, session_id: Annotated[str, Path(alias="LESSON_SESSION_ID")],
-                   user_id: Annotated[str, Path(alias="USER_ID")]) -> Response:
+async def register(
+    request: Request,
+    _: Owner,
+    session_id: Annotated[str, Path(alias="LESSON_SESSION_ID")],
+    user_id: Annotated[str, Path(alias="USER_ID")],
+) -> Response:
     """Adds the user to the session's registrations (already registered: unchanged)."""
     platform = platform_of(request)
     with platform.world.lock:
@@ -98,8 +104,12 @@ async def register(request: Request, _: Owner, session_id: Annotated[str, Path(a
 
 
 @router.delete("/{LESSON_SESSION_ID}/unregister/{USER_ID}", responses=responses(LessonSession, 400, 401, 404))
-async def unregister(request: Request, _: Owner, session_id: Annotated[str, Path(alias="LESSON_SESSION_ID")],
-                     user_id: Annotated[str, Path(alias="USER_ID")]) -> Response:
+async def unregister(
+    request: Request,
+    _: Owner,
+    session_id: Annotated[str, Path(alias="LESSON_SESSION_ID")],
+    user_id: Annotated[str, Path(alias="USER_ID")],
+) -> Response:
     """Removes the user from the session's registrations (not registered: unchanged)."""
     platform = platform_of(request)
     with platform.world.lock:

@@ -61,8 +61,12 @@ async def _unexpected(_: Request, exc: Exception) -> Response:
 def _openapi(app: FastAPI) -> dict[str, Any]:
     """FastAPI's document without its 422 responses: this API answers 400 DomainErrorModel instead."""
     if app.openapi_schema is None:
-        schema = get_openapi(title=app.title, version=app.version, routes=app.routes,
-                             description="Every operation of the platform API spec, served by the simulator.")
+        schema = get_openapi(
+            title=app.title,
+            version=app.version,
+            routes=app.routes,
+            description="Every operation of the platform API spec, served by the simulator.",
+        )
         for operations in schema.get("paths", {}).values():
             for operation in operations.values():
                 operation.get("responses", {}).pop("422", None)

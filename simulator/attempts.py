@@ -38,8 +38,9 @@ def correct_counts(seed: int, al: np.ndarray, slot: int, answered: np.ndarray) -
     return np.bincount(owner, weights=valid, minlength=len(al)).astype(np.int16)
 
 
-def answer_times(att_start: np.ndarray, att_end: np.ndarray, answered: np.ndarray,
-                 q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def answer_times(
+    att_start: np.ndarray, att_end: np.ndarray, answered: np.ndarray, q: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """(begin, end) ms of answer q of an attempt: the attempt's span split evenly, the last ending at att_end."""
     span = att_end - att_start
     count = np.maximum(answered.astype(np.int64), 1)

@@ -55,8 +55,13 @@ class TokenService:
     def _issue(self) -> dict[str, str]:
         now = time.time()
         claims = {
-            "iss": ISSUER, "sub": self._owner_id, "owner": self._owner_id, "scope": "admin",
-            "iat": int(now), "exp": now + self._access_ttl(), "jti": secrets.token_hex(8),
+            "iss": ISSUER,
+            "sub": self._owner_id,
+            "owner": self._owner_id,
+            "scope": "admin",
+            "iat": int(now),
+            "exp": now + self._access_ttl(),
+            "jti": secrets.token_hex(8),
         }
         refresh_token = secrets.token_urlsafe(32)
         with self._lock:
@@ -77,8 +82,13 @@ class TokenService:
             self._verified.pop(token, None)
             raise self._reject("access token expired: refresh it with POST /v1/token/refresh")
         try:
-            claims = jwt.decode(token, self._key, algorithms=["HS256"], issuer=ISSUER,
-                                options={"require": ["exp", "iat", "owner", "scope"]})
+            claims = jwt.decode(
+                token,
+                self._key,
+                algorithms=["HS256"],
+                issuer=ISSUER,
+                options={"require": ["exp", "iat", "owner", "scope"]},
+            )
         except jwt.ExpiredSignatureError:
             raise self._reject("access token expired: refresh it with POST /v1/token/refresh") from None
         except jwt.InvalidTokenError:

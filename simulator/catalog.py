@@ -101,8 +101,15 @@ def _images(rng: random.Random, stem: str) -> list[dict[str, str]]:
     return [{"type": kind, "url": f"https://cdn.example.com/{stem}/{kind}.png"} for kind in kinds]
 
 
-def _lesson_record(lesson_id: str, title: str, entry: list[Question], exit_: list[Question],
-                   categories: list[dict[str, Any]], track_ids: list[str], rng: random.Random) -> dict[str, Any]:
+def _lesson_record(
+    lesson_id: str,
+    title: str,
+    entry: list[Question],
+    exit_: list[Question],
+    categories: list[dict[str, Any]],
+    track_ids: list[str],
+    rng: random.Random,
+) -> dict[str, Any]:
     stem = f"l{rng.getrandbits(30):08x}"
     n_notions = rng.randrange(1, 4)
     notions = []
@@ -116,7 +123,11 @@ def _lesson_record(lesson_id: str, title: str, entry: list[Question], exit_: lis
         if k == 0 and entry:
             notion["entryQuizz"] = {"type": "diagnostic", "questions": [q.api_record(rng) for q in entry]}
         if k == n_notions - 1:
-            notion["exitQuizz"] = {"type": "evaluation", "lifeNumber": 3, "questions": [q.api_record(rng) for q in exit_]}
+            notion["exitQuizz"] = {
+                "type": "evaluation",
+                "lifeNumber": 3,
+                "questions": [q.api_record(rng) for q in exit_],
+            }
         notions.append(notion)
     n_cats = min(len(categories), rng.randrange(1, 3))
     return {
@@ -141,12 +152,13 @@ def _content(rng: random.Random, stem: str, k: int) -> dict[str, Any]:
     if ctype == "standard":
         content["standardContent"] = "## À retenir\n\n- **Sécurité** d'abord\n- Puis l'*efficacité*"
     elif ctype == "video":
-        content["videoContent"] = {"url": f"https://video.example.com/{stem}/{k}.mp4",
-                                   "thumbnail": f"https://cdn.example.com/{stem}/{k}.jpg"}
+        content["videoContent"] = {
+            "url": f"https://video.example.com/{stem}/{k}.mp4",
+            "thumbnail": f"https://cdn.example.com/{stem}/{k}.jpg",
+        }
     elif ctype == "flashCards":
         content["flashCardContent"] = [
-            {"frontContent": {"text": f"Recto {c}"}, "backContent": {"text": f"Verso {c}"}}
-            for c in range(2)
+            {"frontContent": {"text": f"Recto {c}"}, "backContent": {"text": f"Verso {c}"}} for c in range(2)
         ]
     else:
         content["icons"] = _images(rng, f"{stem}/c{k}")

@@ -36,23 +36,43 @@ class CertificateStore:
     def holds(self, user_id: str, badge_id: str) -> bool:
         return (user_id, badge_id) in self._held
 
-    def complete(self, rng: random.Random, *, user_id: str, badge_id: str, badge_name: str,
-                 active_lesson_ids: list[str], at_ms: int, validity_days: int | None | Literal["draw"] = "draw",
-                 disabled: bool = False) -> CertificateEvent:
+    def complete(
+        self,
+        rng: random.Random,
+        *,
+        user_id: str,
+        badge_id: str,
+        badge_name: str,
+        active_lesson_ids: list[str],
+        at_ms: int,
+        validity_days: int | None | Literal["draw"] = "draw",
+        disabled: bool = False,
+    ) -> CertificateEvent:
         if validity_days == "draw":
             validity_days = rng.choice(VALIDITY_DAYS)
         cert_id = object_id(self.seed, KIND_CERTIFICATE, len(self.records))
         expires = None if validity_days is None else at_ms + validity_days * MS_PER_DAY
-        rule: dict[str, Any] = {"type": "lesson-success", "name": badge_name,
-                                "description": f"Décerné après la réussite de « {badge_name} »"}
+        rule: dict[str, Any] = {
+            "type": "lesson-success",
+            "name": badge_name,
+            "description": f"Décerné après la réussite de « {badge_name} »",
+        }
         if validity_days is not None:
             rule["validityDurationDays"] = validity_days
         created = at_ms + rng.randrange(0, 5 * MS_PER_SECOND)
         record: dict[str, Any] = {
-            "_id": cert_id, "_userId": user_id, "_ownerId": self.owner_id, "_badgeId": badge_id,
-            "creationDate": iso(at_ms), "expires": None if expires is None else iso(expires),
-            "disabled": disabled, "expiryReminderSent": False, "_lessonActiveIds": active_lesson_ids,
-            "ruleData": rule, "createdAt": iso(created), "updatedAt": iso(created),
+            "_id": cert_id,
+            "_userId": user_id,
+            "_ownerId": self.owner_id,
+            "_badgeId": badge_id,
+            "creationDate": iso(at_ms),
+            "expires": None if expires is None else iso(expires),
+            "disabled": disabled,
+            "expiryReminderSent": False,
+            "_lessonActiveIds": active_lesson_ids,
+            "ruleData": rule,
+            "createdAt": iso(created),
+            "updatedAt": iso(created),
         }
         if rng.random() < 0.8:  # "__v may be absent"
             record["__v"] = 0

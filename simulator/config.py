@@ -38,9 +38,7 @@ class ScaleProfile:
 SCALES: dict[str, ScaleProfile] = {
     "tiny": ScaleProfile(users=48, lessons=12, active_lessons=300, groups=20, categories=5, sessions=8),
     "small": ScaleProfile(users=1_500, lessons=120, active_lessons=20_000, groups=60, categories=12, sessions=80),
-    "medium": ScaleProfile(
-        users=12_000, lessons=600, active_lessons=200_000, groups=250, categories=25, sessions=300
-    ),
+    "medium": ScaleProfile(users=12_000, lessons=600, active_lessons=200_000, groups=250, categories=25, sessions=300),
     "large": ScaleProfile(
         users=60_000, lessons=2_000, active_lessons=1_000_000, groups=1_000, categories=40, sessions=1_000
     ),

@@ -59,10 +59,14 @@ class Directory:
     def visible_groups(self, include_disabled: bool, search: str | None) -> list[int]:
         needle = search.casefold() if search else None
         return [
-            g for g, group in enumerate(self.groups)
+            g
+            for g, group in enumerate(self.groups)
             if (include_disabled or not group.get("disabled"))
-            and (needle is None or needle in group["title"].casefold()
-                 or needle in group.get("uniqueName", "").casefold())
+            and (
+                needle is None
+                or needle in group["title"].casefold()
+                or needle in group.get("uniqueName", "").casefold()
+            )
         ]
 
     # --- changes ---------------------------------------------------------------------------------
@@ -72,22 +76,25 @@ class Directory:
         first, last = rng.choice(names.FIRST_NAMES), rng.choice(names.LAST_NAMES)
         login = f"{first}.{last}.{n}".lower().replace(" ", "-").replace("'", "")
         uid = user_id or object_id(self.seed, KIND_USER, n)
-        self.users.append({
-            "locale": rng.choice(names.LOCALES),
-            "points": rng.randrange(0, 5000),
-            "login": login,
-            "email": f"{login}@example.com",
-            "firstname": first,
-            "lastname": last,
-            "alias": f"{first} {last[0]}.",
-            "id": uid,
-        })
+        self.users.append(
+            {
+                "locale": rng.choice(names.LOCALES),
+                "points": rng.randrange(0, 5000),
+                "login": login,
+                "email": f"{login}@example.com",
+                "firstname": first,
+                "lastname": last,
+                "alias": f"{first} {last[0]}.",
+                "id": uid,
+            }
+        )
         self.user_disabled.append(bool(rng.random() < 0.05))
         self._user_index[uid] = n
         return n
 
-    def add_group(self, rng: random.Random, group_id: str | None = None, unique_name: str | None = None,
-                  title: str | None = None) -> int:
+    def add_group(
+        self, rng: random.Random, group_id: str | None = None, unique_name: str | None = None, title: str | None = None
+    ) -> int:
         g = len(self.groups)
         word = names.GROUP_WORDS[g % len(names.GROUP_WORDS)]
         city = names.CITIES[(g // len(names.GROUP_WORDS)) % len(names.CITIES)]

@@ -9,8 +9,15 @@ import orjson
 from starlette.responses import Response
 
 KINDS = {
-    400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
-    429: "too_many_requests", 500: "internal_error", 502: "bad_gateway", 503: "service_unavailable",
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    429: "too_many_requests",
+    500: "internal_error",
+    502: "bad_gateway",
+    503: "service_unavailable",
 }
 
 
@@ -29,8 +36,12 @@ def error_body(status: int, message: str, kind: str | None = None) -> bytes:
 
 
 def error_response(error: DomainError, headers: Mapping[str, str] | None = None) -> Response:
-    return Response(error_body(error.status, error.message, error.kind), status_code=error.status,
-                    media_type="application/json", headers=headers)
+    return Response(
+        error_body(error.status, error.message, error.kind),
+        status_code=error.status,
+        media_type="application/json",
+        headers=headers,
+    )
 
 
 def json_response(payload: Any, status: int = 200) -> Response:

@@ -47,20 +47,32 @@ def _answers(q: QueryParams) -> tuple[bool, bool]:
 
 def _listing(by_user: bool, by_lesson: bool, *, since: bool, answers: bool) -> Handler:
     """A listing whose path holds a user id, a lesson id, both (in that order) or neither."""
+
     def handle(platform: Platform, path: tuple[str, ...], q: QueryParams) -> Response:
         values = iter(path)
         return api_progress._listing(
-            platform, user_raw=next(values) if by_user else None,
-            lesson_raw=next(values) if by_lesson else None, page_size=q.get("pageSize"),
-            page_number=q.get("pageNumber"), updated_since=q.get("updatedSince") if since else None,
-            answers=_answers(q) if answers else None)
+            platform,
+            user_raw=next(values) if by_user else None,
+            lesson_raw=next(values) if by_lesson else None,
+            page_size=q.get("pageSize"),
+            page_number=q.get("pageNumber"),
+            updated_since=q.get("updatedSince") if since else None,
+            answers=_answers(q) if answers else None,
+        )
+
     return handle
 
 
 def _group_users(platform: Platform, path: tuple[str, ...], q: QueryParams) -> Response:
     with platform.world.lock:
-        return api_directory._members(platform, api_directory._group(platform, group_id=path[0]), q.get("pageSize"),
-                                      q.get("pageNumber"), q.get("search"), q.get("includeDisabled"))
+        return api_directory._members(
+            platform,
+            api_directory._group(platform, group_id=path[0]),
+            q.get("pageSize"),
+            q.get("pageNumber"),
+            q.get("search"),
+            q.get("includeDisabled"),
+        )
 
 
 ROUTES = (  # in the order FastAPI would try them (first match wins there too)
@@ -88,8 +100,9 @@ def match(method: str, path: str) -> tuple[FastRoute, tuple[str, ...]] | None:
     return None
 
 
-def serve(platform: Platform, route: FastRoute, path_values: tuple[str, ...], query_string: bytes,
-          authorization: str | None) -> Response:
+def serve(
+    platform: Platform, route: FastRoute, path_values: tuple[str, ...], query_string: bytes, authorization: str | None
+) -> Response:
     try:
         platform.tokens.verify(authorization)
         return route.handler(platform, path_values, QueryParams(query_string))

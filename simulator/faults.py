@@ -33,8 +33,10 @@ class FaultSpec:
         if self.read_lag_min and self.drift:
             # a drifted record is stamped now, so it would vanish from the listing mid-sweep: a deletion, which
             # no client can see under offset pages (a lagging replica moves records, it does not drop them)
-            raise ValueError("faults drift and read_lag_min cannot be combined: a record drifted under a read "
-                             "lag would vanish from the listing mid-sweep")
+            raise ValueError(
+                "faults drift and read_lag_min cannot be combined: a record drifted under a read "
+                "lag would vanish from the listing mid-sweep"
+            )
         if self.outage_s < 0:
             raise ValueError(f"fault outage_s={self.outage_s} must not be negative")
         if self.token_ttl is not None and self.token_ttl <= 0:

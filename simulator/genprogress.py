@@ -16,7 +16,15 @@ from simulator.directory import Directory
 from simulator.names import SPECIAL_LESSON_IDS, SPECIAL_USER_IDS
 from simulator.rng import generator
 from simulator.store import (
-    FAILED, IN_PROGRESS, MAX_EXIT, NO_SCORE, NOT_STARTED, PAIR_BASE, SUCCEEDED, ActiveLessonStore, isin,
+    FAILED,
+    IN_PROGRESS,
+    MAX_EXIT,
+    NO_SCORE,
+    NOT_STARTED,
+    PAIR_BASE,
+    SUCCEEDED,
+    ActiveLessonStore,
+    isin,
 )
 from simulator.timeutil import MS_PER_DAY, MS_PER_HOUR, MS_PER_MINUTE, MS_PER_SECOND
 
@@ -24,8 +32,9 @@ HISTORY_DAYS = 180
 CHUNK = 200_000  # active lessons per vectorised step, to bound temporary memory at scale large
 
 
-def generate_active_lessons(seed: int, profile: ScaleProfile, catalog: Catalog, directory: Directory,
-                            start_ms: int) -> ActiveLessonStore:
+def generate_active_lessons(
+    seed: int, profile: ScaleProfile, catalog: Catalog, directory: Directory, start_ms: int
+) -> ActiveLessonStore:
     rng = generator(seed, 4)
     n_users, n_lessons = len(directory.users), len(catalog.lesson_ids)
     if n_lessons >= PAIR_BASE:
@@ -82,8 +91,15 @@ def _unique_pairs(rng: np.random.Generator, n: int, space: int, required: np.nda
     return np.concatenate([required, candidates]).astype(np.int64)
 
 
-def _fill_attempts(seed: int, rng: np.random.Generator, store: ActiveLessonStore, catalog: Catalog,
-                   rows: np.ndarray, answered: np.ndarray, start_ms: int) -> None:
+def _fill_attempts(
+    seed: int,
+    rng: np.random.Generator,
+    store: ActiveLessonStore,
+    catalog: Catalog,
+    rows: np.ndarray,
+    answered: np.ndarray,
+    start_ms: int,
+) -> None:
     lesson = store.lesson[rows]
     n_entry_q, n_exit_q = catalog.n_entry[lesson], catalog.n_exit[lesson]
     threshold = catalog.threshold[lesson]
@@ -122,8 +138,9 @@ def _fill_attempts(seed: int, rng: np.random.Generator, store: ActiveLessonStore
         prev_end = np.where(ok, end, prev_end)
 
 
-def _fill_outcome(rng: np.random.Generator, store: ActiveLessonStore, rows: np.ndarray, campaign: np.ndarray,
-                  start_ms: int) -> None:
+def _fill_outcome(
+    rng: np.random.Generator, store: ActiveLessonStore, rows: np.ndarray, campaign: np.ndarray, start_ms: int
+) -> None:
     """Status, progress, lastDate and time spent, consistent with the attempts just made."""
     size = len(rows)
     n_exit = store.n_exit[rows]
@@ -142,5 +159,5 @@ def _fill_outcome(rng: np.random.Generator, store: ActiveLessonStore, rows: np.n
     store.status[rows] = status
     store.progress[rows] = progress
     store.last_ms[rows] = np.minimum(last, start_ms - MS_PER_SECOND)
-    quiz_seconds = ((store.att_end[rows] - store.att_start[rows]).sum(axis=1) // MS_PER_SECOND)
+    quiz_seconds = (store.att_end[rows] - store.att_start[rows]).sum(axis=1) // MS_PER_SECOND
     store.time_spent[rows] = progress * rng.integers(3, 12, size=size) + quiz_seconds

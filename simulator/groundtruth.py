@@ -19,8 +19,17 @@ from simulator.render import active_lesson_id, active_lesson_records, answer_rec
 from simulator.store import ActiveLessonStore
 from simulator.world import World
 
-RESOURCES = ("active_lessons", "answers", "categories", "groups", "group_members", "users", "lesson_sessions",
-             "lessons", "certificates")
+RESOURCES = (
+    "active_lessons",
+    "answers",
+    "categories",
+    "groups",
+    "group_members",
+    "users",
+    "lesson_sessions",
+    "lessons",
+    "certificates",
+)
 _CHUNK = 1000
 
 
@@ -42,9 +51,15 @@ def ground_truth(world: World, resource: str) -> Iterator[dict[str, Any]]:
         raise ValueError(f"unknown resource {resource!r}: choose one of {', '.join(RESOURCES)}")
     with world.lock:
         if resource in ("active_lessons", "answers"):
-            frozen = _Frozen(world.seed, world.owner_id, world.store.snapshot(), world.catalog,
-                             [dict(u) for u in world.users], dict(world.planted_active_lessons),
-                             dict(world.planted_answers))
+            frozen = _Frozen(
+                world.seed,
+                world.owner_id,
+                world.store.snapshot(),
+                world.catalog,
+                [dict(u) for u in world.users],
+                dict(world.planted_active_lessons),
+                dict(world.planted_answers),
+            )
         else:
             records = _copy(_small_resource(world, resource))
     if resource in ("active_lessons", "answers"):
@@ -73,8 +88,11 @@ def _small_resource(world: World, resource: str) -> list[dict[str, Any]]:
         return world.certificates.current()
     if resource == "groups":
         return [directory.group_record(g) for g in range(len(directory.groups))]
-    members = [{"groupId": group["id"], **directory.users[u]}
-               for group, users in zip(directory.groups, directory.members) for u in users]
+    members = [
+        {"groupId": group["id"], **directory.users[u]}
+        for group, users in zip(directory.groups, directory.members)
+        for u in users
+    ]
     if resource == "group_members":
         return members
     seen: dict[str, dict[str, Any]] = {}
@@ -88,8 +106,9 @@ def _copy(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return orjson.loads(orjson.dumps(records))
 
 
-def plant_invalid(world: World, resource: str, field: str, value: Any, *, index: int | None = None,
-                  touch: bool = False) -> dict[str, Any]:
+def plant_invalid(
+    world: World, resource: str, field: str, value: Any, *, index: int | None = None, touch: bool = False
+) -> dict[str, Any]:
     """Make ONE existing record serve `field: value` from now on; returns the record's identity.
 
     `touch=True` also sets the owning active lesson's lastDate to now, so an incremental sync sees it.
@@ -101,13 +120,22 @@ def plant_invalid(world: World, resource: str, field: str, value: Any, *, index:
             i = world.store.n // 2 if index is None else index
             world.planted_active_lessons.setdefault(i, {})[field] = value
             _touch(world, i, touch)
-            return {"_ownerId": world.owner_id, "_userId": world.users[int(world.store.user[i])]["id"],
-                    "_lessonId": world.catalog.lesson_ids[int(world.store.lesson[i])]}
-        targets = {"groups": world.directory.groups, "users": world.directory.users,
-                   "categories": world.catalog.categories, "lessons": world.catalog.lessons,
-                   "lesson_sessions": world.sessions.records}
+            return {
+                "_ownerId": world.owner_id,
+                "_userId": world.users[int(world.store.user[i])]["id"],
+                "_lessonId": world.catalog.lesson_ids[int(world.store.lesson[i])],
+            }
+        targets = {
+            "groups": world.directory.groups,
+            "users": world.directory.users,
+            "categories": world.catalog.categories,
+            "lessons": world.catalog.lessons,
+            "lesson_sessions": world.sessions.records,
+        }
         if resource not in targets:
-            raise ValueError(f"cannot plant into {resource!r}: choose one of answers, active_lessons, {', '.join(targets)}")
+            raise ValueError(
+                f"cannot plant into {resource!r}: choose one of answers, active_lessons, {', '.join(targets)}"
+            )
         records = targets[resource]
         record = records[len(records) // 2 if index is None else index]
         record[field] = value
@@ -123,9 +151,14 @@ def _plant_answer(world: World, field: str, value: Any, index: int | None, touch
     _touch(world, i, touch)
     lesson = int(store.lesson[i])
     questions = world.catalog.entry_questions[lesson] if slot == 0 else world.catalog.exit_questions[lesson]
-    return {"_activeLessonId": active_lesson_id(world.seed, i), "quizType": "entry" if slot == 0 else "exit",
-            "attemptIndex": 0 if slot == 0 else slot - 1, "_questionId": questions[0].id,
-            "_userId": world.users[int(store.user[i])]["id"], "_lessonId": world.catalog.lesson_ids[lesson]}
+    return {
+        "_activeLessonId": active_lesson_id(world.seed, i),
+        "quizType": "entry" if slot == 0 else "exit",
+        "attemptIndex": 0 if slot == 0 else slot - 1,
+        "_questionId": questions[0].id,
+        "_userId": world.users[int(store.user[i])]["id"],
+        "_lessonId": world.catalog.lesson_ids[lesson],
+    }
 
 
 def _touch(world: World, i: int, touch: bool) -> None:

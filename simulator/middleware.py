@@ -74,7 +74,9 @@ class PlatformMiddleware:
                 await self._server_error(send, date, status)
                 self.platform.stats.request(f"{scope['method']} (injected fault)", status)
                 return
-        truncate = api and scope["method"] == "GET" and spec.truncate_rate > 0 and faults.rng.random() < spec.truncate_rate
+        truncate = (
+            api and scope["method"] == "GET" and spec.truncate_rate > 0 and faults.rng.random() < spec.truncate_rate
+        )
         pending: dict[str, Any] = {}
 
         async def send_wrapper(message: dict[str, Any]) -> None:
@@ -92,8 +94,9 @@ class PlatformMiddleware:
         fast = fastroutes.match(scope["method"], scope["path"]) if api and self.fast_routes else None
         if fast is not None:  # a hot listing: same handlers, without FastAPI's per-request machinery
             route, values = fast
-            response = fastroutes.serve(self.platform, route, values, scope.get("query_string", b""),
-                                        _header(scope, b"authorization"))
+            response = fastroutes.serve(
+                self.platform, route, values, scope.get("query_string", b""), _header(scope, b"authorization")
+            )
             await response(scope, receive, send_wrapper)
             self.platform.stats.request(f"{scope['method']} {route.template}", status_box[0])
             return
@@ -111,8 +114,13 @@ class PlatformMiddleware:
         # is about real waiting, unlike the simulated Date header)
         retry_after = ("1", "0", http_date(int(time.time() * 1000) + 1000))[nth % 3]
         self.platform.stats.fault("429")
-        await _send_error(send, 429, "rate limit reached: retry after the Retry-After delay", date,
-                          [(b"retry-after", retry_after.encode())])
+        await _send_error(
+            send,
+            429,
+            "rate limit reached: retry after the Retry-After delay",
+            date,
+            [(b"retry-after", retry_after.encode())],
+        )
 
     async def _server_error(self, send: Any, date: bytes, status: int) -> None:
         self.platform.stats.fault("5xx")
@@ -144,7 +152,11 @@ def _header(scope: Scope, name: bytes) -> str | None:
 
 async def _send_error(send: Any, status: int, message: str, date: bytes, extra: list[tuple[bytes, bytes]]) -> None:
     body = error_body(status, message)
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-               (b"date", date), *extra]
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"date", date),
+        *extra,
+    ]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

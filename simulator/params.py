@@ -25,8 +25,7 @@ class Page:
         return slice(start, min(start + self.size, total))
 
 
-def page(page_size: str | None, page_number: str | None, *, first_page: int, default_size: int,
-         max_size: int) -> Page:
+def page(page_size: str | None, page_number: str | None, *, first_page: int, default_size: int, max_size: int) -> Page:
     size = default_size if page_size is None else _integer("pageSize", page_size)
     if not 1 <= size <= max_size:
         raise DomainError(400, f"pageSize={page_size!r} is out of range: use an integer from 1 to {max_size}")

@@ -70,8 +70,12 @@ class Stats:
 
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
-            return {"requests": dict(self.requests), "statuses": dict(self.statuses), "faults": dict(self.faults),
-                    "max_in_flight": self.max_in_flight}
+            return {
+                "requests": dict(self.requests),
+                "statuses": dict(self.statuses),
+                "faults": dict(self.faults),
+                "max_in_flight": self.max_in_flight,
+            }
 
 
 class FaultState:
@@ -111,7 +115,8 @@ class Platform:
         self.faults = FaultState(parse_faults(config.faults), config.seed)
         self.stats = Stats()
         self.tokens = TokenService(
-            config.app_secret, self.world.owner_id,
+            config.app_secret,
+            self.world.owner_id,
             access_ttl=lambda: self.faults.spec.token_ttl or config.token_ttl_seconds,
             refresh_ttl=config.refresh_ttl_seconds,
         )
@@ -122,8 +127,13 @@ class Platform:
         return self.faults.spec
 
     def page(self, page_size: str | None, page_number: str | None) -> params.Page:
-        return params.page(page_size, page_number, first_page=self.config.first_page,
-                           default_size=self.config.default_page_size, max_size=self.config.max_page_size)
+        return params.page(
+            page_size,
+            page_number,
+            first_page=self.config.first_page,
+            default_size=self.config.default_page_size,
+            max_size=self.config.max_page_size,
+        )
 
     def maybe_drift(self, *, user: int | None = None, lesson: int | None = None) -> None:
         """With probability `drift`, records of the listed collection change before the page is cut."""
@@ -139,7 +149,10 @@ class Platform:
 
     def stats_snapshot(self) -> dict[str, Any]:
         snapshot = self.stats.snapshot()
-        snapshot["tokens"] = {"issued": self.tokens.issued, "refreshed": self.tokens.refreshed,
-                              "rejected": self.tokens.rejected}
+        snapshot["tokens"] = {
+            "issued": self.tokens.issued,
+            "refreshed": self.tokens.refreshed,
+            "rejected": self.tokens.rejected,
+        }
         snapshot["faults_spec"] = str(self.faults.spec)
         return snapshot

@@ -16,8 +16,16 @@ import orjson
 from simulator.names import ANSWER_WORDS
 
 CHOICE_TYPES = ("simple", "multiple", "checkbox", "truefalse", "swipecards", "order", "label-matching")
-QUESTION_TYPES = (*CHOICE_TYPES, "image-map", "gap-fill", "free-text", "free-text-image-b64", "free-number",
-                  "satisfaction", "evaluation")
+QUESTION_TYPES = (
+    *CHOICE_TYPES,
+    "image-map",
+    "gap-fill",
+    "free-text",
+    "free-text-image-b64",
+    "free-number",
+    "satisfaction",
+    "evaluation",
+)
 _TINY_PNG = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 
 
@@ -48,8 +56,7 @@ class Question:
         if self.type in CHOICE_TYPES:
             record["choicesOrderType"] = "random" if rng.random() < 0.5 else "ordered"
             record["choices"] = [
-                {"title": f"Choix {k + 1}", "good": k == 0, "choiceAnswer": f"c{k + 1}", "value": k}
-                for k in range(3)
+                {"title": f"Choix {k + 1}", "good": k == 0, "choiceAnswer": f"c{k + 1}", "value": k} for k in range(3)
             ]
         return record
 
@@ -60,8 +67,12 @@ def make_question(question_id: str, title: str, qtype: str, rng: random.Random) 
 
 
 def _fragment(question_id: str, title: str, variant: Variant) -> bytes:
-    members: dict[str, Any] = {"_questionId": question_id, "questionTitle": title, "isValid": variant.is_valid,
-                               "results": variant.results}
+    members: dict[str, Any] = {
+        "_questionId": question_id,
+        "questionTitle": title,
+        "isValid": variant.is_valid,
+        "results": variant.results,
+    }
     if variant.validation is not None:
         members["validation"] = variant.validation
     return orjson.dumps(members)[1:-1]  # without braces: spliced into each answer object
@@ -79,8 +90,14 @@ def _variant(qtype: str, k: int, rng: random.Random) -> Variant:
         return Variant(results, valid, None)
     if qtype == "image-map":
         left, top = round(rng.uniform(0, 100), 2), round(rng.uniform(0, 100), 2)
-        results = [{"type": "choice-ref", "value": f"zone-{k}", "labelName": f"Zone {'AB'[k % 2]}",
-                    "position": {"left": left, "top": top}}]
+        results = [
+            {
+                "type": "choice-ref",
+                "value": f"zone-{k}",
+                "labelName": f"Zone {'AB'[k % 2]}",
+                "position": {"left": left, "top": top},
+            }
+        ]
         return Variant(results, valid, None)
     if qtype in ("free-number", "satisfaction", "evaluation"):
         number: float | int = rng.randrange(0, 11) if qtype != "free-number" else round(rng.gauss(42, 9), 1)
@@ -89,10 +106,16 @@ def _variant(qtype: str, k: int, rng: random.Random) -> Variant:
         word = ANSWER_WORDS[k % len(ANSWER_WORDS)]
         return Variant([{"type": "text", "value": word, "labelName": "trou 1"}], valid, None)
     # free text and pictures are validated by a person: feedback, sometimes forced by an admin or coach
-    result_type, value = ("image-base-64", _TINY_PNG) if qtype == "free-text-image-b64" else (
-        "text", f"Réponse libre n°{k} — « {ANSWER_WORDS[(k * 3) % len(ANSWER_WORDS)]} »")
+    result_type, value = (
+        ("image-base-64", _TINY_PNG)
+        if qtype == "free-text-image-b64"
+        else ("text", f"Réponse libre n°{k} — « {ANSWER_WORDS[(k * 3) % len(ANSWER_WORDS)]} »")
+    )
     validation: dict[str, Any] = {
-        "feedback": {"status": ("valid", "valid", "invalid", "pending")[k], "title": ("Bravo", "Très bien", "À revoir", "")[k]},
+        "feedback": {
+            "status": ("valid", "valid", "invalid", "pending")[k],
+            "title": ("Bravo", "Très bien", "À revoir", "")[k],
+        },
     }
     if k == 1:
         validation["forcedValidationType"] = "coach"

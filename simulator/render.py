@@ -35,6 +35,7 @@ class World(Protocol):
     planted_active_lessons: dict[int, dict[str, Any]]
     planted_answers: dict[tuple[int, int, int], dict[str, Any]]
 
+
 KIND_ACTIVE_LESSON = 8
 
 
@@ -46,10 +47,19 @@ def active_lesson_records(world: World, idx: np.ndarray) -> list[dict[str, Any]]
     store, catalog, users = world.store, world.catalog, world.users
     lesson = store.lesson[idx]
     columns = zip(
-        idx.tolist(), store.user[idx].tolist(), lesson.tolist(), store.progress[idx].tolist(),
-        store.n_correct[idx].tolist(), store.n_incorrect[idx].tolist(), store.status[idx].tolist(),
-        store.score[idx].tolist(), store.version[idx].tolist(), store.time_spent[idx].tolist(),
-        iso_many(store.last_ms[idx]), iso_many(store.start_ms[idx]), catalog.threshold[lesson].tolist(),
+        idx.tolist(),
+        store.user[idx].tolist(),
+        lesson.tolist(),
+        store.progress[idx].tolist(),
+        store.n_correct[idx].tolist(),
+        store.n_incorrect[idx].tolist(),
+        store.status[idx].tolist(),
+        store.score[idx].tolist(),
+        store.version[idx].tolist(),
+        store.time_spent[idx].tolist(),
+        iso_many(store.last_ms[idx]),
+        iso_many(store.start_ms[idx]),
+        catalog.threshold[lesson].tolist(),
         store.n_exit[idx].tolist(),
     )
     owner, titles, lesson_ids = world.owner_id, catalog.lesson_titles, catalog.lesson_ids
@@ -57,8 +67,13 @@ def active_lesson_records(world: World, idx: np.ndarray) -> list[dict[str, Any]]
     for i, u, l, progress, correct, incorrect, status, score, version, spent, last, begun, threshold, n_exit in columns:
         success = status == SUCCEEDED
         record: dict[str, Any] = {
-            "stats": {"progressInPercent": progress, "nbIncorrectAnswers": incorrect, "nbCorrectAnswers": correct,
-                      "success": success, "validationThreshold": threshold},
+            "stats": {
+                "progressInPercent": progress,
+                "nbIncorrectAnswers": incorrect,
+                "nbCorrectAnswers": correct,
+                "success": success,
+                "validationThreshold": threshold,
+            },
             "version": version,
             "_ownerId": owner,
             "_userId": users[u]["id"],
@@ -80,15 +95,18 @@ def active_lesson_records(world: World, idx: np.ndarray) -> list[dict[str, Any]]
     return records
 
 
-def answer_records(world: World, idx: np.ndarray, *, include_archived: bool, include_entry: bool,
-                   since_ms: int | None) -> list[dict[str, Any]]:
+def answer_records(
+    world: World, idx: np.ndarray, *, include_archived: bool, include_entry: bool, since_ms: int | None
+) -> list[dict[str, Any]]:
     """The answers of `answer_page_json` as dicts (the very bytes served, decoded)."""
-    return orjson.loads(answer_page_json(world, idx, include_archived=include_archived,
-                                         include_entry=include_entry, since_ms=since_ms))
+    return orjson.loads(
+        answer_page_json(world, idx, include_archived=include_archived, include_entry=include_entry, since_ms=since_ms)
+    )
 
 
-def answer_page_json(world: World, idx: np.ndarray, *, include_archived: bool, include_entry: bool,
-                     since_ms: int | None) -> bytes:
+def answer_page_json(
+    world: World, idx: np.ndarray, *, include_archived: bool, include_entry: bool, since_ms: int | None
+) -> bytes:
     """Every answer of the given active lessons, in their order (entry quiz first, then exit attempts),
     as one JSON array. Rows are spliced from pre-encoded pieces: per active lesson (ids, version), per
     question variant (ids, title, results, validation), and the row's own attempt and times."""
@@ -117,12 +135,18 @@ def answer_page_json(world: World, idx: np.ndarray, *, include_archived: bool, i
     quizzes = [(catalog.entry_questions[l], catalog.exit_questions[l]) for l in lessons]
     heads = _heads(seed, idx, lessons, store.user[idx].tolist(), store.version[idx].tolist(), catalog.lesson_ids, users)
     row_heads = [heads[p][s] for p, s in zip(pos.tolist(), slot.tolist())]
-    fragments = [quizzes[p][s > 0][k].fragments[v]
-                 for p, s, k, v in zip(pos.tolist(), slot.tolist(), q.tolist(), variant.tolist())]
-    tails = answer_tails(begin, end) if supported(begin, end) else [
-        b',"lastDate":"%s","startTimeStamp":%d,"endTimeStamp":%d},' % (iso(e).encode(), b, e)
-        for b, e in zip(begin.tolist(), end.tolist())
+    fragments = [
+        quizzes[p][s > 0][k].fragments[v]
+        for p, s, k, v in zip(pos.tolist(), slot.tolist(), q.tolist(), variant.tolist())
     ]
+    tails = (
+        answer_tails(begin, end)
+        if supported(begin, end)
+        else [
+            b',"lastDate":"%s","startTimeStamp":%d,"endTimeStamp":%d},' % (iso(e).encode(), b, e)
+            for b, e in zip(begin.tolist(), end.tolist())
+        ]
+    )
     if world.planted_answers:
         _apply_planted(world.planted_answers, row_heads, fragments, tails, idx, pos, slot, q)
     body = b"".join(chain.from_iterable(zip(row_heads, fragments, tails)))
@@ -134,19 +158,43 @@ _ATTEMPT = [b'{"attemptIndex":0,"quizType":"entry",'] + [
 ]
 
 
-def _heads(seed: int, idx: np.ndarray, lessons: list[int], user_numbers: list[int], versions: list[int],
-           lesson_ids: list[str], users: list[dict[str, Any]]) -> list[list[bytes]]:
+def _heads(
+    seed: int,
+    idx: np.ndarray,
+    lessons: list[int],
+    user_numbers: list[int],
+    versions: list[int],
+    lesson_ids: list[str],
+    users: list[dict[str, Any]],
+) -> list[list[bytes]]:
     """Per active lesson and slot: `{"attemptIndex":..,"quizType":..,<ids>,"lessonVersion":..,`."""
     heads = []
     for i, l, u, v in zip(idx.tolist(), lessons, user_numbers, versions):
-        ids = orjson.dumps({"_activeLessonId": active_lesson_id(seed, i), "_lessonId": lesson_ids[l],
-                            "_userId": users[u]["id"], "lessonVersion": v})[1:-1] + b","
+        ids = (
+            orjson.dumps(
+                {
+                    "_activeLessonId": active_lesson_id(seed, i),
+                    "_lessonId": lesson_ids[l],
+                    "_userId": users[u]["id"],
+                    "lessonVersion": v,
+                }
+            )[1:-1]
+            + b","
+        )
         heads.append([attempt + ids for attempt in _ATTEMPT])
     return heads
 
 
-def _apply_planted(planted: dict[tuple[int, int, int], dict[str, Any]], heads: list[bytes], fragments: list[bytes],
-                   tails: list[bytes], idx: np.ndarray, pos: np.ndarray, slot: np.ndarray, q: np.ndarray) -> None:
+def _apply_planted(
+    planted: dict[tuple[int, int, int], dict[str, Any]],
+    heads: list[bytes],
+    fragments: list[bytes],
+    tails: list[bytes],
+    idx: np.ndarray,
+    pos: np.ndarray,
+    slot: np.ndarray,
+    q: np.ndarray,
+) -> None:
     """Rows planted with an invalid value (quarantine tests) are re-encoded with the override."""
     for n, key in enumerate(zip(idx[pos].tolist(), slot.tolist(), q.tolist())):
         override = planted.get(key)

@@ -30,8 +30,20 @@ QuotaType = Literal["none", "max", "min", "min-max"]
 SessionCodeType = Literal["qr", "barcode", "access"]
 ImageType = Literal["original", "site", "site-low-res", "mobile", "small", "tiny", "specific"]
 QuestionType = Literal[
-    "simple", "swipecards", "image-map", "label-matching", "multiple", "truefalse", "checkbox", "order",
-    "gap-fill", "satisfaction", "evaluation", "free-text", "free-text-image-b64", "free-number",
+    "simple",
+    "swipecards",
+    "image-map",
+    "label-matching",
+    "multiple",
+    "truefalse",
+    "checkbox",
+    "order",
+    "gap-fill",
+    "satisfaction",
+    "evaluation",
+    "free-text",
+    "free-text-image-b64",
+    "free-number",
 ]
 QuizzType = Literal["question-list", "evaluation", "life", "survey", "diagnostic", "game", "iterative", "useCase"]
 

@@ -27,13 +27,21 @@ def build_platform(config: SimulatorConfig) -> Platform:
     """World + tokens + faults, and the webhook sender (already fed the existing certificates) if configured."""
     platform = Platform(config)
     if config.webhook_url:
-        sender = WebhookSender(config.webhook_url, config.webhook_auth, config.webhook_source, seed=config.seed,
-                               max_attempts=config.webhook_max_attempts, backoff_seconds=config.webhook_backoff_seconds,
-                               duplicate_rate=config.webhook_duplicate_rate)
+        sender = WebhookSender(
+            config.webhook_url,
+            config.webhook_auth,
+            config.webhook_source,
+            seed=config.seed,
+            max_attempts=config.webhook_max_attempts,
+            backoff_seconds=config.webhook_backoff_seconds,
+            duplicate_rate=config.webhook_duplicate_rate,
+        )
         world = platform.world
         with world.lock:
             now = world.clock_ms
-            backlog = [CertificateEvent(CertificateStore.event_type_of(c, now), now, c) for c in world.certificates.current()]
+            backlog = [
+                CertificateEvent(CertificateStore.event_type_of(c, now), now, c) for c in world.certificates.current()
+            ]
             sender.enqueue(backlog)  # certificates earned before the receiver was known: delivered once at start
             world.subscribe(sender.enqueue)
         platform.webhooks = sender
@@ -74,8 +82,9 @@ class SimulatorHandle:
     def ground_truth(self, resource: str) -> Iterator[dict[str, Any]]:
         return ground_truth(self.world, resource)
 
-    def plant_invalid(self, resource: str, field: str, value: Any, *, index: int | None = None,
-                      touch: bool = False) -> dict[str, Any]:
+    def plant_invalid(
+        self, resource: str, field: str, value: Any, *, index: int | None = None, touch: bool = False
+    ) -> dict[str, Any]:
         return plant_invalid(self.world, resource, field, value, index=index, touch=touch)
 
     def callback_token(self, user_id: str, lesson_id: str) -> str:
@@ -106,8 +115,13 @@ def launch(config: SimulatorConfig | None = None, **overrides: Any) -> Simulator
     platform = build_platform(config)
     server = ThreadedServer(build_app(platform), config.host, config.port, name="simulator", **UVICORN_OPTIONS)
     handle = SimulatorHandle(platform, server.start())
-    log.info("simulator listening on %s (seed %s, scale %s, %s)", handle.base_url, config.seed, config.scale,
-             platform.world.counts())
+    log.info(
+        "simulator listening on %s (seed %s, scale %s, %s)",
+        handle.base_url,
+        config.seed,
+        config.scale,
+        platform.world.counts(),
+    )
     return handle
 
 

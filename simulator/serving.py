@@ -24,8 +24,9 @@ def listening_socket(host: str, port: int) -> socket.socket:
 
 
 class ThreadedServer:
-    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0, name: str = "server",
-                 **uvicorn_options: Any) -> None:
+    def __init__(
+        self, app: Any, host: str = "127.0.0.1", port: int = 0, name: str = "server", **uvicorn_options: Any
+    ) -> None:
         options = {"log_level": "warning", "access_log": False, "lifespan": "off", **uvicorn_options}
         self._sock = listening_socket(host, port)
         bound_host, bound_port = self._sock.getsockname()[:2]
@@ -33,8 +34,9 @@ class ThreadedServer:
         self.base_url = f"http://{url_host}:{bound_port}"
         self.name = name
         self._server = uvicorn.Server(uvicorn.Config(app, **options))
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]}, name=name,
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [self._sock]}, name=name, daemon=True
+        )
 
     def start(self, timeout: float = 30.0) -> ThreadedServer:
         self._thread.start()
@@ -51,8 +53,9 @@ class ThreadedServer:
 
 
 @contextmanager
-def serve_in_thread(app: Any, host: str = "127.0.0.1", port: int = 0, name: str = "server",
-                    **uvicorn_options: Any) -> Iterator[ThreadedServer]:
+def serve_in_thread(
+    app: Any, host: str = "127.0.0.1", port: int = 0, name: str = "server", **uvicorn_options: Any
+) -> Iterator[ThreadedServer]:
     server = ThreadedServer(app, host, port, name, **uvicorn_options).start()
     try:
         yield server

@@ -41,10 +41,23 @@ class SessionStore:
     def create(self, body: LessonSessionUpdateBody, now_ms: int) -> dict[str, Any]:
         session_id, guid = self._new_ids()
         record: dict[str, Any] = {
-            "id": session_id, "guid": guid, "title": None, "description": None, "lessonId": None,
-            "creatorId": None, "status": None, "quotas": None, "startDate": None, "endDate": None,
-            "creationDate": iso(now_ms), "presenters": [], "codes": None, "location": None,
-            "onSite": False, "isLive": False, "registrations": [],
+            "id": session_id,
+            "guid": guid,
+            "title": None,
+            "description": None,
+            "lessonId": None,
+            "creatorId": None,
+            "status": None,
+            "quotas": None,
+            "startDate": None,
+            "endDate": None,
+            "creationDate": iso(now_ms),
+            "presenters": [],
+            "codes": None,
+            "location": None,
+            "onSite": False,
+            "isLive": False,
+            "registrations": [],
         }
         _apply(record, body)
         return self._add(record)
@@ -54,14 +67,20 @@ class SessionStore:
         return record
 
     @staticmethod
-    def register(record: dict[str, Any], user_id: str, now_ms: int, status: str = "approved",
-                 attendance: str = "none") -> bool:
+    def register(
+        record: dict[str, Any], user_id: str, now_ms: int, status: str = "approved", attendance: str = "none"
+    ) -> bool:
         if any(r["userId"] == user_id for r in record["registrations"]):
             return False
-        record["registrations"].append({
-            "userId": user_id, "status": status, "signatureDate": None,
-            "registrationDate": iso(now_ms), "attendance": attendance,
-        })
+        record["registrations"].append(
+            {
+                "userId": user_id,
+                "status": status,
+                "signatureDate": None,
+                "registrationDate": iso(now_ms),
+                "attendance": attendance,
+            }
+        )
         return True
 
     @staticmethod
@@ -73,8 +92,9 @@ class SessionStore:
     def for_user(self, user_id: str) -> list[dict[str, Any]]:
         return [s for s in self.records if any(r["userId"] == user_id for r in s["registrations"])]
 
-    def generate(self, rng: random.Random, now_ms: int, lesson_ids: list[str], user_ids: list[str],
-                 *, special: bool = False) -> dict[str, Any]:
+    def generate(
+        self, rng: random.Random, now_ms: int, lesson_ids: list[str], user_ids: list[str], *, special: bool = False
+    ) -> dict[str, Any]:
         """A session as simulated activity or the initial data creates it; nullable fields sometimes null."""
         session_id, guid = self._new_ids()
         if special:
@@ -102,8 +122,12 @@ class SessionStore:
             "creationDate": iso(now_ms - rng.randrange(MS_PER_HOUR, 40 * MS_PER_DAY)),
             "presenters": rng.sample(user_ids, min(len(user_ids), rng.randrange(0, 3))),
             "codes": None if null[7] else [{"type": "qr", "value": f"QR-{len(self.records):05d}"}],
-            "location": None if rng.random() < 0.3 else {
-                "lang": "fr", "name": f"Campus {city}", "room": f"Salle {rng.randrange(1, 40)}",
+            "location": None
+            if rng.random() < 0.3
+            else {
+                "lang": "fr",
+                "name": f"Campus {city}",
+                "room": f"Salle {rng.randrange(1, 40)}",
                 "address": f"{rng.randrange(1, 200)} rue de la Paix, {city}",
                 "name_i18n": [{"lang": "fr", "value": f"Campus {city}"}, {"lang": "en", "value": f"{city} campus"}],
             },
@@ -112,8 +136,13 @@ class SessionStore:
             "registrations": [],
         }
         for user_id in rng.sample(user_ids, min(len(user_ids), rng.randrange(0, 9))):
-            self.register(record, user_id, now_ms - rng.randrange(0, 20 * MS_PER_DAY),
-                          rng.choice(REGISTRATION_STATUSES), rng.choice(ATTENDANCES))
+            self.register(
+                record,
+                user_id,
+                now_ms - rng.randrange(0, 20 * MS_PER_DAY),
+                rng.choice(REGISTRATION_STATUSES),
+                rng.choice(ATTENDANCES),
+            )
             if rng.random() < 0.4:
                 record["registrations"][-1]["signatureDate"] = record["registrations"][-1]["registrationDate"]
         return self._add(record)
@@ -133,8 +162,9 @@ def _apply(record: dict[str, Any], body: LessonSessionUpdateBody) -> None:
             record["codes"] = None if value is None else [_without_nulls(code) for code in value]
         elif name == "location":
             # the response location allows no other properties: copy only what both schemas share
-            record["location"] = None if value is None else _without_nulls(
-                {"room": value.get("room"), "name": value.get("name")})
+            record["location"] = (
+                None if value is None else _without_nulls({"room": value.get("room"), "name": value.get("name")})
+            )
         elif name in ("startDate", "endDate"):
             record[name] = None if value is None else iso(parse_instant(value, name=name))
         elif name == "onsite":

@@ -50,9 +50,7 @@ def parse_instant(text: str, *, name: str) -> int:
         hint = ""
         if " " in candidate:
             hint = " (an unencoded '+' in a query string arrives as a space: percent-encode it as %2B)"
-        raise ValueError(
-            f"{name}={text!r} is not an ISO 8601 date-time such as 2026-11-01T08:30:00Z{hint}"
-        ) from None
+        raise ValueError(f"{name}={text!r} is not an ISO 8601 date-time such as 2026-11-01T08:30:00Z{hint}") from None
     if moment.tzinfo is None:
         raise ValueError(f"{name}={text!r} has no UTC offset: add Z or an offset such as +01:00")
     return to_ms(moment)

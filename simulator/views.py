@@ -40,6 +40,7 @@ class ActiveLessonViews:
             last = self.store.column("last_ms")
             order = np.arange(len(last)) if self.order == "key" else np.argsort(last, kind="stable")
             return order, last[order]
+
         return self._cached("global", build)
 
     def _grouped(self, column: str, groups: int) -> _Grouped:
@@ -51,10 +52,19 @@ class ActiveLessonViews:
                 perm = np.lexsort((self.store.column("last_ms"), key))  # lexsort is stable: ties by index
             offsets = np.searchsorted(key[perm], np.arange(groups + 1))
             return _Grouped(perm, offsets)
+
         return self._cached(column, build, groups)
 
-    def select(self, *, user: int | None = None, lesson: int | None = None, since_ms: int | None = None,
-               n_users: int = 0, n_lessons: int = 0, visible_ms: int | None = None) -> np.ndarray:
+    def select(
+        self,
+        *,
+        user: int | None = None,
+        lesson: int | None = None,
+        since_ms: int | None = None,
+        n_users: int = 0,
+        n_lessons: int = 0,
+        visible_ms: int | None = None,
+    ) -> np.ndarray:
         """Indices of the matching active lessons in serving order (lastDate >= since_ms and, when
         visible_ms is given, <= visible_ms)."""
         if user is None and lesson is None:
@@ -64,7 +74,7 @@ class ActiveLessonViews:
             if self.order == "last_date":
                 start = 0 if since_ms is None else np.searchsorted(sorted_last, since_ms, side="left")
                 end = len(order) if visible_ms is None else np.searchsorted(sorted_last, visible_ms, side="right")
-                return order[start:max(start, end)]
+                return order[start : max(start, end)]
             keep = np.ones(len(order), dtype=bool)
             if since_ms is not None:
                 keep &= sorted_last >= since_ms

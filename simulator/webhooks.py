@@ -41,8 +41,10 @@ def auth_headers(spec: str | None) -> dict[str, str]:
     name, _, value = rest.partition(":")
     if scheme == "header" and name.strip() and value:
         return {name.strip(): value}
-    raise ValueError(f"webhook auth scheme {scheme!r} is not understood: use bearer:TOKEN, basic:USER:PASSWORD "
-                     "or header:NAME:VALUE (the credential itself is not shown here)")
+    raise ValueError(
+        f"webhook auth scheme {scheme!r} is not understood: use bearer:TOKEN, basic:USER:PASSWORD "
+        "or header:NAME:VALUE (the credential itself is not shown here)"
+    )
 
 
 @dataclass
@@ -66,8 +68,18 @@ class _Counters:
 
 
 class WebhookSender:
-    def __init__(self, url: str, auth: str | None, source: str, *, seed: int, max_attempts: int = 8,
-                 backoff_seconds: float = 0.05, duplicate_rate: float = 0.05, timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        auth: str | None,
+        source: str,
+        *,
+        seed: int,
+        max_attempts: int = 8,
+        backoff_seconds: float = 0.05,
+        duplicate_rate: float = 0.05,
+        timeout: float = 5.0,
+    ) -> None:
         self.url = url
         self._headers = {"Content-Type": "application/json", "X-Webhook-Source": source, **auth_headers(auth)}
         self._max_attempts = max_attempts
@@ -107,9 +119,17 @@ class WebhookSender:
     def stats(self) -> dict[str, Any]:
         with self._cond:
             c = self._counters
-            return {"enqueued": c.enqueued, "delivered": c.delivered, "attempts": c.attempts, "retries": c.retries,
-                    "failed": c.failed, "duplicates": c.duplicates, "pending": len(self._queue) + self._in_flight,
-                    "by_status": dict(c.by_status), "by_event": dict(c.by_event)}
+            return {
+                "enqueued": c.enqueued,
+                "delivered": c.delivered,
+                "attempts": c.attempts,
+                "retries": c.retries,
+                "failed": c.failed,
+                "duplicates": c.duplicates,
+                "pending": len(self._queue) + self._in_flight,
+                "by_status": dict(c.by_status),
+                "by_event": dict(c.by_event),
+            }
 
     def close(self) -> None:
         with self._cond:
@@ -162,8 +182,12 @@ class WebhookSender:
         delivery.attempt += 1
         if delivery.attempt >= self._max_attempts:
             c.failed += 1
-            log.warning("webhook delivery of certificate %s gave up after %d attempts (last: %s)",
-                        delivery.event.payload.get("_id"), delivery.attempt, status)
+            log.warning(
+                "webhook delivery of certificate %s gave up after %d attempts (last: %s)",
+                delivery.event.payload.get("_id"),
+                delivery.attempt,
+                status,
+            )
             return
         c.retries += 1
         delivery.not_before = time.monotonic() + min(MAX_BACKOFF_SECONDS, self._backoff * 2 ** (delivery.attempt - 1))

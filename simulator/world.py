@@ -110,9 +110,14 @@ class World:
             if rank < 3:  # expires within the first simulated day: expiry events without waiting long
                 validity = (self.clock_ms - at_ms) // MS_PER_DAY + 1
             self.certificates.complete(
-                rng, user_id=self.users[int(store.user[i])]["id"], badge_id=catalog.badge_ids[lesson] or "",
-                badge_name=catalog.lesson_titles[lesson], active_lesson_ids=[active_lesson_id(self.seed, i)],
-                at_ms=at_ms, validity_days=validity, disabled=bool(rng.random() < 0.05),  # type: ignore[arg-type]
+                rng,
+                user_id=self.users[int(store.user[i])]["id"],
+                badge_id=catalog.badge_ids[lesson] or "",
+                badge_name=catalog.lesson_titles[lesson],
+                active_lesson_ids=[active_lesson_id(self.seed, i)],
+                at_ms=at_ms,
+                validity_days=validity,
+                disabled=bool(rng.random() < 0.05),  # type: ignore[arg-type]
             )
         self.certificates.expire_due(self.clock_ms)  # history: expired before start, no events
 
@@ -122,8 +127,13 @@ class World:
         """The CALLBACK_TOKEN path segment for the active lesson of (user, lesson)."""
         with self.lock:
             u, lesson = self.directory.user_number(user_id), self.catalog.lesson_number(lesson_id)
-            found = np.array([], dtype=np.int64) if u is None or lesson is None else self.views.select(
-                user=u, lesson=lesson, n_users=len(self.users), n_lessons=len(self.catalog.lesson_ids))
+            found = (
+                np.array([], dtype=np.int64)
+                if u is None or lesson is None
+                else self.views.select(
+                    user=u, lesson=lesson, n_users=len(self.users), n_lessons=len(self.catalog.lesson_ids)
+                )
+            )
             if len(found) == 0:
                 raise KeyError(f"no active lesson for user {user_id!r} and lesson {lesson_id!r}")
             return self._sign(int(found[0]))
@@ -175,8 +185,9 @@ class World:
 
     def drift(self, rng: np.random.Generator, *, user: int | None = None, lesson: int | None = None) -> int:
         """Update 1-3 active lessons of the listed collection now (they move to the end in last_date order)."""
-        chosen = self.views.select(user=user, lesson=lesson, n_users=len(self.users),
-                                   n_lessons=len(self.catalog.lesson_ids))
+        chosen = self.views.select(
+            user=user, lesson=lesson, n_users=len(self.users), n_lessons=len(self.catalog.lesson_ids)
+        )
         if len(chosen) == 0:
             return 0
         picks = np.unique(chosen[rng.integers(0, len(chosen), size=int(rng.integers(1, 4)))])

@@ -59,6 +59,7 @@ def evaluate_failure_sensor(instance: DagsterInstance, run_id: str, env: dict[st
         sensor = build_failure_alert_sensor(load_settings())
     run = instance.get_run_by_id(run_id)
     failure = instance.all_logs(run_id, of_type=DagsterEventType.RUN_FAILURE)[0].dagster_event
-    context = build_run_status_sensor_context(sensor_name=sensor.name, dagster_event=failure,
-                                              dagster_instance=instance, dagster_run=run).for_run_failure()
+    context = build_run_status_sensor_context(
+        sensor_name=sensor.name, dagster_event=failure, dagster_instance=instance, dagster_run=run
+    ).for_run_failure()
     return sensor(context)

@@ -25,12 +25,19 @@ def test_every_raw_asset_declares_its_columns_and_table_name():
 
 
 def test_the_summary_lists_loads_then_the_models_apart():
-    lines = summary_lines({
-        "lms/groups": {"rows_fetched": 20, "rows_inserted": 1, "rows_updated": 0, "rows_deleted": 2,
-                       "dagster/row_count": 19},
-        "lms/certificates": {"events_loaded": 3, "dagster/row_count": 7},
-        **{f"analytics/model_{i}": {"dagster/row_count": 1000 + i, "seconds": 0.1} for i in range(20)},
-    })
+    lines = summary_lines(
+        {
+            "lms/groups": {
+                "rows_fetched": 20,
+                "rows_inserted": 1,
+                "rows_updated": 0,
+                "rows_deleted": 2,
+                "dagster/row_count": 19,
+            },
+            "lms/certificates": {"events_loaded": 3, "dagster/row_count": 7},
+            **{f"analytics/model_{i}": {"dagster/row_count": 1000 + i, "seconds": 0.1} for i in range(20)},
+        }
+    )
     assert lines[0].startswith("lms/certificates") and lines[1].startswith("lms/groups")
     assert "rows now         19" in lines[1] and "deleted       2" in lines[1]
     assert lines[2].startswith("models built: 20 (rows) model_0 1,000, model_1 1,001")

@@ -39,13 +39,14 @@ def test_help_describes_the_product_and_each_command_in_one_line(tmp_path):
 
 
 def test_help_of_every_command_imports_neither_dagster_nor_duckdb(tmp_path):
-    script = ("import sys\nfrom pipeline.cli import main\n"
-              f"for command in {LIGHT_HELP!r}:\n"
-              "    try:\n        main([command, '--help'])\n    except SystemExit as exit:\n"
-              "        assert exit.code == 0, (command, exit.code)\n"
-              f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {set(HEAVY)!r}))\n")
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                            cwd=tmp_path)
+    script = (
+        "import sys\nfrom pipeline.cli import main\n"
+        f"for command in {LIGHT_HELP!r}:\n"
+        "    try:\n        main([command, '--help'])\n    except SystemExit as exit:\n"
+        "        assert exit.code == 0, (command, exit.code)\n"
+        f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {set(HEAVY)!r}))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout[-2000:]
 
@@ -67,8 +68,7 @@ def test_the_data_dir_default_shown_in_help_is_the_settings_default():
 
 def test_a_bad_setting_stops_a_command_naming_it(tmp_path):
     env = {**clean_env(), "LESSONSYNC_LAKE_URL": "http://not-a-bucket"}
-    result = subprocess.run([LESSONSYNC, "status"], env=env, capture_output=True, text=True, timeout=60,
-                            cwd=tmp_path)
+    result = subprocess.run([LESSONSYNC, "status"], env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert result.returncode == 1
     assert "lessonsync status: invalid settings" in result.stderr and "LESSONSYNC_LAKE_URL" in result.stderr
     assert "Traceback" not in result.stderr
@@ -80,9 +80,23 @@ def test_sync_options_reach_the_run_and_nothing_lands_in_the_default_data_dir(tm
     work.mkdir()
     with local_stack(tmp_path / "stack", scale="tiny") as stack:
         target = tmp_path / "elsewhere"
-        sync = subprocess.run([LESSONSYNC, "sync", "--select", "key:lms/categories", "--data-dir", str(target),
-                               "--base-url", stack.sim.base_url], env=clean_env(), cwd=work,
-                              capture_output=True, text=True, timeout=300)
+        sync = subprocess.run(
+            [
+                LESSONSYNC,
+                "sync",
+                "--select",
+                "key:lms/categories",
+                "--data-dir",
+                str(target),
+                "--base-url",
+                stack.sim.base_url,
+            ],
+            env=clean_env(),
+            cwd=work,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert sync.returncode == 0, (sync.stdout + sync.stderr)[-3000:]
         assert "lms/categories" in sync.stdout and "sync succeeded" in sync.stdout
         with duckdb.connect(str(target / "warehouse.duckdb"), read_only=True) as conn:
@@ -93,8 +107,14 @@ def test_sync_options_reach_the_run_and_nothing_lands_in_the_default_data_dir(tm
 
 
 def test_recover_creates_the_dagster_home_of_its_data_dir(tmp_path):
-    result = subprocess.run([LESSONSYNC, "recover", "--data-dir", str(tmp_path / "d")], env=clean_env(),
-                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [LESSONSYNC, "recover", "--data-dir", str(tmp_path / "d")],
+        env=clean_env(),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.startswith("nothing to recover")
     assert (tmp_path / "d" / "dagster_home" / "dagster.yaml").exists()

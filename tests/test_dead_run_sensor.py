@@ -18,8 +18,12 @@ from pipeline.defs.operations.runs.sensor import dead_run_sensor
 
 def _started_run(instance: DagsterInstance, process: RunProcess, tags_of_run: str | None = None) -> DagsterRun:
     run_id = str(uuid.uuid4())
-    run = DagsterRun(job_name="nightly_sync", run_id=run_id, status=DagsterRunStatus.STARTED,
-                     tags=process.tags(tags_of_run or run_id))
+    run = DagsterRun(
+        job_name="nightly_sync",
+        run_id=run_id,
+        status=DagsterRunStatus.STARTED,
+        tags=process.tags(tags_of_run or run_id),
+    )
     return instance.add_run(run)
 
 

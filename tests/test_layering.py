@@ -14,16 +14,31 @@ print(" ".join(sorted(name for name in sys.modules if name.startswith(("pipeline
 """
 
 
-@pytest.mark.parametrize("module", ["pipeline.contract.tables", "pipeline.contract.streams", "pipeline.warehouse",
-                                    "pipeline.webhooks", "pipeline.defs.windows", "pipeline.docs"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "pipeline.contract.tables",
+        "pipeline.contract.streams",
+        "pipeline.warehouse",
+        "pipeline.webhooks",
+        "pipeline.defs.windows",
+        "pipeline.docs",
+    ],
+)
 def test_importing_does_not_load_the_client(module: str) -> None:
-    done = subprocess.run([sys.executable, "-c", PROBE.format(module=module)], capture_output=True, text=True,
-                          check=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE.format(module=module)], capture_output=True, text=True, check=True, timeout=120
+    )
     assert done.stdout.split() == [], f"importing {module} loaded {done.stdout.strip()}"
 
 
 def test_the_client_is_what_loads_httpx() -> None:
     """The probe can see a loaded client: importing it shows up (so an empty answer above means something)."""
-    done = subprocess.run([sys.executable, "-c", PROBE.format(module="pipeline.source.client")],
-                          capture_output=True, text=True, check=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE.format(module="pipeline.source.client")],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
     assert {"pipeline.source.client", "httpx", "aiohttp"} <= set(done.stdout.split())

@@ -95,8 +95,10 @@ def test_without_keeping_it_out_pyarrow_imports_pandas_at_its_first_list_convers
 def test_importing_lessonsync_sets_how_arrows_allocator_returns_memory_unless_the_deployment_did() -> None:
     """pipeline/__init__.py sets mimalloc's options before pyarrow loads (lazily committed arenas, purges every
     100 ms); a value already in the environment wins."""
-    probe = ("import os, sys, pipeline\nassert 'pyarrow' not in sys.modules\n"
-             "print(os.environ['MIMALLOC_ARENA_EAGER_COMMIT'], os.environ['MIMALLOC_PURGE_DELAY'])\n")
+    probe = (
+        "import os, sys, pipeline\nassert 'pyarrow' not in sys.modules\n"
+        "print(os.environ['MIMALLOC_ARENA_EAGER_COMMIT'], os.environ['MIMALLOC_PURGE_DELAY'])\n"
+    )
     plain = {k: v for k, v in os.environ.items() if not k.startswith("MIMALLOC_")}
     for env, expected in ((plain, "0 100"), ({**plain, "MIMALLOC_PURGE_DELAY": "5"}, "0 5")):
         done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, env=env)

@@ -71,8 +71,9 @@ def test_every_job_that_writes_carries_the_writer_tag_and_the_sensor_has_a_named
         assert WRITES_WAREHOUSE.items() <= defs.resolve_job_def(name).run_tags.items(), name
     assert "lessonsync/writes-warehouse" not in defs.resolve_job_def("check_warehouse").run_tags
     assert defs.resolve_sensor_def(SENSOR).job_name == "load_certificates"
-    certificates_run = {key.to_user_string() for key in defs.resolve_job_def("load_certificates").asset_layer
-                        .executable_asset_keys}
+    certificates_run = {
+        key.to_user_string() for key in defs.resolve_job_def("load_certificates").asset_layer.executable_asset_keys
+    }
     # The marts that read only certificates are rebuilt with them; nothing that needs a sync's tables.
     assert {"lms/certificates", "analytics/certificates", "analytics/certificates_by_badge"} <= certificates_run
     assert not {"analytics/daily_activity", "analytics/published", "lms/answers"} & certificates_run
@@ -96,9 +97,11 @@ def test_backfill_window_from_launchpad_config() -> None:
     assert "kept" in window.describe()  # the label says rows past the range end are kept
     open_ended = BackfillWindow(updated_from="2025-06-01").window()
     assert open_ended is not None and open_ended.until is not None and open_ended.until > datetime.now(UTC)
-    for bad, message in [({"updated_from": "June 1st"}, "updated_from='June 1st' is not a day"),
-                         ({"updated_to": "2025-06-07"}, "without updated_from"),
-                         ({"updated_from": "2025-06-07", "updated_to": "2025-06-01"}, "ends before it starts")]:
+    for bad, message in [
+        ({"updated_from": "June 1st"}, "updated_from='June 1st' is not a day"),
+        ({"updated_to": "2025-06-07"}, "without updated_from"),
+        ({"updated_from": "2025-06-07", "updated_to": "2025-06-01"}, "ends before it starts"),
+    ]:
         with pytest.raises(Failure, match=message):
             BackfillWindow(**bad).window()
 
@@ -109,8 +112,9 @@ def test_python_m_pipeline_instance_creates_the_dagster_home_as_make_dev_does(tm
     import sys
 
     env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"} | {"LESSONSYNC_DATA_DIR": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-m", "pipeline.instance"], env=env, capture_output=True, text=True,
-                          timeout=120, cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline.instance"], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
     assert done.returncode == 0, done.stderr
     home = tmp_path / "dagster_home"
     assert done.stdout.strip() == str(home.resolve())
@@ -138,7 +142,9 @@ def test_a_secret_set_in_the_environment_reaches_the_resource_by_name_only(monke
     assert build_definitions(load_settings()).resources["platform"].app_secret is None
 
 
-def test_a_runs_resources_read_the_settings_once_when_it_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_runs_resources_read_the_settings_once_when_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from pipeline.defs.resources import PlatformResource, WarehouseResource
 
     monkeypatch.setenv("LESSONSYNC_PAGE_SIZE", "70")

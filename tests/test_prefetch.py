@@ -80,9 +80,19 @@ def test_an_answers_plan_fetched_ahead_and_never_taken_removes_its_spilled_windo
         with run_fetches("run-2", settings) as run:
             spill = ExitStack()
             lessons = spill.enter_context(spill_window_active_lessons(warehouse, window, only_changed=False))
-            add_prefetched("run-2", BackgroundFetch(warehouse, run.client, "categories", "run-2", window, None,
-                                                    run.client.iter_stream("categories"),
-                                                    plan=AnswersPlan(window, lessons, spill)))
+            add_prefetched(
+                "run-2",
+                BackgroundFetch(
+                    warehouse,
+                    run.client,
+                    "categories",
+                    "run-2",
+                    window,
+                    None,
+                    run.client.iter_stream("categories"),
+                    plan=AnswersPlan(window, lessons, spill),
+                ),
+            )
             assert lessons.path.exists()
         assert close_run("run-2") == ["categories"]
         assert not lessons.path.exists()

@@ -13,8 +13,7 @@ def test_one_asset_of_a_multi_asset_brings_its_neighbours_and_says_which():
     defs = build_definitions(load_settings())
     groups = widen_to_whole_multi_assets(defs, ["key:lms/groups"])
     assert groups.added == {"lms/groups": ["lms/group_members", "lms/users"]}
-    keys = AssetSelection.from_string(" or ".join(f"({s})" for s in groups.select)).resolve(
-        defs.resolve_asset_graph())
+    keys = AssetSelection.from_string(" or ".join(f"({s})" for s in groups.select)).resolve(defs.resolve_asset_graph())
     assert {k.to_user_string() for k in keys} == {"lms/groups", "lms/group_members", "lms/users"}
     assert groups.keys == sorted(keys)
     whole = widen_to_whole_multi_assets(defs, ["group:progress"])

@@ -89,13 +89,17 @@ def test_the_code_location_is_built_from_dotenv_settings(tmp_path):
     """workspace.yaml's `pipeline.definitions:defs` passes load_settings() (so `.env`) to build_definitions: the
     freshness policy, the shrink check's threshold and the models directory follow it."""
     shutil.copytree(REPO / "dbt_like_sql", tmp_path / "models")
-    (tmp_path / ".env").write_text("LESSONSYNC_FRESHNESS_HOURS=50\nLESSONSYNC_MAX_DELETED_FRACTION=0.05\n"
-                                   f"LESSONSYNC_MODELS_DIR={tmp_path / 'models'}\n")
-    code = ("from pipeline.definitions import defs; from dagster import AssetKey; "
-            "g = defs.resolve_asset_graph(); "
-            "print(g.get(AssetKey(['lms', 'answers'])).freshness_policy.fail_window.to_timedelta().total_seconds()); "
-            "print(next(s.description for c in defs.asset_checks for s in c.check_specs if s.name == 'not_shrinking')); "
-            "print(g.get(AssetKey(['analytics', 'lesson_funnel'])).metadata['sql'].value)")
+    (tmp_path / ".env").write_text(
+        "LESSONSYNC_FRESHNESS_HOURS=50\nLESSONSYNC_MAX_DELETED_FRACTION=0.05\n"
+        f"LESSONSYNC_MODELS_DIR={tmp_path / 'models'}\n"
+    )
+    code = (
+        "from pipeline.definitions import defs; from dagster import AssetKey; "
+        "g = defs.resolve_asset_graph(); "
+        "print(g.get(AssetKey(['lms', 'answers'])).freshness_policy.fail_window.to_timedelta().total_seconds()); "
+        "print(next(s.description for c in defs.asset_checks for s in c.check_specs if s.name == 'not_shrinking')); "
+        "print(g.get(AssetKey(['analytics', 'lesson_funnel'])).metadata['sql'].value)"
+    )
     done = _python(code, tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     fail_after, shrink, sql = done.stdout.splitlines()
@@ -107,7 +111,9 @@ def test_the_code_location_is_built_from_dotenv_settings(tmp_path):
 def test_no_module_reads_settings_at_import(tmp_path):
     """A bad setting breaks building the code location, with the setting named, and nothing else: every module
     of pipeline.defs imports without reading the environment."""
-    modules = sorted(".".join(p.relative_to(REPO).with_suffix("").parts) for p in (REPO / "pipeline" / "defs").rglob("*.py"))
+    modules = sorted(
+        ".".join(p.relative_to(REPO).with_suffix("").parts) for p in (REPO / "pipeline" / "defs").rglob("*.py")
+    )
     bad = {"LESSONSYNC_CERTIFICATE_SENSOR_INTERVAL": "soon", "LESSONSYNC_FRESHNESS_HOURS": "-1"}
     done = _python("import importlib; [importlib.import_module(m) for m in %r]" % modules, tmp_path, bad)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -12,8 +12,9 @@ WITHOUT_EXTRA = "import sys; sys.modules['fastapi'] = None; from pipeline.cli im
 
 
 def _lessonsync_without_extra(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", WITHOUT_EXTRA, *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", WITHOUT_EXTRA, *args], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_simulate_without_the_extra_names_the_install_command(tmp_path: Path) -> None:

@@ -11,8 +11,9 @@ HOUR = timedelta(hours=1)
 def _next(previous, *, start, newest, complete=True, window=None, ceiling=None):
     window = window or cursor_window(previous, LOOKBACK)
     extra = {} if ceiling is None else {"ceiling": ceiling}
-    return next_cursor(window, previous, server_run_start=start, newest_listed=newest, safety_margin=MARGIN,
-                       complete=complete, **extra)
+    return next_cursor(
+        window, previous, server_run_start=start, newest_listed=newest, safety_margin=MARGIN, complete=complete, **extra
+    )
 
 
 def test_first_run_and_full_refresh_read_everything():
@@ -65,8 +66,18 @@ def test_cursor_never_moves_backwards():
 def test_a_ceiling_caps_the_cursor_and_a_missing_one_keeps_it():
     newest = T0 + timedelta(days=1)
     assert _next(T0, start=newest, newest=newest, ceiling=T0 + HOUR) == T0 + HOUR
-    assert next_cursor(cursor_window(T0, LOOKBACK), T0, server_run_start=newest, newest_listed=newest,
-                       safety_margin=MARGIN, complete=True, ceiling=None) == T0
+    assert (
+        next_cursor(
+            cursor_window(T0, LOOKBACK),
+            T0,
+            server_run_start=newest,
+            newest_listed=newest,
+            safety_margin=MARGIN,
+            complete=True,
+            ceiling=None,
+        )
+        == T0
+    )
 
 
 def test_the_rule_loses_nothing_whichever_clock_runs_ahead_under_a_read_lag():
@@ -82,11 +93,20 @@ def test_the_rule_loses_nothing_whichever_clock_runs_ahead_under_a_read_lag():
             cursor, data_now = None, T0 + HOUR
             while data_now < stamps[-1]:
                 since = None if cursor is None else cursor - LOOKBACK + RESOLUTION  # A3: the worst platform
-                seen = [t for t in stamps if t + lag <= data_now + sweep * (t.second % 2)  # some appear mid-sweep
-                        and t <= data_now + sweep and (since is None or t >= since)]
+                seen = [
+                    t
+                    for t in stamps
+                    if t + lag <= data_now + sweep * (t.second % 2)  # some appear mid-sweep
+                    and t <= data_now + sweep
+                    and (since is None or t >= since)
+                ]
                 listed.update(seen)
-                cursor = _next(cursor, start=data_now + offset, newest=max(seen, default=None),
-                               window=cursor_window(cursor, LOOKBACK))
+                cursor = _next(
+                    cursor,
+                    start=data_now + offset,
+                    newest=max(seen, default=None),
+                    window=cursor_window(cursor, LOOKBACK),
+                )
                 reach = cursor - LOOKBACK + RESOLUTION
                 missed = [t for t in stamps if t < reach and t not in listed]
                 assert not missed, (offset, lag, missed[:3])

@@ -15,6 +15,14 @@ from pipeline.analytics.summary import mart_summary
 from pipeline.analytics.verify import verify_published
 
 __all__ = [
-    "AnalyticsProject", "Model", "ModelError", "ModelResult", "PublishResult", "build_models", "load_project",
-    "mart_summary", "publish", "verify_published",
+    "AnalyticsProject",
+    "Model",
+    "ModelError",
+    "ModelResult",
+    "PublishResult",
+    "build_models",
+    "load_project",
+    "mart_summary",
+    "publish",
+    "verify_published",
 ]

@@ -105,5 +105,7 @@ def _failing_values_sql(test: ModelTest, rel: str) -> tuple[str, list[Any]]:
 def _orphans(test: ModelTest, rel: str) -> tuple[str, list[Any]]:
     assert test.to is not None and test.to_field is not None
     col, parent = quote(test.columns[0]), relation(test.to.schema, test.to.name)
-    return (f"c.{col} IS NOT NULL AND NOT EXISTS "
-            f"(SELECT 1 FROM {parent} AS p WHERE p.{quote(test.to_field)} = c.{col})", [])
+    return (
+        f"c.{col} IS NOT NULL AND NOT EXISTS (SELECT 1 FROM {parent} AS p WHERE p.{quote(test.to_field)} = c.{col})",
+        [],
+    )

@@ -100,13 +100,19 @@ def load_config(path: Path, model: str) -> ModelConfig:
         return ModelConfig()
     raw = read_yaml(path)
     where = Where(path)
-    where.expect(isinstance(raw, dict) and "models" in raw, "top level",
-                 "dbt's schema: `version: 2` and `models: [{name: ..., columns: [...]}]`")
+    where.expect(
+        isinstance(raw, dict) and "models" in raw,
+        "top level",
+        "dbt's schema: `version: 2` and `models: [{name: ..., columns: [...]}]`",
+    )
     where.expect(raw.get("version", 2) == 2, "version", "2, dbt's properties schema (or no version: dbt's default)")
     where.expect(set(raw) <= {"version", "models"}, "top level", f"only version and models (got {sorted(raw)})")
     entries = raw["models"]
-    where.expect(isinstance(entries, list) and len(entries) == 1, "models",
-                 f"a list of one entry, the model {model!r} (one properties file per model)")
+    where.expect(
+        isinstance(entries, list) and len(entries) == 1,
+        "models",
+        f"a list of one entry, the model {model!r} (one properties file per model)",
+    )
     return _model_config(entries[0], model, where.at("models[0]"))
 
 
@@ -116,8 +122,10 @@ def _model_config(entry: Any, model: str, where: Where) -> ModelConfig:
     where.expect(set(entry) <= _MODEL_KEYS, "", f"only {', '.join(sorted(_MODEL_KEYS))} (got {sorted(entry)})")
     where.expect(entry.get("name") == model, "name", f"{model!r}, the model of the .sql file beside it")
     materialized, publish = _model_settings(entry.get("config") or {}, where.at("config"))
-    tests = [_test(item, MODEL_TESTS, None, where.at(f"data_tests[{i}]"))
-             for i, item in enumerate(_list(entry, "data_tests", where))]
+    tests = [
+        _test(item, MODEL_TESTS, None, where.at(f"data_tests[{i}]"))
+        for i, item in enumerate(_list(entry, "data_tests", where))
+    ]
     columns: dict[str, str] = {}
     for index, column in enumerate(_list(entry, "columns", where)):
         name, description, column_tests = _column(column, where.at(f"columns[{index}]"), where)
@@ -129,20 +137,28 @@ def _model_config(entry: Any, model: str, where: Where) -> ModelConfig:
 
 def _column(column: Any, at_index: Where, model: Where) -> tuple[str, str, list[TestDecl]]:
     """A `columns:` entry: its name, description and tests."""
-    at_index.expect(isinstance(column, dict) and isinstance(column.get("name"), str), "",
-                    "a mapping with the column's name (and description, data_tests)")
+    at_index.expect(
+        isinstance(column, dict) and isinstance(column.get("name"), str),
+        "",
+        "a mapping with the column's name (and description, data_tests)",
+    )
     name = column["name"]
     at = model.at(f"columns.{name}")
     at.expect("tests" not in column, "tests", _RENAMED)
     at.expect(set(column) <= _COLUMN_KEYS, "", f"only {', '.join(sorted(_COLUMN_KEYS))} (got {sorted(column)})")
-    tests = [_test(item, COLUMN_TESTS, name, at.at(f"data_tests[{i}]"))
-             for i, item in enumerate(_list(column, "data_tests", at))]
+    tests = [
+        _test(item, COLUMN_TESTS, name, at.at(f"data_tests[{i}]"))
+        for i, item in enumerate(_list(column, "data_tests", at))
+    ]
     return name, str(column.get("description") or "").strip(), tests
 
 
 def _model_settings(config: Any, where: Where) -> tuple[Materialization | None, bool]:
-    where.expect(isinstance(config, dict) and set(config) <= {"materialized", "meta"}, "",
-                 "a mapping of materialized and/or meta")
+    where.expect(
+        isinstance(config, dict) and set(config) <= {"materialized", "meta"},
+        "",
+        "a mapping of materialized and/or meta",
+    )
     materialized = config.get("materialized")
     where.expect(materialized in (None, "table", "view"), "materialized", "'table' or 'view'")
     meta = config.get("meta") or {}
@@ -158,8 +174,7 @@ def _list(mapping: dict[str, Any], key: str, where: Where) -> list[Any]:
     return items
 
 
-def _test(item: Any, known: dict[str, tuple[TestKind, dict[str, bool]]], column: str | None,
-          where: Where) -> TestDecl:
+def _test(item: Any, known: dict[str, tuple[TestKind, dict[str, bool]]], column: str | None, where: Where) -> TestDecl:
     """One entry of a data_tests list: `name` or `{name: {arguments: {...}, config: {severity: ...}}}`."""
     if isinstance(item, str):
         name, body = item, {}
@@ -168,13 +183,19 @@ def _test(item: Any, known: dict[str, tuple[TestKind, dict[str, bool]]], column:
         ((name, body),) = item.items()
         body = body or {}
     where.expect(name in known, "", f"one of {', '.join(known)} (got {name!r})")
-    where.expect(isinstance(body, dict) and set(body) <= {"arguments", "config"}, "",
-                 f"{name}'s `arguments:` and/or `config:` (dbt 1.10's layout: values, to, field... go under "
-                 f"arguments, severity under config)")
+    where.expect(
+        isinstance(body, dict) and set(body) <= {"arguments", "config"},
+        "",
+        f"{name}'s `arguments:` and/or `config:` (dbt 1.10's layout: values, to, field... go under "
+        f"arguments, severity under config)",
+    )
     kind, wanted = known[name]
     args = body.get("arguments") or {}
-    where.expect(isinstance(args, dict) and set(args) <= set(wanted), "arguments",
-                 f"{', '.join(wanted)} only" if wanted else f"none: {name} takes no arguments")
+    where.expect(
+        isinstance(args, dict) and set(args) <= set(wanted),
+        "arguments",
+        f"{', '.join(wanted)} only" if wanted else f"none: {name} takes no arguments",
+    )
     missing = [a for a, required in wanted.items() if required and not args.get(a)]
     where.expect(not missing, "arguments", f"{name} with {', '.join(missing)} (non-empty)")
     config = body.get("config") or {}
@@ -189,8 +210,11 @@ def _test(item: Any, known: dict[str, tuple[TestKind, dict[str, bool]]], column:
 
 
 def _names(value: Any, where: Where) -> tuple[str, ...]:
-    where.expect(isinstance(value, list) and all(isinstance(v, str) for v in value),
-                 "arguments.combination_of_columns", "a list of column names")
+    where.expect(
+        isinstance(value, list) and all(isinstance(v, str) for v in value),
+        "arguments.combination_of_columns",
+        "a list of column names",
+    )
     return tuple(value)
 
 

@@ -88,10 +88,12 @@ def materialization(result: ModelResult, as_of: datetime) -> MaterializeResult:
         asset_key=asset_key(result.model),
         metadata={
             "dagster/row_count": result.rows or 0,
-            "dagster/column_schema": TableSchema(columns=[
-                TableColumn(name, type_, description=result.model.columns.get(name) or None)
-                for name, type_ in result.columns
-            ]),
+            "dagster/column_schema": TableSchema(
+                columns=[
+                    TableColumn(name, type_, description=result.model.columns.get(name) or None)
+                    for name, type_ in result.columns
+                ]
+            ),
             "seconds": round(result.seconds, 3),
             "as_of": as_of.isoformat(),
         },

@@ -42,8 +42,9 @@ class ModelTest:
         return f"{cols} is never null"
 
 
-def resolve_tests(model: str, decls: Iterable[TestDecl], sources: dict[str, str], models: set[str],
-                  config_path: Path) -> tuple[ModelTest, ...]:
+def resolve_tests(
+    model: str, decls: Iterable[TestDecl], sources: dict[str, str], models: set[str], config_path: Path
+) -> tuple[ModelTest, ...]:
     """The model's tests with `to` checked against the known tables, and no test declared twice."""
     tests = tuple(_resolve(model, decl, sources, models) for decl in decls)
     _refuse_duplicates(tests, config_path)

@@ -18,7 +18,11 @@ from pathlib import Path
 from pipeline.analytics.config import Materialization, load_config
 from pipeline.analytics.errors import ModelError
 from pipeline.analytics.lineage import (
-    MODEL_SCHEMA, TableRef, check_known, parse_select, referenced_tables,
+    MODEL_SCHEMA,
+    TableRef,
+    check_known,
+    parse_select,
+    referenced_tables,
 )
 from pipeline.analytics.model_tests import ModelTest, resolve_tests
 from pipeline.analytics.refs import compile_sql
@@ -118,8 +122,19 @@ def _load_model(path: Path, root: Path, sources: dict[str, str], model_names: se
     tests = resolve_tests(path.stem, config.tests, sources, model_names, config_path)
     materialized = config.materialized or ("view" if layer == "staging" else "table")
     config_text = config_path.read_text(encoding="utf-8") if config_path.exists() else ""
-    return Model(path.stem, layer, path, sql, tuple(sorted(deps)), materialized, config.publish,
-                 config.description, config.columns, tests, text + "\0" + config_text)
+    return Model(
+        path.stem,
+        layer,
+        path,
+        sql,
+        tuple(sorted(deps)),
+        materialized,
+        config.publish,
+        config.description,
+        config.columns,
+        tests,
+        text + "\0" + config_text,
+    )
 
 
 def _build_order(models: dict[str, Model], root: Path) -> list[str]:

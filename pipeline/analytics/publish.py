@@ -78,9 +78,11 @@ def publish(conn: duckdb.DuckDBPyConnection, project: AnalyticsProject, data_dir
 
 def _built_models(conn: duckdb.DuckDBPyConnection, project: AnalyticsProject) -> list[str]:
     existing = {
-        name for (name,) in conn.execute(
+        name
+        for (name,) in conn.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_catalog = current_database() "
-            "AND table_schema = ?", [MODEL_SCHEMA],
+            "AND table_schema = ?",
+            [MODEL_SCHEMA],
         ).fetchall()
     }
     missing = [m.name for m in project.published if m.name not in existing]
@@ -132,13 +134,17 @@ def _checkpointed_file(conn: duckdb.DuckDBPyConnection) -> Path:
     the warehouse as committed. Nothing else writes meanwhile: a publish holds the warehouse pool."""
     path = scalar(conn, "SELECT path FROM duckdb_databases() WHERE database_name = current_database()")
     if not path:
-        raise ModelError("cannot publish an in-memory warehouse: the snapshot starts as a copy of the warehouse "
-                         "file; open the warehouse from a file")
+        raise ModelError(
+            "cannot publish an in-memory warehouse: the snapshot starts as a copy of the warehouse "
+            "file; open the warehouse from a file"
+        )
     conn.execute("CHECKPOINT")
     wal = Path(f"{path}.wal")
     if wal.exists() and wal.stat().st_size > 0:
-        raise ModelError(f"cannot publish: {wal} still holds changes after a CHECKPOINT (another connection of "
-                         "this process has a transaction open); publish when the warehouse is idle")
+        raise ModelError(
+            f"cannot publish: {wal} still holds changes after a CHECKPOINT (another connection of "
+            "this process has a transaction open); publish when the warehouse is idle"
+        )
     return Path(path)
 
 
@@ -146,8 +152,20 @@ def _copy_file_elsewhere(source: Path, target: Path) -> None:
     """`source` copied to `target` by a child process. Not here: DuckDB holds the warehouse's write lock as a POSIX
     record lock, which belongs to the process and goes the moment the process closes ANY descriptor of that file, as
     copying it would (another process could then open the warehouse while this one writes it)."""
-    copier = subprocess.run([sys.executable, "-I", "-S", "-c", "import shutil, sys; shutil.copyfile(*sys.argv[1:])",
-                             str(source), str(target)], capture_output=True, text=True, check=False)
+    copier = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-S",
+            "-c",
+            "import shutil, sys; shutil.copyfile(*sys.argv[1:])",
+            str(source),
+            str(target),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if copier.returncode != 0:
         raise ModelError(f"cannot publish: copying {source} to {target} failed: {copier.stderr.strip()[-500:]}")
 
@@ -157,7 +175,9 @@ def _clear_main(conn: duckdb.DuckDBPyConnection) -> None:
     for kind, name in conn.execute(
         "SELECT 'VIEW', view_name FROM duckdb_views() WHERE database_name = ? AND schema_name = 'main' "
         "AND NOT internal UNION ALL SELECT 'TABLE', table_name FROM duckdb_tables() WHERE database_name = ? "
-        "AND schema_name = 'main'", [_ALIAS, _ALIAS]).fetchall():
+        "AND schema_name = 'main'",
+        [_ALIAS, _ALIAS],
+    ).fetchall():
         conn.execute(f"DROP {kind} IF EXISTS {_ALIAS}.main.{quote(name)} CASCADE")
 
 
@@ -168,8 +188,12 @@ def _stays_a_view(model: Model, built_code: str | None) -> bool:
     """Whether the model is published as its own view over the raw tables of the copy: a view that reads only
     raw tables, whose warehouse build came from the code it has now (else its SQL is not the one built), and
     that reads no session variable (`as_of` is set only while models build; a copy keeps the build's value)."""
-    return (model.materialized == "view" and all(dep.schema == RAW_SCHEMA for dep in model.deps)
-            and built_code == model.code_version and not _SESSION_VARIABLE.search(model.sql))
+    return (
+        model.materialized == "view"
+        and all(dep.schema == RAW_SCHEMA for dep in model.deps)
+        and built_code == model.code_version
+        and not _SESSION_VARIABLE.search(model.sql)
+    )
 
 
 def _copy(conn: duckdb.DuckDBPyConnection, name: str, *, ordered: bool) -> None:

@@ -57,8 +57,10 @@ def compile_sql(text: str, path: Path) -> str:
 
 def qualified(ref: TableRef) -> str:
     """`schema.name` as SQL, quoted only where a plain identifier would not do."""
-    return ".".join(part if _PLAIN_IDENTIFIER.fullmatch(part) else '"' + part.replace('"', '""') + '"'
-                    for part in (ref.schema, ref.name))
+    return ".".join(
+        part if _PLAIN_IDENTIFIER.fullmatch(part) else '"' + part.replace('"', '""') + '"'
+        for part in (ref.schema, ref.name)
+    )
 
 
 def _line(text: str, offset: int) -> int:

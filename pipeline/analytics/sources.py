@@ -1,12 +1,12 @@
 """`sources.yml`: the synced warehouse tables models may read, in dbt's sources schema with its one source:
 
-    version: 2
-    sources:
-      - name: lms                      # the DuckDB schema the sync writes; read as {{ source('lms', '<table>') }}
-        description: ...
-        tables:
-          - name: answers
-            description: One answer to one question.
+version: 2
+sources:
+  - name: lms                      # the DuckDB schema the sync writes; read as {{ source('lms', '<table>') }}
+    description: ...
+    tables:
+      - name: answers
+        description: One answer to one question.
 """
 
 from __future__ import annotations
@@ -27,8 +27,13 @@ def load_sources(path: Path) -> dict[str, str]:
         raise ModelError(f"{path}: missing; it declares the {RAW_SCHEMA}.* tables models may read")
     raw = read_yaml(path)
     entries = raw.get("sources") if isinstance(raw, dict) else None
-    if not (isinstance(entries, list) and len(entries) == 1 and isinstance(entries[0], dict)
-            and entries[0].get("name") == RAW_SCHEMA and set(raw) <= {"version", "sources"}):
+    if not (
+        isinstance(entries, list)
+        and len(entries) == 1
+        and isinstance(entries[0], dict)
+        and entries[0].get("name") == RAW_SCHEMA
+        and set(raw) <= {"version", "sources"}
+    ):
         raise ModelError(f"{path}: expected dbt's schema with one source, the synced warehouse: {_SHAPE}")
     source = entries[0]
     tables = source.get("tables")

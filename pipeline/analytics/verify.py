@@ -22,8 +22,12 @@ def verify_published(project: AnalyticsProject, data_dir: Path) -> tuple[list[st
     rows: dict[str, int] = {}
     conn = duckdb.connect(str(snapshot), read_only=True)
     try:
-        relations = {name for (name,) in conn.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()}
+        relations = {
+            name
+            for (name,) in conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'"
+            ).fetchall()
+        }
         for name in (m.name for m in project.published):
             if name not in relations:
                 problems.append(f"{snapshot}: model {name} is missing")

@@ -31,8 +31,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="lessonsync", description=__doc__, epilog=EPILOG,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="lessonsync", description=__doc__, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
     for name, (_module, help_text) in SUBCOMMANDS.items():
@@ -54,8 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     except SimulatorNotInstalled as exc:
         parser.exit(2, f"{exc}\n")
     # The one-line help as a sentence, unless the command's module gives a longer description in `configure`.
-    command_parser = argparse.ArgumentParser(prog=f"lessonsync {command}", description=_sentence(help_text),
-                                             formatter_class=argparse.RawDescriptionHelpFormatter)
+    command_parser = argparse.ArgumentParser(
+        prog=f"lessonsync {command}",
+        description=_sentence(help_text),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     command_parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     command_parser.set_defaults(command=command)
     module.configure(command_parser)

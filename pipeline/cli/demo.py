@@ -24,20 +24,42 @@ if TYPE_CHECKING:
     from pipeline.stack import Stack
     from pipeline.sync import SyncReport
 
-RAW_TABLES = ("active_lessons", "answers", "answer_results", "groups", "users", "group_members", "categories",
-              "lesson_sessions", "lesson_session_registrations", "lessons", "lesson_questions",
-              "certificate_events", "certificates")
+RAW_TABLES = (
+    "active_lessons",
+    "answers",
+    "answer_results",
+    "groups",
+    "users",
+    "group_members",
+    "categories",
+    "lesson_sessions",
+    "lesson_session_registrations",
+    "lessons",
+    "lesson_questions",
+    "certificate_events",
+    "certificates",
+)
 DEMO_SUBDIRECTORY = "demo"  # of the data directory: the demo never touches the warehouse of real syncs
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = __doc__
-    parser.add_argument("--scale", default="small", choices=["tiny", "small", "medium", "large"],
-                        help="size of the simulated platform (default small, about 20k active lessons)")
+    parser.add_argument(
+        "--scale",
+        default="small",
+        choices=["tiny", "small", "medium", "large"],
+        help="size of the simulated platform (default small, about 20k active lessons)",
+    )
     parser.add_argument("--seed", type=int, default=42, help="same seed, same data (default 42)")
-    parser.add_argument("--data-dir", type=Path, default=None, metavar="DIR", dest="demo_dir",
-                        help=f"recreated at every demo (default: <LESSONSYNC_DATA_DIR>/{DEMO_SUBDIRECTORY}, "
-                        f"else {DEFAULT_DATA_DIR_TEXT}/{DEMO_SUBDIRECTORY})")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        dest="demo_dir",
+        help=f"recreated at every demo (default: <LESSONSYNC_DATA_DIR>/{DEMO_SUBDIRECTORY}, "
+        f"else {DEFAULT_DATA_DIR_TEXT}/{DEMO_SUBDIRECTORY})",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -54,8 +76,10 @@ def run(args: argparse.Namespace) -> int:
     instance = DagsterInstance.get()
     with local_stack(data_dir, seed=args.seed, scale=args.scale) as stack:
         counts = stack.sim.world.counts()
-        print(f"\nSimulator at {stack.sim.base_url}, scale {args.scale}, seed {args.seed}: "
-              + ", ".join(f"{n:,} {name.replace('_', ' ')}" for name, n in counts.items()))
+        print(
+            f"\nSimulator at {stack.sim.base_url}, scale {args.scale}, seed {args.seed}: "
+            + ", ".join(f"{n:,} {name.replace('_', ' ')}" for name, n in counts.items())
+        )
         full, full_s = _timed_sync(stack, instance, "Full sync")
         exact_full = _verify(stack)
         activity = stack.advance(hours=24)
@@ -65,8 +89,10 @@ def run(args: argparse.Namespace) -> int:
         _summary(stack, incremental, full_s, incremental_s)
         _marts(stack)
     ok = full.success and incremental.success and exact_full and exact_incremental
-    print(f"\nDemo {'finished' if ok else 'FAILED'}: warehouse {stack.warehouse_path}, "
-          f"analytics {data_dir / 'analytics.duckdb'}, marts {data_dir / 'marts'}/")
+    print(
+        f"\nDemo {'finished' if ok else 'FAILED'}: warehouse {stack.warehouse_path}, "
+        f"analytics {data_dir / 'analytics.duckdb'}, marts {data_dir / 'marts'}/"
+    )
     return 0 if ok else 1
 
 
@@ -91,8 +117,10 @@ def _verify(stack: Stack) -> bool:
         diffs = compare_warehouse(conn, stack.sim)
     unequal = [d for d in diffs if not d.equal]
     rows = sum(d.actual_rows for d in diffs)
-    print(f"Warehouse vs platform ground truth: {'EQUAL' if not unequal else 'DIFFERENT'} "
-          f"({len(diffs)} tables, {rows:,} rows compared field by field)")
+    print(
+        f"Warehouse vs platform ground truth: {'EQUAL' if not unequal else 'DIFFERENT'} "
+        f"({len(diffs)} tables, {rows:,} rows compared field by field)"
+    )
     for diff in unequal:
         print("  " + diff.summary())
     return not unequal
@@ -110,15 +138,22 @@ def _summary(stack: Stack, incremental: SyncReport, full_s: float, incremental_s
             live = "WHERE deleted_at IS NULL" if _has_column(conn, table, "deleted_at") else ""
             total = conn.execute(f"SELECT count(*) FROM lms.{table} {live}").fetchone()[0]
             changed = incremental.materializations.get(f"lms/{table}", {})
-            rows.append({"table": f"lms.{table}", "rows": total,
-                         "inserted": changed.get("rows_inserted", changed.get("events_loaded", 0)),
-                         "updated": changed.get("rows_updated", changed.get("certificates_changed", 0)),
-                         "deleted": changed.get("rows_deleted", 0)})
+            rows.append(
+                {
+                    "table": f"lms.{table}",
+                    "rows": total,
+                    "inserted": changed.get("rows_inserted", changed.get("events_loaded", 0)),
+                    "updated": changed.get("rows_updated", changed.get("certificates_changed", 0)),
+                    "deleted": changed.get("rows_deleted", 0),
+                }
+            )
         certificates = certificate_summary(conn)
     print("\nTables after the incremental sync (inserted/updated/deleted: what the incremental run changed)")
     print(pd.DataFrame(rows).to_string(index=False))
-    print(f"\nTime: full sync {full_s:.1f} s, incremental {incremental_s:.1f} s "
-          f"({100 * incremental_s / full_s:.0f}% of the full sync, Dagster overhead included)")
+    print(
+        f"\nTime: full sync {full_s:.1f} s, incremental {incremental_s:.1f} s "
+        f"({100 * incremental_s / full_s:.0f}% of the full sync, Dagster overhead included)"
+    )
     print("Certificates: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in sorted(certificates.items())))
 
 
@@ -130,5 +165,10 @@ def _marts(stack: Stack) -> None:
 
 
 def _has_column(conn: DuckDBPyConnection, table: str, column: str) -> bool:
-    return bool(conn.execute("SELECT count(*) FROM information_schema.columns WHERE table_schema = 'lms' AND "
-                             "table_name = ? AND column_name = ?", [table, column]).fetchone()[0])
+    return bool(
+        conn.execute(
+            "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'lms' AND "
+            "table_name = ? AND column_name = ?",
+            [table, column],
+        ).fetchone()[0]
+    )

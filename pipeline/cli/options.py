@@ -17,13 +17,19 @@ DEFAULT_DATA_DIR_TEXT = "data"  # Settings.data_dir's default, as --help shows i
 def add_data_dir(parser: argparse.ArgumentParser, holds: str) -> None:
     # The default as text, not read from Settings: importing pydantic would slow every --help threefold
     # (tests/test_cli.py checks the two agree).
-    parser.add_argument("--data-dir", type=Path, default=None, metavar="DIR",
-                        help=f"{holds} (default: LESSONSYNC_DATA_DIR, else {DEFAULT_DATA_DIR_TEXT})")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help=f"{holds} (default: LESSONSYNC_DATA_DIR, else {DEFAULT_DATA_DIR_TEXT})",
+    )
 
 
 def add_base_url(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--base-url", default=None, metavar="URL",
-                        help="platform address without /v1 (default: LESSONSYNC_BASE_URL)")
+    parser.add_argument(
+        "--base-url", default=None, metavar="URL", help="platform address without /v1 (default: LESSONSYNC_BASE_URL)"
+    )
 
 
 def settings_from(args: argparse.Namespace) -> Settings:

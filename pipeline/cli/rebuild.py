@@ -1,8 +1,8 @@
 """`lessonsync rebuild`: rebuild every warehouse table (certificates included) from the Parquet lake alone.
 
-    lessonsync rebuild                            # the warehouse, rebuilt in place (atomic swap; the old file
-                                                  # is kept as warehouse.duckdb.before-rebuild)
-    lessonsync rebuild --into /tmp/check.duckdb   # build a separate file, leave the warehouse alone"""
+lessonsync rebuild                            # the warehouse, rebuilt in place (atomic swap; the old file
+                                              # is kept as warehouse.duckdb.before-rebuild)
+lessonsync rebuild --into /tmp/check.duckdb   # build a separate file, leave the warehouse alone"""
 
 from __future__ import annotations
 
@@ -20,10 +20,16 @@ if TYPE_CHECKING:
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = __doc__
     add_data_dir(parser, "where the lake, the inbox and the warehouse are")
-    parser.add_argument("--into", type=Path, default=None, metavar="PATH",
-                        help="write the rebuilt warehouse to this new file instead of replacing the warehouse")
-    parser.add_argument("--no-backup", action="store_true",
-                        help="in place: do not keep the old file as warehouse.duckdb.before-rebuild")
+    parser.add_argument(
+        "--into",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="write the rebuilt warehouse to this new file instead of replacing the warehouse",
+    )
+    parser.add_argument(
+        "--no-backup", action="store_true", help="in place: do not keep the old file as warehouse.duckdb.before-rebuild"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,8 +43,9 @@ def run(args: argparse.Namespace) -> int:
         if args.into is not None:
             report = rebuild_into(warehouse.lake, args.into, warehouse.connection_settings)
         else:
-            report = rebuild_in_place(warehouse.path, warehouse.lake, warehouse.connection_settings,
-                                      backup=not args.no_backup)
+            report = rebuild_in_place(
+                warehouse.path, warehouse.lake, warehouse.connection_settings, backup=not args.no_backup
+            )
     except WarehouseError as error:
         print(f"lessonsync rebuild: {error}", file=sys.stderr)
         return 1

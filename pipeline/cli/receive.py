@@ -22,8 +22,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8766, help="TCP port (default 8766)")
     parser.add_argument("--path", help="POST path (default LESSONSYNC_WEBHOOK_PATH or /webhooks/certificates)")
-    parser.add_argument("--inbox", type=Path, metavar="FILE",
-                        help="SQLite inbox file (default <data dir>/inbox.sqlite3)")
+    parser.add_argument(
+        "--inbox", type=Path, metavar="FILE", help="SQLite inbox file (default <data dir>/inbox.sqlite3)"
+    )
     parser.add_argument(
         "--allow-open", action="store_true", help="accept deliveries without any credential (local use only)"
     )

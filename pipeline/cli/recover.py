@@ -31,7 +31,9 @@ def run(args: argparse.Namespace) -> int:
     with DagsterInstance.get() as instance:
         if args.run is None:
             messages = recover_dead_runs(instance, by="lessonsync recover")
-            print("\n".join(messages) if messages else "nothing to recover: no dead run, no slot held by a finished run")
+            print(
+                "\n".join(messages) if messages else "nothing to recover: no dead run, no slot held by a finished run"
+            )
             return 0
         run = instance.get_run_by_id(args.run)
         if run is None:

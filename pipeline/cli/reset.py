@@ -20,8 +20,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = __doc__
     add_data_dir(parser, "where the warehouse and lake are")
     parser.add_argument("stream", help="a stream with a cursor: active_lessons or answers")
-    parser.add_argument("--to", type=_instant, default=None, metavar="TIMESTAMP",
-                        help="ISO 8601 with offset; the cursor moves back to it (default: the beginning)")
+    parser.add_argument(
+        "--to",
+        type=_instant,
+        default=None,
+        metavar="TIMESTAMP",
+        help="ISO 8601 with offset; the cursor moves back to it (default: the beginning)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,8 +39,10 @@ def run(args: argparse.Namespace) -> int:
     except WarehouseError as error:
         print(f"lessonsync reset: {error}", file=sys.stderr)
         return 1
-    print(f"{args.stream}: cursor moved back from {when(result.cursor_before)} to {when(result.cursor_after)} "
-          f"(load {result.seq}, recorded in the lake); the next sync re-reads from there")
+    print(
+        f"{args.stream}: cursor moved back from {when(result.cursor_before)} to {when(result.cursor_after)} "
+        f"(load {result.seq}, recorded in the lake); the next sync re-reads from there"
+    )
     return 0
 
 

@@ -40,8 +40,10 @@ def _status(settings: Settings) -> int:
         fresh = "never" if age is None else ("fresh" if age <= settings.freshness else "STALE")
         hours = f"{fresh} ({age.total_seconds() / 3600:.1f} h)" if age is not None else fresh
         where = when(s.cursor) if s.position is None else f"inbox sequence {s.position}"
-        print(f"{s.stream:16} {where:26} {when(s.last_load_at):26} {s.last_rows:>9,} "
-              f"{s.quarantined:>11,}  {hours:10} {s.last_run_id or '-'}")
+        print(
+            f"{s.stream:16} {where:26} {when(s.last_load_at):26} {s.last_rows:>9,} "
+            f"{s.quarantined:>11,}  {hours:10} {s.last_run_id or '-'}"
+        )
         if s.last_reset_at is not None:
             print(f"{'':16} cursor reset at {when(s.last_reset_at)}")
     return 0

@@ -20,8 +20,13 @@ if TYPE_CHECKING:
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = __doc__
     parser.add_argument("--full-refresh", action="store_true", help="ignore cursors and re-read every stream")
-    parser.add_argument("--select", action="append", default=[], metavar="SELECTION",
-                        help="Dagster asset selection, e.g. 'group:progress' or 'key:lms/answers' (repeatable)")
+    parser.add_argument(
+        "--select",
+        action="append",
+        default=[],
+        metavar="SELECTION",
+        help="Dagster asset selection, e.g. 'group:progress' or 'key:lms/answers' (repeatable)",
+    )
     add_data_dir(parser, "where the warehouse, lake and inbox are")
     add_base_url(parser)
 
@@ -70,10 +75,13 @@ def summary_lines(materializations: Mapping[str, Mapping[str, object]]) -> list[
         if fetched is None:  # not a load: an analytics model
             models.append(f"{key.split('/')[-1]} {metadata.get('dagster/row_count', 0):,}")
             continue
-        lines.append(f"{key:32} fetched {fetched!s:>10}  inserted {metadata.get('rows_inserted', '-')!s:>9}  "
-                     f"updated {metadata.get('rows_updated', '-')!s:>9}  deleted {metadata.get('rows_deleted', '-')!s:>7}"
-                     f"  rows now {metadata.get('dagster/row_count', '-')!s:>10}")
+        lines.append(
+            f"{key:32} fetched {fetched!s:>10}  inserted {metadata.get('rows_inserted', '-')!s:>9}  "
+            f"updated {metadata.get('rows_updated', '-')!s:>9}  deleted {metadata.get('rows_deleted', '-')!s:>7}"
+            f"  rows now {metadata.get('dagster/row_count', '-')!s:>10}"
+        )
     if models:
-        lines += textwrap.wrap(f"models built: {len(models)} (rows) " + ", ".join(models), width=110,
-                               subsequent_indent="  ")
+        lines += textwrap.wrap(
+            f"models built: {len(models)} (rows) " + ", ".join(models), width=110, subsequent_indent="  "
+        )
     return lines

@@ -94,12 +94,16 @@ def _scalar_type(members: tuple[Any, ...]) -> pa.DataType | None:
 
 
 def _is_string_list(members: tuple[Any, ...]) -> bool:
-    return (len(members) == 1 and typing.get_origin(members[0]) is list
-            and _scalar_type(strip_optional(typing.get_args(members[0])[0])) == pa.string())
+    return (
+        len(members) == 1
+        and typing.get_origin(members[0]) is list
+        and _scalar_type(strip_optional(typing.get_args(members[0])[0])) == pa.string()
+    )
 
 
-def leaves(model: type[BaseModel], *, exclude: frozenset[str] = frozenset(), prefix: str = "",
-           path: tuple[str, ...] = ()) -> list[Leaf]:
+def leaves(
+    model: type[BaseModel], *, exclude: frozenset[str] = frozenset(), prefix: str = "", path: tuple[str, ...] = ()
+) -> list[Leaf]:
     """Flattened columns of `model` (without `extra`), in field order; `exclude` names top-level fields
     carried elsewhere (child tables)."""
     found: list[Leaf] = []
@@ -114,8 +118,10 @@ def leaves(model: type[BaseModel], *, exclude: frozenset[str] = frozenset(), pre
         elif (scalar := _scalar_type(members)) is not None:
             found.append(Leaf(column, where, scalar, "timestamp" if scalar == TIMESTAMP else "arrow", default))
         elif set(members) == {float, int, str}:
-            found += [Leaf(f"{column}_number", where, pa.float64(), "number"),
-                      Leaf(f"{column}_text", where, pa.string(), "text")]
+            found += [
+                Leaf(f"{column}_number", where, pa.float64(), "number"),
+                Leaf(f"{column}_text", where, pa.string(), "text"),
+            ]
         elif _is_string_list(members):
             found.append(Leaf(column, where, pa.list_(pa.string()), "arrow", default))
         else:
@@ -123,8 +129,9 @@ def leaves(model: type[BaseModel], *, exclude: frozenset[str] = frozenset(), pre
     return found
 
 
-def object_paths(model: type[BaseModel], *, exclude: frozenset[str] = frozenset(),
-                 path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], frozenset[str]]]:
+def object_paths(
+    model: type[BaseModel], *, exclude: frozenset[str] = frozenset(), path: tuple[str, ...] = ()
+) -> list[tuple[tuple[str, ...], frozenset[str]]]:
     """(API path, known API names) of the record and of each flattened nested object: where extras hide."""
     known = frozenset(info.alias or name for name, info in model.model_fields.items())
     found = [(path, known)]
@@ -222,8 +229,9 @@ class ModelColumns:
         if leaf.kind == "json":
             return pa.array([json_text(v) for v in values], type=pa.string())
         if leaf.kind == "number":  # exact classes: bool is an int subclass but not a number here
-            return pa.array([v if v.__class__ is float or v.__class__ is int else None for v in values],
-                            type=pa.float64())
+            return pa.array(
+                [v if v.__class__ is float or v.__class__ is int else None for v in values], type=pa.float64()
+            )
         return pa.array([v if v.__class__ is str else None for v in values], type=pa.string())
 
     def extras(self, record: Any) -> str | None:

@@ -40,22 +40,55 @@ PlayMode = Literal["standard", "battle", "adaptive"]
 LessonLevel = Literal["beginning", "intermediary", "expert"]
 ImageType = Literal["original", "site", "site-low-res", "mobile", "small", "tiny", "specific"]
 NotionContentType = Literal["standard", "flashCards", "video", "infographic"]
-QuizzType = Literal[
-    "question-list", "evaluation", "life", "survey", "diagnostic", "game", "iterative", "useCase"
-]
+QuizzType = Literal["question-list", "evaluation", "life", "survey", "diagnostic", "game", "iterative", "useCase"]
 QuestionType = Literal[
-    "simple", "swipecards", "image-map", "label-matching", "multiple", "truefalse", "checkbox", "order",
-    "gap-fill", "satisfaction", "evaluation", "free-text", "free-text-image-b64", "free-number",
+    "simple",
+    "swipecards",
+    "image-map",
+    "label-matching",
+    "multiple",
+    "truefalse",
+    "checkbox",
+    "order",
+    "gap-fill",
+    "satisfaction",
+    "evaluation",
+    "free-text",
+    "free-text-image-b64",
+    "free-number",
 ]
 ChoicesOrderType = Literal["ordered", "random"]
 HistoryDestinationType = Literal[
-    "lesson", "tips", "flux", "manager-user-deactivation", "manager-multiple-users-deactivation",
-    "memorize", "track", "ranking", "default", "merge", "author-discussion", "discussion-mention",
-    "discussion-timeline-comment", "discussion-lesson-comment", "new-discussion-lesson",
-    "new-discussion-coaching", "new-discussion-feed", "new-discussion-lesson-content",
-    "new-discussion-tips", "new-discussion-timeline", "add-author", "invite-user-to-join-platform",
-    "send-free-email", "added-as-manager", "create-milestone", "evaluate-milestone", "new-lessons",
-    "added-to-lesson-session", "session-will-start", "manager-user-request-reactivation",
+    "lesson",
+    "tips",
+    "flux",
+    "manager-user-deactivation",
+    "manager-multiple-users-deactivation",
+    "memorize",
+    "track",
+    "ranking",
+    "default",
+    "merge",
+    "author-discussion",
+    "discussion-mention",
+    "discussion-timeline-comment",
+    "discussion-lesson-comment",
+    "new-discussion-lesson",
+    "new-discussion-coaching",
+    "new-discussion-feed",
+    "new-discussion-lesson-content",
+    "new-discussion-tips",
+    "new-discussion-timeline",
+    "add-author",
+    "invite-user-to-join-platform",
+    "send-free-email",
+    "added-as-manager",
+    "create-milestone",
+    "evaluate-milestone",
+    "new-lessons",
+    "added-to-lesson-session",
+    "session-will-start",
+    "manager-user-request-reactivation",
     "manager-user-request-password-change",
 ]
 

@@ -61,8 +61,7 @@ def _answer_results(answers: Sequence[Any], _: Mapping[str, str]) -> list[ChildR
 
 
 def _registrations(sessions: Sequence[Any], _: Mapping[str, str]) -> list[ChildRow]:
-    return [(i, (), registration) for i, session in enumerate(sessions)
-            for registration in session["registrations"]]
+    return [(i, (), registration) for i, session in enumerate(sessions) for registration in session["registrations"]]
 
 
 def _group_members(users: Sequence[Any], path_values: Mapping[str, str]) -> list[ChildRow]:
@@ -75,35 +74,96 @@ def _lesson_questions(lessons: Sequence[Any], _: Mapping[str, str]) -> list[Chil
         for notion_index, notion in enumerate(lesson.get("notions") or ()):
             for quiz, quizz in (("entry", notion.get("entryQuizz")), ("exit", notion.get("exitQuizz"))):
                 for question_index, question in enumerate((quizz.get("questions") or ()) if quizz else ()):
-                    context = (notion_index, notion["title"], quiz, quizz.get("type"), quizz.get("lifeNumber"),
-                               question_index)
+                    context = (
+                        notion_index,
+                        notion["title"],
+                        quiz,
+                        quizz.get("type"),
+                        quizz.get("lifeNumber"),
+                        question_index,
+                    )
                     rows.append((i, context, question))
     return rows
 
 
-_ANSWERS = {"model": m.Answer, "table": "answers", "pager": "answers", "params": ANSWER_PARAMS,
-            "children": (("answer_results", _answer_results),)}
+_ANSWERS = {
+    "model": m.Answer,
+    "table": "answers",
+    "pager": "answers",
+    "params": ANSWER_PARAMS,
+    "children": (("answer_results", _answer_results),),
+}
 
-STREAMS: dict[str, StreamSpec] = {s.name: s for s in [
-    StreamSpec("active_lessons", "/v1/active-lessons", m.ActiveLesson, "active_lessons", "records",
-               incremental=True, description="Progress records of the owner, by last update."),
-    StreamSpec("answers_by_lesson", "/v1/lessons/{lesson_id}/answers", incremental=True,
-               description="Answers of every user on one lesson.", **_ANSWERS),
-    StreamSpec("answers_by_user", "/v1/users/{user_id}/answers", incremental=True,
-               description="Answers of one user on every lesson.", **_ANSWERS),
-    StreamSpec("answers_by_user_lesson", "/v1/users/{user_id}/lessons/{lesson_id}/answers",
-               description="Answers of one user on one lesson (no updatedSince on this endpoint).", **_ANSWERS),
-    StreamSpec("categories", "/v1/categories", m.Category, "categories", "single"),
-    StreamSpec("groups", "/v1/groups", m.UserGroup, "groups", "records", params=SNAPSHOT_PARAMS,
-               substream=SubStream("group_users", "group_id", "id"),
-               description="Groups, then the users of each group."),
-    StreamSpec("group_users", "/v1/groups/{group_id}/users", m.User, "users", "records",
-               params=SNAPSHOT_PARAMS, children=(("group_members", _group_members),)),
-    StreamSpec("lesson_sessions", "/v1/lesson-session", m.LessonSession, "lesson_sessions", "single",
-               children=(("lesson_session_registrations", _registrations),)),
-    StreamSpec("lessons", "/v1/lessons", m.Lesson, "lessons", "records",
-               children=(("lesson_questions", _lesson_questions),)),
-]}
+STREAMS: dict[str, StreamSpec] = {
+    s.name: s
+    for s in [
+        StreamSpec(
+            "active_lessons",
+            "/v1/active-lessons",
+            m.ActiveLesson,
+            "active_lessons",
+            "records",
+            incremental=True,
+            description="Progress records of the owner, by last update.",
+        ),
+        StreamSpec(
+            "answers_by_lesson",
+            "/v1/lessons/{lesson_id}/answers",
+            incremental=True,
+            description="Answers of every user on one lesson.",
+            **_ANSWERS,
+        ),
+        StreamSpec(
+            "answers_by_user",
+            "/v1/users/{user_id}/answers",
+            incremental=True,
+            description="Answers of one user on every lesson.",
+            **_ANSWERS,
+        ),
+        StreamSpec(
+            "answers_by_user_lesson",
+            "/v1/users/{user_id}/lessons/{lesson_id}/answers",
+            description="Answers of one user on one lesson (no updatedSince on this endpoint).",
+            **_ANSWERS,
+        ),
+        StreamSpec("categories", "/v1/categories", m.Category, "categories", "single"),
+        StreamSpec(
+            "groups",
+            "/v1/groups",
+            m.UserGroup,
+            "groups",
+            "records",
+            params=SNAPSHOT_PARAMS,
+            substream=SubStream("group_users", "group_id", "id"),
+            description="Groups, then the users of each group.",
+        ),
+        StreamSpec(
+            "group_users",
+            "/v1/groups/{group_id}/users",
+            m.User,
+            "users",
+            "records",
+            params=SNAPSHOT_PARAMS,
+            children=(("group_members", _group_members),),
+        ),
+        StreamSpec(
+            "lesson_sessions",
+            "/v1/lesson-session",
+            m.LessonSession,
+            "lesson_sessions",
+            "single",
+            children=(("lesson_session_registrations", _registrations),),
+        ),
+        StreamSpec(
+            "lessons",
+            "/v1/lessons",
+            m.Lesson,
+            "lessons",
+            "records",
+            children=(("lesson_questions", _lesson_questions),),
+        ),
+    ]
+}
 
 ANSWER_STREAMS = ("answers_by_lesson", "answers_by_user", "answers_by_user_lesson")
 SNAPSHOT_STREAMS = ("categories", "groups", "lesson_sessions", "lessons")

@@ -50,14 +50,32 @@ class TableSpec:
         if unordered:
             raise ValueError(f"table {self.name}: order_by columns {unordered} are not in its schema")
 
+
 ChildRow = tuple[int, tuple[Any, ...], Any]  # (index of the parent in its page, context values, child dict)
 
 
-def _spec(name: str, fields: list[pa.Field], key: tuple[str, ...], kind: TableKind, description: str, *,
-          cursor: str | None = None, parent: str | None = None, order_by: tuple[str, ...] = ()) -> TableSpec:
+def _spec(
+    name: str,
+    fields: list[pa.Field],
+    key: tuple[str, ...],
+    kind: TableKind,
+    description: str,
+    *,
+    cursor: str | None = None,
+    parent: str | None = None,
+    order_by: tuple[str, ...] = (),
+) -> TableSpec:
     fields = [f.with_nullable(False) if f.name in key else f for f in fields]
-    return TableSpec(name=name, schema=pa.schema(fields), key=key, kind=kind, cursor_field=cursor,
-                     parent=parent, description=description, order_by=order_by)
+    return TableSpec(
+        name=name,
+        schema=pa.schema(fields),
+        key=key,
+        kind=kind,
+        cursor_field=cursor,
+        parent=parent,
+        description=description,
+        order_by=order_by,
+    )
 
 
 @dataclass(frozen=True)
@@ -68,8 +86,9 @@ class RecordTable:
     columns: ModelColumns
 
     def batch(self, records: Sequence[Any], *, with_extras: bool) -> pa.RecordBatch:
-        return pa.RecordBatch.from_arrays(self.columns.arrays(records, with_extras=with_extras),
-                                          schema=self.spec.schema)
+        return pa.RecordBatch.from_arrays(
+            self.columns.arrays(records, with_extras=with_extras), schema=self.spec.schema
+        )
 
 
 @dataclass(frozen=True)
@@ -91,61 +110,148 @@ class ChildTable:
         return pa.RecordBatch.from_arrays([*front, *records], schema=self.spec.schema)
 
 
-def _child(name: str, parent: RecordTable, parent_key: tuple[tuple[str, str], ...], context: list[pa.Field],
-           columns: ModelColumns | None, key: tuple[str, ...], description: str, *,
-           context_first: bool = False, linked: bool = True) -> ChildTable:
+def _child(
+    name: str,
+    parent: RecordTable,
+    parent_key: tuple[tuple[str, str], ...],
+    context: list[pa.Field],
+    columns: ModelColumns | None,
+    key: tuple[str, ...],
+    description: str,
+    *,
+    context_first: bool = False,
+    linked: bool = True,
+) -> ChildTable:
     key_fields = [parent.spec.schema.field(source).with_name(target) for source, target in parent_key]
     front = [*context, *key_fields] if context_first else [*key_fields, *context]
-    spec = _spec(name, [*front, *(columns.fields if columns else [])], key, parent.spec.kind, description,
-                 parent=parent.spec.name if linked else None)
+    spec = _spec(
+        name,
+        [*front, *(columns.fields if columns else [])],
+        key,
+        parent.spec.kind,
+        description,
+        parent=parent.spec.name if linked else None,
+    )
     return ChildTable(spec, parent_key, tuple(context), columns, context_first)
 
 
-def _record_table(name: str, model: type[m.ApiModel], key: tuple[str, ...], kind: TableKind, description: str,
-                  *, exclude: frozenset[str] = frozenset(), cursor: str | None = None) -> RecordTable:
+def _record_table(
+    name: str,
+    model: type[m.ApiModel],
+    key: tuple[str, ...],
+    kind: TableKind,
+    description: str,
+    *,
+    exclude: frozenset[str] = frozenset(),
+    cursor: str | None = None,
+) -> RecordTable:
     columns = ModelColumns(model, exclude=exclude)
     return RecordTable(_spec(name, columns.fields, key, kind, description, cursor=cursor), columns)
 
 
 ANSWER_KEY = ("active_lesson_id", "quiz_type", "attempt_index", "question_id")
 
-ACTIVE_LESSONS = _record_table("active_lessons", m.ActiveLesson, ("owner_id", "user_id", "lesson_id"),
-                               "incremental", "Progress of one user on one lesson.", cursor="last_date")
-ANSWERS = _record_table("answers", m.Answer, ANSWER_KEY, "incremental", "One answer of a user to one question, "
-                        "every attempt of entry and exit quizzes.", exclude=frozenset({"results"}), cursor="last_date")
-ANSWER_RESULTS = _child("answer_results", ANSWERS, tuple((k, k) for k in ANSWER_KEY),
-                        [pa.field("result_index", pa.int64())], ModelColumns(m.AnswerResult),
-                        (*ANSWER_KEY, "result_index"), "One result (choice, text, number...) of an answer.")
+ACTIVE_LESSONS = _record_table(
+    "active_lessons",
+    m.ActiveLesson,
+    ("owner_id", "user_id", "lesson_id"),
+    "incremental",
+    "Progress of one user on one lesson.",
+    cursor="last_date",
+)
+ANSWERS = _record_table(
+    "answers",
+    m.Answer,
+    ANSWER_KEY,
+    "incremental",
+    "One answer of a user to one question, every attempt of entry and exit quizzes.",
+    exclude=frozenset({"results"}),
+    cursor="last_date",
+)
+ANSWER_RESULTS = _child(
+    "answer_results",
+    ANSWERS,
+    tuple((k, k) for k in ANSWER_KEY),
+    [pa.field("result_index", pa.int64())],
+    ModelColumns(m.AnswerResult),
+    (*ANSWER_KEY, "result_index"),
+    "One result (choice, text, number...) of an answer.",
+)
 GROUPS = _record_table("groups", m.UserGroup, ("id",), "snapshot", "User groups, disabled ones included.")
-USERS = _record_table("users", m.User, ("id",), "snapshot", "Users of the groups; a user in several groups is "
-                      "one row (the client yields it once per group: dedupe on the key).")
-GROUP_MEMBERS = _child("group_members", USERS, (("id", "user_id"),), [pa.field("group_id", pa.string())], None,
-                       ("group_id", "user_id"), "Which user belongs to which group.", context_first=True,
-                       linked=False)
+USERS = _record_table(
+    "users",
+    m.User,
+    ("id",),
+    "snapshot",
+    "Users of the groups; a user in several groups is "
+    "one row (the client yields it once per group: dedupe on the key).",
+)
+GROUP_MEMBERS = _child(
+    "group_members",
+    USERS,
+    (("id", "user_id"),),
+    [pa.field("group_id", pa.string())],
+    None,
+    ("group_id", "user_id"),
+    "Which user belongs to which group.",
+    context_first=True,
+    linked=False,
+)
 CATEGORIES = _record_table("categories", m.Category, ("id",), "snapshot", "Lesson categories.")
-SESSIONS = _record_table("lesson_sessions", m.LessonSession, ("id",), "snapshot", "Scheduled sessions of lessons.",
-                         exclude=frozenset({"registrations"}))
-REGISTRATIONS = _child("lesson_session_registrations", SESSIONS, (("id", "session_id"),), [],
-                       ModelColumns(m.LessonSessionRegistration), ("session_id", "user_id"),
-                       "Users registered to a lesson session.")
-LESSONS = _record_table("lessons", m.Lesson, ("id",), "snapshot", "Lessons of the catalogue; notions kept whole "
-                        "as JSON.")
+SESSIONS = _record_table(
+    "lesson_sessions",
+    m.LessonSession,
+    ("id",),
+    "snapshot",
+    "Scheduled sessions of lessons.",
+    exclude=frozenset({"registrations"}),
+)
+REGISTRATIONS = _child(
+    "lesson_session_registrations",
+    SESSIONS,
+    (("id", "session_id"),),
+    [],
+    ModelColumns(m.LessonSessionRegistration),
+    ("session_id", "user_id"),
+    "Users registered to a lesson session.",
+)
+LESSONS = _record_table(
+    "lessons", m.Lesson, ("id",), "snapshot", "Lessons of the catalogue; notions kept whole as JSON."
+)
 LESSON_QUESTIONS = _child(
-    "lesson_questions", LESSONS, (("id", "lesson_id"),),
-    [pa.field("notion_index", pa.int64()), pa.field("notion_title", pa.string()),
-     pa.field("quiz", pa.string()),  # "entry" (entryQuizz) or "exit" (exitQuizz)
-     pa.field("quizz_type", pa.string()), pa.field("quizz_life_number", pa.float64()),
-     pa.field("question_index", pa.int64())],
-    ModelColumns(m.LessonQuizzQuestion, prefix="question_"), ("lesson_id", "notion_index", "quiz", "question_index"),
-    "Quiz questions of every lesson notion (entry and exit quizzes), for question-level analysis.")
+    "lesson_questions",
+    LESSONS,
+    (("id", "lesson_id"),),
+    [
+        pa.field("notion_index", pa.int64()),
+        pa.field("notion_title", pa.string()),
+        pa.field("quiz", pa.string()),  # "entry" (entryQuizz) or "exit" (exitQuizz)
+        pa.field("quizz_type", pa.string()),
+        pa.field("quizz_life_number", pa.float64()),
+        pa.field("question_index", pa.int64()),
+    ],
+    ModelColumns(m.LessonQuizzQuestion, prefix="question_"),
+    ("lesson_id", "notion_index", "quiz", "question_index"),
+    "Quiz questions of every lesson notion (entry and exit quizzes), for question-level analysis.",
+)
 
-QUARANTINE = _spec("quarantine", [
-    pa.field("seen_at", TIMESTAMP), pa.field("stream", pa.string()), pa.field("endpoint", pa.string()),
-    pa.field("params", pa.string(), metadata=JSON_METADATA), pa.field("page", pa.int64()),
-    pa.field("record_index", pa.int64()), pa.field("field", pa.string()), pa.field("message", pa.string()),
-    pa.field("raw", pa.string(), metadata=JSON_METADATA),
-], ("seen_at", "endpoint", "params", "page", "record_index"), "append",
-    "Records that broke their schema, kept raw with where and why.")
+QUARANTINE = _spec(
+    "quarantine",
+    [
+        pa.field("seen_at", TIMESTAMP),
+        pa.field("stream", pa.string()),
+        pa.field("endpoint", pa.string()),
+        pa.field("params", pa.string(), metadata=JSON_METADATA),
+        pa.field("page", pa.int64()),
+        pa.field("record_index", pa.int64()),
+        pa.field("field", pa.string()),
+        pa.field("message", pa.string()),
+        pa.field("raw", pa.string(), metadata=JSON_METADATA),
+    ],
+    ("seen_at", "endpoint", "params", "page", "record_index"),
+    "append",
+    "Records that broke their schema, kept raw with where and why.",
+)
 
 
 # Certificates arrive by webhook (pipeline/webhooks), not from a stream: the receiver stores each delivery in the
@@ -167,13 +273,22 @@ CURRENT_STATE_FIELDS = [
     pa.field("last_received_at", TIMESTAMP, nullable=False),
 ]
 _PAYLOAD_FIELDS = [f.with_nullable(False) if f.name == "id" else f for f in CERTIFICATE_COLUMNS.fields]  # _id required
-CERTIFICATE_EVENTS = _spec("certificate_events", [*DELIVERY_FIELDS, *_PAYLOAD_FIELDS], ("event_id",),
-                           "append", "Every distinct certificate webhook delivery (completed or expired), in inbox "
-                           "order.")
+CERTIFICATE_EVENTS = _spec(
+    "certificate_events",
+    [*DELIVERY_FIELDS, *_PAYLOAD_FIELDS],
+    ("event_id",),
+    "append",
+    "Every distinct certificate webhook delivery (completed or expired), in inbox order.",
+)
 CERTIFICATES = _spec(
-    "certificates", [*CERTIFICATE_COLUMNS.fields, *CURRENT_STATE_FIELDS], ("id",), "incremental",
+    "certificates",
+    [*CERTIFICATE_COLUMNS.fields, *CURRENT_STATE_FIELDS],
+    ("id",),
+    "incremental",
     "Current state of each certificate: the latest updatedAt wins; expired beats completed on ties.",
-    cursor="updated_at", order_by=("updated_at", "state", "last_received_at"))
+    cursor="updated_at",
+    order_by=("updated_at", "state", "last_received_at"),
+)
 
 
 def quarantine_batch(rows: Sequence[Any]) -> pa.RecordBatch:
@@ -181,8 +296,24 @@ def quarantine_batch(rows: Sequence[Any]) -> pa.RecordBatch:
     return pa.RecordBatch.from_pylist([vars(row) for row in rows], schema=QUARANTINE.schema)
 
 
-BUILDS: dict[str, RecordTable | ChildTable] = {b.spec.name: b for b in [
-    ACTIVE_LESSONS, ANSWERS, ANSWER_RESULTS, GROUPS, USERS, GROUP_MEMBERS, CATEGORIES, SESSIONS, REGISTRATIONS,
-    LESSONS, LESSON_QUESTIONS]}
-TABLES: dict[str, TableSpec] = {**{name: b.spec for name, b in BUILDS.items()}, "quarantine": QUARANTINE,
-                                 **{spec.name: spec for spec in (CERTIFICATE_EVENTS, CERTIFICATES)}}
+BUILDS: dict[str, RecordTable | ChildTable] = {
+    b.spec.name: b
+    for b in [
+        ACTIVE_LESSONS,
+        ANSWERS,
+        ANSWER_RESULTS,
+        GROUPS,
+        USERS,
+        GROUP_MEMBERS,
+        CATEGORIES,
+        SESSIONS,
+        REGISTRATIONS,
+        LESSONS,
+        LESSON_QUESTIONS,
+    ]
+}
+TABLES: dict[str, TableSpec] = {
+    **{name: b.spec for name, b in BUILDS.items()},
+    "quarantine": QUARANTINE,
+    **{spec.name: spec for spec in (CERTIFICATE_EVENTS, CERTIFICATES)},
+}

@@ -29,13 +29,15 @@ LINKS = (*progress_checks.LINKS, *sessions_checks.LINKS, *directory_checks.LINKS
 
 def build_definitions(settings: Settings) -> Definitions:
     """The code location for `settings` (nothing opened: files and sockets wait for a run)."""
-    return with_policy(Definitions.merge(
-        progress.build_defs(settings),
-        directory.build_defs(),
-        catalog.build_defs(),
-        sessions.build_defs(),
-        certificates.build_defs(settings),
-        analytics.build_defs(settings),
-        operations.build_defs(settings),
-        Definitions(asset_checks=build_raw_table_checks(settings, LINKS), resources=build_resources(settings)),
-    ))
+    return with_policy(
+        Definitions.merge(
+            progress.build_defs(settings),
+            directory.build_defs(),
+            catalog.build_defs(),
+            sessions.build_defs(),
+            certificates.build_defs(settings),
+            analytics.build_defs(settings),
+            operations.build_defs(settings),
+            Definitions(asset_checks=build_raw_table_checks(settings, LINKS), resources=build_resources(settings)),
+        )
+    )

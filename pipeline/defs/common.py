@@ -17,8 +17,11 @@ def table_definition_metadata(table: TableSpec) -> dict[str, object]:
     """What catalogs and lineage tools read from a raw table's asset: its columns and DuckDB types (from the
     declaration), where it lives, and its key."""
     columns = [TableColumn(field.name, field_type(field, table.name)) for field in table.schema]
-    return {"dagster/column_schema": TableSchema(columns=columns), "dagster/table_name": f"lms.{table.name}",
-            "primary_key": ", ".join(table.key)}
+    return {
+        "dagster/column_schema": TableSchema(columns=columns),
+        "dagster/table_name": f"lms.{table.name}",
+        "primary_key": ", ".join(table.key),
+    }
 
 
 def ready_warehouse(warehouse: WarehouseResource) -> Warehouse:
@@ -27,4 +30,3 @@ def ready_warehouse(warehouse: WarehouseResource) -> Warehouse:
     wh = warehouse.warehouse()
     wh.path.parent.mkdir(parents=True, exist_ok=True)
     return wh
-

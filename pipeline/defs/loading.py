@@ -54,8 +54,9 @@ class StreamLoad:
     rows_while_fetching: dict[str, int] = field(default_factory=dict)
 
 
-def window_for(context: AssetExecutionContext, cursor: datetime | None, settings: Settings,
-               backfill: Window | None = None) -> Window:
+def window_for(
+    context: AssetExecutionContext, cursor: datetime | None, settings: Settings, backfill: Window | None = None
+) -> Window:
     """A backfill reads its range (pipeline/defs/progress/backfill.py); every other run (schedule, CLI, "Materialize",
     full refresh) reads from the cursor."""
     if backfill is not None:
@@ -99,11 +100,20 @@ def load_stream(
             cursor_before = warehouse.cursor(stream)
             window = window or window_for(context, cursor_before, client.settings, backfill)
             context.log.info(f"{stream}: reading {window.describe()}")
-            fetching = BackgroundFetch(warehouse, client, stream, context.run.run_id, window, cursor_before,
-                                       fetch(window), part_rows=early_insert.EARLY_PART_ROWS if early_tables else None)
+            fetching = BackgroundFetch(
+                warehouse,
+                client,
+                stream,
+                context.run.run_id,
+                window,
+                cursor_before,
+                fetch(window),
+                part_rows=early_insert.EARLY_PART_ROWS if early_tables else None,
+            )
     else:  # its tables were created by the run's first step (start_prefetch); the commit evolves its own anyway
-        context.log.info(f"{stream}: reading {fetching.window.describe()} (fetched ahead: "
-                         f"{fetching.pages:,} pages so far)")
+        context.log.info(
+            f"{stream}: reading {fetching.window.describe()} (fetched ahead: {fetching.pages:,} pages so far)"
+        )
     with ExitStack() as holding:
         early = None
         try:
@@ -115,13 +125,18 @@ def load_stream(
         finally:
             if early is not None:
                 early.stop()  # the commit finishes the inserts, on this thread
-        return _commit_fetched(context, warehouse, client, stream, fetched, early, snapshot_tables, before_commit,
-                               cursor_ceiling, tables)
+        return _commit_fetched(
+            context, warehouse, client, stream, fetched, early, snapshot_tables, before_commit, cursor_ceiling, tables
+        )
 
 
-def _begin_early_insert(context: AssetExecutionContext, warehouse: Warehouse, fetching: BackgroundFetch,
-                        early_tables: Callable[[], Sequence[TableSpec]] | None,
-                        holding: ExitStack) -> EarlyFirstLoad | None:
+def _begin_early_insert(
+    context: AssetExecutionContext,
+    warehouse: Warehouse,
+    fetching: BackgroundFetch,
+    early_tables: Callable[[], Sequence[TableSpec]] | None,
+    holding: ExitStack,
+) -> EarlyFirstLoad | None:
     """The load's commit transaction, begun now on a connection `holding` keeps open, if the fetch still runs and
     `early_tables()` are all empty tables; None otherwise (then nothing is held). A stream with a cursor has had a
     load: the file is not even opened to look (an incremental run's answers step would open it for nothing)."""
@@ -140,28 +155,48 @@ def _begin_early_insert(context: AssetExecutionContext, warehouse: Warehouse, fe
             return None
         early.start()
         holding.push(attempt.pop_all())
-    context.log.info(f"{fetching.stream}: a first load; its parts go into {', '.join(s.name for s in specs)} "
-                     "while they are fetched (one transaction, committed at the end)")
+    context.log.info(
+        f"{fetching.stream}: a first load; its parts go into {', '.join(s.name for s in specs)} "
+        "while they are fetched (one transaction, committed at the end)"
+    )
     return early
 
 
-def _commit_fetched(context: AssetExecutionContext, warehouse: Warehouse, client: PlatformClient, stream: str,
-                    fetched: Fetched, early: EarlyFirstLoad | None, snapshot_tables: Iterable[str],
-                    before_commit: Callable[[Load, RunStats], None] | None,
-                    cursor_ceiling: Callable[[], datetime | None] | None, tables: Iterable[str]) -> StreamLoad:
+def _commit_fetched(
+    context: AssetExecutionContext,
+    warehouse: Warehouse,
+    client: PlatformClient,
+    stream: str,
+    fetched: Fetched,
+    early: EarlyFirstLoad | None,
+    snapshot_tables: Iterable[str],
+    before_commit: Callable[[Load, RunStats], None] | None,
+    cursor_ceiling: Callable[[], datetime | None] | None,
+    tables: Iterable[str],
+) -> StreamLoad:
     if early is not None and early.error is not None:
-        context.log.warning(f"{stream}: the rows inserted while fetching were rolled back ({early.error}); the "
-                            "commit inserts the whole load")
+        context.log.warning(
+            f"{stream}: the rows inserted while fetching were rolled back ({early.error}); the "
+            "commit inserts the whole load"
+        )
     window, stats = fetched.window, fetched.stats
     with fetched.load as load:
         _report_new_fields(context, stream, stats)
         server_start = stats.server_time_at_start or load.started_at  # our clock when no Date header came
-        cursor = next_cursor(window, fetched.cursor_before, server_run_start=server_start,
-                             newest_listed=stats.newest_last_date, safety_margin=client.settings.safety_margin,
-                             complete=stats.complete, ceiling=cursor_ceiling() if cursor_ceiling else UNBOUNDED)
+        cursor = next_cursor(
+            window,
+            fetched.cursor_before,
+            server_run_start=server_start,
+            newest_listed=stats.newest_last_date,
+            safety_margin=client.settings.safety_margin,
+            complete=stats.complete,
+            ceiling=cursor_ceiling() if cursor_ceiling else UNBOUNDED,
+        )
         if not stats.complete:
-            context.log.warning(f"{stream}: page drift did not settle after {stats.passes} passes; the cursor "
-                                "stays where it was so the next run reads this window again")
+            context.log.warning(
+                f"{stream}: page drift did not settle after {stats.passes} passes; the cursor "
+                "stays where it was so the next run reads this window again"
+            )
         complete = _snapshot_tables_to_close(context, stream, tuple(snapshot_tables), stats)
         if before_commit is not None:
             before_commit(load, stats)
@@ -176,8 +211,10 @@ def _commit_fetched(context: AssetExecutionContext, warehouse: Warehouse, client
             # cheap: DuckDB counts from its row groups
             row_counts = {table: row_count(conn, table) for table in sorted({*tables, *snapshot_tables})}
     if result.repeat_of is not None:
-        context.log.info(f"{stream}: the same snapshot as load {result.repeat_of}; its rows were not compared "
-                         "again, only their last_loaded_at moved")
+        context.log.info(
+            f"{stream}: the same snapshot as load {result.repeat_of}; its rows were not compared "
+            "again, only their last_loaded_at moved"
+        )
     early_rows = early.rows_while_fetching if early is not None and early.open else {}
     return StreamLoad(result, stats, window, done - fetched.started, done - committing, row_counts, early_rows)
 
@@ -194,11 +231,17 @@ def sync_client(context: AssetExecutionContext, settings: Settings, warehouse: W
     with run_fetches(context.run.run_id, settings) as run:
         if run.should_prefetch():
             steps = context.get_step_execution_context().execution_plan.step_keys_to_execute
-            started = start_prefetch(run, warehouse, steps, lambda cursor: window_for(
-                context, cursor, settings, run_backfill_window(context)))  # asked only if it has active lessons
+            started = start_prefetch(
+                run,
+                warehouse,
+                steps,
+                lambda cursor: window_for(context, cursor, settings, run_backfill_window(context)),
+            )  # asked only if it has active lessons
             if started:
-                context.log.info(f"fetching {', '.join(started)} in the background, {settings.concurrency} "
-                                 "requests in flight at most across every stream of the run")
+                context.log.info(
+                    f"fetching {', '.join(started)} in the background, {settings.concurrency} "
+                    "requests in flight at most across every stream of the run"
+                )
         yield run.client
 
 
@@ -210,19 +253,24 @@ def run_backfill_window(context: AssetExecutionContext) -> Window | None:
 
 def _report_progress(context: AssetExecutionContext, fetching: BackgroundFetch) -> None:
     seconds = max(time.monotonic() - fetching.started, 1e-9)
-    context.log.info(f"{fetching.stream}: {fetching.pages:,} pages, {fetching.rows:,} rows, "
-                     f"{fetching.rows / seconds:,.0f} rows/s so far")
+    context.log.info(
+        f"{fetching.stream}: {fetching.pages:,} pages, {fetching.rows:,} rows, "
+        f"{fetching.rows / seconds:,.0f} rows/s so far"
+    )
 
 
-def _snapshot_tables_to_close(context: AssetExecutionContext, stream: str, snapshot_tables: tuple[str, ...],
-                              stats: RunStats) -> tuple[str, ...]:
+def _snapshot_tables_to_close(
+    context: AssetExecutionContext, stream: str, snapshot_tables: tuple[str, ...], stats: RunStats
+) -> tuple[str, ...]:
     """The snapshot tables whose unseen rows may be marked deleted: none unless every record was seen and
     loaded. A quarantined record was seen but not loaded: its key must not count as vanished."""
     if not snapshot_tables or (stats.complete and not stats.quarantined):
         return snapshot_tables
     if stats.quarantined:
-        context.log.warning(f"{stream}: {stats.quarantined} record(s) quarantined (lms.quarantine); no row of "
-                            f"{', '.join(snapshot_tables)} is marked deleted this run")
+        context.log.warning(
+            f"{stream}: {stats.quarantined} record(s) quarantined (lms.quarantine); no row of "
+            f"{', '.join(snapshot_tables)} is marked deleted this run"
+        )
     return ()
 
 
@@ -230,8 +278,10 @@ def _report_new_fields(context: AssetExecutionContext, stream: str, stats: RunSt
     """Once per stream and run: the fields the platform sent that our models do not declare (kept in `extra`)."""
     if stats.new_fields:
         listed = ", ".join(f"{path} ({count:,} records)" for path, count in sorted(stats.new_fields.items()))
-        context.log.warning(f"{stream}: the platform sent {len(stats.new_fields)} field(s) the models do not "
-                            f"declare, kept in the rows' extra column: {listed}")
+        context.log.warning(
+            f"{stream}: the platform sent {len(stats.new_fields)} field(s) the models do not "
+            f"declare, kept in the rows' extra column: {listed}"
+        )
 
 
 def _release_fetch_memory() -> None:

@@ -25,6 +25,14 @@ def _owned(spec: AssetSpec) -> AssetSpec:
 def with_policy(defs: Definitions) -> Definitions:
     """`defs` with every asset owned by OWNERS (the domains declare none themselves)."""
     assets = [a.map_asset_specs(_owned) if isinstance(a, AssetsDefinition) else a for a in defs.assets or []]
-    return Definitions(assets=assets, asset_checks=defs.asset_checks, jobs=defs.jobs, schedules=defs.schedules,
-                       sensors=defs.sensors, resources=defs.resources, executor=defs.executor, loggers=defs.loggers,
-                       metadata=defs.metadata)
+    return Definitions(
+        assets=assets,
+        asset_checks=defs.asset_checks,
+        jobs=defs.jobs,
+        schedules=defs.schedules,
+        sensors=defs.sensors,
+        resources=defs.resources,
+        executor=defs.executor,
+        loggers=defs.loggers,
+        metadata=defs.metadata,
+    )

@@ -74,8 +74,11 @@ class PlatformResource(RunSettingsResource):
 
     def _load(self) -> Settings:
         """These fields over the LESSONSYNC_* settings."""
-        overrides = {name: value for name in ("base_url", "app_secret", "page_size", "first_page", "concurrency")
-                     if (value := getattr(self, name)) is not None}
+        overrides = {
+            name: value
+            for name in ("base_url", "app_secret", "page_size", "first_page", "concurrency")
+            if (value := getattr(self, name)) is not None
+        }
         return load_settings(**overrides)
 
     def client(self) -> PlatformClient:

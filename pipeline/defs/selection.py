@@ -22,8 +22,7 @@ def widen_to_whole_multi_assets(defs: Definitions, select: Sequence[str]) -> Wid
     graph = defs.resolve_asset_graph()
     selected = AssetSelection.from_string(" or ".join(f"({s})" for s in select)).resolve(graph)
     if not selected:
-        raise ValueError(f"--select {' '.join(select)!r} matches no asset; try 'group:progress' or "
-                         "'key:lms/answers'")
+        raise ValueError(f"--select {' '.join(select)!r} matches no asset; try 'group:progress' or 'key:lms/answers'")
     added: dict[str, list[str]] = {}
     extra: set[AssetKey] = set()
     for key in sorted(selected):
@@ -34,5 +33,6 @@ def widen_to_whole_multi_assets(defs: Definitions, select: Sequence[str]) -> Wid
         if missing:
             added[key.to_user_string()] = [k.to_user_string() for k in missing]
             extra.update(missing)
-    return WidenedSelection([*select, *(f'key:"{k.to_user_string()}"' for k in sorted(extra))], added,
-                            sorted(selected | extra))
+    return WidenedSelection(
+        [*select, *(f'key:"{k.to_user_string()}"' for k in sorted(extra))], added, sorted(selected | extra)
+    )

@@ -24,21 +24,32 @@ class Snapshot:
 
 
 def snapshot_asset(snapshot: Snapshot) -> AssetsDefinition:
-    specs = [AssetSpec(lms_key(table), description=TABLES[table].description, group_name=snapshot.group,
-                       kinds={"duckdb", "parquet"}, metadata=table_definition_metadata(TABLES[table]))
-             for table in snapshot.tables]
+    specs = [
+        AssetSpec(
+            lms_key(table),
+            description=TABLES[table].description,
+            group_name=snapshot.group,
+            kinds={"duckdb", "parquet"},
+            metadata=table_definition_metadata(TABLES[table]),
+        )
+        for table in snapshot.tables
+    ]
 
-    @multi_asset(name=f"sync_{snapshot.stream}", specs=specs, pool=POOL, can_subset=False,
-                 description=snapshot.summary)
+    @multi_asset(name=f"sync_{snapshot.stream}", specs=specs, pool=POOL, can_subset=False, description=snapshot.summary)
     def _sync(
         context: AssetExecutionContext, platform: PlatformResource, warehouse: WarehouseResource
     ) -> Iterator[MaterializeResult]:
         wh = ready_warehouse(warehouse)
         with sync_client(context, platform.settings(), wh) as client:
-            done = load_stream(context, wh, client, snapshot.stream,
-                               lambda _: client.iter_stream(snapshot.stream),
-                               window=SNAPSHOT_WINDOW,
-                               snapshot_tables=snapshot.tables)
+            done = load_stream(
+                context,
+                wh,
+                client,
+                snapshot.stream,
+                lambda _: client.iter_stream(snapshot.stream),
+                window=SNAPSHOT_WINDOW,
+                snapshot_tables=snapshot.tables,
+            )
         for table in snapshot.tables:
             yield MaterializeResult(asset_key=lms_key(table), metadata=table_metadata(done, table))
 

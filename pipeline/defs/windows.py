@@ -74,7 +74,9 @@ class Window:
 
     def describe(self) -> str:
         """What the run kept: every row listed, i.e. updated since `since`, whatever the range end."""
-        kept = f"{self.label}: rows updated since {self.since.isoformat()}" if self.since else f"{self.label}: every row"
+        kept = (
+            f"{self.label}: rows updated since {self.since.isoformat()}" if self.since else f"{self.label}: every row"
+        )
         if self.until is None:
             return kept
         return f"{kept} (range end {self.until.isoformat()}: rows updated later kept too)"

@@ -51,8 +51,12 @@ def ensure_dagster_home(settings: Settings) -> Path:
     if current is None or (current != wanted and current in (instance_config(False), instance_config(True))):
         config.write_text(wanted, encoding="utf-8")
     elif postgres and "storage:" not in current:
-        log.warning("%s is set but %s, edited by hand, has no storage block and is left as it is: add the one "
-                    "of docs/deploy.md to use PostgreSQL.", POSTGRES_URL_VARIABLE, config)
+        log.warning(
+            "%s is set but %s, edited by hand, has no storage block and is left as it is: add the one "
+            "of docs/deploy.md to use PostgreSQL.",
+            POSTGRES_URL_VARIABLE,
+            config,
+        )
     os.environ["DAGSTER_HOME"] = str(home)
     return home
 
@@ -75,8 +79,10 @@ def _postgres_configured(settings: Settings) -> bool:
     if url is None or not url.get_secret_value().strip():
         return False
     if importlib.util.find_spec("dagster_postgres") is None:
-        raise InstanceConfigError(f"{POSTGRES_URL_VARIABLE} is set but dagster-postgres is not installed: "
-                                  "pip install 'lessonsync[postgres]' (or unset it to keep SQLite).")
+        raise InstanceConfigError(
+            f"{POSTGRES_URL_VARIABLE} is set but dagster-postgres is not installed: "
+            "pip install 'lessonsync[postgres]' (or unset it to keep SQLite)."
+        )
     os.environ[POSTGRES_URL_VARIABLE] = with_psycopg2_driver(url.get_secret_value().strip())
     return True
 

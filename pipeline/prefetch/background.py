@@ -44,9 +44,19 @@ class FetchPlan(Protocol):
 class BackgroundFetch:
     """`batches` (lazy: a PlatformClient iterator) written to a new load of `stream` in a daemon thread."""
 
-    def __init__(self, warehouse: Warehouse, client: PlatformClient, stream: str, run_id: str, window: Window,
-                 cursor_before: datetime | None, batches: Iterable[Batch], priority: int = URGENT,
-                 plan: FetchPlan | None = None, part_rows: int | None = None) -> None:
+    def __init__(
+        self,
+        warehouse: Warehouse,
+        client: PlatformClient,
+        stream: str,
+        run_id: str,
+        window: Window,
+        cursor_before: datetime | None,
+        batches: Iterable[Batch],
+        priority: int = URGENT,
+        plan: FetchPlan | None = None,
+        part_rows: int | None = None,
+    ) -> None:
         self.stream = stream
         self.plan = plan  # what the fetch was planned from, for the step that commits it (the answers' plan)
         self.priority = priority  # of its requests, when others wait for a slot (pipeline/source/slots.py)

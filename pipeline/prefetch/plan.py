@@ -41,15 +41,20 @@ def awaited_stream(step_key: str) -> str | None:
     return "answers" if step_key == ANSWERS_STEP else stream_of_step(step_key)
 
 
-def start_prefetch(run: RunFetches, warehouse: Warehouse, step_keys: Iterable[str],
-                   incremental_window: Callable[[datetime | None], Window]) -> list[str]:
+def start_prefetch(
+    run: RunFetches,
+    warehouse: Warehouse,
+    step_keys: Iterable[str],
+    incremental_window: Callable[[datetime | None], Window],
+) -> list[str]:
     """Start the background fetch of every stream of `step_keys` (the steps this run executes); returns them.
     The tables are created first and the cursors read on one connection (the calling step holds the
     `warehouse` pool); `incremental_window(cursor)` is the window an incremental stream reads."""
     incremental = set(INCREMENTAL_STEPS.values())
     # the incremental stream starts first: the answers wait for its listing, the snapshots wait for nothing
-    streams = sorted({s for s in map(stream_of_step, step_keys) if s is not None},
-                     key=lambda name: (name not in incremental, name))
+    streams = sorted(
+        {s for s in map(stream_of_step, step_keys) if s is not None}, key=lambda name: (name not in incremental, name)
+    )
     if not streams:
         return []
     with warehouse.one_connection():

@@ -95,10 +95,10 @@ class AnswerPlan:
     def requests(self) -> Iterator[PlannedRequest]:
         yield from self.grouped
         for batch in self.pairs.to_batches(max_chunksize=10_000):  # lazily: never all pairs as objects
-            for user_id, lesson_id in zip(batch.column("user_id").to_pylist(),
-                                          batch.column("lesson_id").to_pylist(), strict=True):
-                yield PlannedRequest("answers_by_user_lesson",
-                                     (("user_id", user_id), ("lesson_id", lesson_id)), 1)
+            for user_id, lesson_id in zip(
+                batch.column("user_id").to_pylist(), batch.column("lesson_id").to_pylist(), strict=True
+            ):
+                yield PlannedRequest("answers_by_user_lesson", (("user_id", user_id), ("lesson_id", lesson_id)), 1)
 
 
 REFETCH = "refetch"  # optional boolean column of the planner's input: cover this pair (default: every pair)
@@ -116,7 +116,9 @@ def _distinct_pairs(changed: pa.Table) -> tuple[pa.Table, pa.Table, dict[str, pa
         if encoded.null_count:
             raise ValueError("changed pairs contain a null user_id or lesson_id; they cannot address answers")
         codes[column] = pa.chunked_array([chunk.indices.cast(pa.int32()) for chunk in encoded.chunks], type=pa.int32())
-        names[column] = encoded.chunks[0].dictionary.cast(pa.string()) if encoded.num_chunks else pa.array([], pa.string())
+        names[column] = (
+            encoded.chunks[0].dictionary.cast(pa.string()) if encoded.num_chunks else pa.array([], pa.string())
+        )
     pairs = pa.table(codes)
     every = pairs.group_by(["user_id", "lesson_id"], use_threads=False).aggregate([])
     if REFETCH not in changed.column_names:
@@ -155,8 +157,10 @@ def plan_answer_requests(changed: pa.Table, page_size: int) -> AnswerPlan:
     """The bucketed-greedy plan covering every (user_id, lesson_id) of `changed` (duplicates allowed), or
     only those with `refetch` true when that column is present (the others still count in request costs)."""
     every, remaining, names = _distinct_pairs(changed)
-    totals = {c: every.group_by(c, use_threads=False).aggregate([([], "count_all")]).rename_columns([c, "total"])
-              for c in ("lesson_id", "user_id")}
+    totals = {
+        c: every.group_by(c, use_threads=False).aggregate([([], "count_all")]).rename_columns([c, "total"])
+        for c in ("lesson_id", "user_id")
+    }
     streams = {"lesson_id": "answers_by_lesson", "user_id": "answers_by_user"}
     grouped: list[PlannedRequest] = []
     while remaining.num_rows:
@@ -271,8 +275,7 @@ def _newest(changed: pa.Table) -> datetime | None:
     return None if newest is None else _aware(newest)
 
 
-async def run_answers(core: SourceCore, changed: pa.Table, updated_since: datetime | None,
-                      emit: Emit) -> RunStats:
+async def run_answers(core: SourceCore, changed: pa.Table, updated_since: datetime | None, emit: Emit) -> RunStats:
     """Answers of every (user_id, lesson_id) in `changed`, which must hold every active lesson changed since
     `updated_since` (all of them when it is None): request coverage counts come from it. With a boolean
     `refetch` column only the pairs marked true need their answers (the planner covers just those; the
@@ -283,8 +286,7 @@ async def run_answers(core: SourceCore, changed: pa.Table, updated_since: dateti
         core.decode_workers.release()  # their memory back before the commit (decode_workers.py)
 
 
-async def _run_answers(core: SourceCore, changed: pa.Table, updated_since: datetime | None,
-                       emit: Emit) -> RunStats:
+async def _run_answers(core: SourceCore, changed: pa.Table, updated_since: datetime | None, emit: Emit) -> RunStats:
     stats, progress = core.start_stats("answers"), Progress("answers")
     plan = plan_answer_requests(changed, core.settings.page_size)
     stats.planned_requests = plan.request_count
@@ -292,13 +294,18 @@ async def _run_answers(core: SourceCore, changed: pa.Table, updated_since: datet
     # incremental run's window holds many active lessons whose answers are not needed (a 1%-change run at scale
     # large: ~2k to fetch in a window of 10k+), and its small pages would keep a worker's ~135 MiB for nothing.
     # Many pairs in small pages (a request a lesson, a few of its active lessons each) start none either.
-    if _to_fetch(changed) >= START_AT_RECORDS and \
-            plan.records_per_page(core.settings.page_size) >= START_AT_RECORDS_PER_PAGE:
+    if (
+        _to_fetch(changed) >= START_AT_RECORDS
+        and plan.records_per_page(core.settings.page_size) >= START_AT_RECORDS_PER_PAGE
+    ):
         core.decode_workers.start()
     # Asked from one resolution earlier than the plan's window: the platform filters by the active lesson's
     # lastDate, and an exclusive or whole-second updatedSince must not drop a planned one (windows.py, A3).
-    since = None if updated_since is None else \
-        format_updated_since(updated_since - UPDATED_SINCE_RESOLUTION, core.updated_since_format)
+    since = (
+        None
+        if updated_since is None
+        else format_updated_since(updated_since - UPDATED_SINCE_RESOLUTION, core.updated_since_format)
+    )
     newest_planned = _newest(changed)
 
     extra: Counter[PlannedRequest] = Counter()  # records known to have joined a request's scope since planning
@@ -318,8 +325,7 @@ async def _run_answers(core: SourceCore, changed: pa.Table, updated_since: datet
         first_check = check_since if number == 1 else first_check
         # each drift check asks the pages it is known to fill at once (record_pages): the first one, from the
         # planned active lessons; the second, every record the first one found (it cannot hold fewer)
-        baseline = await versions_since(core, check_since, _listed_since(changed, check_since)) \
-            if candidates else set()
+        baseline = await versions_since(core, check_since, _listed_since(changed, check_since)) if candidates else set()
         await run_pool(pending, fetch, core.kept_ready)
         after = await versions_since(core, check_since, len(baseline or ())) if candidates else set()
         changes = Changes(after, baseline) if after is not None and baseline is not None else None
@@ -328,11 +334,20 @@ async def _run_answers(core: SourceCore, changed: pa.Table, updated_since: datet
             break
         if number == core.max_passes:
             stats.complete = False
-            log.warning("answers: %d request(s) still hit by page drift after %d passes; the result is "
-                        "marked incomplete, the cursor must not advance", len(redo), number)
+            log.warning(
+                "answers: %d request(s) still hit by page drift after %d passes; the result is "
+                "marked incomplete, the cursor must not advance",
+                len(redo),
+                number,
+            )
             break
-        log.warning("answers: %s active lesson(s) changed during pass %d; fetching the %d request(s) they "
-                    "may have shifted again", "some" if changes is None else changes.count, number, len(redo))
+        log.warning(
+            "answers: %s active lesson(s) changed during pass %d; fetching the %d request(s) they "
+            "may have shifted again",
+            "some" if changes is None else changes.count,
+            number,
+            len(redo),
+        )
         for p in redo:
             extra[p] += 0 if changes is None else changes.hits(p)
         pending = candidates = redo

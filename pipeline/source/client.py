@@ -44,16 +44,19 @@ log = logging.getLogger("lessonsync.source")
 
 # Record-stream runs
 
-RUNNABLE = tuple(name for name, s in STREAMS.items()
-                 if name not in ANSWER_STREAMS and not any(p.substream and p.substream.stream == name
-                                                           for p in STREAMS.values()))
+RUNNABLE = tuple(
+    name
+    for name, s in STREAMS.items()
+    if name not in ANSWER_STREAMS and not any(p.substream and p.substream.stream == name for p in STREAMS.values())
+)
 
 
 def runnable_stream(name: str, updated_since: datetime | None) -> StreamSpec:
     """The stream named `name`, checked for use with iter_stream; errors say what to call instead."""
     if name == "answers" or name in ANSWER_STREAMS:
-        raise ValueError("answers are fetched for changed active lessons: use iter_answers(changed_pairs, "
-                         "updated_since=...)")
+        raise ValueError(
+            "answers are fetched for changed active lessons: use iter_answers(changed_pairs, updated_since=...)"
+        )
     if name not in RUNNABLE:
         raise ValueError(f"unknown stream {name!r}; streams: {', '.join(RUNNABLE)}")
     stream = STREAMS[name]
@@ -79,8 +82,11 @@ async def run_stream(core: SourceCore, name: str, updated_since: datetime | None
     else:
         stats.complete = await _with_substream(core, request, handle, stats)
     if not stats.complete:
-        log.warning("%s: page drift persisted; the rows were yielded but the result is marked incomplete: "
-                    "do not advance the cursor past this window", name)
+        log.warning(
+            "%s: page drift persisted; the rows were yielded but the result is marked incomplete: "
+            "do not advance the cursor past this window",
+            name,
+        )
     stats.server_time_at_start = mark.server_start()
     if stats.complete and core.page_cache is not None:  # the pages of this run are the ones worth keeping
         substream = () if stream.substream is None else (stream.substream.stream,)
@@ -148,13 +154,23 @@ class PlatformClient:
     page_cache: a directory keeping decoded snapshot pages (page_cache.py), or None: decode every page.
     """
 
-    def __init__(self, settings: Settings | None = None, *, max_passes: int = 3, queue_batches: int = 16,
-                 updated_since_format: UpdatedSinceFormat = "iso8601", page_cache: Path | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        max_passes: int = 3,
+        queue_batches: int = 16,
+        updated_since_format: UpdatedSinceFormat = "iso8601",
+        page_cache: Path | None = None,
+    ) -> None:
         if max_passes < 1 or queue_batches < 1:
             raise ValueError(f"max_passes ({max_passes}) and queue_batches ({queue_batches}) must be at least 1")
         self.settings = settings or load_settings()
-        self._options = {"max_passes": max_passes, "updated_since_format": updated_since_format,
-                         "page_cache": None if page_cache is None else PageCache(page_cache)}
+        self._options = {
+            "max_passes": max_passes,
+            "updated_since_format": updated_since_format,
+            "page_cache": None if page_cache is None else PageCache(page_cache),
+        }
         self._queue_batches = queue_batches
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -164,8 +180,10 @@ class PlatformClient:
         self._last = threading.local()
 
     def __repr__(self) -> str:
-        return (f"PlatformClient(base_url={self.settings.base_url!r}, page_size={self.settings.page_size}, "
-                f"concurrency={self.settings.concurrency})")
+        return (
+            f"PlatformClient(base_url={self.settings.base_url!r}, page_size={self.settings.page_size}, "
+            f"concurrency={self.settings.concurrency})"
+        )
 
     def __enter__(self) -> PlatformClient:
         self.open()
@@ -283,8 +301,9 @@ class PlatformClient:
     async def _new_queue(self) -> asyncio.Queue[Batch | _End]:
         return asyncio.Queue(maxsize=self._queue_batches)
 
-    async def _start(self, run: Callable[[Emit], Awaitable[RunStats]],
-                     queue: asyncio.Queue[Batch | _End]) -> asyncio.Task[None]:
+    async def _start(
+        self, run: Callable[[Emit], Awaitable[RunStats]], queue: asyncio.Queue[Batch | _End]
+    ) -> asyncio.Task[None]:
         async def produce() -> None:
             try:
                 stats = await run(queue.put)

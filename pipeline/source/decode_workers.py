@@ -92,7 +92,10 @@ class _Worker:
         with theirs:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "pipeline.source.decode_workers", str(theirs.fileno())],
-                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": path})
+                pass_fds=[theirs.fileno()],
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, "PYTHONPATH": path},
+            )
         self.connection = Connection(ours.detach())
 
     def decode(self, job: tuple[Any, ...]) -> Decoded | None:
@@ -142,8 +145,12 @@ class DecodeWorkers:
         if self.processes == 0 or self._failed or request.stream.pager != "answers" or len(body) < self.min_bytes:
             return False
         ready = self.start()
-        return ready.done() and self._threads is not None and not self._failed and \
-            self._waiting < self.processes * WAITING_PER_PROCESS
+        return (
+            ready.done()
+            and self._threads is not None
+            and not self._failed
+            and self._waiting < self.processes * WAITING_PER_PROCESS
+        )
 
     def start(self) -> Future[None]:
         """Start the workers (once; they import for about a second); done when they can take pages (at once
@@ -210,8 +217,13 @@ class DecodeWorkers:
     def _fail(self, error: BaseException) -> None:
         if not self._failed:
             self._failed = True
-            log.warning("decoding answer pages in %d worker process(es) stopped (%s: %s); the client's own thread "
-                        "decodes them from now on", self.processes, type(error).__name__, error)
+            log.warning(
+                "decoding answer pages in %d worker process(es) stopped (%s: %s); the client's own thread "
+                "decodes them from now on",
+                self.processes,
+                type(error).__name__,
+                error,
+            )
 
     def process_ids(self) -> list[int]:
         """The workers started so far (running or not)."""
@@ -247,15 +259,19 @@ class DecodeWorkers:
 def page_from(decoded: Decoded, where: PageLocation) -> Page:
     """The Page a worker's batches make: what FastPages.page returns for an answer page (no key hashes)."""
     served, records, batches = decoded
-    built = [Batch(TABLES[name], pa.ipc.open_stream(stream).read_next_batch(), where.endpoint, where.page)
-             for name, stream in batches]
+    built = [
+        Batch(TABLES[name], pa.ipc.open_stream(stream).read_next_batch(), where.endpoint, where.page)
+        for name, stream in batches
+    ]
     return Page(where, served, built, records, 0, None, built[0].records)
 
 
 # In the worker process
 
-def decode_in_worker(fast: dict[str, Any], stream: str, path_values: dict[str, str], body: bytes,
-                     where: PageLocation) -> Decoded | None:
+
+def decode_in_worker(
+    fast: dict[str, Any], stream: str, path_values: dict[str, str], body: bytes, where: PageLocation
+) -> Decoded | None:
     """FastPages.page of the body, as plain batches by table name; None when the fast path declines it."""
     decoder = fast.get(stream)
     page = None if decoder is None else decoder.page(Request(STREAMS[stream], path_values), body, where, False)

@@ -208,6 +208,7 @@ def record_validator(model: type[BaseModel]) -> RecordValidator:
 
 # Quarantine: a record that broke its schema, kept raw with where it came from and why
 
+
 @dataclass(frozen=True)
 class QuarantineRow:
     seen_at: datetime
@@ -260,13 +261,20 @@ def _describe(errors: list[Mapping[str, Any]], item: Any) -> tuple[str, str]:
 def quarantine_row(where: PageLocation, index: int, item: Any, errors: list[Mapping[str, Any]]) -> QuarantineRow:
     field, message = _describe(errors, item)
     return QuarantineRow(
-        seen_at=datetime.now(UTC), stream=where.stream, endpoint=where.endpoint,
-        params=orjson.dumps(dict(where.params)).decode(), page=where.page, record_index=index,
-        field=field, message=message, raw=orjson.dumps(item, default=str).decode(),
+        seen_at=datetime.now(UTC),
+        stream=where.stream,
+        endpoint=where.endpoint,
+        params=orjson.dumps(dict(where.params)).decode(),
+        page=where.page,
+        record_index=index,
+        field=field,
+        message=message,
+        raw=orjson.dumps(item, default=str).decode(),
     )
 
 
 # The validated decoder
+
 
 class PageDecoder:
     """Turns page bodies of one stream into valid records plus quarantine rows.
@@ -280,8 +288,11 @@ class PageDecoder:
         self._stream = stream
         self._validator = record_validator(stream.model)
         fields = stream.model.model_fields
-        self._key_fields = [fields[name].alias or name for name in TABLES[stream.table].key
-                            if name in fields and not fields[name].is_required()]
+        self._key_fields = [
+            fields[name].alias or name
+            for name in TABLES[stream.table].key
+            if name in fields and not fields[name].is_required()
+        ]
 
     def decode(self, body: bytes, where: PageLocation) -> DecodedPage:
         try:
@@ -291,8 +302,10 @@ class PageDecoder:
         if any(e["type"] == "json_invalid" for e in errors):
             raise TruncatedBody(errors[0]["msg"])
         if any(len(e["loc"]) == 0 for e in errors):
-            raise PlatformResponseError(f"{where} ({self._stream.name}): expected a JSON array of "
-                                        f"{self._stream.model.__name__} records: {errors[0]['msg']}")
+            raise PlatformResponseError(
+                f"{where} ({self._stream.name}): expected a JSON array of "
+                f"{self._stream.model.__name__} records: {errors[0]['msg']}"
+            )
         if all(e["type"] == "extra_forbidden" for e in errors):
             try:
                 records = self._validator.page_with_extras.validate_json(body)
@@ -332,8 +345,10 @@ class PageDecoder:
             if not missing:
                 kept.append(record)
                 continue
-            message = (f"missing, and table {self._stream.table} cannot key a record without it "
-                       f"(key: {', '.join(TABLES[self._stream.table].key)})")
+            message = (
+                f"missing, and table {self._stream.table} cannot key a record without it "
+                f"(key: {', '.join(TABLES[self._stream.table].key)})"
+            )
             index = number if positions is None else positions[number]
             self._quarantine(page, index, record, [{"loc": (name,), "msg": message} for name in missing])
         page.records = kept

@@ -13,8 +13,17 @@ class SourceError(Exception):
 class PlatformRequestError(SourceError):
     """A request failed for good: a non-retryable status, or retries exhausted."""
 
-    def __init__(self, method: str, endpoint: str, params: Mapping[str, str], status: int | None,
-                 attempts: int, detail: str, *, retried_for: float | None = None) -> None:
+    def __init__(
+        self,
+        method: str,
+        endpoint: str,
+        params: Mapping[str, str],
+        status: int | None,
+        attempts: int,
+        detail: str,
+        *,
+        retried_for: float | None = None,
+    ) -> None:
         self.method, self.endpoint, self.params = method, endpoint, dict(params)
         self.status, self.attempts, self.detail = status, attempts, detail
         shown = "no response" if status is None else f"last status {status}"

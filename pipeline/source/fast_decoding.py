@@ -60,8 +60,10 @@ Unsupported = type("Unsupported", (), {})
 _cache: dict[tuple[type[BaseModel], bool], Any] = {}
 
 # Plain ISO 8601 as the platform writes it; anything else goes the validated way.
-_ISO = (r"^[1-9]\d{3}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,6})?"
-        r"(Z|[+-]([01]\d|2[0-3]):[0-5]\d)?$")
+_ISO = (
+    r"^[1-9]\d{3}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,6})?"
+    r"(Z|[+-]([01]\d|2[0-3]):[0-5]\d)?$"
+)
 _HAS_OFFSET = r"(Z|[+-]\d\d:\d\d)$"
 
 
@@ -75,8 +77,9 @@ def _translate(annotation: Any, closed: bool) -> Any:
     """The msgspec type validating what pydantic (strict) validates for `annotation`, or Unsupported."""
     if _is_timestamp(annotation):
         if typing.get_origin(annotation) is typing.Annotated and not all(
-                isinstance(m, Strict) or getattr(m, "metadata", None) == [Strict(strict=False)]
-                for m in annotation.__metadata__):
+            isinstance(m, Strict) or getattr(m, "metadata", None) == [Strict(strict=False)]
+            for m in annotation.__metadata__
+        ):
             return Unsupported
         return str  # parsed by Arrow in bulk
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
@@ -125,8 +128,13 @@ def fast_struct(model: type[BaseModel], *, closed: bool = True) -> Any:
             else:
                 fields.append((name, annotation, msgspec.field(default=info.default, name=alias)))
         forbid = closed or model.model_config.get("extra") == "forbid"
-        _cache[key] = msgspec.defstruct(f"{model.__name__}{'Closed' if closed else 'Open'}", fields, kw_only=True,
-                                        forbid_unknown_fields=forbid, gc=False)
+        _cache[key] = msgspec.defstruct(
+            f"{model.__name__}{'Closed' if closed else 'Open'}",
+            fields,
+            kw_only=True,
+            forbid_unknown_fields=forbid,
+            gc=False,
+        )
     return _cache[key]
 
 
@@ -263,10 +271,10 @@ def _canonical(text: pa.Array) -> bool:
     present = text.drop_null() if text.null_count else text
     count, width = len(present), len(_CANONICAL)
     _, offsets, data = present.buffers()
-    bounds = np.frombuffer(offsets, dtype=np.int32, count=present.offset + count + 1)[present.offset:]
+    bounds = np.frombuffer(offsets, dtype=np.int32, count=present.offset + count + 1)[present.offset :]
     if count == 0 or bounds[-1] - bounds[0] != count * width or (np.diff(bounds) != width).any():
         return False
-    chars = np.frombuffer(data, dtype=np.uint8, count=int(bounds[-1]))[bounds[0]:].reshape(count, width)
+    chars = np.frombuffer(data, dtype=np.uint8, count=int(bounds[-1]))[bounds[0] :].reshape(count, width)
     return bool((chars >= _LOWEST).all() and (chars <= _HIGHEST).all())
 
 
@@ -327,8 +335,11 @@ class FastPages:
             self._children.append((child, FAST_CHILDREN[child_name], columns))
             self._child_lists[child_name] = _child_field(stream.model, child_name)
         schema = own.spec.schema
-        self._optional_keys = [schema.get_field_index(k) for k in own.spec.key
-                               if k in stream.model.model_fields and not stream.model.model_fields[k].is_required()]
+        self._optional_keys = [
+            schema.get_field_index(k)
+            for k in own.spec.key
+            if k in stream.model.model_fields and not stream.model.model_fields[k].is_required()
+        ]
         # the key as a tuple (a value alone for one field), hashed like fetching.SourceCore.key_getter's on the dicts
         self._key = attrgetter(*record_key_fields(stream))
 
@@ -390,8 +401,14 @@ class FastPages:
                     items = chain.from_iterable(record[source] for record in raw)
                     assert child.columns is not None
                     rest[-1] = pa.array(list(map(child.columns.extras, items)), type=pa.string())
-            batches.append(Batch(child.spec, pa.RecordBatch.from_arrays([*front, *rest], schema=child.spec.schema),
-                                 where.endpoint, where.page))
+            batches.append(
+                Batch(
+                    child.spec,
+                    pa.RecordBatch.from_arrays([*front, *rest], schema=child.spec.schema),
+                    where.endpoint,
+                    where.page,
+                )
+            )
         hashes = None
         if with_keys:
             hashes = np.fromiter(map(hash, map(self._key, records)), dtype=np.int64, count=len(records))
@@ -425,4 +442,3 @@ def _child_model(model: type[BaseModel], child_table: str) -> type[BaseModel]:
                     if [leaf.column for leaf in model_leaves(item)] == [leaf.column for leaf in child.columns.leaves]:
                         return item
     raise _NoFastPath(f"cannot find the model of {child_table}")
-

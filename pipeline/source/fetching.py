@@ -70,8 +70,14 @@ def first_page_from_probe(page0: list[Any] | None, page1: list[Any]) -> int:
 
 
 class SourceCore:
-    def __init__(self, settings: Settings, *, max_passes: int = 3,
-                 updated_since_format: UpdatedSinceFormat = "iso8601", page_cache: PageCache | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        max_passes: int = 3,
+        updated_since_format: UpdatedSinceFormat = "iso8601",
+        page_cache: PageCache | None = None,
+    ) -> None:
         self.settings = settings
         self.page_cache = page_cache
         self.transport = Transport(settings)
@@ -108,8 +114,12 @@ class SourceCore:
 
         page0, page1 = await page(0), await page(1)
         first = first_page_from_probe(page0, page1 or [])
-        log.info("first pageNumber of the platform: %d (probed %s)%s", first, PROBE_PATH,
-                 "" if page0 or page1 else "; no data to tell, assumed 0 (repeats a page rather than skip one)")
+        log.info(
+            "first pageNumber of the platform: %d (probed %s)%s",
+            first,
+            PROBE_PATH,
+            "" if page0 or page1 else "; no data to tell, assumed 0 (repeats a page rather than skip one)",
+        )
         return first
 
     def decoder(self, stream: StreamSpec) -> PageDecoder:
@@ -131,8 +141,7 @@ class SourceCore:
         key_fields = record_key_fields(stream) if key is not None else None
 
         async def fetch(number: int) -> Page:
-            params = base if stream.pager == "single" else {**base, "pageSize": str(size),
-                                                            "pageNumber": str(number)}
+            params = base if stream.pager == "single" else {**base, "pageSize": str(size), "pageNumber": str(number)}
             where = PageLocation(stream.name, endpoint, number, params)
 
             def decode_here(body: bytes) -> Page:

@@ -77,8 +77,9 @@ class PageCache:
         self._writer: ThreadPoolExecutor | None = None
         self._pending = threading.BoundedSemaphore(WRITES_PENDING)
 
-    def page(self, location: PageLocation, body: bytes, key_fields: tuple[str, ...] | None,
-             decode: Callable[[bytes], Page]) -> Page:
+    def page(
+        self, location: PageLocation, body: bytes, key_fields: tuple[str, ...] | None, decode: Callable[[bytes], Page]
+    ) -> Page:
         """The decoded page for `body` served at `location`: from the cache, else `decode(body)`, kept for the
         next run. `key_fields`: the own table's key columns when the page needs key hashes, else None."""
         name = self._name(location, body, key_fields is not None)
@@ -150,8 +151,9 @@ class PageCache:
             self._index[stream] = index
         return self._index[stream]
 
-    def _read_back(self, name: str, entry: Entry, location: PageLocation,
-                   key_fields: tuple[str, ...] | None) -> Page | None:
+    def _read_back(
+        self, name: str, entry: Entry, location: PageLocation, key_fields: tuple[str, ...] | None
+    ) -> Page | None:
         """The page kept as `entry`, noted as used by this run; None when it cannot be read (a miss)."""
         raw = self._payload(entry)
         page = None if raw is None else _decoded(raw, name, entry, location, key_fields)
@@ -182,8 +184,11 @@ class PageCache:
         except OSError:  # none yet, or unusable (warned when written): the cache never fails a stream
             return []
         mine = self._own_pack(stream).name
-        return [self.directory / name for name in names
-                if name.endswith(suffixes) and name != mine and name.rpartition(".")[0].rpartition("-")[0] == stream]
+        return [
+            self.directory / name
+            for name in names
+            if name.endswith(suffixes) and name != mine and name.rpartition(".")[0].rpartition("-")[0] == stream
+        ]
 
     def _own_pack(self, stream: str) -> Path:
         return self.directory / f"{stream}-{self._token}{PACK}"
@@ -239,8 +244,12 @@ class PageCache:
                 self._warn_write_failed(path, error)
 
     def _warn_write_failed(self, path: Path, error: OSError) -> None:
-        log.warning("page cache pack %s could not be written (%s); pages are decoded as usual, and this run writes no "
-                    "more entries (LESSONSYNC_PAGE_CACHE=false turns the cache off)", path, error)
+        log.warning(
+            "page cache pack %s could not be written (%s); pages are decoded as usual, and this run writes no "
+            "more entries (LESSONSYNC_PAGE_CACHE=false turns the cache off)",
+            path,
+            error,
+        )
 
 
 def pack_entries(pack: Path) -> dict[str, Entry]:
@@ -263,20 +272,23 @@ def pack_entries(pack: Path) -> dict[str, Entry]:
     return entries
 
 
-def _decoded(raw: bytes, name: str, entry: Entry, location: PageLocation,
-             key_fields: tuple[str, ...] | None) -> Page | None:
+def _decoded(
+    raw: bytes, name: str, entry: Entry, location: PageLocation, key_fields: tuple[str, ...] | None
+) -> Page | None:
     try:
         header_size = _LENGTH.unpack_from(raw)[0]
-        header = json.loads(raw[_LENGTH.size:_LENGTH.size + header_size])
+        header = json.loads(raw[_LENGTH.size : _LENGTH.size + header_size])
         offset, batches = _LENGTH.size + header_size, []
         for table in header["tables"]:
             size = _LENGTH.unpack_from(raw, offset)[0]
             offset += _LENGTH.size
-            records = pa.ipc.read_record_batch(pa.py_buffer(raw[offset:offset + size]), TABLES[table].schema)
+            records = pa.ipc.read_record_batch(pa.py_buffer(raw[offset : offset + size]), TABLES[table].schema)
             offset += size
             batches.append(Batch(TABLES[table], records, location.endpoint, location.page))
     except (ValueError, KeyError, TypeError, struct.error, pa.ArrowException) as error:
-        log.warning("page cache entry %s (in %s) could not be read (%s); decoding the page again", name, entry[0], error)
+        log.warning(
+            "page cache entry %s (in %s) could not be read (%s); decoding the page again", name, entry[0], error
+        )
         return None
     own = batches[0].records if header["records"] else None
     hashes = None if key_fields is None else key_hashes(own, key_fields, header["records"])
@@ -296,8 +308,9 @@ def _size(part: bytes | pa.Buffer) -> int:
 
 def _serialized(page: Page) -> list[bytes | pa.Buffer]:
     """An entry's bytes: header length, header (JSON), then each batch's length and Arrow IPC bytes."""
-    header = json.dumps({"served": page.served, "records": page.records,
-                         "tables": [batch.table.name for batch in page.batches]}).encode()
+    header = json.dumps(
+        {"served": page.served, "records": page.records, "tables": [batch.table.name for batch in page.batches]}
+    ).encode()
     parts: list[bytes | pa.Buffer] = [_LENGTH.pack(len(header)), header]
     for batch in page.batches:
         serialized = batch.records.serialize()

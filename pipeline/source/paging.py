@@ -130,8 +130,9 @@ async def _drain(pending: deque[tuple[int, asyncio.Task[Timed[PageT]]]]) -> None
 READY_PER_SLOT = 2
 
 
-async def record_pages(fetch: FetchPage[PageT], first: int, page_size: int,
-                       max_window: int, known_records: int = 0) -> AsyncIterator[PageT]:
+async def record_pages(
+    fetch: FetchPage[PageT], first: int, page_size: int, max_window: int, known_records: int = 0
+) -> AsyncIterator[PageT]:
     """Pages in order until a short page, fetching ahead as full pages keep coming: one page at a time for the
     first two, then 2, 4, ... up to `max_window` ahead (asked, or answered and not yet taken; the slots bound how
     many are in flight). Most listings of a snapshot are one or two pages (the users of one group): each page
@@ -170,8 +171,9 @@ async def record_pages(fetch: FetchPage[PageT], first: int, page_size: int,
         await _drain(pending)
 
 
-async def answer_pages(fetch: FetchPage[PageT], first: int, page_size: int, covers: int,
-                       window: int = 2) -> AsyncIterator[PageT]:
+async def answer_pages(
+    fetch: FetchPage[PageT], first: int, page_size: int, covers: int, window: int = 2
+) -> AsyncIterator[PageT]:
     """Pages in order: enough to cover `covers` active-lesson records, then until an empty page.
 
     Pages known to be needed (and the first confirming page) are fetched `window` at a time; past them,

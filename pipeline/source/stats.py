@@ -51,8 +51,12 @@ class RunStats:
 
     @classmethod
     def begin(cls, stream: str, transport: TransportStats) -> RunStats:
-        return cls(stream, _transport=transport, _start_counts=(transport.requests, transport.retries),
-                   _started=time.monotonic())
+        return cls(
+            stream,
+            _transport=transport,
+            _start_counts=(transport.requests, transport.retries),
+            _started=time.monotonic(),
+        )
 
     def note_page(self, page: Page) -> None:
         self.pages += 1
@@ -108,7 +112,7 @@ def count_new_fields(table: str, records: pa.RecordBatch, counts: dict[str, int]
 def paths_of(table: str, counts: dict[str, int]) -> list[str]:
     """The new field paths seen in `table`, sorted."""
     prefix = f"{table}."
-    return sorted(name[len(prefix):] for name in counts if name.startswith(prefix))
+    return sorted(name[len(prefix) :] for name in counts if name.startswith(prefix))
 
 
 class Progress:
@@ -128,5 +132,12 @@ class Progress:
 
     def report(self, what: str) -> None:
         elapsed = max(time.monotonic() - self._started, 1e-9)
-        log.info("%s %s: %d pages, %d records, %.0f records/s, %.1f pages/s", self._stream, what, self.pages,
-                 self.rows, self.rows / elapsed, self.pages / elapsed)
+        log.info(
+            "%s %s: %d pages, %d records, %.0f records/s, %.1f pages/s",
+            self._stream,
+            what,
+            self.pages,
+            self.rows,
+            self.rows / elapsed,
+            self.pages / elapsed,
+        )

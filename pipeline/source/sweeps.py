@@ -91,10 +91,16 @@ async def sweep(core: SourceCore, request: Request, handle: HandlePage, stats: R
         twice = seen.served_twice()
         if twice == 0 or stream.pager == "single":
             return True
-        log.warning("%s: %d record(s) of %s were served twice in pass %d (page drift: records changed "
-                    "while paging)%s", stats.stream, twice, request.endpoint, number,
-                    "; sweeping again" if number < core.max_passes else
-                    f"; giving up after {number} passes: the result is marked incomplete")
+        log.warning(
+            "%s: %d record(s) of %s were served twice in pass %d (page drift: records changed while paging)%s",
+            stats.stream,
+            twice,
+            request.endpoint,
+            number,
+            "; sweeping again"
+            if number < core.max_passes
+            else f"; giving up after {number} passes: the result is marked incomplete",
+        )
     return False
 
 

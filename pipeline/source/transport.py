@@ -90,6 +90,7 @@ Decode = Callable[[bytes], T | Awaitable[T]]
 
 # Transport
 
+
 @dataclass
 class TransportStats:
     requests: int = 0
@@ -105,8 +106,12 @@ STREAM_COUNTER: ContextVar[TransportStats | None] = ContextVar("lessonsync_strea
 class Transport:
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
-        self._http = PlatformHTTP(settings.base_url, connections=settings.concurrency,
-                                  timeout=settings.request_timeout, headers={"Accept": "application/json"})
+        self._http = PlatformHTTP(
+            settings.base_url,
+            connections=settings.concurrency,
+            timeout=settings.request_timeout,
+            headers={"Accept": "application/json"},
+        )
         self._slots = PrioritySlots(settings.concurrency)  # shared by every stream of an overlapped run
         self.auth = TokenManager(settings.app_secret, self._post_token)
         self.stats = TransportStats()
@@ -140,8 +145,9 @@ class Transport:
     async def _post_token(self, path: str, body: dict[str, str]) -> TokenResponse:
         return await self._request("POST", path, {}, body, _token_pair, authenticated=False)
 
-    async def _request(self, method: str, path: str, params: Mapping[str, str], body: Any,
-                       decode: Decode[T], *, authenticated: bool) -> T:
+    async def _request(
+        self, method: str, path: str, params: Mapping[str, str], body: Any, decode: Decode[T], *, authenticated: bool
+    ) -> T:
         retrying = AsyncRetrying(
             stop=stop_when_spent(self._settings.retry_budget, self._settings.max_attempts),
             wait=RetryAfterOrBackoff(self._settings.retry_max_wait, self._settings.retry_budget),
@@ -157,9 +163,15 @@ class Transport:
                     attempts = attempt.retry_state.attempt_number
                     return await self._attempt(method, path, params, body, decode, authenticated, attempts)
         except RetryableFailure as failure:
-            raise PlatformRequestError(method, path, params, failure.status, attempts,
-                                       self.auth.redact(failure.detail),
-                                       retried_for=time.monotonic() - started) from None
+            raise PlatformRequestError(
+                method,
+                path,
+                params,
+                failure.status,
+                attempts,
+                self.auth.redact(failure.detail),
+                retried_for=time.monotonic() - started,
+            ) from None
         raise AssertionError("unreachable: tenacity either returns or raises")
 
     def _note_retry(self, method: str, path: str, state: RetryCallState) -> None:
@@ -168,11 +180,25 @@ class Transport:
             own.retries += 1
         failure = state.outcome.exception() if state.outcome else None
         wait = state.next_action.sleep if state.next_action else 0.0
-        log.info("retrying %s %s after %s (attempt %d, waiting %.2f s)", method, path,
-                 self.auth.redact(str(failure)), state.attempt_number, wait)
+        log.info(
+            "retrying %s %s after %s (attempt %d, waiting %.2f s)",
+            method,
+            path,
+            self.auth.redact(str(failure)),
+            state.attempt_number,
+            wait,
+        )
 
-    async def _attempt(self, method: str, path: str, params: Mapping[str, str], body: Any,
-                       decode: Decode[T], authenticated: bool, attempt: int) -> T:
+    async def _attempt(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, str],
+        body: Any,
+        decode: Decode[T],
+        authenticated: bool,
+        attempt: int,
+    ) -> T:
         if not authenticated:
             response = await self._send(method, path, params, body, None)
             return await self._decoded(method, path, params, response, decode, attempt)
@@ -185,13 +211,15 @@ class Transport:
                 if response.status_code == 401:
                     raise PlatformAuthError(
                         f"{method} {path} answered 401 to a freshly issued token; the app secret may lack "
-                        "the admin scope (check LESSONSYNC_APP_SECRET)")
+                        "the admin scope (check LESSONSYNC_APP_SECRET)"
+                    )
         # decoded once the slot is free: the slot bounds requests at the platform, not our CPU (a decode that
         # waits for a worker process must not keep a request from being sent)
         return await self._decoded(method, path, params, response, decode, attempt)
 
-    async def _send(self, method: str, path: str, params: Mapping[str, str], body: Any,
-                    token: str | None) -> httpx.Response:
+    async def _send(
+        self, method: str, path: str, params: Mapping[str, str], body: Any, token: str | None
+    ) -> httpx.Response:
         headers = {"Authorization": f"Bearer {token}"} if token is not None else None
         content = orjson.dumps(body) if body is not None else None
         if content is not None:
@@ -220,8 +248,15 @@ class Transport:
                 mark.note(server_now, received)
             self._open_marks.clear()
 
-    async def _decoded(self, method: str, path: str, params: Mapping[str, str], response: httpx.Response,
-                       decode: Decode[T], attempt: int) -> T:
+    async def _decoded(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, str],
+        response: httpx.Response,
+        decode: Decode[T],
+        attempt: int,
+    ) -> T:
         status = response.status_code
         if 200 <= status < 300:
             try:
@@ -266,8 +301,9 @@ def _token_pair(body: bytes) -> TokenResponse:
         if any(e["type"] == "json_invalid" for e in exc.errors()):
             raise TruncatedBody("token response is not complete JSON") from None
         fields = sorted({".".join(map(str, e["loc"])) for e in exc.errors(include_input=False)})
-        raise PlatformResponseError(f"the token endpoint answered without a valid token pair (fields {fields})"
-                                    ) from None
+        raise PlatformResponseError(
+            f"the token endpoint answered without a valid token pair (fields {fields})"
+        ) from None
 
 
 def _error_detail(response: httpx.Response) -> str:
@@ -347,6 +383,7 @@ def stop_when_spent(budget: float, max_attempts: int) -> stop_base:
 
 # The platform's clock as its Date headers show it
 
+
 class ClockMark:
     """Server time at a local instant, learnt from the first Date header that arrives after it.
 
@@ -372,6 +409,7 @@ class ClockMark:
 
 # HTTP/1.1 through aiohttp, with httpx's types
 
+
 @cache
 def httpx_default_headers() -> tuple[tuple[str, str], ...]:
     """The headers httpx's client sends with every request (Accept-Encoding: what httpx.Response decodes)."""
@@ -384,8 +422,9 @@ class PlatformHTTP:
     first use (a session belongs to the event loop that created it). `headers` go with every request, over
     httpx's defaults; `timeout` bounds connecting and each wait for bytes."""
 
-    def __init__(self, base_url: str, *, connections: int, timeout: float,
-                 headers: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, base_url: str, *, connections: int, timeout: float, headers: Mapping[str, str] | None = None
+    ) -> None:
         base = httpx.URL(base_url)  # normalised as httpx.AsyncClient(base_url=...) normalises it
         if base.query or base.fragment:
             raise ValueError(f"the platform's base address cannot carry a query or fragment: {base_url!r}")
@@ -405,12 +444,17 @@ class PlatformHTTP:
 
     def _open(self) -> aiohttp.ClientSession:
         if self._session is None:
-            connector = aiohttp.TCPConnector(limit=self._connections, limit_per_host=self._connections,
-                                             ssl=httpx.create_ssl_context())
+            connector = aiohttp.TCPConnector(
+                limit=self._connections, limit_per_host=self._connections, ssl=httpx.create_ssl_context()
+            )
             # bodies stay as sent (httpx.Response decodes Content-Encoding); the headers are httpx's (above)
-            self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False, trust_env=False,
-                                                  cookie_jar=aiohttp.DummyCookieJar(),
-                                                  skip_auto_headers=("Accept-Encoding", "User-Agent", "Accept"))
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                auto_decompress=False,
+                trust_env=False,
+                cookie_jar=aiohttp.DummyCookieJar(),
+                skip_auto_headers=("Accept-Encoding", "User-Agent", "Accept"),
+            )
         return self._session
 
     def _proxy(self, url: URL) -> tuple[URL | None, aiohttp.BasicAuth | None]:
@@ -419,8 +463,15 @@ class PlatformHTTP:
             self._proxies[origin] = _environment_proxy(*origin)
         return self._proxies[origin]
 
-    async def request(self, method: str, path: str, params: Mapping[str, str] | None = None, *,
-                      headers: Mapping[str, str] | None = None, content: bytes | None = None) -> httpx.Response:
+    async def request(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, str] | None = None,
+        *,
+        headers: Mapping[str, str] | None = None,
+        content: bytes | None = None,
+    ) -> httpx.Response:
         """The response to `method` `path`, its body read and its Content-Encoding decoded."""
         url = URL(self.url(path, params), encoded=True)
         proxy, proxy_auth = self._proxy(url)
@@ -429,8 +480,16 @@ class PlatformHTTP:
             own = {name.lower() for name in headers}
             sent = [(name, value) for name, value in sent if name.lower() not in own] + list(headers.items())
         try:
-            async with self._open().request(method, url, proxy=proxy, proxy_auth=proxy_auth, headers=sent,
-                                            data=content, timeout=self._timeout, allow_redirects=False) as answer:
+            async with self._open().request(
+                method,
+                url,
+                proxy=proxy,
+                proxy_auth=proxy_auth,
+                headers=sent,
+                data=content,
+                timeout=self._timeout,
+                allow_redirects=False,
+            ) as answer:
                 body = await answer.read()
         except aiohttp.ConnectionTimeoutError as exc:
             raise httpx.ConnectTimeout(str(exc) or "timed out connecting") from exc
@@ -445,8 +504,12 @@ class PlatformHTTP:
         except aiohttp.ClientError as exc:  # not an HTTP response, malformed head, ...
             raise httpx.RemoteProtocolError(f"{type(exc).__name__}: {exc}") from exc
         reason = (answer.reason or "").encode("ascii", errors="replace")
-        response = httpx.Response(answer.status, headers=list(answer.raw_headers), stream=httpx.ByteStream(body),
-                                  extensions={"http_version": b"HTTP/1.1", "reason_phrase": reason})
+        response = httpx.Response(
+            answer.status,
+            headers=list(answer.raw_headers),
+            stream=httpx.ByteStream(body),
+            extensions={"http_version": b"HTTP/1.1", "reason_phrase": reason},
+        )
         await response.aread()  # decodes Content-Encoding; httpx.DecodingError when it does not decompress
         return response
 

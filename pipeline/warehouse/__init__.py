@@ -1,11 +1,11 @@
 """The DuckDB warehouse and its Parquet lake (issue 4, storage half). See docs/warehouse.md.
 
-    wh = Warehouse(path=Path("data/warehouse.duckdb"), lake_dir=Path("data/lake"))
-    wh.ensure_tables(specs)
-    with wh.load(stream="answers", run_id=run_id, started_at=started) as load:
-        for spec, batch in batches:
-            load.write(spec, batch)
-        result = load.commit(cursor=new_cursor, complete_snapshots=set())
+wh = Warehouse(path=Path("data/warehouse.duckdb"), lake_dir=Path("data/lake"))
+wh.ensure_tables(specs)
+with wh.load(stream="answers", run_id=run_id, started_at=started) as load:
+    for spec, batch in batches:
+        load.write(spec, batch)
+    result = load.commit(cursor=new_cursor, complete_snapshots=set())
 """
 
 from pipeline.warehouse.checks import duplicate_keys, null_keys, orphans, row_count
@@ -22,6 +22,18 @@ from pipeline.warehouse.results import LoadResult, TableLoadStats
 from pipeline.warehouse.warehouse import Warehouse
 
 __all__ = [
-    "ChildOf", "LakeError", "Load", "LoadResult", "SchemaError", "TableLoadStats", "Warehouse", "WarehouseError",
-    "WarehouseLockedError", "WarehouseMissingError", "duplicate_keys", "null_keys", "orphans", "row_count",
+    "ChildOf",
+    "LakeError",
+    "Load",
+    "LoadResult",
+    "SchemaError",
+    "TableLoadStats",
+    "Warehouse",
+    "WarehouseError",
+    "WarehouseLockedError",
+    "WarehouseMissingError",
+    "duplicate_keys",
+    "null_keys",
+    "orphans",
+    "row_count",
 ]

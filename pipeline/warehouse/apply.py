@@ -39,8 +39,9 @@ def apply_load(ctx: CommitContext, plan: LoadPlan) -> LoadOutcome:
     dropped_only = set(plan.drop_before) - {t.name for t in plan.tables}
     # replays: the tables as they were at that commit
     catalog = ensure_tables(conn, [t for t in plan.catalog if t.name not in dropped_only])
-    files = {load.name: check_parts(ctx.lake, load.parts, f"load {plan.seq} ({plan.load_id})", conn)
-             for load in plan.tables}
+    files = {
+        load.name: check_parts(ctx.lake, load.parts, f"load {plan.seq} ({plan.load_id})", conn) for load in plan.tables
+    }
     repeat_of = repeated_load(conn, plan, catalog, files)
     if repeat_of is not None:
         stats = touch_repeated(conn, plan, ts_literal(plan.loaded_at))
@@ -52,8 +53,9 @@ def apply_load(ctx: CommitContext, plan: LoadPlan) -> LoadOutcome:
     return outcome
 
 
-def _apply_rows(ctx: CommitContext, plan: LoadPlan, catalog: dict[str, TableDef],
-                files: dict[str, list[str]]) -> dict[str, TableLoadStats]:
+def _apply_rows(
+    ctx: CommitContext, plan: LoadPlan, catalog: dict[str, TableDef], files: dict[str, list[str]]
+) -> dict[str, TableLoadStats]:
     """The ordinary apply: stage, classify and upsert every table, then mark what vanished."""
     conn = ctx.conn
     stats, stages = _stage_tables(ctx, plan, catalog, files)
@@ -66,8 +68,12 @@ def _apply_rows(ctx: CommitContext, plan: LoadPlan, catalog: dict[str, TableDef]
         if not stage.inserted_directly:
             ctx.upsert(conn, stage, ts_literal(plan.loaded_at))
         stats[name] = TableLoadStats(
-            fetched=sum(p.rows for p in stage.load.parts), inserted=counts["insert"],
-            updated=counts["update"] + counts["rewrite"], unchanged=counts["same"], stale=counts["stale"])
+            fetched=sum(p.rows for p in stage.load.parts),
+            inserted=counts["insert"],
+            updated=counts["update"] + counts["rewrite"],
+            unchanged=counts["same"],
+            stale=counts["stale"],
+        )
     for name, count in _mark_deleted(conn, plan, catalog, stages).items():
         stats[name] = replace(stats.get(name, TableLoadStats()), deleted=count)
     for stage in stages.values():
@@ -75,8 +81,9 @@ def _apply_rows(ctx: CommitContext, plan: LoadPlan, catalog: dict[str, TableDef]
     return stats
 
 
-def _stage_tables(ctx: CommitContext, plan: LoadPlan, catalog: dict[str, TableDef], files: dict[str, list[str]]
-                  ) -> tuple[dict[str, TableLoadStats], dict[str, Stage]]:
+def _stage_tables(
+    ctx: CommitContext, plan: LoadPlan, catalog: dict[str, TableDef], files: dict[str, list[str]]
+) -> tuple[dict[str, TableLoadStats], dict[str, Stage]]:
     """Append tables are inserted at once; the others are staged (deduped and classified) for upsert, except
     a first load into an empty table, inserted at once too (upsert.insert_first_load, or finished where it went in
     early: early_insert.py) unless a parent row of it is stale in this load (then its children must be told apart
@@ -98,34 +105,43 @@ def _stage_tables(ctx: CommitContext, plan: LoadPlan, catalog: dict[str, TableDe
         else:
             if early is not None:  # its rows must be staged against their stale parents instead
                 early.take_out(load.name)
-            if (empty := target_is_empty(ctx.conn, target)) and not _has_stale_parent(ctx.conn, plan, load.name,
-                                                                                       stages):
+            if (empty := target_is_empty(ctx.conn, target)) and not _has_stale_parent(
+                ctx.conn, plan, load.name, stages
+            ):
                 stages[load.name] = insert_first_load(ctx.conn, load, target, parts, ts_literal(plan.loaded_at))
             else:
                 stages[load.name] = create_stage(ctx.conn, load, target, parts, empty)
     return stats, stages
 
 
-def _has_stale_parent(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, child: str, stages: dict[str, Stage],
-                      seen: frozenset[str] = frozenset()) -> bool:
+def _has_stale_parent(
+    conn: duckdb.DuckDBPyConnection,
+    plan: LoadPlan,
+    child: str,
+    stages: dict[str, Stage],
+    seen: frozenset[str] = frozenset(),
+) -> bool:
     """Whether a parent row of `child` is, or may become, stale in this load: stale itself, or under a parent
     that may be (mark_stale_children passes staleness down after every table is staged)."""
-    return any(has_stale_rows(conn, stages[link.parent])
-               or _has_stale_parent(conn, plan, link.parent, stages, seen | {child})
-               for link in plan.children
-               if link.child == child and link.parent in stages and link.parent not in seen)
+    return any(
+        has_stale_rows(conn, stages[link.parent]) or _has_stale_parent(conn, plan, link.parent, stages, seen | {child})
+        for link in plan.children
+        if link.child == child and link.parent in stages and link.parent not in seen
+    )
 
 
-def _mark_deleted(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, catalog: dict[str, TableDef],
-                  stages: dict[str, Stage]) -> dict[str, int]:
+def _mark_deleted(
+    conn: duckdb.DuckDBPyConnection, plan: LoadPlan, catalog: dict[str, TableDef], stages: dict[str, Stage]
+) -> dict[str, int]:
     """Rows newly marked deleted per table: vanished from complete snapshots, replaced children."""
     deleted: dict[str, int] = {}
     for name in plan.complete_snapshots:
         marked = mark_vanished(conn, _target(catalog, name), stages.get(name), plan.loaded_at)
         deleted[name] = deleted.get(name, 0) + marked
     for link in plan.children:
-        marked = replace_children(conn, _target(catalog, link.child), link, stages.get(link.parent),
-                                  stages.get(link.child), plan.loaded_at)
+        marked = replace_children(
+            conn, _target(catalog, link.child), link, stages.get(link.parent), stages.get(link.child), plan.loaded_at
+        )
         deleted[link.child] = deleted.get(link.child, 0) + marked
     return deleted
 
@@ -145,13 +161,16 @@ def parents_first(tables: tuple[TableLoad, ...]) -> list[TableLoad]:
 def _target(catalog: dict[str, TableDef], name: str) -> TableDef:
     target = catalog.get(name)
     if target is None:
-        raise SchemaError(f"table {name} does not exist in the warehouse: create it with "
-                          "Warehouse.ensure_tables(specs), or write a batch of it in this load.")
+        raise SchemaError(
+            f"table {name} does not exist in the warehouse: create it with "
+            "Warehouse.ensure_tables(specs), or write a batch of it in this load."
+        )
     return target
 
 
-def _append(conn: duckdb.DuckDBPyConnection, load: TableLoad, target: TableDef, files: list[str],
-            plan: LoadPlan) -> int:
+def _append(
+    conn: duckdb.DuckDBPyConnection, load: TableLoad, target: TableDef, files: list[str], plan: LoadPlan
+) -> int:
     """Rows are never updated. A keyed append table (an event log) keeps a key's first row: a key already in
     the table, or written earlier in this load, adds nothing (a redelivered event is not a new one)."""
     if not files:
@@ -167,10 +186,11 @@ def _append(conn: duckdb.DuckDBPyConnection, load: TableLoad, target: TableDef, 
                 SELECT {casts}, _lake_file, file_row_number
                 FROM read_parquet($files, filename = '_lake_file', file_row_number = true))
             SELECT {columns} FROM src AS s
-            WHERE NOT EXISTS (SELECT 1 FROM {table_ref(load.name)} AS t WHERE {join_on(target.key, 's', 't')})
+            WHERE NOT EXISTS (SELECT 1 FROM {table_ref(load.name)} AS t WHERE {join_on(target.key, "s", "t")})
             QUALIFY row_number() OVER (PARTITION BY {keys} ORDER BY _lake_file, file_row_number) = 1"""
     result = conn.execute(
         f"INSERT INTO {table_ref(load.name)} ({columns}, first_loaded_at, last_loaded_at) "
-        f"SELECT {columns}, {ts}, {ts} FROM ({source})", {"files": files}
+        f"SELECT {columns}, {ts}, {ts} FROM ({source})",
+        {"files": files},
     ).fetchone()
     return int(result[0])

@@ -20,8 +20,10 @@ def field_type(field: pa.Field, table: str) -> str:
     is_json = (field.metadata or {}).get(b"json") == b"1"
     if is_json:
         if not (pa.types.is_string(field.type) or pa.types.is_large_string(field.type)):
-            raise SchemaError(f"table {table}: column {field.name!r} is marked JSON but is {field.type}, "
-                              "not a string; JSON columns carry JSON text.")
+            raise SchemaError(
+                f"table {table}: column {field.name!r} is marked JSON but is {field.type}, "
+                "not a string; JSON columns carry JSON text."
+            )
         return "JSON"
     return arrow_type(field.type, f"table {table}: column {field.name!r}")
 
@@ -51,16 +53,20 @@ def arrow_type(dtype: pa.DataType, where: str) -> str:
     if t.is_struct(dtype):
         members = ", ".join(f"{q(f.name)} {arrow_type(f.type, where)}" for f in dtype)
         return f"STRUCT({members})"
-    raise SchemaError(f"{where} has Arrow type {dtype}, which the warehouse does not map; use a string, "
-                      "number, boolean, timestamp, date, list or struct type.")
+    raise SchemaError(
+        f"{where} has Arrow type {dtype}, which the warehouse does not map; use a string, "
+        "number, boolean, timestamp, date, list or struct type."
+    )
 
 
 def _timestamp_type(dtype: pa.TimestampType, where: str) -> str:
     if dtype.tz is None:
         return "TIMESTAMP_NS" if dtype.unit == "ns" else "TIMESTAMP"
     if dtype.unit == "ns":
-        raise SchemaError(f"{where} is timestamp[ns, tz={dtype.tz}] but TIMESTAMPTZ keeps microseconds: "
-                          "cast it to pa.timestamp('us', tz='UTC') in the client.")
+        raise SchemaError(
+            f"{where} is timestamp[ns, tz={dtype.tz}] but TIMESTAMPTZ keeps microseconds: "
+            "cast it to pa.timestamp('us', tz='UTC') in the client."
+        )
     return TIMESTAMPTZ
 
 

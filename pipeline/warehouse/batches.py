@@ -31,17 +31,21 @@ def _check_schema(spec: TableSpec, schema: pa.Schema) -> None:
         missing = [n for n in spec.schema.names if n not in schema.names]
         extra = [n for n in schema.names if n not in spec.schema.names]
         detail = f"missing {missing}, unexpected {extra}" if missing or extra else "same columns, other order"
-        raise SchemaError(f"table {spec.name}: batch columns do not match the spec ({detail}); build batches "
-                          "with the spec's schema.")
+        raise SchemaError(
+            f"table {spec.name}: batch columns do not match the spec ({detail}); build batches with the spec's schema."
+        )
     for field, wanted in zip(schema, spec.schema, strict=True):
         if not field.type.equals(wanted.type):
-            raise SchemaError(f"table {spec.name}: column {field.name!r} is {field.type} in the batch but "
-                              f"{wanted.type} in the spec.")
+            raise SchemaError(
+                f"table {spec.name}: column {field.name!r} is {field.type} in the batch but {wanted.type} in the spec."
+            )
 
 
 def _check_keys(spec: TableSpec, batch: pa.RecordBatch) -> None:
     for key in spec.key:
         nulls = batch.column(key).null_count
         if nulls:
-            raise SchemaError(f"table {spec.name}: {nulls} row(s) of this batch have a null key column {key!r}; "
-                              "key columns must be non-null (quarantine such records in the client).")
+            raise SchemaError(
+                f"table {spec.name}: {nulls} row(s) of this batch have a null key column {key!r}; "
+                "key columns must be non-null (quarantine such records in the client)."
+            )

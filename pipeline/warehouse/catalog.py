@@ -44,8 +44,9 @@ READS = {"full": 0, "reused": 0}  # catalog reads of this process (tests and ben
 
 
 # The catalog a block promised not to change (catalog_unchanged), with the connection it was read on.
-_UNCHANGED: ContextVar[tuple[duckdb.DuckDBPyConnection, tuple[TableDef, ...]] | None] = \
-    ContextVar("lessonsync_catalog_unchanged", default=None)
+_UNCHANGED: ContextVar[tuple[duckdb.DuckDBPyConnection, tuple[TableDef, ...]] | None] = ContextVar(
+    "lessonsync_catalog_unchanged", default=None
+)
 
 
 @contextmanager
@@ -66,8 +67,9 @@ def _read(conn: duckdb.DuckDBPyConnection) -> tuple[TableDef, ...]:
     if unchanged is not None and unchanged[0] is conn:
         return unchanged[1]
     where, params = _DATA_TABLES, {"schema": SCHEMA}
-    found = conn.execute(f"SELECT table_name, coalesce(comment, ''), sql FROM duckdb_tables() WHERE {where} "
-                         "ORDER BY table_name", params).fetchall()
+    found = conn.execute(
+        f"SELECT table_name, coalesce(comment, ''), sql FROM duckdb_tables() WHERE {where} ORDER BY table_name", params
+    ).fetchall()
     if not found:
         return ()
     facts = _registry(conn)
@@ -95,25 +97,50 @@ def _registry(conn: duckdb.DuckDBPyConnection) -> dict[str, tuple[object, ...]]:
     for row in rows:
         record = dict(zip(names, row, strict=True))
         key = record.get("key")  # None: a registry written before keys were kept there (schema.REGISTRY_KEY_COLUMN)
-        facts[record["table_name"]] = (record["kind"], record["cursor_field"], record["parent"],
-                                       None if key is None else tuple(key))
+        facts[record["table_name"]] = (
+            record["kind"],
+            record["cursor_field"],
+            record["parent"],
+            None if key is None else tuple(key),
+        )
     return facts
 
 
-def _derive(conn: duckdb.DuckDBPyConnection, where: str, params: dict[str, str], tables: list[tuple[str, str]],
-            facts: dict[str, tuple[object, ...]]) -> tuple[TableDef, ...]:
-    columns = dict(conn.execute(
-        f"SELECT table_name, list((column_name, data_type) ORDER BY column_index) FROM duckdb_columns() "
-        f"WHERE {where} GROUP BY table_name", params).fetchall())
-    declared = dict(conn.execute(  # primary keys of tables written before 2026-11-25 (schema.drop_primary_key)
-        f"SELECT table_name, constraint_column_names FROM duckdb_constraints() WHERE {where} "
-        "AND constraint_type = 'PRIMARY KEY'", params).fetchall())
+def _derive(
+    conn: duckdb.DuckDBPyConnection,
+    where: str,
+    params: dict[str, str],
+    tables: list[tuple[str, str]],
+    facts: dict[str, tuple[object, ...]],
+) -> tuple[TableDef, ...]:
+    columns = dict(
+        conn.execute(
+            f"SELECT table_name, list((column_name, data_type) ORDER BY column_index) FROM duckdb_columns() "
+            f"WHERE {where} GROUP BY table_name",
+            params,
+        ).fetchall()
+    )
+    declared = dict(
+        conn.execute(  # primary keys of tables written before 2026-11-25 (schema.drop_primary_key)
+            f"SELECT table_name, constraint_column_names FROM duckdb_constraints() WHERE {where} "
+            "AND constraint_type = 'PRIMARY KEY'",
+            params,
+        ).fetchall()
+    )
     derived = []
     for table, comment in tables:
         kind, cursor_field, parent, key = facts.get(table, ("", None, None, None))
-        derived.append(TableDef(
-            table, tuple((c["column_name"], c["data_type"]) if isinstance(c, dict) else tuple(c)
-                         for c in columns[table]),
-            key if key is not None else tuple(declared.get(table, ())), comment, kind, cursor_field, parent,
-            declared_primary_key=table in declared, key_unregistered=bool(kind) and key is None))
+        derived.append(
+            TableDef(
+                table,
+                tuple((c["column_name"], c["data_type"]) if isinstance(c, dict) else tuple(c) for c in columns[table]),
+                key if key is not None else tuple(declared.get(table, ())),
+                comment,
+                kind,
+                cursor_field,
+                parent,
+                declared_primary_key=table in declared,
+                key_unregistered=bool(kind) and key is None,
+            )
+        )
     return tuple(derived)

@@ -57,8 +57,14 @@ MAX_TOUCHED_KEYS = 2_000_000
 FEW_CHILDREN = 4
 
 
-def duplicate_keys(conn: duckdb.DuckDBPyConnection, table: str, key: Sequence[str] | None = None, *,
-                   touched_since: datetime | None = None, max_touched: int = MAX_TOUCHED_KEYS) -> int:
+def duplicate_keys(
+    conn: duckdb.DuckDBPyConnection,
+    table: str,
+    key: Sequence[str] | None = None,
+    *,
+    touched_since: datetime | None = None,
+    max_touched: int = MAX_TOUCHED_KEYS,
+) -> int:
     """Key values held by more than one row (deleted rows included: a key has one row, live or not). With
     `touched_since`, only keys of rows loaded at or after that instant are looked at (a load that duplicated
     a key wrote one of its rows), unless that is more than `max_touched` rows or half the table or more; then, as
@@ -78,15 +84,19 @@ def duplicate_keys(conn: duckdb.DuckDBPyConnection, table: str, key: Sequence[st
             # the touched keys are the hash table; the table is scanned within their range
             extent = value_range(conn, touched, columns[0], {"since": touched_since})
             match = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in columns)
-            return _count(conn, f"SELECT count(*) FROM (SELECT {keys} FROM {table_ref(table)} AS t "
-                                 f"WHERE {first} BETWEEN $lowest AND $highest AND EXISTS "
-                                 f"(SELECT 1 FROM {touched} AS s WHERE {match}) GROUP BY ALL HAVING count(*) > 1)",
-                           {"since": touched_since, **extent})
+            return _count(
+                conn,
+                f"SELECT count(*) FROM (SELECT {keys} FROM {table_ref(table)} AS t "
+                f"WHERE {first} BETWEEN $lowest AND $highest AND EXISTS "
+                f"(SELECT 1 FROM {touched} AS s WHERE {match}) GROUP BY ALL HAVING count(*) > 1)",
+                {"since": touched_since, **extent},
+            )
     return duplicated_values(conn, table_ref(table), columns)
 
 
-def duplicated_values(conn: duckdb.DuckDBPyConnection, rows: str, columns: Sequence[str],
-                      params: dict[str, object] | None = None) -> int:
+def duplicated_values(
+    conn: duckdb.DuckDBPyConnection, rows: str, columns: Sequence[str], params: dict[str, object] | None = None
+) -> int:
     """How many distinct values of `columns` (NULL counts as a value) more than one row of `rows` (a relation or
     subquery) holds. The distinct 64-bit hash() values of the columns are counted first (repeats_any), a tenth of
     what grouping the columns themselves costs in memory and a third in time (stg_answer_results' 2.5M rows: 0.35
@@ -96,8 +106,12 @@ def duplicated_values(conn: duckdb.DuckDBPyConnection, rows: str, columns: Seque
     if not repeats_any(conn, f"hash({values})", f"{rows} AS r", params):
         return 0
     hashes = f"SELECT hash({values}) AS _key_hash FROM {rows} AS r GROUP BY ALL HAVING count(*) > 1"
-    return _count(conn, f"SELECT count(*) FROM (SELECT {values} FROM {rows} AS r WHERE hash({values}) IN "
-                        f"(SELECT _key_hash FROM ({hashes})) GROUP BY ALL HAVING count(*) > 1)", params)
+    return _count(
+        conn,
+        f"SELECT count(*) FROM (SELECT {values} FROM {rows} AS r WHERE hash({values}) IN "
+        f"(SELECT _key_hash FROM ({hashes})) GROUP BY ALL HAVING count(*) > 1)",
+        params,
+    )
 
 
 def null_keys(conn: duckdb.DuckDBPyConnection, table: str, key: Sequence[str] | None = None) -> int:
@@ -107,8 +121,15 @@ def null_keys(conn: duckdb.DuckDBPyConnection, table: str, key: Sequence[str] | 
     return _count(conn, f"SELECT count(*) FROM {table_ref(table)} WHERE {nulls}")
 
 
-def orphans(conn: duckdb.DuckDBPyConnection, child: str, parent: str, on: Mapping[str, str] | Sequence[str], *,
-            touched_since: datetime | None = None, chunk_rows: int = ORPHAN_CHUNK_ROWS) -> int:
+def orphans(
+    conn: duckdb.DuckDBPyConnection,
+    child: str,
+    parent: str,
+    on: Mapping[str, str] | Sequence[str],
+    *,
+    touched_since: datetime | None = None,
+    chunk_rows: int = ORPHAN_CHUNK_ROWS,
+) -> int:
     """Live rows of `child` with no live `parent` row. `on` maps child columns to parent columns, or
     lists columns with the same name in both (answers -> active_lessons on ["user_id", "lesson_id"]).
     With `touched_since`, only child rows loaded at or after that instant are looked at, unless parent
@@ -125,19 +146,24 @@ def orphans(conn: duckdb.DuckDBPyConnection, child: str, parent: str, on: Mappin
     child_column, parent_column = next(iter(pairs.items()))
     c_col, p_col = f"c.{q(child_column)}", f"p.{q(parent_column)}"
 
-    counted, nulls = conn.execute(f"SELECT count(*), count(*) FILTER (WHERE {c_col} IS NULL) FROM {children} AS c",
-                                  params).fetchone()
+    counted, nulls = conn.execute(
+        f"SELECT count(*), count(*) FILTER (WHERE {c_col} IS NULL) FROM {children} AS c", params
+    ).fetchone()
     parents = live_rows(conn, parent_def)
     few_children = counted * FEW_CHILDREN <= parents
 
     def unmatched(child_range: str, parent_range: str, extra: dict[str, object]) -> int:
         in_range = f"{table_ref(parent)} AS p WHERE {_live(parent_def, 'p')} AND {parent_range}"
         if few_children:  # the distinct child keys are hashed; the parent scan probes them
-            sql = (f"SELECT count(*) FROM {children} AS c WHERE {child_range} AND NOT EXISTS "
-                   f"(SELECT 1 FROM {in_range} AND {match})")
+            sql = (
+                f"SELECT count(*) FROM {children} AS c WHERE {child_range} AND NOT EXISTS "
+                f"(SELECT 1 FROM {in_range} AND {match})"
+            )
         else:  # the parents are hashed
-            sql = (f"SELECT count(*) FROM (SELECT * FROM {children} AS c WHERE {child_range}) AS c "
-                   f"LEFT JOIN (SELECT 1 AS _found, * FROM {in_range}) AS p ON {match} WHERE p._found IS NULL")
+            sql = (
+                f"SELECT count(*) FROM (SELECT * FROM {children} AS c WHERE {child_range}) AS c "
+                f"LEFT JOIN (SELECT 1 AS _found, * FROM {in_range}) AS p ON {match} WHERE p._found IS NULL"
+            )
         return int(conn.execute(sql, {**params, **extra}).fetchone()[0])
 
     bounds = None if parents <= chunk_rows else range_bounds(conn, children, c_col, params, chunk_rows)
@@ -145,16 +171,20 @@ def orphans(conn: duckdb.DuckDBPyConnection, child: str, parent: str, on: Mappin
         extent = value_range(conn, children + " AS c", child_column, params)
         if extent["lowest"] is None:
             return nulls
-        return nulls + unmatched(f"{c_col} BETWEEN $lowest AND $highest",
-                                 f"{p_col} BETWEEN $lowest AND $highest", extent)
-    return nulls + sum(unmatched(child_range, child_range.replace(c_col, p_col), extra)
-                       for child_range, extra in key_ranges(bounds, c_col))
+        return nulls + unmatched(
+            f"{c_col} BETWEEN $lowest AND $highest", f"{p_col} BETWEEN $lowest AND $highest", extent
+        )
+    return nulls + sum(
+        unmatched(child_range, child_range.replace(c_col, p_col), extra)
+        for child_range, extra in key_ranges(bounds, c_col)
+    )
 
 
 def last_load_time(conn: duckdb.DuckDBPyConnection, table: str) -> datetime | None:
     """Load time of the newest load that wrote `table` (its rows carry it in last_loaded_at)."""
-    row = conn.execute(f"SELECT max(committed_at) FROM {LOAD_RUNS} WHERE json_exists(tables, ?)",
-                       [f"$.{table}"]).fetchone()
+    row = conn.execute(
+        f"SELECT max(committed_at) FROM {LOAD_RUNS} WHERE json_exists(tables, ?)", [f"$.{table}"]
+    ).fetchone()
     return row[0] if row else None
 
 

@@ -40,10 +40,19 @@ if TYPE_CHECKING:
     from pipeline.warehouse.load import Load
 
 
-def commit_load(load: Load, tables: tuple[TableLoad, ...], cursor: datetime | None,
-                complete_snapshots: tuple[str, ...], replace_children_of: ChildLinks | None,
-                stats: Mapping[str, Any], *, cursor_reset: bool = False, position: int | None = None,
-                drop_before: tuple[str, ...] = (), early: EarlyFirstLoad | None = None) -> LoadResult:
+def commit_load(
+    load: Load,
+    tables: tuple[TableLoad, ...],
+    cursor: datetime | None,
+    complete_snapshots: tuple[str, ...],
+    replace_children_of: ChildLinks | None,
+    stats: Mapping[str, Any],
+    *,
+    cursor_reset: bool = False,
+    position: int | None = None,
+    drop_before: tuple[str, ...] = (),
+    early: EarlyFirstLoad | None = None,
+) -> LoadResult:
     """`early`: the transaction begun before the load was written whole (early_insert.py); it is finished here,
     on its connection, unless an early insert failed (then the commit is the ordinary one, on that connection)."""
     warehouse = load.warehouse
@@ -53,8 +62,17 @@ def commit_load(load: Load, tables: tuple[TableLoad, ...], cursor: datetime | No
             # the lock taken, the tables evolved and the load's time fixed when the transaction began
             ctx = replace(ctx, early=early)
             try:
-                plan = _plan(conn, load, tables, cursor, complete_snapshots, replace_children_of, stats, cursor_reset,
-                             loaded_at=early.loaded_at)
+                plan = _plan(
+                    conn,
+                    load,
+                    tables,
+                    cursor,
+                    complete_snapshots,
+                    replace_children_of,
+                    stats,
+                    cursor_reset,
+                    loaded_at=early.loaded_at,
+                )
             except BaseException:
                 conn.rollback()
                 raise
@@ -86,26 +104,56 @@ def commit_load(load: Load, tables: tuple[TableLoad, ...], cursor: datetime | No
                 warehouse.lake.remove_manifest(name)  # a clean failure; otherwise the next writer rolls forward
             raise
         hooks.reached("committed")
-    return LoadResult(plan.stream, plan.run_id, plan.load_id, plan.seq, plan.loaded_at, outcome.cursor_before,
-                      outcome.cursor_after, outcome.tables, manifest, outcome.position_before, outcome.position_after,
-                      outcome.repeat_of)
+    return LoadResult(
+        plan.stream,
+        plan.run_id,
+        plan.load_id,
+        plan.seq,
+        plan.loaded_at,
+        outcome.cursor_before,
+        outcome.cursor_after,
+        outcome.tables,
+        manifest,
+        outcome.position_before,
+        outcome.position_after,
+        outcome.repeat_of,
+    )
 
 
-def _plan(conn: duckdb.DuckDBPyConnection, load: Load, tables: tuple[TableLoad, ...], cursor: datetime | None,
-          complete_snapshots: tuple[str, ...], replace_children_of: ChildLinks | None,
-          stats: Mapping[str, Any], cursor_reset: bool = False, loaded_at: datetime | None = None) -> LoadPlan:
+def _plan(
+    conn: duckdb.DuckDBPyConnection,
+    load: Load,
+    tables: tuple[TableLoad, ...],
+    cursor: datetime | None,
+    complete_snapshots: tuple[str, ...],
+    replace_children_of: ChildLinks | None,
+    stats: Mapping[str, Any],
+    cursor_reset: bool = False,
+    loaded_at: datetime | None = None,
+) -> LoadPlan:
     catalog = ensure_tables(conn, [table_def(spec) for spec in load.specs.values()])
     for name in complete_snapshots:
         if name not in catalog:
-            raise SchemaError(f"complete_snapshots names table {name!r}, which the warehouse does not have; "
-                              "create it with Warehouse.ensure_tables(specs) or check the name.")
+            raise SchemaError(
+                f"complete_snapshots names table {name!r}, which the warehouse does not have; "
+                "create it with Warehouse.ensure_tables(specs) or check the name."
+            )
     links = resolve_links(catalog, {t.name for t in tables}, replace_children_of)
     return LoadPlan(
-        seq=_next_seq(conn, load.warehouse.lake), load_id=load.load_id, stream=load.stream,
-        run_id=load.run_id, started_at=load.started_at,
+        seq=_next_seq(conn, load.warehouse.lake),
+        load_id=load.load_id,
+        stream=load.stream,
+        run_id=load.run_id,
+        started_at=load.started_at,
         loaded_at=loaded_at or next_load_time(conn, load.warehouse.clock()),
-        cursor=cursor, tables=tables, complete_snapshots=complete_snapshots, children=links,
-        catalog=tuple(catalog.values()), stats=stats, cursor_reset=cursor_reset)
+        cursor=cursor,
+        tables=tables,
+        complete_snapshots=complete_snapshots,
+        children=links,
+        catalog=tuple(catalog.values()),
+        stats=stats,
+        cursor_reset=cursor_reset,
+    )
 
 
 def _certainly_not_committed(conn: duckdb.DuckDBPyConnection, seq: int) -> bool:
@@ -123,5 +171,3 @@ def _certainly_not_committed(conn: duckdb.DuckDBPyConnection, seq: int) -> bool:
 def _next_seq(conn: duckdb.DuckDBPyConnection, lake: LakeStore) -> int:
     in_lake = [seq for seq, _ in list_manifests(lake)]
     return max([0, *applied_loads(conn), *in_lake]) + 1
-
-

@@ -34,8 +34,11 @@ class ConnectionSettings:
         # jemalloc's background threads hand DuckDB's freed memory back to the OS within seconds of a big statement
         # (a 1M-row sorted insert: 208 -> 77 MiB RSS 3 s after it; without them it stays resident, and added up
         # with the answers' fetch that runs beside the later commits)
-        config: dict[str, str | int | bool] = {"memory_limit": self.memory_limit, "temp_directory": str(temp),
-                                               "allocator_background_threads": True}
+        config: dict[str, str | int | bool] = {
+            "memory_limit": self.memory_limit,
+            "temp_directory": str(temp),
+            "allocator_background_threads": True,
+        }
         if self.threads is not None:
             config["threads"] = self.threads
         return config
@@ -83,16 +86,21 @@ def lock_holder(message: str) -> str | None:
     return f"PID {match['pid']} ({match['exe']})" if match else "unknown process"
 
 
-def scalar(conn: duckdb.DuckDBPyConnection, query: str,
-           params: Sequence[object] | Mapping[str, object] | None = None) -> Any:
+def scalar(
+    conn: duckdb.DuckDBPyConnection, query: str, params: Sequence[object] | Mapping[str, object] | None = None
+) -> Any:
     """The first value of a query's first row, or None without a row. Reads the whole result (fetchall):
     DuckDB 2 refuses new work on a connection whose last result was left unfinished."""
     rows = conn.execute(query, params if params is not None else []).fetchall()
     return rows[0][0] if rows else None
 
 
-def repeats_any(conn: duckdb.DuckDBPyConnection, expression: str, rows: str,
-                params: Sequence[object] | Mapping[str, object] | None = None) -> bool:
+def repeats_any(
+    conn: duckdb.DuckDBPyConnection,
+    expression: str,
+    rows: str,
+    params: Sequence[object] | Mapping[str, object] | None = None,
+) -> bool:
     """Whether some value of `expression` (a 64-bit hash of a key, usually) occurs twice among `rows` (a relation
     or subquery). Counting the distinct values is ~30% faster in DuckDB than grouping them with HAVING count(*) > 1,
     in the same memory (a full load's answer keys at scale large: 0.65-0.76 against 0.97-1.06 s, 13M rows at

@@ -31,4 +31,4 @@ class ContentDigest:
         combined = hashlib.sha256(self._schema.serialize())
         for batch in sorted(self._batches):
             combined.update(batch)
-        return combined.hexdigest()[:2 * DIGEST_BYTES]
+        return combined.hexdigest()[: 2 * DIGEST_BYTES]

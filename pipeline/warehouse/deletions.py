@@ -20,8 +20,7 @@ from pipeline.warehouse.schema import DELETED_AT, TableDef, table_ref
 from pipeline.warehouse.staging import Stage, join_on, value_range
 
 
-def mark_vanished(conn: duckdb.DuckDBPyConnection, target: TableDef, stage: Stage | None,
-                  loaded_at: datetime) -> int:
+def mark_vanished(conn: duckdb.DuckDBPyConnection, target: TableDef, stage: Stage | None, loaded_at: datetime) -> int:
     """Mark rows of a complete snapshot that are not in this load; returns how many."""
     _require_deleted_at(target, "be a complete snapshot")
     if stage is not None and stage.inserted_directly:
@@ -32,8 +31,14 @@ def mark_vanished(conn: duckdb.DuckDBPyConnection, target: TableDef, stage: Stag
     return _mark(conn, target, f"t.{q(DELETED_AT)} IS NULL{unseen}", loaded_at)
 
 
-def replace_children(conn: duckdb.DuckDBPyConnection, child: TableDef, link: ChildLink, parent: Stage | None,
-                     staged_children: Stage | None, loaded_at: datetime) -> int:
+def replace_children(
+    conn: duckdb.DuckDBPyConnection,
+    child: TableDef,
+    link: ChildLink,
+    parent: Stage | None,
+    staged_children: Stage | None,
+    loaded_at: datetime,
+) -> int:
     """Mark children of reloaded parents that this load did not bring again; returns how many."""
     _require_deleted_at(child, f"have its children replaced (parent {link.parent})")
     if parent is None:
@@ -52,10 +57,13 @@ def replace_children(conn: duckdb.DuckDBPyConnection, child: TableDef, link: Chi
         f"CREATE TEMP TABLE {q(gone)} AS SELECT t.rowid AS _rowid, {key} FROM {table_ref(child.name)} AS t "
         f"JOIN (SELECT * FROM {parent.relation} WHERE _change <> 'stale') AS p ON {owner} "
         f"WHERE t.{q(DELETED_AT)} IS NULL AND t.{q(child_column)} BETWEEN $lowest AND $highest",
-        value_range(conn, parent.relation, parent_column))
+        value_range(conn, parent.relation, parent_column),
+    )
     if staged_children is not None:
-        conn.execute(f"DELETE FROM temp.{q(gone)} AS t WHERE EXISTS "
-                     f"(SELECT 1 FROM {q(staged_children.name)} AS s WHERE {join_on(child.key, 's', 't')})")
+        conn.execute(
+            f"DELETE FROM temp.{q(gone)} AS t WHERE EXISTS "
+            f"(SELECT 1 FROM {q(staged_children.name)} AS s WHERE {join_on(child.key, 's', 't')})"
+        )
     try:
         return _mark(conn, child, f"t.rowid IN (SELECT _rowid FROM temp.{q(gone)})", loaded_at)
     finally:
@@ -71,5 +79,7 @@ def _mark(conn: duckdb.DuckDBPyConnection, target: TableDef, where: str, loaded_
 
 def _require_deleted_at(table: TableDef, role: str) -> None:
     if not table.has_deleted_at:
-        raise SchemaError(f"table {table.name} has no {DELETED_AT} column, so it cannot {role}; only snapshot "
-                          "tables and child tables (spec.parent set) keep deleted rows.")
+        raise SchemaError(
+            f"table {table.name} has no {DELETED_AT} column, so it cannot {role}; only snapshot "
+            "tables and child tables (spec.parent set) keep deleted rows."
+        )

@@ -58,8 +58,14 @@ INSERT_MEMORY_LIMIT = "64MiB"
 class EarlyFirstLoad:
     """The open transaction of `load`'s commit, holding the parts of `specs`' tables inserted so far."""
 
-    def __init__(self, conn: duckdb.DuckDBPyConnection, load: Load, targets: dict[str, TableDef],
-                 specs: Sequence[TableSpec], loaded_at: datetime) -> None:
+    def __init__(
+        self,
+        conn: duckdb.DuckDBPyConnection,
+        load: Load,
+        targets: dict[str, TableDef],
+        specs: Sequence[TableSpec],
+        loaded_at: datetime,
+    ) -> None:
         self.conn = conn
         self.load = load
         self.loaded_at = loaded_at  # the load's time: its rows carry it from their first insert
@@ -101,13 +107,13 @@ class EarlyFirstLoad:
         """Insert the parts as they close, in a thread of low priority, with DuckDB on that one thread, until
         stop()."""
         # both global to the database: nothing else of this process uses it now
-        self._settings = {name: scalar(self.conn, f"SELECT current_setting('{name}')")
-                          for name in ("threads", "memory_limit")}
+        self._settings = {
+            name: scalar(self.conn, f"SELECT current_setting('{name}')") for name in ("threads", "memory_limit")
+        }
         self.conn.execute("SET threads = 1")
         self.conn.execute(f"SET memory_limit = '{INSERT_MEMORY_LIMIT}'")
         self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._insert_until_stopped, name="lessonsync-early-insert",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._insert_until_stopped, name="lessonsync-early-insert", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
@@ -132,14 +138,15 @@ class EarlyFirstLoad:
             return
         try:
             for name, spec in self._specs.items():
-                parts = self.load.closed_parts(name)[len(self._inserted[name]):]
+                parts = self.load.closed_parts(name)[len(self._inserted[name]) :]
                 if not parts:
                     continue
                 if self.load.specs.get(name) != spec:
                     raise ValueError(f"table {name} is written with another spec than the one it was begun with")
                 files = check_parts(self.load.warehouse.lake, parts, f"load {self.load.load_id}", self.conn)
-                self.rows_while_fetching[name] += insert_parts(self.conn, table_load(spec, ()), self._targets[name],
-                                                               files, self._ts)
+                self.rows_while_fetching[name] += insert_parts(
+                    self.conn, table_load(spec, ()), self._targets[name], files, self._ts
+                )
                 self._inserted[name].extend(files)
                 hooks.reached(f"early_inserted:{name}")
         except Exception as error:  # whatever it was, the commit can still insert the load the ordinary way
@@ -159,10 +166,10 @@ class EarlyFirstLoad:
         in the load: then they are taken out and inserted as that function does, deduped."""
         early = self._inserted[load.name]
         with values_must_fit(load):
-            if early != files[:len(early)]:  # cannot happen while parts are only ever added; then start over
+            if early != files[: len(early)]:  # cannot happen while parts are only ever added; then start over
                 self.take_out(load.name)
                 early = []
-            rest = files[len(early):]
+            rest = files[len(early) :]
             inserted = self.rows_while_fetching[load.name]
             if rest:
                 inserted += insert_parts(self.conn, load, target, rest, self._ts)

@@ -24,8 +24,7 @@ from pipeline.warehouse.errors import LakeError
 from pipeline.warehouse.lakestore import LakeStore, open_lake
 from pipeline.warehouse.manifest import PartFile
 
-__all__ = ["ManifestRef", "PartWriter", "check_parts", "list_manifests", "load_dir", "manifest_name",
-           "read_manifest"]
+__all__ = ["ManifestRef", "PartWriter", "check_parts", "list_manifests", "load_dir", "manifest_name", "read_manifest"]
 
 _MANIFEST_NAME = re.compile(r"^(?P<seq>\d{10})-(?P<load_id>.+)\.json$")
 LakeLocation = LakeStore | Path | str
@@ -66,8 +65,10 @@ def list_manifests(lake: LakeLocation) -> list[tuple[int, ManifestRef]]:
         seq = int(match["seq"])
         ref = ManifestRef(name, str(store.manifest_location(name)))
         if seq in found:
-            raise LakeError(f"two manifests claim load {seq}: {found[seq].where} and {ref.where}; keep the one "
-                            "listed in lms._load_runs (or the older one) and move the other out of the lake.")
+            raise LakeError(
+                f"two manifests claim load {seq}: {found[seq].where} and {ref.where}; keep the one "
+                "listed in lms._load_runs (or the older one) and move the other out of the lake."
+            )
         found[seq] = ref
     return sorted(found.items())
 
@@ -76,8 +77,9 @@ def read_manifest(lake: LakeLocation, ref: ManifestRef) -> bytes:
     return open_lake(lake).read_manifest(ref.name)
 
 
-def check_parts(lake: LakeLocation, parts: tuple[PartFile, ...], manifest: str,
-                conn: duckdb.DuckDBPyConnection | None = None) -> list[str]:
+def check_parts(
+    lake: LakeLocation, parts: tuple[PartFile, ...], manifest: str, conn: duckdb.DuckDBPyConnection | None = None
+) -> list[str]:
     """What read_parquet takes for `parts`, after checking each is there with the size its manifest
     recorded; `conn` is made able to read them."""
     store = open_lake(lake)
@@ -86,8 +88,10 @@ def check_parts(lake: LakeLocation, parts: tuple[PartFile, ...], manifest: str,
         size = store.part_size(part.path)
         if size != part.bytes:
             state = "is missing" if size is None else f"has {size} bytes, not {part.bytes}"
-            raise LakeError(f"lake part {store.readable(part.path)} of {manifest} {state}: the lake is damaged. "
-                            "Restore the file from a backup; without it the warehouse cannot be rebuilt exactly.")
+            raise LakeError(
+                f"lake part {store.readable(part.path)} of {manifest} {state}: the lake is damaged. "
+                "Restore the file from a backup; without it the warehouse cannot be rebuilt exactly."
+            )
         readable.append(store.readable(part.path))
     if conn is not None and readable:
         store.attach(conn)
@@ -107,8 +111,9 @@ class PartWriter:
     closed and published in the background too (after its last row group, parts in order): that waited for the
     last row group and an fsync, 17 times in the medium answers fetch (0.87 s of its thread)."""
 
-    def __init__(self, lake: LakeStore, directory: str, schema: pa.Schema, *, part_rows: int,
-                 row_group_rows: int) -> None:
+    def __init__(
+        self, lake: LakeStore, directory: str, schema: pa.Schema, *, part_rows: int, row_group_rows: int
+    ) -> None:
         self.lake = lake
         self.directory = directory
         self.schema = schema
@@ -198,8 +203,15 @@ class PartWriter:
         # self._writing stays: the next part's first row group waits for this part's last, as any row group does
         self._closing = _PUBLISHING.submit(self._publish, *part, self._writing, self._closing)
 
-    def _publish(self, writer: pq.ParquetWriter, spooled: Path, name: str, rows: int,
-                 last_row_group: Future[None] | None, previous_part: Future[None] | None) -> None:
+    def _publish(
+        self,
+        writer: pq.ParquetWriter,
+        spooled: Path,
+        name: str,
+        rows: int,
+        last_row_group: Future[None] | None,
+        previous_part: Future[None] | None,
+    ) -> None:
         if previous_part is not None:
             previous_part.result()  # done already (one thread, in order); its error stops the ones after it
         if last_row_group is not None:

@@ -106,8 +106,10 @@ class LocalLake(LakeStore):
         try:
             os.link(tmp, final)  # atomic create-if-absent: an existing manifest is never replaced
         except FileExistsError:
-            raise LakeError(f"manifest {final} already exists: another writer committed load {name} first. "
-                            "Only one process may write the warehouse at a time.") from None
+            raise LakeError(
+                f"manifest {final} already exists: another writer committed load {name} first. "
+                "Only one process may write the warehouse at a time."
+            ) from None
         finally:
             tmp.unlink(missing_ok=True)
         fsync_dir(final.parent)
@@ -165,8 +167,10 @@ class ObjectLake(LakeStore):
             try:
                 import s3fs  # only deployments with an s3:// lake need it (extra "s3")
             except ImportError:
-                raise LakeError(f"the lake {self.location} is on object storage but s3fs is not installed: "
-                                "pip install 'lessonsync[s3]'.") from None
+                raise LakeError(
+                    f"the lake {self.location} is on object storage but s3fs is not installed: "
+                    "pip install 'lessonsync[s3]'."
+                ) from None
             # No shared instance: the AWS variables are read when the filesystem is made. Listings are cached
             # for parts (immutable: DuckDB's several look-ups per file are then answered without a request),
             # never trusted for manifests (another process may have committed since): those are listed afresh.
@@ -179,8 +183,10 @@ class ObjectLake(LakeStore):
                 listed = self.fs.ls(f"{self._root}/{MANIFESTS}", detail=False, refresh=True)
             except FileNotFoundError:
                 if not self.fs.exists(self.bucket):
-                    raise LakeError(f"the lake {self.location}: bucket {self.bucket!r} does not exist (or these "
-                                    "credentials may not see it). Create it, or fix LESSONSYNC_LAKE_URL.") from None
+                    raise LakeError(
+                        f"the lake {self.location}: bucket {self.bucket!r} does not exist (or these "
+                        "credentials may not see it). Create it, or fix LESSONSYNC_LAKE_URL."
+                    ) from None
                 return []
             return [path.rsplit("/", 1)[-1] for path in listed]
 
@@ -196,8 +202,10 @@ class ObjectLake(LakeStore):
             try:
                 self.fs.pipe_file(key, data, mode="create")  # If-None-Match: * (412 if the key exists)
             except FileExistsError:
-                raise LakeError(f"manifest s3://{key} already exists: another writer committed load {name} "
-                                "first. Only one process may write the warehouse at a time.") from None
+                raise LakeError(
+                    f"manifest s3://{key} already exists: another writer committed load {name} "
+                    "first. Only one process may write the warehouse at a time."
+                ) from None
 
         self._call(f"write manifest {name} to", put_if_absent)
         return f"s3://{key}"
@@ -232,7 +240,7 @@ class ObjectLake(LakeStore):
         try:
             self.fs.rm(key, recursive=True)
         except Exception:  # noqa: BLE001 - best effort (also none there): an abandoned load's parts have no
-            pass           # manifest, so nothing ever reads them
+            pass  # manifest, so nothing ever reads them
 
     def part_size(self, path: str) -> int | None:
         def size() -> int | None:
@@ -266,9 +274,11 @@ class ObjectLake(LakeStore):
             raise
         except Exception as error:  # noqa: BLE001 - botocore, aiohttp and OSError all reach here
             # `from None`: this message, which names the lake, is what a run's error shows (not the SDK's)
-            raise LakeError(f"could not {what} the lake {self.location}: {describe(error)}. Check that the store "
-                            "is reachable (AWS_ENDPOINT_URL), the bucket exists and the credentials "
-                            "(AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or AWS_PROFILE) may use it.") from None
+            raise LakeError(
+                f"could not {what} the lake {self.location}: {describe(error)}. Check that the store "
+                "is reachable (AWS_ENDPOINT_URL), the bucket exists and the credentials "
+                "(AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or AWS_PROFILE) may use it."
+            ) from None
 
 
 def describe(error: BaseException) -> str:

@@ -28,11 +28,13 @@ class ChildOf:
 ChildLinks = Mapping[str, "str | ChildOf"]
 
 
-def resolve_links(catalog: Mapping[str, TableDef], written: set[str],
-                  replace_children_of: ChildLinks | None) -> tuple[ChildLink, ...]:
+def resolve_links(
+    catalog: Mapping[str, TableDef], written: set[str], replace_children_of: ChildLinks | None
+) -> tuple[ChildLink, ...]:
     if replace_children_of is None:
         wanted: dict[str, str | ChildOf] = {
-            t.name: t.parent for t in catalog.values() if t.parent is not None and t.parent in written}
+            t.name: t.parent for t in catalog.values() if t.parent is not None and t.parent in written
+        }
     else:
         wanted = dict(replace_children_of)
     links = []
@@ -47,8 +49,10 @@ def resolve_links(catalog: Mapping[str, TableDef], written: set[str],
 
 def _table(catalog: Mapping[str, TableDef], name: str, role: str) -> TableDef:
     if name not in catalog:
-        raise SchemaError(f"replace_children_of names {role} table {name!r}, which the warehouse does not "
-                          "have; create it with Warehouse.ensure_tables(specs) or check the name.")
+        raise SchemaError(
+            f"replace_children_of names {role} table {name!r}, which the warehouse does not "
+            "have; create it with Warehouse.ensure_tables(specs) or check the name."
+        )
     return catalog[name]
 
 
@@ -57,22 +61,29 @@ def _infer(child: TableDef, parent: TableDef) -> dict[str, str]:
         return dict(zip(child.key[: len(parent.key)], parent.key, strict=True))
     if parent.key and all(k in child.column_names for k in parent.key):
         return {k: k for k in parent.key}
-    raise SchemaError(f"cannot tell which columns of {child.name} point at {parent.name} (key "
-                      f"{list(parent.key)}): give the child the parent's key column names, start the child's "
-                      "key with them, or pass replace_children_of={child: ChildOf(parent, on={...})}.")
+    raise SchemaError(
+        f"cannot tell which columns of {child.name} point at {parent.name} (key "
+        f"{list(parent.key)}): give the child the parent's key column names, start the child's "
+        "key with them, or pass replace_children_of={child: ChildOf(parent, on={...})}."
+    )
 
 
 def _check(child: TableDef, parent: TableDef, pairs: Mapping[str, str]) -> None:
     if sorted(pairs.values()) != sorted(parent.key):
-        raise SchemaError(f"the link {child.name} -> {parent.name} must cover the parent's key "
-                          f"{list(parent.key)} exactly, not {list(pairs.values())}.")
+        raise SchemaError(
+            f"the link {child.name} -> {parent.name} must cover the parent's key "
+            f"{list(parent.key)} exactly, not {list(pairs.values())}."
+        )
     missing = [c for c in pairs if c not in child.column_names]
     if missing:
-        raise SchemaError(f"the link {child.name} -> {parent.name} uses columns {missing} that "
-                          f"{child.name} does not have.")
+        raise SchemaError(
+            f"the link {child.name} -> {parent.name} uses columns {missing} that {child.name} does not have."
+        )
     child_types, parent_types = dict(child.columns), dict(parent.columns)
     for child_column, parent_column in pairs.items():
         if child_types[child_column] != parent_types[parent_column]:
-            raise SchemaError(f"the link {child.name}.{child_column} -> {parent.name}.{parent_column} pairs "
-                              f"{child_types[child_column]} with {parent_types[parent_column]}; pass the right "
-                              "columns with ChildOf(parent, on={child_column: parent_key_column}).")
+            raise SchemaError(
+                f"the link {child.name}.{child_column} -> {parent.name}.{parent_column} pairs "
+                f"{child_types[child_column]} with {parent_types[parent_column]}; pass the right "
+                "columns with ChildOf(parent, on={child_column: parent_key_column})."
+            )

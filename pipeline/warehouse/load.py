@@ -36,12 +36,15 @@ _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 class Load:
     """Created by Warehouse.load(); see its docstring."""
 
-    def __init__(self, warehouse: Warehouse, stream: str, run_id: str, started_at: datetime,
-                 part_rows: int | None = None) -> None:
+    def __init__(
+        self, warehouse: Warehouse, stream: str, run_id: str, started_at: datetime, part_rows: int | None = None
+    ) -> None:
         check_identifier(stream, "stream")
         if not _RUN_ID.match(run_id):
-            raise WarehouseError(f"run_id {run_id!r} must be 1-100 letters, digits, '.', '_' or '-' (it names "
-                                 "lake directories); pass the Dagster run id or a similar token.")
+            raise WarehouseError(
+                f"run_id {run_id!r} must be 1-100 letters, digits, '.', '_' or '-' (it names "
+                "lake directories); pass the Dagster run id or a similar token."
+            )
         require_aware(started_at, "started_at")
         self.warehouse = warehouse
         self.stream = stream
@@ -57,8 +60,9 @@ class Load:
     def __enter__(self) -> Load:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if self._state == "open":
             self.abort()
 
@@ -70,14 +74,19 @@ class Load:
             table_def(spec)  # names and types are checked before anything is written
             self._specs[spec.name] = spec
             self._writers[spec.name] = PartWriter(
-                self.warehouse.lake, load_dir(spec.name, self.started_at, self.load_id),
+                self.warehouse.lake,
+                load_dir(spec.name, self.started_at, self.load_id),
                 _lake_schema(spec, self.load_id),
-                part_rows=self.part_rows, row_group_rows=self.warehouse.row_group_rows)
+                part_rows=self.part_rows,
+                row_group_rows=self.warehouse.row_group_rows,
+            )
             if spec.kind == "snapshot":
                 self._contents[spec.name] = ContentDigest(spec.schema)
         elif known != spec:
-            raise WarehouseError(f"table {spec.name} was written with two different specs in load "
-                                 f"{self.load_id}; write each table with one spec per load.")
+            raise WarehouseError(
+                f"table {spec.name} was written with two different specs in load "
+                f"{self.load_id}; write each table with one spec per load."
+            )
         content = self._contents.get(spec.name)
         for piece in conform_batch(spec, batch):
             self._writers[spec.name].write(piece)
@@ -91,10 +100,18 @@ class Load:
         for writer in self._writers.values():
             writer.flush()
 
-    def commit(self, cursor: datetime | None = None, complete_snapshots: Iterable[str] = (),
-               replace_children_of: ChildLinks | None = None, stats: Mapping[str, Any] | None = None,
-               *, cursor_reset: bool = False, position: int | None = None,
-               drop_before: Iterable[str] = (), early: EarlyFirstLoad | None = None) -> LoadResult:
+    def commit(
+        self,
+        cursor: datetime | None = None,
+        complete_snapshots: Iterable[str] = (),
+        replace_children_of: ChildLinks | None = None,
+        stats: Mapping[str, Any] | None = None,
+        *,
+        cursor_reset: bool = False,
+        position: int | None = None,
+        drop_before: Iterable[str] = (),
+        early: EarlyFirstLoad | None = None,
+    ) -> LoadResult:
         """Make everything written visible in the warehouse with the stream's new cursor, atomically.
 
         cursor: the stream's new cursor; the stored one only moves forward (an older one is ignored).
@@ -125,16 +142,27 @@ class Load:
             raise WarehouseError(f"stats of load {self.load_id} must be JSON-serializable: {error}") from None
         self._state = "committing"
         try:
-            tables = tuple(table_load(spec, self._writers[name].finish(), self._content(name))
-                           for name, spec in self._specs.items())
+            tables = tuple(
+                table_load(spec, self._writers[name].finish(), self._content(name))
+                for name, spec in self._specs.items()
+            )
             # The last row groups' Parquet encoding scratch (tens of MiB in Arrow's pool at 131k-row groups),
             # back to the OS before DuckDB takes its memory for the commit.
             pa.default_memory_pool().release_unused()
             hooks.reached("parts_written")
             hooks.reached(f"parts_written:{self.stream}")
-            result = commit_load(self, tables, cursor, tuple(sorted(set(complete_snapshots))),
-                                 replace_children_of, stats, cursor_reset=cursor_reset, position=position,
-                                 drop_before=drop_before, early=early)
+            result = commit_load(
+                self,
+                tables,
+                cursor,
+                tuple(sorted(set(complete_snapshots))),
+                replace_children_of,
+                stats,
+                cursor_reset=cursor_reset,
+                position=position,
+                drop_before=drop_before,
+                early=early,
+            )
         except BaseException:
             if not self._has_manifest():  # once the manifest exists the parts belong to a committed load
                 self._discard()
@@ -190,8 +218,17 @@ def require_aware(value: datetime, name: str) -> None:
 
 def table_load(spec: TableSpec, parts: tuple[PartFile, ...], content: str | None = None) -> TableLoad:
     """What the commit path knows of one table of a load: its spec's rules and the parts written."""
-    return TableLoad(spec.name, spec.kind, tuple(spec.key), spec.cursor_field, spec.parent, tuple(spec.schema.names),
-                     parts, tuple(spec.order_by), content)
+    return TableLoad(
+        spec.name,
+        spec.kind,
+        tuple(spec.key),
+        spec.cursor_field,
+        spec.parent,
+        tuple(spec.schema.names),
+        parts,
+        tuple(spec.order_by),
+        content,
+    )
 
 
 def _lake_schema(spec: TableSpec, load_id: str) -> pa.Schema:

@@ -92,8 +92,11 @@ def to_json(plan: LoadPlan, outcome: LoadOutcome) -> bytes:
         "children": [{"child": c.child, "parent": c.parent, "on": [list(p) for p in c.on]} for c in plan.children],
         "catalog": [_table_def_doc(t) for t in plan.catalog],
         "stats": dict(plan.stats),
-        "outcome": {"cursor_before": _iso(outcome.cursor_before), "cursor_after": _iso(outcome.cursor_after),
-                    "tables": {name: s.as_dict() for name, s in outcome.tables.items()}},
+        "outcome": {
+            "cursor_before": _iso(outcome.cursor_before),
+            "cursor_after": _iso(outcome.cursor_after),
+            "tables": {name: s.as_dict() for name, s in outcome.tables.items()},
+        },
     }
     if plan.cursor_reset:  # only then: manifests of ordinary loads stay as they were
         doc["cursor_reset"] = True
@@ -112,55 +115,98 @@ def from_json(raw: bytes, where: str) -> tuple[LoadPlan, LoadOutcome]:
     try:
         doc = json.loads(raw)
         if doc.get("format") != FORMAT_VERSION:
-            raise LakeError(f"manifest {where} has format {doc.get('format')!r}; this version reads "
-                            f"{FORMAT_VERSION}. Use the LessonSync version that wrote it.")
+            raise LakeError(
+                f"manifest {where} has format {doc.get('format')!r}; this version reads "
+                f"{FORMAT_VERSION}. Use the LessonSync version that wrote it."
+            )
         plan = LoadPlan(
-            seq=int(doc["seq"]), load_id=doc["load_id"], stream=doc["stream"], run_id=doc["run_id"],
+            seq=int(doc["seq"]),
+            load_id=doc["load_id"],
+            stream=doc["stream"],
+            run_id=doc["run_id"],
             started_at=datetime.fromisoformat(doc["started_at"]),
-            loaded_at=datetime.fromisoformat(doc["loaded_at"]), cursor=_dt(doc["cursor"]),
+            loaded_at=datetime.fromisoformat(doc["loaded_at"]),
+            cursor=_dt(doc["cursor"]),
             tables=tuple(_table_from(t) for t in doc["tables"]),
             complete_snapshots=tuple(doc["complete_snapshots"]),
-            children=tuple(ChildLink(c["child"], c["parent"], tuple((a, b) for a, b in c["on"]))
-                           for c in doc["children"]),
+            children=tuple(
+                ChildLink(c["child"], c["parent"], tuple((a, b) for a, b in c["on"])) for c in doc["children"]
+            ),
             catalog=tuple(_table_def_from(t) for t in doc["catalog"]),
-            stats=doc["stats"], cursor_reset=bool(doc.get("cursor_reset", False)),
-            position=_int(doc.get("position")), drop_before=tuple(doc.get("drop_before", ())),
+            stats=doc["stats"],
+            cursor_reset=bool(doc.get("cursor_reset", False)),
+            position=_int(doc.get("position")),
+            drop_before=tuple(doc.get("drop_before", ())),
         )
         out = doc["outcome"]
-        outcome = LoadOutcome(_dt(out["cursor_before"]), _dt(out["cursor_after"]),
-                              {name: TableLoadStats(**s) for name, s in out["tables"].items()},
-                              _int(out.get("position_before")), _int(out.get("position_after")),
-                              _int(out.get("repeat_of")))
+        outcome = LoadOutcome(
+            _dt(out["cursor_before"]),
+            _dt(out["cursor_after"]),
+            {name: TableLoadStats(**s) for name, s in out["tables"].items()},
+            _int(out.get("position_before")),
+            _int(out.get("position_after")),
+            _int(out.get("repeat_of")),
+        )
     except LakeError:
         raise
     except (ValueError, KeyError, TypeError) as error:
-        raise LakeError(f"manifest {where} is not a valid load manifest ({error!r}); restore it from a "
-                        "backup or remove the load from the lake and re-sync its window.") from None
+        raise LakeError(
+            f"manifest {where} is not a valid load manifest ({error!r}); restore it from a "
+            "backup or remove the load from the lake and re-sync its window."
+        ) from None
     return plan, outcome
 
 
 def _table_doc(t: TableLoad) -> dict[str, Any]:
-    doc = {"name": t.name, "kind": t.kind, "key": list(t.key), "cursor_field": t.cursor_field,
-           "parent": t.parent, "columns": list(t.columns),
-           "parts": [{"path": p.path, "rows": p.rows, "bytes": p.bytes} for p in t.parts]}
+    doc = {
+        "name": t.name,
+        "kind": t.kind,
+        "key": list(t.key),
+        "cursor_field": t.cursor_field,
+        "parent": t.parent,
+        "columns": list(t.columns),
+        "parts": [{"path": p.path, "rows": p.rows, "bytes": p.bytes} for p in t.parts],
+    }
     doc |= {"order_by": list(t.order_by)} if t.order_by else {}
     return doc | ({"content": t.content} if t.content else {})
 
 
 def _table_from(d: dict[str, Any]) -> TableLoad:
-    return TableLoad(d["name"], d["kind"], tuple(d["key"]), d["cursor_field"], d["parent"],
-                     tuple(d["columns"]), tuple(PartFile(p["path"], p["rows"], p["bytes"]) for p in d["parts"]),
-                     tuple(d.get("order_by", ())), d.get("content"))
+    return TableLoad(
+        d["name"],
+        d["kind"],
+        tuple(d["key"]),
+        d["cursor_field"],
+        d["parent"],
+        tuple(d["columns"]),
+        tuple(PartFile(p["path"], p["rows"], p["bytes"]) for p in d["parts"]),
+        tuple(d.get("order_by", ())),
+        d.get("content"),
+    )
 
 
 def _table_def_doc(t: TableDef) -> dict[str, Any]:
-    return {"name": t.name, "columns": [list(c) for c in t.columns], "key": list(t.key), "comment": t.comment,
-            "kind": t.kind, "cursor_field": t.cursor_field, "parent": t.parent}
+    return {
+        "name": t.name,
+        "columns": [list(c) for c in t.columns],
+        "key": list(t.key),
+        "comment": t.comment,
+        "kind": t.kind,
+        "cursor_field": t.cursor_field,
+        "parent": t.parent,
+    }
 
 
 def _table_def_from(d: dict[str, Any]) -> TableDef:
-    return TableDef(d["name"], tuple((n, ty) for n, ty in d["columns"]), tuple(d["key"]), d["comment"],
-                    d["kind"], d["cursor_field"], d["parent"])
+    return TableDef(
+        d["name"],
+        tuple((n, ty) for n, ty in d["columns"]),
+        tuple(d["key"]),
+        d["comment"],
+        d["kind"],
+        d["cursor_field"],
+        d["parent"],
+    )
 
 
 def _iso(value: datetime | None) -> str | None:

@@ -10,8 +10,9 @@ from pipeline.warehouse.connection import scalar
 SAMPLE_ROWS = 20_000
 
 
-def range_bounds(conn: duckdb.DuckDBPyConnection, rows: str, c_col: str, params: dict[str, object],
-                 chunk_rows: int) -> list[object] | None:
+def range_bounds(
+    conn: duckdb.DuckDBPyConnection, rows: str, c_col: str, params: dict[str, object], chunk_rows: int
+) -> list[object] | None:
     """Ascending boundaries splitting column `c_col` of `rows` (a subquery aliased `c`) into ranges of about
     `chunk_rows` rows (from a sample: any boundaries give an exact result, they only size the pieces), or None
     when the rows are few enough to be taken whole."""
@@ -20,10 +21,14 @@ def range_bounds(conn: duckdb.DuckDBPyConnection, rows: str, c_col: str, params:
         return None
     pieces = -(-count // chunk_rows)
     # sorted and deduplicated by DuckDB, so the ranges follow its ordering of the column's type
-    sample = conn.execute(
-        f"SELECT list_sort(list_distinct(list(v))) FROM (SELECT {c_col} AS v FROM {rows} AS c "
-        f"WHERE {c_col} IS NOT NULL USING SAMPLE reservoir({SAMPLE_ROWS} ROWS) REPEATABLE (7))",
-        params or None).fetchone()[0] or []
+    sample = (
+        conn.execute(
+            f"SELECT list_sort(list_distinct(list(v))) FROM (SELECT {c_col} AS v FROM {rows} AS c "
+            f"WHERE {c_col} IS NOT NULL USING SAMPLE reservoir({SAMPLE_ROWS} ROWS) REPEATABLE (7))",
+            params or None,
+        ).fetchone()[0]
+        or []
+    )
     picks = sorted({len(sample) * i // pieces for i in range(1, pieces)} - {0})
     return [sample[i] for i in picks] or None
 

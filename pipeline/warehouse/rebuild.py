@@ -32,8 +32,9 @@ class RebuildReport:
     backup: Path | None = None
 
 
-def rebuild_into(lake_location: LakeStore | Path | str, target: Path, settings: ConnectionSettings, *,
-                 upsert: Upsert = upsert_stage) -> RebuildReport:
+def rebuild_into(
+    lake_location: LakeStore | Path | str, target: Path, settings: ConnectionSettings, *, upsert: Upsert = upsert_stage
+) -> RebuildReport:
     """Build a new warehouse file at `target` (which must not exist) from the lake."""
     started = time.monotonic()
     if target.exists():
@@ -41,8 +42,10 @@ def rebuild_into(lake_location: LakeStore | Path | str, target: Path, settings: 
     lake = open_lake(lake_location)
     manifests = list_manifests(lake)
     if not manifests:
-        raise LakeError(f"the lake {lake.location} has no committed loads (no {lake.location}/_loads/*.json): "
-                        "nothing to rebuild from. Check --data-dir or LESSONSYNC_LAKE_URL.")
+        raise LakeError(
+            f"the lake {lake.location} has no committed loads (no {lake.location}/_loads/*.json): "
+            "nothing to rebuild from. Check --data-dir or LESSONSYNC_LAKE_URL."
+        )
     partial = target.with_name(target.name + ".rebuilding")
     _remove_database(partial)  # left by an interrupted rebuild
     conn = open_connection(partial, settings, read_only=False)
@@ -52,8 +55,9 @@ def rebuild_into(lake_location: LakeStore | Path | str, target: Path, settings: 
         for _, ref in manifests:
             plan, recorded = from_json(read_manifest(lake, ref), ref.where)
             replay(ctx, plan, recorded)
-        rows = {t.name: conn.execute(f"SELECT count(*) FROM {table_ref(t.name)}").fetchone()[0]
-                for t in read_catalog(conn)}
+        rows = {
+            t.name: conn.execute(f"SELECT count(*) FROM {table_ref(t.name)}").fetchone()[0] for t in read_catalog(conn)
+        }
         conn.execute("CHECKPOINT")
     finally:
         conn.close()
@@ -63,8 +67,14 @@ def rebuild_into(lake_location: LakeStore | Path | str, target: Path, settings: 
     return RebuildReport(target, len(manifests), rows, time.monotonic() - started)
 
 
-def rebuild_in_place(warehouse: Path, lake_location: LakeStore | Path | str, settings: ConnectionSettings, *,
-                     backup: bool = True, upsert: Upsert = upsert_stage) -> RebuildReport:
+def rebuild_in_place(
+    warehouse: Path,
+    lake_location: LakeStore | Path | str,
+    settings: ConnectionSettings,
+    *,
+    backup: bool = True,
+    upsert: Upsert = upsert_stage,
+) -> RebuildReport:
     """Rebuild `warehouse` from the lake and swap it in; keep the old file as <name>.before-rebuild."""
     fresh = warehouse.with_name(warehouse.name + ".rebuilt")
     _remove_database(fresh)
@@ -94,5 +104,7 @@ def _remove_database(path: Path) -> None:
 
 def _require_no_wal(path: Path) -> None:
     if Path(str(path) + ".wal").exists():
-        raise WarehouseError(f"{path}.wal is still there after a checkpoint; the rebuilt file was not swapped in. "
-                             "Retry the rebuild; if it persists, report it with DuckDB's version.")
+        raise WarehouseError(
+            f"{path}.wal is still there after a checkpoint; the rebuilt file was not swapped in. "
+            "Retry the rebuild; if it persists, report it with DuckDB's version."
+        )

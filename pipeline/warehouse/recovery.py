@@ -30,12 +30,16 @@ def recover(ctx: CommitContext) -> int:
     for seq, ref in list_manifests(ctx.lake):
         if seq in applied:
             if not ref.name.endswith(f"-{applied[seq]}.json"):
-                raise LakeError(f"load {seq} is {applied[seq]} in the warehouse but {ref.name} in the lake: "
-                                "they come from different histories. Rebuild with `lessonsync rebuild`.")
+                raise LakeError(
+                    f"load {seq} is {applied[seq]} in the warehouse but {ref.name} in the lake: "
+                    "they come from different histories. Rebuild with `lessonsync rebuild`."
+                )
             continue
         if seq < newest:
-            raise LakeError(f"the lake has load {seq} ({ref.name}) that the warehouse skipped although it has "
-                            f"later loads; rebuild with `lessonsync rebuild` to get a consistent warehouse.")
+            raise LakeError(
+                f"the lake has load {seq} ({ref.name}) that the warehouse skipped although it has "
+                f"later loads; rebuild with `lessonsync rebuild` to get a consistent warehouse."
+            )
         log.warning("rolling forward load %s from %s (its commit was interrupted)", seq, ref.where)
         plan, recorded = from_json(read_manifest(ctx.lake, ref), ref.where)
         replay(ctx, plan, recorded)
@@ -59,9 +63,11 @@ def check_same(plan: LoadPlan, got: LoadOutcome, recorded: LoadOutcome) -> None:
     """The replay did what the manifest says; whether it took the repeats.py shortcut or not does not count:
     either way gives the same rows."""
     if replace(got, repeat_of=None) != replace(recorded, repeat_of=None):
-        raise LakeError(f"replaying load {plan.seq} ({plan.load_id}) gave {_describe(got)} but its manifest "
-                        f"recorded {_describe(recorded)}: the warehouse and the lake have diverged. Rebuild "
-                        "from the lake with `lessonsync rebuild`.")
+        raise LakeError(
+            f"replaying load {plan.seq} ({plan.load_id}) gave {_describe(got)} but its manifest "
+            f"recorded {_describe(recorded)}: the warehouse and the lake have diverged. Rebuild "
+            "from the lake with `lessonsync rebuild`."
+        )
 
 
 def _describe(outcome: LoadOutcome) -> str:

@@ -30,8 +30,9 @@ from pipeline.warehouse.schema import DELETED_AT, LAST_LOADED_AT, TableDef, tabl
 from pipeline.warehouse.state import newest_loads
 
 
-def repeated_load(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, catalog: dict[str, TableDef],
-                  files: dict[str, list[str]]) -> int | None:
+def repeated_load(
+    conn: duckdb.DuckDBPyConnection, plan: LoadPlan, catalog: dict[str, TableDef], files: dict[str, list[str]]
+) -> int | None:
     """The seq of the load `plan` repeats (conditions 1-3 above), or None: apply it the ordinary way.
     `files`: each table's parts as read_parquet takes them (lake.check_parts)."""
     if not _is_whole_snapshot(plan, catalog):
@@ -40,8 +41,12 @@ def repeated_load(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, catalog: dict
     seqs = set()
     for table in plan.tables:
         written = previous.get(table.name)
-        if written is None or not written.complete or written.content != table.content or written.counts.get(
-                "stale", 0):
+        if (
+            written is None
+            or not written.complete
+            or written.content != table.content
+            or written.counts.get("stale", 0)
+        ):
             return None
         seqs.add(written.seq)
         keys = _keys_of(conn, table, files[table.name], written.counts)
@@ -54,22 +59,30 @@ def touch_repeated(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, ts: str) -> 
     """Apply a repeated load: every live row was seen again unchanged, only last_loaded_at moves to `ts`."""
     stats = {}
     for table in plan.tables:
-        touched = conn.execute(f"UPDATE {table_ref(table.name)} SET {q(LAST_LOADED_AT)} = {ts} "
-                               f"WHERE {q(DELETED_AT)} IS NULL").fetchone()[0]
+        touched = conn.execute(
+            f"UPDATE {table_ref(table.name)} SET {q(LAST_LOADED_AT)} = {ts} WHERE {q(DELETED_AT)} IS NULL"
+        ).fetchone()[0]
         stats[table.name] = TableLoadStats(fetched=sum(part.rows for part in table.parts), unchanged=int(touched))
     return stats
 
 
 def _is_whole_snapshot(plan: LoadPlan, catalog: dict[str, TableDef]) -> bool:
     names = {table.name for table in plan.tables}
-    return (bool(names) and not plan.drop_before and names == set(plan.complete_snapshots)
-            and all(table.content and table.kind == "snapshot" and table.name in catalog
-                    and catalog[table.name].has_deleted_at for table in plan.tables)
-            and all(link.child in names and link.parent in names for link in plan.children))
+    return (
+        bool(names)
+        and not plan.drop_before
+        and names == set(plan.complete_snapshots)
+        and all(
+            table.content and table.kind == "snapshot" and table.name in catalog and catalog[table.name].has_deleted_at
+            for table in plan.tables
+        )
+        and all(link.child in names and link.parent in names for link in plan.children)
+    )
 
 
-def _keys_of(conn: duckdb.DuckDBPyConnection, table: TableLoad, files: list[str],
-             previous: dict[str, int]) -> int | None:
+def _keys_of(
+    conn: duckdb.DuckDBPyConnection, table: TableLoad, files: list[str], previous: dict[str, int]
+) -> int | None:
     """How many keys the load's parts hold, or None if some key has two different rows. The previous load wrote
     the same rows (the same digest): if it kept every row it fetched, no key occurs twice and the parts need no
     read; else (users listed once per group they belong to) the parts are grouped by key."""
@@ -83,5 +96,6 @@ def _keys_of(conn: duckdb.DuckDBPyConnection, table: TableLoad, files: list[str]
     keys, conflicting = conn.execute(
         f"SELECT count(*), count(*) FILTER (WHERE versions > 1) FROM ("
         f"SELECT {key}, count(*) AS versions FROM (SELECT DISTINCT * FROM read_parquet($files)) GROUP BY ALL)",
-        {"files": files}).fetchone()
+        {"files": files},
+    ).fetchone()
     return None if conflicting else int(keys)

@@ -22,12 +22,20 @@ def reset_cursor(warehouse: Warehouse, stream: str, to: datetime | None) -> Load
         raise WarehouseError(f"reset time {to.isoformat()} has no UTC offset; write it like 2026-01-31T00:00:00Z")
     current = warehouse.cursor(stream)
     if current is None:
-        raise WarehouseError(f"stream {stream!r} has no cursor in {warehouse.path} (never synced, or a snapshot "
-                             "stream, which is pulled whole every run): nothing to reset")
+        raise WarehouseError(
+            f"stream {stream!r} has no cursor in {warehouse.path} (never synced, or a snapshot "
+            "stream, which is pulled whole every run): nothing to reset"
+        )
     if to is not None and to > current:
-        raise WarehouseError(f"reset of {stream} to {to.isoformat()} would move its cursor forward from "
-                             f"{current.isoformat()} and skip records; a reset only moves a cursor back")
+        raise WarehouseError(
+            f"reset of {stream} to {to.isoformat()} would move its cursor forward from "
+            f"{current.isoformat()} and skip records; a reset only moves a cursor back"
+        )
     now = datetime.now(UTC)
     with warehouse.load(stream, run_id=f"{RESET_RUN_PREFIX}{uuid.uuid4()}", started_at=now) as load:
-        return load.commit(cursor=to, stats={"reset": True, "cursor_was": current.isoformat()},
-                           cursor_reset=True, replace_children_of={})
+        return load.commit(
+            cursor=to,
+            stats={"reset": True, "cursor_was": current.isoformat()},
+            cursor_reset=True,
+            replace_children_of={},
+        )

@@ -39,8 +39,9 @@ def table_ref(name: str) -> str:
 
 def check_identifier(name: str, what: str) -> None:
     if not _IDENTIFIER.match(name):
-        raise SchemaError(f"{what} {name!r} is not a valid name: use lower-case letters, digits and '_', "
-                          "starting with a letter.")
+        raise SchemaError(
+            f"{what} {name!r} is not a valid name: use lower-case letters, digits and '_', starting with a letter."
+        )
 
 
 def keeps_deleted_rows(kind: TableKind, parent: str | None) -> bool:
@@ -55,14 +56,17 @@ def table_def(spec: TableSpec) -> TableDef:
     for field in spec.schema:
         check_identifier(field.name, f"table {spec.name}: column")
         if field.name in RESERVED_COLUMNS:
-            raise SchemaError(f"table {spec.name}: column {field.name!r} clashes with a warehouse column; "
-                              "rename it in the table spec.")
+            raise SchemaError(
+                f"table {spec.name}: column {field.name!r} clashes with a warehouse column; "
+                "rename it in the table spec."
+            )
         columns.append((field.name, field_type(field, spec.name)))
     meta = [(FIRST_LOADED_AT, TIMESTAMPTZ), (LAST_LOADED_AT, TIMESTAMPTZ)]
     if keeps_deleted_rows(spec.kind, spec.parent):
         meta.append((DELETED_AT, TIMESTAMPTZ))
-    return TableDef(spec.name, tuple(columns + meta), tuple(spec.key), spec.description, spec.kind,
-                    spec.cursor_field, spec.parent)
+    return TableDef(
+        spec.name, tuple(columns + meta), tuple(spec.key), spec.description, spec.kind, spec.cursor_field, spec.parent
+    )
 
 
 def ensure_tables(conn: duckdb.DuckDBPyConnection, wanted: Iterable[TableDef]) -> dict[str, TableDef]:
@@ -87,9 +91,11 @@ def _ensure(conn: duckdb.DuckDBPyConnection, wanted: TableDef, existing: TableDe
     # PRIMARY KEY did not survive (DuckDB 2.0.1 loses one added by ALTER TABLE ADD PRIMARY KEY when the file is
     # reopened, as old first loads did), or an old catalog entry or manifest recording that. The spec's key wins.
     if existing.key != wanted.key and existing.key and wanted.key:
-        raise SchemaError(f"table {wanted.name}: the warehouse has key {list(existing.key)} but the "
-                          f"spec says {list(wanted.key)}; a key change needs a rebuild of that table "
-                          "(drop it and re-sync with a full refresh).")
+        raise SchemaError(
+            f"table {wanted.name}: the warehouse has key {list(existing.key)} but the "
+            f"spec says {list(wanted.key)}; a key change needs a rebuild of that table "
+            "(drop it and re-sync with a full refresh)."
+        )
     have = dict(existing.columns)
     changed = False
     for name, type_sql in wanted.columns:
@@ -97,15 +103,21 @@ def _ensure(conn: duckdb.DuckDBPyConnection, wanted: TableDef, existing: TableDe
             conn.execute(f"ALTER TABLE {table_ref(wanted.name)} ADD COLUMN {q(name)} {type_sql}")
             changed = True
         elif type_sql != have[name] and normalize_type(conn, type_sql) != have[name]:
-            raise SchemaError(f"table {wanted.name}: column {name!r} is {have[name]} in the warehouse but "
-                              f"{normalize_type(conn, type_sql)} in the spec; types are never changed in "
-                              "place: add a new column instead, or migrate the table by hand.")
+            raise SchemaError(
+                f"table {wanted.name}: column {name!r} is {have[name]} in the warehouse but "
+                f"{normalize_type(conn, type_sql)} in the spec; types are never changed in "
+                "place: add a new column instead, or migrate the table by hand."
+            )
     if wanted.comment and wanted.comment != existing.comment:
         set_comment(conn, wanted)
         changed = True
     registered = wanted if wanted.key else replace(wanted, key=existing.key)
     if migrate or (registered.key, wanted.kind, wanted.cursor_field, wanted.parent) != (
-            existing.key, existing.kind, existing.cursor_field, existing.parent):
+        existing.key,
+        existing.kind,
+        existing.cursor_field,
+        existing.parent,
+    ):
         _register(conn, registered)
         changed = True
     return changed

@@ -64,15 +64,17 @@ def target_is_empty(conn: duckdb.DuckDBPyConnection, target: TableDef) -> bool:
     return bool(conn.execute(f"SELECT count(*) = 0 FROM {table_ref(target.name)}").fetchone()[0])
 
 
-def create_stage(conn: duckdb.DuckDBPyConnection, load: TableLoad, target: TableDef, files: list[str],
-                 target_was_empty: bool) -> Stage:
+def create_stage(
+    conn: duckdb.DuckDBPyConnection, load: TableLoad, target: TableDef, files: list[str], target_was_empty: bool
+) -> Stage:
     """`target_was_empty`: target_is_empty(conn, target), as the caller found it."""
     stage = Stage(f"_stage_{load.name}", load, target, target_was_empty)
     drop_stage(conn, stage)
     with values_must_fit(load), duplicate_keys_of(conn, load, target, files) as duplicates:
         # the load's rows first, on their own: the join below then knows they are the small side
-        conn.execute(f"CREATE TEMP TABLE {q(_loaded(stage))} AS {deduped_sql(load, target, duplicates)}",
-                     {"files": files})
+        conn.execute(
+            f"CREATE TEMP TABLE {q(_loaded(stage))} AS {deduped_sql(load, target, duplicates)}", {"files": files}
+        )
     loaded = f"temp.{q(_loaded(stage))}"
     conn.execute(_stage_sql(stage, by_row_id=_few_of_many(conn, stage, loaded)), value_range(conn, loaded, load.key[0]))
     drop_stage(conn, stage, keep_stage=True)
@@ -88,7 +90,8 @@ def _few_of_many(conn: duckdb.DuckDBPyConnection, stage: Stage, loaded: str) -> 
     if stage.load.kind != "incremental" or stage.target_was_empty:
         return False
     rows, target_rows = conn.execute(
-        f"SELECT (SELECT count(*) FROM {loaded}), (SELECT count(*) FROM {table_ref(stage.target.name)})").fetchone()
+        f"SELECT (SELECT count(*) FROM {loaded}), (SELECT count(*) FROM {table_ref(stage.target.name)})"
+    ).fetchone()
     return rows <= FEW_OF_MANY * target_rows
 
 
@@ -102,13 +105,16 @@ def values_must_fit(load: TableLoad) -> Iterator[None]:
     try:
         yield
     except duckdb.ConversionException as error:
-        raise SchemaError(f"table {load.name}: a value of this load does not fit its warehouse column "
-                          f"({error}); fix the client's conversion for that column.") from None
+        raise SchemaError(
+            f"table {load.name}: a value of this load does not fit its warehouse column "
+            f"({error}); fix the client's conversion for that column."
+        ) from None
 
 
 @contextmanager
-def duplicate_keys_of(conn: duckdb.DuckDBPyConnection, load: TableLoad, target: TableDef,
-                      files: list[str]) -> Iterator[str | None]:
+def duplicate_keys_of(
+    conn: duckdb.DuckDBPyConnection, load: TableLoad, target: TableDef, files: list[str]
+) -> Iterator[str | None]:
     """A temp table of the hashes (key_hash) of the keys that occur more than once in the load's parts, dropped
     afterwards; None when every key occurs once, the usual case: a drift re-fetch or a per-user request
     overlapping a per-lesson one are the exceptions, so whether any hash repeats is asked first (repeats_any).
@@ -121,8 +127,11 @@ def duplicate_keys_of(conn: duckdb.DuckDBPyConnection, load: TableLoad, target: 
         return
     name = f"_duplicate_keys_{load.name}"
     conn.execute(f"DROP TABLE IF EXISTS temp.{q(name)}")
-    conn.execute(f"CREATE TEMP TABLE {q(name)} AS SELECT {key_hash(load, target)} AS key_hash "
-                 "FROM read_parquet($files) GROUP BY ALL HAVING count(*) > 1", {"files": files})
+    conn.execute(
+        f"CREATE TEMP TABLE {q(name)} AS SELECT {key_hash(load, target)} AS key_hash "
+        "FROM read_parquet($files) GROUP BY ALL HAVING count(*) > 1",
+        {"files": files},
+    )
     found = conn.execute(f"SELECT count(*) > 0 FROM temp.{q(name)}").fetchone()[0]
     yield name if found else None
     # not on an error: that aborts the load's transaction, whose rollback takes the temp table with it
@@ -158,8 +167,8 @@ def deduped_sql(load: TableLoad, target: TableDef, duplicates: str | None) -> st
             SELECT {casts}, _lake_file, file_row_number
             FROM read_parquet($files, filename = '_lake_file', file_row_number = true)) AS s
         WHERE {duplicated}
-        QUALIFY row_number() OVER (PARTITION BY {', '.join(q(k) for k in load.key)}
-                                   ORDER BY {', '.join(order)}) = 1"""
+        QUALIFY row_number() OVER (PARTITION BY {", ".join(q(k) for k in load.key)}
+                                   ORDER BY {", ".join(order)}) = 1"""
 
 
 def ordering(load: TableLoad) -> tuple[str, ...]:
@@ -195,7 +204,7 @@ def _stage_sql(stage: Stage, *, by_row_id: bool) -> str:
         return f"""CREATE TEMP TABLE {q(stage.name)} AS
             SELECT s.*, {_classify(load, target)} AS _change, t._rowid AS _rowid{carried}
             FROM {loaded} AS s LEFT JOIN (SELECT rowid AS _rowid, * FROM {table} {in_range}) AS t
-            ON {join_on(load.key, 's', 't')}
+            ON {join_on(load.key, "s", "t")}
             {in_storage_order}"""
     # Few rows of a big table (FEW_OF_MANY): the scan over the whole range reads the key columns only, to match
     # each loaded row to its row id; the other columns are then read for the matched row ids alone (DuckDB
@@ -204,7 +213,7 @@ def _stage_sql(stage: Stage, *, by_row_id: bool) -> str:
     return f"""CREATE TEMP TABLE {q(stage.name)} AS
         WITH matched AS (
             SELECT s.*, t._rowid FROM {loaded} AS s LEFT JOIN (SELECT rowid AS _rowid, {keys} FROM {table} {in_range})
-            AS t ON {join_on(load.key, 's', 't')})
+            AS t ON {join_on(load.key, "s", "t")})
         SELECT s.* EXCLUDE (_rowid), {_classify(load, target)} AS _change, s._rowid AS _rowid{carried}
         FROM matched AS s LEFT JOIN (SELECT rowid AS _target_rowid, * FROM {table}) AS t ON t._target_rowid = s._rowid
         {in_storage_order}"""
@@ -237,8 +246,9 @@ def join_on(key: tuple[str, ...], left: str, right: str) -> str:
     return " AND ".join(f"{left}.{q(k)} = {right}.{q(k)}" for k in key)
 
 
-def value_range(conn: duckdb.DuckDBPyConnection, relation: str, column: str,
-                params: dict[str, object] | None = None) -> dict[str, object]:
+def value_range(
+    conn: duckdb.DuckDBPyConnection, relation: str, column: str, params: dict[str, object] | None = None
+) -> dict[str, object]:
     """{"lowest": min, "highest": max} of `column` in `relation` (SQL), the parameters of a
     `BETWEEN $lowest AND $highest` that lets a big table in key order be read only where a few rows lie."""
     lowest, highest = conn.execute(f"SELECT min({q(column)}), max({q(column)}) FROM {relation}", params).fetchone()

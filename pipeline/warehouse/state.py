@@ -95,13 +95,26 @@ def record_load(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, outcome: LoadOu
     contents = {table.name: table.content for table in plan.tables if table.content}
     # The digest goes with the table's counts, not in a column of its own: a file this version wrote stays
     # writable by the one before it (its INSERT names no columns), so a rolled-back deployment keeps running.
-    tables = {name: {**stats.as_dict(), **({"content": contents[name]} if name in contents else {})}
-              for name, stats in outcome.tables.items()}
+    tables = {
+        name: {**stats.as_dict(), **({"content": contents[name]} if name in contents else {})}
+        for name, stats in outcome.tables.items()
+    }
     conn.execute(
         f"INSERT INTO {LOAD_RUNS} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [plan.seq, plan.load_id, plan.stream, plan.run_id, plan.started_at, plan.loaded_at, plan.cursor,
-         outcome.cursor_before, outcome.cursor_after, list(plan.complete_snapshots),
-         json.dumps(tables), json.dumps(dict(plan.stats))],
+        [
+            plan.seq,
+            plan.load_id,
+            plan.stream,
+            plan.run_id,
+            plan.started_at,
+            plan.loaded_at,
+            plan.cursor,
+            outcome.cursor_before,
+            outcome.cursor_after,
+            list(plan.complete_snapshots),
+            json.dumps(tables),
+            json.dumps(dict(plan.stats)),
+        ],
     )
 
 
@@ -122,9 +135,11 @@ def newest_loads(conn: duckdb.DuckDBPyConnection, tables: Iterable[str]) -> dict
     wanted, found = set(tables), {}
     below = None  # keyset paging on load_seq: a load committed meanwhile cannot shift what is read next
     while wanted - found.keys():
-        rows = conn.execute(f"SELECT load_seq, tables, complete_snapshots FROM {LOAD_RUNS} "
-                            "WHERE ? IS NULL OR load_seq < ? ORDER BY load_seq DESC LIMIT ?",
-                            [below, below, LOADS_PER_READ]).fetchall()
+        rows = conn.execute(
+            f"SELECT load_seq, tables, complete_snapshots FROM {LOAD_RUNS} "
+            "WHERE ? IS NULL OR load_seq < ? ORDER BY load_seq DESC LIMIT ?",
+            [below, below, LOADS_PER_READ],
+        ).fetchall()
         for below, written, complete in rows:
             by_table = _json(written)
             for table in wanted - found.keys():

@@ -35,8 +35,9 @@ def upsert_stage(conn: duckdb.DuckDBPyConnection, stage: Stage, ts: str) -> None
     insert_rows(conn, stage, ts, ("insert", "rewrite"), sort=True)
 
 
-def insert_first_load(conn: duckdb.DuckDBPyConnection, load: TableLoad, target: TableDef, files: list[str],
-                      ts: str) -> Stage:
+def insert_first_load(
+    conn: duckdb.DuckDBPyConnection, load: TableLoad, target: TableDef, files: list[str], ts: str
+) -> Stage:
     """Insert the load's deduped rows into `target`, which is empty: no temp copy, no classification (every row
     is new), and no window unless some key occurs twice. Returns the stage that stands for them (Stage.inserted:
     their count; Stage.relation: the table itself).
@@ -49,8 +50,14 @@ def insert_first_load(conn: duckdb.DuckDBPyConnection, load: TableLoad, target: 
     return Stage(f"_stage_{load.name}", load, target, True, inserted)
 
 
-def insert_parts(conn: duckdb.DuckDBPyConnection, load: TableLoad, target: TableDef, files: list[str], ts: str,
-                 duplicates: str | None = None) -> int:
+def insert_parts(
+    conn: duckdb.DuckDBPyConnection,
+    load: TableLoad,
+    target: TableDef,
+    files: list[str],
+    ts: str,
+    duplicates: str | None = None,
+) -> int:
     """Insert the rows of the Parquet parts `files`, deduped as staging.deduped_sql says, in no particular order
     and without looking at the table's rows; returns their count."""
     columns = ", ".join(q(c) for c in load.columns)
@@ -58,7 +65,8 @@ def insert_parts(conn: duckdb.DuckDBPyConnection, load: TableLoad, target: Table
         inserted = conn.execute(
             f"INSERT INTO {table_ref(target.name)} ({columns}, {q(FIRST_LOADED_AT)}, {q(LAST_LOADED_AT)}) "
             f"SELECT {columns}, {ts}, {ts} FROM ({deduped_sql(load, target, duplicates)})",
-            {"files": files}).fetchone()[0]
+            {"files": files},
+        ).fetchone()[0]
     return int(inserted)
 
 
@@ -74,8 +82,9 @@ def set_list(stage: Stage, columns: list[str], ts: str, source: str) -> str:
     return ", ".join(sets)
 
 
-def update_rows(conn: duckdb.DuckDBPyConnection, stage: Stage, ts: str, changes: tuple[str, ...],
-                columns: list[str], match: str) -> None:
+def update_rows(
+    conn: duckdb.DuckDBPyConnection, stage: Stage, ts: str, changes: tuple[str, ...], columns: list[str], match: str
+) -> None:
     """Update `columns` of the rows classified as one of `changes`; `match` pairs table row `t` with stage row `s`."""
     conn.execute(
         f"UPDATE {table_ref(stage.target.name)} AS t SET {set_list(stage, columns, ts, 's')} "
@@ -98,8 +107,9 @@ def delete_rows(conn: duckdb.DuckDBPyConnection, stage: Stage, changes: tuple[st
     )
 
 
-def insert_rows(conn: duckdb.DuckDBPyConnection, stage: Stage, ts: str, changes: tuple[str, ...], *,
-                sort: bool) -> None:
+def insert_rows(
+    conn: duckdb.DuckDBPyConnection, stage: Stage, ts: str, changes: tuple[str, ...], *, sort: bool
+) -> None:
     """Insert staged rows; rows re-inserted after a delete keep first_loaded_at and the columns this
     load does not carry from their old version."""
     names = [q(c) for c in stage.load.columns]

@@ -27,10 +27,20 @@ def utc_now() -> datetime:
 
 
 class Warehouse:
-    def __init__(self, path: Path, lake_dir: Path | str, *, memory_limit: str = DEFAULT_MEMORY_LIMIT,
-                 temp_directory: Path | None = None, threads: int | None = None, lock_timeout: float = 10.0,
-                 part_rows: int = 1_000_000, row_group_rows: int = LAKE_ROW_GROUP_ROWS,
-                 clock: Callable[[], datetime] = utc_now, upsert: Upsert = upsert_stage) -> None:
+    def __init__(
+        self,
+        path: Path,
+        lake_dir: Path | str,
+        *,
+        memory_limit: str = DEFAULT_MEMORY_LIMIT,
+        temp_directory: Path | None = None,
+        threads: int | None = None,
+        lock_timeout: float = 10.0,
+        part_rows: int = 1_000_000,
+        row_group_rows: int = LAKE_ROW_GROUP_ROWS,
+        clock: Callable[[], datetime] = utc_now,
+        upsert: Upsert = upsert_stage,
+    ) -> None:
         self.path = Path(path)
         self.lake = open_lake(lake_dir)  # a local directory or s3://bucket/prefix (lakestore.py)
         self.lake_dir = self.lake.root if isinstance(self.lake, LocalLake) else self.lake.location
@@ -44,9 +54,11 @@ class Warehouse:
     @classmethod
     def from_settings(cls, settings: object, **overrides: object) -> Warehouse:
         """From pipeline.settings.Settings (warehouse_path, lake_location and the duckdb_* fields when present)."""
-        options = {name: getattr(settings, f"duckdb_{name}") for name in
-                   ("memory_limit", "temp_directory", "threads", "lock_timeout")
-                   if hasattr(settings, f"duckdb_{name}")}
+        options = {
+            name: getattr(settings, f"duckdb_{name}")
+            for name in ("memory_limit", "temp_directory", "threads", "lock_timeout")
+            if hasattr(settings, f"duckdb_{name}")
+        }
         options.update(overrides)
         return cls(settings.warehouse_path, settings.lake_location, **options)  # type: ignore[attr-defined,arg-type]
 

@@ -69,7 +69,9 @@ class CertificateReceiver:
             return await self._reject(rejected, "unsupported_media_type")
         try:
             delivery = to_delivery(
-                body, received_at, source,
+                body,
+                received_at,
+                source,
                 reference_at=self._clock.reference_at(headers, received_at),
                 declared_type=self._clock.declared_type(headers),
             )
@@ -91,11 +93,14 @@ class CertificateReceiver:
             log.exception("could not store certificate delivery %s in the inbox", delivery.certificate_id)
             return error_response(500, "storage_failed", "the delivery could not be stored; retry later")
         assert outcome is not None
-        return json_response(200, {
-            "status": "duplicate" if outcome.duplicate else "stored",
-            "sequence": outcome.sequence,
-            "event_type": delivery.event_type,
-        })
+        return json_response(
+            200,
+            {
+                "status": "duplicate" if outcome.duplicate else "stored",
+                "sequence": outcome.sequence,
+                "event_type": delivery.event_type,
+            },
+        )
 
     async def _reject(self, rejected: Rejected, error: str, **extra: object) -> Response:
         """Quarantine the raw body, then answer the 4xx; 500 if even that cannot be stored."""

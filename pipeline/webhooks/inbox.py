@@ -103,8 +103,13 @@ class Inbox:
         with closing(self._read_only()) as conn:
             for row in conn.execute(sql, (after_sequence, upper, -1 if limit is None else limit)):
                 yield InboxEvent(
-                    sequence=row[0], dedupe_key=row[1], certificate_id=row[2], event_type=row[3],
-                    received_at=datetime.fromisoformat(row[4]), source=row[5], payload=bytes(row[6]),
+                    sequence=row[0],
+                    dedupe_key=row[1],
+                    certificate_id=row[2],
+                    event_type=row[3],
+                    received_at=datetime.fromisoformat(row[4]),
+                    source=row[5],
+                    payload=bytes(row[6]),
                 )
 
     def read_quarantine(self) -> Iterator[tuple[int, datetime, str | None, int, str, bytes | None]]:

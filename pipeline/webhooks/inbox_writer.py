@@ -92,8 +92,16 @@ class _BatchCopies:
 
     def rows(self) -> list[tuple[object, ...]]:
         return [
-            (key, d.certificate_id, d.event_type, _timestamp(d.received_at), d.source, d.payload,
-             _timestamp(self.last[key].received_at), self.copies[key])
+            (
+                key,
+                d.certificate_id,
+                d.event_type,
+                _timestamp(d.received_at),
+                d.source,
+                d.payload,
+                _timestamp(self.last[key].received_at),
+                self.copies[key],
+            )
             for key, d in self.first.items()
         ]
 
@@ -125,9 +133,7 @@ class InboxWriter:
         if not autocheckpoint:  # the caller checkpoints from another thread (checkpoint.py)
             self._conn.execute("PRAGMA wal_autocheckpoint = 0")
         self._conn.executescript(SCHEMA)
-        self._conn.execute(
-            "INSERT OR IGNORE INTO inbox_meta (key, value) VALUES ('inbox_id', ?)", (uuid.uuid4().hex,)
-        )
+        self._conn.execute("INSERT OR IGNORE INTO inbox_meta (key, value) VALUES ('inbox_id', ?)", (uuid.uuid4().hex,))
 
     def write(self, deliveries: Sequence[Delivery], rejected: Sequence[Rejected] = ()) -> list[AppendOutcome]:
         """Store deliveries and quarantined bodies in one transaction; returns once it is on disk.

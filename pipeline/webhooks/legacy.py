@@ -40,12 +40,18 @@ def adopt_legacy_state(warehouse: Warehouse, run_id: str) -> bool:
                 for batch in reader:
                     load.write(spec, pa.Table.from_batches([batch]).cast(spec.schema))
         position = marks[0][1] if marks else None
-        result = load.commit(position=position, drop_before=(LEGACY_STATE, *(spec.name for spec in SPECS)),
-                             stats={"adopted": f"lms.{LEGACY_STATE}",
-                                    "inbox_marks": {inbox_id: mark for inbox_id, mark, _ in marks}})
-    log.warning("certificates: adopted lms.%s (inbox marks %s) and %s certificate rows into the lake (load %s)",
-                LEGACY_STATE, {inbox_id: mark for inbox_id, mark, _ in marks},
-                {name: stats.inserted for name, stats in result.tables.items()}, result.load_id)
+        result = load.commit(
+            position=position,
+            drop_before=(LEGACY_STATE, *(spec.name for spec in SPECS)),
+            stats={"adopted": f"lms.{LEGACY_STATE}", "inbox_marks": {inbox_id: mark for inbox_id, mark, _ in marks}},
+        )
+    log.warning(
+        "certificates: adopted lms.%s (inbox marks %s) and %s certificate rows into the lake (load %s)",
+        LEGACY_STATE,
+        {inbox_id: mark for inbox_id, mark, _ in marks},
+        {name: stats.inserted for name, stats in result.tables.items()},
+        result.load_id,
+    )
     return True
 
 
@@ -55,8 +61,10 @@ def _legacy_marks(warehouse: Warehouse) -> list[tuple[str, int, datetime]] | Non
         return None
     with warehouse.connect(read_only=True) as conn:
         try:
-            rows = conn.execute(f"SELECT inbox_id, high_water_mark, updated_at FROM lms.{LEGACY_STATE} "
-                                "ORDER BY updated_at DESC, inbox_id").fetchall()
+            rows = conn.execute(
+                f"SELECT inbox_id, high_water_mark, updated_at FROM lms.{LEGACY_STATE} "
+                "ORDER BY updated_at DESC, inbox_id"
+            ).fetchall()
         except duckdb.CatalogException:
             return None
     return [(str(inbox_id), int(mark), updated_at) for inbox_id, mark, updated_at in rows]

@@ -51,8 +51,9 @@ class LoadStats:
     transactions: int = 0
 
 
-def load_certificate_events(warehouse: Warehouse, inbox: Inbox, *, run_id: str | None = None,
-                            chunk_events: int = DEFAULT_CHUNK_EVENTS) -> LoadStats:
+def load_certificate_events(
+    warehouse: Warehouse, inbox: Inbox, *, run_id: str | None = None, chunk_events: int = DEFAULT_CHUNK_EVENTS
+) -> LoadStats:
     """Load every inbox event past the stream's position, in sequence order, one committed load per chunk.
     Events arriving during the load wait for the next one, so the load always ends."""
     run_id = run_id or f"certificates-{uuid.uuid4().hex[:12]}"
@@ -84,9 +85,14 @@ def _load_chunk(warehouse: Warehouse, stream: str, run_id: str, incoming: pa.Tab
         if new.num_rows:
             load.write(CERTIFICATE_EVENTS, new)
             load.write(CERTIFICATES, current_state_rows(new))
-        result = load.commit(position=chunk_max, stats={
-            "inbox_sequence_from": int(incoming.column("sequence")[0].as_py()), "inbox_sequence_to": chunk_max,
-            "events_read": incoming.num_rows})
+        result = load.commit(
+            position=chunk_max,
+            stats={
+                "inbox_sequence_from": int(incoming.column("sequence")[0].as_py()),
+                "inbox_sequence_to": chunk_max,
+                "events_read": incoming.num_rows,
+            },
+        )
     events, certificates = result.tables.get(CERTIFICATE_EVENTS.name), result.tables.get(CERTIFICATES.name)
     loaded = events.inserted if events else 0
     stats.events_read += incoming.num_rows
@@ -106,8 +112,10 @@ def _not_loaded(warehouse: Warehouse, incoming: pa.Table) -> pa.Table:
     with warehouse.connect(read_only=True) as conn:
         conn.register("incoming_event_ids", incoming.select(["event_id"]))
         try:
-            loaded = conn.sql(f"SELECT event_id FROM lms.{CERTIFICATE_EVENTS.name} "
-                              "WHERE event_id IN (SELECT event_id FROM incoming_event_ids)").to_arrow_table()
+            loaded = conn.sql(
+                f"SELECT event_id FROM lms.{CERTIFICATE_EVENTS.name} "
+                "WHERE event_id IN (SELECT event_id FROM incoming_event_ids)"
+            ).to_arrow_table()
         finally:
             conn.unregister("incoming_event_ids")
     if not loaded.num_rows:
@@ -117,10 +125,20 @@ def _not_loaded(warehouse: Warehouse, incoming: pa.Table) -> pa.Table:
 
 def certificate_summary(conn: duckdb.DuckDBPyConnection) -> dict[str, int]:
     """Certificates per current state and events per type, for the demo and the CLI summary."""
-    summary = {f"certificates_{state}": n for state, n in conn.execute(
-        f"SELECT state, count(*) FROM lms.{CERTIFICATES.name} GROUP BY state ORDER BY state").fetchall()}
-    summary.update({f"events_{kind}": n for kind, n in conn.execute(
-        f"SELECT event_type, count(*) FROM lms.{CERTIFICATE_EVENTS.name} GROUP BY event_type ORDER BY 1").fetchall()})
+    summary = {
+        f"certificates_{state}": n
+        for state, n in conn.execute(
+            f"SELECT state, count(*) FROM lms.{CERTIFICATES.name} GROUP BY state ORDER BY state"
+        ).fetchall()
+    }
+    summary.update(
+        {
+            f"events_{kind}": n
+            for kind, n in conn.execute(
+                f"SELECT event_type, count(*) FROM lms.{CERTIFICATE_EVENTS.name} GROUP BY event_type ORDER BY 1"
+            ).fetchall()
+        }
+    )
     return summary
 
 

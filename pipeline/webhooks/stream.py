@@ -16,8 +16,10 @@ def inbox_stream(inbox_id: str) -> str:
     """The warehouse stream of one inbox (its row in lms._sync_state, its loads in lms._load_runs). A recreated
     inbox restarts its sequence, so each inbox is a stream of its own."""
     if not _INBOX_ID.match(inbox_id):
-        raise ValueError(f"inbox id {inbox_id!r} (inbox_meta of the inbox file) is not the lower-case hex id the "
-                         "receiver writes; restore the inbox file or let the receiver create a new one")
+        raise ValueError(
+            f"inbox id {inbox_id!r} (inbox_meta of the inbox file) is not the lower-case hex id the "
+            "receiver writes; restore the inbox file or let the receiver create a new one"
+        )
     return STREAM_PREFIX + inbox_id
 
 

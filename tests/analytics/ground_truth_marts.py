@@ -43,22 +43,39 @@ def correctness_of(record: dict[str, Any]) -> bool | None:
 
 
 def progress_frame(truth: GroundTruth) -> pd.DataFrame:
-    rows = [{
-        "user_id": r["_userId"], "lesson_id": r["_lessonId"], "status": status_of(r),
-        "time_spent": r.get("timeSpent"), "start": r.get("startDate"), "last": r.get("lastDate"),
-        "score": r.get("score"), "title": r.get("title"),
-    } for r in truth("active_lessons")]
+    rows = [
+        {
+            "user_id": r["_userId"],
+            "lesson_id": r["_lessonId"],
+            "status": status_of(r),
+            "time_spent": r.get("timeSpent"),
+            "start": r.get("startDate"),
+            "last": r.get("lastDate"),
+            "score": r.get("score"),
+            "title": r.get("title"),
+        }
+        for r in truth("active_lessons")
+    ]
     frame = pd.DataFrame(rows)
     frame["start"], frame["last"] = _utc(frame["start"]), _utc(frame["last"])
     return frame
 
 
 def answers_frame(truth: GroundTruth) -> pd.DataFrame:
-    rows = [{
-        "active_lesson_id": r["_activeLessonId"], "user_id": r["_userId"], "lesson_id": r["_lessonId"],
-        "quiz_type": r["quizType"], "attempt": int(r["attemptIndex"]), "question_id": r["_questionId"],
-        "title": r.get("questionTitle"), "at": r.get("lastDate"), "correct": correctness_of(r),
-    } for r in truth("answers")]
+    rows = [
+        {
+            "active_lesson_id": r["_activeLessonId"],
+            "user_id": r["_userId"],
+            "lesson_id": r["_lessonId"],
+            "quiz_type": r["quizType"],
+            "attempt": int(r["attemptIndex"]),
+            "question_id": r["_questionId"],
+            "title": r.get("questionTitle"),
+            "at": r.get("lastDate"),
+            "correct": correctness_of(r),
+        }
+        for r in truth("answers")
+    ]
     frame = pd.DataFrame(rows)
     frame["at"] = _utc(frame["at"])
     frame["correct"] = frame["correct"].astype("boolean")
@@ -68,10 +85,12 @@ def answers_frame(truth: GroundTruth) -> pd.DataFrame:
 def learner_progress(progress: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
     exits = answers[answers["quiz_type"] == "exit"]
     per_attempt = exits.groupby(["user_id", "lesson_id", "attempt"]).agg(
-        answers=("correct", "size"), decided=("correct", "count"), correct=("correct", "sum"))
+        answers=("correct", "size"), decided=("correct", "count"), correct=("correct", "sum")
+    )
     per_attempt["score"] = (100.0 * per_attempt["correct"] / per_attempt["decided"]).where(per_attempt["decided"] > 0)
     per_lesson = per_attempt.groupby(["user_id", "lesson_id"]).agg(
-        attempts=("answers", "size"), exit_answers=("answers", "sum"), best_score=("score", "max"))
+        attempts=("answers", "size"), exit_answers=("answers", "sum"), best_score=("score", "max")
+    )
     out = progress.set_index(["user_id", "lesson_id"]).join(per_lesson, how="left")
     out["attempts"] = out["attempts"].fillna(0).astype("int64")
     out["exit_answers"] = out["exit_answers"].fillna(0).astype("int64")
@@ -87,14 +106,20 @@ def lesson_funnel(progress: pd.DataFrame, truth: GroundTruth) -> pd.DataFrame:
         won = mine[mine["status"] == "succeeded"]
         hours = (won["last"] - won["start"]).dt.total_seconds() / 3600.0
         started = len(mine) - int(counts.get("not-started", 0))
-        rows.append({
-            "lesson_id": lesson_id, "learners": len(mine), "not_started": int(counts.get("not-started", 0)),
-            "started": started, "in_progress": int(counts.get("in-progress", 0)),
-            "succeeded": int(counts.get("succeeded", 0)), "failed": int(counts.get("failed", 0)),
-            "success_rate": counts.get("succeeded", 0) / started if started else None,
-            "median_hours_to_success": hours.median() if len(won) else None,
-            "median_time_spent_to_success": won["time_spent"].median() if len(won) else None,
-        })
+        rows.append(
+            {
+                "lesson_id": lesson_id,
+                "learners": len(mine),
+                "not_started": int(counts.get("not-started", 0)),
+                "started": started,
+                "in_progress": int(counts.get("in-progress", 0)),
+                "succeeded": int(counts.get("succeeded", 0)),
+                "failed": int(counts.get("failed", 0)),
+                "success_rate": counts.get("succeeded", 0) / started if started else None,
+                "median_hours_to_success": hours.median() if len(won) else None,
+                "median_time_spent_to_success": won["time_spent"].median() if len(won) else None,
+            }
+        )
     return pd.DataFrame(rows).set_index("lesson_id")
 
 
@@ -114,8 +139,11 @@ def question_difficulty(answers: pd.DataFrame, truth: GroundTruth) -> pd.DataFra
     keys = ["lesson_id", "quiz_type", "question_id"]
     first_attempt = answers.groupby(["active_lesson_id", "quiz_type", "question_id"])["attempt"].transform("min")
     firsts = answers[answers["attempt"] == first_attempt]
-    out = firsts.groupby(keys).agg(first_attempts=("correct", "size"), first_attempts_decided=("correct", "count"),
-                                   first_attempts_correct=("correct", "sum"))
+    out = firsts.groupby(keys).agg(
+        first_attempts=("correct", "size"),
+        first_attempts_decided=("correct", "count"),
+        first_attempts_correct=("correct", "sum"),
+    )
     out["first_attempt_correct_rate"] = out["first_attempts_correct"] / out["first_attempts_decided"]
     out["answers_all_attempts"] = answers.groupby(keys).size()
     latest = answers.sort_values("at").groupby(keys)["title"].last()
@@ -146,16 +174,26 @@ def session_attendance(truth: GroundTruth) -> pd.DataFrame:
         statuses = [r["status"] for r in registrations]
         attendance = [r.get("attendance") for r in registrations]
         quota = session.get("quotas") or {}
-        approved, attended, absent = statuses.count("approved"), attendance.count("attended"), attendance.count("absent")
+        approved, attended, absent = (
+            statuses.count("approved"),
+            attendance.count("attended"),
+            attendance.count("absent"),
+        )
         has_max = quota.get("type") in ("max", "min-max") and (quota.get("max") or 0) > 0
-        rows.append({
-            "session_id": session["id"], "registrations": len(registrations), "seats_taken": approved,
-            "waiting_list": statuses.count("waiting-list"), "rejected": statuses.count("rejected"),
-            "attended": attended, "absent": absent,
-            "fill_rate": approved / quota["max"] if has_max else None,
-            "below_min_quota": approved < quota["min"] if quota.get("type") in ("min", "min-max") else None,
-            "attendance_rate": attended / (attended + absent) if attended + absent else None,
-        })
+        rows.append(
+            {
+                "session_id": session["id"],
+                "registrations": len(registrations),
+                "seats_taken": approved,
+                "waiting_list": statuses.count("waiting-list"),
+                "rejected": statuses.count("rejected"),
+                "attended": attended,
+                "absent": absent,
+                "fill_rate": approved / quota["max"] if has_max else None,
+                "below_min_quota": approved < quota["min"] if quota.get("type") in ("min", "min-max") else None,
+                "attendance_rate": attended / (attended + absent) if attended + absent else None,
+            }
+        )
     return pd.DataFrame(rows).set_index("session_id").sort_index()
 
 
@@ -177,20 +215,31 @@ def certificate_states(truth: GroundTruth, as_of: datetime) -> pd.DataFrame:
 def certificates_by_badge(truth: GroundTruth, as_of: datetime) -> pd.DataFrame:
     states = certificate_states(truth, as_of)
     out = states.groupby("badge_id", dropna=False).agg(
-        certificates=("state", "size"), active=("state", lambda s: int((s == "active").sum())),
-        expiring_within_30_days=("soon", "sum"), expired=("state", lambda s: int((s == "expired").sum())),
+        certificates=("state", "size"),
+        active=("state", lambda s: int((s == "active").sum())),
+        expiring_within_30_days=("soon", "sum"),
+        expired=("state", lambda s: int((s == "expired").sum())),
         revoked=("state", lambda s: int((s == "revoked").sum())),
     )
     return out.sort_index()
 
 
 def daily_activity(progress: pd.DataFrame, answers: pd.DataFrame, truth: GroundTruth) -> pd.DataFrame:
-    by_answer = answers.dropna(subset=["at"]).assign(day=lambda f: f["at"].dt.date).groupby("day").agg(
-        answers=("correct", "size"), correct_answers=("correct", "sum"),
-        active_learners=("user_id", "nunique"), lessons_answered=("lesson_id", "nunique"))
+    by_answer = (
+        answers.dropna(subset=["at"])
+        .assign(day=lambda f: f["at"].dt.date)
+        .groupby("day")
+        .agg(
+            answers=("correct", "size"),
+            correct_answers=("correct", "sum"),
+            active_learners=("user_id", "nunique"),
+            lessons_answered=("lesson_id", "nunique"),
+        )
+    )
     starts = progress.dropna(subset=["start"]).groupby(progress["start"].dt.date).size().rename("lessons_started")
-    completed = [pd.Timestamp(c["creationDate"]).tz_convert("UTC").date()
-                 for c in truth("certificates") if c.get("creationDate")]
+    completed = [
+        pd.Timestamp(c["creationDate"]).tz_convert("UTC").date() for c in truth("certificates") if c.get("creationDate")
+    ]
     certified = pd.Series(completed, dtype=object).value_counts().rename("certificates_completed")
     out = by_answer.join(starts, how="outer").join(certified, how="outer").fillna(0).astype("int64")
     out.index.name = "activity_date"

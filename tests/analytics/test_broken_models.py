@@ -91,48 +91,86 @@ def model_yml(body: str, name: str = "broken") -> str:
 @pytest.mark.parametrize(
     ("yml", "expected"),
     [
-        (model_yml("columns:\n  - name: x\n    data_tests: [uniq]"),
-         "models[0].columns.x.data_tests[0]: expected one of unique, not_null, accepted_values, relationships"),
-        (model_yml("columns:\n  - name: x\n    data_tests:\n"
-                   "      - relationships: {arguments: {to: ref('nope'), field: id}}"),
-         "unknown table analytics.nope"),
-        (model_yml("columns:\n  - name: x\n    data_tests:\n"
-                   "      - relationships: {arguments: {to: analytics.stg_users, field: user_id}}"),
-         "data_tests[0].arguments.to: expected ref('<model>') or source('lms', '<table>')"),
-        (model_yml("columns:\n  - name: x\n    data_tests:\n"
-                   "      - relationships: {arguments: {to: \"source('raw', 'users')\", field: id}}"),
-         "unknown source 'raw'"),
-        (model_yml("columns:\n  - name: x\n    data_tests: [{accepted_values: {arguments: {}}}]"),
-         "data_tests[0].arguments: expected accepted_values with values (non-empty)"),
-        (model_yml("columns:\n  - name: x\n    data_tests: [{accepted_values: {arguments: {values: [1], quote: no}}}]"),
-         "data_tests[0].arguments: expected values only"),
-        (model_yml("columns:\n  - name: x\n    data_tests: [{not_null: {arguments: {values: [1]}}}]"),
-         "data_tests[0].arguments: expected none: not_null takes no arguments"),
-        (model_yml("columns:\n  - name: x\n    data_tests: [{accepted_values: {arguments: {values: a}}}]"),
-         "data_tests[0].arguments.values: expected a list"),
-        (model_yml("columns:\n  - name: x\n    data_tests: [{accepted_values: {values: [1]}}]"),
-         "values, to, field... go under arguments, severity under config"),
-        (model_yml("columns:\n  - name: x\n    data_tests: [{not_null: {config: {severity: fatal}}}]"),
-         "data_tests[0].config.severity: expected error or warn"),
+        (
+            model_yml("columns:\n  - name: x\n    data_tests: [uniq]"),
+            "models[0].columns.x.data_tests[0]: expected one of unique, not_null, accepted_values, relationships",
+        ),
+        (
+            model_yml(
+                "columns:\n  - name: x\n    data_tests:\n"
+                "      - relationships: {arguments: {to: ref('nope'), field: id}}"
+            ),
+            "unknown table analytics.nope",
+        ),
+        (
+            model_yml(
+                "columns:\n  - name: x\n    data_tests:\n"
+                "      - relationships: {arguments: {to: analytics.stg_users, field: user_id}}"
+            ),
+            "data_tests[0].arguments.to: expected ref('<model>') or source('lms', '<table>')",
+        ),
+        (
+            model_yml(
+                "columns:\n  - name: x\n    data_tests:\n"
+                "      - relationships: {arguments: {to: \"source('raw', 'users')\", field: id}}"
+            ),
+            "unknown source 'raw'",
+        ),
+        (
+            model_yml("columns:\n  - name: x\n    data_tests: [{accepted_values: {arguments: {}}}]"),
+            "data_tests[0].arguments: expected accepted_values with values (non-empty)",
+        ),
+        (
+            model_yml(
+                "columns:\n  - name: x\n    data_tests: [{accepted_values: {arguments: {values: [1], quote: no}}}]"
+            ),
+            "data_tests[0].arguments: expected values only",
+        ),
+        (
+            model_yml("columns:\n  - name: x\n    data_tests: [{not_null: {arguments: {values: [1]}}}]"),
+            "data_tests[0].arguments: expected none: not_null takes no arguments",
+        ),
+        (
+            model_yml("columns:\n  - name: x\n    data_tests: [{accepted_values: {arguments: {values: a}}}]"),
+            "data_tests[0].arguments.values: expected a list",
+        ),
+        (
+            model_yml("columns:\n  - name: x\n    data_tests: [{accepted_values: {values: [1]}}]"),
+            "values, to, field... go under arguments, severity under config",
+        ),
+        (
+            model_yml("columns:\n  - name: x\n    data_tests: [{not_null: {config: {severity: fatal}}}]"),
+            "data_tests[0].config.severity: expected error or warn",
+        ),
         (model_yml("columns:\n  - name: x\n    data_tests: [not_null, not_null]"), "declared twice: not_null__x"),
-        (model_yml("columns:\n  - name: x\n    tests: [not_null]"),
-         "models[0].columns.x.tests: expected data_tests, dbt's name for tests since 1.8"),
+        (
+            model_yml("columns:\n  - name: x\n    tests: [not_null]"),
+            "models[0].columns.x.tests: expected data_tests, dbt's name for tests since 1.8",
+        ),
         (model_yml("columns:\n  - name: x\n  - name: x"), "models[0].columns[1].name: expected a column listed once"),
         (model_yml("columns:\n  - name: x\n    desc: typo"), "models[0].columns.x: expected only data_tests"),
         (model_yml("columns:\n  x: {description: old layout}"), "models[0].columns: expected a list"),
-        (model_yml("data_tests: [not_null]"),
-         "models[0].data_tests[0]: expected one of dbt_utils.unique_combination_of_columns"),
-        (model_yml("data_tests:\n  - dbt_utils.unique_combination_of_columns:\n"
-                   "      arguments: {combination_of_columns: x}"),
-         "arguments.combination_of_columns: expected a list of column names"),
+        (
+            model_yml("data_tests: [not_null]"),
+            "models[0].data_tests[0]: expected one of dbt_utils.unique_combination_of_columns",
+        ),
+        (
+            model_yml(
+                "data_tests:\n  - dbt_utils.unique_combination_of_columns:\n"
+                "      arguments: {combination_of_columns: x}"
+            ),
+            "arguments.combination_of_columns: expected a list of column names",
+        ),
         (model_yml("config: {materialized: ephemeral}"), "models[0].config.materialized: expected 'table' or 'view'"),
         (model_yml("config: {meta: {publish: maybe}}"), "models[0].config.meta.publish: expected true or false"),
         (model_yml("config: {schema: other}"), "models[0].config: expected a mapping of materialized and/or meta"),
         (model_yml("description: x", name="other"), "models[0].name: expected 'broken'"),
         (model_yml("description: x") + "  - name: broken2\n", "models: expected a list of one entry"),
         ("version: 1\nmodels: [{name: broken}]\n", "version: expected 2"),
-        ("description: the pre-dbt layout\ncolumns:\n  x: {description: an x}\n",
-         "top level: expected dbt's schema: `version: 2` and `models: "),
+        (
+            "description: the pre-dbt layout\ncolumns:\n  x: {description: an x}\n",
+            "top level: expected dbt's schema: `version: 2` and `models: ",
+        ),
         ("description: [unclosed\n", "is not valid YAML"),
     ],
 )
@@ -144,16 +182,21 @@ def test_invalid_yaml_names_the_file_and_place(models_dir: Path, yml: str, expec
 
 def test_yaml_in_dbts_schema_is_read_whole(models_dir: Path) -> None:
     """Every supported test kind and setting, read from one file: what the runner makes of each."""
-    add_model(models_dir, "broken", "select 1 as x, 2 as y from {{ ref('stg_users') }}", model_yml(
-        "description: >\n  Two lines,\n  one description.\n"
-        "config: {materialized: view, meta: {publish: false}}\n"
-        "data_tests:\n  - dbt_utils.unique_combination_of_columns:\n      arguments: {combination_of_columns: [x, y]}\n"
-        "columns:\n"
-        "  - name: x\n    description: An x, with a comma.\n    data_tests:\n      - unique\n"
-        "      - relationships:\n          arguments: {to: \"source('lms', 'users')\", field: id}\n"
-        "          config: {severity: WARN}\n"
-        "  - name: y\n    data_tests: [{accepted_values: {arguments: {values: [2, 3]}}}]\n"
-    ))
+    add_model(
+        models_dir,
+        "broken",
+        "select 1 as x, 2 as y from {{ ref('stg_users') }}",
+        model_yml(
+            "description: >\n  Two lines,\n  one description.\n"
+            "config: {materialized: view, meta: {publish: false}}\n"
+            "data_tests:\n  - dbt_utils.unique_combination_of_columns:\n      arguments: {combination_of_columns: [x, y]}\n"
+            "columns:\n"
+            "  - name: x\n    description: An x, with a comma.\n    data_tests:\n      - unique\n"
+            "      - relationships:\n          arguments: {to: \"source('lms', 'users')\", field: id}\n"
+            "          config: {severity: WARN}\n"
+            "  - name: y\n    data_tests: [{accepted_values: {arguments: {values: [2, 3]}}}]\n"
+        ),
+    )
     model = load_project(models_dir).models["broken"]
     assert (model.description, model.materialized, model.publish) == ("Two lines, one description.", "view", False)
     assert model.columns == {"x": "An x, with a comma.", "y": ""}
@@ -173,10 +216,14 @@ def test_yaml_in_dbts_schema_is_read_whole(models_dir: Path) -> None:
         ("select 1 as x\nfrom {{ source('raw', 'answers') }}", ":2: unknown source 'raw'"),
         ("select 1 as x from {{ source('lms', 'nope') }}", "unknown table lms.nope"),
         ("select 1 as x from {{ ref('broken') }}", "reads itself"),
-        ("select\n{{ config(materialized='table') }}\n1 as x",
-         ":2: expected ref('<model>') or source('lms', '<table>')"),
-        ("select 1 as x\n{% if true %} from {{ ref('stg_users') }} {% endif %}",
-         ":2: '{%': only {{ ref('<model>') }} and {{ source('lms', '<table>') }} are supported"),
+        (
+            "select\n{{ config(materialized='table') }}\n1 as x",
+            ":2: expected ref('<model>') or source('lms', '<table>')",
+        ),
+        (
+            "select 1 as x\n{% if true %} from {{ ref('stg_users') }} {% endif %}",
+            ":2: '{%': only {{ ref('<model>') }} and {{ source('lms', '<table>') }} are supported",
+        ),
     ],
 )
 def test_bad_reference_in_sql_names_file_line_and_table(models_dir: Path, sql: str, expected: str) -> None:
@@ -191,8 +238,10 @@ def test_bad_reference_in_sql_names_file_line_and_table(models_dir: Path, sql: s
         ("tables:\n  answers: the pre-dbt layout\n", "expected dbt's schema with one source"),
         ("sources:\n  - name: raw\n    tables: [{name: answers}]\n", "expected dbt's schema with one source"),
         ("sources:\n  - name: lms\n    tables: []\n", "sources[0]: expected name, description and a non-empty"),
-        ("sources:\n  - name: lms\n    tables: [{name: answers}, {name: answers}]\n",
-         "sources[0].tables[1]: table 'answers' is declared twice"),
+        (
+            "sources:\n  - name: lms\n    tables: [{name: answers}, {name: answers}]\n",
+            "sources[0].tables[1]: table 'answers' is declared twice",
+        ),
         ("sources:\n  - name: lms\n    tables: [answers]\n", "sources[0].tables[0]: expected a mapping"),
     ],
 )
@@ -212,8 +261,9 @@ def test_code_location_load_fails_naming_file_and_table(models_dir: Path) -> Non
     """What `dagster dev` shows: loading the code location fails with the clear message."""
     path = add_model(models_dir, "broken", "SELECT * FROM lms.nope")
     env = {**os.environ, MODELS_DIR_ENV: str(models_dir)}
-    done = subprocess.run([sys.executable, "-c", "import pipeline.definitions"], env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", "import pipeline.definitions"], env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode != 0
     last_line = done.stderr.strip().splitlines()[-1]
     assert last_line.startswith("pipeline.analytics.errors.ModelError: ")

@@ -94,8 +94,9 @@ def test_the_reader_would_catch_a_non_atomic_replacement(numbers_db: duckdb.Duck
 
     def naive_rebuild(generation: int) -> None:
         numbers_db.execute("DROP TABLE analytics.big")
-        numbers_db.execute("CREATE TABLE analytics.big AS SELECT n, ? AS gen FROM lms.numbers WHERE n % 2 = 0",
-                           [generation])
+        numbers_db.execute(
+            "CREATE TABLE analytics.big AS SELECT n, ? AS gen FROM lms.numbers WHERE n % 2 = 0", [generation]
+        )
         numbers_db.execute("INSERT INTO analytics.big SELECT n, ? FROM lms.numbers WHERE n % 2 = 1", [generation])
 
     whole = {(ROWS[1], 1, 1), (ROWS[1], 2, 2)}
@@ -119,7 +120,9 @@ def test_failing_test_keeps_previous_table_and_skips_downstream(
 ) -> None:
     before = count(small_built, "session_attendance")
     small_built.execute("UPDATE lms.lesson_sessions SET status = 'archived' WHERE id = 'S3'")
-    small_built.execute("INSERT INTO lms.lesson_sessions (id, presenters, on_site, is_live) VALUES ('S4', [], false, false)")
+    small_built.execute(
+        "INSERT INTO lms.lesson_sessions (id, presenters, on_site, is_live) VALUES ('S4', [], false, false)"
+    )
     results = {r.model.name: r for r in build_models(small_built, project, as_of=AS_OF)}
 
     failed = results["stg_lesson_sessions"]
@@ -162,7 +165,8 @@ def test_sql_error_names_the_file_and_keeps_previous_table(
 def test_documented_column_missing_from_the_select(tmp_path: Path, numbers_db: duckdb.DuckDBPyConnection) -> None:
     tiny_project(tmp_path)
     (tmp_path / "models" / "marts" / "big.yml").write_text(
-        "models:\n  - name: big\n    columns: [{name: generation, description: typo}]\n")
+        "models:\n  - name: big\n    columns: [{name: generation, description: typo}]\n"
+    )
     (result,) = build_models(numbers_db, load_project(tmp_path / "models"))
     assert result.status == "failed"
     assert "big.yml" in result.error and "['generation']" in result.error
@@ -186,14 +190,18 @@ def test_materialization_can_change_between_builds(tmp_path: Path, numbers_db: d
     assert kinds == [("VIEW",)]
 
 
-def test_builds_are_recorded_with_their_as_of(small_built: duckdb.DuckDBPyConnection, project: AnalyticsProject) -> None:
+def test_builds_are_recorded_with_their_as_of(
+    small_built: duckdb.DuckDBPyConnection, project: AnalyticsProject
+) -> None:
     rows = small_built.execute("SELECT model, as_of, row_count FROM analytics._builds").fetchall()
     assert {r[0] for r in rows} == set(project.models)
     assert {r[1] for r in rows} == {AS_OF}
     assert dict((r[0], r[2]) for r in rows)["lesson_funnel"] == 3
 
 
-def test_as_of_without_time_zone_is_refused(warehouse_conn: duckdb.DuckDBPyConnection, project: AnalyticsProject) -> None:
+def test_as_of_without_time_zone_is_refused(
+    warehouse_conn: duckdb.DuckDBPyConnection, project: AnalyticsProject
+) -> None:
     with pytest.raises(ValueError, match="time zone"):
         list(build_models(warehouse_conn, project, as_of=datetime(2026, 11, 22)))
 
@@ -217,20 +225,24 @@ def test_models_built_ahead_come_in_build_order_like_build_models(
 def test_an_error_of_the_build_ahead_is_raised_to_the_caller(
     warehouse_conn: duckdb.DuckDBPyConnection, project: AnalyticsProject
 ) -> None:
-    with pytest.raises(ValueError, match="time zone"), \
-            models_built_ahead(warehouse_conn, project, as_of=datetime(2026, 11, 22)) as results:
+    with (
+        pytest.raises(ValueError, match="time zone"),
+        models_built_ahead(warehouse_conn, project, as_of=datetime(2026, 11, 22)) as results,
+    ):
         list(results)
     assert warehouse_conn.execute("SELECT 42").fetchone() == (42,)  # the thread is done with the connection
 
 
-def test_leaving_the_build_ahead_early_stops_the_model_running(tmp_path: Path,
-                                                               numbers_db: duckdb.DuckDBPyConnection) -> None:
+def test_leaving_the_build_ahead_early_stops_the_model_running(
+    tmp_path: Path, numbers_db: duckdb.DuckDBPyConnection
+) -> None:
     """A run stopped after the first model: the second, a statement of minutes, is interrupted, never swapped in,
     and the connection is free when the block ends."""
     root = tmp_path / "models"
     tiny_project(tmp_path)
     (root / "marts" / "slow.sql").write_text(
-        "select count(*) as n from {{ ref('big') }}, range(100000) a, range(100000) b")
+        "select count(*) as n from {{ ref('big') }}, range(100000) a, range(100000) b"
+    )
     project = load_project(root)
     with models_built_ahead(numbers_db, project) as results:
         first = next(results)

@@ -100,8 +100,11 @@ def test_a_subset_builds_only_what_was_selected(seeded: Path, project: Analytics
     result = run(seeded, selection=[AssetKey(["analytics", "lesson_funnel"])])
     assert result.success
     assert materialized(result) == {AssetKey(["analytics", "lesson_funnel"])}
-    assert set(checks(result)) == {"lesson_funnel.unique__lesson_id", "lesson_funnel.not_null__lesson_id",
-                                   "lesson_funnel.not_null__learners"}
+    assert set(checks(result)) == {
+        "lesson_funnel.unique__lesson_id",
+        "lesson_funnel.not_null__lesson_id",
+        "lesson_funnel.not_null__learners",
+    }
 
 
 def test_bad_as_of_fails_with_what_to_do(seeded: Path) -> None:
@@ -112,8 +115,11 @@ def test_bad_as_of_fails_with_what_to_do(seeded: Path) -> None:
 
 
 def test_definitions_load_with_the_lms_upstreams(project: AnalyticsProject) -> None:
-    defs = Definitions(assets=analytics_assets, asset_checks=analytics_checks,
-                       resources={"warehouse": WarehouseResource(data_dir="unused")})
+    defs = Definitions(
+        assets=analytics_assets,
+        asset_checks=analytics_checks,
+        resources={"warehouse": WarehouseResource(data_dir="unused")},
+    )
     graph = defs.resolve_asset_graph()
     funnel = graph.get(AssetKey(["analytics", "stg_answers"]))
     assert funnel.parent_keys == {AssetKey(["lms", "answers"])}

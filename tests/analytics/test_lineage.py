@@ -72,7 +72,7 @@ def test_models_are_in_jaffle_shops_shape(project: AnalyticsProject) -> None:
         last = "renamed" if model.layer == "staging" else "final"
         assert re.search(rf"\nselect \* from {last}(\norder by \w+)?\n$", text), model.name
         tokens = Tokenizer().tokenize(model.sql)
-        words = [model.sql[t.start:t.end + 1] for t in tokens if t.token_type != TokenType.STRING]
+        words = [model.sql[t.start : t.end + 1] for t in tokens if t.token_type != TokenType.STRING]
         upper = [w for w in words if w != w.lower()]
         assert not upper, f"{model.name}: {upper}"
 
@@ -88,8 +88,11 @@ def test_some_deps_spelled_out(project: AnalyticsProject) -> None:
     assert deps["stg_answers"] == {"lms.answers"}
     assert deps["lesson_funnel"] == {"analytics.learner_progress", "analytics.stg_lessons"}
     assert deps["certificates_by_badge"] == {"analytics.certificates"}
-    assert deps["learner_progress"] == {"analytics.stg_active_lessons", "analytics.stg_answers",
-                                        "analytics.stg_lessons"}
+    assert deps["learner_progress"] == {
+        "analytics.stg_active_lessons",
+        "analytics.stg_answers",
+        "analytics.stg_lessons",
+    }
 
 
 def test_staging_reads_only_synced_tables_and_marts_only_models(project: AnalyticsProject) -> None:

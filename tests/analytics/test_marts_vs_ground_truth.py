@@ -67,17 +67,23 @@ def same(warehouse: pd.DataFrame, expected: pd.DataFrame) -> None:
     pd.testing.assert_frame_equal(
         got.astype("object").where(got.notna(), None).sort_index(),
         expected.astype("object").where(expected.notna(), None).loc[got.sort_index().index],
-        check_dtype=False, check_exact=False, rtol=1e-9, check_names=False,
+        check_dtype=False,
+        check_exact=False,
+        rtol=1e-9,
+        check_names=False,
     )
 
 
 def test_every_model_was_built_and_published(synced: Synced) -> None:
-    tables = {r[0] for r in synced.snapshot.execute(
-        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()}
+    tables = {
+        r[0]
+        for r in synced.snapshot.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'"
+        ).fetchall()
+    }
     published = [m.name for m in load_project().published]
     assert set(published) <= tables
-    empty = [name for name in published
-             if synced.snapshot.execute(f"SELECT count(*) FROM {name}").fetchall() == [(0,)]]
+    empty = [name for name in published if synced.snapshot.execute(f"SELECT count(*) FROM {name}").fetchall() == [(0,)]]
     assert empty == [], "every model has rows on simulator data"
     for mart in load_project().marts:
         assert (synced.data_dir / "marts" / f"{mart.name}.parquet").exists()

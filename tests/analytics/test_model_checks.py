@@ -9,8 +9,14 @@ from pipeline.analytics.lineage import TableRef
 from pipeline.analytics.model_tests import ModelTest
 
 
-def data_test(kind: str, *columns: str, values: tuple = (), to: TableRef | None = None, field: str | None = None,
-         severity: str = "error") -> ModelTest:
+def data_test(
+    kind: str,
+    *columns: str,
+    values: tuple = (),
+    to: TableRef | None = None,
+    field: str | None = None,
+    severity: str = "error",
+) -> ModelTest:
     return ModelTest("m", kind, columns, values, to, field, severity, "m.yml")
 
 

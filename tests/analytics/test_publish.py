@@ -21,7 +21,7 @@ from pipeline.analytics.publish import publish
 from pipeline.analytics.summary import mart_summary
 from pipeline.analytics.verify import verify_published
 
-READER = r'''
+READER = r"""
 import json, sys, time
 from pathlib import Path
 import duckdb, pyarrow.parquet as pq
@@ -59,13 +59,16 @@ while not (data / "reader-stop").exists():
     (data / "reader-progress.tmp").replace(data / "reader-progress")
     time.sleep(0.01)  # leave the writer a core on a 2-core machine
 print(json.dumps(report))
-'''
+"""
 
 
 def main_relations(snapshot: duckdb.DuckDBPyConnection) -> dict[str, str]:
     """What analysts see in the snapshot's schema main: name -> BASE TABLE or VIEW."""
-    return dict(snapshot.execute(
-        "SELECT table_name, table_type FROM information_schema.tables WHERE table_schema = 'main'").fetchall())
+    return dict(
+        snapshot.execute(
+            "SELECT table_name, table_type FROM information_schema.tables WHERE table_schema = 'main'"
+        ).fetchall()
+    )
 
 
 def build_and_publish(conn: duckdb.DuckDBPyConnection, project: AnalyticsProject, data_dir: Path) -> int:
@@ -76,10 +79,14 @@ def build_and_publish(conn: duckdb.DuckDBPyConnection, project: AnalyticsProject
 
 def add_learners(conn: duckdb.DuckDBPyConnection, round_: int, count: int = 50) -> None:
     """What a sync does between two builds: new progress records."""
-    insert(conn, "active_lessons", [
-        {"owner_id": "O1", "user_id": f"R{round_}-{k}", "lesson_id": "L1", "stats_progress_in_percent": 10.0}
-        for k in range(count)
-    ])
+    insert(
+        conn,
+        "active_lessons",
+        [
+            {"owner_id": "O1", "user_id": f"R{round_}-{k}", "lesson_id": "L1", "stats_progress_in_percent": 10.0}
+            for k in range(count)
+        ],
+    )
 
 
 def reader_saw_several_publishes(data_dir: Path) -> bool:
@@ -97,16 +104,20 @@ def test_publish_writes_every_model_and_every_mart(
     build_and_publish(warehouse_conn, project, data_dir)
     snapshot = duckdb.connect(str(data_dir / "analytics.duckdb"), read_only=True)
     try:
-        assert main_relations(snapshot) == {m.name: "VIEW" if m.materialized == "view" else "BASE TABLE"
-                                            for m in project.published} | {"_builds": "BASE TABLE",
-                                                                           "_published": "BASE TABLE"}
+        assert main_relations(snapshot) == {
+            m.name: "VIEW" if m.materialized == "view" else "BASE TABLE" for m in project.published
+        } | {"_builds": "BASE TABLE", "_published": "BASE TABLE"}
         # the staging views read the raw tables the file holds; the warehouse's schema analytics is not there (in a
         # file named analytics.duckdb, `analytics.x` would be ambiguous)
-        schemas = {r[0] for r in snapshot.execute("SELECT schema_name FROM duckdb_schemas() WHERE NOT internal").fetchall()}
+        schemas = {
+            r[0] for r in snapshot.execute("SELECT schema_name FROM duckdb_schemas() WHERE NOT internal").fetchall()
+        }
         assert "lms" in schemas and "analytics" not in schemas
         for model in project.published:
             in_snapshot = snapshot.execute(f"SELECT * FROM {model.name} ORDER BY ALL").fetchall()
-            assert in_snapshot == warehouse_conn.execute(f"SELECT * FROM analytics.{model.name} ORDER BY ALL").fetchall()
+            assert (
+                in_snapshot == warehouse_conn.execute(f"SELECT * FROM analytics.{model.name} ORDER BY ALL").fetchall()
+            )
         assert snapshot.execute("SELECT count(*) FROM stg_active_lessons").fetchone()[0] == 6
         for mart in project.marts:
             in_snapshot = snapshot.execute(f"SELECT * FROM {mart.name} ORDER BY ALL").fetchall()
@@ -119,8 +130,16 @@ def test_publish_writes_every_model_and_every_mart(
     finally:
         snapshot.close()
     # the snapshot is a copy of the warehouse file, made without this process letting go of the file's lock
-    opened = subprocess.run([sys.executable, "-c", "import duckdb, sys; duckdb.connect(sys.argv[1], read_only=True)",
-                             str(data_dir / "warehouse.duckdb")], capture_output=True, text=True)
+    opened = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import duckdb, sys; duckdb.connect(sys.argv[1], read_only=True)",
+            str(data_dir / "warehouse.duckdb"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert opened.returncode != 0 and "lock" in opened.stderr.lower()
     manifest = json.loads((data_dir / "marts" / "_manifest.json").read_text())
     assert manifest["marts"]["lesson_funnel"] == {"file": "lesson_funnel.parquet", "rows": 3}
@@ -181,7 +200,9 @@ def test_verify_reports_a_parquet_file_that_disagrees(
 ) -> None:
     seed_small_world(warehouse_conn)
     build_and_publish(warehouse_conn, project, data_dir)
-    warehouse_conn.execute("COPY (SELECT 1 AS x) TO ? (FORMAT parquet)", [str(data_dir / "marts" / "lesson_funnel.parquet")])
+    warehouse_conn.execute(
+        "COPY (SELECT 1 AS x) TO ? (FORMAT parquet)", [str(data_dir / "marts" / "lesson_funnel.parquet")]
+    )
     problems, rows = verify_published(project, data_dir)
     assert problems == [f"{data_dir / 'marts' / 'lesson_funnel.parquet'}: 1 rows but the manifest says 3"]
     assert rows["lesson_funnel"] == 3
@@ -205,7 +226,10 @@ def test_demo_summary_reads_the_published_snapshot(
     funnel = sections["Lesson funnel: the five lessons with the most learners"]
     assert funnel[0].split() == ["Sécurité", "4", "1", "1", "1", "1", "33.3", "48.0"]
     badges = sections["Certificates per badge"]
-    assert [line.split() for line in badges] == [["Sécurité", "3", "2", "1", "1", "0"], ["Excel", "2", "1", "0", "0", "1"]]
+    assert [line.split() for line in badges] == [
+        ["Sécurité", "3", "2", "1", "1", "0"],
+        ["Excel", "2", "1", "0", "0", "1"],
+    ]
 
 
 def test_a_model_can_stay_out_of_the_snapshot(tmp_path: Path) -> None:
@@ -240,12 +264,15 @@ def test_a_view_is_copied_as_built_when_a_view_of_the_file_would_not_read_the_sa
     """A staging view stays a view in the snapshot only when its SQL there reads what the warehouse's view reads:
     not when the code changed since it was built, not when it reads another model or the build's `as_of`."""
     root = tmp_path / "models"
-    project = small_project(root, {
-        "plain": "SELECT n FROM {{ source('lms', 'numbers') }}",
-        "changed": "SELECT n FROM {{ source('lms', 'numbers') }}",
-        "on_a_model": "SELECT n * 10 AS n FROM {{ ref('plain') }}",
-        "dated": "SELECT n, getvariable('as_of') AS as_of FROM {{ source('lms', 'numbers') }}",
-    })
+    project = small_project(
+        root,
+        {
+            "plain": "SELECT n FROM {{ source('lms', 'numbers') }}",
+            "changed": "SELECT n FROM {{ source('lms', 'numbers') }}",
+            "on_a_model": "SELECT n * 10 AS n FROM {{ ref('plain') }}",
+            "dated": "SELECT n, getvariable('as_of') AS as_of FROM {{ source('lms', 'numbers') }}",
+        },
+    )
     conn = duckdb.connect(str(tmp_path / "warehouse.duckdb"))
     conn.execute("CREATE SCHEMA lms; CREATE TABLE lms.numbers AS SELECT 1 AS n")
     assert {r.status for r in build_models(conn, project, as_of=AS_OF)} == {"built"}
@@ -254,8 +281,14 @@ def test_a_view_is_copied_as_built_when_a_view_of_the_file_would_not_read_the_sa
     conn.close()
     snapshot = duckdb.connect(str(tmp_path / "analytics.duckdb"), read_only=True)
     try:
-        assert main_relations(snapshot) == {"plain": "VIEW", "changed": "BASE TABLE", "on_a_model": "BASE TABLE",
-                                            "dated": "BASE TABLE", "_builds": "BASE TABLE", "_published": "BASE TABLE"}
+        assert main_relations(snapshot) == {
+            "plain": "VIEW",
+            "changed": "BASE TABLE",
+            "on_a_model": "BASE TABLE",
+            "dated": "BASE TABLE",
+            "_builds": "BASE TABLE",
+            "_published": "BASE TABLE",
+        }
         assert snapshot.execute("SELECT n FROM changed").fetchall() == [(1,)]  # as built, not as the code says now
         assert snapshot.execute("SELECT n FROM on_a_model").fetchall() == [(10,)]
         assert snapshot.execute("SELECT as_of FROM dated").fetchone()[0] == AS_OF

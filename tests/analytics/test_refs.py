@@ -13,8 +13,10 @@ PATH = Path("marts/m.sql")
 
 
 def test_ref_and_source_compile_to_schema_qualified_tables() -> None:
-    sql = ("with\n\nanswers as (\n\n    select * from {{ ref('stg_answers') }}\n\n),\n\n"
-           "raw as (select * from {{source( \"lms\" , \"answers\" )}})\n\nselect * from answers")
+    sql = (
+        "with\n\nanswers as (\n\n    select * from {{ ref('stg_answers') }}\n\n),\n\n"
+        'raw as (select * from {{source( "lms" , "answers" )}})\n\nselect * from answers'
+    )
     assert compile_sql(sql, PATH) == (
         "with\n\nanswers as (\n\n    select * from analytics.stg_answers\n\n),\n\n"
         "raw as (select * from lms.answers)\n\nselect * from answers"

@@ -56,9 +56,13 @@ def test_harness_checks_every_side_against_the_ground_truth(tmp_path: Path, monk
     shutil.copy(work / "round0" / "lessonsync" / "warehouse.duckdb", planted)
     with duckdb.connect(str(planted)) as conn:
         conn.execute("DELETE FROM lms.answers WHERE rowid = (SELECT min(rowid) FROM lms.answers)")
-        conn.execute("UPDATE lms.active_lessons SET score = coalesce(score, 0) + 1 "
-                     "WHERE rowid = (SELECT min(rowid) FROM lms.active_lessons)")
-    with start_simulator(scale="tiny", seed=42, port=free_port()) as sim:  # the same platform state: seed 42, nothing advanced
+        conn.execute(
+            "UPDATE lms.active_lessons SET score = coalesce(score, 0) + 1 "
+            "WHERE rowid = (SELECT min(rowid) FROM lms.active_lessons)"
+        )
+    with start_simulator(
+        scale="tiny", seed=42, port=free_port()
+    ) as sim:  # the same platform state: seed 42, nothing advanced
         checker = Checker.build(tmp_path, sim.base_url, "planted")
         verdict = checker.check(planted, "lessonsync")
         checker.close()

@@ -30,11 +30,20 @@ def test_a_runs_gets_are_recorded_and_downloaded_again_by_the_bare_loop(tmp_path
 
 
 def test_requests_are_counted_by_the_stream_path_they_were_made_from() -> None:
-    urls = ["/v1/users/u%2F7/lessons/L3/answers?pageSize=100&pageNumber=1", "/v1/lessons/L3/answers?pageNumber=2",
-            "/v1/lessons/L4/answers?pageNumber=1", "/v1/active-lessons?pageSize=1&pageNumber=1", "/v1/unknown/x"]
+    urls = [
+        "/v1/users/u%2F7/lessons/L3/answers?pageSize=100&pageNumber=1",
+        "/v1/lessons/L3/answers?pageNumber=2",
+        "/v1/lessons/L4/answers?pageNumber=1",
+        "/v1/active-lessons?pageSize=1&pageNumber=1",
+        "/v1/unknown/x",
+    ]
     assert endpoint_of(urls[0]) == "/v1/users/{user_id}/lessons/{lesson_id}/answers"
-    assert requests_by_endpoint(urls) == {"/v1/lessons/{lesson_id}/answers": 2, "/v1/active-lessons": 1,
-                                          "/v1/users/{user_id}/lessons/{lesson_id}/answers": 1, "/v1/unknown/x": 1}
+    assert requests_by_endpoint(urls) == {
+        "/v1/lessons/{lesson_id}/answers": 2,
+        "/v1/active-lessons": 1,
+        "/v1/users/{user_id}/lessons/{lesson_id}/answers": 1,
+        "/v1/unknown/x": 1,
+    }
 
 
 def test_a_generated_doc_section_replaces_only_itself(tmp_path: Path) -> None:

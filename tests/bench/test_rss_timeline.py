@@ -13,9 +13,17 @@ def test_the_peak_is_attributed_to_the_step_and_call_open_at_it() -> None:
     def sample(t: float, tree: float) -> list[float]:
         return [t, tree, tree, *([0.0] * (len(SAMPLE_FIELDS) - 2))]
 
-    timeline = {"samples": [sample(0, 100), sample(1, 300), sample(2, 700), sample(3, 200), sample(4, 250)],
-                "marks": [[0.5, "step a >", None], [0.6, "Load.commit >", 1], [2.5, "Load.commit <", 1],
-                          [2.6, "step a <", None], [3.5, "step b >", None], [4.5, "step b <", None]]}
+    timeline = {
+        "samples": [sample(0, 100), sample(1, 300), sample(2, 700), sample(3, 200), sample(4, 250)],
+        "marks": [
+            [0.5, "step a >", None],
+            [0.6, "Load.commit >", 1],
+            [2.5, "Load.commit <", 1],
+            [2.6, "step a <", None],
+            [3.5, "step b >", None],
+            [4.5, "step b <", None],
+        ],
+    }
     summary = summarize(timeline)
     assert summary["sampled_peak"]["tree"] == 700 and summary["sampled_peak"]["t_s"] == 2
     assert summary["open_at_peak"] == ["step a", "Load.commit"]

@@ -62,8 +62,9 @@ class DagsterDev:
 
     def graphql(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
         body = json.dumps({"query": query, "variables": variables or {}}).encode()
-        request = urllib.request.Request(f"http://127.0.0.1:{self.port}/graphql", data=body,
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/graphql", data=body, headers={"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(request, timeout=60) as response:
             answer = json.loads(response.read())
         assert "errors" not in answer, answer["errors"]
@@ -83,14 +84,24 @@ class DagsterDev:
 
     def launch(self, job: str, run_config: dict[str, Any]) -> str:
         """Launch `job` with `run_config` the way the Launchpad's Launch button does; the run id."""
-        params = {"selector": {**LOCATION, "jobName": job}, "runConfigData": run_config, "mode": "default",
-                  "executionMetadata": {"tags": []}}
+        params = {
+            "selector": {**LOCATION, "jobName": job},
+            "runConfigData": run_config,
+            "mode": "default",
+            "executionMetadata": {"tags": []},
+        }
         result = self.graphql(LAUNCH_RUN, {"executionParams": params})["launchRun"]
         assert result["__typename"] == "LaunchRunSuccess", result
         return result["run"]["runId"]
 
-    def wait_for_run(self, pick: Callable[[list[dict[str, Any]]], dict[str, Any] | None], what: str,
-                     timeout: float = 300, finished: bool = True, **filter_: Any) -> dict[str, Any]:
+    def wait_for_run(
+        self,
+        pick: Callable[[list[dict[str, Any]]], dict[str, Any] | None],
+        what: str,
+        timeout: float = 300,
+        finished: bool = True,
+        **filter_: Any,
+    ) -> dict[str, Any]:
         """Poll until `pick(runs)` returns a run (by default: until that run has finished); that run."""
         deadline = time.monotonic() + timeout
         while True:
@@ -99,8 +110,9 @@ class DagsterDev:
                 return run
             self.check_alive()
             if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last seen: {run}\n"
-                                     + self.log_tail())
+                raise AssertionError(
+                    f"timed out after {timeout:.0f} s waiting for {what}; last seen: {run}\n" + self.log_tail()
+                )
             time.sleep(2)
 
     def stop_schedule(self, name: str) -> None:
@@ -137,8 +149,11 @@ class DagsterDev:
         found = []
         for run in self.runs():
             if run["status"] != "SUCCESS":
-                errors = [e.message for e in instance.all_logs(run["runId"])
-                          if e.dagster_event is not None and e.dagster_event.is_failure]
+                errors = [
+                    e.message
+                    for e in instance.all_logs(run["runId"])
+                    if e.dagster_event is not None and e.dagster_event.is_failure
+                ]
                 found.append(f"{run['runId']} {run['jobName']} {run['status']}: {' | '.join(errors)[-1500:]}")
         return found
 
@@ -152,8 +167,10 @@ class DagsterDev:
 
 def created_after(moment: float) -> Callable[[list[dict[str, Any]]], dict[str, Any] | None]:
     """For `wait_for_run`: the oldest run created after `moment` (epoch seconds; runs come newest first)."""
+
     def pick(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
         return next((r for r in reversed(runs) if r["creationTime"] > moment), None)
+
     return pick
 
 
@@ -179,12 +196,21 @@ def dagster_dev(home: Path, env: dict[str, str], *, startup_timeout: float = 240
     home.mkdir(parents=True, exist_ok=True)
     (home / "dagster.yaml").write_text(SHIPPED_CONFIG.read_text())
     port, log = free_port(), home / "dagster-dev.log"
-    command = [str(Path(sys.executable).with_name("dagster")), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1",
-               "-p", str(port)]
+    command = [
+        str(Path(sys.executable).with_name("dagster")),
+        "dev",
+        "-w",
+        "workspace.yaml",
+        "-h",
+        "127.0.0.1",
+        "-p",
+        str(port),
+    ]
     full_env = {**os.environ, **env, "DAGSTER_HOME": str(home), "PYTHONWARNINGS": QUIET}
     with log.open("wb") as out:
-        process = subprocess.Popen(command, cwd=REPO, env=full_env, stdout=out, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            command, cwd=REPO, env=full_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
     dev = DagsterDev(process, port, home, log)
     try:
         _wait_until_serving(dev, startup_timeout)

@@ -38,9 +38,11 @@ def test_no_change_run_asks_for_no_answers_a_changed_version_is_asked_again_and_
         quiet_run = stack.sync(select=PROGRESS, instance=instance)
         quiet = _answers(quiet_run)
         # ... and its link checks have no row of this run to look at (not every row since the full sync)
-        scopes = {e.dagster_event.event_specific_data.check_name: e.dagster_event.event_specific_data.metadata
-                  for e in instance.all_logs(quiet_run.run_id)
-                  if e.dagster_event and e.dagster_event.event_type_value == "ASSET_CHECK_EVALUATION"}
+        scopes = {
+            e.dagster_event.event_specific_data.check_name: e.dagster_event.event_specific_data.metadata
+            for e in instance.all_logs(quiet_run.run_id)
+            if e.dagster_event and e.dagster_event.event_type_value == "ASSET_CHECK_EVALUATION"
+        }
         assert scopes["links_to_active_lessons"]["checked"].value == "no rows loaded by this run"
         assert quiet["refetched_active_lessons"] == 0
         assert quiet["planned_requests"] == 0
@@ -50,22 +52,39 @@ def test_no_change_run_asks_for_no_answers_a_changed_version_is_asked_again_and_
         # One active lesson whose answers we lost, its version older than the warehouse's active lesson, its
         # lastDate BEFORE the answers cursor (in the lookback part of the next window): it is asked again.
         owner, user, lesson, last = _query(
-            stack, "SELECT a.owner_id, a.user_id, a.lesson_id, a.last_date FROM lms.active_lessons a "
+            stack,
+            "SELECT a.owner_id, a.user_id, a.lesson_id, a.last_date FROM lms.active_lessons a "
             "WHERE EXISTS (SELECT 1 FROM lms.answers s WHERE s.user_id = a.user_id AND s.lesson_id = a.lesson_id) "
-            "ORDER BY a.last_date DESC LIMIT 1")[0]
+            "ORDER BY a.last_date DESC LIMIT 1",
+        )[0]
         _query(stack, "UPDATE lms._sync_state SET cursor = ? WHERE stream = 'answers'", [last + timedelta(minutes=5)])
-        _query(stack, "UPDATE lms.answers_synced_versions SET last_date = last_date - INTERVAL 1 DAY "
-               "WHERE owner_id = ? AND user_id = ? AND lesson_id = ?", [owner, user, lesson])
-        _query(stack, "DELETE FROM lms.answer_results WHERE active_lesson_id IN (SELECT active_lesson_id FROM "
-               "lms.answers WHERE user_id = ? AND lesson_id = ?)", [user, lesson])
+        _query(
+            stack,
+            "UPDATE lms.answers_synced_versions SET last_date = last_date - INTERVAL 1 DAY "
+            "WHERE owner_id = ? AND user_id = ? AND lesson_id = ?",
+            [owner, user, lesson],
+        )
+        _query(
+            stack,
+            "DELETE FROM lms.answer_results WHERE active_lesson_id IN (SELECT active_lesson_id FROM "
+            "lms.answers WHERE user_id = ? AND lesson_id = ?)",
+            [user, lesson],
+        )
         _query(stack, "DELETE FROM lms.answers WHERE user_id = ? AND lesson_id = ?", [user, lesson])
         again = _answers(stack.sync(select=PROGRESS))
         assert again["refetched_active_lessons"] == 1
         assert again["planned_requests"] == 1 and again["requests"] <= 6  # token, page probe, page, confirm
         assert again["rows_inserted"] > 0
         assert_warehouse_equals_platform(stack)
-        assert _query(stack, "SELECT last_date FROM lms.answers_synced_versions WHERE owner_id = ? AND user_id = ? "
-                      "AND lesson_id = ?", [owner, user, lesson])[0][0] == last
+        assert (
+            _query(
+                stack,
+                "SELECT last_date FROM lms.answers_synced_versions WHERE owner_id = ? AND user_id = ? "
+                "AND lesson_id = ?",
+                [owner, user, lesson],
+            )[0][0]
+            == last
+        )
 
         # LESSONSYNC_ANSWERS_REFETCH=window asks for every active lesson of the window; the default, over the
         # same (3-day) window right after, for none: every version is held.
@@ -102,8 +121,11 @@ def test_answers_failing_after_active_lessons_committed_lose_nothing(tmp_path):
             hooks.on_point(None)
         assert not failed.success and "planted failure" in failed.error
         assert "lms/active_lessons" in failed.materializations and "lms/answers" not in failed.materializations
-        held = _query(stack, "SELECT count(*) FROM lms.active_lessons a JOIN lms.answers_synced_versions v "
-                      "USING (owner_id, user_id, lesson_id) WHERE a.last_date IS DISTINCT FROM v.last_date")[0][0]
+        held = _query(
+            stack,
+            "SELECT count(*) FROM lms.active_lessons a JOIN lms.answers_synced_versions v "
+            "USING (owner_id, user_id, lesson_id) WHERE a.last_date IS DISTINCT FROM v.last_date",
+        )[0][0]
         assert held > 0  # the new active lessons are in, their answers' versions are not
 
         after = _answers(stack.sync(select=RAW))

@@ -31,8 +31,11 @@ def _free_port() -> int:
 
 
 def _graphql(port: int, query: str) -> dict:
-    request = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": query}).encode(),
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/graphql",
+        data=json.dumps({"query": query}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(request, timeout=60) as response:
         return json.loads(response.read())
 
@@ -43,9 +46,21 @@ def webserver(tmp_path_factory):
     (home / "dagster.yaml").write_text((REPO / "pipeline" / "instance" / "dagster.yaml").read_text())
     port = _free_port()
     server = subprocess.Popen(
-        [str(Path(sys.executable).with_name("dagster-webserver")), "-w", "workspace.yaml", "-h", "127.0.0.1",
-         "-p", str(port)], cwd=REPO, env={**os.environ, "DAGSTER_HOME": str(home)},
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        [
+            str(Path(sys.executable).with_name("dagster-webserver")),
+            "-w",
+            "workspace.yaml",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(port),
+        ],
+        cwd=REPO,
+        env={**os.environ, "DAGSTER_HOME": str(home)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 180
     while True:
         try:
@@ -71,11 +86,18 @@ def test_code_location_loads_with_every_asset_check_schedule_and_sensor(webserve
     (repository,) = location["repositories"]
     nodes = {"/".join(n["assetKey"]["path"]): n for n in repository["assetNodes"]}
 
-    raw = {f"lms/{t}" for t, spec in TABLES.items() if spec.kind != "append"} | {"lms/certificates",
-                                                                                 "lms/certificate_events"}
+    raw = {f"lms/{t}" for t, spec in TABLES.items() if spec.kind != "append"} | {
+        "lms/certificates",
+        "lms/certificate_events",
+    }
     assert raw <= set(nodes)
-    assert {n["groupName"] for k, n in nodes.items() if k in raw} == {"progress", "directory", "catalog",
-                                                                       "sessions", "certificates"}
+    assert {n["groupName"] for k, n in nodes.items() if k in raw} == {
+        "progress",
+        "directory",
+        "catalog",
+        "sessions",
+        "certificates",
+    }
     assert any(k.startswith("analytics/") for k in nodes)
     assert all(n["description"] for n in nodes.values())
     checks = {name: {c["name"] for c in n["assetChecksOrError"].get("checks", [])} for name, n in nodes.items()}

@@ -46,8 +46,9 @@ def test_daemon_runs_the_schedule_the_sensor_and_a_backfill_and_the_warehouse_is
 
             today = stack.sim.now().date()
             range_ = {"updated_from": str(today - timedelta(days=2)), "updated_to": str(today - timedelta(days=1))}
-            backfill = dev.wait_for(dev.launch("backfill_progress", {"resources": {"backfill": {"config": range_}}}),
-                                    "the backfill")
+            backfill = dev.wait_for(
+                dev.launch("backfill_progress", {"resources": {"backfill": {"config": range_}}}), "the backfill"
+            )
             assert backfill["status"] == "SUCCESS", dev.log_tail()
             assert backfill["tags"]["lessonsync/window"] == "backfill" and WRITES in backfill["tags"].items()
 

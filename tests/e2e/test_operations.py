@@ -15,8 +15,14 @@ from pipeline.stack import local_stack
 
 
 def _cli(*args: str, env: dict[str, str], **popen: object) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "pipeline.cli", *args], env={**os.environ, **env},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
+    return subprocess.Popen(
+        [sys.executable, "-m", "pipeline.cli", *args],
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **popen,
+    )
 
 
 @pytest.mark.slow
@@ -46,9 +52,18 @@ def test_a_sync_killed_mid_run_then_rerun_equals_platform_without_duplicates(tmp
 def test_a_locked_warehouse_fails_the_run_with_a_clear_message_and_no_damage(tmp_path):
     with local_stack(tmp_path / "data", scale="tiny") as stack:
         assert stack.sync(select=("group:progress",)).success
-        holder = subprocess.Popen([sys.executable, "-c", (
-            "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('held', flush=True); time.sleep(60)"),
-            str(stack.warehouse_path)], stdout=subprocess.PIPE, text=True)
+        holder = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                (
+                    "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('held', flush=True); time.sleep(60)"
+                ),
+                str(stack.warehouse_path),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         try:
             assert holder.stdout.readline().strip() == "held"
             blocked = stack.sync(select=("group:progress",))
@@ -74,20 +89,30 @@ def test_asset_checks_pass_on_good_data_and_fail_on_planted_bad_data(synced_tiny
     copy = tmp_path / "data"
     copy.mkdir()
     (copy / "warehouse.duckdb").write_bytes(synced_tiny.warehouse_path.read_bytes())
-    stack = type(synced_tiny)(synced_tiny.sim, synced_tiny.receiver, copy, {**synced_tiny.env,
-                                                                            "LESSONSYNC_DATA_DIR": str(copy)})
+    stack = type(synced_tiny)(
+        synced_tiny.sim, synced_tiny.receiver, copy, {**synced_tiny.env, "LESSONSYNC_DATA_DIR": str(copy)}
+    )
     good = stack.run_job("check_warehouse")
     assert good.success, good.error
     assert [c for c in good.failed_checks if c.startswith("lms/")] == []
 
     with duckdb.connect(str(copy / "warehouse.duckdb")) as conn:
-        conn.execute("DELETE FROM lms.active_lessons WHERE (user_id, lesson_id) IN "
-                     "(SELECT user_id, lesson_id FROM lms.answers LIMIT 1)")
-        conn.execute("DELETE FROM lms.lesson_sessions WHERE id IN "
-                     "(SELECT session_id FROM lms.lesson_session_registrations LIMIT 1)")
-        last_groups_load = conn.execute("SELECT max(load_seq) FROM lms._load_runs WHERE stream = 'groups'").fetchone()[0]
-        conn.execute("UPDATE lms._load_runs SET tables = json_merge_patch(tables, '{\"groups\": {\"deleted\": 15}}') "
-                     "WHERE load_seq = ?", [last_groups_load])
+        conn.execute(
+            "DELETE FROM lms.active_lessons WHERE (user_id, lesson_id) IN "
+            "(SELECT user_id, lesson_id FROM lms.answers LIMIT 1)"
+        )
+        conn.execute(
+            "DELETE FROM lms.lesson_sessions WHERE id IN "
+            "(SELECT session_id FROM lms.lesson_session_registrations LIMIT 1)"
+        )
+        last_groups_load = conn.execute("SELECT max(load_seq) FROM lms._load_runs WHERE stream = 'groups'").fetchone()[
+            0
+        ]
+        conn.execute(
+            'UPDATE lms._load_runs SET tables = json_merge_patch(tables, \'{"groups": {"deleted": 15}}\') '
+            "WHERE load_seq = ?",
+            [last_groups_load],
+        )
         # no index refuses a duplicate key (docs/warehouse.md): the key check must find it
         conn.execute("INSERT INTO lms.answer_results SELECT * FROM lms.answer_results LIMIT 1")
     bad = stack.run_job("check_warehouse")

@@ -43,18 +43,21 @@ def max_overlap_between(log: list[LoggedRequest], first: str, second: str) -> in
     """How many requests of `second` were in flight at the server while one of `first` was."""
     spans = [r for r in log if stream_of(r) == first]
     others = [r for r in log if stream_of(r) == second]
-    return max((sum(1 for o in others if o.arrived < r.answered and r.arrived < o.answered) for r in spans),
-               default=0)
+    return max((sum(1 for o in others if o.arrived < r.answered and r.arrived < o.answered) for r in spans), default=0)
 
 
 def decode_worker_processes() -> list[int]:
     """This process's decode workers (pipeline/source/decode_workers.py), running or not yet reaped."""
-    return [p.pid for p in psutil.Process().children(recursive=True)
-            if "pipeline.source.decode_workers" in " ".join(p.cmdline())]
+    return [
+        p.pid
+        for p in psutil.Process().children(recursive=True)
+        if "pipeline.source.decode_workers" in " ".join(p.cmdline())
+    ]
 
 
-def sync_holding_the_first_commit(stack, seconds: float, *, settle: float = 0.0,
-                                  instance: DagsterInstance | None = None):
+def sync_holding_the_first_commit(
+    stack, seconds: float, *, settle: float = 0.0, instance: DagsterInstance | None = None
+):
     """A sync of the raw tables whose active lessons' commit is held until answers requests reach the platform, or
     `seconds`, then `settle` seconds more; and, as a one-item list, whether they had, with the decode worker
     processes running then."""
@@ -80,8 +83,11 @@ def sync_holding_the_first_commit(stack, seconds: float, *, settle: float = 0.0,
 
 def step_starts(instance: DagsterInstance, run_id: str) -> dict[str, float]:
     """When each step of the run started (its STEP_START event)."""
-    return {record.dagster_event.step_key: record.timestamp for record in instance.all_logs(run_id)
-            if record.dagster_event is not None and record.dagster_event.event_type_value == "STEP_START"}
+    return {
+        record.dagster_event.step_key: record.timestamp
+        for record in instance.all_logs(run_id)
+        if record.dagster_event is not None and record.dagster_event.event_type_value == "STEP_START"
+    }
 
 
 def test_streams_are_fetched_together_within_the_limit_and_stay_exact(tmp_path):
@@ -104,8 +110,14 @@ def test_streams_are_fetched_together_within_the_limit_and_stay_exact(tmp_path):
         # each stream reports its own requests: together they are every request the run made (the first-page
         # probe and the token exchange counted with the stream that made them)
         reported = {key: meta["requests"] for key, meta in full.materializations.items() if "requests" in meta}
-        own = reported["lms/active_lessons"] + reported["lms/answers"] + reported["lms/groups"] + \
-            reported["lms/lessons"] + reported["lms/categories"] + reported["lms/lesson_sessions"]
+        own = (
+            reported["lms/active_lessons"]
+            + reported["lms/answers"]
+            + reported["lms/groups"]
+            + reported["lms/lessons"]
+            + reported["lms/categories"]
+            + reported["lms/lesson_sessions"]
+        )
         assert own == sum(count for route, count in stack.sim.stats()["requests"].items() if " /v1/" in route)
 
         stack.advance(hours=24)
@@ -141,8 +153,11 @@ def test_no_decode_worker_runs_beside_the_commits_before_the_answers_step(tmp_pa
     monkeypatch.setattr(answers, "START_AT_RECORDS_PER_PAGE", 0)
     holds: list[tuple[bool, float]] = []  # the hold's changes, as the client is asked (a spy: the real call runs)
     hold = PlatformClient.hold_decode_workers
-    monkeypatch.setattr(PlatformClient, "hold_decode_workers",
-                        lambda client, held=True: (holds.append((held, time.time())), hold(client, held))[1])
+    monkeypatch.setattr(
+        PlatformClient,
+        "hold_decode_workers",
+        lambda client, held=True: (holds.append((held, time.time())), hold(client, held))[1],
+    )
     instance = DagsterInstance.ephemeral()
     with local_stack(tmp_path / "data", scale="tiny", faults="latency_ms=25", page_size=20) as stack:
         stack.env["LESSONSYNC_DECODE_PROCESSES"] = "1"

@@ -23,8 +23,9 @@ def _metadata(report, key):
 
 def _cursors(stack: Stack) -> dict[str, datetime]:
     with duckdb.connect(str(stack.warehouse_path), read_only=True) as conn:
-        rows = conn.execute("SELECT stream, cursor FROM lms._sync_state "
-                            "WHERE stream IN ('active_lessons', 'answers')").fetchall()
+        rows = conn.execute(
+            "SELECT stream, cursor FROM lms._sync_state WHERE stream IN ('active_lessons', 'answers')"
+        ).fetchall()
     return {stream: cursor.astimezone(UTC) for stream, cursor in rows}
 
 
@@ -40,15 +41,20 @@ def _full_day_incremental(stack: Stack, instance: DagsterInstance | None = None)
 
 
 def _warnings(instance: DagsterInstance, run_id: str, needle: str) -> list[str]:
-    return [e.user_message for e in instance.all_logs(run_id)
-            if e.level == logging.WARNING and needle in (e.user_message or "")]
+    return [
+        e.user_message
+        for e in instance.all_logs(run_id)
+        if e.level == logging.WARNING and needle in (e.user_message or "")
+    ]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("offset_min", [120, -120], ids=["date-2h-ahead", "date-2h-behind"])
 def test_a_date_header_hours_off_the_lastdate_clock_loses_nothing(tmp_path, offset_min):
-    with local_stack(tmp_path / "data", scale="tiny", faults=f"date_offset_min={offset_min}") as stack, \
-            DagsterInstance.ephemeral() as instance:
+    with (
+        local_stack(tmp_path / "data", scale="tiny", faults=f"date_offset_min={offset_min}") as stack,
+        DagsterInstance.ephemeral() as instance,
+    ):
         incremental = _full_day_incremental(stack, instance)
         assert_warehouse_equals_platform(stack)  # active lessons, answers and answer results included
         active, answers = _metadata(incremental, "lms/active_lessons"), _metadata(incremental, "lms/answers")
@@ -74,8 +80,9 @@ def test_a_window_that_lists_nothing_keeps_its_cursor(tmp_path):
         assert stack.sync(select=("group:progress",)).success
         parked = stack.sim.now() + timedelta(hours=1)
         with duckdb.connect(str(stack.warehouse_path)) as conn:
-            conn.execute("UPDATE lms._sync_state SET cursor = ? WHERE stream IN ('active_lessons', 'answers')",
-                         [parked])
+            conn.execute(
+                "UPDATE lms._sync_state SET cursor = ? WHERE stream IN ('active_lessons', 'answers')", [parked]
+            )
         quiet = stack.sync(select=("group:progress",))
         assert _metadata(quiet, "lms/active_lessons")["rows_fetched"] == 0
         assert _metadata(quiet, "lms/answers")["rows_fetched"] == 0
@@ -92,8 +99,9 @@ def test_a_read_lag_shorter_than_the_lookback_loses_nothing(tmp_path):
         lagging = _full_day_incremental(stack)
         assert _metadata(lagging, "lms/active_lessons")["rows_fetched"] > 0
         now = stack.sim.now()
-        hidden = [a for a in stack.sim.ground_truth("active_lessons")
-                  if datetime.fromisoformat(a["lastDate"]) > now - lag]
+        hidden = [
+            a for a in stack.sim.ground_truth("active_lessons") if datetime.fromisoformat(a["lastDate"]) > now - lag
+        ]
         assert hidden  # the hazard is real: the lagging sync could not see these
         with duckdb.connect(str(stack.warehouse_path), read_only=True) as conn:
             assert any(not d.equal for d in compare_warehouse(conn, stack.sim))

@@ -51,8 +51,9 @@ def serve_briefly(args: list[str], env: dict[str, str], cwd: Path) -> None:
         args[args.index("--port") + 1] = str(port)
     else:
         args += ["--port", str(port)]
-    server = subprocess.Popen([LESSONSYNC, *args[1:]], env=env, cwd=cwd, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
+    server = subprocess.Popen(
+        [LESSONSYNC, *args[1:]], env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and server.poll() is None:
@@ -61,8 +62,10 @@ def serve_briefly(args: list[str], env: dict[str, str], cwd: Path) -> None:
                 return
             except httpx.TransportError:
                 time.sleep(0.2)
-        pytest.fail(f"{shlex.join(args)} never answered: " + (server.stdout.read() if server.poll() is not None
-                                                                 else "still starting after 120 s"))
+        pytest.fail(
+            f"{shlex.join(args)} never answered: "
+            + (server.stdout.read() if server.poll() is not None else "still starting after 120 s")
+        )
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -73,8 +76,12 @@ def test_every_cli_example_of_the_readme_runs_as_written(tmp_path):
     examples = readme_examples()
     assert {shlex.split(e)[1] for e in examples} >= {"sync", "rebuild", "receive", "simulate", "demo"}
     with local_stack(tmp_path / "data", scale="tiny") as stack:
-        env = {**os.environ, **stack.run_env(), "DAGSTER_HOME": str(tmp_path / "dagster_home"),
-               "LESSONSYNC_WEBHOOK_BEARER_TOKENS": '["a-receiver-token"]'}  # `receive` refuses to run open
+        env = {
+            **os.environ,
+            **stack.run_env(),
+            "DAGSTER_HOME": str(tmp_path / "dagster_home"),
+            "LESSONSYNC_WEBHOOK_BEARER_TOKENS": '["a-receiver-token"]',
+        }  # `receive` refuses to run open
         for example in examples:
             for args in expand(example, tmp_path):
                 if args[1] in SERVERS:
@@ -82,8 +89,9 @@ def test_every_cli_example_of_the_readme_runs_as_written(tmp_path):
                     continue
                 if args[1] == "demo":
                     args += ["--scale", "tiny"]
-                done = subprocess.run([LESSONSYNC, *args[1:]], env=env, cwd=tmp_path, capture_output=True,
-                                      text=True, timeout=600)
+                done = subprocess.run(
+                    [LESSONSYNC, *args[1:]], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600
+                )
                 output = done.stdout + done.stderr
                 assert done.returncode == 0, f"{shlex.join(args)} failed:\n{output[-3000:]}"
                 assert "Traceback" not in output, f"{shlex.join(args)}:\n{output[-3000:]}"

@@ -47,8 +47,13 @@ def instance_of(stack: Stack) -> DagsterInstance:
 
 def start_sync(stack: Stack, *args: str, kill_at: str = "none") -> subprocess.Popen:
     env = {**os.environ, **stack.run_env(), "PYTHONPATH": str(WORKER.parents[2])}
-    return subprocess.Popen([sys.executable, str(WORKER), kill_at, *args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), kill_at, *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def kill_when(sync: subprocess.Popen, moment: Callable[[str], bool], timeout: float = 180) -> str:

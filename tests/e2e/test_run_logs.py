@@ -29,9 +29,13 @@ def test_a_retry_line_reaches_the_event_log_and_the_console_once(tmp_path):
         retries = [m for m in messages if m.startswith("retrying GET /v1/")]
         assert retries and all("429" in m for m in retries), messages
 
-        cli = subprocess.run([sys.executable, "-m", "pipeline.cli", "sync", "--select", CATEGORIES[0]],
-                             env={**os.environ, **stack.run_env(), "DAGSTER_HOME": str(home)},
-                             capture_output=True, text=True, timeout=300)
+        cli = subprocess.run(
+            [sys.executable, "-m", "pipeline.cli", "sync", "--select", CATEGORIES[0]],
+            env={**os.environ, **stack.run_env(), "DAGSTER_HOME": str(home)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     output = cli.stdout + cli.stderr
     assert cli.returncode == 0, output[-3000:]
     lines = [line for line in output.splitlines() if "retrying GET /v1/" in line]

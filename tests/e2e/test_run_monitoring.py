@@ -37,8 +37,11 @@ def test_a_killed_run_worker_is_failed_its_slot_freed_and_the_next_scheduled_run
             assert failed["status"] == "FAILURE"
             # Who noticed: the code server that launched the worker (DefaultRunLauncher has no worker health check
             # for the daemon to run); the daemon's part is the slot below.
-            crash = [e.message for e in instance.all_logs(victim, of_type=DagsterEventType.ENGINE_EVENT)
-                     if "terminated by signal 9 (SIGKILL)" in (e.message or "")]
+            crash = [
+                e.message
+                for e in instance.all_logs(victim, of_type=DagsterEventType.ENGINE_EVENT)
+                if "terminated by signal 9 (SIGKILL)" in (e.message or "")
+            ]
             assert crash, "no engine event says the run worker was killed"
             print(f"\n{crash[0][:200]}")
             deadline = time.monotonic() + 180

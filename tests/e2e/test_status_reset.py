@@ -15,9 +15,14 @@ from pipeline.stack import Stack, local_stack
 
 
 def cli(stack: Stack, *args: str, **popen: object) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "pipeline.cli", *args],
-                            env={**os.environ, **stack.run_env(), "DAGSTER_HOME": str(stack.data_dir / "home")},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
+    return subprocess.Popen(
+        [sys.executable, "-m", "pipeline.cli", *args],
+        env={**os.environ, **stack.run_env(), "DAGSTER_HOME": str(stack.data_dir / "home")},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **popen,
+    )
 
 
 def finished(process: subprocess.Popen) -> tuple[int, str]:
@@ -59,7 +64,9 @@ def test_status_reads_while_a_sync_runs_and_reset_sync_rebuild_agree(tmp_path):
         assert any(iso(c) in line for c in (cursor, synced)), (cursor, synced, line)  # before or after its load
         assert "fresh" in line and "groups" in status and "quarantined" in status
 
-        code, output = finished(cli(stack, "reset", "active_lessons", "--to", (synced + timedelta(hours=1)).isoformat()))
+        code, output = finished(
+            cli(stack, "reset", "active_lessons", "--to", (synced + timedelta(hours=1)).isoformat())
+        )
         assert code == 1 and "forward" in output
         back_to = synced - timedelta(days=1)
         code, output = finished(cli(stack, "reset", "active_lessons", "--to", back_to.isoformat()))

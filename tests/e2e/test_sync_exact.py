@@ -10,8 +10,16 @@ from stack_helpers import RAW, assert_warehouse_equals_platform
 from pipeline.stack import local_stack
 
 
-SNAPSHOT_TABLES = ("groups", "users", "group_members", "lessons", "lesson_questions", "lesson_sessions",
-                   "lesson_session_registrations", "categories")
+SNAPSHOT_TABLES = (
+    "groups",
+    "users",
+    "group_members",
+    "lessons",
+    "lesson_questions",
+    "lesson_sessions",
+    "lesson_session_registrations",
+    "categories",
+)
 
 
 def _load_seqs(conn, run_id):
@@ -52,7 +60,9 @@ def test_rerunning_a_window_changes_nothing_and_a_future_cursor_reads_nothing(tm
     with local_stack(tmp_path / "data", scale="tiny") as stack:
         assert stack.sync(select=RAW).success
         with duckdb.connect(str(stack.warehouse_path), read_only=True) as conn:
-            before = conn.execute("SELECT count(*), sum(hash(user_id, lesson_id, last_date)) FROM lms.active_lessons").fetchone()
+            before = conn.execute(
+                "SELECT count(*), sum(hash(user_id, lesson_id, last_date)) FROM lms.active_lessons"
+            ).fetchone()
 
         again = stack.sync(select=RAW)
         for key in ("lms/active_lessons", "lms/answers", "lms/answer_results", "lms/users"):
@@ -68,20 +78,29 @@ def test_rerunning_a_window_changes_nothing_and_a_future_cursor_reads_nothing(tm
                 assert meta["pages_from_cache"] == meta["pages"] > 0, table  # none decoded again (page_cache.py)
                 assert meta["unchanged_since_load"] < min(_load_seqs(conn, again.run_id)), table
                 assert meta["rows_unchanged"] == meta["dagster/row_count"] > 0, table
-                assert conn.execute(f"""SELECT count(*) FROM lms.{table} WHERE deleted_at IS NULL AND last_loaded_at
+                assert (
+                    conn.execute(
+                        f"""SELECT count(*) FROM lms.{table} WHERE deleted_at IS NULL AND last_loaded_at
                     <> (SELECT committed_at FROM lms._load_runs WHERE run_id = ? AND json_exists(tables, '$.{table}'))""",
-                    [again.run_id]).fetchone()[0] == 0, table
+                        [again.run_id],
+                    ).fetchone()[0]
+                    == 0
+                ), table
 
         future = stack.sim.now() + timedelta(days=365)
         with duckdb.connect(str(stack.warehouse_path)) as conn:
-            conn.execute("UPDATE lms._sync_state SET cursor = ? WHERE stream IN ('active_lessons', 'answers')",
-                         [future + timedelta(minutes=10)])
+            conn.execute(
+                "UPDATE lms._sync_state SET cursor = ? WHERE stream IN ('active_lessons', 'answers')",
+                [future + timedelta(minutes=10)],
+            )
         stack.advance(hours=24)
         later = stack.sync(select=("group:progress",))
         assert _metadata(later, "lms/active_lessons")["rows_fetched"] == 0
         assert _metadata(later, "lms/answers")["rows_fetched"] == 0
         with duckdb.connect(str(stack.warehouse_path), read_only=True) as conn:
-            after = conn.execute("SELECT count(*), sum(hash(user_id, lesson_id, last_date)) FROM lms.active_lessons").fetchone()
+            after = conn.execute(
+                "SELECT count(*), sum(hash(user_id, lesson_id, last_date)) FROM lms.active_lessons"
+            ).fetchone()
             cursor = conn.execute("SELECT cursor FROM lms._sync_state WHERE stream = 'active_lessons'").fetchone()[0]
         assert after == before
         assert cursor > stack.sim.now()  # a cursor in the future stays there: never moved backwards
@@ -102,8 +121,10 @@ def test_sync_with_faults_and_page_drift_loses_nothing(tmp_path):
         settled = stack.sync(select=RAW)
         assert settled.success, settled.error
         assert_warehouse_equals_platform(stack)
-        retries = sum(_metadata(r, "lms/answers")["retries"] + _metadata(r, "lms/active_lessons")["retries"]
-                      for r in (full, incremental))
+        retries = sum(
+            _metadata(r, "lms/answers")["retries"] + _metadata(r, "lms/active_lessons")["retries"]
+            for r in (full, incremental)
+        )
         assert retries > 0, injected  # the faults really happened and were retried
 
 
@@ -112,9 +133,12 @@ def test_a_thirty_day_backfill_is_one_sweep_and_leaves_the_cursor(tmp_path):
     with local_stack(tmp_path / "data", scale="tiny", page_size=50) as stack:
         assert stack.sync(select=RAW).success
         with duckdb.connect(str(stack.warehouse_path), read_only=True) as conn:
-            cursor_before = conn.execute("SELECT cursor FROM lms._sync_state WHERE stream = 'active_lessons'").fetchone()[0]
-            in_range = conn.execute("SELECT count(*) FROM lms.active_lessons WHERE last_date >= ?",
-                                    [stack.sim.now() - timedelta(days=30)]).fetchone()[0]
+            cursor_before = conn.execute(
+                "SELECT cursor FROM lms._sync_state WHERE stream = 'active_lessons'"
+            ).fetchone()[0]
+            in_range = conn.execute(
+                "SELECT count(*) FROM lms.active_lessons WHERE last_date >= ?", [stack.sim.now() - timedelta(days=30)]
+            ).fetchone()[0]
         end = stack.sim.now().date() - timedelta(days=1)
         start = end - timedelta(days=29)
         backfill = stack.sync(select=("group:progress",), backfill_range=(start.isoformat(), end.isoformat()))
@@ -125,6 +149,8 @@ def test_a_thirty_day_backfill_is_one_sweep_and_leaves_the_cursor(tmp_path):
         assert active["requests"] < 30
         assert active["rows_fetched"] >= in_range  # every record updated since the range start
         with duckdb.connect(str(stack.warehouse_path), read_only=True) as conn:
-            cursor_after = conn.execute("SELECT cursor FROM lms._sync_state WHERE stream = 'active_lessons'").fetchone()[0]
+            cursor_after = conn.execute(
+                "SELECT cursor FROM lms._sync_state WHERE stream = 'active_lessons'"
+            ).fetchone()[0]
         assert cursor_after == cursor_before
         assert_warehouse_equals_platform(stack)

@@ -41,8 +41,10 @@ def postgres_bin_dir() -> Path | None:
 
 def why_postgres_cannot_run() -> str | None:
     if postgres_bin_dir() is None:
-        return ("no PostgreSQL server binaries (initdb, pg_ctl) on PATH or in /usr/lib/postgresql/*/bin: "
-                "install Debian's `postgresql` package (.ci/run does when apt-get is available)")
+        return (
+            "no PostgreSQL server binaries (initdb, pg_ctl) on PATH or in /usr/lib/postgresql/*/bin: "
+            "install Debian's `postgresql` package (.ci/run does when apt-get is available)"
+        )
     if os.geteuid() == 0 and shutil.which("runuser") is None:
         return "running as root without `runuser`: PostgreSQL cannot be started as an unprivileged user"
     return None
@@ -102,21 +104,56 @@ def postgres_server() -> Iterator[PostgresServer]:
         shutil.chown(pwfile, RUN_AS)
     port = free_port()
     try:
-        subprocess.run(_as_postgres_user([str(bin_dir / "initdb"), "-D", str(data), "-U", PG_USER,
-                                          f"--pwfile={pwfile}", "--auth=md5", "-E", "UTF8",
-                                          "--no-sync"]),
-                       check=True, capture_output=True, timeout=120)
+        subprocess.run(
+            _as_postgres_user(
+                [
+                    str(bin_dir / "initdb"),
+                    "-D",
+                    str(data),
+                    "-U",
+                    PG_USER,
+                    f"--pwfile={pwfile}",
+                    "--auth=md5",
+                    "-E",
+                    "UTF8",
+                    "--no-sync",
+                ]
+            ),
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
         options = f"-c listen_addresses=127.0.0.1 -p {port} -k {root} -c fsync=off"
-        subprocess.run(_as_postgres_user([str(bin_dir / "pg_ctl"), "-D", str(data), "-o", options,
-                                          "-l", str(root / "server.log"), "-w", "-t", "120", "start"]),
-                       check=True, capture_output=True, timeout=150)
+        subprocess.run(
+            _as_postgres_user(
+                [
+                    str(bin_dir / "pg_ctl"),
+                    "-D",
+                    str(data),
+                    "-o",
+                    options,
+                    "-l",
+                    str(root / "server.log"),
+                    "-w",
+                    "-t",
+                    "120",
+                    "start",
+                ]
+            ),
+            check=True,
+            capture_output=True,
+            timeout=150,
+        )
         try:
             server = PostgresServer(port, password)
             server.store_password_as_md5()
             yield server
         finally:
-            subprocess.run(_as_postgres_user([str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w",
-                                              "stop"]), capture_output=True, timeout=120)
+            subprocess.run(
+                _as_postgres_user([str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"]),
+                capture_output=True,
+                timeout=120,
+            )
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -127,14 +164,23 @@ class S3Server:
 
     def env(self) -> dict[str, str]:
         """The usual AWS variables pointing at this server (moto takes any key unless IAM auth is enabled)."""
-        return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": "lessonsync-test",
-                "AWS_SECRET_ACCESS_KEY": "s3-secret-" + secrets.token_hex(8), "AWS_DEFAULT_REGION": "us-east-1"}
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": "lessonsync-test",
+            "AWS_SECRET_ACCESS_KEY": "s3-secret-" + secrets.token_hex(8),
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
 
     def create_bucket(self, name: str) -> None:
         import boto3
 
-        boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id="lessonsync-test",
-                     aws_secret_access_key="any", region_name="us-east-1").create_bucket(Bucket=name)
+        boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id="lessonsync-test",
+            aws_secret_access_key="any",
+            region_name="us-east-1",
+        ).create_bucket(Bucket=name)
 
     @contextmanager
     def checking_credentials(self) -> Iterator[None]:
@@ -154,8 +200,11 @@ def s3_server() -> Iterator[S3Server]:
     """moto's server in its own process (serving S3 in the tests' process would compete with the sync for
     the GIL), on 127.0.0.1:<free port>; stopped on exit."""
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     endpoint = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60

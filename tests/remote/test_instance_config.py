@@ -58,11 +58,14 @@ def test_a_hand_edited_config_is_left_alone(home: Path, monkeypatch: pytest.Monk
     assert (home / "dagster.yaml").read_text() == "telemetry:\n  enabled: false\n"
 
 
-def test_the_instance_on_postgres_and_the_password_in_no_output(home: Path, postgres_url: str,
-                                                                monkeypatch: pytest.MonkeyPatch):
+def test_the_instance_on_postgres_and_the_password_in_no_output(
+    home: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+):
     env = {**os.environ, POSTGRES_URL_VARIABLE: postgres_url}
-    script = ("from pipeline.instance import ensure_dagster_home; from pipeline.settings import load_settings; "
-              "print(ensure_dagster_home(load_settings()))")
+    script = (
+        "from pipeline.instance import ensure_dagster_home; from pipeline.settings import load_settings; "
+        "print(ensure_dagster_home(load_settings()))"
+    )
     made = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert made.returncode == 0, made.stderr
     assert made.stdout.strip() == str(home.resolve()) and "postgresql" not in made.stdout + made.stderr

@@ -77,16 +77,26 @@ def test_the_lake_setting_accepts_only_s3_urls(tmp_path: Path):
 def test_a_first_load_reads_the_same_rows_from_either_store(lake: LakeStore, tmp_path: Path):
     """A first load of five parts from an S3 lake or a local one: every row, a duplicated key keeping its newest
     row, and no temp table left behind."""
-    spec = TableSpec(name="notes", schema=pa.schema([pa.field("id", pa.string(), nullable=False),
-                                                     pa.field("body", pa.string()), pa.field("n", pa.int64())]),
-                     key=("id",), kind="incremental", cursor_field="n", description="Notes.")
-    wh = Warehouse(tmp_path / "w.duckdb", lake if isinstance(lake, LocalLake) else lake.location,
-                   part_rows=50, row_group_rows=25)
+    spec = TableSpec(
+        name="notes",
+        schema=pa.schema(
+            [pa.field("id", pa.string(), nullable=False), pa.field("body", pa.string()), pa.field("n", pa.int64())]
+        ),
+        key=("id",),
+        kind="incremental",
+        cursor_field="n",
+        description="Notes.",
+    )
+    wh = Warehouse(
+        tmp_path / "w.duckdb", lake if isinstance(lake, LocalLake) else lake.location, part_rows=50, row_group_rows=25
+    )
     ids = [f"k{(i * 37) % 200:03d}" for i in range(200)]  # every id once, in scrambled order
     with wh.one_connection() as conn:  # the commit's connection: its temp tables are visible here
         with wh.load("notes", "run-1", datetime(2026, 11, 1, tzinfo=UTC)) as load:
-            load.write(spec, pa.record_batch({"id": ids, "body": [f"v{i}" for i in range(200)], "n": [0] * 200},
-                                             schema=spec.schema))
+            load.write(
+                spec,
+                pa.record_batch({"id": ids, "body": [f"v{i}" for i in range(200)], "n": [0] * 200}, schema=spec.schema),
+            )
             load.write(spec, pa.record_batch({"id": ["k007"], "body": ["newest"], "n": [1]}, schema=spec.schema))
             assert load.commit().tables["notes"].inserted == 200
         assert conn.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary").fetchone()[0] == 0

@@ -29,8 +29,9 @@ def test_a_single_run_backfill_and_a_sensor_run_are_recorded_in_postgres(remote_
 
     end = stack.sim.now().date() - timedelta(days=1)
     start = end - timedelta(days=29)
-    backfill = stack.sync(select=("group:progress",), backfill_range=(start.isoformat(), end.isoformat()),
-                          instance=instance)
+    backfill = stack.sync(
+        select=("group:progress",), backfill_range=(start.isoformat(), end.isoformat()), instance=instance
+    )
     assert backfill.success, backfill.error
     runs = instance.get_runs(RunsFilter(job_name="backfill_progress"))
     assert [run.run_id for run in runs] == [backfill.run_id]  # the whole range: one run

@@ -49,8 +49,14 @@ def test_a_sync_killed_while_writing_the_s3_lake_reruns_exact(s3_stack: Stack):
 def _killed_worker(stack: Stack, point: str, count: int) -> None:
     cache = str(Path(tempfile.gettempdir()) / "lessonsync-test-pycache")  # a fresh interpreter starts faster
     env = {**os.environ, **stack.run_env(), "PYTHONPYCACHEPREFIX": cache}
-    worker = subprocess.run([sys.executable, str(WORKER), point, str(count)], env=env, cwd=WORKER.parent,
-                            capture_output=True, text=True, timeout=240)
+    worker = subprocess.run(
+        [sys.executable, str(WORKER), point, str(count)],
+        env=env,
+        cwd=WORKER.parent,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert worker.returncode == -9, f"not killed at {point} #{count}: {worker.stdout[-1500:]}{worker.stderr[-3000:]}"
 
 
@@ -59,11 +65,13 @@ def _committed_loads(stack: Stack) -> int:
         return conn.execute("SELECT count(*) FROM lms._load_runs").fetchone()[0]
 
 
-
 def _named_parts(lake: ObjectLake) -> set[str]:
-    return {lake.readable(part["path"]).removeprefix("s3://")
-            for _, ref in list_manifests(lake) for table in json.loads(lake.read_manifest(ref.name))["tables"]
-            for part in table["parts"]}
+    return {
+        lake.readable(part["path"]).removeprefix("s3://")
+        for _, ref in list_manifests(lake)
+        for table in json.loads(lake.read_manifest(ref.name))["tables"]
+        for part in table["parts"]
+    }
 
 
 def _stored_parts(lake: ObjectLake) -> set[str]:

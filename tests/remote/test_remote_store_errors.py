@@ -15,7 +15,8 @@ from pipeline.stack import Stack
 
 @pytest.mark.parametrize("fault", ["unreachable", "refused"])
 def test_an_unusable_store_fails_the_run_naming_the_url_without_the_secret(
-        s3_stack: Stack, moto_server: S3Server, fault: str, monkeypatch: pytest.MonkeyPatch):
+    s3_stack: Stack, moto_server: S3Server, fault: str, monkeypatch: pytest.MonkeyPatch
+):
     url = s3_stack.env["LESSONSYNC_LAKE_URL"]
     assert s3_stack.sync(select=("key:lms/categories",)).success
     before = _cursor_and_loads(s3_stack)

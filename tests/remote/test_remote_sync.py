@@ -21,7 +21,6 @@ from pipeline.warehouse.lake import list_manifests
 from pipeline.warehouse.lakestore import ObjectLake
 
 
-
 @pytest.mark.slow
 def test_full_and_incremental_sync_with_postgres_instance_and_s3_lake_equal_the_platform(remote_stack, tmp_path):
     stack, instance = remote_stack
@@ -51,14 +50,20 @@ def test_full_and_incremental_sync_with_postgres_instance_and_s3_lake_equal_the_
     assert os.environ["AWS_SECRET_ACCESS_KEY"] not in metadata and "postgresql://" not in metadata
 
     rebuilt = tmp_path / "rebuilt.duckdb"
-    rebuild = subprocess.run([sys.executable, "-m", "pipeline.cli", "rebuild", "--into", str(rebuilt)],
-                             env={**os.environ, **stack.env}, capture_output=True, text=True, timeout=300)
+    rebuild = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "rebuild", "--into", str(rebuilt)],
+        env={**os.environ, **stack.env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert rebuild.returncode == 0, rebuild.stdout + rebuild.stderr
     assert f"from {len(manifests)} committed loads" in rebuild.stdout
     # Every table fed by the lake (certificates too: they load through the lake like every stream) is identical,
     # load metadata included; then the rebuilt file is compared with the platform.
-    from_lake = {name: digest for name, digest in digest_all(stack.warehouse_path).items()
-                 if name in _lake_tables(lake)}
+    from_lake = {
+        name: digest for name, digest in digest_all(stack.warehouse_path).items() if name in _lake_tables(lake)
+    }
     assert {name: digest_all(rebuilt)[name] for name in from_lake} == from_lake
     assert {"active_lessons", "answers", "answer_results", "users", "_sync_state", "_load_runs"} <= from_lake.keys()
     stack.data_dir = tmp_path / "rebuilt-view"
@@ -69,14 +74,17 @@ def test_full_and_incremental_sync_with_postgres_instance_and_s3_lake_equal_the_
 
 def _lake_tables(lake: ObjectLake) -> set[str]:
     """The tables the lake's manifests write, and the load bookkeeping every commit keeps."""
-    written = {table["name"] for _, ref in list_manifests(lake)
-               for table in json.loads(lake.read_manifest(ref.name))["tables"]}
+    written = {
+        table["name"] for _, ref in list_manifests(lake) for table in json.loads(lake.read_manifest(ref.name))["tables"]
+    }
     return written | {"_sync_state", "_load_runs"}
 
 
 def _assert_every_named_part_is_stored(lake: ObjectLake, manifests) -> None:
-    stored = {path: info["size"] for path, info in
-              s3fs.S3FileSystem(skip_instance_cache=True).find(lake.location, detail=True).items()}
+    stored = {
+        path: info["size"]
+        for path, info in s3fs.S3FileSystem(skip_instance_cache=True).find(lake.location, detail=True).items()
+    }
     for _, ref in manifests:
         for table in json.loads(lake.read_manifest(ref.name))["tables"]:
             for part in table["parts"]:

@@ -37,8 +37,15 @@ def api_client(sim: SimulatorHandle) -> httpx.Client:
     return httpx.Client(base_url=sim.base_url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
 
 
-def all_pages(client: httpx.Client, path: str, params: dict[str, str] | None = None, *, page_size: int = 50,
-              first_page: int = 1, pages: int | None = None) -> list[list[dict[str, Any]]]:
+def all_pages(
+    client: httpx.Client,
+    path: str,
+    params: dict[str, str] | None = None,
+    *,
+    page_size: int = 50,
+    first_page: int = 1,
+    pages: int | None = None,
+) -> list[list[dict[str, Any]]]:
     """Pages of a record listing until a short page (or exactly `pages` pages for answer listings)."""
     out = []
     number = first_page

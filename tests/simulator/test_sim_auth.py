@@ -12,24 +12,40 @@ from simtools import api_client, enc, token_pair
 from simulator import SimulatorConfig, start_simulator
 
 PROTECTED = [
-    ("GET", "/v1/active-lessons"), ("GET", "/v1/users/{user}/active-lessons"),
-    ("GET", "/v1/lessons/{lesson}/active-lessons"), ("GET", "/v1/users/{user}/lessons/{lesson}/active-lessons"),
-    ("GET", "/v1/users/{user}/lessons/{lesson}/answers"), ("GET", "/v1/lessons/{lesson}/answers"),
-    ("GET", "/v1/users/{user}/answers"), ("POST", "/v1/auth/logout-by-id"), ("GET", "/v1/categories"),
-    ("GET", "/v1/groups"), ("GET", "/v1/groups/name/{group_name}/users"), ("GET", "/v1/groups/name/{group_name}"),
-    ("GET", "/v1/groups/{group}/users"), ("GET", "/v1/groups/{group}"), ("GET", "/v1/lesson-session"),
-    ("POST", "/v1/lesson-session"), ("GET", "/v1/lesson-session/{session}"), ("PUT", "/v1/lesson-session/{session}"),
-    ("POST", "/v1/lesson-session/{session}/register/{user}"), ("DELETE", "/v1/lesson-session/{session}/unregister/{user}"),
-    ("GET", "/v1/lesson-session/{user}/registrations"), ("GET", "/v1/lessons"),
+    ("GET", "/v1/active-lessons"),
+    ("GET", "/v1/users/{user}/active-lessons"),
+    ("GET", "/v1/lessons/{lesson}/active-lessons"),
+    ("GET", "/v1/users/{user}/lessons/{lesson}/active-lessons"),
+    ("GET", "/v1/users/{user}/lessons/{lesson}/answers"),
+    ("GET", "/v1/lessons/{lesson}/answers"),
+    ("GET", "/v1/users/{user}/answers"),
+    ("POST", "/v1/auth/logout-by-id"),
+    ("GET", "/v1/categories"),
+    ("GET", "/v1/groups"),
+    ("GET", "/v1/groups/name/{group_name}/users"),
+    ("GET", "/v1/groups/name/{group_name}"),
+    ("GET", "/v1/groups/{group}/users"),
+    ("GET", "/v1/groups/{group}"),
+    ("GET", "/v1/lesson-session"),
+    ("POST", "/v1/lesson-session"),
+    ("GET", "/v1/lesson-session/{session}"),
+    ("PUT", "/v1/lesson-session/{session}"),
+    ("POST", "/v1/lesson-session/{session}/register/{user}"),
+    ("DELETE", "/v1/lesson-session/{session}/unregister/{user}"),
+    ("GET", "/v1/lesson-session/{user}/registrations"),
+    ("GET", "/v1/lessons"),
 ]
 
 
 def _path(template: str, sim) -> str:  # type: ignore[no-untyped-def]
     world = sim.world
-    return template.format(user=enc(world.users[0]["id"]), lesson=enc(world.catalog.lesson_ids[0]),
-                           group=enc(world.directory.groups[0]["id"]),
-                           group_name=enc(world.directory.groups[0]["uniqueName"]),
-                           session=enc(world.sessions.records[0]["id"]))
+    return template.format(
+        user=enc(world.users[0]["id"]),
+        lesson=enc(world.catalog.lesson_ids[0]),
+        group=enc(world.directory.groups[0]["id"]),
+        group_name=enc(world.directory.groups[0]["uniqueName"]),
+        session=enc(world.sessions.records[0]["id"]),
+    )
 
 
 @pytest.mark.parametrize(("method", "template"), PROTECTED)
@@ -46,8 +62,11 @@ def test_bad_secret_is_401_and_good_secret_gives_an_admin_jwt_for_the_owner(sim)
     pair = token_pair(sim.base_url)
     claims = jwt.decode(pair["access_token"], options={"verify_signature": False})
     assert claims["scope"] == "admin" and claims["owner"] == sim.world.owner_id
-    listed = httpx.get(f"{sim.base_url}/v1/active-lessons", params={"pageSize": "1"},
-                       headers={"Authorization": f"Bearer {pair['access_token']}"}).json()
+    listed = httpx.get(
+        f"{sim.base_url}/v1/active-lessons",
+        params={"pageSize": "1"},
+        headers={"Authorization": f"Bearer {pair['access_token']}"},
+    ).json()
     assert listed[0]["_ownerId"] == claims["owner"]
 
 
@@ -97,8 +116,9 @@ def test_logout_by_id(sim) -> None:
 
 
 def test_secrets_never_in_reprs_and_bad_config_fails_early() -> None:
-    config = SimulatorConfig(app_secret="s3cr3t-value", webhook_url="http://ada:pa55@127.0.0.1:9/x",
-                             webhook_auth="bearer:tok3n")
+    config = SimulatorConfig(
+        app_secret="s3cr3t-value", webhook_url="http://ada:pa55@127.0.0.1:9/x", webhook_auth="bearer:tok3n"
+    )
     text = repr(config)
     assert "s3cr3t-value" not in text and "tok3n" not in text and "pa55" not in text and "127.0.0.1:9" in text
     with pytest.raises(ValueError, match="error_rate"):

@@ -21,9 +21,25 @@ from simulator import cli
 def test_simulate_serves_and_logs_one_startup_line_without_the_secret(command: list[str]) -> None:
     secret = "cli-test-secret-value"
     process = subprocess.Popen(
-        [sys.executable, "-m", *command, "--port", "0", "--scale", "tiny", "--seed", "5",
-         "--app-secret", secret, "--first-page", "0", "--faults", "latency_ms=1"],
-        stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            *command,
+            "--port",
+            "0",
+            "--scale",
+            "tiny",
+            "--seed",
+            "5",
+            "--app-secret",
+            secret,
+            "--first-page",
+            "0",
+            "--faults",
+            "latency_ms=1",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         line = process.stderr.readline()  # type: ignore[union-attr]
@@ -41,7 +57,9 @@ def test_simulate_serves_and_logs_one_startup_line_without_the_secret(command: l
                 time.sleep(0.1)
         assert token.status_code == 200
         headers = {"Authorization": f"Bearer {token.json()['access_token']}"}
-        assert httpx.get(f"{base_url}/v1/active-lessons", params={"pageNumber": "0"}, headers=headers).status_code == 200
+        assert (
+            httpx.get(f"{base_url}/v1/active-lessons", params={"pageNumber": "0"}, headers=headers).status_code == 200
+        )
     finally:
         process.send_signal(signal.SIGINT)
         remaining = process.communicate(timeout=30)[1]

@@ -51,8 +51,9 @@ def test_group_users_include_disabled_and_search(sim, client) -> None:
     world = sim.world
     truth = list(sim.ground_truth("group_members"))
     for g, group in enumerate(world.directory.groups):
-        listed = flatten(all_pages(client, f"/v1/groups/{enc(group['id'])}/users", {"includeDisabled": "true"},
-                                   page_size=4))
+        listed = flatten(
+            all_pages(client, f"/v1/groups/{enc(group['id'])}/users", {"includeDisabled": "true"}, page_size=4)
+        )
         assert listed == [{k: v for k, v in m.items() if k != "groupId"} for m in truth if m["groupId"] == group["id"]]
         visible = client.get(f"/v1/groups/{enc(group['id'])}/users", params={"pageSize": "1000"}).json()
         hidden = [u for u in world.directory.members[g] if world.directory.user_disabled[u]]
@@ -61,8 +62,9 @@ def test_group_users_include_disabled_and_search(sim, client) -> None:
     assert len({u["id"] for u in users}) == len(users) < len(truth)  # users in several groups appear once
     member = users[3]
     group_id = next(m["groupId"] for m in truth if m["id"] == member["id"])
-    found = client.get(f"/v1/groups/{enc(group_id)}/users",
-                       params={"search": member["login"].upper(), "includeDisabled": "true"}).json()
+    found = client.get(
+        f"/v1/groups/{enc(group_id)}/users", params={"search": member["login"].upper(), "includeDisabled": "true"}
+    ).json()
     assert member in found
 
 

@@ -29,16 +29,26 @@ def _requests(sim):
     group = next(iter(sim.ground_truth("groups")))["id"]
     u, l, g = enc(active["_userId"]), enc(active["_lessonId"]), enc(group)
     return [
-        "/v1/active-lessons?pageSize=5", "/v1/active-lessons?pageSize=5&pageNumber=2&updatedSince=2000-01-01T00:00:00Z",
-        "/v1/active-lessons?pageSize=3&pageSize=7", "/v1/active-lessons?pageSize=0",
-        "/v1/active-lessons?updatedSince=yesterday", "/v1/active-lessons?pageNumber=-1&unknown=1",
-        f"/v1/users/{u}/active-lessons", f"/v1/lessons/{l}/active-lessons?pageSize=2",
-        f"/v1/users/{u}/lessons/{l}/active-lessons", f"/v1/users/{u}/lessons/{l}/answers?includeArchived=true",
+        "/v1/active-lessons?pageSize=5",
+        "/v1/active-lessons?pageSize=5&pageNumber=2&updatedSince=2000-01-01T00:00:00Z",
+        "/v1/active-lessons?pageSize=3&pageSize=7",
+        "/v1/active-lessons?pageSize=0",
+        "/v1/active-lessons?updatedSince=yesterday",
+        "/v1/active-lessons?pageNumber=-1&unknown=1",
+        f"/v1/users/{u}/active-lessons",
+        f"/v1/lessons/{l}/active-lessons?pageSize=2",
+        f"/v1/users/{u}/lessons/{l}/active-lessons",
+        f"/v1/users/{u}/lessons/{l}/answers?includeArchived=true",
         f"/v1/users/{u}/lessons/{l}/answers?includeEntryQuiz=maybe",
         f"/v1/lessons/{l}/answers?includeArchived=1&includeEntryQuiz=true&updatedSince=2000-01-01T00:00:00Z",
-        f"/v1/users/{u}/answers?pageSize=1", "/v1/users/nobody/answers", "/v1/users/%2F..%2F/answers",
-        f"/v1/groups/{g}/users?includeDisabled=true", f"/v1/groups/{g}/users?includeDisabled=perhaps",
-        "/v1/groups/no-such-group/users", "/v1/groups/name/users", f"/v1/users/{u}/answers/",
+        f"/v1/users/{u}/answers?pageSize=1",
+        "/v1/users/nobody/answers",
+        "/v1/users/%2F..%2F/answers",
+        f"/v1/groups/{g}/users?includeDisabled=true",
+        f"/v1/groups/{g}/users?includeDisabled=perhaps",
+        "/v1/groups/no-such-group/users",
+        "/v1/groups/name/users",
+        f"/v1/users/{u}/answers/",
     ]
 
 
@@ -47,8 +57,12 @@ def test_fast_routes_answer_like_fastapi(pair):
     taken = [p for p in _requests(sim) if fastroutes.match("GET", p.split("?")[0]) is not None]
     assert len(taken) == len(_requests(sim)) - 2  # all but /v1/groups/name/users and the trailing slash
     assert fast.get(taken[0], headers={"Authorization": f"Bearer {token}"}).json()  # a real page
-    for headers in ({"Authorization": f"Bearer {token}"}, {}, {"Authorization": "Bearer not-a-jwt"},
-                    {"Authorization": f"Basic {token}"}):
+    for headers in (
+        {"Authorization": f"Bearer {token}"},
+        {},
+        {"Authorization": "Bearer not-a-jwt"},
+        {"Authorization": f"Basic {token}"},
+    ):
         for path in _requests(sim):
             before = sim.stats()["requests"]
             got = fast.get(path, headers=headers)
@@ -56,8 +70,10 @@ def test_fast_routes_answer_like_fastapi(pair):
             before = sim.stats()["requests"]
             want = slow.get(path, headers=headers)
             assert _delta(before, sim.stats()["requests"]) == fast_counted, path
-            assert (got.status_code, got.headers.get("content-type")) == \
-                (want.status_code, want.headers.get("content-type")), (path, headers, got.text, want.text)
+            assert (got.status_code, got.headers.get("content-type")) == (
+                want.status_code,
+                want.headers.get("content-type"),
+            ), (path, headers, got.text, want.text)
             assert got.content == want.content, (path, headers)
 
 

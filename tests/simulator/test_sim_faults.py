@@ -20,8 +20,13 @@ def test_parse_faults() -> None:
     spec = parse_faults("error_rate=0.05, rate_limit_every=40,token_ttl=30,latency_ms=10,drift=0.01,truncate_rate=0.01")
     assert spec == FaultSpec(0.05, 40, 30.0, 10.0, 0.01, 0.01)
     assert parse_faults(str(spec)) == spec and parse_faults("") == FaultSpec() and not FaultSpec().active
-    for bad, needle in (("error_rate=2", "probability"), ("boom=1", "name=value"), ("rate_limit_every=x", "integer"),
-                        ("latency_ms=-1", "negative"), ("drift", "name=value")):
+    for bad, needle in (
+        ("error_rate=2", "probability"),
+        ("boom=1", "name=value"),
+        ("rate_limit_every=x", "integer"),
+        ("latency_ms=-1", "negative"),
+        ("drift", "name=value"),
+    ):
         with pytest.raises(ValueError, match=needle):
             parse_faults(bad)
 
@@ -88,7 +93,7 @@ def test_drift_moves_records_to_the_end_and_shifts_offset_pages(fresh_sim, fresh
     now = fresh_sim.now().isoformat()[:19]
     moved = [r for r in fresh_sim.ground_truth("active_lessons") if r["lastDate"].startswith(now)]
     assert len(moved) >= 10
-    tail = fresh_client.get("/v1/active-lessons", params={"pageSize": "1000"}).json()[-len(moved):]
+    tail = fresh_client.get("/v1/active-lessons", params={"pageSize": "1000"}).json()[-len(moved) :]
     assert sorted(map(key, tail)) == sorted(map(key, moved))  # updated now, hence listed last
 
 

@@ -38,12 +38,25 @@ def test_pagination_edges(sim, client) -> None:
     assert client.get("/v1/active-lessons", params={"pageSize": "1000"}).status_code == 200
 
 
-@pytest.mark.parametrize("path", ["/v1/active-lessons", "/v1/lessons/{lesson}/answers", "/v1/groups",
-                                  "/v1/users/{user}/answers", "/v1/lessons"])
-@pytest.mark.parametrize(("name", "value"), [
-    ("pageSize", "0"), ("pageSize", "-5"), ("pageSize", "abc"), ("pageSize", "1001"), ("pageSize", "2.5"),
-    ("pageSize", ""), ("pageNumber", "0"), ("pageNumber", "-1"), ("pageNumber", "x"), ("pageNumber", "9" * 40),
-])
+@pytest.mark.parametrize(
+    "path",
+    ["/v1/active-lessons", "/v1/lessons/{lesson}/answers", "/v1/groups", "/v1/users/{user}/answers", "/v1/lessons"],
+)
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("pageSize", "0"),
+        ("pageSize", "-5"),
+        ("pageSize", "abc"),
+        ("pageSize", "1001"),
+        ("pageSize", "2.5"),
+        ("pageSize", ""),
+        ("pageNumber", "0"),
+        ("pageNumber", "-1"),
+        ("pageNumber", "x"),
+        ("pageNumber", "9" * 40),
+    ],
+)
 def test_invalid_pagination_is_400(sim, client, path: str, name: str, value: str) -> None:
     url = path.format(lesson=enc(sim.world.catalog.lesson_ids[0]), user=enc(sim.world.users[0]["id"]))
     response = client.get(url, params={name: value})
@@ -52,11 +65,16 @@ def test_invalid_pagination_is_400(sim, client, path: str, name: str, value: str
     assert body["statusCode"] == 400 and body["kind"] == "bad_request" and name in body["message"]
 
 
-@pytest.mark.parametrize(("params", "needle"), [
-    ({"updatedSince": "yesterday"}, "updatedSince"), ({"updatedSince": "2026-10-01T00:00:00"}, "offset"),
-    ({"updatedSince": "2026-10-01T00:00:00 01:00"}, "%2B"), ({"includeArchived": "maybe"}, "includeArchived"),
-    ({"includeEntryQuiz": "2"}, "includeEntryQuiz"),
-])
+@pytest.mark.parametrize(
+    ("params", "needle"),
+    [
+        ({"updatedSince": "yesterday"}, "updatedSince"),
+        ({"updatedSince": "2026-10-01T00:00:00"}, "offset"),
+        ({"updatedSince": "2026-10-01T00:00:00 01:00"}, "%2B"),
+        ({"includeArchived": "maybe"}, "includeArchived"),
+        ({"includeEntryQuiz": "2"}, "includeEntryQuiz"),
+    ],
+)
 def test_invalid_filters_are_400(sim, client, params: dict, needle: str) -> None:  # type: ignore[type-arg]
     lesson = enc(sim.world.catalog.lesson_ids[0])
     response = client.get(f"/v1/lessons/{lesson}/answers", params=params)
@@ -127,8 +145,10 @@ def test_empty_answer_pages_occur_mid_stream(sim, client) -> None:
     followed_by_rows = 0
     for lesson in sim.world.catalog.lesson_ids:
         n = len(client.get(f"/v1/lessons/{enc(lesson)}/active-lessons", params={"pageSize": "1000"}).json())
-        rows = [len(p) for p in all_pages(client, f"/v1/lessons/{enc(lesson)}/answers", BOTH, page_size=size,
-                                          pages=-(-n // size))]
+        rows = [
+            len(p)
+            for p in all_pages(client, f"/v1/lessons/{enc(lesson)}/answers", BOTH, page_size=size, pages=-(-n // size))
+        ]
         followed_by_rows += sum(1 for k, count in enumerate(rows) if count == 0 and any(rows[k + 1 :]))
         assert any(count > size for count in rows) or sum(rows) == 0  # pages flatten to more rows than pageSize
     assert followed_by_rows > 0
@@ -154,7 +174,8 @@ def test_answer_filters(sim, client) -> None:
     exit_current = [a for a in mine if a["quizType"] == "exit" and a["attemptIndex"] == current[a["_activeLessonId"]]]
     assert sorted(map(_answer_key, fetch())) == sorted(map(_answer_key, exit_current))  # defaults: false, false
     assert sorted(map(_answer_key, fetch(includeArchived="true"))) == sorted(
-        _answer_key(a) for a in mine if a["quizType"] == "exit")
+        _answer_key(a) for a in mine if a["quizType"] == "exit"
+    )
     pivot = sorted(a["lastDate"] for a in mine)[len(mine) // 2]
     recent = fetch(updatedSince=pivot, **BOTH)
     assert sorted(map(_answer_key, recent)) == sorted(_answer_key(a) for a in mine if a["lastDate"] >= pivot)
@@ -166,6 +187,12 @@ def test_answer_filters(sim, client) -> None:
 def test_lessons_listing_carries_question_ids_that_answers_reference(sim, client) -> None:
     lessons = flatten(all_pages(client, "/v1/lessons", page_size=5))
     assert lessons == list(sim.ground_truth("lessons"))
-    question_ids = {q["id"] for lesson in lessons for notion in lesson["notions"]
-                    for quiz in ("entryQuizz", "exitQuizz") if quiz in notion for q in notion[quiz]["questions"]}
+    question_ids = {
+        q["id"]
+        for lesson in lessons
+        for notion in lesson["notions"]
+        for quiz in ("entryQuizz", "exitQuizz")
+        if quiz in notion
+        for q in notion[quiz]["questions"]
+    }
     assert {a["_questionId"] for a in sim.ground_truth("answers")} <= question_ids

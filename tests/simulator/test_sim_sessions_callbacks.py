@@ -10,11 +10,21 @@ from pipeline.contract.models import LessonSession
 from simulator.names import SPECIAL_SESSION_ID
 from simulator.timeutil import iso, to_ms
 
-BODY = {"title": "Atelier sécurité", "description": "Salle 2", "lessonId": "", "presenters": ["p1"],
-        "status": "online", "type": "fixed-date", "registrationGroupType": "unlimited",
-        "quota": {"type": "max", "max": 12}, "location": {"room": "B12", "name": "Campus Lyon"},
-        "startDate": "2026-12-01T09:00:00+01:00", "endDate": "2026-12-01T11:00:00Z", "onsite": True,
-        "codes": [{"type": "qr", "value": "QR-1"}]}
+BODY = {
+    "title": "Atelier sécurité",
+    "description": "Salle 2",
+    "lessonId": "",
+    "presenters": ["p1"],
+    "status": "online",
+    "type": "fixed-date",
+    "registrationGroupType": "unlimited",
+    "quota": {"type": "max", "max": 12},
+    "location": {"room": "B12", "name": "Campus Lyon"},
+    "startDate": "2026-12-01T09:00:00+01:00",
+    "endDate": "2026-12-01T11:00:00Z",
+    "onsite": True,
+    "codes": [{"type": "qr", "value": "QR-1"}],
+}
 
 
 def test_sessions_list_and_nullable_fields(fresh_sim, fresh_client) -> None:
@@ -52,21 +62,24 @@ def test_create_get_update_register_unregister(fresh_sim, fresh_client) -> None:
     assert session["id"] in [s["id"] for s in fresh_sim.ground_truth("lesson_sessions")]
 
 
-@pytest.mark.parametrize(("method", "path", "body", "status"), [
-    ("POST", "/v1/lesson-session", {**BODY, "status": "live"}, 400),
-    ("POST", "/v1/lesson-session", {"title": "only a title"}, 400),
-    ("POST", "/v1/lesson-session", {**BODY, "lessonId": "no-such-lesson"}, 400),
-    ("POST", "/v1/lesson-session", {**BODY, "startDate": "tomorrow"}, 400),
-    ("GET", "/v1/lesson-session/no-such-session", None, 403),
-    ("PUT", "/v1/lesson-session/no-such-session", {"title": "x"}, 404),
-    ("PUT", "/v1/lesson-session/{session}", {"quota": {"type": "max", "extra": 1}}, 400),
-    ("PUT", "/v1/lesson-session/{session}", {"endDate": "not a date"}, 400),
-    ("POST", "/v1/lesson-session/no-such-session/register/{user}", None, 404),
-    ("POST", "/v1/lesson-session/{session}/register/no-such-user", None, 400),
-    ("DELETE", "/v1/lesson-session/no-such-session/unregister/{user}", None, 404),
-    ("DELETE", "/v1/lesson-session/{session}/unregister/no-such-user", None, 400),
-    ("GET", "/v1/lesson-session/no-such-user/registrations", None, 400),
-])
+@pytest.mark.parametrize(
+    ("method", "path", "body", "status"),
+    [
+        ("POST", "/v1/lesson-session", {**BODY, "status": "live"}, 400),
+        ("POST", "/v1/lesson-session", {"title": "only a title"}, 400),
+        ("POST", "/v1/lesson-session", {**BODY, "lessonId": "no-such-lesson"}, 400),
+        ("POST", "/v1/lesson-session", {**BODY, "startDate": "tomorrow"}, 400),
+        ("GET", "/v1/lesson-session/no-such-session", None, 403),
+        ("PUT", "/v1/lesson-session/no-such-session", {"title": "x"}, 404),
+        ("PUT", "/v1/lesson-session/{session}", {"quota": {"type": "max", "extra": 1}}, 400),
+        ("PUT", "/v1/lesson-session/{session}", {"endDate": "not a date"}, 400),
+        ("POST", "/v1/lesson-session/no-such-session/register/{user}", None, 404),
+        ("POST", "/v1/lesson-session/{session}/register/no-such-user", None, 400),
+        ("DELETE", "/v1/lesson-session/no-such-session/unregister/{user}", None, 404),
+        ("DELETE", "/v1/lesson-session/{session}/unregister/no-such-user", None, 400),
+        ("GET", "/v1/lesson-session/no-such-user/registrations", None, 400),
+    ],
+)
 def test_session_errors(sim, client, method, path, body, status) -> None:  # type: ignore[no-untyped-def]
     world = sim.world
     lesson_id = world.catalog.lesson_ids[0]
@@ -91,21 +104,36 @@ def test_callbacks_read_and_update_an_active_lesson(fresh_sim) -> None:
     fresh_sim.advance(hours=1)
     updated = httpx.post(url, json={"status": "succeeded", "progress": 100, "score": 87})
     assert updated.status_code == 200
-    expected = {"progress": 100, "status": "succeeded", "LessonID": target["_lessonId"], "UserID": target["_userId"],
-                "score": 87}
+    expected = {
+        "progress": 100,
+        "status": "succeeded",
+        "LessonID": target["_lessonId"],
+        "UserID": target["_userId"],
+        "score": 87,
+    }
     assert {k: updated.json()[k] for k in expected} == expected
-    after = next(r for r in fresh_sim.ground_truth("active_lessons")
-                 if (r["_userId"], r["_lessonId"]) == (target["_userId"], target["_lessonId"]))
+    after = next(
+        r
+        for r in fresh_sim.ground_truth("active_lessons")
+        if (r["_userId"], r["_lessonId"]) == (target["_userId"], target["_lessonId"])
+    )
     assert after["stats"]["progressInPercent"] == 100 and after["score"] == 87 and after["achieved"] is True
     assert after["lastDate"] > target["lastDate"] and after["lastDate"] == iso(to_ms(fresh_sim.now()))
     assert httpx.get(url).json()["status"] == "succeeded"
 
 
-@pytest.mark.parametrize("body", [
-    {"status": "succeeded", "progress": 101}, {"status": "succeeded", "progress": -1},
-    {"status": "succeeded", "progress": 50.5}, {"status": "succeeded", "progress": "50"},
-    {"status": "succeeded", "progress": 50, "score": 101}, {"status": "done", "progress": 50}, {"progress": 50},
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"status": "succeeded", "progress": 101},
+        {"status": "succeeded", "progress": -1},
+        {"status": "succeeded", "progress": 50.5},
+        {"status": "succeeded", "progress": "50"},
+        {"status": "succeeded", "progress": 50, "score": 101},
+        {"status": "done", "progress": 50},
+        {"progress": 50},
+    ],
+)
 def test_callback_validation_is_400(fresh_sim, body) -> None:  # type: ignore[no-untyped-def]
     target = next(iter(fresh_sim.ground_truth("active_lessons")))
     token = fresh_sim.callback_token(target["_userId"], target["_lessonId"])

@@ -12,16 +12,22 @@ from simulator import SimulatorConfig, start_simulator
 from simulator.webhooks import auth_headers
 
 
-@pytest.mark.parametrize(("auth", "header", "expected"), [
-    ("bearer:s3cret-token", "authorization", "Bearer s3cret-token"),
-    ("basic:ada:pa:ss", "authorization", "Basic " + base64.b64encode(b"ada:pa:ss").decode()),
-    ("header:X-Api-Key:k-123", "x-api-key", "k-123"),
-])
+@pytest.mark.parametrize(
+    ("auth", "header", "expected"),
+    [
+        ("bearer:s3cret-token", "authorization", "Bearer s3cret-token"),
+        ("basic:ada:pa:ss", "authorization", "Basic " + base64.b64encode(b"ada:pa:ss").decode()),
+        ("header:X-Api-Key:k-123", "x-api-key", "k-123"),
+    ],
+)
 def test_deliveries_carry_the_configured_credential_and_source(auth: str, header: str, expected: str) -> None:
     receiver = Receiver()
-    with running_receiver(receiver) as url, start_simulator(
-        SimulatorConfig(scale="tiny", webhook_url=url, webhook_auth=auth, webhook_source="acme-lms")
-    ) as sim:
+    with (
+        running_receiver(receiver) as url,
+        start_simulator(
+            SimulatorConfig(scale="tiny", webhook_url=url, webhook_auth=auth, webhook_source="acme-lms")
+        ) as sim,
+    ):
         assert sim.flush_webhooks(timeout=30)
         backlog = len(receiver.deliveries)
         assert backlog >= len(list(sim.ground_truth("certificates")))  # existing certificates, delivered at start
@@ -34,9 +40,10 @@ def test_deliveries_carry_the_configured_credential_and_source(auth: str, header
 
 def test_completed_and_expired_events_as_the_clock_moves() -> None:
     receiver = Receiver()
-    with running_receiver(receiver) as url, start_simulator(
-        SimulatorConfig(scale="tiny", webhook_url=url, webhook_auth="bearer:t")
-    ) as sim:
+    with (
+        running_receiver(receiver) as url,
+        start_simulator(SimulatorConfig(scale="tiny", webhook_url=url, webhook_auth="bearer:t")) as sim,
+    ):
         assert sim.flush_webhooks(timeout=30)
         receiver.deliveries.clear()
         activity = sim.advance(hours=24)
@@ -67,16 +74,20 @@ def test_non_2xx_answers_are_retried_until_delivered() -> None:
 
 def test_duplicates_are_sent_on_purpose_and_unreachable_receivers_give_up() -> None:
     receiver = Receiver()
-    with running_receiver(receiver) as url, start_simulator(
-        SimulatorConfig(scale="tiny", webhook_url=url, webhook_duplicate_rate=0.5)
-    ) as sim:
+    with (
+        running_receiver(receiver) as url,
+        start_simulator(SimulatorConfig(scale="tiny", webhook_url=url, webhook_duplicate_rate=0.5)) as sim,
+    ):
         sim.advance(hours=72)
         assert sim.flush_webhooks(timeout=30)
         duplicates = sim.webhook_stats()["duplicates"]
     ids = [d["body"]["_id"] + d["headers"]["x-webhook-event"] for d in receiver.deliveries]
     assert duplicates > 0 and len(ids) - len(set(ids)) == duplicates
-    with start_simulator(SimulatorConfig(scale="tiny", webhook_url="http://127.0.0.1:9/closed",
-                                         webhook_max_attempts=2, webhook_backoff_seconds=0.01)) as sim:
+    with start_simulator(
+        SimulatorConfig(
+            scale="tiny", webhook_url="http://127.0.0.1:9/closed", webhook_max_attempts=2, webhook_backoff_seconds=0.01
+        )
+    ) as sim:
         assert sim.flush_webhooks(timeout=30)
         stats = sim.webhook_stats()
     assert stats["failed"] == stats["enqueued"] > 0 and stats["delivered"] == 0

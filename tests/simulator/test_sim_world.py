@@ -32,12 +32,18 @@ def _truth(sim) -> dict:  # type: ignore[no-untyped-def,type-arg]
 
 @pytest.mark.slow
 def test_same_seed_same_world_and_pages_other_seed_differs() -> None:
-    with start_simulator(SimulatorConfig(seed=7, scale="tiny")) as a, start_simulator(SimulatorConfig(seed=7, scale="tiny")) as b:
+    with (
+        start_simulator(SimulatorConfig(seed=7, scale="tiny")) as a,
+        start_simulator(SimulatorConfig(seed=7, scale="tiny")) as b,
+    ):
         assert _truth(a) == _truth(b)
         assert _served(a) == _served(b)
         assert a.advance(hours=30) == b.advance(hours=30)
         assert _truth(a) == _truth(b)
-    with start_simulator(SimulatorConfig(seed=8, scale="tiny")) as c, start_simulator(SimulatorConfig(seed=7, scale="tiny")) as d:
+    with (
+        start_simulator(SimulatorConfig(seed=8, scale="tiny")) as c,
+        start_simulator(SimulatorConfig(seed=7, scale="tiny")) as d,
+    ):
         other, same = _truth(c), _truth(d)
         assert other["active_lessons"] != same["active_lessons"] and other["answers"] != same["answers"]
 
@@ -55,7 +61,8 @@ def test_clock_date_header_and_admin_routes(fresh_sim, fresh_client) -> None:
     assert httpx.post(f"{fresh_sim.base_url}/_sim/advance", params={"hours": "x"}).status_code == 400
     exported = httpx.get(f"{fresh_sim.base_url}/_sim/ground-truth/groups")
     assert [line for line in exported.text.splitlines() if line] and exported.headers["content-type"].startswith(
-        "application/x-ndjson")
+        "application/x-ndjson"
+    )
     assert httpx.get(f"{fresh_sim.base_url}/_sim/ground-truth/nothing").status_code == 404
 
 
@@ -64,9 +71,18 @@ def test_a_day_of_activity_changes_every_kind_of_record(fresh_sim, fresh_client)
     cursor = fresh_sim.now().isoformat()
     activity = fresh_sim.advance(hours=24)
     after = _truth(fresh_sim)
-    for kind in ("new_attempts", "new_active_lessons", "new_users", "new_memberships", "vanished_members",
-                 "renamed_groups", "new_sessions", "new_registrations", "certificates_completed",
-                 "certificates_expired"):
+    for kind in (
+        "new_attempts",
+        "new_active_lessons",
+        "new_users",
+        "new_memberships",
+        "vanished_members",
+        "renamed_groups",
+        "new_sessions",
+        "new_registrations",
+        "certificates_completed",
+        "certificates_expired",
+    ):
         assert activity.get(kind, 0) > 0, kind
     key = lambda r: (r["_userId"], r["_lessonId"])  # noqa: E731
     old = {key(r): r for r in before["active_lessons"]}
@@ -90,8 +106,13 @@ def test_certificates_complete_and_expire_on_the_simulated_clock(fresh_sim) -> N
     fresh_sim.advance(hours=24)
     now = fresh_sim.now().isoformat()
     after = {c["_id"]: c for c in fresh_sim.ground_truth("certificates")}
-    expired = [c for c in after.values() if c["expires"] and before.get(c["_id"], {}).get("expires") == c["expires"]
-               and c["updatedAt"] != before[c["_id"]]["updatedAt"]]
+    expired = [
+        c
+        for c in after.values()
+        if c["expires"]
+        and before.get(c["_id"], {}).get("expires") == c["expires"]
+        and c["updatedAt"] != before[c["_id"]]["updatedAt"]
+    ]
     assert expired and all(c["expires"] < now for c in expired)
     assert all(c["creationDate"] == before[c["_id"]]["creationDate"] for c in expired)
     completed = [c for c in after.values() if c["_id"] not in before]

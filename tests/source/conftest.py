@@ -18,8 +18,14 @@ PAGE_SIZE = 7  # small pages: many of them, page boundaries everywhere, mid-stre
 
 
 def client_settings(sim: SimulatorHandle, **overrides: Any) -> Settings:
-    values: dict[str, Any] = {"base_url": sim.base_url, "page_size": PAGE_SIZE, "concurrency": 4,
-                              "max_attempts": 8, "retry_max_wait": 2.0, "data_dir": "unused"}
+    values: dict[str, Any] = {
+        "base_url": sim.base_url,
+        "page_size": PAGE_SIZE,
+        "concurrency": 4,
+        "max_attempts": 8,
+        "retry_max_wait": 2.0,
+        "data_dir": "unused",
+    }
     return Settings(**{**values, **overrides})
 
 

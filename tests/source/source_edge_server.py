@@ -43,8 +43,11 @@ class EdgeState:
             access = f"opaque-access-{n}-{time.time_ns()}"
         else:
             now = int(time.time())
-            access = jwt.encode({"sub": "owner", "scope": "admin", "iat": now, "exp": now + self.token_ttl,
-                                 "n": n}, "edge-signing-key-with-at-least-32-bytes", algorithm="HS256")
+            access = jwt.encode(
+                {"sub": "owner", "scope": "admin", "iat": now, "exp": now + self.token_ttl, "n": n},
+                "edge-signing-key-with-at-least-32-bytes",
+                algorithm="HS256",
+            )
         refresh = f"refresh-{n}-{time.time_ns()}"
         self.valid.add(access)
         self.refresh_tokens.add(refresh)
@@ -75,11 +78,13 @@ def _app(state: EdgeState) -> Starlette:
         scripted = state.script.pop(0)(request) if state.script else None
         return scripted if scripted is not None else JSONResponse(state.body)
 
-    return Starlette(routes=[
-        Route("/v1/token", token, methods=["POST"]),
-        Route("/v1/token/refresh", refresh, methods=["POST"]),
-        Route("/v1/{rest:path}", listing, methods=["GET"]),
-    ])
+    return Starlette(
+        routes=[
+            Route("/v1/token", token, methods=["POST"]),
+            Route("/v1/token/refresh", refresh, methods=["POST"]),
+            Route("/v1/{rest:path}", listing, methods=["GET"]),
+        ]
+    )
 
 
 @contextmanager
@@ -101,8 +106,9 @@ def edge_server(state: EdgeState) -> Iterator[str]:
 
 
 def status(code: int, headers: dict[str, str] | None = None) -> Script:
-    return lambda _: JSONResponse({"statusCode": code, "kind": "scripted", "message": f"scripted {code}"},
-                                  code, headers=headers)
+    return lambda _: JSONResponse(
+        {"statusCode": code, "kind": "scripted", "message": f"scripted {code}"}, code, headers=headers
+    )
 
 
 def raw(body: bytes) -> Script:

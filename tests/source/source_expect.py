@@ -46,8 +46,11 @@ def _typed(value: Any, field: pa.Field) -> Any:
 def expected_row(table: str, flat: dict[str, Any]) -> dict[str, Any]:
     schema = TABLES[table].schema
     row = {f.name: _typed(flat.get(f.name), f) for f in schema if f.name != "extra"}
-    unknown = {k for k, v in flat.items() if k not in schema.names and v is not None
-               and not any(n.startswith(k + "_") for n in schema.names)}
+    unknown = {
+        k
+        for k, v in flat.items()
+        if k not in schema.names and v is not None and not any(n.startswith(k + "_") for n in schema.names)
+    }
     assert not unknown, f"{table}: ground-truth fields with no column: {unknown}"
     return row
 
@@ -75,8 +78,11 @@ def split_value(result: dict[str, Any]) -> dict[str, Any]:
     result = dict(result)
     value = result.pop("value", None)
     is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    return {**result, "valueNumber": value if is_number else None,
-            "valueText": value if isinstance(value, str) else None}
+    return {
+        **result,
+        "valueNumber": value if is_number else None,
+        "valueText": value if isinstance(value, str) else None,
+    }
 
 
 def expected_tables(truth: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
@@ -95,19 +101,28 @@ def expected_tables(truth: dict[str, list[dict[str, Any]]]) -> dict[str, list[di
         tables[name] = [expected_row(name, flatten(r)) for r in truth.get(name, [])]
     tables["group_members"] = [{"group_id": m["groupId"], "user_id": m["id"]} for m in truth.get("group_members", [])]
     for session in truth.get("lesson_sessions", []):
-        tables["lesson_sessions"].append(expected_row("lesson_sessions", flatten(
-            {k: v for k, v in session.items() if k != "registrations"})))
+        tables["lesson_sessions"].append(
+            expected_row("lesson_sessions", flatten({k: v for k, v in session.items() if k != "registrations"}))
+        )
         for registration in session["registrations"]:
-            tables["lesson_session_registrations"].append(expected_row(
-                "lesson_session_registrations", {"session_id": session["id"], **flatten(registration)}))
+            tables["lesson_session_registrations"].append(
+                expected_row("lesson_session_registrations", {"session_id": session["id"], **flatten(registration)})
+            )
     for lesson in truth.get("lessons", []):
         tables["lessons"].append(expected_row("lessons", flatten(lesson)))
         for n, notion in enumerate(lesson.get("notions") or []):
             for quiz, quizz in (("entry", notion.get("entryQuizz")), ("exit", notion.get("exitQuizz"))):
                 for q, question in enumerate((quizz or {}).get("questions") or []):
-                    flat = {"lesson_id": lesson["id"], "notion_index": n, "notion_title": notion["title"],
-                            "quiz": quiz, "quizz_type": quizz.get("type"), "quizz_life_number": quizz.get("lifeNumber"),
-                            "question_index": q, **flatten(question, "question_")}
+                    flat = {
+                        "lesson_id": lesson["id"],
+                        "notion_index": n,
+                        "notion_title": notion["title"],
+                        "quiz": quiz,
+                        "quizz_type": quizz.get("type"),
+                        "quizz_life_number": quizz.get("lifeNumber"),
+                        "question_index": q,
+                        **flatten(question, "question_"),
+                    }
                     tables["lesson_questions"].append(expected_row("lesson_questions", flat))
     return tables
 
@@ -120,6 +135,7 @@ def assert_same_table(table: str, actual: Iterable[dict[str, Any]], expected: It
     want = keyed(table, expected)
     assert got.keys() == want.keys(), (
         f"{table}: {len(want.keys() - got.keys())} missing, {len(got.keys() - want.keys())} unexpected; "
-        f"e.g. missing {sorted(want.keys() - got.keys(), key=str)[:3]}")
+        f"e.g. missing {sorted(want.keys() - got.keys(), key=str)[:3]}"
+    )
     for key, row in want.items():
         assert got[key] == row, f"{table} {key}: {got[key]} != {row}"

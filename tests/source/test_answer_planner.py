@@ -10,8 +10,9 @@ from pipeline.source.answers import PAIR_COST, plan_answer_requests
 def covered(plan, pairs):
     lessons = {dict(r.path_values)["lesson_id"] for r in plan.grouped if r.stream == "answers_by_lesson"}
     users = {dict(r.path_values)["user_id"] for r in plan.grouped if r.stream == "answers_by_user"}
-    singles = set(zip(plan.pairs.column("user_id").to_pylist(), plan.pairs.column("lesson_id").to_pylist(),
-                      strict=True))
+    singles = set(
+        zip(plan.pairs.column("user_id").to_pylist(), plan.pairs.column("lesson_id").to_pylist(), strict=True)
+    )
     return all(lesson in lessons or user in users or (user, lesson) in singles for user, lesson in pairs)
 
 
@@ -19,7 +20,8 @@ def test_one_lesson_many_users_is_one_lesson_request():
     pairs = [(f"u{i}", "L") for i in range(50)]
     plan = plan_answer_requests(pa.table({"user_id": [u for u, _ in pairs], "lesson_id": ["L"] * 50}), 20)
     assert [(r.stream, r.path_values, r.covers) for r in plan.grouped] == [
-        ("answers_by_lesson", (("lesson_id", "L"),), 50)]
+        ("answers_by_lesson", (("lesson_id", "L"),), 50)
+    ]
     assert plan.pairs.num_rows == 0
     assert plan.estimated_cost(20) == 4  # 3 pages + confirm
 
@@ -28,8 +30,10 @@ def test_scattered_pairs_stay_pair_requests_and_duplicates_collapse():
     table = pa.table({"user_id": ["a", "b", "a"], "lesson_id": ["1", "2", "1"]})
     plan = plan_answer_requests(table, 100)
     assert plan.grouped == []
-    assert sorted(plan.pairs.to_pylist(), key=str) == [{"user_id": "a", "lesson_id": "1"},
-                                                       {"user_id": "b", "lesson_id": "2"}]
+    assert sorted(plan.pairs.to_pylist(), key=str) == [
+        {"user_id": "a", "lesson_id": "1"},
+        {"user_id": "b", "lesson_id": "2"},
+    ]
     assert [r.covers for r in plan.requests()] == [1, 1]
     assert plan.estimated_cost(100) == 2 * PAIR_COST
 
@@ -77,13 +81,16 @@ def test_a_pair_needs_its_answers_when_any_of_its_rows_says_so():
     table = pa.table({"user_id": ["a", "a", "b"], "lesson_id": ["1", "1", "2"], "refetch": [False, True, False]})
     assert plan_answer_requests(table, 100).pairs.to_pylist() == [{"user_id": "a", "lesson_id": "1"}]
     with pytest.raises(ValueError, match="refetch"):
-        plan_answer_requests(pa.table({"user_id": ["a"], "lesson_id": ["1"], "refetch": pa.array([None], pa.bool_())}), 10)
+        plan_answer_requests(
+            pa.table({"user_id": ["a"], "lesson_id": ["1"], "refetch": pa.array([None], pa.bool_())}), 10
+        )
 
 
 def plan_summary(plan):
-    return (sorted((r.stream, r.path_values, r.covers) for r in plan.grouped),
-            sorted(zip(plan.pairs.column("user_id").to_pylist(), plan.pairs.column("lesson_id").to_pylist(),
-                       strict=True)))
+    return (
+        sorted((r.stream, r.path_values, r.covers) for r in plan.grouped),
+        sorted(zip(plan.pairs.column("user_id").to_pylist(), plan.pairs.column("lesson_id").to_pylist(), strict=True)),
+    )
 
 
 def test_dictionary_encoded_ids_plan_exactly_as_their_strings():
@@ -94,9 +101,18 @@ def test_dictionary_encoded_ids_plan_exactly_as_their_strings():
     refetch = [i % 4 != 1 for i in range(900)]
     as_strings = pa.table({"user_id": users, "lesson_id": lessons, "refetch": refetch})
     chunks = [as_strings.slice(start, 300) for start in (0, 300, 600)]
-    encoded = pa.concat_tables([pa.table({"user_id": pc.dictionary_encode(c.column("user_id")),
-                                          "lesson_id": pc.dictionary_encode(c.column("lesson_id")),
-                                          "refetch": c.column("refetch")}) for c in chunks])
+    encoded = pa.concat_tables(
+        [
+            pa.table(
+                {
+                    "user_id": pc.dictionary_encode(c.column("user_id")),
+                    "lesson_id": pc.dictionary_encode(c.column("lesson_id")),
+                    "refetch": c.column("refetch"),
+                }
+            )
+            for c in chunks
+        ]
+    )
     assert encoded.column("user_id").num_chunks == 3 and pa.types.is_dictionary(encoded.schema.field("user_id").type)
     expected = plan_summary(plan_answer_requests(as_strings, 10))
     assert expected[0] and expected[1]  # both kinds of request are in play
@@ -108,10 +124,13 @@ def test_a_dictionary_repeating_an_id_still_plans_one_request_for_it():
     table = pa.table({"user_id": pa.array([f"u{i}" for i in range(40)]), "lesson_id": repeated})
     plan = plan_answer_requests(table, 100)
     assert sorted((r.stream, r.path_values, r.covers) for r in plan.grouped) == [
-        ("answers_by_lesson", (("lesson_id", "a"),), 20), ("answers_by_lesson", (("lesson_id", "b"),), 20)]
+        ("answers_by_lesson", (("lesson_id", "a"),), 20),
+        ("answers_by_lesson", (("lesson_id", "b"),), 20),
+    ]
     with pytest.raises(ValueError, match="null"):
-        plan_answer_requests(pa.table({"user_id": pa.array(["u", None]).dictionary_encode(),
-                                       "lesson_id": ["l", "m"]}), 10)
+        plan_answer_requests(
+            pa.table({"user_id": pa.array(["u", None]).dictionary_encode(), "lesson_id": ["l", "m"]}), 10
+        )
 
 
 def test_the_first_drift_check_is_told_the_planned_active_lessons_it_holds_for_certain():
@@ -124,9 +143,16 @@ def test_the_first_drift_check_is_told_the_planned_active_lessons_it_holds_for_c
     instant = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
     dates = [instant + timedelta(seconds=s) for s in (-60, 1, 3, 3, 30)]  # at 1 s: maybe not listed; 3 s twice
     users, lessons = ["u1", "u2", "u3", "u3", "u4"], ["L1", "L1", "L2", "L2", "L1"]
-    chunks = [pa.table({"user_id": pc.dictionary_encode(pa.array(users[i:j])),
-                        "lesson_id": pc.dictionary_encode(pa.array(lessons[i:j])),
-                        "last_date": pa.array(dates[i:j], pa.timestamp("us", tz="UTC"))}) for i, j in ((0, 3), (3, 5))]
+    chunks = [
+        pa.table(
+            {
+                "user_id": pc.dictionary_encode(pa.array(users[i:j])),
+                "lesson_id": pc.dictionary_encode(pa.array(lessons[i:j])),
+                "last_date": pa.array(dates[i:j], pa.timestamp("us", tz="UTC")),
+            }
+        )
+        for i, j in ((0, 3), (3, 5))
+    ]
     changed = pa.concat_tables(chunks)
     assert _listed_since(changed, instant) == 2  # u3/L2 (twice) and u4/L1
     naive = changed.set_column(2, "last_date", changed.column("last_date").cast(pa.timestamp("us")))

@@ -38,6 +38,6 @@ def test_one_crossing_takes_big_batches_up_to_the_byte_budget() -> None:
     waiting = [_batch(size // 8) for _ in range(10)]  # 3 MiB each, like pages of answers
     taken = _taken(waiting)
     beyond_first = [batch.records.nbytes for batch in taken[1:]]
-    assert taken == waiting[:len(taken)]
+    assert taken == waiting[: len(taken)]
     assert sum(beyond_first[:-1]) < TAKE_BYTES <= sum(beyond_first)  # stops at the first batch over the budget
     assert len(taken) < len(waiting)

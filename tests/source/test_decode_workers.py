@@ -34,8 +34,9 @@ from pipeline.source.paging import Request
 READY_SECONDS = 60  # a fresh interpreter importing pyarrow and the models; generous for a loaded machine
 
 
-def _answers(settings: Settings, pairs: pa.Table, *, start: bool = True, kill_worker: bool = False,
-             min_bytes: int = 0) -> tuple[list[Batch], DecodeWorkers]:
+def _answers(
+    settings: Settings, pairs: pa.Table, *, start: bool = True, kill_worker: bool = False, min_bytes: int = 0
+) -> tuple[list[Batch], DecodeWorkers]:
     """run_answers over `pairs`, answer pages of `min_bytes` or more (by default all) offered to the workers,
     started beforehand unless `start` is False."""
     batches: list[Batch] = []
@@ -94,8 +95,7 @@ def test_a_dead_worker_hands_the_pages_back_to_the_clients_thread(sim, active_pa
         assert_same_table(table, rows_by_table(batches)[table], expected[table])
 
 
-def test_a_large_plan_starts_the_workers_before_its_first_page_and_a_small_one_does_not(sim, active_pairs,
-                                                                                        monkeypatch):
+def test_a_large_plan_starts_the_workers_before_its_first_page_and_a_small_one_does_not(sim, active_pairs, monkeypatch):
     settings, small_pages = client_settings(sim, decode_processes=1), 10**9  # no page starts them
     _, small = _answers(settings, active_pairs, start=False, min_bytes=small_pages)
     assert active_pairs.num_rows < answers.START_AT_RECORDS and small.process_ids() == []
@@ -123,8 +123,16 @@ def test_a_page_the_fast_path_declines_is_quarantined_here_as_before():
     by_page = lambda request: raw(pages.get(request.query_params["pageNumber"], b"[]"))(request)  # noqa: E731
     state.script = [by_page, by_page]
     with edge_server(state) as url:
-        settings = Settings(base_url=url, app_secret=SecretStr(SECRET), first_page="1", page_size=50,
-                            max_attempts=3, retry_max_wait=0.5, data_dir="unused", decode_processes=1)
+        settings = Settings(
+            base_url=url,
+            app_secret=SecretStr(SECRET),
+            first_page="1",
+            page_size=50,
+            max_attempts=3,
+            retry_max_wait=0.5,
+            data_dir="unused",
+            decode_processes=1,
+        )
         batches, workers = _answers(settings, pa.table({"user_id": ["u"], "lesson_id": ["L"]}))
     assert workers.pages == 0  # the worker declined it (and the empty confirming page)
     tables = rows_by_table(batches)

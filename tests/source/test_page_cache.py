@@ -22,8 +22,9 @@ from simulator import SimulatorHandle
 SNAPSHOTS = ("groups", "lessons", "lesson_sessions", "categories")
 
 
-def pull(sim: SimulatorHandle, cache: Path | None, streams: tuple[str, ...] = SNAPSHOTS
-         ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, int]]:
+def pull(
+    sim: SimulatorHandle, cache: Path | None, streams: tuple[str, ...] = SNAPSHOTS
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, int]]:
     """Every row of `streams`, and per stream how many of its pages came from the cache."""
     batches, from_cache = [], {}
     with PlatformClient(client_settings(sim), page_cache=cache) as client:
@@ -45,8 +46,9 @@ def test_pages_served_again_come_from_the_cache(sim: SimulatorHandle, tmp_path: 
     assert {row["id"] for row in second["groups"]} == {row["id"] for row in truth(sim, "groups")["groups"]}
 
 
-def test_a_cached_page_equals_its_decoding(sim: SimulatorHandle, tmp_path: Path,
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_cached_page_equals_its_decoding(
+    sim: SimulatorHandle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Batches, counts and the key hashes drift detection compares (computed again: they are per process)."""
     pull(sim, tmp_path / "cache", ("groups", "lessons"))
     pairs = []
@@ -66,7 +68,8 @@ def test_a_cached_page_equals_its_decoding(sim: SimulatorHandle, tmp_path: Path,
     for cached, decoded in hits:
         assert (cached.location, cached.served, cached.records) == (decoded.location, decoded.served, decoded.records)
         assert [(b.table, b.endpoint, b.page) for b in cached.batches] == [
-            (b.table, b.endpoint, b.page) for b in decoded.batches]
+            (b.table, b.endpoint, b.page) for b in decoded.batches
+        ]
         assert all(c.records.equals(d.records) for c, d in zip(cached.batches, decoded.batches, strict=True))
         assert (cached.key_hashes is None) == (decoded.key_hashes is None)
         if decoded.key_hashes is not None:
@@ -83,9 +86,9 @@ def entries(cache: Path, stream: str) -> dict[str, page_cache.Entry]:
     return found
 
 
-def test_new_code_or_an_unreadable_entry_is_decoded_again(sim: SimulatorHandle, tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch,
-                                                          caplog: pytest.LogCaptureFixture) -> None:
+def test_new_code_or_an_unreadable_entry_is_decoded_again(
+    sim: SimulatorHandle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     cache = tmp_path / "cache"
     expected, _ = pull(sim, cache, ("lessons",))
     monkeypatch.setattr(page_cache, "_FINGERPRINT", b"other decoding code")
@@ -125,8 +128,12 @@ def test_the_cache_keeps_the_pages_of_the_last_run(sim: SimulatorHandle, tmp_pat
     assert entries(cache, "groups") and entries(cache, "group_users")
     assert all(p.name.startswith(("groups-", "group_users-")) for p in cache.iterdir())
     first_run = {p.name for p in cache.iterdir()}
-    planted = [cache / f"groups-0000{page_cache.PACK}", cache / f"group_users-0000{page_cache.PACK}",
-               cache / f"lessons-0000{page_cache.PACK}", cache / f"groups-1a2b{page_cache.LEGACY_ENTRY}"]
+    planted = [
+        cache / f"groups-0000{page_cache.PACK}",
+        cache / f"group_users-0000{page_cache.PACK}",
+        cache / f"lessons-0000{page_cache.PACK}",
+        cache / f"groups-1a2b{page_cache.LEGACY_ENTRY}",
+    ]
     for path in planted:
         path.write_bytes(b"an older night's pack")
     for path in cache.iterdir():  # all written long ago: what the next run reads back is kept, the rest removed
@@ -183,8 +190,9 @@ def test_the_cache_lives_in_the_data_directory_unless_turned_off(monkeypatch: py
     assert load_settings().page_cache_dir is None
 
 
-def test_a_cache_that_cannot_be_written_warns_once_and_loses_nothing(sim: SimulatorHandle, tmp_path: Path,
-                                                                     caplog: pytest.LogCaptureFixture) -> None:
+def test_a_cache_that_cannot_be_written_warns_once_and_loses_nothing(
+    sim: SimulatorHandle, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     blocked = tmp_path / "not-a-directory"
     blocked.write_text("a file where the cache directory should be")
     expected, _ = pull(sim, None, ("groups",))
@@ -194,8 +202,9 @@ def test_a_cache_that_cannot_be_written_warns_once_and_loses_nothing(sim: Simula
     assert caplog.text.count("could not be written") == 1
 
 
-def test_entries_are_written_off_the_event_loop_and_all_written_by_close(sim: SimulatorHandle, tmp_path: Path,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_entries_are_written_off_the_event_loop_and_all_written_by_close(
+    sim: SimulatorHandle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A miss's file is written by the cache's writer thread, not the client's loop; closing the client waits for
     them, so the next run finds every page (fails if the writes stay on the loop or close does not wait)."""
     writers: list[str] = []
@@ -214,8 +223,9 @@ def test_entries_are_written_off_the_event_loop_and_all_written_by_close(sim: Si
     assert pull(sim, tmp_path / "cache", ("groups",))[1] == {"groups": -1}
 
 
-def test_a_writer_that_falls_behind_hands_the_write_back_to_the_caller(tmp_path: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_writer_that_falls_behind_hands_the_write_back_to_the_caller(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """At most WRITES_PENDING serialized pages wait for the writer: beyond that the caller writes (bounded memory)."""
     cache = PageCache(tmp_path / "cache")
     release = threading.Event()

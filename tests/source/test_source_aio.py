@@ -35,14 +35,16 @@ class Server:
             writer.close()
 
 
-def run(handler: Handler, test: Callable[[PlatformHTTP, Server], Awaitable[None]], *, timeout: float = 5.0,
-        prefix: str = "") -> Server:
+def run(
+    handler: Handler, test: Callable[[PlatformHTTP, Server], Awaitable[None]], *, timeout: float = 5.0, prefix: str = ""
+) -> Server:
     async def main() -> Server:
         server = Server(handler)
         listener = await asyncio.start_server(server.serve, "127.0.0.1", 0)
         port = listener.sockets[0].getsockname()[1]
-        client = PlatformHTTP(f"http://127.0.0.1:{port}{prefix}", connections=4, timeout=timeout,
-                              headers={"Accept": "application/json"})
+        client = PlatformHTTP(
+            f"http://127.0.0.1:{port}{prefix}", connections=4, timeout=timeout, headers={"Accept": "application/json"}
+        )
         try:
             await test(client, server)
         finally:
@@ -59,7 +61,7 @@ def reply(body: bytes, *, status: bytes = b"200 OK", extra: bytes = b"") -> byte
 
 async def pieces(writer: asyncio.StreamWriter, data: bytes, size: int) -> None:
     for start in range(0, len(data), size):
-        writer.write(data[start:start + size])
+        writer.write(data[start : start + size])
         await writer.drain()
         await asyncio.sleep(0)
 
@@ -73,9 +75,12 @@ def test_keep_alive_target_as_encoded_headers_and_a_body_in_pieces():
 
     async def test(client, server):
         for _ in range(3):
-            response = await client.request("GET", "v1/lessons/a%2Fb%3F%23%20%C3%A9/answers",
-                                            {"updatedSince": "2026-01-01T00:00:00+00:00", "pageSize": "10"},
-                                            headers={"Authorization": "Bearer t"})
+            response = await client.request(
+                "GET",
+                "v1/lessons/a%2Fb%3F%23%20%C3%A9/answers",
+                {"updatedSince": "2026-01-01T00:00:00+00:00", "pageSize": "10"},
+                headers={"Authorization": "Bearer t"},
+            )
             assert (response.status_code, response.content) == (200, big)
             assert response.headers["date"] == "Sun, 01 Nov 2026 00:00:00 GMT"
 
@@ -90,14 +95,16 @@ def test_keep_alive_target_as_encoded_headers_and_a_body_in_pieces():
 
 def test_chunked_with_extensions_and_trailers_interim_1xx_gzip_and_empty_bodies():
     packed = gzip.compress(b'[{"a": 1}]')
-    bodies = iter([
-        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-        b"5;ext=1\r\n[1, 2\r\n3\r\n, 3\r\n1\r\n]\r\n0\r\nX-Trailer: yes\r\n\r\n",
-        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n[]\r\n0\r\n\r\n",
-        b"HTTP/1.1 204 No Content\r\n\r\n",
-        reply(b""),
-        reply(packed, extra=b"Content-Encoding: gzip\r\n"),
-    ])
+    bodies = iter(
+        [
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"5;ext=1\r\n[1, 2\r\n3\r\n, 3\r\n1\r\n]\r\n0\r\nX-Trailer: yes\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n[]\r\n0\r\n\r\n",
+            b"HTTP/1.1 204 No Content\r\n\r\n",
+            reply(b""),
+            reply(packed, extra=b"Content-Encoding: gzip\r\n"),
+        ]
+    )
 
     async def handler(reader, writer, head):
         await pieces(writer, next(bodies), 3)
@@ -128,12 +135,14 @@ def test_close_delimited_body_and_connection_close():
 
 
 def test_errors_land_in_httpx_hierarchy_truncated_garbage_timeout_refused():
-    script = iter([
-        (b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n[1, 2", False),
-        (reply(b"\x1f\x8b-not-gzip", extra=b"Content-Encoding: gzip\r\n"), True),
-        (b"SSH-2.0-OpenSSH\r\n\r\n", False),
-        (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n[", True),  # then nothing: times out
-    ])
+    script = iter(
+        [
+            (b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n[1, 2", False),
+            (reply(b"\x1f\x8b-not-gzip", extra=b"Content-Encoding: gzip\r\n"), True),
+            (b"SSH-2.0-OpenSSH\r\n\r\n", False),
+            (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n[", True),  # then nothing: times out
+        ]
+    )
 
     async def handler(reader, writer, head):
         data, keep = next(script)
@@ -153,7 +162,9 @@ def test_errors_land_in_httpx_hierarchy_truncated_garbage_timeout_refused():
         with pytest.raises(httpx.ReadTimeout):
             await client.request("GET", "/d")
         with pytest.raises(httpx.ConnectError):
-            await PlatformHTTP("http://127.0.0.1:9", connections=1, timeout=0.3).request("GET", "/refused")  # discard port
+            await PlatformHTTP("http://127.0.0.1:9", connections=1, timeout=0.3).request(
+                "GET", "/refused"
+            )  # discard port
 
     run(handler, test, timeout=0.3)
 
@@ -205,18 +216,30 @@ def test_requests_go_through_the_environment_proxy_unless_no_proxy_names_the_hos
         return server
 
     server = asyncio.run(main())
-    assert [head.split(b"\r\n")[0] for head in server.requests] == \
-        [b"GET http://platform.invalid/v1/groups?pageNumber=1 HTTP/1.1"] * 2
+    assert [head.split(b"\r\n")[0] for head in server.requests] == [
+        b"GET http://platform.invalid/v1/groups?pageNumber=1 HTTP/1.1"
+    ] * 2
 
 
-@pytest.mark.parametrize("base", ["http://platform.example", "http://platform.example/", "https://Platform.Example:8443/api",
-                                  "http://127.0.0.1:8000/api/v2/", "http://[::1]:9/x%20y"])
+@pytest.mark.parametrize(
+    "base",
+    [
+        "http://platform.example",
+        "http://platform.example/",
+        "https://Platform.Example:8443/api",
+        "http://127.0.0.1:8000/api/v2/",
+        "http://[::1]:9/x%20y",
+    ],
+)
 def test_addresses_are_those_httpx_would_send(base):
     """The base merged with a path and the parameters encoded exactly as httpx.AsyncClient does it, for the ids and
     values an independent platform may hand out (reserved characters, dots, spaces, non-ASCII, '+' of an offset)."""
     ids = ["plain", "a/b", "..", ".", "100%", "é ü", "a?b#c", "x+y=z&", "~-_."]
-    params = [{}, {"pageSize": "100", "pageNumber": "3"},
-              {"updatedSince": "2026-10-31T23:49:28.968195+00:00", "search": "a b/c?&=é~", "includeArchived": "true"}]
+    params = [
+        {},
+        {"pageSize": "100", "pageNumber": "3"},
+        {"updatedSince": "2026-10-31T23:49:28.968195+00:00", "search": "a b/c?&=é~", "includeArchived": "true"},
+    ]
     ours = PlatformHTTP(base, connections=1, timeout=1)
     theirs = httpx.AsyncClient(base_url=base)
     for value in ids:

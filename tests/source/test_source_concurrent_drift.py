@@ -25,8 +25,11 @@ def _concurrent_drifting_sweep(sim, *, drift_batches: int, max_passes: int):
 
 def _most_pages_in_flight(sim) -> int:
     """The most listing pages the server was answering at one time (the first-page probe asks pageSize=1)."""
-    pages = [r for r in sim.request_log() if urlsplit(r.path).path == "/v1/active-lessons"
-             and parse_qs(urlsplit(r.path).query).get("pageSize") == ["10"]]
+    pages = [
+        r
+        for r in sim.request_log()
+        if urlsplit(r.path).path == "/v1/active-lessons" and parse_qs(urlsplit(r.path).query).get("pageSize") == ["10"]
+    ]
     return max(sum(1 for o in pages if o.arrived < p.answered and p.arrived < o.answered) for p in pages)
 
 

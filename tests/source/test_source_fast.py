@@ -17,17 +17,41 @@ from pipeline.source.fast_decoding import FastPages
 from pipeline.source.fetching import SourceCore
 from pipeline.source.paging import Request
 
-ANSWER = {"attemptIndex": 1, "quizType": "exit", "_activeLessonId": "a", "_lessonId": "L", "_userId": "u",
-          "lessonVersion": 2, "questionTitle": "Q · é", "isValid": True, "lastDate": "2026-05-05T07:43:45.815Z",
-          "startTimeStamp": 1777966619983, "endTimeStamp": 1777966663983.5,
-          "results": [{"type": "number", "value": 26.5}, {"type": "choice-ref", "value": "c3", "labelName": "C"},
-                      {"type": "text", "value": 3, "position": {"left": 1, "top": 2.5}}],
-          "validation": {"feedback": {"status": "valid", "title": "ok"}, "forcedValidationType": "coach",
-                         "isForcedValid": False}}
-ACTIVE = {"stats": {"progressInPercent": 66, "nbIncorrectAnswers": 0, "success": False,
-                    "validationThreshold": 70.5},
-          "version": 2, "_ownerId": "o", "_userId": "u", "_lessonId": "L", "timeSpent": 660, "achieved": False,
-          "lastDate": "2026-05-05T07:43:45.815Z", "startDate": "2026-05-05T07:19:50.596Z", "title": "T"}
+ANSWER = {
+    "attemptIndex": 1,
+    "quizType": "exit",
+    "_activeLessonId": "a",
+    "_lessonId": "L",
+    "_userId": "u",
+    "lessonVersion": 2,
+    "questionTitle": "Q · é",
+    "isValid": True,
+    "lastDate": "2026-05-05T07:43:45.815Z",
+    "startTimeStamp": 1777966619983,
+    "endTimeStamp": 1777966663983.5,
+    "results": [
+        {"type": "number", "value": 26.5},
+        {"type": "choice-ref", "value": "c3", "labelName": "C"},
+        {"type": "text", "value": 3, "position": {"left": 1, "top": 2.5}},
+    ],
+    "validation": {
+        "feedback": {"status": "valid", "title": "ok"},
+        "forcedValidationType": "coach",
+        "isForcedValid": False,
+    },
+}
+ACTIVE = {
+    "stats": {"progressInPercent": 66, "nbIncorrectAnswers": 0, "success": False, "validationThreshold": 70.5},
+    "version": 2,
+    "_ownerId": "o",
+    "_userId": "u",
+    "_lessonId": "L",
+    "timeSpent": 660,
+    "achieved": False,
+    "lastDate": "2026-05-05T07:43:45.815Z",
+    "startDate": "2026-05-05T07:19:50.596Z",
+    "title": "T",
+}
 
 
 def answer(number: int, **changes):
@@ -43,33 +67,72 @@ def active(number: int, **changes):
 # One record per case, placed in the middle of an otherwise clean page.
 ANSWER_CASES = [
     {},  # clean
-    {"attemptIndex": "1"}, {"attemptIndex": True}, {"attemptIndex": None}, {"attemptIndex": ...},
-    {"quizType": "final"}, {"quizType": None}, {"_userId": 7}, {"_questionId": None}, {"_questionId": ...},
-    {"isValid": "true"}, {"isValid": 1}, {"lessonVersion": "2"}, {"questionTitle": 5},
-    {"results": None}, {"results": [{"type": "choice"}]}, {"results": [{"value": [1]}]},
-    {"results": [{"value": True}]}, {"results": [{"position": {"left": "1"}}]}, {"results": ["x"]},
+    {"attemptIndex": "1"},
+    {"attemptIndex": True},
+    {"attemptIndex": None},
+    {"attemptIndex": ...},
+    {"quizType": "final"},
+    {"quizType": None},
+    {"_userId": 7},
+    {"_questionId": None},
+    {"_questionId": ...},
+    {"isValid": "true"},
+    {"isValid": 1},
+    {"lessonVersion": "2"},
+    {"questionTitle": 5},
+    {"results": None},
+    {"results": [{"type": "choice"}]},
+    {"results": [{"value": [1]}]},
+    {"results": [{"value": True}]},
+    {"results": [{"position": {"left": "1"}}]},
+    {"results": ["x"]},
     {"results": [{"value": 1, "surprise": 2}]},  # unknown field in a child record
     {"results": [{"position": {"left": 1, "z": 3}}]},  # unknown field deep inside
-    {"validation": {"feedback": {"status": "ok"}}}, {"validation": {"feedback": {"novel": 1}}},
+    {"validation": {"feedback": {"status": "ok"}}},
+    {"validation": {"feedback": {"novel": 1}}},
     {"validation": {"forcedValidationType": "robot"}},
     {"brandNew": {"x": 1}},  # unknown top-level field: kept in `extra`
-    {"lastDate": "2026-05-05T07:43:45Z"}, {"lastDate": "2026-05-05T07:43:45.815+02:00"},
-    {"lastDate": "2026-05-05T07:43:45"}, {"lastDate": "2026-05-05 07:43:45.815Z"}, {"lastDate": "2026-05-05"},
-    {"lastDate": "2026-02-30T07:43:45.815Z"}, {"lastDate": "2026-05-05T24:00:00.000Z"},
-    {"lastDate": "yesterday"}, {"lastDate": 1777966619}, {"lastDate": None}, {"lastDate": "0026-05-05T07:43:45.815Z"},
-    {"lastDate": "2026-05-05T07:43:45.123456Z"}, {"lastDate": "2026-05-05T07:43:45.1234567Z"},
+    {"lastDate": "2026-05-05T07:43:45Z"},
+    {"lastDate": "2026-05-05T07:43:45.815+02:00"},
+    {"lastDate": "2026-05-05T07:43:45"},
+    {"lastDate": "2026-05-05 07:43:45.815Z"},
+    {"lastDate": "2026-05-05"},
+    {"lastDate": "2026-02-30T07:43:45.815Z"},
+    {"lastDate": "2026-05-05T24:00:00.000Z"},
+    {"lastDate": "yesterday"},
+    {"lastDate": 1777966619},
+    {"lastDate": None},
+    {"lastDate": "0026-05-05T07:43:45.815Z"},
+    {"lastDate": "2026-05-05T07:43:45.123456Z"},
+    {"lastDate": "2026-05-05T07:43:45.1234567Z"},
 ]
 ACTIVE_CASES = [
-    {}, {"score": "high"}, {"score": True}, {"score": 1e300}, {"stats": {"success": "no"}},
-    {"stats": {"progressInPercent": "50"}}, {"stats": {"newStat": [1]}}, {"stats": None}, {"stats": "x"},
-    {"_ownerId": None}, {"_lessonId": ...}, {"achieved": 0}, {"title": None}, {"startDate": "2026-13-01T00:00:00Z"},
+    {},
+    {"score": "high"},
+    {"score": True},
+    {"score": 1e300},
+    {"stats": {"success": "no"}},
+    {"stats": {"progressInPercent": "50"}},
+    {"stats": {"newStat": [1]}},
+    {"stats": None},
+    {"stats": "x"},
+    {"_ownerId": None},
+    {"_lessonId": ...},
+    {"achieved": 0},
+    {"title": None},
+    {"startDate": "2026-13-01T00:00:00Z"},
     {"extraThing": None},
 ]
 
 
-UNKNOWN_ONLY = [{"results": [{"value": 1, "surprise": 2}]}, {"results": [{"position": {"left": 1, "z": 3}}]},
-                {"validation": {"feedback": {"novel": 1}}}, {"brandNew": {"x": 1}}, {"stats": {"newStat": [1]}},
-                {"extraThing": None}]
+UNKNOWN_ONLY = [
+    {"results": [{"value": 1, "surprise": 2}]},
+    {"results": [{"position": {"left": 1, "z": 3}}]},
+    {"validation": {"feedback": {"novel": 1}}},
+    {"brandNew": {"x": 1}},
+    {"stats": {"newStat": [1]}},
+    {"extraThing": None},
+]
 
 
 def _unknown_fields_only(case: dict) -> bool:
@@ -127,15 +190,33 @@ def test_fast_active_lessons_never_accept_what_the_models_reject_and_agree_on_th
 
 def test_fast_path_covers_the_big_streams_and_declines_json_columns():
     covered = {name for name, stream in STREAMS.items() if FastPages.for_stream(stream) is not None}
-    assert {"active_lessons", "answers_by_lesson", "answers_by_user", "answers_by_user_lesson", "groups",
-            "group_users", "categories"} <= covered
+    assert {
+        "active_lessons",
+        "answers_by_lesson",
+        "answers_by_user",
+        "answers_by_user_lesson",
+        "groups",
+        "group_users",
+        "categories",
+    } <= covered
     assert "lessons" not in covered and "lesson_sessions" not in covered  # lists of objects kept as JSON
 
 
 def test_group_members_from_the_fast_path():
     stream = STREAMS["group_users"]
-    users = [{"locale": "fr", "points": 3, "login": f"l{i}", "email": "e", "firstname": "f", "lastname": "l",
-              "alias": "a", "id": f"u/{i}"} for i in range(3)]
+    users = [
+        {
+            "locale": "fr",
+            "points": 3,
+            "login": f"l{i}",
+            "email": "e",
+            "firstname": "f",
+            "lastname": "l",
+            "alias": "a",
+            "id": f"u/{i}",
+        }
+        for i in range(3)
+    ]
     quick, validated = _decode_both(stream.name, users, {"group_id": "g?1"})
     assert quick is not None
     _assert_same_pages(quick, validated)
@@ -144,9 +225,17 @@ def test_group_members_from_the_fast_path():
 
 # --- over real HTTP: a bad record in the middle of a page -------------------------------------------------
 
+
 def _settings(url: str) -> Settings:
-    return Settings(base_url=url, app_secret=SecretStr(SECRET), first_page="1", page_size=50, max_attempts=3,
-                    retry_max_wait=0.5, data_dir="unused")
+    return Settings(
+        base_url=url,
+        app_secret=SecretStr(SECRET),
+        first_page="1",
+        page_size=50,
+        max_attempts=3,
+        retry_max_wait=0.5,
+        data_dir="unused",
+    )
 
 
 def _answers_over_http(records: list) -> dict[str, list[dict]]:
@@ -164,12 +253,15 @@ def _answers_over_http(records: list) -> dict[str, list[dict]]:
     return tables
 
 
-@pytest.mark.parametrize(("bad", "field", "words"), [
-    ({"quizType": "final"}, "quizType", ["'final'", "'exit'"]),
-    ({"attemptIndex": "2"}, "attemptIndex", ["valid number", "'2'"]),
-    ({"results": [{"type": "number", "value": True}]}, "results.0.value", ["True"]),
-    ({"_questionId": None}, "_questionId", ["cannot key"]),
-])
+@pytest.mark.parametrize(
+    ("bad", "field", "words"),
+    [
+        ({"quizType": "final"}, "quizType", ["'final'", "'exit'"]),
+        ({"attemptIndex": "2"}, "attemptIndex", ["valid number", "'2'"]),
+        ({"results": [{"type": "number", "value": True}]}, "results.0.value", ["True"]),
+        ({"_questionId": None}, "_questionId", ["cannot key"]),
+    ],
+)
 def test_a_bad_record_mid_page_over_http_is_quarantined_alone(bad, field, words):
     records = [answer(i) for i in range(9)]
     records[4] = answer(4, **bad)
@@ -235,8 +327,17 @@ def test_the_validated_path_decodes_with_the_collector_paused_over_http(monkeypa
         return validate(self, body, where)
 
     monkeypatch.setattr(PageDecoder, "decode", spy)
-    lessons = [{"status": "online", "visibility": "public", "summary": "s", "title": f"t{i}", "id": f"L{i}",
-                "notions": [{"contents": [], "description": "d", "title": "n"}]} for i in range(3)]
+    lessons = [
+        {
+            "status": "online",
+            "visibility": "public",
+            "summary": "s",
+            "title": f"t{i}",
+            "id": f"L{i}",
+            "notions": [{"contents": [], "description": "d", "title": "n"}],
+        }
+        for i in range(3)
+    ]
     state = EdgeState(body=[])
     state.script = [raw(orjson.dumps(lessons))]  # a short page: the last one
     assert gc.isenabled()

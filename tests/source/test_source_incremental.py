@@ -21,8 +21,7 @@ def _awkward(value: str) -> bool:
 
 
 def test_an_incremental_window_brings_the_warehouse_back_to_the_truth():
-    with start_simulator(SimulatorConfig(seed=21, scale="tiny")) as sim, \
-            PlatformClient(client_settings(sim)) as client:
+    with start_simulator(SimulatorConfig(seed=21, scale="tiny")) as sim, PlatformClient(client_settings(sim)) as client:
         active = keyed("active_lessons", rows_by_table(client.iter_stream("active_lessons"))["active_lessons"])
         run_start = client.last_run_stats().server_time_at_start
         answers = rows_by_table(client.iter_answers(all_pairs(list(active.values()))))
@@ -88,10 +87,14 @@ def test_bad_records_are_quarantined_with_where_and_why_and_the_rest_load():
     [al_row] = active["quarantine"]
     assert al_row["field"] == "score" and al_row["endpoint"] == "/v1/active-lessons"
     assert "valid number" in al_row["message"] and "'high'" in al_row["message"]
-    expected = expected_tables({"answers": [a for a in everything["answers"]
-                                            if a["quizType"] != "final" and a.get("_questionId") is not None],
-                                "active_lessons": [a for a in everything["active_lessons"]
-                                                   if a.get("score") != "high"]})
+    expected = expected_tables(
+        {
+            "answers": [
+                a for a in everything["answers"] if a["quizType"] != "final" and a.get("_questionId") is not None
+            ],
+            "active_lessons": [a for a in everything["active_lessons"] if a.get("score") != "high"],
+        }
+    )
     assert_same_table("answers", answers["answers"], expected["answers"])
     assert_same_table("active_lessons", active["active_lessons"], expected["active_lessons"])
     assert set(TABLES["quarantine"].schema.names) <= set(row)

@@ -14,29 +14,44 @@ from pipeline.source.paging import encode_segment, fill_path, format_updated_sin
 from pipeline.source.transport import RetryAfterOrBackoff, retry_after_seconds
 
 
-@pytest.mark.parametrize(("page0", "page1", "first"), [
-    (None, [{"k": 1}], 1),  # 0 rejected
-    ([], [{"k": 1}], 1),  # 0 empty, 1 has data
-    ([{"k": 1}], [{"k": 1}], 1),  # 0 read as 1
-    ([{"k": 1}], [{"k": 2}], 0),  # two different pages
-    ([{"k": 1}], [], 0),  # one record on a 0-based API
-    ([], [], 0),  # nothing to tell: repeat rather than skip
-])
+@pytest.mark.parametrize(
+    ("page0", "page1", "first"),
+    [
+        (None, [{"k": 1}], 1),  # 0 rejected
+        ([], [{"k": 1}], 1),  # 0 empty, 1 has data
+        ([{"k": 1}], [{"k": 1}], 1),  # 0 read as 1
+        ([{"k": 1}], [{"k": 2}], 0),  # two different pages
+        ([{"k": 1}], [], 0),  # one record on a 0-based API
+        ([], [], 0),  # nothing to tell: repeat rather than skip
+    ],
+)
 def test_first_page_rule(page0, page1, first):
     assert first_page_from_probe(page0, page1) == first
 
 
-@pytest.mark.parametrize(("value", "encoded"), [
-    ("a/b", "a%2Fb"), ("a?b", "a%3Fb"), ("a#b", "a%23b"), ("a b", "a%20b"), ("50%", "50%25"),
-    ("é", "%C3%A9"), ("..", "%2E%2E"), (".", "%2E"), ("a.b", "a.b"),
-])
+@pytest.mark.parametrize(
+    ("value", "encoded"),
+    [
+        ("a/b", "a%2Fb"),
+        ("a?b", "a%3Fb"),
+        ("a#b", "a%23b"),
+        ("a b", "a%20b"),
+        ("50%", "50%25"),
+        ("é", "%C3%A9"),
+        ("..", "%2E%2E"),
+        (".", "%2E"),
+        ("a.b", "a.b"),
+    ],
+)
 def test_path_segments_are_percent_encoded(value, encoded):
     assert encode_segment(value) == encoded
 
 
 def test_fill_path_and_empty_ids():
-    assert fill_path("/v1/users/{user_id}/lessons/{lesson_id}/answers", {"user_id": "u/1", "lesson_id": "l?"}) \
+    assert (
+        fill_path("/v1/users/{user_id}/lessons/{lesson_id}/answers", {"user_id": "u/1", "lesson_id": "l?"})
         == "/v1/users/u%2F1/lessons/l%3F/answers"
+    )
     with pytest.raises(ValueError, match="empty id"):
         fill_path("/v1/groups/{group_id}", {"group_id": ""})
 

@@ -13,12 +13,22 @@ from pipeline.source.client import PlatformClient
 
 
 def test_snapshot_streams_equal_ground_truth(sim, client):
-    expected = expected_tables(truth(sim, "categories", "groups", "users", "group_members", "lesson_sessions",
-                                     "lessons"))
-    got = rows_by_table(b for name in ("categories", "groups", "lesson_sessions", "lessons")
-                        for b in client.iter_stream(name))
-    for table in ("categories", "groups", "users", "group_members", "lesson_sessions",
-                  "lesson_session_registrations", "lessons", "lesson_questions"):
+    expected = expected_tables(
+        truth(sim, "categories", "groups", "users", "group_members", "lesson_sessions", "lessons")
+    )
+    got = rows_by_table(
+        b for name in ("categories", "groups", "lesson_sessions", "lessons") for b in client.iter_stream(name)
+    )
+    for table in (
+        "categories",
+        "groups",
+        "users",
+        "group_members",
+        "lesson_sessions",
+        "lesson_session_registrations",
+        "lessons",
+        "lesson_questions",
+    ):
         assert_same_table(table, got[table], expected[table])
     assert len(got["users"]) > len({r["id"] for r in got["users"]})  # yielded once per group, as documented
     assert len(expected["lesson_questions"]) > 0 and len(expected["lesson_session_registrations"]) > 0
@@ -54,20 +64,26 @@ def test_answer_listings_with_empty_pages_mid_stream_are_read_to_the_end(sim):
         for lesson in lesson_ids:
             naive, page = 0, 1
             while True:
-                rows = http.get(f"/v1/lessons/{_quote(lesson)}/answers",
-                                params={"pageSize": 3, "pageNumber": page, "includeArchived": "true",
-                                        "includeEntryQuiz": "true"}).json()
+                rows = http.get(
+                    f"/v1/lessons/{_quote(lesson)}/answers",
+                    params={"pageSize": 3, "pageNumber": page, "includeArchived": "true", "includeEntryQuiz": "true"},
+                ).json()
                 if not rows:
                     break
                 naive, page = naive + len(rows), page + 1
             lost += per_lesson[lesson] - naive
     assert lost > 0  # empty pages do occur before the end of some listings
-    pairs = pa.table({"user_id": [a["_userId"] for a in sim.ground_truth("active_lessons")],
-                      "lesson_id": [a["_lessonId"] for a in sim.ground_truth("active_lessons")]})
+    pairs = pa.table(
+        {
+            "user_id": [a["_userId"] for a in sim.ground_truth("active_lessons")],
+            "lesson_id": [a["_lessonId"] for a in sim.ground_truth("active_lessons")],
+        }
+    )
     with PlatformClient(client_settings(sim, page_size=3)) as small_pages:
         answers = rows_by_table(small_pages.iter_answers(pairs))["answers"]
-    assert len({(a["active_lesson_id"], a["quiz_type"], a["attempt_index"], a["question_id"]) for a in answers}) \
-        == sum(per_lesson.values())
+    assert len({(a["active_lesson_id"], a["quiz_type"], a["attempt_index"], a["question_id"]) for a in answers}) == sum(
+        per_lesson.values()
+    )
 
 
 def _quote(value: str) -> str:

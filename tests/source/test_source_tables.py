@@ -13,9 +13,20 @@ from pipeline.contract.tables import BUILDS, TABLES
 from pipeline.source.decoding import PageDecoder, RecordValidator, record_validator
 
 EXPECTED_TABLES = {
-    "active_lessons", "answers", "answer_results", "groups", "users", "group_members", "categories",
-    "lesson_sessions", "lesson_session_registrations", "lessons", "lesson_questions", "quarantine",
-    "certificate_events", "certificates",  # delivered by webhook, declared and loaded like the others
+    "active_lessons",
+    "answers",
+    "answer_results",
+    "groups",
+    "users",
+    "group_members",
+    "categories",
+    "lesson_sessions",
+    "lesson_session_registrations",
+    "lessons",
+    "lesson_questions",
+    "quarantine",
+    "certificate_events",
+    "certificates",  # delivered by webhook, declared and loaded like the others
 }
 
 
@@ -64,9 +75,13 @@ def batch_of(table, body: bytes, model):
 
 
 def test_flattening_keeps_values_extras_and_offsets():
-    batch, _ = batch_of("active_lessons", b'[{"stats": {"progressInPercent": 40, "newStat": [1]}, "_ownerId": "o",'
-                        b' "_userId": "u", "_lessonId": "l", "lastDate": "2026-11-01T12:00:00+02:00", "brandNew": "x"},'
-                        b' {"stats": null, "_ownerId": "o", "_userId": "v", "_lessonId": "l"}]', ActiveLesson)
+    batch, _ = batch_of(
+        "active_lessons",
+        b'[{"stats": {"progressInPercent": 40, "newStat": [1]}, "_ownerId": "o",'
+        b' "_userId": "u", "_lessonId": "l", "lastDate": "2026-11-01T12:00:00+02:00", "brandNew": "x"},'
+        b' {"stats": null, "_ownerId": "o", "_userId": "v", "_lessonId": "l"}]',
+        ActiveLesson,
+    )
     first, second = batch.to_pylist()
     assert first["stats_progress_in_percent"] == 40.0
     assert first["stats_success"] is None
@@ -76,8 +91,10 @@ def test_flattening_keeps_values_extras_and_offsets():
 
 
 def test_answer_result_value_keeps_its_json_type_in_the_child_table():
-    body = (b'[{"results": [{"value": 3}, {"value": "3"}, {"position": {"left": 1.5}}], "attemptIndex": 1,'
-            b' "quizType": "exit", "_activeLessonId": "a", "_lessonId": "l", "_userId": "u", "_questionId": "q"}]')
+    body = (
+        b'[{"results": [{"value": 3}, {"value": "3"}, {"position": {"left": 1.5}}], "attemptIndex": 1,'
+        b' "quizType": "exit", "_activeLessonId": "a", "_lessonId": "l", "_userId": "u", "_questionId": "q"}]'
+    )
     parent, answers = batch_of("answers", body, Answer)
     rows = STREAMS["answers_by_lesson"].children[0][1](answers, {})
     results = BUILDS["answer_results"].batch(parent, rows, with_extras=False).to_pylist()
@@ -88,22 +105,24 @@ def test_answer_result_value_keeps_its_json_type_in_the_child_table():
 
 
 def test_list_of_objects_becomes_json_text_and_defaults_apply():
-    body = (b'[{"id": "s", "guid": null, "title": null, "description": null, "lessonId": null, "creatorId": null,'
-            b' "status": null, "quotas": {"type": "max", "max": 3}, "startDate": null, "endDate": null,'
-            b' "creationDate": null, "presenters": ["p"], "codes": [{"type": "qr", "value": "v"}],'
-            b' "location": null, "onSite": true, "isLive": false, "registrations": []}]')
+    body = (
+        b'[{"id": "s", "guid": null, "title": null, "description": null, "lessonId": null, "creatorId": null,'
+        b' "status": null, "quotas": {"type": "max", "max": 3}, "startDate": null, "endDate": null,'
+        b' "creationDate": null, "presenters": ["p"], "codes": [{"type": "qr", "value": "v"}],'
+        b' "location": null, "onSite": true, "isLive": false, "registrations": []}]'
+    )
     row = batch_of("lesson_sessions", body, LessonSession)[0].to_pylist()[0]
     assert row["codes"] == '[{"type":"qr","value":"v"}]'
     assert (row["quotas_type"], row["quotas_max"], row["quotas_min"]) == ("max", 3.0, None)
     assert row["presenters"] == ["p"]
     assert row["extra"] is None
-    lesson = batch_of("lessons", b'[{"status": "online", "visibility": "public", "summary": "s", "title": "t",'
-                      b' "id": "L"}]', Lesson)[0].to_pylist()[0]
+    lesson = batch_of(
+        "lessons", b'[{"status": "online", "visibility": "public", "summary": "s", "title": "t", "id": "L"}]', Lesson
+    )[0].to_pylist()[0]
     assert lesson["play_mode"] == "standard"  # the spec's default when the field is absent
 
 
-GOOD = {"results": [], "attemptIndex": 0, "quizType": "exit", "_activeLessonId": "a", "_lessonId": "l",
-        "_userId": "u"}
+GOOD = {"results": [], "attemptIndex": 0, "quizType": "exit", "_activeLessonId": "a", "_lessonId": "l", "_userId": "u"}
 CORPUS = [
     GOOD,
     {**GOOD, "attemptIndex": "0"},
@@ -142,11 +161,27 @@ def test_derived_validators_accept_and_reject_what_the_models_do(body):
 def test_closed_objects_reject_unknown_fields():
     validator = RecordValidator(LessonSession)
     with pytest.raises(ValidationError, match="extra"):
-        validator.record.validate_python({"id": "s", "guid": None, "title": None, "description": None,
-                                          "lessonId": None, "creatorId": None, "status": None,
-                                          "quotas": {"type": "max", "surprise": 1}, "startDate": None,
-                                          "endDate": None, "creationDate": None, "presenters": [], "codes": None,
-                                          "location": None, "onSite": True, "isLive": False, "registrations": []})
+        validator.record.validate_python(
+            {
+                "id": "s",
+                "guid": None,
+                "title": None,
+                "description": None,
+                "lessonId": None,
+                "creatorId": None,
+                "status": None,
+                "quotas": {"type": "max", "surprise": 1},
+                "startDate": None,
+                "endDate": None,
+                "creationDate": None,
+                "presenters": [],
+                "codes": None,
+                "location": None,
+                "onSite": True,
+                "isLive": False,
+                "registrations": [],
+            }
+        )
 
 
 @pytest.mark.parametrize("table", sorted(BUILDS))  # tables built from pages (not quarantine, not webhooks)
@@ -164,10 +199,17 @@ def test_a_page_decodes_record_by_record_only_when_it_must():
 
     decoder = PageDecoder(STREAMS["answers_by_lesson"])
     where = PageLocation("answers_by_lesson", "/v1/lessons/L%2F1/answers", 3, {"pageSize": "4"})
-    page = decoder.decode(orjson.dumps([{**GOOD, "quizType": "final", "_questionId": "q0"},
-                                        {**GOOD, "_questionId": "q1"},
-                                        GOOD,  # no _questionId: cannot be keyed
-                                        {**GOOD, "_questionId": "q3", "surprise": {"x": 1}}]), where)
+    page = decoder.decode(
+        orjson.dumps(
+            [
+                {**GOOD, "quizType": "final", "_questionId": "q0"},
+                {**GOOD, "_questionId": "q1"},
+                GOOD,  # no _questionId: cannot be keyed
+                {**GOOD, "_questionId": "q3", "surprise": {"x": 1}},
+            ]
+        ),
+        where,
+    )
     assert page.served == 4 and page.with_extras
     assert [r["_questionId"] for r in page.records] == ["q1", "q3"]
     assert [(q.record_index, q.field) for q in page.quarantined] == [(0, "quizType"), (2, "_questionId")]

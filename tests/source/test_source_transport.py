@@ -19,8 +19,14 @@ CATEGORIES = [{"name": "Safety", "ownerID": "o", "id": "c1"}, {"name": "Sales", 
 
 
 def settings_for(url: str, **overrides) -> Settings:
-    values = {"base_url": url, "app_secret": SecretStr(SECRET), "first_page": "1", "max_attempts": 4,
-              "retry_max_wait": 0.5, "data_dir": "unused"}
+    values = {
+        "base_url": url,
+        "app_secret": SecretStr(SECRET),
+        "first_page": "1",
+        "max_attempts": 4,
+        "retry_max_wait": 0.5,
+        "data_dir": "unused",
+    }
     return Settings(**{**values, **overrides})
 
 
@@ -59,8 +65,10 @@ def test_exhausted_retries_name_endpoint_params_and_status(state):
 def test_the_retry_budget_ends_retries_on_time_not_after_it(state, caplog):
     state.script = [status(503)] * 1000
     caplog.set_level(logging.INFO, logger="lessonsync.source")
-    with edge_server(state) as url, PlatformClient(
-            settings_for(url, retry_budget=1.5, max_attempts=1000, retry_max_wait=0.4)) as client:
+    with (
+        edge_server(state) as url,
+        PlatformClient(settings_for(url, retry_budget=1.5, max_attempts=1000, retry_max_wait=0.4)) as client,
+    ):
         with pytest.raises(PlatformRequestError) as failure:
             list(client.iter_stream("categories"))
     waits = [float(w) for w in re.findall(r"waiting ([0-9.]+) s", caplog.text)]
@@ -168,8 +176,13 @@ def test_secrets_never_reach_logs_errors_or_reprs(state, caplog):
             state.valid.clear()
             state.refuse_refresh = True
             categories(client)  # 401 -> refused refresh -> new exchange
-            shown = [repr(client), str(client), repr(settings), repr(client._ready().transport),
-                     repr(client._ready().transport.auth)]
+            shown = [
+                repr(client),
+                str(client),
+                repr(settings),
+                repr(client._ready().transport),
+                repr(client._ready().transport.auth),
+            ]
         with PlatformClient(settings_for(url, app_secret=SecretStr(SECRET + "-wrong"))) as bad:
             try:
                 categories(bad)

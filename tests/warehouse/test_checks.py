@@ -11,8 +11,11 @@ from pipeline.warehouse.checks import last_load_counts, last_load_time
 
 
 def test_checks_pass_on_good_data_and_count_planted_problems(seeded: Warehouse) -> None:
-    load_once(seeded, "active_lessons", [(ACTIVE_LESSONS, [
-        {"user_id": "u1", "lesson_id": "l1", "score": 1.0, "last_date": T0}])])
+    load_once(
+        seeded,
+        "active_lessons",
+        [(ACTIVE_LESSONS, [{"user_id": "u1", "lesson_id": "l1", "score": 1.0, "last_date": T0}])],
+    )
     load_once(seeded, "answers", [(ANSWERS, [answer("a1", "q1", user="u1"), answer("a2", "q1", user="u1")])])
     load_once(seeded, "groups", [(GROUPS, [{"id": "g1"}, {"id": "g2"}])], complete_snapshots={"groups"})
     load_once(seeded, "groups", [(GROUPS, [{"id": "g1"}])], complete_snapshots={"groups"})
@@ -26,12 +29,16 @@ def test_checks_pass_on_good_data_and_count_planted_problems(seeded: Warehouse) 
         # and a NULL key into an unregistered copy without NOT NULL columns
         conn.execute("INSERT INTO lms.answers SELECT * FROM lms.answers WHERE active_lesson_id = 'a2'")
         assert duplicate_keys(conn, "answers") == 1
-        conn.execute("DELETE FROM lms.answers WHERE active_lesson_id = 'a2' AND rowid = (SELECT max(rowid) FROM lms.answers)")
+        conn.execute(
+            "DELETE FROM lms.answers WHERE active_lesson_id = 'a2' AND rowid = (SELECT max(rowid) FROM lms.answers)"
+        )
         assert duplicate_keys(conn, "answers") == 0
         conn.execute("CREATE TABLE lms.answers_copy AS SELECT * FROM lms.answers")
         conn.execute("INSERT INTO lms.answers_copy SELECT * FROM lms.answers WHERE active_lesson_id = 'a1'")
-        conn.execute("INSERT INTO lms.answers_copy (active_lesson_id, question_id, attempt_index, user_id, lesson_id) "
-                     "VALUES (NULL, 'q9', 0, 'u2', 'l1'), ('a7', 'q1', 0, 'u9', 'l1')")
+        conn.execute(
+            "INSERT INTO lms.answers_copy (active_lesson_id, question_id, attempt_index, user_id, lesson_id) "
+            "VALUES (NULL, 'q9', 0, 'u2', 'l1'), ('a7', 'q1', 0, 'u9', 'l1')"
+        )
         key = ("active_lesson_id", "question_id", "attempt_index")
         assert duplicate_keys(conn, "answers_copy", key) == 1
         assert null_keys(conn, "answers_copy", key) == 1
@@ -44,8 +51,11 @@ def test_checks_pass_on_good_data_and_count_planted_problems(seeded: Warehouse) 
 
 
 def test_key_and_link_checks_can_look_at_one_load(seeded: Warehouse) -> None:
-    load_once(seeded, "active_lessons", [(ACTIVE_LESSONS, [
-        {"user_id": "u1", "lesson_id": "l1", "score": 1.0, "last_date": T0}])])
+    load_once(
+        seeded,
+        "active_lessons",
+        [(ACTIVE_LESSONS, [{"user_id": "u1", "lesson_id": "l1", "score": 1.0, "last_date": T0}])],
+    )
     load_once(seeded, "answers", [(ANSWERS, [answer("a1", "q1", user="u1"), answer("a2", "q1", user="u8")])])
     with seeded.connect(read_only=True) as conn:
         first = last_load_time(conn, "answers")
@@ -57,14 +67,19 @@ def test_key_and_link_checks_can_look_at_one_load(seeded: Warehouse) -> None:
         assert since > first
         # a duplicate of a row of the first load, written with the last load's time: only the scope that
         # covers the writing load sees it; a planted copy carrying an old load time is found by the full check
-        conn.execute("INSERT INTO lms.answers SELECT * REPLACE (CAST($t AS TIMESTAMPTZ) AS last_loaded_at) "
-                     "FROM lms.answers WHERE active_lesson_id = 'a1'", {"t": since})
+        conn.execute(
+            "INSERT INTO lms.answers SELECT * REPLACE (CAST($t AS TIMESTAMPTZ) AS last_loaded_at) "
+            "FROM lms.answers WHERE active_lesson_id = 'a1'",
+            {"t": since},
+        )
         assert duplicate_keys(conn, "answers", touched_since=since) == 1
         assert duplicate_keys(conn, "answers", touched_since=since, max_touched=1) == 1  # too many: every row
         conn.execute("UPDATE lms.answers SET last_loaded_at = $t WHERE active_lesson_id = 'a1'", {"t": first})
         assert duplicate_keys(conn, "answers", touched_since=since) == 0
         assert duplicate_keys(conn, "answers") == 1
-        conn.execute("DELETE FROM lms.answers WHERE active_lesson_id = 'a1' AND rowid = (SELECT max(rowid) FROM lms.answers)")
+        conn.execute(
+            "DELETE FROM lms.answers WHERE active_lesson_id = 'a1' AND rowid = (SELECT max(rowid) FROM lms.answers)"
+        )
         on = ["user_id", "lesson_id"]
         assert orphans(conn, "answers", "active_lessons", on) == 2  # u8 (first load) and u9 (second)
         assert orphans(conn, "answers", "active_lessons", on, touched_since=since) == 1  # what the last load wrote
@@ -73,8 +88,9 @@ def test_key_and_link_checks_can_look_at_one_load(seeded: Warehouse) -> None:
 
 
 @pytest.mark.parametrize("few_children", [0, 4, 10**9], ids=["always NOT EXISTS", "by size", "always LEFT JOIN"])
-def test_link_checks_in_ranges_count_exactly_what_one_join_counts(seeded: Warehouse, few_children: int,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_link_checks_in_ranges_count_exactly_what_one_join_counts(
+    seeded: Warehouse, few_children: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Both sides bigger than chunk_rows: the join runs range by range of the first linked column; planted
     orphans at the edges, inside, beyond both ends and with a NULL first column are all counted once, whichever
     side of the join is hashed (checks.FEW_CHILDREN: by the children's count, or forced either way)."""
@@ -84,11 +100,15 @@ def test_link_checks_in_ranges_count_exactly_what_one_join_counts(seeded: Wareho
         conn.execute("CREATE TABLE lms.kids (a VARCHAR, b BIGINT, k BIGINT, last_loaded_at TIMESTAMPTZ)")
         conn.execute("INSERT INTO lms.parents SELECT printf('p%05d', i // 3), i % 3, NULL FROM range(6000) t(i)")
         conn.execute("INSERT INTO lms.parents VALUES ('p00010', 7, TIMESTAMPTZ '2026-01-01')")  # deleted parent
-        conn.execute("INSERT INTO lms.kids SELECT a, b, k, TIMESTAMPTZ '2026-01-01' FROM lms.parents, range(2) r(k) "
-                     "WHERE deleted_at IS NULL")
-        conn.execute("INSERT INTO lms.kids VALUES ('p00000', 5, 0, NULL), ('p01999', 9, 0, NULL), "
-                     "('a', 0, 0, NULL), ('z', 0, 0, NULL), (NULL, 0, 0, NULL), ('p00010', 7, 0, NULL), "
-                     "('p00500', NULL, 0, NULL)")
+        conn.execute(
+            "INSERT INTO lms.kids SELECT a, b, k, TIMESTAMPTZ '2026-01-01' FROM lms.parents, range(2) r(k) "
+            "WHERE deleted_at IS NULL"
+        )
+        conn.execute(
+            "INSERT INTO lms.kids VALUES ('p00000', 5, 0, NULL), ('p01999', 9, 0, NULL), "
+            "('a', 0, 0, NULL), ('z', 0, 0, NULL), (NULL, 0, 0, NULL), ('p00010', 7, 0, NULL), "
+            "('p00500', NULL, 0, NULL)"
+        )
         on = ["a", "b"]
         whole = orphans(conn, "kids", "parents", on, chunk_rows=10**9)
         assert whole == 7
@@ -96,8 +116,10 @@ def test_link_checks_in_ranges_count_exactly_what_one_join_counts(seeded: Wareho
             assert orphans(conn, "kids", "parents", on, chunk_rows=chunk_rows) == whole
         # scoped to the rows a load wrote (the parent keeps no deleted rows): the old rows are not looked at
         conn.execute("CREATE TABLE lms.live_parents AS SELECT a, b FROM lms.parents WHERE deleted_at IS NULL")
-        conn.execute("UPDATE lms.kids SET last_loaded_at = TIMESTAMPTZ '2026-02-01' WHERE a IN ('z', 'p00010') "
-                     "OR (a, b) = ('p00002', 1)")
+        conn.execute(
+            "UPDATE lms.kids SET last_loaded_at = TIMESTAMPTZ '2026-02-01' WHERE a IN ('z', 'p00010') "
+            "OR (a, b) = ('p00002', 1)"
+        )
         since = T0.replace(year=2026, month=2, day=1, hour=0)
         for chunk_rows in (10**9, 1000, 100):
             assert orphans(conn, "kids", "live_parents", on, chunk_rows=chunk_rows) == 7
@@ -109,18 +131,23 @@ def test_key_checks_count_every_duplicated_key_once(seeded: Warehouse) -> None:
     ends of the key's order, a key held three times, and NULLs in the key are each counted once."""
     with seeded.connect() as conn:
         conn.execute("CREATE TABLE lms.pairs (a VARCHAR, b BIGINT, last_loaded_at TIMESTAMPTZ)")
-        conn.execute("INSERT INTO lms.pairs SELECT printf('p%05d', i // 3), i % 3, TIMESTAMPTZ '2026-01-01' "
-                     "FROM range(6000) t(i)")
-        conn.execute("INSERT INTO lms.pairs VALUES ('p00000', 0, NULL), ('p01999', 2, NULL), ('p01000', 1, NULL), "
-                     "('p01000', 1, NULL), ('a', 0, NULL), ('a', 0, NULL), (NULL, 0, NULL), (NULL, 0, NULL), "
-                     "(NULL, 1, NULL)")
+        conn.execute(
+            "INSERT INTO lms.pairs SELECT printf('p%05d', i // 3), i % 3, TIMESTAMPTZ '2026-01-01' "
+            "FROM range(6000) t(i)"
+        )
+        conn.execute(
+            "INSERT INTO lms.pairs VALUES ('p00000', 0, NULL), ('p01999', 2, NULL), ('p01000', 1, NULL), "
+            "('p01000', 1, NULL), ('a', 0, NULL), ('a', 0, NULL), (NULL, 0, NULL), (NULL, 0, NULL), "
+            "(NULL, 1, NULL)"
+        )
         key = ("a", "b")
         assert duplicate_keys(conn, "pairs", key) == 5  # p00000/0, p01999/2, p01000/1 (three rows), a/0, NULL/0
 
 
 @pytest.mark.parametrize("per_read", [64, 1])  # 1: every load its own read, the paging itself is exercised
-def test_last_load_counts_are_each_tables_newest_load(seeded: Warehouse, per_read: int,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_last_load_counts_are_each_tables_newest_load(
+    seeded: Warehouse, per_read: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(state, "LOADS_PER_READ", per_read)
     load_once(seeded, "groups", [(GROUPS, [{"id": "g1"}, {"id": "g2"}])], complete_snapshots={"groups"})
     load_once(seeded, "answers", [(ANSWERS, [answer("a1", "q1", user="u1"), answer("a2", "q1", user="u1")])])
@@ -136,12 +163,17 @@ def test_last_load_counts_are_each_tables_newest_load(seeded: Warehouse, per_rea
 def test_a_load_that_wrote_most_of_the_table_has_every_row_checked(seeded: Warehouse) -> None:
     """A first load touched (nearly) every row: its key check groups the whole table (cheaper than matching the
     touched keys against it), so it also finds a duplicate among rows no load of it wrote."""
-    load_once(seeded, "answers", [(ANSWERS, [answer("a1", "q1", user="u1"), answer("a2", "q1", user="u1"),
-                                             answer("a3", "q1", user="u1")])])
+    load_once(
+        seeded,
+        "answers",
+        [(ANSWERS, [answer("a1", "q1", user="u1"), answer("a2", "q1", user="u1"), answer("a3", "q1", user="u1")])],
+    )
     with seeded.connect() as conn:
         since = last_load_time(conn, "answers")
-        older = "INSERT INTO lms.answers SELECT * REPLACE (CAST($t AS TIMESTAMPTZ) AS last_loaded_at, {id} AS " \
-                "active_lesson_id) FROM lms.answers WHERE last_loaded_at >= $since {which}"
+        older = (
+            "INSERT INTO lms.answers SELECT * REPLACE (CAST($t AS TIMESTAMPTZ) AS last_loaded_at, {id} AS "
+            "active_lesson_id) FROM lms.answers WHERE last_loaded_at >= $since {which}"
+        )
         conn.execute(older.format(id="'old'", which="AND active_lesson_id IN ('a1', 'a1')"), {"t": T0, "since": since})
         conn.execute(older.format(id="'old'", which="AND active_lesson_id = 'a1'"), {"t": T0, "since": since})
         assert duplicate_keys(conn, "answers", touched_since=since) == 1  # 3 of 5 rows touched: every row

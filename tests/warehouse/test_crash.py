@@ -83,8 +83,14 @@ def worker_env() -> dict[str, str]:
 
 
 def run_worker(root: Path, point: str, kill_after: float | None = None) -> int:
-    worker = subprocess.Popen([sys.executable, str(WORKER), str(root), point, str(ROWS)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=worker_env(), cwd=WORKER.parent)
+    worker = subprocess.Popen(
+        [sys.executable, str(WORKER), str(root), point, str(ROWS)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=worker_env(),
+        cwd=WORKER.parent,
+    )
     assert worker.stdout is not None
     line = worker.stdout.readline().strip()
     assert line == "committing", worker.communicate(timeout=60)[1]
@@ -115,14 +121,18 @@ def check_recovery(root: Path, states: dict[str, Any], expect_replayed: int | No
     assert digest_all(rebuilt) == digest_all(wh.path)
 
 
-@pytest.mark.parametrize(("point", "raw_state", "replayed"), [
-    ("parts_written", "old", 0),  # parts in the lake, DuckDB commit not started
-    ("applied", "old", 0),  # every upsert done inside the open transaction, no manifest yet
-    ("manifest_written", "old", 1),  # committed in the lake, DuckDB COMMIT not reached: rolled forward
-    ("committed", "new", 0),  # both committed
-])
-def test_sigkill_at_each_commit_step(tmp_path: Path, states: dict[str, Any], point: str, raw_state: str,
-                                     replayed: int) -> None:
+@pytest.mark.parametrize(
+    ("point", "raw_state", "replayed"),
+    [
+        ("parts_written", "old", 0),  # parts in the lake, DuckDB commit not started
+        ("applied", "old", 0),  # every upsert done inside the open transaction, no manifest yet
+        ("manifest_written", "old", 1),  # committed in the lake, DuckDB COMMIT not reached: rolled forward
+        ("committed", "new", 0),  # both committed
+    ],
+)
+def test_sigkill_at_each_commit_step(
+    tmp_path: Path, states: dict[str, Any], point: str, raw_state: str, replayed: int
+) -> None:
     root = tmp_path / "wh"
     shutil.copytree(states["base"], root)
     assert run_worker(root, point) == -signal.SIGKILL

@@ -79,17 +79,31 @@ def test_a_key_written_twice_takes_the_rows_out_and_keeps_the_documented_winner(
     with wh.load("answers", "run", T0) as load, wh.one_connection() as conn:
         early = EarlyFirstLoad.begin(conn, load, (ANSWERS,))
         assert early is not None
-        load.write(ANSWERS, batch(ANSWERS, [
-            answer("a1", "q1", minutes=9, user="newest"),
-            answer("b1", "q1", minutes=1, user="unique"),
-            answer("a2", "q1", minutes=5, user="tie, earlier part")]))
+        load.write(
+            ANSWERS,
+            batch(
+                ANSWERS,
+                [
+                    answer("a1", "q1", minutes=9, user="newest"),
+                    answer("b1", "q1", minutes=1, user="unique"),
+                    answer("a2", "q1", minutes=5, user="tie, earlier part"),
+                ],
+            ),
+        )
         wait_for_parts(load, "answers", 1)
         early.insert_ready()
         assert early.rows_while_fetching == {"answers": 3}
-        load.write(ANSWERS, batch(ANSWERS, [
-            answer("a2", "q1", minutes=5, user="tie, later part"),
-            answer("a1", "q1", minutes=3, user="older"),
-            answer("a0", "q1", minutes=1, user="unique too")]))
+        load.write(
+            ANSWERS,
+            batch(
+                ANSWERS,
+                [
+                    answer("a2", "q1", minutes=5, user="tie, later part"),
+                    answer("a1", "q1", minutes=3, user="older"),
+                    answer("a0", "q1", minutes=1, user="unique too"),
+                ],
+            ),
+        )
         result = load.commit(early=early)
         assert early.rows_while_fetching == {"answers": 0}  # taken out again
     assert result.tables["answers"] == TableLoadStats(fetched=6, inserted=4)
@@ -124,8 +138,9 @@ def test_a_failed_early_insert_leaves_the_ordinary_commit(tmp_path: Path) -> Non
         result = load.commit(early=early)
     assert result.tables["answers"] == TableLoadStats(fetched=5, inserted=5)
     with wh.connect(read_only=True) as conn:
-        assert conn.execute("SELECT list(note ORDER BY note) FROM lms.answers").fetchone()[0] == \
-            [f"n{n}" for n in range(5)]
+        assert conn.execute("SELECT list(note ORDER BY note) FROM lms.answers").fetchone()[0] == [
+            f"n{n}" for n in range(5)
+        ]
 
 
 def test_sigkill_during_the_early_inserts_leaves_the_old_warehouse(tmp_path: Path) -> None:
@@ -133,17 +148,36 @@ def test_sigkill_during_the_early_inserts_leaves_the_old_warehouse(tmp_path: Pat
     make_warehouse(base).ensure_tables(ALL_SPECS)
     root = tmp_path / "wh"
     shutil.copytree(base, root)
-    worker = subprocess.run([sys.executable, str(WORKER), str(root), "early_inserted:answers", str(ROWS), "--early"],
-                            capture_output=True, text=True, env=worker_env(), cwd=WORKER.parent, timeout=180)
+    worker = subprocess.run(
+        [sys.executable, str(WORKER), str(root), "early_inserted:answers", str(ROWS), "--early"],
+        capture_output=True,
+        text=True,
+        env=worker_env(),
+        cwd=WORKER.parent,
+        timeout=180,
+    )
     assert worker.returncode == -signal.SIGKILL, worker.stderr
     assert fingerprint(root / "warehouse.duckdb") == fingerprint(base / "warehouse.duckdb")  # no row, no cursor
     wh = make_warehouse(root)
     assert wh.recover() == 0  # no manifest was written
-    finished = subprocess.run([sys.executable, str(WORKER), str(root), "none", str(ROWS), "--early"],
-                              capture_output=True, text=True, env=worker_env(), cwd=WORKER.parent, timeout=180)
+    finished = subprocess.run(
+        [sys.executable, str(WORKER), str(root), "none", str(ROWS), "--early"],
+        capture_output=True,
+        text=True,
+        env=worker_env(),
+        cwd=WORKER.parent,
+        timeout=180,
+    )
     assert finished.returncode == 0, finished.stderr
     reference = tmp_path / "reference"
     shutil.copytree(base, reference)
-    subprocess.run([sys.executable, str(WORKER), str(reference), "none", str(ROWS)], check=True,
-                   capture_output=True, text=True, env=worker_env(), cwd=WORKER.parent, timeout=180)
+    subprocess.run(
+        [sys.executable, str(WORKER), str(reference), "none", str(ROWS)],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=worker_env(),
+        cwd=WORKER.parent,
+        timeout=180,
+    )
     assert fingerprint(root / "warehouse.duckdb") == fingerprint(reference / "warehouse.duckdb")

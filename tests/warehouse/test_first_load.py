@@ -51,8 +51,9 @@ def data(path: Path) -> dict[str, object]:
     try:
         return {
             **{name: digest(conn, f"lms.{name}") for name in DATA_TABLES},
-            "tables": conn.execute("SELECT list(table_name ORDER BY table_name) FROM duckdb_tables() "
-                                   "WHERE schema_name = 'lms'").fetchone()[0],
+            "tables": conn.execute(
+                "SELECT list(table_name ORDER BY table_name) FROM duckdb_tables() WHERE schema_name = 'lms'"
+            ).fetchone()[0],
         }
     finally:
         conn.close()
@@ -87,8 +88,14 @@ def test_sigkill_during_a_first_load_leaves_old_or_new(tmp_path: Path, kill_at: 
 
     root = tmp_path / "wh"
     shutil.copytree(base, root)
-    worker = subprocess.run([sys.executable, str(WORKER), str(root), kill_at, str(ROWS)],
-                            capture_output=True, text=True, env=worker_env(), cwd=WORKER.parent, timeout=180)
+    worker = subprocess.run(
+        [sys.executable, str(WORKER), str(root), kill_at, str(ROWS)],
+        capture_output=True,
+        text=True,
+        env=worker_env(),
+        cwd=WORKER.parent,
+        timeout=180,
+    )
     assert worker.returncode == -signal.SIGKILL, worker.stderr
     assert fingerprint(root / "warehouse.duckdb") == old  # killed before COMMIT: no row, no cursor
     wh = make_warehouse(root)
@@ -113,23 +120,42 @@ def test_duplicate_keys_across_parts_keep_the_documented_winner(tmp_path: Path, 
     if target != "empty":
         load_once(wh, "answers", [(ANSWERS, [answer("z9", "q1", minutes=1)])])
     with wh.load("answers", "run", T0) as load:
-        load.write(ANSWERS, batch(ANSWERS, [
-            answer("a1", "q1", minutes=9, user="newest"),  # greatest cursor, in the earlier part: wins
-            answer("b1", "q1", minutes=1, user="unique"),
-            answer("a2", "q1", minutes=5, user="tie, earlier part, row 2")]))
-        load.write(ANSWERS, batch(ANSWERS, [
-            answer("a2", "q1", minutes=5, user="tie, later part, row 0"),  # written last: wins the tie
-            answer("a1", "q1", minutes=3, user="older"),
-            answer("a0", "q1", minutes=1, user="unique too")]))
+        load.write(
+            ANSWERS,
+            batch(
+                ANSWERS,
+                [
+                    answer("a1", "q1", minutes=9, user="newest"),  # greatest cursor, in the earlier part: wins
+                    answer("b1", "q1", minutes=1, user="unique"),
+                    answer("a2", "q1", minutes=5, user="tie, earlier part, row 2"),
+                ],
+            ),
+        )
+        load.write(
+            ANSWERS,
+            batch(
+                ANSWERS,
+                [
+                    answer("a2", "q1", minutes=5, user="tie, later part, row 0"),  # written last: wins the tie
+                    answer("a1", "q1", minutes=3, user="older"),
+                    answer("a0", "q1", minutes=1, user="unique too"),
+                ],
+            ),
+        )
         result = load.commit()
     assert parts_of(wh, "answers") == 2 + (target != "empty")
     assert result.tables["answers"] == TableLoadStats(fetched=6, inserted=4)
     with wh.connect(read_only=True) as conn:
-        got = conn.execute("SELECT active_lesson_id, user_id, last_date FROM lms.answers "
-                           "WHERE active_lesson_id <> 'z9' ORDER BY active_lesson_id").fetchall()
-    assert got == [("a0", "unique too", T0 + timedelta(minutes=1)), ("a1", "newest", T0 + timedelta(minutes=9)),
-                   ("a2", "tie, later part, row 0", T0 + timedelta(minutes=5)),
-                   ("b1", "unique", T0 + timedelta(minutes=1))]
+        got = conn.execute(
+            "SELECT active_lesson_id, user_id, last_date FROM lms.answers "
+            "WHERE active_lesson_id <> 'z9' ORDER BY active_lesson_id"
+        ).fetchall()
+    assert got == [
+        ("a0", "unique too", T0 + timedelta(minutes=1)),
+        ("a1", "newest", T0 + timedelta(minutes=9)),
+        ("a2", "tie, later part, row 0", T0 + timedelta(minutes=5)),
+        ("b1", "unique", T0 + timedelta(minutes=1)),
+    ]
 
 
 def test_children_of_a_stale_parent_stay_out_of_their_first_load(tmp_path: Path) -> None:
@@ -137,14 +163,21 @@ def test_children_of_a_stale_parent_stay_out_of_their_first_load(tmp_path: Path)
     load is not taken while a parent row is stale), the new answer's results do."""
     wh = make_warehouse(tmp_path)
     load_once(wh, "answers", [(ANSWERS, [answer("a1", "q1", minutes=10, user="newer")])])
-    late = load_once(wh, "answers", [(ANSWERS, [answer("a1", "q1", minutes=2), answer("a2", "q1")]),
-                                     (ANSWER_RESULTS, [result("a1", "q1", 0, "old"), result("a2", "q1", 0, "x"),
-                                                       result("a2", "q1", 1, "y")])])
+    late = load_once(
+        wh,
+        "answers",
+        [
+            (ANSWERS, [answer("a1", "q1", minutes=2), answer("a2", "q1")]),
+            (ANSWER_RESULTS, [result("a1", "q1", 0, "old"), result("a2", "q1", 0, "x"), result("a2", "q1", 1, "y")]),
+        ],
+    )
     assert late.tables["answers"] == TableLoadStats(fetched=2, inserted=1, stale=1)
     assert late.tables["answer_results"] == TableLoadStats(fetched=3, inserted=2, stale=1)
     with wh.connect(read_only=True) as conn:
         assert conn.execute("SELECT active_lesson_id, value FROM lms.answer_results ORDER BY rowid").fetchall() == [
-            ("a2", "x"), ("a2", "y")]
+            ("a2", "x"),
+            ("a2", "y"),
+        ]
 
 
 def test_a_parents_first_load_still_replaces_the_children_already_there(tmp_path: Path) -> None:
@@ -156,25 +189,40 @@ def test_a_parents_first_load_still_replaces_the_children_already_there(tmp_path
     assert first.tables["answers"] == TableLoadStats(fetched=1, inserted=1)
     assert first.tables["answer_results"] == TableLoadStats(deleted=1)
     with wh.connect(read_only=True) as conn:
-        assert conn.execute("SELECT active_lesson_id, deleted_at IS NULL FROM lms.answer_results "
-                            "ORDER BY rowid").fetchall() == [("a1", False), ("a2", True)]
+        assert conn.execute(
+            "SELECT active_lesson_id, deleted_at IS NULL FROM lms.answer_results ORDER BY rowid"
+        ).fetchall() == [("a1", False), ("a2", True)]
 
 
 def test_grandchildren_of_a_stale_row_stay_out_of_their_first_load(tmp_path: Path) -> None:
     """Three levels: the middle table's rows turn stale only when staleness is passed down after staging,
     so the grandchildren's first load must not go in directly either."""
+
     def columns(*names: str) -> list[pa.Field]:
         return [pa.field(name, pa.string(), nullable=False) for name in names]
 
-    top = TableSpec("top", pa.schema([*columns("id"), pa.field("at", pa.timestamp("us", "UTC"))]),
-                    ("id",), "incremental", "at")
+    top = TableSpec(
+        "top", pa.schema([*columns("id"), pa.field("at", pa.timestamp("us", "UTC"))]), ("id",), "incremental", "at"
+    )
     middle = TableSpec("middle", pa.schema(columns("top_id", "id")), ("top_id", "id"), "incremental", parent="top")
-    bottom = TableSpec("bottom", pa.schema(columns("top_id", "middle_id", "id")), ("top_id", "middle_id", "id"),
-                       "incremental", parent="middle")
+    bottom = TableSpec(
+        "bottom",
+        pa.schema(columns("top_id", "middle_id", "id")),
+        ("top_id", "middle_id", "id"),
+        "incremental",
+        parent="middle",
+    )
     wh = make_warehouse(tmp_path)
     load_once(wh, "tree", [(top, [{"id": "t1", "at": T0 + timedelta(minutes=10)}])])
-    late = load_once(wh, "tree", [(top, [{"id": "t1", "at": T0}]), (middle, [{"top_id": "t1", "id": "m1"}]),
-                                  (bottom, [{"top_id": "t1", "middle_id": "m1", "id": "b1"}])])
+    late = load_once(
+        wh,
+        "tree",
+        [
+            (top, [{"id": "t1", "at": T0}]),
+            (middle, [{"top_id": "t1", "id": "m1"}]),
+            (bottom, [{"top_id": "t1", "middle_id": "m1", "id": "b1"}]),
+        ],
+    )
     assert (late.tables["top"].stale, late.tables["middle"].stale, late.tables["bottom"].stale) == (1, 1, 1)
     with wh.connect(read_only=True) as conn:
         assert conn.execute("SELECT count(*) FROM lms.middle").fetchone()[0] == 0

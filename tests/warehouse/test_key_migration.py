@@ -17,12 +17,32 @@ from pipeline.warehouse.catalog import read_catalog
 
 def loads(wh: Warehouse, generation: int) -> None:
     minutes = 10 * generation
-    load_once(wh, "answers", [(ANSWERS, [answer(f"a{i}", "q1", minutes=minutes, valid=generation % 2 == 0,
-                                                tags=["t", str(generation)] if i % 2 else None)
-                                         for i in range(generation, 20 + generation)])],
-              cursor=T0 + timedelta(minutes=minutes))
-    load_once(wh, "groups", [(GROUPS, [{"id": f"g{i}"} for i in range(generation, 5 + generation)])],
-              complete_snapshots={"groups"})
+    load_once(
+        wh,
+        "answers",
+        [
+            (
+                ANSWERS,
+                [
+                    answer(
+                        f"a{i}",
+                        "q1",
+                        minutes=minutes,
+                        valid=generation % 2 == 0,
+                        tags=["t", str(generation)] if i % 2 else None,
+                    )
+                    for i in range(generation, 20 + generation)
+                ],
+            )
+        ],
+        cursor=T0 + timedelta(minutes=minutes),
+    )
+    load_once(
+        wh,
+        "groups",
+        [(GROUPS, [{"id": f"g{i}"} for i in range(generation, 5 + generation)])],
+        complete_snapshots={"groups"},
+    )
 
 
 def make_legacy(wh: Warehouse) -> None:
@@ -47,9 +67,11 @@ def make_legacy(wh: Warehouse) -> None:
 
 def primary_keys(wh: Warehouse) -> list[tuple[str, list[str]]]:
     with wh.connect(read_only=True) as conn:
-        return conn.execute("SELECT table_name, constraint_column_names FROM duckdb_constraints() "
-                            "WHERE schema_name = 'lms' AND constraint_type = 'PRIMARY KEY' "
-                            "AND NOT starts_with(table_name, '_') ORDER BY 1").fetchall()
+        return conn.execute(
+            "SELECT table_name, constraint_column_names FROM duckdb_constraints() "
+            "WHERE schema_name = 'lms' AND constraint_type = 'PRIMARY KEY' "
+            "AND NOT starts_with(table_name, '_') ORDER BY 1"
+        ).fetchall()
 
 
 def comparable(wh: Warehouse) -> dict[str, list]:
@@ -75,10 +97,13 @@ def test_a_warehouse_with_primary_keys_is_migrated_by_its_next_commit(tmp_path: 
     assert dump(legacy, ("groups",)) == {"groups": before["groups"]}
     with legacy.connect(read_only=True) as conn:
         assert [r[:3] for r in dump(legacy, ("answers",))["answers"]] == [r[:3] for r in before["answers"]]
-        assert conn.execute("SELECT key FROM lms._tables WHERE table_name = 'answers'").fetchone()[0] == list(ANSWERS.key)
+        assert conn.execute("SELECT key FROM lms._tables WHERE table_name = 'answers'").fetchone()[0] == list(
+            ANSWERS.key
+        )
         assert conn.execute("SELECT comment FROM duckdb_tables() WHERE table_name = 'answers'").fetchone()[0]
-        assert not conn.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name LIKE '\\_first\\_%' "
-                                "ESCAPE '\\'").fetchone()[0]
+        assert not conn.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE table_name LIKE '\\_first\\_%' ESCAPE '\\'"
+        ).fetchone()[0]
     load_once(reference, "answers", [(ANSWERS, [answer("a1", "q1", minutes=10, valid=False)])])
 
     for wh in (legacy, reference):

@@ -33,7 +33,6 @@ def lake_files(wh: Warehouse) -> list[str]:
     return sorted(p.relative_to(wh.lake_dir).as_posix() for p in wh.lake_dir.rglob("*") if p.is_file())
 
 
-
 def test_flush_writes_buffered_rows_as_a_row_group_and_later_rows_still_commit(tmp_path: Path) -> None:
     wh = make_warehouse(tmp_path, row_group_rows=100, part_rows=1000)
     with wh.load("answers", "run-1", T0) as load:
@@ -47,6 +46,7 @@ def test_flush_writes_buffered_rows_as_a_row_group_and_later_rows_still_commit(t
     with wh.connect(read_only=True) as conn:
         assert conn.execute("SELECT count(*) FROM lms.answers").fetchone()[0] == 4
 
+
 def test_lake_layout_parts_and_manifest(tmp_path: Path) -> None:
     wh = make_warehouse(tmp_path, row_group_rows=2, part_rows=3)
     with wh.load("answers", "run-1", T0) as load:
@@ -58,7 +58,8 @@ def test_lake_layout_parts_and_manifest(tmp_path: Path) -> None:
     assert lake_files(wh) == [
         f"_loads/0000000001-{outcome.load_id}.json",
         f"answer_results/loaded_date=2026-11-01/{outcome.load_id}/part-000000.parquet",
-        f"{prefix}/part-000000.parquet", f"{prefix}/part-000001.parquet",
+        f"{prefix}/part-000000.parquet",
+        f"{prefix}/part-000001.parquet",
     ]
     part = pq.read_table(wh.lake_dir / prefix / "part-000000.parquet")
     assert part.num_rows == 4
@@ -92,8 +93,13 @@ def test_failure_inside_commit_rolls_everything_back(seeded: Warehouse) -> None:
     before, files_before = dump(seeded), lake_files(seeded)
     # the upsert of answers runs, then marking "answers" as a complete snapshot fails in the same transaction
     with pytest.raises(SchemaError, match="answers has no deleted_at column"):
-        load_once(seeded, "answers", [(ANSWERS, [answer("a1", "q1", minutes=9, valid=False), answer("a9", "q1")])],
-                  cursor=T0 + timedelta(hours=1), complete_snapshots={"answers"})
+        load_once(
+            seeded,
+            "answers",
+            [(ANSWERS, [answer("a1", "q1", minutes=9, valid=False), answer("a9", "q1")])],
+            cursor=T0 + timedelta(hours=1),
+            complete_snapshots={"answers"},
+        )
     assert dump(seeded) == before
     assert lake_files(seeded) == files_before
     assert seeded.cursor("answers") == T0
@@ -109,23 +115,28 @@ def test_cursor_is_committed_with_the_rows_and_never_moves_back(seeded: Warehous
     assert empty_window.tables == {} and seeded.cursor("answers") == T0 + timedelta(hours=3)
     assert seeded.cursor("groups") is None
     with seeded.connect(read_only=True) as conn:
-        runs = conn.execute("SELECT load_seq, cursor_requested, cursor_before, cursor_after FROM lms._load_runs "
-                            "ORDER BY 1").fetchall()
+        runs = conn.execute(
+            "SELECT load_seq, cursor_requested, cursor_before, cursor_after FROM lms._load_runs ORDER BY 1"
+        ).fetchall()
     assert runs[1] == (2, T0, T0 + timedelta(hours=2), T0 + timedelta(hours=2))
 
 
 def test_rerunning_a_window_is_idempotent(seeded: Warehouse) -> None:
-    window = [(ANSWERS, [answer("a1", "q1"), answer("a2", "q1", tags=["x"])]),
-              (ANSWER_RESULTS, [result("a1", "q1", 0, "x"), result("a1", "q1", 1, "y")])]
+    window = [
+        (ANSWERS, [answer("a1", "q1"), answer("a2", "q1", tags=["x"])]),
+        (ANSWER_RESULTS, [result("a1", "q1", 0, "x"), result("a1", "q1", 1, "y")]),
+    ]
     load_once(seeded, "answers", window, cursor=T0)
     first = dump(seeded, ("answers", "answer_results"))
     again = load_once(seeded, "answers", window, cursor=T0)
-    assert again.tables == {"answers": TableLoadStats(fetched=2, unchanged=2),
-                            "answer_results": TableLoadStats(fetched=2, unchanged=2)}
+    assert again.tables == {
+        "answers": TableLoadStats(fetched=2, unchanged=2),
+        "answer_results": TableLoadStats(fetched=2, unchanged=2),
+    }
     second = dump(seeded, ("answers", "answer_results"))
 
     def without_last_loaded(table: list[tuple], position: int) -> list[tuple]:
-        return [row[:position] + row[position + 1:] for row in table]
+        return [row[:position] + row[position + 1 :] for row in table]
 
     # same rows, same first_loaded_at; only last_loaded_at moved
     assert without_last_loaded(second["answers"], 10) == without_last_loaded(first["answers"], 10)
@@ -179,47 +190,104 @@ def test_a_load_is_used_once(wh: Warehouse) -> None:
 
 
 # A table whose winning version is decided by two columns, NULL lowest: `order_by` (certificates use it).
-VERSIONED = TableSpec(name="versioned", key=("id",), kind="incremental", cursor_field="day",
-                      order_by=("day", "rank"),
-                      schema=pa.schema([pa.field("id", pa.string(), nullable=False), pa.field("day", pa.int64()),
-                                        pa.field("rank", pa.int64()), pa.field("note", pa.string())]))
-EVENTS_LOG = TableSpec(name="events_log", key=("event_id",), kind="append",
-                       schema=pa.schema([pa.field("event_id", pa.string(), nullable=False),
-                                         pa.field("note", pa.string())]))
+VERSIONED = TableSpec(
+    name="versioned",
+    key=("id",),
+    kind="incremental",
+    cursor_field="day",
+    order_by=("day", "rank"),
+    schema=pa.schema(
+        [
+            pa.field("id", pa.string(), nullable=False),
+            pa.field("day", pa.int64()),
+            pa.field("rank", pa.int64()),
+            pa.field("note", pa.string()),
+        ]
+    ),
+)
+EVENTS_LOG = TableSpec(
+    name="events_log",
+    key=("event_id",),
+    kind="append",
+    schema=pa.schema([pa.field("event_id", pa.string(), nullable=False), pa.field("note", pa.string())]),
+)
 
 
 def test_order_by_decides_the_winner_within_a_load_and_against_the_table(tmp_path: Path) -> None:
     wh = make_warehouse(tmp_path)
-    first = load_once(wh, "versions", [(VERSIONED, [
-        {"id": "a", "day": 2, "rank": 0, "note": "a-day2"}, {"id": "a", "day": 1, "rank": 9, "note": "a-day1"},
-        {"id": "b", "day": 2, "rank": 1, "note": "b-rank1"}, {"id": "b", "day": 2, "rank": 0, "note": "b-rank0"},
-        {"id": "c", "day": None, "rank": 5, "note": "c-null"}, {"id": "c", "day": 1, "rank": 0, "note": "c-day1"},
-        {"id": "d", "day": 1, "rank": 1, "note": "d-first"}, {"id": "d", "day": 1, "rank": 1, "note": "d-last"}])])
+    first = load_once(
+        wh,
+        "versions",
+        [
+            (
+                VERSIONED,
+                [
+                    {"id": "a", "day": 2, "rank": 0, "note": "a-day2"},
+                    {"id": "a", "day": 1, "rank": 9, "note": "a-day1"},
+                    {"id": "b", "day": 2, "rank": 1, "note": "b-rank1"},
+                    {"id": "b", "day": 2, "rank": 0, "note": "b-rank0"},
+                    {"id": "c", "day": None, "rank": 5, "note": "c-null"},
+                    {"id": "c", "day": 1, "rank": 0, "note": "c-day1"},
+                    {"id": "d", "day": 1, "rank": 1, "note": "d-first"},
+                    {"id": "d", "day": 1, "rank": 1, "note": "d-last"},
+                ],
+            )
+        ],
+    )
     assert first.tables["versioned"].inserted == 4
-    second = load_once(wh, "versions", [(VERSIONED, [
-        {"id": "a", "day": 2, "rank": None, "note": "a-null-rank"},  # lower on the second column: stale
-        {"id": "b", "day": 2, "rank": 2, "note": "b-rank2"},  # higher on the second column: applied
-        {"id": "c", "day": None, "rank": 9, "note": "c-null-again"},  # NULL day sorts below day 1: stale
-        {"id": "d", "day": 1, "rank": 1, "note": "d-tie"}])])  # a tie is applied, as within a load (last wins)
+    second = load_once(
+        wh,
+        "versions",
+        [
+            (
+                VERSIONED,
+                [
+                    {"id": "a", "day": 2, "rank": None, "note": "a-null-rank"},  # lower on the second column: stale
+                    {"id": "b", "day": 2, "rank": 2, "note": "b-rank2"},  # higher on the second column: applied
+                    {"id": "c", "day": None, "rank": 9, "note": "c-null-again"},  # NULL day sorts below day 1: stale
+                    {"id": "d", "day": 1, "rank": 1, "note": "d-tie"},
+                ],
+            )
+        ],
+    )  # a tie is applied, as within a load (last wins)
     assert (second.tables["versioned"].stale, second.tables["versioned"].updated) == (2, 2)
-    assert [row[:2] for row in dump(wh, ("versioned",))["versioned"]] == [
-        ("a", 2), ("b", 2), ("c", 1), ("d", 1)]
+    assert [row[:2] for row in dump(wh, ("versioned",))["versioned"]] == [("a", 2), ("b", 2), ("c", 1), ("d", 1)]
     with wh.connect(read_only=True) as conn:
         assert conn.execute("SELECT note FROM lms.versioned ORDER BY id").fetchall() == [
-            ("a-day2",), ("b-rank2",), ("c-day1",), ("d-tie",)]
+            ("a-day2",),
+            ("b-rank2",),
+            ("c-day1",),
+            ("d-tie",),
+        ]
 
 
 def test_a_keyed_append_table_keeps_the_first_row_of_a_key(tmp_path: Path) -> None:
     wh = make_warehouse(tmp_path)
-    first = load_once(wh, "log", [(EVENTS_LOG, [{"event_id": "e1", "note": "one"}, {"event_id": "e1", "note": "dup"},
-                                                {"event_id": "e2", "note": "two"}])])
-    again = load_once(wh, "log", [(EVENTS_LOG, [{"event_id": "e2", "note": "redelivered"},
-                                                {"event_id": "e3", "note": "three"}])])
+    first = load_once(
+        wh,
+        "log",
+        [
+            (
+                EVENTS_LOG,
+                [
+                    {"event_id": "e1", "note": "one"},
+                    {"event_id": "e1", "note": "dup"},
+                    {"event_id": "e2", "note": "two"},
+                ],
+            )
+        ],
+    )
+    again = load_once(
+        wh, "log", [(EVENTS_LOG, [{"event_id": "e2", "note": "redelivered"}, {"event_id": "e3", "note": "three"}])]
+    )
     assert first.tables["events_log"] == TableLoadStats(fetched=3, inserted=2, unchanged=1)
     assert again.tables["events_log"] == TableLoadStats(fetched=2, inserted=1, unchanged=1)
     with wh.connect(read_only=True) as conn:
         assert conn.execute("SELECT event_id, note FROM lms.events_log ORDER BY 1").fetchall() == [
-            ("e1", "one"), ("e2", "two"), ("e3", "three")]
+            ("e1", "one"),
+            ("e2", "two"),
+            ("e3", "three"),
+        ]
 
 
 def test_a_position_only_moves_forward_and_is_kept_apart_from_the_cursor(tmp_path: Path) -> None:
@@ -232,7 +300,10 @@ def test_a_position_only_moves_forward_and_is_kept_apart_from_the_cursor(tmp_pat
     assert wh.cursor("log") is None and load_once(wh, "answers", [], cursor=T0).position_after is None
     manifest = json.loads(Path(older.manifest).read_text())
     assert (manifest["position"], manifest["outcome"]["position_before"], manifest["outcome"]["position_after"]) == (
-        4, 10, 10)
+        4,
+        10,
+        10,
+    )
     assert "position" not in json.loads(Path(load_once(wh, "answers", [], cursor=T0).manifest).read_text())
     with pytest.raises(WarehouseError, match="position .* must be a non-negative int"):
         load_once(wh, "log", [], position=-1)
@@ -243,8 +314,16 @@ def test_row_groups_written_in_the_background_keep_every_row_in_order(tmp_path: 
     row once, in the order written, in row groups of exactly row_group_rows (batches of 300 sliced at their
     boundaries), while two writers (a load's tables) write at once."""
     schema = pa.schema([("id", pa.int64())])
-    writers = [PartWriter(open_lake(tmp_path / "lake"), f"t{n}/loaded_date=2026-11-24/load-1", schema,
-                          part_rows=2_000, row_group_rows=500) for n in range(2)]
+    writers = [
+        PartWriter(
+            open_lake(tmp_path / "lake"),
+            f"t{n}/loaded_date=2026-11-24/load-1",
+            schema,
+            part_rows=2_000,
+            row_group_rows=500,
+        )
+        for n in range(2)
+    ]
     for start in range(0, 9_000, 300):
         for writer in writers:
             writer.write(pa.record_batch([pa.array(range(start, start + 300))], schema=schema))

@@ -22,8 +22,9 @@ HOLDER = "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('holding', 
 
 @contextmanager
 def held(path: Path) -> Iterator[subprocess.Popen[str]]:
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
         yield holder
@@ -62,8 +63,9 @@ def test_a_writer_waits_for_the_lock_up_to_its_timeout(tmp_path: Path) -> None:
     assert result.tables["answers"].inserted == 1
 
 
-def test_cli_reports_a_locked_warehouse_without_a_traceback(seeded: Warehouse, capsys: pytest.CaptureFixture[str],
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_reports_a_locked_warehouse_without_a_traceback(
+    seeded: Warehouse, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     load_once(seeded, "answers", [(ANSWERS, [answer("a1", "q1")])])
     monkeypatch.setenv("LESSONSYNC_DUCKDB_LOCK_TIMEOUT", "0")
     with held(seeded.path):

@@ -37,8 +37,9 @@ def test_a_first_load_keeps_the_limit_and_the_insertion_order(tmp_path: Path) ->
             assert load.commit().tables["answers"].inserted == 5
         assert _limit(conn) == 120 * MIB
         assert scalar(conn, "SELECT current_setting('preserve_insertion_order')") is True
-        assert conn.execute("SELECT list(active_lesson_id ORDER BY active_lesson_id) FROM lms.answers"
-                            ).fetchone()[0] == [f"al{i}" for i in range(5)]
+        assert conn.execute("SELECT list(active_lesson_id ORDER BY active_lesson_id) FROM lms.answers").fetchone()[
+            0
+        ] == [f"al{i}" for i in range(5)]
 
 
 def test_the_setting_reaches_the_connections(tmp_path: Path) -> None:

@@ -37,24 +37,46 @@ def history(wh: Warehouse) -> None:
     """Loads touching every rule: dedupe, updates, lists, JSON, stale rows, snapshots with deletions and
     revivals, child replacement, schema evolution, appends and a backfill cursor."""
     wh.ensure_tables(ALL_SPECS)
-    load_once(wh, "answers", [
-        (ANSWERS, [answer("a1", "q1", tags=["x"]), answer("a2", "q1", validation='{"s": 1}'), answer("a1", "q1")]),
-        (ANSWER_RESULTS, [result("a1", "q1", 0, "x"), result("a1", "q1", 1, "y"), result("a2", "q1", 0, "z")]),
-        (QUARANTINE, [{"seen_at": T0, "stream": "answers", "raw": "[1]"}])], cursor=T0)
+    load_once(
+        wh,
+        "answers",
+        [
+            (ANSWERS, [answer("a1", "q1", tags=["x"]), answer("a2", "q1", validation='{"s": 1}'), answer("a1", "q1")]),
+            (ANSWER_RESULTS, [result("a1", "q1", 0, "x"), result("a1", "q1", 1, "y"), result("a2", "q1", 0, "z")]),
+            (QUARANTINE, [{"seen_at": T0, "stream": "answers", "raw": "[1]"}]),
+        ],
+        cursor=T0,
+    )
     sessions = [{"id": s, "title": s, "presenters": ["p1"], "start_date": T0} for s in ("s1", "s2")]
     registrations = [{"session_id": s, "user_id": u, "status": "approved"} for s in ("s1", "s2") for u in ("u1", "u2")]
-    load_once(wh, "lesson_sessions", [(SESSIONS, sessions), (REGISTRATIONS, registrations)],
-              complete_snapshots={"lesson_sessions", "lesson_session_registrations"})
+    load_once(
+        wh,
+        "lesson_sessions",
+        [(SESSIONS, sessions), (REGISTRATIONS, registrations)],
+        complete_snapshots={"lesson_sessions", "lesson_session_registrations"},
+    )
     load_once(wh, "groups", [(GROUPS, [{"id": "g1"}, {"id": "g2"}])], complete_snapshots={"groups"})
     load_once(wh, "groups", [(GROUPS, [{"id": "g1", "title": "one"}])], complete_snapshots={"groups"})
     evolved = dataclasses.replace(ANSWERS, schema=ANSWERS.schema.append(pa.field("feedback", pa.string())))
-    load_once(wh, "answers", [(evolved, [{**answer("a1", "q1", minutes=5, tags=["x", "y"]), "feedback": "ok"},
-                                         answer("a3", "q2", minutes=5)]),
-                              (ANSWER_RESULTS, [result("a1", "q1", 1, "y2")])], cursor=T0 + timedelta(hours=1))
+    load_once(
+        wh,
+        "answers",
+        [
+            (
+                evolved,
+                [{**answer("a1", "q1", minutes=5, tags=["x", "y"]), "feedback": "ok"}, answer("a3", "q2", minutes=5)],
+            ),
+            (ANSWER_RESULTS, [result("a1", "q1", 1, "y2")]),
+        ],
+        cursor=T0 + timedelta(hours=1),
+    )
     load_once(wh, "answers", [(ANSWERS, [answer("a2", "q1", minutes=-30)])], cursor=T0 - timedelta(days=3))
-    load_once(wh, "lesson_sessions", [(SESSIONS, sessions[:1] + [{**sessions[1], "presenters": ["p2", "p3"]}]),
-                                      (REGISTRATIONS, registrations[:3])],
-              complete_snapshots={"lesson_sessions", "lesson_session_registrations"})
+    load_once(
+        wh,
+        "lesson_sessions",
+        [(SESSIONS, sessions[:1] + [{**sessions[1], "presenters": ["p2", "p3"]}]), (REGISTRATIONS, registrations[:3])],
+        complete_snapshots={"lesson_sessions", "lesson_session_registrations"},
+    )
     load_once(wh, "groups", [(GROUPS, [{"id": "g1", "title": "one"}, {"id": "g2"}])], complete_snapshots={"groups"})
 
 
@@ -82,17 +104,30 @@ def test_rebuild_from_the_lake_equals_the_warehouse(wh: Warehouse, tmp_path: Pat
     report = rebuild_into(wh.lake_dir, rebuilt.path, wh.connection_settings)
     assert report.loads == 8 and report.rows["answers"] == 3
     original = dump(wh)
-    assert set(original) >= {"answers", "answer_results", "groups", "lesson_sessions", "quarantine",
-                             "lesson_session_registrations", "_sync_state", "_load_runs", "_tables"}
+    assert set(original) >= {
+        "answers",
+        "answer_results",
+        "groups",
+        "lesson_sessions",
+        "quarantine",
+        "lesson_session_registrations",
+        "_sync_state",
+        "_load_runs",
+        "_tables",
+    }
     assert dump(rebuilt) == original
     assert layout(rebuilt) == layout(wh)  # same columns in the same order, same keys and registry facts
-    deleted = {t: sum(1 for r in rows if r[-1] is not None) for t, rows in original.items()
-               if t in ("groups", "answer_results", "lesson_session_registrations")}
+    deleted = {
+        t: sum(1 for r in rows if r[-1] is not None)
+        for t, rows in original.items()
+        if t in ("groups", "answer_results", "lesson_session_registrations")
+    }
     assert deleted == {"groups": 0, "answer_results": 1, "lesson_session_registrations": 1}
 
 
-def test_rebuild_in_place_through_the_cli(wh: Warehouse, capsys: pytest.CaptureFixture[str],
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rebuild_in_place_through_the_cli(
+    wh: Warehouse, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     data = wh.path.parent
     before = dump(wh)
     for name in ("LESSONSYNC_DUCKDB_MEMORY_LIMIT", "LESSONSYNC_DUCKDB_THREADS"):

@@ -32,8 +32,12 @@ SESSION_ROWS = [{"id": s, "title": s.upper(), "presenters": ["p1", s], "start_da
 REGISTRATION_ROWS = [{"session_id": s, "user_id": u, "status": "approved"} for s in ("s1", "s2") for u in ("u1", "u2")]
 
 
-def sessions_load(wh: Warehouse, sessions: list[dict[str, Any]] = SESSION_ROWS,
-                  registrations: list[dict[str, Any]] = REGISTRATION_ROWS, **commit: Any) -> Any:
+def sessions_load(
+    wh: Warehouse,
+    sessions: list[dict[str, Any]] = SESSION_ROWS,
+    registrations: list[dict[str, Any]] = REGISTRATION_ROWS,
+    **commit: Any,
+) -> Any:
     commit.setdefault("complete_snapshots", SNAPSHOT)
     return load_once(wh, "lesson_sessions", [(SESSIONS, sessions), (REGISTRATIONS, registrations)], **commit)
 
@@ -44,8 +48,12 @@ def history(wh: Warehouse) -> list[Any]:
     wh.ensure_tables(ALL_SPECS)
     extra_session = {"id": "s9", "title": "gone", "presenters": [], "start_date": T0}
     extra_registration = {"session_id": "s1", "user_id": "u9", "status": "pending"}
-    return [sessions_load(wh, [*SESSION_ROWS, extra_session], [*REGISTRATION_ROWS, extra_registration]),
-            sessions_load(wh), sessions_load(wh), sessions_load(wh)]
+    return [
+        sessions_load(wh, [*SESSION_ROWS, extra_session], [*REGISTRATION_ROWS, extra_registration]),
+        sessions_load(wh),
+        sessions_load(wh),
+        sessions_load(wh),
+    ]
 
 
 def user_tables(wh: Warehouse) -> dict[str, list[tuple]]:
@@ -57,13 +65,16 @@ def ordinary_apply_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("pipeline.warehouse.apply.repeated_load", lambda *args: None)
 
 
-def test_a_repeated_snapshot_ends_exactly_as_the_ordinary_apply(tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_repeated_snapshot_ends_exactly_as_the_ordinary_apply(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     repeated = make_warehouse(tmp_path / "repeated")
     results = history(repeated)
     assert [r.repeat_of for r in results] == [None, None, results[1].seq, results[2].seq]
-    assert results[3].tables == {"lesson_sessions": TableLoadStats(fetched=3, unchanged=3),
-                                 "lesson_session_registrations": TableLoadStats(fetched=4, unchanged=4)}
+    assert results[3].tables == {
+        "lesson_sessions": TableLoadStats(fetched=3, unchanged=3),
+        "lesson_session_registrations": TableLoadStats(fetched=4, unchanged=4),
+    }
 
     ordinary_apply_only(monkeypatch)
     ordinary = make_warehouse(tmp_path / "ordinary")  # the same clock: the same load times
@@ -96,8 +107,17 @@ def test_a_key_with_two_different_rows_takes_the_ordinary_apply(seeded: Warehous
         assert conn.execute("SELECT title FROM lms.groups").fetchall() == [("first",)]
 
 
-@pytest.mark.parametrize("case", ["a value changed", "previous not complete", "this one not complete",
-                                  "another load wrote the table", "rows changed outside a load", "a table missing"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "a value changed",
+        "previous not complete",
+        "this one not complete",
+        "another load wrote the table",
+        "rows changed outside a load",
+        "a table missing",
+    ],
+)
 def test_anything_that_breaks_the_proof_takes_the_ordinary_apply(seeded: Warehouse, case: str) -> None:
     sessions, registrations, commit = SESSION_ROWS, REGISTRATION_ROWS, {}
     sessions_load(seeded, complete_snapshots=set() if case == "previous not complete" else SNAPSHOT)
@@ -136,8 +156,12 @@ def test_loads_of_other_kinds_carry_no_digest(seeded: Warehouse) -> None:
     load_once(seeded, "answers", [(ANSWERS, [answer("a1", "q1")])])
     load_once(seeded, "groups", [(GROUPS, [{"id": "g1"}])], complete_snapshots={"groups"})
     with seeded.connect(read_only=True) as conn:
-        tables = [(stream, json.loads(written)) for stream, written in conn.execute(
-            "SELECT stream, tables FROM lms._load_runs ORDER BY load_seq").fetchall()]
+        tables = [
+            (stream, json.loads(written))
+            for stream, written in conn.execute(
+                "SELECT stream, tables FROM lms._load_runs ORDER BY load_seq"
+            ).fetchall()
+        ]
     assert "content" not in tables[0][1]["answers"]
     assert tables[1][0] == "groups" and len(tables[1][1]["groups"]["content"]) == 32
 
@@ -168,5 +192,6 @@ def test_the_previous_version_can_still_write_the_file(seeded: Warehouse) -> Non
     """A rolled-back deployment keeps running: its INSERT into lms._load_runs names no columns."""
     sessions_load(seeded)
     with seeded.connect(read_only=False) as conn:
-        conn.execute("INSERT INTO lms._load_runs VALUES (99, 'x', 's', 'r', now(), now(), NULL, NULL, NULL, [], "
-                     "'{}', '{}')")
+        conn.execute(
+            "INSERT INTO lms._load_runs VALUES (99, 'x', 's', 'r', now(), now(), NULL, NULL, NULL, [], '{}', '{}')"
+        )

@@ -16,53 +16,96 @@ from pipeline.warehouse import SchemaError, Warehouse, WarehouseMissingError, du
 
 
 def columns(conn: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str, str]]:
-    return conn.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE schema_name = 'lms' "
-                        "AND table_name = ? ORDER BY column_index", [table]).fetchall()
+    return conn.execute(
+        "SELECT column_name, data_type FROM duckdb_columns() WHERE schema_name = 'lms' "
+        "AND table_name = ? ORDER BY column_index",
+        [table],
+    ).fetchall()
 
 
 def constraints(conn: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str, list[str]]]:
-    return conn.execute("SELECT constraint_type, constraint_column_names FROM duckdb_constraints() "
-                        "WHERE schema_name = 'lms' AND table_name = ? ORDER BY constraint_index", [table]).fetchall()
+    return conn.execute(
+        "SELECT constraint_type, constraint_column_names FROM duckdb_constraints() "
+        "WHERE schema_name = 'lms' AND table_name = ? ORDER BY constraint_index",
+        [table],
+    ).fetchall()
 
 
 def test_tables_get_types_keys_and_load_metadata(wh: Warehouse) -> None:
     wh.ensure_tables(ALL_SPECS)
     with wh.connect(read_only=True) as conn:
         assert columns(conn, "answers") == [
-            ("active_lesson_id", "VARCHAR"), ("question_id", "VARCHAR"), ("attempt_index", "DOUBLE"),
-            ("user_id", "VARCHAR"), ("lesson_id", "VARCHAR"), ("is_valid", "BOOLEAN"), ("tags", "VARCHAR[]"),
-            ("validation", "JSON"), ("last_date", "TIMESTAMP WITH TIME ZONE"),
-            ("first_loaded_at", "TIMESTAMP WITH TIME ZONE"), ("last_loaded_at", "TIMESTAMP WITH TIME ZONE"),
+            ("active_lesson_id", "VARCHAR"),
+            ("question_id", "VARCHAR"),
+            ("attempt_index", "DOUBLE"),
+            ("user_id", "VARCHAR"),
+            ("lesson_id", "VARCHAR"),
+            ("is_valid", "BOOLEAN"),
+            ("tags", "VARCHAR[]"),
+            ("validation", "JSON"),
+            ("last_date", "TIMESTAMP WITH TIME ZONE"),
+            ("first_loaded_at", "TIMESTAMP WITH TIME ZONE"),
+            ("last_loaded_at", "TIMESTAMP WITH TIME ZONE"),
         ]
         # the key is registered and its columns are NOT NULL; no PRIMARY KEY (no ART index to pin in memory)
         assert conn.execute("SELECT key FROM lms._tables WHERE table_name = 'answers'").fetchone()[0] == [
-            "active_lesson_id", "question_id", "attempt_index"]
-        assert constraints(conn, "answers") == [("NOT NULL", ["active_lesson_id"]), ("NOT NULL", ["question_id"]),
-                                                ("NOT NULL", ["attempt_index"])]
+            "active_lesson_id",
+            "question_id",
+            "attempt_index",
+        ]
+        assert constraints(conn, "answers") == [
+            ("NOT NULL", ["active_lesson_id"]),
+            ("NOT NULL", ["question_id"]),
+            ("NOT NULL", ["attempt_index"]),
+        ]
         # snapshot and child tables keep vanished rows with a deleted_at timestamp
         assert columns(conn, "groups")[-1] == ("deleted_at", "TIMESTAMP WITH TIME ZONE")
         assert columns(conn, "answer_results")[-1] == ("deleted_at", "TIMESTAMP WITH TIME ZONE")
         assert constraints(conn, "quarantine") == []
-        assert [c for c, _ in columns(conn, "quarantine")] == ["seen_at", "stream", "raw", "first_loaded_at",
-                                                               "last_loaded_at"]
+        assert [c for c, _ in columns(conn, "quarantine")] == [
+            "seen_at",
+            "stream",
+            "raw",
+            "first_loaded_at",
+            "last_loaded_at",
+        ]
         comment = conn.execute("SELECT comment FROM duckdb_tables() WHERE table_name = 'answers'").fetchone()[0]
         assert comment == "One answer to one question."
         registry = conn.execute("SELECT * FROM lms._tables ORDER BY 1").fetchall()
     assert ("lesson_session_registrations", "snapshot", None, "lesson_sessions", ["session_id", "user_id"]) in registry
-    assert ("answers", "incremental", "last_date", None, ["active_lesson_id", "question_id", "attempt_index"]) in registry
+    assert (
+        "answers",
+        "incremental",
+        "last_date",
+        None,
+        ["active_lesson_id", "question_id", "attempt_index"],
+    ) in registry
 
 
 def test_ensure_tables_is_idempotent_and_structs_map(wh: Warehouse) -> None:
-    nested = TableSpec("nested", pa.schema([
-        pa.field("id", pa.string()), pa.field("quota", pa.struct([("type", pa.string()), ("left", pa.float64())])),
-        pa.field("codes", pa.list_(pa.struct([("type", pa.string()), ("value", pa.string())]))),
-        pa.field("day", pa.date32()), pa.field("n", pa.int32())]), ("id",), "snapshot")
+    nested = TableSpec(
+        "nested",
+        pa.schema(
+            [
+                pa.field("id", pa.string()),
+                pa.field("quota", pa.struct([("type", pa.string()), ("left", pa.float64())])),
+                pa.field("codes", pa.list_(pa.struct([("type", pa.string()), ("value", pa.string())]))),
+                pa.field("day", pa.date32()),
+                pa.field("n", pa.int32()),
+            ]
+        ),
+        ("id",),
+        "snapshot",
+    )
     wh.ensure_tables([nested])
     wh.ensure_tables([nested])
     with wh.connect(read_only=True) as conn:
         assert columns(conn, "nested")[1:5] == [
             ("quota", 'STRUCT("type" VARCHAR, "left" DOUBLE)'),
-            ("codes", 'STRUCT("type" VARCHAR, "value" VARCHAR)[]'), ("day", "DATE"), ("n", "INTEGER")]
+            ("codes", 'STRUCT("type" VARCHAR, "value" VARCHAR)[]'),
+            ("day", "DATE"),
+            ("n", "INTEGER"),
+        ]
 
 
 def test_key_columns_are_not_null_and_a_duplicate_written_around_the_load_is_found(wh: Warehouse) -> None:
@@ -100,13 +143,16 @@ def test_type_change_and_key_change_are_refused(wh: Warehouse) -> None:
         wh.ensure_tables([rekeyed])
 
 
-@pytest.mark.parametrize(("field", "message"), [
-    (pa.field("at", pa.timestamp("ns", tz="UTC")), "TIMESTAMPTZ keeps microseconds"),
-    (pa.field("deleted_at", TS), "clashes with a warehouse column"),
-    (pa.field("Bad Name", pa.string()), "is not a valid name"),
-    (pa.field("blob", pa.string(), metadata={b"json": b"1"}).with_type(pa.int64()), "marked JSON"),
-    (pa.field("m", pa.map_(pa.string(), pa.string())), "does not map"),
-])
+@pytest.mark.parametrize(
+    ("field", "message"),
+    [
+        (pa.field("at", pa.timestamp("ns", tz="UTC")), "TIMESTAMPTZ keeps microseconds"),
+        (pa.field("deleted_at", TS), "clashes with a warehouse column"),
+        (pa.field("Bad Name", pa.string()), "is not a valid name"),
+        (pa.field("blob", pa.string(), metadata={b"json": b"1"}).with_type(pa.int64()), "marked JSON"),
+        (pa.field("m", pa.map_(pa.string(), pa.string())), "does not map"),
+    ],
+)
 def test_bad_specs_are_refused_with_the_column_named(wh: Warehouse, field: pa.Field, message: str) -> None:
     spec = TableSpec("odd", pa.schema([pa.field("id", pa.string()), field]), ("id",), "snapshot")
     with pytest.raises(SchemaError, match=message):

@@ -19,15 +19,36 @@ def loaded_at(wh: Warehouse, seq: int):
 
 
 def test_counts_and_load_timestamps(wh: Warehouse) -> None:
-    first = load_once(wh, "answers", [(ANSWERS, [answer("a1", "q1"), answer("a1", "q2", tags=["x"]),
-                                                 answer("a2", "q1", validation='{"status": "pending"}')])])
+    first = load_once(
+        wh,
+        "answers",
+        [
+            (
+                ANSWERS,
+                [
+                    answer("a1", "q1"),
+                    answer("a1", "q2", tags=["x"]),
+                    answer("a2", "q1", validation='{"status": "pending"}'),
+                ],
+            )
+        ],
+    )
     assert first.tables["answers"] == TableLoadStats(fetched=3, inserted=3)
-    second = load_once(wh, "answers", [(ANSWERS, [
-        answer("a1", "q1"),  # identical
-        answer("a1", "q2", tags=["x", "y"], minutes=5),  # list column changed
-        answer("a2", "q1", validation='{"status": "valid"}', minutes=5),  # JSON changed
-        answer("a3", "q1"),  # new
-    ])])
+    second = load_once(
+        wh,
+        "answers",
+        [
+            (
+                ANSWERS,
+                [
+                    answer("a1", "q1"),  # identical
+                    answer("a1", "q2", tags=["x", "y"], minutes=5),  # list column changed
+                    answer("a2", "q1", validation='{"status": "valid"}', minutes=5),  # JSON changed
+                    answer("a3", "q1"),  # new
+                ],
+            )
+        ],
+    )
     assert second.tables["answers"] == TableLoadStats(fetched=4, inserted=1, updated=2, unchanged=1)
     t1, t2 = loaded_at(wh, 1), loaded_at(wh, 2)
     assert t1 < t2 and second.loaded_at == t2
@@ -43,16 +64,34 @@ def test_counts_and_load_timestamps(wh: Warehouse) -> None:
 
 def test_dedupe_keeps_greatest_cursor_then_last_written(wh: Warehouse) -> None:
     with wh.load("answers", "run", T0) as load:
-        load.write(ANSWERS, batch(ANSWERS, [answer("a1", "q1", minutes=9, valid=True),
-                                            answer("a1", "q1", minutes=3, valid=False),  # older: loses
-                                            answer("a2", "q1", minutes=1, valid=False)]))
-        load.write(ANSWERS, batch(ANSWERS, [answer("a2", "q1", minutes=1, valid=True),  # tie: last written wins
-                                            answer("a2", "q1", minutes=1, valid=None)]))
+        load.write(
+            ANSWERS,
+            batch(
+                ANSWERS,
+                [
+                    answer("a1", "q1", minutes=9, valid=True),
+                    answer("a1", "q1", minutes=3, valid=False),  # older: loses
+                    answer("a2", "q1", minutes=1, valid=False),
+                ],
+            ),
+        )
+        load.write(
+            ANSWERS,
+            batch(
+                ANSWERS,
+                [
+                    answer("a2", "q1", minutes=1, valid=True),  # tie: last written wins
+                    answer("a2", "q1", minutes=1, valid=None),
+                ],
+            ),
+        )
         result = load.commit()
     assert result.tables["answers"] == TableLoadStats(fetched=5, inserted=2)
     with wh.connect(read_only=True) as conn:
         assert rows(conn, "answers", "active_lesson_id, is_valid, last_date") == [
-            ("a1", True, T0 + timedelta(minutes=9)), ("a2", None, T0 + timedelta(minutes=1))]
+            ("a1", True, T0 + timedelta(minutes=9)),
+            ("a2", None, T0 + timedelta(minutes=1)),
+        ]
 
 
 def test_a_row_older_than_the_warehouse_copy_is_not_applied(wh: Warehouse) -> None:
@@ -69,8 +108,10 @@ def test_first_load_keeps_the_comment_and_declares_no_index(wh: Warehouse) -> No
         assert conn.execute("SELECT count(DISTINCT active_lesson_id) FROM lms.answers").fetchone()[0] == 50
         assert conn.execute("SELECT comment FROM duckdb_tables() WHERE table_name = 'answers'").fetchone()[0]
         assert conn.execute("SELECT count(*) FROM duckdb_indexes() WHERE schema_name = 'lms'").fetchone()[0] == 0
-        assert not conn.execute("SELECT count(*) FROM duckdb_constraints() WHERE table_name = 'answers' "
-                                "AND constraint_type IN ('PRIMARY KEY', 'UNIQUE')").fetchone()[0]
+        assert not conn.execute(
+            "SELECT count(*) FROM duckdb_constraints() WHERE table_name = 'answers' "
+            "AND constraint_type IN ('PRIMARY KEY', 'UNIQUE')"
+        ).fetchone()[0]
 
 
 def test_a_value_that_does_not_fit_names_the_table(wh: Warehouse) -> None:
@@ -82,14 +123,30 @@ def test_a_value_that_does_not_fit_names_the_table(wh: Warehouse) -> None:
 def scenario(root: Path, strategy: str) -> dict[str, list]:
     """A sequence of loads touching every change class; the same clock gives the same timestamps."""
     wh = make_warehouse(root, upsert=bench_strategy(strategy))
-    load_once(wh, "answers", [(ANSWERS, [answer(f"a{i}", "q1", tags=["t"] if i % 2 else None) for i in range(20)])],
-              cursor=T0)
-    load_once(wh, "answers", [(ANSWERS, [
-        *(answer(f"a{i}", "q1", minutes=1, tags=["t", "u"]) for i in range(0, 20, 3)),  # list changes (rewrite)
-        *(answer(f"a{i}", "q1", minutes=1, valid=False, tags=["t"] if i % 2 else None) for i in range(1, 20, 3)),
-        *(answer(f"a{i}", "q1", tags=["t"] if i % 2 else None) for i in range(2, 20, 3)),  # unchanged
-        *(answer(f"n{i}", "q1") for i in range(5)),  # new
-    ])], cursor=T0 + timedelta(hours=1))
+    load_once(
+        wh, "answers", [(ANSWERS, [answer(f"a{i}", "q1", tags=["t"] if i % 2 else None) for i in range(20)])], cursor=T0
+    )
+    load_once(
+        wh,
+        "answers",
+        [
+            (
+                ANSWERS,
+                [
+                    *(
+                        answer(f"a{i}", "q1", minutes=1, tags=["t", "u"]) for i in range(0, 20, 3)
+                    ),  # list changes (rewrite)
+                    *(
+                        answer(f"a{i}", "q1", minutes=1, valid=False, tags=["t"] if i % 2 else None)
+                        for i in range(1, 20, 3)
+                    ),
+                    *(answer(f"a{i}", "q1", tags=["t"] if i % 2 else None) for i in range(2, 20, 3)),  # unchanged
+                    *(answer(f"n{i}", "q1") for i in range(5)),  # new
+                ],
+            )
+        ],
+        cursor=T0 + timedelta(hours=1),
+    )
     load_once(wh, "answers", [(ANSWERS, [answer("a3", "q1", minutes=-5, valid=None)])])  # stale
     with wh.connect() as conn:  # a column the spec no longer carries must survive every strategy
         conn.execute("ALTER TABLE lms.answers ADD COLUMN legacy VARCHAR")
@@ -114,7 +171,8 @@ def test_every_strategy_gives_the_same_tables(tmp_path: Path, strategy: str, ref
 
 
 def test_a_small_incremental_load_staged_by_row_id_gives_the_same_tables(
-        tmp_path: Path, reference: dict[str, list], monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, reference: dict[str, list], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The two-phase staging of a few rows of a big table (staging.FEW_OF_MANY), taken here by every incremental
     load into a table with rows, classifies every change (rewrite, update, same, insert, stale, a column carried
     over) as the one-phase staging that built the reference."""

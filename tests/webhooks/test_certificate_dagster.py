@@ -90,7 +90,8 @@ def run_asset(tmp_path: Path, inbox: Inbox) -> dict[AssetKey, dict[str, object]]
     result = materialize(
         [certificates],
         resources={
-            "warehouse": WarehouseResource(data_dir=str(tmp_path)), "inbox": InboxResource(path=str(inbox.path)),
+            "warehouse": WarehouseResource(data_dir=str(tmp_path)),
+            "inbox": InboxResource(path=str(inbox.path)),
         },
     )
     assert result.success
@@ -114,9 +115,16 @@ def test_asset_loads_the_inbox_and_a_second_run_changes_nothing(tmp_path: Path) 
     first = run_asset(tmp_path, inbox)
     events_key, state_key = AssetKey(["lms", "certificate_events"]), AssetKey(["lms", "certificates"])
     assert set(first) == {events_key, state_key}
-    assert {k: first[state_key][k] for k in ("events_loaded", "completed", "expired", "duplicates_skipped",
-                                              "hwm_before", "hwm_after")} == {
-        "events_loaded": 3, "completed": 2, "expired": 1, "duplicates_skipped": 0, "hwm_before": 0, "hwm_after": 3,
+    assert {
+        k: first[state_key][k]
+        for k in ("events_loaded", "completed", "expired", "duplicates_skipped", "hwm_before", "hwm_after")
+    } == {
+        "events_loaded": 3,
+        "completed": 2,
+        "expired": 1,
+        "duplicates_skipped": 0,
+        "hwm_before": 0,
+        "hwm_after": 3,
     }
     assert (first[events_key]["dagster/row_count"], first[state_key]["dagster/row_count"]) == (3, 2)
     tables = snapshot(tmp_path)
@@ -146,6 +154,7 @@ def test_the_sensors_job_loads_and_rebuilds_the_certificate_marts_before_any_syn
     report = run_job("load_certificates", load_settings(data_dir=tmp_path), instance=DagsterInstance.ephemeral())
     assert report.success, report.error
     assert {"lms/certificates", "analytics/certificates", "analytics/certificates_by_badge"} <= set(
-        report.materializations)
+        report.materializations
+    )
     with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:
         assert conn.execute("SELECT count(*) FROM analytics.certificates").fetchone() == (2,)

@@ -34,12 +34,20 @@ DATA_COLUMNS = "* EXCLUDE (first_loaded_at, last_loaded_at)"
 
 def fill(inbox: Inbox, first: int, last: int) -> None:
     """Events first..last-1: 12 certificates completing, expiring, a late older completion, some renewals."""
-    inbox.append([
-        to_delivery(orjson.dumps(certificate(f"c{n % 12}", PAST if n % 3 == 0 else FUTURE,
-                                             f"2026-11-{(n * 7) % 27 + 1:02d}T00:00:00Z", __v=n)),
-                    T0 + timedelta(seconds=n), "lake-test")
-        for n in range(first, last)
-    ])
+    inbox.append(
+        [
+            to_delivery(
+                orjson.dumps(
+                    certificate(
+                        f"c{n % 12}", PAST if n % 3 == 0 else FUTURE, f"2026-11-{(n * 7) % 27 + 1:02d}T00:00:00Z", __v=n
+                    )
+                ),
+                T0 + timedelta(seconds=n),
+                "lake-test",
+            )
+            for n in range(first, last)
+        ]
+    )
 
 
 def make(path: Path) -> Warehouse:
@@ -49,10 +57,14 @@ def make(path: Path) -> Warehouse:
 def dump(wh: Warehouse, columns: str = "*") -> dict[str, list[tuple[Any, ...]]]:
     """Every lms table; `columns` for the data tables (those with load times), all columns of the others."""
     with wh.connect(read_only=True) as conn:
-        names = conn.execute("SELECT table_name, list_contains(list(column_name), 'first_loaded_at') FROM "
-                             "duckdb_columns() WHERE schema_name = 'lms' GROUP BY 1 ORDER BY 1").fetchall()
-        return {name: conn.execute(f"SELECT {columns if loaded else '*'} FROM lms.{name} ORDER BY ALL").fetchall()
-                for name, loaded in names}
+        names = conn.execute(
+            "SELECT table_name, list_contains(list(column_name), 'first_loaded_at') FROM "
+            "duckdb_columns() WHERE schema_name = 'lms' GROUP BY 1 ORDER BY 1"
+        ).fetchall()
+        return {
+            name: conn.execute(f"SELECT {columns if loaded else '*'} FROM lms.{name} ORDER BY ALL").fetchall()
+            for name, loaded in names
+        }
 
 
 def test_rebuild_of_certificates_from_the_lake_equals_the_warehouse(tmp_path: Path) -> None:
@@ -71,8 +83,9 @@ def test_rebuild_of_certificates_from_the_lake_equals_the_warehouse(tmp_path: Pa
     assert report.loads == 5 and report.rows == {"certificate_events": EVENTS + 5, "certificates": 12}
     original = dump(wh)
     assert dump(rebuilt) == original  # every column: load times, positions, _load_runs and _tables included
-    positions = sorted([(inbox_stream(inbox.inbox_id() or ""), EVENTS),
-                        (inbox_stream(recreated.inbox_id() or ""), EVENTS + 5 - 30)])
+    positions = sorted(
+        [(inbox_stream(inbox.inbox_id() or ""), EVENTS), (inbox_stream(recreated.inbox_id() or ""), EVENTS + 5 - 30)]
+    )
     assert [row[:1] + row[-1:] for row in original["_sync_state"]] == positions
     assert [(s.stream, s.position) for s in stream_statuses(wh.lake_dir)] == positions  # `lessonsync status`
 
@@ -93,17 +106,39 @@ def legacy_warehouse(data: Path, inbox: Inbox) -> Warehouse:
             conn.execute(_legacy_ddl(spec))
             # the seed inbox has another id: the events keep the id of the inbox they came from
             replace = " REPLACE (? AS inbox_id)" if spec is CERTIFICATE_EVENTS else ""
-            conn.execute(f"INSERT INTO lms.{spec.name} SELECT *{replace} FROM seed.lms.{spec.name}",
-                         [inbox.inbox_id()] if replace else [])
+            conn.execute(
+                f"INSERT INTO lms.{spec.name} SELECT *{replace} FROM seed.lms.{spec.name}",
+                [inbox.inbox_id()] if replace else [],
+            )
         conn.execute("DETACH seed")
-        conn.execute("CREATE TABLE lms.certificate_inbox_state (inbox_id VARCHAR PRIMARY KEY, "
-                     "high_water_mark BIGINT NOT NULL, updated_at TIMESTAMPTZ NOT NULL)")
-        conn.execute("INSERT INTO lms.certificate_inbox_state VALUES (?, ?, ?), (?, ?, ?)",
-                     [inbox.inbox_id(), ADOPTED, T0 + timedelta(days=1), OLD_INBOX, 7, T0])
+        conn.execute(
+            "CREATE TABLE lms.certificate_inbox_state (inbox_id VARCHAR PRIMARY KEY, "
+            "high_water_mark BIGINT NOT NULL, updated_at TIMESTAMPTZ NOT NULL)"
+        )
+        conn.execute(
+            "INSERT INTO lms.certificate_inbox_state VALUES (?, ?, ?), (?, ?, ?)",
+            [inbox.inbox_id(), ADOPTED, T0 + timedelta(days=1), OLD_INBOX, 7, T0],
+        )
     with wh.load("quarantine", run_id="old-sync", started_at=T0) as load:
-        load.write(QUARANTINE, pa.Table.from_pylist([{
-            "seen_at": T0, "stream": "answers", "endpoint": "/v1/x", "params": "{}", "page": 1, "record_index": 0,
-            "field": "f", "message": "m", "raw": "[1]"}], schema=QUARANTINE.schema))
+        load.write(
+            QUARANTINE,
+            pa.Table.from_pylist(
+                [
+                    {
+                        "seen_at": T0,
+                        "stream": "answers",
+                        "endpoint": "/v1/x",
+                        "params": "{}",
+                        "page": 1,
+                        "record_index": 0,
+                        "field": "f",
+                        "message": "m",
+                        "raw": "[1]",
+                    }
+                ],
+                schema=QUARANTINE.schema,
+            ),
+        )
         load.commit()
     return wh
 
@@ -111,8 +146,11 @@ def legacy_warehouse(data: Path, inbox: Inbox) -> Warehouse:
 def _legacy_ddl(spec: TableSpec) -> str:
     """The old loader's CREATE TABLE (pipeline/webhooks/sql.py before issue 17)."""
     columns = [f"{f.name} {field_type(f, spec.name)}{'' if f.nullable else ' NOT NULL'}" for f in spec.schema]
-    columns += ["first_loaded_at TIMESTAMPTZ NOT NULL", "last_loaded_at TIMESTAMPTZ NOT NULL",
-                f"PRIMARY KEY ({', '.join(spec.key)})"]
+    columns += [
+        "first_loaded_at TIMESTAMPTZ NOT NULL",
+        "last_loaded_at TIMESTAMPTZ NOT NULL",
+        f"PRIMARY KEY ({', '.join(spec.key)})",
+    ]
     return f"CREATE TABLE lms.{spec.name} ({', '.join(columns)})"
 
 
@@ -126,9 +164,11 @@ def test_a_warehouse_of_the_old_loader_keeps_its_position_and_rows(tmp_path: Pat
     assert len(legacy_rows["certificate_events"]) == ADOPTED
 
     if cut_short:  # the adoption's manifest is written, then its DuckDB commit never happens
+
         def fail_after_manifest(point: str) -> None:
             if point == "manifest_written":
                 raise KeyboardInterrupt("killed after the manifest")
+
         hooks.on_point(fail_after_manifest)
         try:
             with pytest.raises(KeyboardInterrupt):
@@ -139,7 +179,8 @@ def test_a_warehouse_of_the_old_loader_keeps_its_position_and_rows(tmp_path: Pat
         assert with_manifest == legacy_rows  # DuckDB rolled back: the old layout, whole
         manifests = [json.loads(m.read_text()) for m in sorted((wh.lake_dir / "_loads").glob("*.json"))]
         assert [m["drop_before"] for m in manifests if "drop_before" in m] == [
-            ["certificate_inbox_state", "certificate_events", "certificates"]]  # the commit point was passed
+            ["certificate_inbox_state", "certificate_events", "certificates"]
+        ]  # the commit point was passed
 
     stats = load_certificate_events(wh, inbox)
     # nothing reloaded: the load starts at the old mark
@@ -155,7 +196,8 @@ def test_a_warehouse_of_the_old_loader_keeps_its_position_and_rows(tmp_path: Pat
     with wh.connect(read_only=True) as conn:
         [(stream, position, stats_json)] = conn.execute(
             "SELECT r.stream, s.position, r.stats FROM lms._load_runs AS r JOIN lms._sync_state AS s USING (stream) "
-            "WHERE r.stats->>'adopted' IS NOT NULL").fetchall()
+            "WHERE r.stats->>'adopted' IS NOT NULL"
+        ).fetchall()
     assert (stream, position) == (inbox_stream(inbox.inbox_id() or ""), EVENTS)
     assert json.loads(stats_json)["inbox_marks"] == {inbox.inbox_id(): ADOPTED, OLD_INBOX: 7}
 

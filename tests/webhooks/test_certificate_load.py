@@ -41,9 +41,7 @@ def query(wh: Warehouse, sql: str, params: list[Any] | None = None) -> list[tupl
 
 def deliver(inbox: Inbox, *payloads: dict[str, Any], at: datetime = T0) -> None:
     """Each payload received one second after the previous, as the receiver would store it."""
-    inbox.append([
-        to_delivery(orjson.dumps(p), at + timedelta(seconds=n), "test") for n, p in enumerate(payloads)
-    ])
+    inbox.append([to_delivery(orjson.dumps(p), at + timedelta(seconds=n), "test") for n, p in enumerate(payloads)])
 
 
 def state(wh: Warehouse, cid: str) -> tuple[str, str]:
@@ -52,7 +50,9 @@ def state(wh: Warehouse, cid: str) -> tuple[str, str]:
 
 
 def table_contents(wh: Warehouse) -> dict[str, list[tuple[Any, ...]]]:
-    return {table: query(wh, f"SELECT * FROM lms.{table} ORDER BY ALL") for table in ("certificate_events", "certificates")}
+    return {
+        table: query(wh, f"SELECT * FROM lms.{table} ORDER BY ALL") for table in ("certificate_events", "certificates")
+    }
 
 
 def test_completed_then_expired_gives_two_events_and_the_expired_state(inbox: Inbox, wh: Warehouse) -> None:
@@ -91,17 +91,35 @@ def test_a_renewal_with_a_later_update_makes_it_completed_again(inbox: Inbox, wh
 
 
 def test_columns_follow_the_naming_rule_with_extras_as_json(inbox: Inbox, wh: Warehouse) -> None:
-    payload = certificate("c1", expires="2027-01-01T01:00:00+01:00", updated_at="2026-11-01T10:00:00",
-                          brandNew=[1, {"a": None}], ruleData={"name": "Excel", "tier": "gold"})
+    payload = certificate(
+        "c1",
+        expires="2027-01-01T01:00:00+01:00",
+        updated_at="2026-11-01T10:00:00",
+        brandNew=[1, {"a": None}],
+        ruleData={"name": "Excel", "tier": "gold"},
+    )
     deliver(inbox, payload)
     load_certificate_events(wh, inbox)
     [row] = query(
-        wh, "SELECT id, user_id, badge_id, expires::VARCHAR, updated_at::VARCHAR, lesson_active_ids, rule_data_name, "
+        wh,
+        "SELECT id, user_id, badge_id, expires::VARCHAR, updated_at::VARCHAR, lesson_active_ids, rule_data_name, "
         "rule_data_validity_duration_days, v, extra::VARCHAR, event_type, source, sequence "
-        "FROM lms.certificate_events")
+        "FROM lms.certificate_events",
+    )
     assert row == (
-        "c1", "user-1", "badge-1", "2027-01-01 00:00:00+00", "2026-11-01 10:00:00+00", ["al-1", "al-2"], "Excel",
-        None, 0.0, '{"brandNew":[1,{"a":null}],"ruleData":{"tier":"gold"}}', "certificate_completed", "test", 1,
+        "c1",
+        "user-1",
+        "badge-1",
+        "2027-01-01 00:00:00+00",
+        "2026-11-01 10:00:00+00",
+        ["al-1", "al-2"],
+        "Excel",
+        None,
+        0.0,
+        '{"brandNew":[1,{"a":null}],"ruleData":{"tier":"gold"}}',
+        "certificate_completed",
+        "test",
+        1,
     )
     types = dict(query(wh, "SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 'certificates'"))
     assert types["expires"] == types["first_loaded_at"] == "TIMESTAMP WITH TIME ZONE"
@@ -133,8 +151,13 @@ def test_a_recreated_inbox_with_the_same_events_changes_nothing(inbox: Inbox, wh
 
 
 def test_small_chunks_give_the_same_tables(inbox: Inbox, tmp_path: Path) -> None:
-    deliver(inbox, *(certificate(f"c{n % 4}", PAST if n % 5 == 0 else FUTURE, f"2026-11-{n + 1:02d}T00:00:00Z")
-                     for n in range(11)))
+    deliver(
+        inbox,
+        *(
+            certificate(f"c{n % 4}", PAST if n % 5 == 0 else FUTURE, f"2026-11-{n + 1:02d}T00:00:00Z")
+            for n in range(11)
+        ),
+    )
     one = Warehouse(tmp_path / "one" / "warehouse.duckdb", tmp_path / "one" / "lake")
     many = Warehouse(tmp_path / "many" / "warehouse.duckdb", tmp_path / "many" / "lake")
     load_certificate_events(one, inbox)

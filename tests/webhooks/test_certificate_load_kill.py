@@ -41,14 +41,20 @@ COMPARED = "SELECT * EXCLUDE (first_loaded_at, last_loaded_at) FROM lms.{} ORDER
 
 def fill_inbox(inbox: Inbox) -> None:
     start = datetime(2026, 11, 1, tzinfo=UTC)
-    inbox.append([
-        to_delivery(
-            orjson.dumps(certificate(f"c{n % 300}", PAST if n % 4 == 0 else FUTURE, f"2026-11-{n % 28 + 1:02d}T00:00Z",
-                                     __v=n)),
-            start + timedelta(seconds=n), "kill-test",
-        )
-        for n in range(EVENTS)
-    ])
+    inbox.append(
+        [
+            to_delivery(
+                orjson.dumps(
+                    certificate(
+                        f"c{n % 300}", PAST if n % 4 == 0 else FUTURE, f"2026-11-{n % 28 + 1:02d}T00:00Z", __v=n
+                    )
+                ),
+                start + timedelta(seconds=n),
+                "kill-test",
+            )
+            for n in range(EVENTS)
+        ]
+    )
     assert inbox.count_events() == EVENTS
 
 
@@ -59,7 +65,10 @@ def test_killed_load_leaves_mark_and_rows_together_and_the_rerun_is_exact(tmp_pa
     data = tmp_path / "data"
     loader = subprocess.Popen(
         [sys.executable, "-c", LOADER, str(inbox.path), str(data), str(CHUNK)],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     assert loader.stdout is not None
     progress = 0
@@ -92,4 +101,6 @@ def test_killed_load_leaves_mark_and_rows_together_and_the_rerun_is_exact(tmp_pa
     load_certificate_events(clean, inbox)
     for table in ("certificate_events", "certificates"):
         with warehouse.connect(read_only=True) as conn, clean.connect(read_only=True) as clean_conn:
-            assert conn.execute(COMPARED.format(table)).fetchall() == clean_conn.execute(COMPARED.format(table)).fetchall()
+            assert (
+                conn.execute(COMPARED.format(table)).fetchall() == clean_conn.execute(COMPARED.format(table)).fetchall()
+            )

@@ -86,8 +86,14 @@ def test_refuses_to_start_without_credentials_unless_open(tmp_path: Path) -> Non
 
 def test_cli_exits_with_a_clear_message_without_credentials(tmp_path: Path) -> None:
     env = {"PATH": "/usr/bin:/bin", "LESSONSYNC_WEBHOOK_INBOX_PATH": str(tmp_path / "inbox.sqlite3")}
-    result = subprocess.run([sys.executable, "-m", "pipeline.cli", "receive", "--port", "1"], cwd=tmp_path,
-                            env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "receive", "--port", "1"],
+        cwd=tmp_path,
+        env={**env, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2
     assert "no webhook credential configured" in result.stderr
     assert "LESSONSYNC_WEBHOOK_ALLOW_OPEN" in result.stderr

@@ -24,8 +24,9 @@ def http_date(moment: datetime) -> str:
 
 
 def event_type(receiver: RunningReceiver, expires: datetime, **headers: str) -> str:
-    response = receiver.post(certificate("c1", expires=iso(expires)),
-                             headers={"Authorization": f"Bearer {BEARER}", **headers})
+    response = receiver.post(
+        certificate("c1", expires=iso(expires)), headers={"Authorization": f"Bearer {BEARER}", **headers}
+    )
     assert response.status_code == 200, response.text
     return str(response.json()["event_type"])
 
@@ -35,10 +36,16 @@ CASES = {
     "no Date: expires passed at receipt": (timedelta(hours=-1), None, "certificate_expired"),
     "no Date: expires ahead of receipt": (timedelta(hours=1), None, "certificate_completed"),
     "sender clock behind: completion whose expiry has passed for us": (
-        timedelta(days=-10), timedelta(days=-20), "certificate_completed"),
+        timedelta(days=-10),
+        timedelta(days=-20),
+        "certificate_completed",
+    ),
     "sender clock ahead: expiry not yet reached for us": (timedelta(days=2), timedelta(days=3), "certificate_expired"),
-    "expiry sent in the very second of expires": (timedelta(hours=5, milliseconds=700), timedelta(hours=5),
-                                                   "certificate_expired"),
+    "expiry sent in the very second of expires": (
+        timedelta(hours=5, milliseconds=700),
+        timedelta(hours=5),
+        "certificate_expired",
+    ),
 }
 
 

@@ -64,7 +64,8 @@ def test_completed_then_expired_for_one_id_are_two_events(receiver: RunningRecei
     assert (completed["event_type"], expired["event_type"]) == ("certificate_completed", "certificate_expired")
     assert completed["status"] == expired["status"] == "stored"
     assert [(e.certificate_id, e.event_type) for e in receiver.inbox.read_events()] == [
-        ("c-life", "certificate_completed"), ("c-life", "certificate_expired"),
+        ("c-life", "certificate_completed"),
+        ("c-life", "certificate_expired"),
     ]
 
 
@@ -128,7 +129,10 @@ def test_one_batch_with_redeliveries_inside_and_before_it(tmp_path: Path) -> Non
     batch = [_delivery("b", now), _delivery("a", now), _delivery("b", now), _delivery("c", now)]
     outcomes = inbox.append(batch)  # type: ignore[arg-type]
     assert [(o.sequence == old.sequence, o.duplicate) for o in outcomes] == [
-        (False, False), (True, True), (False, True), (False, False),
+        (False, False),
+        (True, True),
+        (False, True),
+        (False, False),
     ]
     assert outcomes[0].sequence == outcomes[2].sequence
     assert [e.certificate_id for e in inbox.read_events()] == ["a", "b", "c"]

@@ -21,7 +21,8 @@ BAD_PAYLOADS = {
     "bad date-time": (orjson.dumps(certificate("c1", expires="next tuesday")), "expires", "datetime"),
     "nested field wrong": (
         orjson.dumps({"_id": "c1", "ruleData": {"validityDurationDays": "365"}}),
-        "ruleData.validityDurationDays", "ruleData.validityDurationDays",
+        "ruleData.validityDurationDays",
+        "ruleData.validityDurationDays",
     ),
 }
 

@@ -22,10 +22,17 @@ def _instant(text: str | None) -> datetime | None:
 
 @pytest.mark.slow
 def test_simulator_deliveries_end_up_as_its_ground_truth(tmp_path: Path) -> None:
-    with serve_in_thread(make_settings(tmp_path)) as receiver, start_simulator(
-        scale="tiny", seed=7, port=0, webhook_url=receiver.url, webhook_auth=f"bearer:{BEARER}",
-        webhook_duplicate_rate=0.3,
-    ) as simulator:
+    with (
+        serve_in_thread(make_settings(tmp_path)) as receiver,
+        start_simulator(
+            scale="tiny",
+            seed=7,
+            port=0,
+            webhook_url=receiver.url,
+            webhook_auth=f"bearer:{BEARER}",
+            webhook_duplicate_rate=0.3,
+        ) as simulator,
+    ):
         for _ in range(4):  # ten days each: completions, and expiries of the short-lived certificates
             simulator.advance(hours=240)
         assert simulator.flush_webhooks(timeout=60)
@@ -46,6 +53,9 @@ def test_simulator_deliveries_end_up_as_its_ground_truth(tmp_path: Path) -> None
     for cid, record in truth.items():
         expected_state = CertificateStore.event_type_of(record, now_ms).removeprefix("certificate_")
         assert loaded[cid] == (
-            expected_state, _instant(record["updatedAt"]), _instant(record["expires"]),
-            record["expiryReminderSent"], record["disabled"],
+            expected_state,
+            _instant(record["updatedAt"]),
+            _instant(record["expires"]),
+            record["expiryReminderSent"],
+            record["disabled"],
         ), cid

@@ -33,17 +33,30 @@ API_KEY = "api-key-under-test-0b9d"
 SECRETS = (BEARER, BEARER_NEXT, BASIC_PASSWORD, API_KEY)
 
 
-def certificate(cid: str, expires: str | None = FUTURE, updated_at: str = "2026-11-01T10:00:00.000Z",
-                **fields: Any) -> dict[str, Any]:
+def certificate(
+    cid: str, expires: str | None = FUTURE, updated_at: str = "2026-11-01T10:00:00.000Z", **fields: Any
+) -> dict[str, Any]:
     """A full Certificate payload as the platform sends it (API spelling)."""
     return {
-        "_id": cid, "_userId": "user-1", "_ownerId": "owner-1", "_badgeId": "badge-1",
-        "creationDate": "2026-10-01T09:00:00.000Z", "expires": expires, "disabled": False,
-        "expiryReminderSent": expires == PAST, "_lessonActiveIds": ["al-1", "al-2"],
+        "_id": cid,
+        "_userId": "user-1",
+        "_ownerId": "owner-1",
+        "_badgeId": "badge-1",
+        "creationDate": "2026-10-01T09:00:00.000Z",
+        "expires": expires,
+        "disabled": False,
+        "expiryReminderSent": expires == PAST,
+        "_lessonActiveIds": ["al-1", "al-2"],
         "ruleData": {
-            "type": "lesson", "name": "Sécurité", "description": "Pass 2 lessons", "validityDurationDays": 365,
+            "type": "lesson",
+            "name": "Sécurité",
+            "description": "Pass 2 lessons",
+            "validityDurationDays": 365,
         },
-        "createdAt": "2026-10-01T09:00:00.000Z", "updatedAt": updated_at, "__v": 0, **fields,
+        "createdAt": "2026-10-01T09:00:00.000Z",
+        "updatedAt": updated_at,
+        "__v": 0,
+        **fields,
     }
 
 
@@ -72,8 +85,9 @@ class RunningReceiver:
     settings: WebhookSettings
     client: httpx.Client  # one pool for the test: a new client per request costs an SSL context each
 
-    def post(self, body: Any = None, *, content: bytes | None = None, headers: dict[str, str] | None = None,
-             **kwargs: Any) -> httpx.Response:
+    def post(
+        self, body: Any = None, *, content: bytes | None = None, headers: dict[str, str] | None = None, **kwargs: Any
+    ) -> httpx.Response:
         all_headers = {"Content-Type": "application/json", "X-Webhook-Source": "test-platform", **(headers or {})}
         if content is None:
             return self.client.post(self.url, json=body, headers=all_headers, **kwargs)
@@ -84,8 +98,11 @@ class RunningReceiver:
 def serve_in_thread(settings: WebhookSettings) -> Iterator[RunningReceiver]:
     """The real app on a real uvicorn server in a thread of the test process (so caplog sees its logs)."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="info",
-                                           log_config=None, access_log=False))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(settings), host="127.0.0.1", port=port, log_level="info", log_config=None, access_log=False
+        )
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
@@ -110,7 +127,10 @@ def receiver_process(inbox_path: Path, env: dict[str, str]) -> Iterator[tuple[su
     full_env = {**os.environ, "LESSONSYNC_WEBHOOK_INBOX_PATH": str(inbox_path), **env}
     process = subprocess.Popen(
         [sys.executable, "-m", "pipeline.cli", "receive", "--port", str(port)],
-        cwd=REPO, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        cwd=REPO,
+        env=full_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     base = f"http://127.0.0.1:{port}"
     try:

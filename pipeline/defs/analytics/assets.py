@@ -33,7 +33,13 @@ from pydantic import Field
 
 from pipeline.analytics.build import models_built_ahead
 from pipeline.analytics.dagster_specs import (
-    GROUP, asset_key, asset_spec, check_results, check_specs, log_line, materialization,
+    GROUP,
+    asset_key,
+    asset_spec,
+    check_results,
+    check_specs,
+    log_line,
+    materialization,
 )
 from pipeline.analytics.errors import ModelError
 from pipeline.analytics.models import AnalyticsProject, load_project
@@ -89,8 +95,12 @@ def build_analytics(settings: Settings) -> Analytics:
     project = load_project(settings.models_dir)
     if "published" in project.models:
         raise ModelError(f"{project.models['published'].sql_path}: the model name 'published' is reserved; rename it")
-    return Analytics(project, _models_asset(project, settings.analytics_as_of), _published_asset(project),
-                     published_files_check(project))
+    return Analytics(
+        project,
+        _models_asset(project, settings.analytics_as_of),
+        _published_asset(project),
+        published_files_check(project),
+    )
 
 
 def _models_asset(project: AnalyticsProject, default_as_of: str | None) -> AssetsDefinition:
@@ -117,8 +127,10 @@ def _models_asset(project: AnalyticsProject, default_as_of: str | None) -> Asset
                 else:
                     failures.append(result.error or result.model.name)
         if failures:
-            raise Failure(description=f"{len(failures)} analytics model(s) not rebuilt (previous tables kept): "
-                          + " | ".join(failures))
+            raise Failure(
+                description=f"{len(failures)} analytics model(s) not rebuilt (previous tables kept): "
+                + " | ".join(failures)
+            )
 
     return analytics_models
 
@@ -136,8 +148,9 @@ def _published_asset(project: AnalyticsProject) -> AssetsDefinition:
     def analytics_published(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
         with warehouse.connect() as conn:
             result = publish(conn, project, Path(warehouse.data_dir))
-        context.log.info(f"published {len(result.rows)} tables and {len(result.parquet)} marts in "
-                         f"{result.seconds:.2f}s")
+        context.log.info(
+            f"published {len(result.rows)} tables and {len(result.parquet)} marts in {result.seconds:.2f}s"
+        )
         return MaterializeResult(
             metadata={
                 "snapshot": MetadataValue.path(str(result.snapshot)),

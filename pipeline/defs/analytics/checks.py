@@ -6,7 +6,12 @@ YAML tests are checks of the models' step: assets.py.)"""
 from pathlib import Path
 
 from dagster import (
-    AssetCheckExecutionContext, AssetCheckResult, AssetChecksDefinition, AssetKey, MetadataValue, asset_check,
+    AssetCheckExecutionContext,
+    AssetCheckResult,
+    AssetChecksDefinition,
+    AssetKey,
+    MetadataValue,
+    asset_check,
 )
 
 from pipeline.analytics.lineage import MODEL_SCHEMA

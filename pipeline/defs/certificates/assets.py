@@ -38,8 +38,9 @@ def _spec(key: AssetKey, table: TableSpec) -> AssetSpec:
     )
 
 
-@multi_asset(name="certificates", specs=[_spec(EVENTS_KEY, CERTIFICATE_EVENTS), _spec(CERTIFICATES_KEY, CERTIFICATES)],
-             pool=POOL)
+@multi_asset(
+    name="certificates", specs=[_spec(EVENTS_KEY, CERTIFICATE_EVENTS), _spec(CERTIFICATES_KEY, CERTIFICATES)], pool=POOL
+)
 def certificates(
     context: AssetExecutionContext, warehouse: WarehouseResource, inbox: InboxResource
 ) -> Iterator[MaterializeResult]:
@@ -52,8 +53,9 @@ def certificates(
         row_counts = table_rows(wh)
     context.log.info(_summary(stats))
     for key in (EVENTS_KEY, CERTIFICATES_KEY):
-        yield MaterializeResult(asset_key=key,
-                                metadata={**_metadata(stats), "dagster/row_count": row_counts[key.path[-1]]})
+        yield MaterializeResult(
+            asset_key=key, metadata={**_metadata(stats), "dagster/row_count": row_counts[key.path[-1]]}
+        )
 
 
 def _metadata(stats: LoadStats) -> dict[str, object]:

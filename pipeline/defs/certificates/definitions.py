@@ -11,5 +11,6 @@ from pipeline.settings import Settings
 
 
 def build_defs(settings: Settings) -> Definitions:
-    return Definitions(assets=[certificates], jobs=[load_certificates_job],
-                       sensors=[build_certificate_inbox_sensor(settings)])
+    return Definitions(
+        assets=[certificates], jobs=[load_certificates_job], sensors=[build_certificate_inbox_sensor(settings)]
+    )

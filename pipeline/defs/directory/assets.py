@@ -2,7 +2,11 @@
 
 from pipeline.defs.snapshots import Snapshot, snapshot_asset
 
-GROUPS = Snapshot("groups", ("groups", "users", "group_members"), "directory",
-                  "Who the learners are and which groups they belong to (disabled groups and users included).")
+GROUPS = Snapshot(
+    "groups",
+    ("groups", "users", "group_members"),
+    "directory",
+    "Who the learners are and which groups they belong to (disabled groups and users included).",
+)
 
 sync_groups = snapshot_asset(GROUPS)

@@ -13,7 +13,11 @@ from typing import Any
 
 import httpx
 from dagster import (
-    DefaultSensorStatus, RunFailureSensorContext, RunStatusSensorDefinition, SkipReason, run_failure_sensor,
+    DefaultSensorStatus,
+    RunFailureSensorContext,
+    RunStatusSensorDefinition,
+    SkipReason,
+    run_failure_sensor,
 )
 
 from pipeline.settings import Settings
@@ -28,8 +32,9 @@ class AlertDeliveryError(RuntimeError):
     """The alert receiver did not accept the alert (the message never names the URL)."""
 
 
-def failure_alert(run_id: str, job_name: str, step_errors: dict[str, str], run_error: str,
-                  settings: Settings) -> dict[str, Any]:
+def failure_alert(
+    run_id: str, job_name: str, step_errors: dict[str, str], run_error: str, settings: Settings
+) -> dict[str, Any]:
     """The JSON body of an alert: which run, which step(s) and why, secrets redacted."""
     steps = sorted(step_errors)
     error = step_errors[steps[0]] if steps else run_error
@@ -72,8 +77,11 @@ def _root_error(event: Any) -> str:
 def build_failure_alert_sensor(settings: Settings) -> RunStatusSensorDefinition:
     """The sensor, alerting Settings.alert_webhook_url (held here, never in the sensor's config or metadata)."""
 
-    @run_failure_sensor(name="failure_alert_sensor", default_status=DefaultSensorStatus.RUNNING,
-                        description="POSTs run, step and error of every failed run to LESSONSYNC_ALERT_WEBHOOK_URL.")
+    @run_failure_sensor(
+        name="failure_alert_sensor",
+        default_status=DefaultSensorStatus.RUNNING,
+        description="POSTs run, step and error of every failed run to LESSONSYNC_ALERT_WEBHOOK_URL.",
+    )
     def failure_alert_sensor(context: RunFailureSensorContext) -> SkipReason | None:
         """Tells the operator about a failed run."""
         return alert_failed_run(context, settings)

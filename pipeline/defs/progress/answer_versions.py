@@ -51,12 +51,14 @@ from pipeline.defs.windows import Window
 
 VERSIONS = TableSpec(
     name="answers_synced_versions",
-    schema=pa.schema([
-        pa.field("owner_id", pa.string(), nullable=False),
-        pa.field("user_id", pa.string(), nullable=False),
-        pa.field("lesson_id", pa.string(), nullable=False),
-        pa.field("last_date", TIMESTAMP),
-    ]),
+    schema=pa.schema(
+        [
+            pa.field("owner_id", pa.string(), nullable=False),
+            pa.field("user_id", pa.string(), nullable=False),
+            pa.field("lesson_id", pa.string(), nullable=False),
+            pa.field("last_date", TIMESTAMP),
+        ]
+    ),
     key=("owner_id", "user_id", "lesson_id"),
     kind="incremental",
     cursor_field="last_date",
@@ -87,16 +89,20 @@ def window_query(window: Window, *, only_changed: bool, uncommitted: bool = Fals
         # the window keeps it (what the filter drops is older or NULL, which max() would not pick), and the
         # grouping then takes the window's rows instead of every active lesson (1M at scale large, 0.4 s a run).
         inside = "" if window.since is None else "WHERE last_date >= $since"
-        lessons = ("(SELECT owner_id, user_id, lesson_id, max(last_date) AS last_date FROM "
-                   f"(SELECT owner_id, user_id, lesson_id, last_date FROM lms.active_lessons {inside} UNION ALL "
-                   f"SELECT owner_id, user_id, lesson_id, last_date FROM read_parquet($files) {inside}) "
-                   "GROUP BY owner_id, user_id, lesson_id)")
+        lessons = (
+            "(SELECT owner_id, user_id, lesson_id, max(last_date) AS last_date FROM "
+            f"(SELECT owner_id, user_id, lesson_id, last_date FROM lms.active_lessons {inside} UNION ALL "
+            f"SELECT owner_id, user_id, lesson_id, last_date FROM read_parquet($files) {inside}) "
+            "GROUP BY owner_id, user_id, lesson_id)"
+        )
     if only_changed:
         # No stored version at all (v.owner_id NULL) means never fetched, whatever lastDate holds: a NULL
         # lastDate must not look like the NULL of a missing version row.
-        return (f"SELECT {_COLUMNS}, v.owner_id IS NULL OR v.last_date IS DISTINCT FROM a.last_date AS refetch "
-                f"FROM {lessons} a LEFT JOIN lms.{VERSIONS.name} v "
-                f"USING (owner_id, user_id, lesson_id) {where}"), params
+        return (
+            f"SELECT {_COLUMNS}, v.owner_id IS NULL OR v.last_date IS DISTINCT FROM a.last_date AS refetch "
+            f"FROM {lessons} a LEFT JOIN lms.{VERSIONS.name} v "
+            f"USING (owner_id, user_id, lesson_id) {where}"
+        ), params
     return f"SELECT {_COLUMNS}, true AS refetch FROM {lessons} a {where}", params
 
 
@@ -112,8 +118,10 @@ class WindowLessons:
         # Row group by row group, in this thread, without pre-buffering: the reader's scratch then stays one row
         # group's (read whole, a 1M-row window left ~120 MiB resident for ~17 MiB of columns).
         window = pq.ParquetFile(self.path, read_dictionary=["user_id", "lesson_id"], pre_buffer=False)
-        groups = [window.read_row_group(group, columns=list(PLANNER_COLUMNS), use_threads=False)
-                  for group in range(window.num_row_groups)]
+        groups = [
+            window.read_row_group(group, columns=list(PLANNER_COLUMNS), use_threads=False)
+            for group in range(window.num_row_groups)
+        ]
         return pa.concat_tables(groups) if groups else window.schema_arrow.empty_table().select(list(PLANNER_COLUMNS))
 
     def counts(self) -> tuple[int, int]:
@@ -138,13 +146,15 @@ def versions_of(window_lessons: pa.RecordBatch, window: Window) -> pa.RecordBatc
         before_end = pc.less(window_lessons.column("last_date"), pa.scalar(window.until, TIMESTAMP))
         keep = pc.and_kleene(keep, pc.fill_null(before_end, False))
     fetched = window_lessons.filter(keep)
-    return pa.RecordBatch.from_arrays([fetched.column(f.name).cast(f.type) for f in VERSIONS.schema],
-                                      schema=VERSIONS.schema)
+    return pa.RecordBatch.from_arrays(
+        [fetched.column(f.name).cast(f.type) for f in VERSIONS.schema], schema=VERSIONS.schema
+    )
 
 
 @contextmanager
-def spill_window_active_lessons(wh: Warehouse, window: Window, *, only_changed: bool,
-                                loading: Load | None = None) -> Iterator[WindowLessons]:
+def spill_window_active_lessons(
+    wh: Warehouse, window: Window, *, only_changed: bool, loading: Load | None = None
+) -> Iterator[WindowLessons]:
     """The window's active lessons written by DuckDB (streaming, within its memory limit) to a Parquet file in
     the warehouse's temp directory, removed when the block ends. `loading`: the sweep's active-lessons load,
     in the lake but not committed yet (window_query's `uncommitted`)."""

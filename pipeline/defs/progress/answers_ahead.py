@@ -71,8 +71,9 @@ class AnswersAhead:
     """Started from the active-lessons step: `start` before its commit (load_stream's before_commit), then
     `committed` with the cursor the commit stored."""
 
-    def __init__(self, context: AssetExecutionContext, warehouse: Warehouse, client: PlatformClient,
-                 backfill: Window | None) -> None:
+    def __init__(
+        self, context: AssetExecutionContext, warehouse: Warehouse, client: PlatformClient, backfill: Window | None
+    ) -> None:
         self._context, self._warehouse, self._client = context, warehouse, client
         self._backfill = backfill  # the run's backfill range (its `backfill` resource), as the answers step reads it
         self._plan: AnswersPlan | None = None
@@ -100,20 +101,36 @@ class AnswersAhead:
         cursor_before = wh.cursor("answers")
         window = window_for(context, cursor_before, client.settings, self._backfill)
         spill = ExitStack()
-        lessons = spill.enter_context(spill_window_active_lessons(
-            wh, window, only_changed=not refetch_whole_window(window, client), loading=load))
+        lessons = spill.enter_context(
+            spill_window_active_lessons(wh, window, only_changed=not refetch_whole_window(window, client), loading=load)
+        )
         self._plan = AnswersPlan(window, lessons, spill)
         planner_input = lessons.planner_input()
         # until the answers step: the commits before it run beside this fetch, and a decode worker on top of them
         # was the sync's peak (decode_workers.py)
         client.hold_decode_workers()
-        add_prefetched(context.run.run_id, BackgroundFetch(
-            wh, client, "answers", context.run.run_id, window, cursor_before,
-            client.iter_answers(planner_input, updated_since=window.since), plan=self._plan,
-            part_rows=early_insert.EARLY_PART_ROWS))  # a first load goes in part by part while fetched (loading.py)
-        context.log.info(f"answers: planned from the {planner_input.num_rows:,} active lessons of their window, "
-                         + ("fetching while the active lessons commit" if load is not None else
-                            "fetching from now, after the active lessons committed"))
+        add_prefetched(
+            context.run.run_id,
+            BackgroundFetch(
+                wh,
+                client,
+                "answers",
+                context.run.run_id,
+                window,
+                cursor_before,
+                client.iter_answers(planner_input, updated_since=window.since),
+                plan=self._plan,
+                part_rows=early_insert.EARLY_PART_ROWS,
+            ),
+        )  # a first load goes in part by part while fetched (loading.py)
+        context.log.info(
+            f"answers: planned from the {planner_input.num_rows:,} active lessons of their window, "
+            + (
+                "fetching while the active lessons commit"
+                if load is not None
+                else "fetching from now, after the active lessons committed"
+            )
+        )
 
 
 def take_answers_plan(context: AssetExecutionContext) -> AnswersPlan | None:

@@ -30,6 +30,7 @@ from pipeline.defs.windows import Window
 # and the answers commit as early as they can.
 CRITICAL_PATH = {"dagster/priority": "1"}
 
+
 @asset(
     key=lms_key("active_lessons"),
     group_name="progress",
@@ -40,7 +41,9 @@ CRITICAL_PATH = {"dagster/priority": "1"}
     op_tags=CRITICAL_PATH,
 )
 def active_lessons(
-    context: AssetExecutionContext, platform: PlatformResource, warehouse: WarehouseResource,
+    context: AssetExecutionContext,
+    platform: PlatformResource,
+    warehouse: WarehouseResource,
     backfill: BackfillWindow,
 ) -> MaterializeResult:
     """Where every learner stands on every lesson: progress, score, success, time spent."""
@@ -48,10 +51,16 @@ def active_lessons(
     with sync_client(context, platform.settings(), wh) as client:
         # the answers of this run, if it has them, are planned and fetched while these lessons commit
         ahead = AnswersAhead(context, wh, client, backfill.window()) if AnswersAhead.wanted(context) else None
-        done = load_stream(context, wh, client, "active_lessons",
-                           lambda window: client.iter_stream("active_lessons", updated_since=window.since),
-                           backfill=backfill.window(), tables=("active_lessons",),
-                           before_commit=None if ahead is None else ahead.start)
+        done = load_stream(
+            context,
+            wh,
+            client,
+            "active_lessons",
+            lambda window: client.iter_stream("active_lessons", updated_since=window.since),
+            backfill=backfill.window(),
+            tables=("active_lessons",),
+            before_commit=None if ahead is None else ahead.start,
+        )
         if ahead is not None:
             ahead.committed(done.result.cursor_after)
     skew = clock_skew_metadata(context, done.stats, platform.settings().lookback)
@@ -60,19 +69,31 @@ def active_lessons(
 
 @multi_asset(
     specs=[
-        AssetSpec(lms_key("answers"), deps=[lms_key("active_lessons")], description=TABLES["answers"].description,
-                  group_name="progress", kinds={"duckdb", "parquet"},
-                  metadata=table_definition_metadata(TABLES["answers"])),
-        AssetSpec(lms_key("answer_results"), deps=[lms_key("answers")],
-                  description=TABLES["answer_results"].description, group_name="progress",
-                  kinds={"duckdb", "parquet"}, metadata=table_definition_metadata(TABLES["answer_results"])),
+        AssetSpec(
+            lms_key("answers"),
+            deps=[lms_key("active_lessons")],
+            description=TABLES["answers"].description,
+            group_name="progress",
+            kinds={"duckdb", "parquet"},
+            metadata=table_definition_metadata(TABLES["answers"]),
+        ),
+        AssetSpec(
+            lms_key("answer_results"),
+            deps=[lms_key("answers")],
+            description=TABLES["answer_results"].description,
+            group_name="progress",
+            kinds={"duckdb", "parquet"},
+            metadata=table_definition_metadata(TABLES["answer_results"]),
+        ),
     ],
     pool=POOL,
     can_subset=False,
     op_tags=CRITICAL_PATH,
 )
 def answers(
-    context: AssetExecutionContext, platform: PlatformResource, warehouse: WarehouseResource,
+    context: AssetExecutionContext,
+    platform: PlatformResource,
+    warehouse: WarehouseResource,
     backfill: BackfillWindow,
 ) -> Iterator[MaterializeResult]:
     """Every answer of every attempt (entry and exit quizzes), fetched only for active lessons whose
@@ -90,8 +111,9 @@ def answers(
             # the answers cursor never passes the active lessons' it was planned against (windows.py)
             planned["ceiling"] = wh.cursor("active_lessons")
             # on disk until the commit, not in memory: 1M active lessons in a full sync (answer_versions.py)
-            lessons = planned["lessons"] = spills.enter_context(spill_window_active_lessons(
-                wh, window, only_changed=not refetch_whole_window(window, client)))
+            lessons = planned["lessons"] = spills.enter_context(
+                spill_window_active_lessons(wh, window, only_changed=not refetch_whole_window(window, client))
+            )
             return client.iter_answers(lessons.planner_input(), updated_since=window.since)
 
         def record_versions(load: Load, stats: RunStats) -> None:
@@ -110,14 +132,31 @@ def answers(
             in_window, _ = planned["lessons"].counts()
             return (TABLES["answers"], TABLES["answer_results"]) if in_window <= answers_ahead.OVERLAP_MAX_ROWS else ()
 
-        done = load_stream(context, wh, client, "answers", fetch, before_commit=record_versions,
-                           also_tables=[VERSIONS], backfill=backfill.window(), tables=("answers", "answer_results"),
-                           cursor_ceiling=lambda: planned["ceiling"],
-                           early_tables=early_tables)
+        done = load_stream(
+            context,
+            wh,
+            client,
+            "answers",
+            fetch,
+            before_commit=record_versions,
+            also_tables=[VERSIONS],
+            backfill=backfill.window(),
+            tables=("answers", "answer_results"),
+            cursor_ceiling=lambda: planned["ceiling"],
+            early_tables=early_tables,
+        )
     in_window, refetched = planned["counts"]
-    context.log.info(f"answers: {refetched:,} of the window's {in_window:,} active lessons needed their "
-                     f"answers; {done.stats.planned_requests:,} requests planned")
-    yield MaterializeResult(asset_key=lms_key("answers"), metadata={
-        **table_metadata(done, "answers"), "planned_requests": done.stats.planned_requests,
-        "window_active_lessons": in_window, "refetched_active_lessons": refetched})
+    context.log.info(
+        f"answers: {refetched:,} of the window's {in_window:,} active lessons needed their "
+        f"answers; {done.stats.planned_requests:,} requests planned"
+    )
+    yield MaterializeResult(
+        asset_key=lms_key("answers"),
+        metadata={
+            **table_metadata(done, "answers"),
+            "planned_requests": done.stats.planned_requests,
+            "window_active_lessons": in_window,
+            "refetched_active_lessons": refetched,
+        },
+    )
     yield MaterializeResult(asset_key=lms_key("answer_results"), metadata=table_metadata(done, "answer_results"))

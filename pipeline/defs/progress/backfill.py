@@ -31,17 +31,22 @@ class BackfillWindow(ConfigurableResource):
     """Unset (the default): runs read from the cursor. Set `updated_from` at launch to backfill a date range."""
 
     updated_from: str | None = Field(
-        None, description="First UTC day (YYYY-MM-DD) of the range to re-read; unset = an ordinary cursor run.")
+        None, description="First UTC day (YYYY-MM-DD) of the range to re-read; unset = an ordinary cursor run."
+    )
     updated_to: str | None = Field(
-        None, description="Last UTC day of the range (inclusive; default: today). Rows updated later are kept "
-        "too: they are current data, the same the next cursor run would write.")
+        None,
+        description="Last UTC day of the range (inclusive; default: today). Rows updated later are kept "
+        "too: they are current data, the same the next cursor run would write.",
+    )
 
     def window(self) -> Window | None:
         """The backfill window, or None for a cursor run."""
         if self.updated_from is None:
             if self.updated_to is not None:
-                raise Failure(f"backfill.updated_to={self.updated_to!r} without updated_from: set both, "
-                              "or neither for a cursor run")
+                raise Failure(
+                    f"backfill.updated_to={self.updated_to!r} without updated_from: set both, "
+                    "or neither for a cursor run"
+                )
             return None
         start = _day("updated_from", self.updated_from)
         end = _day("updated_to", self.updated_to) if self.updated_to is not None else datetime.now(UTC).date()

@@ -13,7 +13,9 @@ from pipeline.settings import Settings
 
 
 def build_defs(settings: Settings) -> Definitions:
-    fresh = [asset.map_asset_specs(lambda spec: with_progress_freshness(spec, settings))
-             for asset in (active_lessons, answers)]
+    fresh = [
+        asset.map_asset_specs(lambda spec: with_progress_freshness(spec, settings))
+        for asset in (active_lessons, answers)
+    ]
     # Unset: cursor runs; set in the Launchpad to backfill a date range.
     return Definitions(assets=fresh, jobs=[backfill_progress_job], resources={"backfill": BackfillWindow()})

@@ -54,29 +54,43 @@ class WatchedInProcessExecutor(InProcessExecutor):
         for message in recover_dead_runs(plan_context.instance, by=f"run {run.run_id}"):
             plan_context.log.warning(message)
         yield DagsterEvent.engine_event(
-            plan_context, f"Executing steps in process (pid: {os.getpid()})",
-            event_specific_data=EngineEventData.in_process(os.getpid(), execution_plan.step_keys_to_execute))
-        yield from iter(ExecuteRunWithPlanIterable(
-            execution_plan=plan_context.execution_plan,
-            iterator=self._steps,
-            execution_context_manager=PlanExecutionContextManager(
-                job=plan_context.job, retry_mode=plan_context.retry_mode,
-                execution_plan=plan_context.execution_plan, run_config=plan_context.run_config,
-                dagster_run=plan_context.dagster_run, instance=plan_context.instance,
-                raise_on_error=plan_context.raise_on_error, output_capture=plan_context.output_capture,
-                step_dependency_config=self.step_dependency_config)))
+            plan_context,
+            f"Executing steps in process (pid: {os.getpid()})",
+            event_specific_data=EngineEventData.in_process(os.getpid(), execution_plan.step_keys_to_execute),
+        )
+        yield from iter(
+            ExecuteRunWithPlanIterable(
+                execution_plan=plan_context.execution_plan,
+                iterator=self._steps,
+                execution_context_manager=PlanExecutionContextManager(
+                    job=plan_context.job,
+                    retry_mode=plan_context.retry_mode,
+                    execution_plan=plan_context.execution_plan,
+                    run_config=plan_context.run_config,
+                    dagster_run=plan_context.dagster_run,
+                    instance=plan_context.instance,
+                    raise_on_error=plan_context.raise_on_error,
+                    output_capture=plan_context.output_capture,
+                    step_dependency_config=self.step_dependency_config,
+                ),
+            )
+        )
 
     def _steps(self, job_context: PlanExecutionContext, execution_plan: ExecutionPlan) -> Iterator[DagsterEvent]:
         try:
-            with WatchedConcurrencyContext(job_context.instance, job_context.dagster_run, job_context.log,
-                                           timeout=self.pool_wait_timeout) as concurrency:
-                yield from inner_plan_execution_iterator(job_context, ready_first(execution_plan, job_context.run_id),
-                                                         concurrency)
+            with WatchedConcurrencyContext(
+                job_context.instance, job_context.dagster_run, job_context.log, timeout=self.pool_wait_timeout
+            ) as concurrency:
+                yield from inner_plan_execution_iterator(
+                    job_context, ready_first(execution_plan, job_context.run_id), concurrency
+                )
         finally:  # a failed or stopped run leaves fetches no step took: stopped, their lake parts discarded
             cancelled = close_run(job_context.run_id)
             if cancelled:
-                job_context.log.warning(f"stopped the background fetch of {', '.join(cancelled)}: the run ended "
-                                        "before their steps committed them")
+                job_context.log.warning(
+                    f"stopped the background fetch of {', '.join(cancelled)}: the run ended "
+                    "before their steps committed them"
+                )
 
 
 def build_executor(settings: Settings) -> ExecutorDefinition:

@@ -25,8 +25,12 @@ class RunProcess:
     started: float  # seconds since the epoch, as psutil reports the process's creation
 
     def tags(self, run_id: str) -> dict[str, str]:
-        return {HOST_TAG: self.host, PID_TAG: str(self.pid), PID_STARTED_TAG: f"{self.started:.2f}",
-                PID_RUN_TAG: run_id}
+        return {
+            HOST_TAG: self.host,
+            PID_TAG: str(self.pid),
+            PID_STARTED_TAG: f"{self.started:.2f}",
+            PID_RUN_TAG: run_id,
+        }
 
     def is_alive(self) -> bool:
         """True while this very process runs (only answerable on its own host: callers check `host`)."""

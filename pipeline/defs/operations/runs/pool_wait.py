@@ -28,8 +28,15 @@ class PoolWaitTimeout(Exception):
 
 
 class WatchedConcurrencyContext(InstanceConcurrencyContext):
-    def __init__(self, instance: DagsterInstance, dagster_run: DagsterRun, log: DagsterLogManager, *,
-                 timeout: float, report_every: float = REPORT_EVERY_SECONDS):
+    def __init__(
+        self,
+        instance: DagsterInstance,
+        dagster_run: DagsterRun,
+        log: DagsterLogManager,
+        *,
+        timeout: float,
+        report_every: float = REPORT_EVERY_SECONDS,
+    ):
         super().__init__(instance, dagster_run)
         self._log = log
         self._timeout = timeout
@@ -49,11 +56,14 @@ class WatchedConcurrencyContext(InstanceConcurrencyContext):
                 f"step {step_key} waited {waited:.0f} s (LESSONSYNC_POOL_WAIT_TIMEOUT) for a slot of pool "
                 f"'{concurrency_key}', {self.describe_holders(concurrency_key)}. If that run is still working, let "
                 "it finish and run again (or raise LESSONSYNC_POOL_WAIT_TIMEOUT); if its process is gone, "
-                "`lessonsync recover` fails it and frees its slot (`--run RUN_ID` for a run on another host).")
+                "`lessonsync recover` fails it and frees its slot (`--run RUN_ID` for a run on another host)."
+            )
         if now - self._last_report.get(concurrency_key, -self._report_every) >= self._report_every:
             self._last_report[concurrency_key] = now
-            self._log.warning(f"step {step_key} has waited {waited:.0f} s for a slot of pool '{concurrency_key}', "
-                              f"{self.describe_holders(concurrency_key)}; giving up after {self._timeout:.0f} s")
+            self._log.warning(
+                f"step {step_key} has waited {waited:.0f} s for a slot of pool '{concurrency_key}', "
+                f"{self.describe_holders(concurrency_key)}; giving up after {self._timeout:.0f} s"
+            )
         return False
 
     def interval_to_next_pending_claim_check(self) -> float:
@@ -69,8 +79,9 @@ class WatchedConcurrencyContext(InstanceConcurrencyContext):
         if not claimed:
             return f"all {info.slot_count} slot(s) were just taken"
         since = {(p.run_id, p.step_key): p.assigned_timestamp for p in info.pending_steps}
-        return "held by " + "; ".join(self._describe_holder(run_id, step, since.get((run_id, step)))
-                                      for run_id, step in sorted(claimed))
+        return "held by " + "; ".join(
+            self._describe_holder(run_id, step, since.get((run_id, step))) for run_id, step in sorted(claimed)
+        )
 
     def _describe_holder(self, run_id: str, step_key: str, since: datetime | None) -> str:
         run = self._instance.get_run_by_id(run_id)

@@ -60,8 +60,13 @@ class ReadyFirstPlan(ExecutionPlan):
 
     run_id: str  # set by ready_first: a NamedTuple subclass without __slots__ takes attributes
 
-    def start(self, retry_mode: RetryMode, sort_key_fn: Callable[[ExecutionStep], float] | None = None,
-              *args: Any, **kwargs: Any) -> ActiveExecution:
+    def start(
+        self,
+        retry_mode: RetryMode,
+        sort_key_fn: Callable[[ExecutionStep], float] | None = None,
+        *args: Any,
+        **kwargs: Any,
+    ) -> ActiveExecution:
         run_id = self.run_id
         return super().start(retry_mode, sort_key_fn or (lambda step: step_order(run_id, step)), *args, **kwargs)
 

@@ -13,15 +13,22 @@ from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter
 from pipeline.defs.operations.runs.identity import HOST_TAG, recorded_process, this_host
 
 # NOT_STARTED too: an in-process run is created with its tags, then killed before its first event.
-UNFINISHED = [DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED,
-              DagsterRunStatus.CANCELING]
+UNFINISHED = [
+    DagsterRunStatus.NOT_STARTED,
+    DagsterRunStatus.STARTING,
+    DagsterRunStatus.STARTED,
+    DagsterRunStatus.CANCELING,
+]
 
 
 def recover_dead_runs(instance: DagsterInstance, *, by: str = "lessonsync") -> list[str]:
     """Fail this host's unfinished runs whose process is gone, then free every slot a finished run still holds;
     returns what it did, one message per run."""
-    messages = [fail_run(instance, record.dagster_run, by) for record in instance.get_run_records(
-        filters=RunsFilter(statuses=UNFINISHED, tags={HOST_TAG: this_host()})) if _is_dead(record.dagster_run)]
+    messages = [
+        fail_run(instance, record.dagster_run, by)
+        for record in instance.get_run_records(filters=RunsFilter(statuses=UNFINISHED, tags={HOST_TAG: this_host()}))
+        if _is_dead(record.dagster_run)
+    ]
     return messages + _free_slots_of_finished_runs(instance)
 
 
@@ -33,12 +40,19 @@ def _is_dead(run: DagsterRun) -> bool:
 def fail_run(instance: DagsterInstance, run: DagsterRun, by: str) -> str:
     """Report `run` failed with a message saying why, and free its pool slots."""
     process = recorded_process(run.run_id, run.tags)
-    where = "its process" if process is None else (
-        f"its process (pid {process.pid} on {process.host}, started "
-        f"{datetime.fromtimestamp(process.started, timezone.utc):%Y-%m-%d %H:%M:%S} UTC)")
-    message = (f"Run {run.run_id} ({run.job_name}) was {run.status.value} but {where} is gone: killed, out of "
-               f"memory or a reboot. Marked failed by {by}; its pool slots are freed. The warehouse rolled back "
-               "whatever that run had not committed: the next sync reads those windows again.")
+    where = (
+        "its process"
+        if process is None
+        else (
+            f"its process (pid {process.pid} on {process.host}, started "
+            f"{datetime.fromtimestamp(process.started, timezone.utc):%Y-%m-%d %H:%M:%S} UTC)"
+        )
+    )
+    message = (
+        f"Run {run.run_id} ({run.job_name}) was {run.status.value} but {where} is gone: killed, out of "
+        f"memory or a reboot. Marked failed by {by}; its pool slots are freed. The warehouse rolled back "
+        "whatever that run had not committed: the next sync reads those windows again."
+    )
     instance.report_run_failed(run, message)
     instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
     return message
@@ -54,5 +68,7 @@ def _free_slots_of_finished_runs(instance: DagsterInstance) -> list[str]:
         run = instance.get_run_by_id(run_id)
         if run is None or run.is_finished:
             storage.free_concurrency_slots_for_run(run_id)
-            messages.append(f"Freed the pool slots still held by {run.status.value if run else 'deleted'} run {run_id}.")
+            messages.append(
+                f"Freed the pool slots still held by {run.status.value if run else 'deleted'} run {run_id}."
+            )
     return messages

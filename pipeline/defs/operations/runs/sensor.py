@@ -13,9 +13,12 @@ from pipeline.defs.operations.runs.recovery import recover_dead_runs
 DEAD_RUN_CHECK_SECONDS = 60
 
 
-@sensor(name="dead_run_sensor", minimum_interval_seconds=DEAD_RUN_CHECK_SECONDS,
-        default_status=DefaultSensorStatus.RUNNING,
-        description="Fails runs of this host whose process is gone and frees the pool slots they hold.")
+@sensor(
+    name="dead_run_sensor",
+    minimum_interval_seconds=DEAD_RUN_CHECK_SECONDS,
+    default_status=DefaultSensorStatus.RUNNING,
+    description="Fails runs of this host whose process is gone and frees the pool slots they hold.",
+)
 def dead_run_sensor(context: SensorEvaluationContext) -> SkipReason:
     messages = recover_dead_runs(context.instance, by="dead_run_sensor")
     for message in messages:
