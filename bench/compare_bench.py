@@ -966,7 +966,7 @@ def main(argv: list[str] | None = None) -> int:
         chosen = args.dlt_configs or (",".join(DLT_CONFIGS) if args.scale in ("tiny", "small") else "tuned")
         configs = tuple(c for c in chosen.split(",") if c)
         compared = compare(args.scale, args.repeat, args.work_dir, configs, not args.full_only)
-        for name, run in compared["median"].items():
+        for _name, run in compared["median"].items():
             failed |= "error" in run
         print(
             json.dumps(

@@ -247,7 +247,7 @@ class _Probe:
         self.t0 = time.time()
 
     @classmethod
-    def from_env(cls) -> "_Probe | None":
+    def from_env(cls) -> _Probe | None:
         path = os.environ.get(PROBE_ENV)
         return cls(path) if path else None
 
@@ -261,7 +261,7 @@ class _Probe:
             return
         self.last_t = now
         write = self.out.write
-        fields = dict(zip(SAMPLE_FIELDS, sample[1:]))
+        fields = dict(zip(SAMPLE_FIELDS, sample[1:], strict=False))
         write(
             f"\n===== t={now - self.t0:.1f} glibc_used={fields['glibc_used']} tree={fields['tree']} "
             f"arrow={fields['arrow']}\n"
@@ -455,7 +455,7 @@ def summarize(timeline: dict[str, Any]) -> dict[str, Any]:
 
 
 def _described(sample: list[float], t0: float) -> dict[str, float]:
-    return dict(zip(("t_s", *SAMPLE_FIELDS), [round(sample[0] - t0, 1), *sample[1:]]))
+    return dict(zip(("t_s", *SAMPLE_FIELDS), [round(sample[0] - t0, 1), *sample[1:]], strict=False))
 
 
 def _open_at(marks: list[list[Any]], t: float) -> list[str]:
@@ -491,7 +491,7 @@ def text_plot(timeline: dict[str, Any], width: int = 40, every_s: float = 2.0) -
         if chunk:
             high = max(chunk, key=lambda s: s[2])
             bar = "#" * round(width * high[2] / top)
-            fields = dict(zip(SAMPLE_FIELDS, high[1:]))
+            fields = dict(zip(SAMPLE_FIELDS, high[1:], strict=False))
             lines.append(
                 f"{t - t0:6.1f} {fields['tree']:5.0f} file{fields['file']:4.0f} arrow{fields['arrow']:4.0f} "
                 f"glibc{fields['glibc_used']:4.0f}+{fields['glibc_free']:3.0f} duckdb{fields['duckdb_allocated']:4.0f}/"

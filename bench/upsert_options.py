@@ -30,7 +30,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
@@ -55,7 +55,7 @@ from pipeline.warehouse.upsert import (  # noqa: E402
 )
 
 TS = pa.timestamp("us", tz="UTC")
-STARTED = datetime(2026, 11, 22, 2, 0, tzinfo=timezone.utc)
+STARTED = datetime(2026, 11, 22, 2, 0, tzinfo=UTC)
 PRIME = 7919  # coprime with every --target-rows used here: (j * PRIME) % n visits distinct keys in random order
 
 ANSWERS = TableSpec(

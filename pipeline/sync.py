@@ -8,9 +8,9 @@ from typing import Any
 
 from dagster import AssetKey, DagsterInstance, Definitions
 
-from pipeline.instance import ensure_dagster_home
 from pipeline.defs.operations.runs.inprocess import execute_in_process
 from pipeline.defs.selection import widen_to_whole_multi_assets
+from pipeline.instance import ensure_dagster_home
 from pipeline.settings import Settings
 
 

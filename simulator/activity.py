@@ -80,7 +80,7 @@ def _progress(
         return
     chosen = rng.choice(store.n, size=min(count, store.n), replace=False)
     times = np.sort(t0 + rng.integers(1, ms + 1, size=len(chosen)))
-    for i, t in zip(chosen.tolist(), times.tolist()):
+    for i, t in zip(chosen.tolist(), times.tolist(), strict=False):
         lesson = int(store.lesson[i])
         status = int(store.status[i])
         roll = draw.random()

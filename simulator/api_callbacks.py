@@ -11,8 +11,8 @@ from starlette.responses import Response
 from simulator import params
 from simulator.api_common import platform_of, responses
 from simulator.errors import DomainError, json_response
-from simulator.world import ForbiddenCallback, UnknownCallback, World
 from simulator.schemas import ActiveLessonCallback, UpdateActiveLessonBody
+from simulator.world import ForbiddenCallback, UnknownCallback, World
 
 router = APIRouter(prefix="/v1/callbacks", tags=["callbacks"])
 CallbackToken = Annotated[str, Path(alias="CALLBACK_TOKEN")]

@@ -6,10 +6,9 @@ question counts, version, validation threshold, whether a lesson awards a badge.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from typing import Any
-
-import random
 
 import numpy as np
 

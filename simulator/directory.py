@@ -4,10 +4,9 @@ listing unless includeDisabled=true)."""
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 from typing import Any
-
-import random
 
 from simulator import names
 from simulator.rng import object_id, pyrandom

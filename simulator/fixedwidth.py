@@ -71,7 +71,7 @@ def _civil(ms: np.ndarray) -> tuple[np.ndarray, ...]:
 
 
 def _put_iso(out: np.ndarray, at: int, ms: np.ndarray) -> None:
-    for (offset, width), values in zip(_ISO_FIELDS, _civil(ms)):
+    for (offset, width), values in zip(_ISO_FIELDS, _civil(ms), strict=False):
         _put(out, at + offset, values, width)
 
 

@@ -90,7 +90,7 @@ def _small_resource(world: World, resource: str) -> list[dict[str, Any]]:
         return [directory.group_record(g) for g in range(len(directory.groups))]
     members = [
         {"groupId": group["id"], **directory.users[u]}
-        for group, users in zip(directory.groups, directory.members)
+        for group, users in zip(directory.groups, directory.members, strict=False)
         for u in users
     ]
     if resource == "group_members":

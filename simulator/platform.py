@@ -18,7 +18,6 @@ from simulator.rng import generator
 from simulator.timeutil import MS_PER_MINUTE
 from simulator.world import World
 
-
 REQUEST_LOG_SIZE = 100_000  # the most recent /v1 requests kept in the log (a few MiB)
 
 

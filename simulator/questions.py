@@ -7,12 +7,12 @@ validity, validation) are built once per question and shared by every answer tha
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from typing import Any
 
-import random
-
 import orjson
+
 from simulator.names import ANSWER_WORDS
 
 CHOICE_TYPES = ("simple", "multiple", "checkbox", "truefalse", "swipecards", "order", "label-matching")

@@ -14,9 +14,9 @@ import numpy as np
 import orjson
 
 from simulator.attempts import answer_outcomes, answer_times, ragged_arange
+from simulator.fixedwidth import answer_tails, supported
 from simulator.rng import object_id
 from simulator.store import NO_SCORE, SLOTS, SUCCEEDED
-from simulator.fixedwidth import answer_tails, supported
 from simulator.timeutil import iso, iso_many
 
 if TYPE_CHECKING:
@@ -61,6 +61,7 @@ def active_lesson_records(world: World, idx: np.ndarray) -> list[dict[str, Any]]
         iso_many(store.start_ms[idx]),
         catalog.threshold[lesson].tolist(),
         store.n_exit[idx].tolist(),
+        strict=False,
     )
     owner, titles, lesson_ids = world.owner_id, catalog.lesson_titles, catalog.lesson_ids
     records = []
@@ -134,22 +135,22 @@ def answer_page_json(
     lessons = store.lesson[idx].tolist()
     quizzes = [(catalog.entry_questions[l], catalog.exit_questions[l]) for l in lessons]
     heads = _heads(seed, idx, lessons, store.user[idx].tolist(), store.version[idx].tolist(), catalog.lesson_ids, users)
-    row_heads = [heads[p][s] for p, s in zip(pos.tolist(), slot.tolist())]
+    row_heads = [heads[p][s] for p, s in zip(pos.tolist(), slot.tolist(), strict=False)]
     fragments = [
         quizzes[p][s > 0][k].fragments[v]
-        for p, s, k, v in zip(pos.tolist(), slot.tolist(), q.tolist(), variant.tolist())
+        for p, s, k, v in zip(pos.tolist(), slot.tolist(), q.tolist(), variant.tolist(), strict=False)
     ]
     tails = (
         answer_tails(begin, end)
         if supported(begin, end)
         else [
             b',"lastDate":"%s","startTimeStamp":%d,"endTimeStamp":%d},' % (iso(e).encode(), b, e)
-            for b, e in zip(begin.tolist(), end.tolist())
+            for b, e in zip(begin.tolist(), end.tolist(), strict=False)
         ]
     )
     if world.planted_answers:
         _apply_planted(world.planted_answers, row_heads, fragments, tails, idx, pos, slot, q)
-    body = b"".join(chain.from_iterable(zip(row_heads, fragments, tails)))
+    body = b"".join(chain.from_iterable(zip(row_heads, fragments, tails, strict=False)))
     return b"[" + body[:-1] + b"]"  # rows end with "},"; drop the last comma
 
 
@@ -169,7 +170,7 @@ def _heads(
 ) -> list[list[bytes]]:
     """Per active lesson and slot: `{"attemptIndex":..,"quizType":..,<ids>,"lessonVersion":..,`."""
     heads = []
-    for i, l, u, v in zip(idx.tolist(), lessons, user_numbers, versions):
+    for i, l, u, v in zip(idx.tolist(), lessons, user_numbers, versions, strict=False):
         ids = (
             orjson.dumps(
                 {
@@ -196,7 +197,7 @@ def _apply_planted(
     q: np.ndarray,
 ) -> None:
     """Rows planted with an invalid value (quarantine tests) are re-encoded with the override."""
-    for n, key in enumerate(zip(idx[pos].tolist(), slot.tolist(), q.tolist())):
+    for n, key in enumerate(zip(idx[pos].tolist(), slot.tolist(), q.tolist(), strict=False)):
         override = planted.get(key)
         if override:
             row = orjson.loads(heads[n] + fragments[n] + tails[n][:-1])

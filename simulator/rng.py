@@ -42,7 +42,7 @@ def generator(seed: int, *stream: int) -> np.random.Generator:
 
 def object_id(seed_tag: int, kind: int, number: int) -> str:
     """A 24-hex-digit id in the style of the platform's object ids, unique per (kind, number)."""
-    return "%02x%06x%016x" % (0x60 + kind, seed_tag & 0xFFFFFF, number)
+    return f"{0x60 + kind:02x}{seed_tag & 0xFFFFFF:06x}{number:016x}"
 
 
 def pyrandom(seed: int, *stream: int) -> random.Random:

@@ -15,10 +15,14 @@ Names are the spec's own (camelCase, leading underscores): compare each schema w
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import (
+    Annotated,
+    Literal,
+    NotRequired,  # pydantic needs typing_extensions' TypedDict on 3.11
+)
 
 from pydantic import BaseModel, ConfigDict, Field
-from typing_extensions import NotRequired, TypedDict  # pydantic needs typing_extensions' TypedDict on 3.11
+from typing_extensions import TypedDict
 
 # Request date-times arrive as ISO 8601 text: parsing them is not coercing a wrong type.
 DateTimeText = Annotated[datetime, Field(strict=False)]

@@ -10,8 +10,8 @@ from typing import Any
 
 from simulator.names import CITIES, SPECIAL_SESSION_ID
 from simulator.rng import object_id
-from simulator.timeutil import MS_PER_DAY, MS_PER_HOUR, iso, parse_instant
 from simulator.schemas import LessonSessionUpdateBody
+from simulator.timeutil import MS_PER_DAY, MS_PER_HOUR, iso, parse_instant
 
 KIND_SESSION = 9
 REGISTRATION_STATUSES = ("approved", "approved", "pending-validation", "waiting-list", "rejected")

@@ -21,7 +21,7 @@ from simulator.genprogress import generate_active_lessons
 from simulator.render import active_lesson_id
 from simulator.rng import object_id, pyrandom
 from simulator.sessions import SessionStore
-from simulator.store import STATUSES, SUCCEEDED, NO_SCORE
+from simulator.store import NO_SCORE, STATUSES, SUCCEEDED
 from simulator.timeutil import MS_PER_DAY, MS_PER_HOUR, from_ms, to_ms
 from simulator.views import ActiveLessonViews
 

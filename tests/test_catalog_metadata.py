@@ -3,9 +3,9 @@ name and key; the `lessonsync sync` summary lists loads one per line and the mod
 
 from dagster import AssetKey
 
+from pipeline.cli.sync import summary_lines
 from pipeline.contract.tables import TABLES
 from pipeline.defs.code_location import build_definitions
-from pipeline.cli.sync import summary_lines
 from pipeline.settings import load_settings
 
 

@@ -11,9 +11,9 @@ import uuid
 import psutil
 from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, build_sensor_context
 
-from pipeline.instance import SHIPPED_CONFIG
 from pipeline.defs.operations.runs.identity import RunProcess, current_process
 from pipeline.defs.operations.runs.sensor import dead_run_sensor
+from pipeline.instance import SHIPPED_CONFIG
 
 
 def _started_run(instance: DagsterInstance, process: RunProcess, tags_of_run: str | None = None) -> DagsterRun:

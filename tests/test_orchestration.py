@@ -11,8 +11,8 @@ import pytest
 from dagster import EnvVar, Failure, RunRequest, build_resources, build_schedule_context
 
 import pipeline.definitions
-from pipeline.defs.code_location import build_definitions
 from pipeline.definitions import defs
+from pipeline.defs.code_location import build_definitions
 from pipeline.defs.policy import WRITES_WAREHOUSE
 from pipeline.defs.progress.backfill import BackfillWindow
 from pipeline.settings import load_settings

@@ -11,14 +11,14 @@ from pathlib import Path
 from pipeline.contract.tables import TABLES
 from pipeline.defs.progress.answer_versions import VERSIONS, spill_window_active_lessons
 from pipeline.defs.progress.answers_ahead import AnswersPlan
+from pipeline.defs.windows import Window, cursor_window
 from pipeline.prefetch.background import BackgroundFetch
 from pipeline.prefetch.plan import start_prefetch
 from pipeline.prefetch.runs import add_prefetched, close_run, run_fetches, take_prefetched
 from pipeline.settings import Settings
-from simulator import SimulatorConfig, start_simulator
 from pipeline.warehouse import Warehouse
 from pipeline.warehouse.lake import list_manifests
-from pipeline.defs.windows import Window, cursor_window
+from simulator import SimulatorConfig, start_simulator
 
 
 def _files(lake: Path) -> list[Path]:

@@ -115,7 +115,7 @@ def test_no_module_reads_settings_at_import(tmp_path):
         ".".join(p.relative_to(REPO).with_suffix("").parts) for p in (REPO / "pipeline" / "defs").rglob("*.py")
     )
     bad = {"LESSONSYNC_CERTIFICATE_SENSOR_INTERVAL": "soon", "LESSONSYNC_FRESHNESS_HOURS": "-1"}
-    done = _python("import importlib; [importlib.import_module(m) for m in %r]" % modules, tmp_path, bad)
+    done = _python(f"import importlib; [importlib.import_module(m) for m in {modules!r}]", tmp_path, bad)
     assert done.returncode == 0, done.stderr[-2000:]
     done = _python("import pipeline.definitions", tmp_path, bad)
     assert done.returncode != 0

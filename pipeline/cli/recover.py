@@ -23,9 +23,9 @@ def run(args: argparse.Namespace) -> int:
     # Dagster is imported when the command runs, so that its --help answers at once.
     from dagster import DagsterInstance
 
-    from pipeline.instance import ensure_dagster_home
     from pipeline.defs.operations.runs.identity import recorded_process, this_host
     from pipeline.defs.operations.runs.recovery import fail_run, recover_dead_runs
+    from pipeline.instance import ensure_dagster_home
 
     ensure_dagster_home(settings_from(args))
     with DagsterInstance.get() as instance:

@@ -14,6 +14,7 @@ from dagster import AssetExecutionContext, MetadataValue
 
 from pipeline.contract.tables import TABLES, TableSpec
 from pipeline.defs.progress.backfill import BackfillWindow
+from pipeline.defs.windows import UNBOUNDED, Window, cursor_window, next_cursor
 from pipeline.prefetch.background import BackgroundFetch, Fetched
 from pipeline.prefetch.plan import start_prefetch
 from pipeline.prefetch.runs import run_fetches, take_prefetched
@@ -32,7 +33,6 @@ from pipeline.warehouse import (
     row_count,
 )
 from pipeline.warehouse.early_insert import EarlyFirstLoad
-from pipeline.defs.windows import UNBOUNDED, Window, cursor_window, next_cursor
 
 PROGRESS_EVERY_S = 5.0
 # A full collection costs ~0.2-0.25 s in a process holding Dagster and DuckDB: worth it before the commit of a

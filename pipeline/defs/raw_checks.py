@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import duckdb
 from dagster import (
     AssetCheckExecutionContext,
-    AssetChecksDefinition,
     AssetCheckResult,
+    AssetChecksDefinition,
     AssetCheckSeverity,
     AssetCheckSpec,
     AssetKey,

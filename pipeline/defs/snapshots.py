@@ -5,7 +5,7 @@ catalog/assets.py, sessions/assets.py) and build them with `snapshot_asset`."""
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from dagster import AssetExecutionContext, AssetSpec, AssetsDefinition, MaterializeResult, multi_asset
+from dagster import AssetExecutionContext, AssetsDefinition, AssetSpec, MaterializeResult, multi_asset
 
 from pipeline.contract.tables import TABLES
 from pipeline.defs.common import lms_key, ready_warehouse, table_definition_metadata

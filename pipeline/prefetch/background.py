@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
+from pipeline.defs.windows import Window
 from pipeline.source.client import PlatformClient
 from pipeline.source.decoding import Batch
-from pipeline.source.stats import RunStats
 from pipeline.source.slots import REQUEST_PRIORITY, URGENT
+from pipeline.source.stats import RunStats
 from pipeline.warehouse import Load, Warehouse, hooks
-from pipeline.defs.windows import Window
 
 # How long close() waits for a cancelled fetch to stop: it stops at its next batch, so within one request
 # unless the platform is down (then the thread, a daemon, is left to its retries and the process's end).

@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
+from pipeline.contract.streams import SNAPSHOT_STREAMS
+from pipeline.contract.tables import TABLES
+from pipeline.defs.windows import SNAPSHOT_WINDOW, Window
 from pipeline.prefetch.background import BackgroundFetch
 from pipeline.prefetch.runs import RunFetches
 from pipeline.source.slots import BACKGROUND, URGENT
-from pipeline.contract.streams import SNAPSHOT_STREAMS
-from pipeline.contract.tables import TABLES
 from pipeline.warehouse import Warehouse
-from pipeline.defs.windows import SNAPSHOT_WINDOW, Window
 
 # step key -> stream: the step of asset lms/active_lessons is keyed `lms__active_lessons` (it was keyed
 # `active_lessons` here, which no step of a job has: the first step then created the tables and read the cursor

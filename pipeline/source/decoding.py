@@ -230,9 +230,13 @@ def _field_path(item: Any, loc: tuple[Any, ...]) -> tuple[Any, ...]:
     """The part of an error location that exists in the record (drops pydantic's union-branch tags)."""
     found: list[Any] = []
     for part in loc:
-        if isinstance(item, dict) and part in item:
-            item = item[part]
-        elif isinstance(item, list) and isinstance(part, int) and 0 <= part < len(item):
+        if (
+            isinstance(item, dict)
+            and part in item
+            or isinstance(item, list)
+            and isinstance(part, int)
+            and 0 <= part < len(item)
+        ):
             item = item[part]
         elif isinstance(item, dict) or part not in ("float", "int", "str", "bool"):
             found.append(part)  # a missing field, named by the error

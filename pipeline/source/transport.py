@@ -493,7 +493,7 @@ class PlatformHTTP:
                 body = await answer.read()
         except aiohttp.ConnectionTimeoutError as exc:
             raise httpx.ConnectTimeout(str(exc) or "timed out connecting") from exc
-        except (aiohttp.SocketTimeoutError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, aiohttp.SocketTimeoutError) as exc:
             raise httpx.ReadTimeout(str(exc) or "timed out waiting for the response") from exc
         except aiohttp.ClientConnectorError as exc:
             raise httpx.ConnectError(str(exc)) from exc

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import duckdb
@@ -168,10 +168,10 @@ def last_load_time(conn: duckdb.DuckDBPyConnection) -> datetime | None:
 
 def next_load_time(conn: duckdb.DuckDBPyConnection, now: datetime) -> datetime:
     """The time of the next load: `now`, but strictly after the last one, even if the clock stepped back."""
-    now = now.astimezone(timezone.utc)
+    now = now.astimezone(UTC)
     previous = last_load_time(conn)
     return max(now, previous + timedelta(microseconds=1)) if previous else now
 
 
 def utc(value: datetime) -> datetime:
-    return value.astimezone(timezone.utc)
+    return value.astimezone(UTC)

@@ -14,8 +14,8 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.contract.tables import CERTIFICATE_EVENTS, CERTIFICATES
 from pipeline.contract.models import Certificate
+from pipeline.contract.tables import CERTIFICATE_EVENTS, CERTIFICATES
 from pipeline.webhooks.events import EXPIRED, PayloadError, as_utc, parse_certificate
 from pipeline.webhooks.inbox import InboxEvent
 

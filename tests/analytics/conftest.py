@@ -7,8 +7,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
-
 from analytics_world import create_raw_tables
+
 from pipeline.analytics.models import AnalyticsProject, load_project
 
 

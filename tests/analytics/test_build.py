@@ -10,8 +10,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
-
 from analytics_world import AS_OF, seed_small_world
+
 from pipeline.analytics.build import BUILD_PREFIX, build_models, models_built_ahead
 from pipeline.analytics.models import AnalyticsProject, load_project
 

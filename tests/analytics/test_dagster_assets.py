@@ -6,9 +6,9 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from analytics_world import AS_OF, seed_small_world
 from dagster import AssetKey, DagsterInstance, Definitions, materialize
 
-from analytics_world import AS_OF, seed_small_world
 from pipeline.analytics.build import build_models
 from pipeline.analytics.models import AnalyticsProject
 from pipeline.analytics.publish import publish

@@ -148,4 +148,4 @@ def test_relationship_checks_depend_on_their_target(project: AnalyticsProject) -
 
 
 def test_models_dir_is_the_repository_folder() -> None:
-    assert DEFAULT_MODELS_DIR == Path(__file__).resolve().parents[2] / "dbt_like_sql"
+    assert Path(__file__).resolve().parents[2] / "dbt_like_sql" == DEFAULT_MODELS_DIR

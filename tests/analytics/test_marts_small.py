@@ -7,8 +7,8 @@ from datetime import date
 
 import duckdb
 import pytest
-
 from analytics_world import AS_OF, create_raw_tables, seed_small_world
+
 from pipeline.analytics.build import build_models
 from pipeline.analytics.models import AnalyticsProject
 

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import ground_truth_marts as gt
 import pandas as pd
 import pytest
 
-import ground_truth_marts as gt
 from pipeline.analytics.build import build_models
 from pipeline.analytics.models import load_project
 from pipeline.analytics.publish import publish

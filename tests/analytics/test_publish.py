@@ -12,8 +12,8 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 import pytest
-
 from analytics_world import AS_OF, insert, seed_small_world
+
 from pipeline.analytics.build import build_models
 from pipeline.analytics.errors import ModelError
 from pipeline.analytics.models import AnalyticsProject, load_project

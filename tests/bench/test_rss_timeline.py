@@ -39,6 +39,6 @@ def test_a_process_samples_its_own_memory_and_marks_calls(tmp_path: Path) -> Non
     timeline.close([])
     written = json.loads((tmp_path / "t.json").read_text())
     assert [m[1] for m in written["marks"]] == ["work >", "work <"]
-    last = dict(zip(SAMPLE_FIELDS, written["samples"][-1][1:]))
+    last = dict(zip(SAMPLE_FIELDS, written["samples"][-1][1:], strict=False))
     assert last["rss"] >= written["samples"][0][1] + 60 and last["tree"] >= last["rss"] and last["file"] > 0
     assert len(held) == 64 << 20

@@ -14,7 +14,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -239,17 +239,13 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
         os.killpg(group, signal.SIGTERM)
     except ProcessLookupError:
         return
-    try:
+    with suppress(subprocess.TimeoutExpired):
         process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        pass
     deadline = time.monotonic() + 20
     while _group_alive(group) and time.monotonic() < deadline:
         time.sleep(0.5)
-    try:
+    with suppress(ProcessLookupError):
         os.killpg(group, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     process.wait(timeout=30)
 
 

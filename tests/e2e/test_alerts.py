@@ -44,7 +44,6 @@ def test_no_url_no_alert_and_a_refusing_receiver_fails_the_tick_without_naming_i
     instance, run_id = failed_run
     skipped = evaluate_failure_sensor(instance, run_id, {"LESSONSYNC_ALERT_WEBHOOK_URL": ""})
     assert isinstance(skipped, SkipReason)
-    with alert_receiver(status=500) as receiver:
-        with pytest.raises(AlertDeliveryError, match="answered 500") as refused:
-            evaluate_failure_sensor(instance, run_id, {"LESSONSYNC_ALERT_WEBHOOK_URL": receiver.url})
+    with alert_receiver(status=500) as receiver, pytest.raises(AlertDeliveryError, match="answered 500") as refused:
+        evaluate_failure_sensor(instance, run_id, {"LESSONSYNC_ALERT_WEBHOOK_URL": receiver.url})
     assert "secret-token-in-path" not in str(refused.value) and receiver.bodies

@@ -13,12 +13,12 @@ import pytest
 from dagster import DagsterInstance
 from stack_helpers import RAW, assert_warehouse_equals_platform
 
-from simulator.platform import LoggedRequest
-from pipeline.stack import local_stack
 from pipeline.defs.progress import answers_ahead
 from pipeline.source import answers
 from pipeline.source.client import PlatformClient
+from pipeline.stack import local_stack
 from pipeline.warehouse import early_insert, hooks
+from simulator.platform import LoggedRequest
 
 pytestmark = pytest.mark.slow
 CONCURRENCY = 3

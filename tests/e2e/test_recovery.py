@@ -19,8 +19,8 @@ import pytest
 from dagster import DagsterInstance, DagsterRunStatus
 from stack_helpers import RAW, assert_warehouse_equals_platform
 
-from pipeline.instance import SHIPPED_CONFIG
 from pipeline.defs.operations.runs.identity import PID_TAG
+from pipeline.instance import SHIPPED_CONFIG
 from pipeline.stack import Stack, local_stack
 from pipeline.warehouse.lake import list_manifests
 

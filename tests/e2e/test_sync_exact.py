@@ -9,7 +9,6 @@ from stack_helpers import RAW, assert_warehouse_equals_platform
 
 from pipeline.stack import local_stack
 
-
 SNAPSHOT_TABLES = (
     "groups",
     "users",

@@ -10,9 +10,9 @@ import pyarrow as pa
 import pytest
 
 from pipeline.settings import Settings
-from simulator import SimulatorConfig, SimulatorHandle, start_simulator
 from pipeline.source.client import PlatformClient
 from pipeline.source.decoding import Batch
+from simulator import SimulatorConfig, SimulatorHandle, start_simulator
 
 PAGE_SIZE = 7  # small pages: many of them, page boundaries everywhere, mid-stream empty answer pages
 

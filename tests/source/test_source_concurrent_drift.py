@@ -6,8 +6,8 @@ from urllib.parse import parse_qs, urlsplit
 from conftest import client_settings, truth
 from source_expect import assert_same_table, expected_tables, keyed
 
-from simulator import SimulatorConfig, start_simulator
 from pipeline.source.client import PlatformClient
+from simulator import SimulatorConfig, start_simulator
 
 LATENCY = "latency_ms=30"  # pages take long enough to overlap at the server
 

@@ -10,8 +10,8 @@ from conftest import all_pairs, client_settings, rows_by_table, truth
 from source_expect import assert_same_table, expected_tables, keyed
 
 from pipeline.contract.tables import TABLES
-from simulator import SimulatorConfig, start_simulator
 from pipeline.source.client import PlatformClient
+from simulator import SimulatorConfig, start_simulator
 
 AWKWARD = ("/", "?", "#", " ", "%")
 

@@ -6,8 +6,8 @@ import pytest
 from conftest import all_pairs, client_settings, rows_by_table, truth
 from source_expect import assert_same_table, expected_tables, keyed
 
-from simulator import SimulatorConfig, start_simulator
 from pipeline.source.client import PlatformClient
+from simulator import SimulatorConfig, start_simulator
 
 
 @pytest.mark.slow

@@ -8,8 +8,8 @@ import pytest
 from conftest import all_pairs, client_settings, rows_by_table, truth
 from source_expect import assert_same_table, expected_tables
 
-from simulator import SimulatorConfig, start_simulator
 from pipeline.source.client import PlatformClient
+from simulator import SimulatorConfig, start_simulator
 
 
 def test_snapshot_streams_equal_ground_truth(sim, client):

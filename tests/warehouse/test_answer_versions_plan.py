@@ -10,9 +10,9 @@ import pyarrow.parquet as pq
 
 from pipeline.contract.tables import TABLES
 from pipeline.defs.progress.answer_versions import VERSIONS, spill_window_active_lessons, versions_of, window_query
+from pipeline.defs.windows import Window
 from pipeline.source.answers import plan_answer_requests
 from pipeline.warehouse import Load, Warehouse
-from pipeline.defs.windows import Window
 
 DAY = datetime(2026, 11, 20, tzinfo=UTC)
 LATER = datetime(2026, 11, 21, tzinfo=UTC)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 from warehouse_helpers import ACTIVE_LESSONS, ANSWERS, GROUPS, T0, answer, load_once
 
-from pipeline.warehouse import SchemaError, Warehouse, duplicate_keys, null_keys, orphans, row_count
-from pipeline.warehouse import checks, state
+from pipeline.warehouse import SchemaError, Warehouse, checks, duplicate_keys, null_keys, orphans, row_count, state
 from pipeline.warehouse.checks import last_load_counts, last_load_time
 
 

@@ -79,10 +79,9 @@ def test_lake_layout_parts_and_manifest(tmp_path: Path) -> None:
 def test_exception_before_commit_leaves_warehouse_and_lake_untouched(seeded: Warehouse) -> None:
     load_once(seeded, "answers", [(ANSWERS, [answer("a1", "q1")])], cursor=T0)
     before, files_before = dump(seeded), lake_files(seeded)
-    with pytest.raises(RuntimeError, match="network gone"):
-        with seeded.load("answers", "run-2", T0) as load:
-            load.write(ANSWERS, batch(ANSWERS, [answer("a1", "q1", valid=False, minutes=5), answer("a9", "q1")]))
-            raise RuntimeError("network gone")
+    with pytest.raises(RuntimeError, match="network gone"), seeded.load("answers", "run-2", T0) as load:
+        load.write(ANSWERS, batch(ANSWERS, [answer("a1", "q1", valid=False, minutes=5), answer("a9", "q1")]))
+        raise RuntimeError("network gone")
     assert dump(seeded) == before
     assert lake_files(seeded) == files_before  # the abandoned parts are removed
     assert seeded.cursor("answers") == T0
@@ -183,9 +182,8 @@ def test_a_load_is_used_once(wh: Warehouse) -> None:
         wh.load("answers", "run", T0.replace(tzinfo=None))
     with pytest.raises(WarehouseError, match="run_id 'a/b'"):
         wh.load("answers", "a/b", T0)
-    with pytest.raises(WarehouseError, match="JSON-serializable"):
-        with wh.load("answers", "run", T0) as load:
-            load.commit(stats={"when": T0})
+    with pytest.raises(WarehouseError, match="JSON-serializable"), wh.load("answers", "run", T0) as load:
+        load.commit(stats={"when": T0})
     assert [seq for seq, _ in list_manifests(wh.lake_dir)] == [1]
 
 

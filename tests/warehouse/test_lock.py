@@ -38,9 +38,8 @@ def test_another_process_holding_the_file_gets_a_clear_error(seeded: Warehouse) 
     load_once(seeded, "answers", [(ANSWERS, [answer("a1", "q1")])], cursor=T0)
     with held(seeded.path) as holder:
         for read_only in (False, True):
-            with pytest.raises(WarehouseLockedError) as caught:
-                with seeded.connect(read_only=read_only):
-                    pass
+            with pytest.raises(WarehouseLockedError) as caught, seeded.connect(read_only=read_only):
+                pass
             message = str(caught.value)
             assert str(seeded.path) in message and f"PID {holder.pid}" in message
             assert "wait for the running sync or rebuild to finish" in message

@@ -163,8 +163,7 @@ def test_bad_specs_are_refused_with_the_column_named(wh: Warehouse, field: pa.Fi
 def test_constructing_a_warehouse_touches_nothing(tmp_path: Path) -> None:
     wh = Warehouse(tmp_path / "w" / "warehouse.duckdb", tmp_path / "w" / "lake")
     assert wh.cursor("answers") is None
-    with pytest.raises(WarehouseMissingError, match="does not exist yet: run a sync"):
-        with wh.connect(read_only=True):
-            pass
+    with pytest.raises(WarehouseMissingError, match="does not exist yet: run a sync"), wh.connect(read_only=True):
+        pass
     assert not (tmp_path / "w").exists()
     assert "secret" not in repr(wh) and repr(wh).startswith("Warehouse(path=")

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from warehouse_helpers import ANSWERS, T0, answer, batch, dump, load_once, make_warehouse, rows
 
-from bench.upsert_options import STRATEGIES, strategy as bench_strategy
+from bench.upsert_options import STRATEGIES
+from bench.upsert_options import strategy as bench_strategy
 from pipeline.warehouse import SchemaError, TableLoadStats, Warehouse, staging
 
 

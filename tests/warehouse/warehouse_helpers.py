@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ from pipeline.contract.tables import TableSpec
 from pipeline.warehouse import Load, Warehouse
 from pipeline.warehouse.early_insert import EarlyFirstLoad
 
-UTC = timezone.utc
+UTC = UTC
 TS = pa.timestamp("us", tz="UTC")
 JSON = {b"json": b"1"}
 T0 = datetime(2026, 11, 1, 8, 0, tzinfo=UTC)

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from webhook_helpers import BEARER, make_settings, serve_in_thread
 
-from simulator.certificates import CertificateStore
-from simulator.server import start_simulator
 from pipeline.warehouse import Warehouse
 from pipeline.webhooks.load import load_certificate_events
+from simulator.certificates import CertificateStore
+from simulator.server import start_simulator
 
 
 def _instant(text: str | None) -> datetime | None:

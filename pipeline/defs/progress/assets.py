@@ -13,16 +13,15 @@ from pipeline.contract.tables import TABLES, TableSpec
 from pipeline.defs.common import lms_key, ready_warehouse, table_definition_metadata
 from pipeline.defs.loading import load_stream, sync_client, table_metadata
 from pipeline.defs.policy import POOL
-from pipeline.defs.progress.answer_versions import VERSIONS, spill_window_active_lessons
 from pipeline.defs.progress import answers_ahead
+from pipeline.defs.progress.answer_versions import VERSIONS, spill_window_active_lessons
 from pipeline.defs.progress.answers_ahead import AnswersAhead, refetch_whole_window, take_answers_plan
 from pipeline.defs.progress.backfill import BackfillWindow
 from pipeline.defs.progress.clock_skew import clock_skew_metadata
 from pipeline.defs.resources import PlatformResource, WarehouseResource
+from pipeline.defs.windows import Window
 from pipeline.source.stats import RunStats
 from pipeline.warehouse import Load
-from pipeline.defs.windows import Window
-
 
 # Steps run one at a time; among those whose data has arrived, the higher priority first (ready_first.py). The
 # answers are fetched from the end of the active lessons' listing (answers_ahead.py) and the snapshots in the

@@ -6,7 +6,7 @@ that never said where it runs, is never touched, and neither is a live one."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter
 
@@ -45,7 +45,7 @@ def fail_run(instance: DagsterInstance, run: DagsterRun, by: str) -> str:
         if process is None
         else (
             f"its process (pid {process.pid} on {process.host}, started "
-            f"{datetime.fromtimestamp(process.started, timezone.utc):%Y-%m-%d %H:%M:%S} UTC)"
+            f"{datetime.fromtimestamp(process.started, UTC):%Y-%m-%d %H:%M:%S} UTC)"
         )
     )
     message = (
