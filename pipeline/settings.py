@@ -1,4 +1,4 @@
-"""Settings read from the environment (prefix `LESSONSYNC_`) or a `.env` file; see README "Settings"."""
+"""Settings read from the environment (prefix `LESSONSYNC_`) or a `.env` file; see docs/settings.md."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ import sys
 from pipeline.simulator_extra import SimulatorNotInstalled, simulator_extra
 
 EPILOG = """\
-Settings come from LESSONSYNC_* environment variables or a .env file (README, "Settings"); the --data-dir
+Settings come from LESSONSYNC_* environment variables or a .env file (docs/settings.md); the --data-dir
 and --base-url options override them for one command. `lessonsync COMMAND --help` explains a command."""
 
 # command -> (module exposing `configure(parser)` and `run(args) -> int`, what it does, in one line). A module

@@ -229,7 +229,7 @@ def _contract_result(table: str, metadata: dict[str, object] | None) -> AssetChe
             "new_fields": new_fields,
             "new_field_paths": metadata.get("new_field_paths") or [],
             "quarantined_in_stream": quarantined,
-            "next_step": "see lms.quarantine and the run's warnings; README 'Bad records'",
+            "next_step": "see lms.quarantine and the run's warnings; docs/exactness.md, 'Bad records'",
         },
     )
 
