@@ -1,8 +1,7 @@
 # Each target bootstraps .venv from pyproject.toml on a fresh machine (Python 3.11, git, make).
 # Bytecode is compiled at install (site-packages) and before each target (our own packages): where
-# PYTHONDONTWRITEBYTECODE is set (it is on our build machine), no process ever caches it, and every test
-# subprocess, Dagster run worker and CLI call compiled ~14,000 files again (5.1 s to import the definitions
-# instead of 2.4 s). `compileall` rewrites only what changed.
+# PYTHONDONTWRITEBYTECODE is set, no process caches it, and every test subprocess, Dagster run worker and CLI
+# call would compile its imports again (docs/BENCHMARKS.md). `compileall` rewrites only what changed.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin

@@ -7,8 +7,7 @@ So after each successful build LessonSync publishes copies that nobody writes in
   `publish: false` is left out), plus `_builds` (when and for which `as_of` each model was built) and `_published`
   (when this file was written). It starts as a byte copy of the checkpointed warehouse file, so it holds the raw
   tables (schema `lms`) too, and a staging view over them stays a view there: copying a file costs what the disk
-  does, where materializing the views rewrote every answer (stg_answers alone: 1.1 s of a medium publish's 1.9 s,
-  one 9.7M-row table at scale large). The other models are copied as tables, and the warehouse's schema
+  does, where materializing the views would rewrite every answer. The other models are copied as tables, and the warehouse's schema
   `analytics` is dropped from the copy: in a file named analytics.duckdb, `analytics.<name>` would name the
   catalog and the schema both, an error in DuckDB. Written to a temporary file in the same directory, then
   `os.replace`d: a reader that has the old file open keeps reading it; the next open sees the new one. Open it

@@ -35,9 +35,8 @@ from pipeline.warehouse import (
 from pipeline.warehouse.early_insert import EarlyFirstLoad
 
 PROGRESS_EVERY_S = 5.0
-# A full collection costs ~0.2-0.25 s in a process holding Dagster and DuckDB: worth it before the commit of a
-# big fetch (peak RSS: the full sync's 1M active lessons and 22M answer rows), not after a snapshot of a few
-# hundred thousand small rows (the groups snapshot of every run paid it: 0.19 s of a 4 s no-change run).
+# A full collection costs a noticeable fraction of a second in a process holding Dagster and DuckDB: worth it
+# before the commit of a big fetch (the sync's peak memory), not after every snapshot of small rows.
 RELEASE_AFTER_ROWS = 1_000_000
 FULL_REFRESH_TAG = "lessonsync/full-refresh"
 
@@ -201,7 +200,7 @@ def _commit_fetched(
         if before_commit is not None:
             before_commit(load, stats)
         if sum(stats.rows.values()) >= RELEASE_AFTER_ROWS:
-            load.flush()  # the part writers' last row groups (~40 MiB at large) go to disk before the commit
+            load.flush()  # the part writers' last row groups go to disk before the commit
             _release_fetch_memory()  # the pages are in the lake now; DuckDB gets the memory for the commit
         committing = time.monotonic()
         # One open of the file for the commit and the row counts after it (~30-50 ms an open at scale large).

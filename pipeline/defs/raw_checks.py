@@ -1,6 +1,6 @@
 """Asset checks on the raw tables: full unique keys, links between tables, and tables that shrink
 unexpectedly. They run in three steps (one read-only connection each; see STEP_TABLES) after the assets they check,
-not one per table: Dagster's per-step cost (0.2-0.5 s) was most of what 11 check steps cost a no-change run.
+not one per table: Dagster's per-step cost would be most of what a check step per table costs a no-change run.
 
 They cost what the load cost, not what the table holds: after a run that loaded the table the key and link
 checks look at the rows that run's loads wrote (pipeline.warehouse.checks explains why that finds every

@@ -291,8 +291,8 @@ async def _run_answers(core: SourceCore, changed: pa.Table, updated_since: datet
     plan = plan_answer_requests(changed, core.settings.page_size)
     stats.planned_requests = plan.request_count
     # Pages worth a worker process: start it now, not at the first large page. Counted on the pairs to fetch: an
-    # incremental run's window holds many active lessons whose answers are not needed (a 1%-change run at scale
-    # large: ~2k to fetch in a window of 10k+), and its small pages would keep a worker's ~135 MiB for nothing.
+    # incremental run's window holds many active lessons whose answers are not needed, and its small pages would
+    # keep a worker's memory for nothing.
     # Many pairs in small pages (a request a lesson, a few of its active lessons each) start none either.
     if (
         _to_fetch(changed) >= START_AT_RECORDS

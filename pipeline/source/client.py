@@ -126,10 +126,9 @@ async def _with_substream(core: SourceCore, request: Request, handle: HandlePage
 
 T = TypeVar("T")
 # Batches handed to the consuming thread in one crossing of threads, beyond the first: as many as wait, up to this
-# many bytes. A crossing waits for the event loop's turn, which is busy with responses: at 4 batches a crossing, the
-# consumer of a large no-change sync's 2,027 group batches fell behind and the queue stood full at ~830 of its puts
-# (8-9 s of the requests' waiting in all); taking what waits, at 22-148 (0.1-0.5 s). Memory: the queue's bound plus
-# this budget.
+# many bytes. A crossing waits for the event loop's turn, which is busy with responses: a consumer that takes a
+# fixed few batches a crossing falls behind the many small batches of a snapshot, and the full queue then stalls the
+# requests. Memory: the queue's bound plus this budget.
 TAKE_BYTES = 8 << 20
 
 

@@ -105,7 +105,7 @@ def gc_paused() -> Iterator[None]:
     containers (no cycles; reference counting frees them), each batch of 700 triggering a collection that walks
     the rest, and some of them a full collection of the whole process. That took as much CPU as the decoding
     itself on pages of several thousand records (fast path), and a third of the validated path's time on the
-    lesson catalogue's pages (0.58 -> 0.40 s for the 4 pages of scale large, medians of 7). Within another
+    lesson catalogue's pages. Within another
     pause, or while another thread's is on, the collector is left as it was found."""
     if not gc.isenabled():
         yield

@@ -31,9 +31,8 @@ class ConnectionSettings:
 
     def duckdb_config(self, path: Path) -> dict[str, str | int | bool]:
         temp = self.temp_directory or path.with_name(path.name + ".tmp")
-        # jemalloc's background threads hand DuckDB's freed memory back to the OS within seconds of a big statement
-        # (a 1M-row sorted insert: 208 -> 77 MiB RSS 3 s after it; without them it stays resident, and added up
-        # with the answers' fetch that runs beside the later commits)
+        # jemalloc's background threads hand DuckDB's freed memory back to the OS within seconds of a big statement;
+        # without them it stays resident and adds up with the answers' fetch that runs beside the later commits
         config: dict[str, str | int | bool] = {
             "memory_limit": self.memory_limit,
             "temp_directory": str(temp),
@@ -102,9 +101,8 @@ def repeats_any(
     params: Sequence[object] | Mapping[str, object] | None = None,
 ) -> bool:
     """Whether some value of `expression` (a 64-bit hash of a key, usually) occurs twice among `rows` (a relation
-    or subquery). Counting the distinct values is ~30% faster in DuckDB than grouping them with HAVING count(*) > 1,
-    in the same memory (a full load's answer keys at scale large: 0.65-0.76 against 0.97-1.06 s, 13M rows at
-    160MiB; medium answer results 0.13 against 0.20-0.26 s): the question, once nothing repeats, the usual case."""
+    or subquery). Counting the distinct values is faster in DuckDB than grouping them with HAVING count(*) > 1, in
+    the same memory, and answers the usual case (nothing repeats) at once."""
     return not scalar(conn, f"SELECT count(*) = count(DISTINCT {expression}) FROM {rows}", params)
 
 

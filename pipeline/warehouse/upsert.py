@@ -42,9 +42,9 @@ def insert_first_load(
     is new), and no window unless some key occurs twice. Returns the stage that stands for them (Stage.inserted:
     their count; Stage.relation: the table itself).
 
-    One INSERT, in no particular order, on every core: sorting by key cost the 9.7M answers of scale large
-    27-28 s and 41 CPU-s (range by range, to fit 160MiB), the unordered insert 4.8 s and 9.4 CPU-s, and
-    nothing reads the table faster for its key order (docs/warehouse.md, "First loads")."""
+    One INSERT, in no particular order, on every core: sorting by key costs several times as much (range by
+    range, to fit the memory limit), and nothing reads the table faster for its key order (docs/warehouse.md,
+    "First loads")."""
     with values_must_fit(load), duplicate_keys_of(conn, load, target, files) as duplicates:
         inserted = insert_parts(conn, load, target, files, ts, duplicates)
     return Stage(f"_stage_{load.name}", load, target, True, inserted)

@@ -21,13 +21,13 @@ commits in the same DuckDB transaction as the answers and `lessonsync rebuild` r
 
 Modes (Settings.answers_refetch, LESSONSYNC_ANSWERS_REFETCH): "changed" (default) plans requests for the
 window's active lessons whose version differs from the stored one; "window" refetches every active lesson
-of the window (the behaviour before this table). Full refreshes and backfills (a date range, pipeline/defs/progress/backfill.py) always
+of the window. Full refreshes and backfills (a date range, pipeline/defs/progress/backfill.py) always
 refetch their whole window: they exist to re-read it. Every mode records the versions it fetched.
 
-Memory: a full sync's window is every active lesson (1M at scale large). It is never held as Python or
-Arrow strings through the fetch: DuckDB writes the window to a Parquet file in the warehouse's temp
-directory (WindowLessons), the planner reads back only the ids it needs, dictionary-encoded (int32 codes
-plus each distinct id once: ~20 MiB instead of ~120 MiB of string columns), and the versions to record are
+Memory: a full sync's window is every active lesson. It is never held as Python or Arrow strings through the
+fetch: DuckDB writes the window to a Parquet file in the warehouse's temp directory (WindowLessons), the planner
+reads back only the ids it needs, dictionary-encoded (int32 codes plus each distinct id once, a fraction of the
+string columns), and the versions to record are
 streamed from the file into the load in batches once the fetch is over.
 """
 
@@ -87,7 +87,7 @@ def window_query(window: Window, *, only_changed: bool, uncommitted: bool = Fals
     if uncommitted:
         # Each side filtered by the window before the grouping, not only after it: a key whose newest lastDate is in
         # the window keeps it (what the filter drops is older or NULL, which max() would not pick), and the
-        # grouping then takes the window's rows instead of every active lesson (1M at scale large, 0.4 s a run).
+        # grouping then takes the window's rows instead of every active lesson.
         inside = "" if window.since is None else "WHERE last_date >= $since"
         lessons = (
             "(SELECT owner_id, user_id, lesson_id, max(last_date) AS last_date FROM "
@@ -116,7 +116,7 @@ class WindowLessons:
     def planner_input(self) -> pa.Table:
         """user_id and lesson_id (dictionary-encoded: the planner works on their codes), last_date, refetch."""
         # Row group by row group, in this thread, without pre-buffering: the reader's scratch then stays one row
-        # group's (read whole, a 1M-row window left ~120 MiB resident for ~17 MiB of columns).
+        # group's (read whole, a large window leaves several times its columns' size resident).
         window = pq.ParquetFile(self.path, read_dictionary=["user_id", "lesson_id"], pre_buffer=False)
         groups = [
             window.read_row_group(group, columns=list(PLANNER_COLUMNS), use_threads=False)

@@ -126,8 +126,8 @@ def answers(
 
         def early_tables() -> tuple[TableSpec, ...]:
             # A window of more than OVERLAP_MAX_ROWS active lessons (a large full sync) is committed after its last
-            # page, as its fetch starts after the active lessons' commit: the inserts beside the fetch took its
-            # process tree to 608-626 MiB (572 without them).
+            # page, as its fetch starts after the active lessons' commit: inserts beside that fetch would raise the
+            # sync's peak memory.
             in_window, _ = planned["lessons"].counts()
             return (TABLES["answers"], TABLES["answer_results"]) if in_window <= answers_ahead.OVERLAP_MAX_ROWS else ()
 
