@@ -438,7 +438,10 @@ def _child_model(model: type[BaseModel], child_table: str) -> type[BaseModel]:
         for member in typing.get_args(info.annotation) if union else (info.annotation,):
             if typing.get_origin(member) is list:
                 item = typing.get_args(member)[0]
-                if isinstance(item, type) and issubclass(item, BaseModel):
-                    if [leaf.column for leaf in model_leaves(item)] == [leaf.column for leaf in child.columns.leaves]:
-                        return item
+                if (
+                    isinstance(item, type)
+                    and issubclass(item, BaseModel)
+                    and [leaf.column for leaf in model_leaves(item)] == [leaf.column for leaf in child.columns.leaves]
+                ):
+                    return item
     raise _NoFastPath(f"cannot find the model of {child_table}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -114,9 +114,7 @@ def insertion_order_not_kept(conn: duckdb.DuckDBPyConnection) -> Iterator[None]:
     try:
         yield
     finally:
-        try:
+        # a statement within may have failed and aborted the transaction, which takes no statement until its
+        # rollback: that error is the one to raise; the setting left off only lets later rows go in any order
+        with suppress(duckdb.TransactionException):
             conn.execute("RESET preserve_insertion_order")
-        except duckdb.TransactionException:
-            # a statement within failed and aborted the transaction, which takes no statement until its rollback:
-            # that error is the one to raise; the setting left off only lets later rows go in any order
-            pass

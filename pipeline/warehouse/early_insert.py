@@ -149,10 +149,8 @@ class EarlyFirstLoad:
                 hooks.reached(f"early_inserted:{name}")
         except Exception as error:  # whatever it was, the commit can still insert the load the ordinary way
             self.error = error
-            try:
+            with suppress(duckdb.Error):  # no transaction left to roll back
                 self.conn.rollback()
-            except duckdb.Error:
-                pass  # no transaction left to roll back
 
     def holds(self, table: str) -> bool:
         """Whether `table`'s rows of this load went (or go) in early: the commit finishes them (stage)."""
