@@ -84,14 +84,18 @@ def _read(conn: duckdb.DuckDBPyConnection) -> tuple[TableDef, ...]:
     return derived
 
 
-def _registry(conn: duckdb.DuckDBPyConnection) -> dict[str, tuple[object, ...]]:
+# kind, cursor field, parent, key (None: a registry written before keys were kept there)
+RegistryFacts = tuple[str, str | None, str | None, tuple[str, ...] | None]
+
+
+def _registry(conn: duckdb.DuckDBPyConnection) -> dict[str, RegistryFacts]:
     """table -> (kind, cursor_field, parent, key tuple or None) from the registry."""
     try:  # write paths create the registry first (state.ensure_state_tables); a failed query would abort them
         rows = conn.execute(f"SELECT * FROM {REGISTRY}").fetchall()
         names = [d[0] for d in conn.description]
     except duckdb.CatalogException:  # read-only look at a file written before any table was registered
         return {}
-    facts = {}
+    facts: dict[str, RegistryFacts] = {}
     for row in rows:
         record = dict(zip(names, row, strict=True))
         key = record.get("key")  # None: a registry written before keys were kept there (schema.REGISTRY_KEY_COLUMN)
@@ -109,7 +113,7 @@ def _derive(
     where: str,
     params: dict[str, str],
     tables: list[tuple[str, str]],
-    facts: dict[str, tuple[object, ...]],
+    facts: dict[str, RegistryFacts],
 ) -> tuple[TableDef, ...]:
     columns = dict(
         conn.execute(

@@ -25,9 +25,10 @@ from pipeline.warehouse.catalog import read_table_def
 from pipeline.warehouse.connection import repeats_any, scalar
 from pipeline.warehouse.errors import SchemaError
 from pipeline.warehouse.ranges import key_ranges, range_bounds
-from pipeline.warehouse.schema import DELETED_AT, LAST_LOADED_AT, TableDef, table_ref
+from pipeline.warehouse.schema import table_ref
 from pipeline.warehouse.staging import value_range
 from pipeline.warehouse.state import LOAD_RUNS, newest_loads
+from pipeline.warehouse.tabledef import DELETED_AT, LAST_LOADED_AT, TableDef
 
 
 def row_count(conn: duckdb.DuckDBPyConnection, table: str) -> int:
@@ -146,7 +147,8 @@ def orphans(
 
     counted, nulls = conn.execute(
         f"SELECT count(*), count(*) FILTER (WHERE {c_col} IS NULL) FROM {children} AS c", params
-    ).fetchone()
+    ).fetchall()[0]
+    counted, nulls = int(counted), int(nulls)
     parents = live_rows(conn, parent_def)
     few_children = counted * FEW_CHILDREN <= parents
 
@@ -162,7 +164,7 @@ def orphans(
                 f"SELECT count(*) FROM (SELECT * FROM {children} AS c WHERE {child_range}) AS c "
                 f"LEFT JOIN (SELECT 1 AS _found, * FROM {in_range}) AS p ON {match} WHERE p._found IS NULL"
             )
-        return int(conn.execute(sql, {**params, **extra}).fetchone()[0])
+        return int(conn.execute(sql, {**params, **extra}).fetchall()[0][0])
 
     bounds = None if parents <= chunk_rows else range_bounds(conn, children, c_col, params, chunk_rows)
     if bounds is None:  # one join, only where the parent's first linked column lies within the children's range

@@ -161,7 +161,7 @@ def _certainly_not_committed(conn: duckdb.DuckDBPyConnection, seq: int) -> bool:
     with suppress(duckdb.Error):  # no transaction left open: the usual case after a failed COMMIT
         conn.rollback()
     try:
-        return not conn.execute(f"SELECT count(*) FROM {LOAD_RUNS} WHERE load_seq = ?", [seq]).fetchone()[0]
+        return not conn.execute(f"SELECT count(*) FROM {LOAD_RUNS} WHERE load_seq = ?", [seq]).fetchall()[0][0]
     except duckdb.Error:
         return False
 

@@ -29,11 +29,11 @@ class ConnectionSettings:
     threads: int | None = None  # None: DuckDB's default (all cores)
     lock_timeout: float = 10.0  # seconds to keep retrying while another process holds the file
 
-    def duckdb_config(self, path: Path) -> dict[str, str | int | bool]:
+    def duckdb_config(self, path: Path) -> dict[str, str | bool | int | float | list[str]]:
         temp = self.temp_directory or path.with_name(path.name + ".tmp")
         # jemalloc's background threads hand DuckDB's freed memory back to the OS within seconds of a big statement;
         # without them it stays resident and adds up with the answers' fetch that runs beside the later commits
-        config: dict[str, str | int | bool] = {
+        config: dict[str, str | bool | int | float | list[str]] = {
             "memory_limit": self.memory_limit,
             "temp_directory": str(temp),
             "allocator_background_threads": True,

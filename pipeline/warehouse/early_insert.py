@@ -33,9 +33,10 @@ from pipeline.warehouse.lake import DUCKDB_ROW_GROUP_ROWS, check_parts
 from pipeline.warehouse.load import Load, table_load
 from pipeline.warehouse.manifest import TableLoad
 from pipeline.warehouse.recovery import recover
-from pipeline.warehouse.schema import TableDef, ensure_tables, table_def, table_ref
+from pipeline.warehouse.schema import ensure_tables, table_def, table_ref
 from pipeline.warehouse.staging import Stage, duplicate_keys_of, target_is_empty, values_must_fit
 from pipeline.warehouse.state import ensure_state_tables, next_load_time
+from pipeline.warehouse.tabledef import TableDef
 from pipeline.warehouse.upsert import insert_parts
 
 # Rows per lake part of a load inserted early: what is left to insert after the last page is at most one part a

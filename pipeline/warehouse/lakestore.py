@@ -194,7 +194,7 @@ class ObjectLake(LakeStore):
         return self._call("list the manifests of", names)
 
     def read_manifest(self, name: str) -> bytes:
-        return self._call(f"read manifest {name} of", lambda: self.fs.cat_file(self._key(f"{MANIFESTS}/{name}")))
+        return self._call(f"read manifest {name} of", lambda: bytes(self.fs.cat_file(self._key(f"{MANIFESTS}/{name}"))))
 
     def create_manifest(self, name: str, data: bytes) -> str:
         key = self._key(f"{MANIFESTS}/{name}")

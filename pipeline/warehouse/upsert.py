@@ -18,8 +18,9 @@ import duckdb
 from pipeline.warehouse.arrow_types import q
 from pipeline.warehouse.connection import insertion_order_not_kept
 from pipeline.warehouse.manifest import TableLoad
-from pipeline.warehouse.schema import DELETED_AT, FIRST_LOADED_AT, LAST_LOADED_AT, TableDef, table_ref
+from pipeline.warehouse.schema import table_ref
 from pipeline.warehouse.staging import Stage, deduped_sql, duplicate_keys_of, is_list_type, values_must_fit
+from pipeline.warehouse.tabledef import DELETED_AT, FIRST_LOADED_AT, LAST_LOADED_AT, TableDef
 
 BY_ROWID = "t.rowid = s._rowid"  # `t`: the warehouse table, `s`: the stage
 
@@ -66,7 +67,7 @@ def insert_parts(
             f"INSERT INTO {table_ref(target.name)} ({columns}, {q(FIRST_LOADED_AT)}, {q(LAST_LOADED_AT)}) "
             f"SELECT {columns}, {ts}, {ts} FROM ({deduped_sql(load, target, duplicates)})",
             {"files": files},
-        ).fetchone()[0]
+        ).fetchall()[0][0]
     return int(inserted)
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, Protocol
 
 import duckdb
 
@@ -24,6 +25,16 @@ from pipeline.warehouse.upsert import upsert_stage
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+class WarehouseLocations(Protocol):
+    """What Warehouse.from_settings reads of pipeline.settings.Settings (the warehouse does not import it)."""
+
+    @property
+    def warehouse_path(self) -> Path: ...
+
+    @property
+    def lake_location(self) -> Path | str: ...
 
 
 class Warehouse:
@@ -52,15 +63,15 @@ class Warehouse:
         self._shared: duckdb.DuckDBPyConnection | None = None  # set within one_connection()
 
     @classmethod
-    def from_settings(cls, settings: object, **overrides: object) -> Warehouse:
+    def from_settings(cls, settings: WarehouseLocations, **overrides: Any) -> Warehouse:
         """From pipeline.settings.Settings (warehouse_path, lake_location and the duckdb_* fields when present)."""
-        options = {
+        options: dict[str, Any] = {
             name: getattr(settings, f"duckdb_{name}")
             for name in ("memory_limit", "temp_directory", "threads", "lock_timeout")
             if hasattr(settings, f"duckdb_{name}")
         }
         options.update(overrides)
-        return cls(settings.warehouse_path, settings.lake_location, **options)  # type: ignore[attr-defined,arg-type]
+        return cls(settings.warehouse_path, settings.lake_location, **options)
 
     def __repr__(self) -> str:
         return f"Warehouse(path={str(self.path)!r}, lake_dir={str(self.lake_dir)!r})"
