@@ -81,7 +81,7 @@ class AnswerPlan:
 
     @property
     def request_count(self) -> int:
-        return len(self.grouped) + self.pairs.num_rows
+        return len(self.grouped) + int(self.pairs.num_rows)
 
     def records_per_page(self, page_size: int) -> float:
         """Active-lesson records a page of the plan holds on average, confirming pages left out."""
@@ -90,7 +90,9 @@ class AnswerPlan:
         return records / pages if pages else 0.0
 
     def estimated_cost(self, page_size: int) -> int:
-        return sum(answer_request_cost(r.covers, page_size) for r in self.grouped) + PAIR_COST * self.pairs.num_rows
+        return sum(answer_request_cost(r.covers, page_size) for r in self.grouped) + PAIR_COST * int(
+            self.pairs.num_rows
+        )
 
     def requests(self) -> Iterator[PlannedRequest]:
         yield from self.grouped
@@ -248,7 +250,7 @@ async def _check_since(core: SourceCore, newest_planned: datetime | None) -> dat
 def _to_fetch(changed: pa.Table) -> int:
     """Active lessons of `changed` whose answers are to be fetched (every one without a `refetch` column)."""
     if REFETCH not in changed.column_names:
-        return changed.num_rows
+        return int(changed.num_rows)
     return int(pc.sum(changed.column(REFETCH).cast(pa.int64())).as_py() or 0)
 
 
@@ -265,7 +267,7 @@ def _listed_since(changed: pa.Table, instant: datetime) -> int:
     recent = changed.filter(pc.greater(dates, pa.scalar(bound, type=dates.type)))
     # as strings: the spilled window's ids come dictionary-encoded, a dictionary per chunk
     pairs = pa.table({c: recent.column(c).cast(pa.string()) for c in ("user_id", "lesson_id")})
-    return pairs.group_by(["user_id", "lesson_id"], use_threads=False).aggregate([]).num_rows
+    return int(pairs.group_by(["user_id", "lesson_id"], use_threads=False).aggregate([]).num_rows)
 
 
 def _newest(changed: pa.Table) -> datetime | None:

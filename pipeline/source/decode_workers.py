@@ -95,7 +95,8 @@ class _Worker:
 
     def decode(self, job: tuple[Any, ...]) -> Decoded | None:
         self.connection.send(job)
-        return self.connection.recv()
+        decoded: Decoded | None = self.connection.recv()  # what the worker's loop sends back (serve)
+        return decoded
 
     def close(self) -> None:
         try:
@@ -280,7 +281,7 @@ def ipc_stream(batch: pa.RecordBatch) -> bytes:
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, batch.schema) as writer:
         writer.write_batch(batch)
-    return sink.getvalue().to_pybytes()
+    return bytes(sink.getvalue().to_pybytes())
 
 
 def serve(connection: Connection) -> None:

@@ -311,12 +311,13 @@ class FastPages:
     """Page bodies of one stream -> Page (Arrow batches), or None: take the validated path."""
 
     def __init__(self, stream: StreamSpec) -> None:
-        struct = fast_struct(stream.model)
+        struct: Any = fast_struct(stream.model)  # a msgspec Struct class made at run time
         if struct is None:
             raise _NoFastPath(f"{stream.model.__name__} is not translatable")
         self._stream = stream
         self._decoder = msgspec.json.Decoder(list[struct])
-        self._open_decoder = msgspec.json.Decoder(list[fast_struct(stream.model, closed=False)])
+        open_struct: Any = fast_struct(stream.model, closed=False)
+        self._open_decoder = msgspec.json.Decoder(list[open_struct])
         own = BUILDS[stream.table]
         assert isinstance(own, RecordTable)
         self._own = own
@@ -421,7 +422,7 @@ def _child_field(model: type[BaseModel], child_table: str) -> str | None:
     assert isinstance(child, ChildTable)
     if child.columns is None:
         return None
-    item_model = _child_model(model, child_table)
+    item_model: Any = _child_model(model, child_table)  # a model class, compared as list[item_model]
     for name, info in model.model_fields.items():
         union = typing.get_origin(info.annotation) in (typing.Union, types.UnionType)
         if list[item_model] in (typing.get_args(info.annotation) if union else (info.annotation,)):

@@ -41,6 +41,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from importlib import metadata
 from pathlib import Path
 from typing import BinaryIO
@@ -102,11 +103,11 @@ class PageCache:
             self._forget_reader(pack)
         with self._append_lock:
             packs, self._packs = self._packs, {}
-            for pack in packs.values():
+            for handle in packs.values():
                 try:
-                    pack.close()
+                    handle.close()
                 except OSError as error:
-                    self._warn_write_failed(Path(pack.name), error)
+                    self._warn_write_failed(Path(handle.name), error)
 
     def forget_unused(self, streams: tuple[str, ...], since: float) -> int:
         """After a complete run of `streams` that started at `since` (time.time()): keep the packs of earlier runs
@@ -129,7 +130,7 @@ class PageCache:
                     if raw is not None:
                         self._write_later(stream, name, [raw])
                 self._forget_reader(pack)
-                self._after_writes(lambda pack=pack: pack.unlink(missing_ok=True))
+                self._after_writes(partial(pack.unlink, missing_ok=True))
                 removed += 1
         return removed
 

@@ -371,7 +371,7 @@ class RetryAfterOrBackoff(wait_base):
         hint = getattr(outcome.exception(), "retry_after", None) if outcome is not None else None
         wait = min(self._cap, max(hint or 0.0, backoff))
         if self._budget is not None:  # never sleep past the budget: the last try comes as it ends
-            wait = min(wait, max(0.0, self._budget - retry_state.seconds_since_start))
+            wait = min(wait, max(0.0, self._budget - (retry_state.seconds_since_start or 0.0)))
         return wait
 
 
