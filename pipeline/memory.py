@@ -33,6 +33,7 @@ import ctypes.util
 import importlib.abc
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 M_MMAP_THRESHOLD = -3  # glibc malloc.h
@@ -53,7 +54,7 @@ def tune_process_memory() -> bool:
     return _tuned
 
 
-def _mallopt():  # type: ignore[no-untyped-def]
+def _mallopt() -> Callable[[int, int], int] | None:
     try:
         mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
     except (OSError, AttributeError):  # not glibc (musl, macOS): their defaults stay

@@ -200,8 +200,9 @@ def _test(item: Any, known: dict[str, tuple[TestKind, dict[str, bool]]], column:
     where.expect(not missing, "arguments", f"{name} with {', '.join(missing)} (non-empty)")
     config = body.get("config") or {}
     where.expect(isinstance(config, dict) and set(config) <= {"severity"}, "config", "a mapping of severity only")
-    severity = str(config.get("severity", "error")).lower()  # dbt writes ERROR / warn
-    where.expect(severity in ("error", "warn"), "config.severity", "error or warn")
+    written = str(config.get("severity", "error")).lower()  # dbt writes ERROR / warn
+    where.expect(written in ("error", "warn"), "config.severity", "error or warn")
+    severity: Literal["error", "warn"] = "warn" if written == "warn" else "error"
     columns = (column,) if column is not None else _names(args["combination_of_columns"], where)
     to = parse_call(str(args["to"]), str(where.at("arguments.to"))) if kind == "relationships" else None
     where.expect(kind != "accepted_values" or isinstance(args["values"], list), "arguments.values", "a list")

@@ -32,6 +32,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -231,9 +232,10 @@ def _write_manifest(marts_dir: Path, parquet: dict[str, Path], rows: dict[str, i
     _replace(temp, manifest_path)
 
 
-def _read_manifest(path: Path) -> dict:
+def _read_manifest(path: Path) -> dict[str, Any]:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        manifest: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        return manifest
     except (OSError, ValueError):
         return {}
 

@@ -46,8 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     # Find the command name first, then let its module declare its own options (and answer its --help).
     command = next((a for a in argv if not a.startswith("-")), None)
-    if command not in SUBCOMMANDS:
+    if command is None or command not in SUBCOMMANDS:
         parser.parse_args(argv)  # prints usage, or the error naming the unknown command, and exits
+        parser.error("a command is required")
     module_name, help_text = SUBCOMMANDS[command]
     try:  # `simulate` and `demo` need the simulator extra: without it, say what to install
         with simulator_extra(f"lessonsync {command}"):
