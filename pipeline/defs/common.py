@@ -1,6 +1,8 @@
 """What every asset that writes the warehouse shares: its key scheme, its catalog metadata, a ready warehouse
 (owners and pool: policy.py)."""
 
+from typing import Any
+
 from dagster import AssetKey, TableColumn, TableSchema
 
 from pipeline.contract.tables import TableSpec
@@ -8,12 +10,15 @@ from pipeline.defs.resources import WarehouseResource
 from pipeline.warehouse import Warehouse
 from pipeline.warehouse.arrow_types import field_type
 
+# Asset and check metadata: any value Dagster accepts (its RawMetadataValue union is not public API).
+Metadata = dict[str, Any]
+
 
 def lms_key(table: str) -> AssetKey:
     return AssetKey(["lms", table])
 
 
-def table_definition_metadata(table: TableSpec) -> dict[str, object]:
+def table_definition_metadata(table: TableSpec) -> Metadata:
     """What catalogs and lineage tools read from a raw table's asset: its columns and DuckDB types (from the
     declaration), where it lives, and its key."""
     columns = [TableColumn(field.name, field_type(field, table.name)) for field in table.schema]

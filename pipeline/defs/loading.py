@@ -9,10 +9,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from dagster import AssetExecutionContext, MetadataValue
 
 from pipeline.contract.tables import TABLES, TableSpec
+from pipeline.defs.common import Metadata
 from pipeline.defs.progress.backfill import BackfillWindow
 from pipeline.defs.windows import UNBOUNDED, Window, cursor_window, next_cursor
 from pipeline.prefetch.background import BackgroundFetch, Fetched
@@ -246,7 +248,8 @@ def sync_client(context: AssetExecutionContext, settings: Settings, warehouse: W
 
 def run_backfill_window(context: AssetExecutionContext) -> Window | None:
     """The backfill range the run was launched with (its `backfill` resource config), None for a cursor run."""
-    config = context.run.run_config.get("resources", {}).get("backfill", {}).get("config") or {}
+    run_config: dict[str, Any] = dict(context.run.run_config)  # the Launchpad's YAML: nested mappings
+    config = run_config.get("resources", {}).get("backfill", {}).get("config") or {}
     return BackfillWindow(**config).window()
 
 
@@ -290,13 +293,13 @@ def _release_fetch_memory() -> None:
     release_free_memory()
 
 
-def table_metadata(done: StreamLoad, table: str) -> dict[str, object]:
+def table_metadata(done: StreamLoad, table: str) -> Metadata:
     """Materialization metadata of one table of a stream load."""
     stats, result, window = done.stats, done.result, done.window
     counts = result.tables.get(table, TableLoadStats())  # a table with no rows in this load is untouched
     rows_fetched = stats.rows.get(table, 0)
     new_fields = paths_of(table, stats.new_fields)  # the platform's additions our models do not declare
-    metadata: dict[str, object] = {
+    metadata: Metadata = {
         "window": window.describe(),
         "rows_fetched": rows_fetched,
         "rows_per_second": round(rows_fetched / done.seconds, 1) if done.seconds > 0 else None,

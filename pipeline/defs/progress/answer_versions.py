@@ -82,7 +82,8 @@ def window_query(window: Window, *, only_changed: bool, uncommitted: bool = Fals
     while it commits. Where the upsert would keep another lastDate (a NULL one), the plan only differs on the
     safe side: a lesson counted in a request's scope too many, or a version recorded that the warehouse does
     not hold, so its answers are asked again next run."""
-    where, params = ("", {}) if window.since is None else ("WHERE a.last_date >= $since", {"since": window.since})
+    params: dict[str, object] = {} if window.since is None else {"since": window.since}
+    where = "" if window.since is None else "WHERE a.last_date >= $since"
     lessons = "lms.active_lessons"
     if uncommitted:
         # Each side filtered by the window before the grouping, not only after it: a key whose newest lastDate is in
@@ -158,7 +159,7 @@ def spill_window_active_lessons(
     """The window's active lessons written by DuckDB (streaming, within its memory limit) to a Parquet file in
     the warehouse's temp directory, removed when the block ends. `loading`: the sweep's active-lessons load,
     in the lake but not committed yet (window_query's `uncommitted`)."""
-    temp = Path(wh.connection_settings.duckdb_config(wh.path)["temp_directory"])
+    temp = Path(str(wh.connection_settings.duckdb_config(wh.path)["temp_directory"]))
     temp.mkdir(parents=True, exist_ok=True)
     parts = () if loading is None else loading.parts_written("active_lessons")
     query, params = window_query(window, only_changed=only_changed, uncommitted=bool(parts))

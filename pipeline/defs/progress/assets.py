@@ -20,6 +20,7 @@ from pipeline.defs.progress.backfill import BackfillWindow
 from pipeline.defs.progress.clock_skew import clock_skew_metadata
 from pipeline.defs.resources import PlatformResource, WarehouseResource
 from pipeline.defs.windows import Window
+from pipeline.source.decoding import Batch
 from pipeline.source.stats import RunStats
 from pipeline.warehouse import Load
 
@@ -44,7 +45,7 @@ def active_lessons(
     platform: PlatformResource,
     warehouse: WarehouseResource,
     backfill: BackfillWindow,
-) -> MaterializeResult:
+) -> MaterializeResult[Any]:
     """Where every learner stands on every lesson: progress, score, success, time spent."""
     wh = ready_warehouse(warehouse)
     with sync_client(context, platform.settings(), wh) as client:
@@ -94,7 +95,7 @@ def answers(
     platform: PlatformResource,
     warehouse: WarehouseResource,
     backfill: BackfillWindow,
-) -> Iterator[MaterializeResult]:
+) -> Iterator[MaterializeResult[Any]]:
     """Every answer of every attempt (entry and exit quizzes), fetched only for active lessons whose
     version (lastDate) changed since their answers were fetched (answer_versions.py)."""
     wh = ready_warehouse(warehouse)
@@ -106,7 +107,7 @@ def answers(
             spills.enter_context(ahead.spill)
             planned.update(window=ahead.window, ceiling=ahead.ceiling, lessons=ahead.lessons)
 
-        def fetch(window: Window):
+        def fetch(window: Window) -> Iterator[Batch]:
             # the answers cursor never passes the active lessons' it was planned against (windows.py)
             planned["ceiling"] = wh.cursor("active_lessons")
             # on disk until the commit, not in memory: 1M active lessons in a full sync (answer_versions.py)

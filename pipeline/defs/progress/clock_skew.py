@@ -8,12 +8,13 @@ from datetime import timedelta
 
 from dagster import AssetExecutionContext
 
+from pipeline.defs.common import Metadata
 from pipeline.source.stats import RunStats
 
 SKEW_KEY = "platform_clock_skew_s"
 
 
-def clock_skew_metadata(context: AssetExecutionContext, stats: RunStats, lookback: timedelta) -> dict[str, object]:
+def clock_skew_metadata(context: AssetExecutionContext, stats: RunStats, lookback: timedelta) -> Metadata:
     """`platform_clock_skew_s`: the `Date` header at the run's start minus the newest lastDate it listed
     (positive: the header is ahead, or reads lag, or nothing changed lately), None when either is unknown.
     Warns when the two disagree by more than the lookback, and when the platform sends no Date header."""
