@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench dev clean bytecode
+.PHONY: demo test lint bench dev clean bytecode
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,8 +25,16 @@ bytecode: $(VENV)/.installed
 demo: bytecode
 	$(BIN)/lessonsync demo
 
-# The import contracts ([tool.importlinter] in pyproject.toml) first: a layering break fails in seconds, before the suite.
-test: bytecode
+# The hygiene gates, each in seconds: formatting and lint (ruff), types (mypy over pipeline/, [tool.mypy]) and the
+# SQL models' style (sqlfluff, .sqlfluff).
+lint: bytecode
+	$(BIN)/ruff format --check pipeline simulator bench tests
+	$(BIN)/ruff check pipeline simulator bench tests
+	$(BIN)/mypy
+	$(BIN)/sqlfluff lint dbt_like_sql --processes 1
+
+# The gates and the import contracts ([tool.importlinter] in pyproject.toml) first: they fail in seconds, before the suite.
+test: bytecode lint
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -n 3 --maxschedchunk 2
 

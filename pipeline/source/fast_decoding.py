@@ -22,7 +22,7 @@ errors are exactly those of the validated path. Unusual means:
   spellings, which the validated path parses), or that Arrow cannot parse (e.g. 30 February);
 - an empty page (nothing to gain).
 
-Date-times: without an offset they are UTC, as in pipeline/contract/columns.epoch_us; with one they are
+Date-times: without an offset they are UTC, as in `epoch_us` of pipeline/contract/columns.py; with one they are
 converted to UTC.
 
 Models whose columns hold JSON text (lists of objects: sessions' codes, lessons' notions) or whose fields
