@@ -15,15 +15,10 @@ starts (the daemon's, the code server's, every launcher's environment); mallopt 
 Arrow's pool is left as the wheel has it (mimalloc): `pa.set_memory_pool` changes only the pool pyarrow's Python
 calls use, while the Parquet writer keeps C++'s default, so switching at run time would split Arrow's memory
 over two allocators and leave the `release_unused()` calls of the writers releasing the wrong one. Only
-`ARROW_DEFAULT_MEMORY_POOL=system` in the process's environment moves all of it; a deployment may set it. How mimalloc returns memory is set where pyarrow has not loaded yet, in
-`pipeline/__init__.py`.
+`ARROW_DEFAULT_MEMORY_POOL=system` in the process's environment moves all of it; a deployment may set it. How
+mimalloc returns memory is set where pyarrow has not loaded yet, in `pipeline/__init__.py`.
 
-pandas stays out (`keep_pandas_out`): pyarrow's first conversion of a Python list (`pa.array`) asks whether pandas
-is importable, to tell whether the list is a pandas object, and imports it to find out: over a second of CPU and
-tens of MiB, on whichever thread converts first (in a sync, the client's event loop, stalling every request in
-flight), for nothing a sync or a decode worker uses. pyarrow asks once per process: told "no", it converts lists
-without asking again. What does need pandas still gets it: pyarrow imports it on demand for a pandas call
-(`to_pandas()`, `from_pandas()`), and an `import pandas` works as always.
+pandas stays out of a sync process and its decode workers (`keep_pandas_out`).
 """
 
 from __future__ import annotations
@@ -76,7 +71,14 @@ class _PandasHiddenFromThisThread(importlib.abc.MetaPathFinder):
 
 
 def keep_pandas_out() -> None:
-    """pyarrow told, once per process, that pandas is absent (module docstring); nothing if pandas is loaded."""
+    """pyarrow told, once per process, that pandas is absent; nothing if pandas is loaded.
+
+    pyarrow's first conversion of a Python list (`pa.array`) asks whether pandas is importable, to tell whether the
+    list is a pandas object, and imports it to find out: over a second of CPU and tens of MiB, on whichever thread
+    converts first (in a sync, the client's event loop, stalling every request in flight), for nothing a sync or a
+    decode worker uses. pyarrow asks once per process: told "no", it converts lists without asking again. What
+    does need pandas still gets it: pyarrow imports it on demand for a pandas call (`to_pandas()`,
+    `from_pandas()`), and an `import pandas` works as always."""
     if "pandas" in sys.modules:
         return
     import pyarrow as pa

@@ -1,31 +1,13 @@
 """A model's properties file in dbt's own schema, `<model>.yml` beside `<model>.sql` (as jaffle-shop keeps them):
-
-    version: 2
-    models:
-      - name: learner_progress               # the model of the .sql file beside it
-        description: One row per learner and lesson.
-        config:
-          materialized: table                # or view; default: view in staging/, table elsewhere
-          meta: {publish: false}             # LessonSync's own key: keep it out of the analysts' snapshot
-        data_tests:                          # model-level
-          - dbt_utils.unique_combination_of_columns:
-              arguments: {combination_of_columns: [user_id, lesson_id]}
-        columns:
-          - name: user_id
-            description: The learner.
-            data_tests:
-              - not_null
-              - relationships:
-                  arguments: {to: ref('stg_users'), field: user_id}
-          - name: status
-            data_tests:
-              - accepted_values:
-                  arguments: {values: [not-started, in-progress, succeeded, failed]}
-                  config: {severity: warn}   # default error: not swapped in, downstream skipped
+`version: 2`, then `models:` with the model's `name`, `description`, `config` (`materialized: table|view`,
+default view in staging/ and table elsewhere; `meta: {publish: false}`, LessonSync's own key, keeps it out of the
+analysts' snapshot), model-level `data_tests` and `columns` with their `description` and `data_tests`. The
+format, with an example: dbt_like_sql/README.md.
 
 Column tests: unique, not_null, accepted_values, relationships (target `ref('<model>')` or
-`source('lms', '<table>')`); model tests: dbt_utils.unique_combination_of_columns. Anything else, or a key
-this runner would silently ignore, is an error naming the file and the place in it.
+`source('lms', '<table>')`), their arguments under `arguments:` and `severity` (error or warn) under `config:`;
+model tests: dbt_utils.unique_combination_of_columns. Anything else, or a key this runner would silently ignore,
+is an error naming the file and the place in it.
 """
 
 from __future__ import annotations

@@ -16,27 +16,8 @@ per still-uncovered pair is within 25% of the best, while that beats the per-pai
 grow as pairs get covered, so rounds are few (log_1.25 of the ratio range, ~30 at most), and each round
 is a pair of Arrow group-bys: no Python loop over pairs, fine for a million changed rows.
 
-The run: plan requests for the changed active lessons, fetch them concurrently (pages of one
-request in order), then check for page drift and fetch again what it may have hit.
-
-Drift in answer listings: they page over active-lesson records, and an active lesson updated mid-sweep
-(or, on a platform whose reads lag, becoming visible mid-sweep) moves, shifting the others. Answer rows do
-not show every move (an active lesson may have no answers), so each pass is bracketed by two listings of
-/v1/active-lessons?updatedSince=X, one before, one after: an active lesson in the second but not the first
-(by key and lastDate) changed during the pass, and every per-lesson or per-user request whose scope holds
-one is fetched again. Comparing two listings, not trusting clocks alone, keeps records updated just before
-X (or a stopped simulated clock) from looking like changes. Per-pair requests cover one record and cannot
-drift. After `max_passes` passes with drift still present the run is marked complete=False.
-
-Which X lists every version that can shift a page during the pass, whichever clock runs ahead (the
-assumptions A1-A3 of pipeline/defs/windows.py): such a version was not visible at the data time D of the first
-listing, so it was stamped after D - L (A2, L the read lag); the newest lastDate N of the plan was listed
-before, so N <= D. Hence X = N - lookback - RESOLUTION lists it as long as L <= lookback (A3), with no
-`Date` header involved. X is also capped by the latest `Date` seen minus 2 s, which alone was the rule
-before and still bounds X when the plan holds no lastDate; a header hours behind only makes the two
-listings longer. A change counts against every request of its scope, whenever it was stamped: telling
-whether it happened while a request was in flight would need the `Date` clock and the lastDate clock to
-agree, which nothing promises.
+The run fetches the plan concurrently, then checks for page drift with two listings of the active lessons
+bracketing each pass and fetches again what it may have hit: docs/design.md, "Answers: drift".
 """
 
 from __future__ import annotations

@@ -12,32 +12,7 @@ threads, and not multiprocessing's spawn either, which runs the parent's main sc
 script without an `if __name__ == "__main__"` guard would sync a second time). One thread per worker sends it
 a page and waits for the answer with the GIL released; the loop only awaits that thread's result.
 
-Exactness is the fast path's, unchanged: the worker runs the very code the loop would run, and only that.
-Whenever it does not hand back batches (the fast path declined the page: a record to quarantine, a date-time it
-leaves to the validated path, a truncated body; or the worker failed), the page is decoded here exactly as before, so every error,
-quarantine row and retry is raised and recorded by the same code with the same messages. Which pages go:
-- answer pages only (`answers` pager): they carry the CPU; record pages also hash their keys for drift
-  detection (sweeps.py), and Python's string hashes differ between processes;
-- bodies of at least OFFLOAD_BYTES: a small page costs less to decode than to ship;
-- at most WAITING_PER_PROCESS pages waiting per worker: beyond that the loop decodes the page itself, so a
-  worker that falls behind is helped rather than queued for. Twice the default requests in flight, not fewer:
-  every page the loop decodes delays the responses of the other requests, and the waiting bodies do not raise the
-  sync's peak;
-- once the workers are up: they import for about a second, and pages meanwhile are decoded here. They start when the
-  answers' plan has START_AT_RECORDS active lessons or more to fetch in pages of START_AT_RECORDS_PER_PAGE
-  records or more on average (answers.py: while it reads the drift check's first listing), else with the first
-  large page; a run with only small pages (a 1%-change run: many lessons, a few active lessons each) never
-  starts a process.
-- not while held (`hold`): the answers fetched ahead of their step run beside the run's other commits, and a
-  worker's memory on top of those commits would be the sync's peak; their pages are decoded here until the
-  answers step lifts the hold, and a start asked for meanwhile happens then.
-A worker that dies or fails turns the offload off for the rest of the client's life (logged once); the pages go
-on being decoded here. The workers exit when the answers run ends (answers.py, `release`: the commit after it
-does not need them) or the client closes; if this process is killed, they see their pipe close and exit.
-
-Memory: each worker holds the imports (pyarrow, numpy, pydantic, msgspec, the contract models) and one page at a
-time, and is gone before the commit (the sync's peak). pandas is kept out (`memory.keep_pandas_out`): pyarrow would
-import it at its first conversion, tens of MiB more per worker for nothing a worker uses.
+Which pages go to a worker, when workers start and stop, and what they hold: docs/design.md, "Decode workers".
 """
 
 from __future__ import annotations

@@ -11,23 +11,10 @@ The fast path only ever accepts a page it can decode *exactly* as the validated 
 would. Whenever it finds anything unusual in a page, it gives up on that page and returns None, and the
 caller decodes the page through PageDecoder, record by record if need be, so quarantine rows (endpoint,
 page, record index, field, message, raw JSON), unknown fields kept in `extra`, truncated bodies and
-errors are exactly those of the validated path. Unusual means:
+errors are exactly those of the validated path.
 
-- any msgspec error: wrong type (a string where a number is expected is an error, never coerced; so is
-  a bool where a number is expected), value outside an enumeration, missing required field, unknown
-  field anywhere (pages with new fields take the validated path, which keeps them in `extra`), JSON
-  that is not a complete array of objects;
-- a record without one of its key fields (quarantined by the validated path);
-- a date-time that is not plain ISO 8601 `YYYY-MM-DDTHH:MM:SS[.ffffff][Z|±HH:MM]` (pydantic accepts more
-  spellings, which the validated path parses), or that Arrow cannot parse (e.g. 30 February);
-- an empty page (nothing to gain).
-
-Date-times: without an offset they are UTC, as in `epoch_us` of pipeline/contract/columns.py; with one they are
-converted to UTC.
-
-Models whose columns hold JSON text (lists of objects: sessions' codes, lessons' notions) or whose fields
-this translation does not cover have no fast path (their streams are small snapshots); `FastPages.for_stream`
-returns None for them. tests/source/test_source_fast.py checks that both paths give identical batches.
+What counts as unusual, how date-times are read, and which models have no fast path: docs/design.md, "The fast
+path of page decoding".
 """
 
 from __future__ import annotations

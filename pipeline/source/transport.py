@@ -17,24 +17,7 @@ A request retries until settings.retry_budget seconds have passed since its firs
 tries, a bound the budget normally reaches first): an outage shorter than the budget is ridden out. The
 last wait is shortened so that the final try happens at the end of the budget, not after it.
 
-HTTP/1.1 is aiohttp's (PlatformHTTP, below), with httpx's types around it. Why aiohttp: pages of answers are
-megabytes, and httpx's own transport (httpcore + h11) handles a body as a series of reads, each copied, extracted
-and joined in Python, at more than twice the CPU per page (aiohttp parses HTTP in C with llhttp and hands the body
-over in one piece). Why not through httpx.AsyncClient: its per-request machinery (parsing the URL it is given,
-merging it with the base, the cookie jar, the redirect and auth hooks) takes event-loop time on every request,
-which a run of thousands of small requests waits for. A
-request carries what httpx's client would send: its default headers (Accept-Encoding lists what httpx.Response
-decodes), the base address merged and the parameters encoded as httpx does (tests/source/test_source_aio.py
-compares the two). Responses are httpx.Response (Content-Encoding decoded by httpx), errors httpx's.
-
-Errors land in httpx's hierarchy so callers keep one set of exceptions: timeouts connecting or waiting
-for bytes are ConnectTimeout / ReadTimeout, a refused or lost connection ConnectError / ReadError, a
-body cut short or a response that is not HTTP RemoteProtocolError. Paths are sent as given, already
-percent-encoded (paging.fill_path: an id's reserved characters stay escaped). Proxies come from the environment
-(HTTP(S)_PROXY, NO_PROXY) and TLS uses httpx's context (certifi, SSL_CERT_FILE), as with httpx's own transport.
-
-The environment is read once per origin, not per request: aiohttp's `trust_env` re-reads every variable
-for the proxy and looks for a .netrc in a worker thread on each request. Like httpx since 0.24, no .netrc credentials are sent: the platform is authenticated by its token.
+Why aiohttp under httpx's types, how errors map to httpx's hierarchy, and proxies: docs/design.md, "HTTP".
 """
 
 from __future__ import annotations

@@ -11,24 +11,16 @@ State: `lms.answers_synced_versions` (owner_id, user_id, lesson_id -> last_date)
 lesson whose answers were fetched, with the lastDate the warehouse's active lesson had when the answers
 were PLANNED (the answers were fetched later, so they are at least that new). It is written as one more
 table of the answers load, through the warehouse's generic load (lake part, manifest, upsert), so it
-commits in the same DuckDB transaction as the answers and `lessonsync rebuild` restores it from the lake:
-
-- a run that fails or is killed after the active lessons committed but before the answers did leaves
-  the old versions: the new active lessons differ from them and the next run fetches their answers;
-- a run whose drift checks did not settle (incomplete) records no version: the next run asks again;
-- an active lesson updated after our active-lessons sweep has a newer lastDate next time: asked again;
-- a version only moves forward (the table's cursor field is last_date: an older one is ignored).
+commits in the same DuckDB transaction as the answers and `lessonsync rebuild` restores it from the lake
+(why a failed, killed or incomplete run then loses nothing: docs/design.md, "Answer versions").
 
 Modes (Settings.answers_refetch, LESSONSYNC_ANSWERS_REFETCH): "changed" (default) plans requests for the
 window's active lessons whose version differs from the stored one; "window" refetches every active lesson
 of the window. Full refreshes and backfills (a date range, pipeline/defs/progress/backfill.py) always
 refetch their whole window: they exist to re-read it. Every mode records the versions it fetched.
 
-Memory: a full sync's window is every active lesson. It is never held as Python or Arrow strings through the
-fetch: DuckDB writes the window to a Parquet file in the warehouse's temp directory (WindowLessons), the planner
-reads back only the ids it needs, dictionary-encoded (int32 codes plus each distinct id once, a fraction of the
-string columns), and the versions to record are
-streamed from the file into the load in batches once the fetch is over.
+Memory: a full sync's window is every active lesson; it is spilled to Parquet, never held through the fetch
+(WindowLessons).
 """
 
 from __future__ import annotations
@@ -109,7 +101,10 @@ def window_query(window: Window, *, only_changed: bool, uncommitted: bool = Fals
 
 @dataclass(frozen=True)
 class WindowLessons:
-    """The window's active lessons (window_query), spilled by DuckDB to one Parquet file."""
+    """The window's active lessons (window_query), spilled by DuckDB to one Parquet file in the warehouse's temp
+    directory: never held as Python or Arrow strings through the fetch. The planner reads back only the ids it
+    needs, dictionary-encoded (int32 codes plus each distinct id once), and the versions to record are streamed
+    from the file into the load in batches once the fetch is over."""
 
     path: Path
     window: Window
