@@ -9,14 +9,14 @@ BIN := $(VENV)/bin
 
 .PHONY: demo test bench dev clean bytecode
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml setup.py simulator/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet uv
-	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e '.[dev,simulator]' || $(BIN)/python -m pip install --quiet -e '.[dev,simulator]'
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e ./simulator -e '.[dev,simulator]' || $(BIN)/python -m pip install --quiet -e ./simulator -e '.[dev,simulator]'
 	touch $@
 
 $(VENV)/.installed-bench: $(VENV)/.installed
-	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e '.[dev,simulator,bench]' || $(BIN)/python -m pip install --quiet -e '.[dev,simulator,bench]'
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e ./simulator -e '.[dev,simulator,bench]' || $(BIN)/python -m pip install --quiet -e ./simulator -e '.[dev,simulator,bench]'
 	touch $@
 
 # Our own packages' bytecode (site-packages' is compiled at install); instant when nothing changed.
