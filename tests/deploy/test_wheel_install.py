@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,6 +124,33 @@ def test_dagster_and_dg_load_the_installed_definitions(installed: Installed, tmp
     check = installed.run("dg", "check", "defs", cwd=project, VIRTUAL_ENV=str(installed.venv), PATH=path)
     assert check.returncode == 0, (check.stdout + check.stderr)[-3000:]
     assert "All definitions loaded successfully" in check.stdout + check.stderr
+
+
+def test_the_image_command_serves_the_code_location(installed: Installed) -> None:
+    """The Dockerfile's CMD, `dagster code-server start ... -m pipeline.definitions`, answers a gRPC health check."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    command = ["dagster", "code-server", "start", "-h", "127.0.0.1", "-p", str(port), "-m", "pipeline.definitions"]
+    server = subprocess.Popen(
+        [str(installed.venv / "bin" / command[0]), *command[1:]],
+        env=installed.env,
+        cwd=installed.cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            check = installed.run("dagster", "api", "grpc-health-check", "-p", str(port))
+            if check.returncode == 0 or time.monotonic() > deadline:
+                break
+            assert server.poll() is None, "the code server exited"
+            time.sleep(1)
+        assert check.returncode == 0, (check.stdout + check.stderr)[-2000:]
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
 
 
 def test_the_published_snapshot_opens_in_the_oldest_duckdb_promised(installed: Installed, tmp_path: Path) -> None:
