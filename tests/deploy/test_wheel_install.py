@@ -116,7 +116,7 @@ def test_dagster_and_dg_load_the_installed_definitions(installed: Installed, tmp
     project.mkdir()
     (project / "dg.toml").write_text(
         'directory_type = "project"\n\n[project]\nroot_module = "pipeline"\n'
-        'code_location_target_module = "pipeline.definitions"\n'
+        'code_location_target_module = "pipeline.definitions"\ncode_location_name = "lessonsync"\n'
     )
     site_packages = next((installed.venv / "lib").glob("python3.*/site-packages"))
     (project / "pipeline").symlink_to(site_packages / "pipeline")
