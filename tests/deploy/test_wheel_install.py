@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -151,6 +152,7 @@ def check_the_image_command_serves_the_code_location(installed: Installed) -> No
         cwd=installed.cwd,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        start_new_session=True,  # its own group: the gRPC server it starts goes with it
     )
     try:
         deadline = time.monotonic() + 120
@@ -162,8 +164,7 @@ def check_the_image_command_serves_the_code_location(installed: Installed) -> No
             time.sleep(1)
         assert check.returncode == 0, (check.stdout + check.stderr)[-2000:]
     finally:
-        server.terminate()
-        server.wait(timeout=60)
+        stop_group(server)
 
 
 def check_the_published_snapshot_opens_in_the_oldest_duckdb_promised(installed: Installed, tmp_path: Path) -> None:
@@ -196,3 +197,14 @@ def check_the_published_snapshot_opens_in_the_oldest_duckdb_promised(installed: 
     with duckdb.connect(str(snapshot), read_only=True) as conn:
         expected = {t: conn.execute(f'SELECT count(*) FROM main."{t}"').fetchone()[0] for t in marts}
     assert rows == expected and any(rows.values())
+
+
+def stop_group(process: subprocess.Popen) -> None:
+    """SIGTERM to the process's group (started with start_new_session), SIGKILL to what is left after 30 s."""
+    with suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    with suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=30)
+    with suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)

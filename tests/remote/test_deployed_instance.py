@@ -5,9 +5,11 @@ its first start: the install wrote the instance config into DAGSTER_HOME once (`
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
+from contextlib import suppress
 from pathlib import Path
 
 from dagster import DagsterInstance
@@ -57,6 +59,7 @@ def test_the_daemon_alone_on_a_deployed_home_uses_postgres(tmp_path: Path, postg
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,  # its own group, stopped whole
     )
     try:
         os.environ[POSTGRES_URL_VARIABLE] = url
@@ -69,8 +72,7 @@ def test_the_daemon_alone_on_a_deployed_home_uses_postgres(tmp_path: Path, postg
             assert instance.get_daemon_heartbeats(), "the daemon wrote no heartbeat to PostgreSQL within 90 s"
     finally:
         os.environ.pop(POSTGRES_URL_VARIABLE, None)
-        daemon.terminate()
-        daemon.wait(timeout=60)
+        stop_group(daemon)
     assert not list(home.glob("history")) and not list(home.glob("storage"))  # nothing went to SQLite
 
 
@@ -87,3 +89,14 @@ def test_without_the_url_a_deployed_home_stops_naming_the_variable(tmp_path: Pat
     )
     assert info.returncode != 0
     assert POSTGRES_URL_VARIABLE in info.stderr and "SqliteRunStorage" not in info.stdout
+
+
+def stop_group(process: subprocess.Popen) -> None:
+    """SIGTERM to the process's group (started with start_new_session), SIGKILL to what is left after 30 s."""
+    with suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    with suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=30)
+    with suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
