@@ -8,14 +8,14 @@ BIN := $(VENV)/bin
 
 .PHONY: demo test lint bench dev clean bytecode
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml setup.py simulator/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet uv
-	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e '.[dev,simulator]' || $(BIN)/python -m pip install --quiet -e '.[dev,simulator]'
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e ./simulator -e '.[dev,simulator,dg]' || $(BIN)/python -m pip install --quiet -e ./simulator -e '.[dev,simulator,dg]'
 	touch $@
 
 $(VENV)/.installed-bench: $(VENV)/.installed
-	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e '.[dev,simulator,bench]' || $(BIN)/python -m pip install --quiet -e '.[dev,simulator,bench]'
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e ./simulator -e '.[dev,simulator,dg,bench]' || $(BIN)/python -m pip install --quiet -e ./simulator -e '.[dev,simulator,dg,bench]'
 	touch $@
 
 # Our own packages' bytecode (site-packages' is compiled at install); instant when nothing changed.
@@ -41,12 +41,12 @@ test: bytecode lint
 bench: $(VENV)/.installed-bench bytecode
 	$(BIN)/python -m bench
 
-# `dagster dev` (webserver + daemon) still works in Dagster 1.13; its "use dg dev" notice is silenced (see README).
-# The Dagster home is the one `lessonsync sync` and the demo record their runs in (DAGSTER_HOME, else the data
-# directory's), so the UI shows them.
+# `dg dev` (webserver + daemon) on this dg project ([tool.dg] in pyproject.toml; `dagster dev -w workspace.yaml`
+# loads the same code location). The Dagster home is the one `lessonsync sync` and the demo record their runs in
+# (DAGSTER_HOME, else the data directory's), so the UI shows them.
 dev: bytecode
 	home="$$($(BIN)/python -m pipeline.instance)" && DAGSTER_HOME="$$home" \
-	  PYTHONWARNINGS='ignore:Function `dev_command` is superseded' $(BIN)/dagster dev -w workspace.yaml
+	  VIRTUAL_ENV="$(CURDIR)/$(VENV)" PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dg dev
 
 clean:
 	rm -rf $(VENV) data/warehouse.duckdb data/lake data/inbox.sqlite3* data/analytics.duckdb data/marts

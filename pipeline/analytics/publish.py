@@ -22,6 +22,7 @@ So after each successful build LessonSync publishes copies that nobody writes in
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import subprocess
@@ -41,13 +42,15 @@ from pipeline.analytics.errors import ModelError
 from pipeline.analytics.lineage import MODEL_SCHEMA, RAW_SCHEMA
 from pipeline.analytics.models import AnalyticsProject, Model
 from pipeline.analytics.sql import quote, relation, string_literal
-from pipeline.warehouse.connection import insertion_order_not_kept, scalar
+from pipeline.warehouse.connection import STORAGE_COMPATIBILITY_VERSION, insertion_order_not_kept, scalar
 
 SNAPSHOT_FILE = "analytics.duckdb"
 MARTS_DIR = "marts"
 MANIFEST_FILE = "_manifest.json"
 _ALIAS = "__publish"
 _BUILDS = BUILDS_TABLE.split(".")[1]  # its name, copied into the snapshot's main
+
+log = logging.getLogger("lessonsync.analytics")
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,7 @@ def _write_snapshot(
     _copy_file_elsewhere(_checkpointed_file(conn), temp)
     conn.execute(f"ATTACH {string_literal(str(temp))} AS {_ALIAS}")
     try:
+        _warn_if_newer_than_promised(conn)
         _clear_main(conn)
         built_code = dict(conn.execute(f"SELECT model, code_version FROM {BUILDS_TABLE}").fetchall())
         for model in models:
@@ -127,6 +131,21 @@ def _write_snapshot(
     conn.execute(f"DETACH {_ALIAS}")
     _replace(temp, target)
     return rows, timings
+
+
+def _warn_if_newer_than_promised(conn: duckdb.DuckDBPyConnection) -> None:
+    """A warehouse created before its files were written in STORAGE_COMPATIBILITY_VERSION keeps its newer format,
+    and so does its copy: say so, and how to get a readable one (a rebuild writes a new file)."""
+    tags = scalar(conn, "SELECT tags FROM duckdb_databases() WHERE database_name = ?", [_ALIAS]) or {}
+    version = str(tags.get("storage_version", ""))
+    if version and not version.startswith(STORAGE_COMPATIBILITY_VERSION):
+        log.warning(
+            "the warehouse file is in DuckDB's %s storage format, so only DuckDB readers of that version open the "
+            "published %s; `lessonsync rebuild` writes a warehouse in the %s format that DuckDB 1.4 reads",
+            version,
+            SNAPSHOT_FILE,
+            STORAGE_COMPATIBILITY_VERSION,
+        )
 
 
 def _checkpointed_file(conn: duckdb.DuckDBPyConnection) -> Path:

@@ -18,6 +18,10 @@ from pipeline.warehouse.errors import WarehouseLockedError, WarehouseMissingErro
 _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (?P<exe>.*?) \(PID (?P<pid>\d+)\)")
 _LOCK_POLL_SECONDS = 0.2
 DEFAULT_MEMORY_LIMIT = "160MiB"  # pipeline.settings.DEFAULT_MEMORY_LIMIT: why
+# The storage format a new warehouse file is written in: the analysts' snapshot is a byte copy of it, and DuckDB
+# 1.4 (the oldest the README promises; the DuckDB CLI, DBeaver and BI drivers lag the Python package) cannot open
+# the v2.0.0 format DuckDB 2 writes by default. A file keeps the format it was created with.
+STORAGE_COMPATIBILITY_VERSION = "v1.4.0"
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,7 @@ class ConnectionSettings:
             "memory_limit": self.memory_limit,
             "temp_directory": str(temp),
             "allocator_background_threads": True,
+            "storage_compatibility_version": STORAGE_COMPATIBILITY_VERSION,
         }
         if self.threads is not None:
             config["threads"] = self.threads
