@@ -53,15 +53,24 @@ class Settings(BaseSettings):
         "differs from the one whose answers the warehouse holds; 'window' asks for every active lesson of the "
         "window. Full refreshes and backfills always refetch their whole window.",
     )
-    request_timeout: float = Field(30.0, gt=0, description="Seconds per HTTP request (connect, read, write).")
+    request_timeout: float = Field(
+        30.0,
+        gt=0,
+        description="Seconds to connect, and to wait for the next bytes of a response; a request as a whole, "
+        "retries included, never outlasts LESSONSYNC_RETRY_BUDGET.",
+    )
     retry_budget: float = Field(
         300.0,
         gt=0,
-        description="Seconds one request keeps retrying (backoff with jitter, Retry-After honoured) "
-        "before the run fails: a platform outage shorter than this is ridden out.",
+        description="Seconds one request may take, all its tries, waits and bodies included (backoff with "
+        "jitter, Retry-After honoured), before the run fails: a platform outage shorter than this is ridden out, "
+        "a platform that drips its answers fails the run within this plus 5 %.",
     )
     max_attempts: int = Field(
         100, ge=1, le=10_000, description="Upper bound on tries per request; the retry budget normally ends first."
+    )
+    max_response_bytes: int = Field(
+        256 << 20, ge=1 << 16, description="Largest response body accepted; a larger one fails the request."
     )
     retry_max_wait: float = Field(60.0, gt=0, description="Cap in seconds on one backoff or Retry-After wait.")
     alert_webhook_url: SecretStr | None = Field(

@@ -43,6 +43,18 @@ class PlatformResponseError(SourceError):
     """A response that is not what the spec promises as a whole (e.g. a page that is not a JSON array)."""
 
 
+class PlatformBodyTooLarge(SourceError):
+    """A response body over LESSONSYNC_MAX_RESPONSE_BYTES (announced, or read so far): not retried."""
+
+    def __init__(self, status: int, endpoint: str, limit: int, announced: int | None) -> None:
+        self.status = status
+        size = f"announces {announced:,} bytes" if announced is not None else "is still going"
+        super().__init__(
+            f"the response body of {endpoint} {size}, over LESSONSYNC_MAX_RESPONSE_BYTES ({limit:,} bytes); "
+            "raise it if the platform's pages are really that large"
+        )
+
+
 class RetryableFailure(Exception):
     """Internal: one attempt failed in a way worth retrying (429, 5xx, transport error, truncated body)."""
 
