@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from pipeline.cli.options import add_base_url, add_data_dir, settings_from
+from pipeline.cli.stopping import stop_promptly_on_signals
 
 if TYPE_CHECKING:
     from pipeline.settings import Settings
@@ -44,7 +45,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"lessonsync sync: {exc}")
         return 2
     print_source_logs_once(ensure_dagster_home(settings))
-    report = run_sync(settings, full_refresh=args.full_refresh, select=select)
+    with stop_promptly_on_signals("sync") as stopped:
+        report = run_sync(settings, full_refresh=args.full_refresh, select=select)
+    if stopped.signal is not None and not report.success:
+        report.error = f"stopped by {stopped.signal} (the run is marked failed; the next sync starts from its cursors)"
     for line in summary_lines(report.materializations):
         print(line)
     for check in report.failed_checks:

@@ -55,6 +55,10 @@ class PlatformBodyTooLarge(SourceError):
         )
 
 
+class SourceStopped(SourceError):
+    """The fetch was stopped from outside (its run ended, failed or was told to stop) before its end."""
+
+
 class RetryableFailure(Exception):
     """Internal: one attempt failed in a way worth retrying (429, 5xx, transport error, truncated body)."""
 

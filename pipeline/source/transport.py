@@ -284,16 +284,25 @@ class Transport:
         raise PlatformRequestError(method, path, params, status, attempt, detail)
 
 
+# How long a cancelled caller's request may still take before it is dropped (see _answered): a stopped run ends
+# within seconds even when the platform drips its answer.
+CANCEL_GRACE_SECONDS = 2.0
+
+
 async def _answered(sending: Coroutine[Any, Any, httpx.Response]) -> httpx.Response:
     """A request once sent keeps its slot until the platform has answered it, even when its caller is
     cancelled (a pager dropping the pages it fetched ahead past the end): otherwise the connection is dropped
     while the platform still works on the request, and a new one takes the slot, so the platform would see
-    more than LESSONSYNC_CONCURRENCY requests at once. The wait is bounded by the request timeout."""
+    more than LESSONSYNC_CONCURRENCY requests at once. That wait is bounded by CANCEL_GRACE_SECONDS, after which
+    the request is dropped: a stopped run must not wait for a platform that drips its answer."""
     request = asyncio.ensure_future(sending)
     try:
         return await asyncio.shield(request)
     except asyncio.CancelledError:
-        await asyncio.wait([request])
+        await asyncio.wait([request], timeout=CANCEL_GRACE_SECONDS)
+        if not request.done():
+            request.cancel()
+            await asyncio.wait([request])
         if not request.cancelled():
             request.exception()  # its failure no longer matters to anyone: retrieved, so asyncio does not log it
         raise
