@@ -91,7 +91,10 @@ class Settings(BaseSettings):
     )
     duckdb_threads: int | None = Field(None, ge=1, description="DuckDB threads; default: all cores.")
     duckdb_lock_timeout: float = Field(
-        10.0, ge=0, description="Seconds to wait for another process to release the warehouse file."
+        600.0,
+        ge=0,
+        description="Seconds to wait for another process (a sync, a rebuild, an analyst's session on "
+        "warehouse.duckdb) to release the warehouse file, logging the holder's PID every 30 s.",
     )
     nightly_cron: str = Field("0 2 * * *", description="Cron of the nightly_sync schedule, in UTC.")
     certificate_sensor_interval: int = Field(

@@ -35,6 +35,11 @@ class PlatformRequestError(SourceError):
         )
 
 
+class PlatformUnavailableError(PlatformRequestError):
+    """Retries exhausted on failures that may pass later (timeouts, connection errors, 429, 5xx, bodies cut short):
+    the platform was unavailable for the whole retry budget. The run that fails on it may be retried."""
+
+
 class PlatformAuthError(SourceError):
     """The platform refused our credentials (app secret, or a token it just issued)."""
 

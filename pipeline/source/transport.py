@@ -81,6 +81,7 @@ from pipeline.source.errors import (
     PlatformBodyTooLarge,
     PlatformRequestError,
     PlatformResponseError,
+    PlatformUnavailableError,
     RetryableFailure,
     TruncatedBody,
 )
@@ -171,7 +172,7 @@ class Transport:
         except PlatformBodyTooLarge as failure:
             raise PlatformRequestError(method, path, params, failure.status, attempts, str(failure)) from None
         except RetryableFailure as failure:
-            raise PlatformRequestError(
+            raise PlatformUnavailableError(
                 method,
                 path,
                 params,
