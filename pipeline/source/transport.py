@@ -279,6 +279,12 @@ class Transport:
             except TruncatedBody as exc:
                 raise RetryableFailure(status, f"incomplete or invalid JSON body ({exc})") from None
         detail = self.auth.redact(_error_detail(response))
+        if 300 <= status < 400:
+            where = response.headers.get("location") or "nowhere"
+            detail = self.auth.redact(
+                f"redirected to {where[:200]}; redirects are not followed: set LESSONSYNC_BASE_URL to the "
+                "platform's own address"
+            )
         if status == 429 or status >= 500:
             hint = retry_after_seconds(response.headers.get("retry-after"), self._server_time)
             raise RetryableFailure(status, f"status {status}: {detail}", retry_after=hint)

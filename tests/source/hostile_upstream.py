@@ -15,16 +15,18 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from urllib.parse import urlencode
 
 import aiohttp
-import orjson
 from aiohttp import web
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+SESSION = web.AppKey("session", aiohttp.ClientSession)
 
 
 @dataclass
@@ -33,6 +35,7 @@ class Hostile:
     base_url: str = ""
     faults: dict[str, str] = field(default_factory=dict)
     hits: Counter[str] = field(default_factory=Counter)
+    first_hit: dict[str, float] = field(default_factory=dict)  # monotonic instant of each fault's first request
     other_host: str = ""  # a second server's address, for redirects to another host
 
     def fault_of(self, path: str) -> tuple[str, str] | None:
@@ -60,7 +63,7 @@ async def _slow_headers(request: web.Request) -> web.StreamResponse:
 
 
 async def _redirect_away(request: web.Request) -> web.StreamResponse:
-    hostile: Hostile = request.app["hostile"]
+    hostile: Hostile = request.app[HOSTILE]
     raise web.HTTPFound(hostile.other_host + request.path_qs)
 
 
@@ -95,8 +98,9 @@ async def _invalid_json(request: web.Request) -> web.StreamResponse:
 
 
 async def _wrong_type(request: web.Request) -> web.StreamResponse:
-    """A valid JSON page under text/plain."""
-    return web.Response(body=b"[]", content_type="text/plain")
+    """The upstream's page, labelled text/plain."""
+    status, body, _ = await _forward(request)
+    return web.Response(body=body, status=status, content_type="text/plain")
 
 
 async def _html_200(request: web.Request) -> web.StreamResponse:
@@ -132,14 +136,10 @@ async def _reset(request: web.Request) -> web.StreamResponse:
 
 
 async def _endless(request: web.Request) -> web.StreamResponse:
-    """Every page is full, whatever its number: the listing never ends (new ids each page)."""
-    page = request.query.get("pageNumber", "0")
-    size = int(request.query.get("pageSize", "500"))
-    rows = [
-        {"_id": f"endless-{page}-{i}", "name": f"n{i}", "description": "", "lastDate": "2026-01-01T00:00:00Z"}
-        for i in range(size)
-    ]
-    return web.Response(body=orjson.dumps(rows), content_type="application/json")
+    """A platform that ignores pageNumber: every page is the first one, full, so the listing never ends."""
+    query = {**request.query, "pageNumber": "1", "pageSize": request.query.get("pageSize", "500")}
+    status, body, headers = await _forward(request, request.path + "?" + urlencode(query))
+    return web.Response(body=body, status=status, headers=headers)
 
 
 async def _header_flood(request: web.Request) -> web.StreamResponse:
@@ -151,6 +151,8 @@ async def _header_flood(request: web.Request) -> web.StreamResponse:
 async def _not_found(request: web.Request) -> web.StreamResponse:
     return web.json_response({"statusCode": 404, "kind": "not_found", "message": "no such thing"}, status=404)
 
+
+HOSTILE = web.AppKey("hostile", Hostile)
 
 FAULTS: dict[str, Handler] = {
     "drip": _drip,
@@ -173,30 +175,38 @@ FAULTS: dict[str, Handler] = {
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding", "host"}
 
 
+async def _forward(request: web.Request, path_qs: str | None = None) -> tuple[int, bytes, dict[str, str]]:
+    """The upstream's answer to `request` (to `path_qs` instead of its own path and query when given)."""
+    hostile: Hostile = request.app[HOSTILE]
+    session: aiohttp.ClientSession = request.app[SESSION]
+    headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
+    async with session.request(
+        request.method, hostile.upstream + (path_qs or request.path_qs), headers=headers, data=await request.read()
+    ) as answer:
+        body = await answer.read()
+        kept = {k: v for k, v in answer.headers.items() if k.lower() not in _HOP_BY_HOP}
+        return answer.status, body, kept
+
+
 def _app(hostile: Hostile) -> web.Application:
     async def handle(request: web.Request) -> web.StreamResponse:
         fault = hostile.fault_of(request.path)
         if fault is not None:
             prefix, name = fault
             hostile.hits[prefix] += 1
+            hostile.first_hit.setdefault(prefix, time.monotonic())
             return await FAULTS[name](request)
-        session: aiohttp.ClientSession = request.app["session"]
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
-        async with session.request(
-            request.method, hostile.upstream + request.path_qs, headers=headers, data=await request.read()
-        ) as answer:
-            body = await answer.read()
-            kept = {k: v for k, v in answer.headers.items() if k.lower() not in _HOP_BY_HOP}
-            return web.Response(body=body, status=answer.status, headers=kept)
+        status, body, headers = await _forward(request)
+        return web.Response(body=body, status=status, headers=headers)
 
     async def open_session(app: web.Application) -> None:
-        app["session"] = aiohttp.ClientSession(auto_decompress=False)
+        app[SESSION] = aiohttp.ClientSession(auto_decompress=False)
 
     async def close_session(app: web.Application) -> None:
-        await app["session"].close()
+        await app[SESSION].close()
 
     app = web.Application()
-    app["hostile"] = hostile
+    app[HOSTILE] = hostile
     app.on_startup.append(open_session)
     app.on_cleanup.append(close_session)
     app.router.add_route("*", "/{tail:.*}", handle)
