@@ -51,9 +51,12 @@ async def _drip(request: web.Request) -> web.StreamResponse:
     response.content_length = 10_000
     await response.prepare(request)
     await response.write(b"[")
-    while True:
-        await asyncio.sleep(1.0)
-        await response.write(b" ")
+    try:
+        while True:
+            await asyncio.sleep(1.0)
+            await response.write(b" ")
+    except ConnectionError:  # the client gave up: what this fault is for
+        return response
 
 
 async def _slow_headers(request: web.Request) -> web.StreamResponse:
