@@ -20,6 +20,7 @@ from typing import TypeVar
 import numpy as np
 
 from pipeline.source.decoding import Page
+from pipeline.source.errors import PlatformResponseError
 from pipeline.source.fetching import SourceCore
 from pipeline.source.paging import Request
 from pipeline.source.stats import RunStats
@@ -52,7 +53,9 @@ async def sweep(core: SourceCore, request: Request, handle: HandlePage, stats: R
     for number in range(1, core.max_passes + 1):
         stats.passes = max(stats.passes, number)
         seen = KeyHashes()
+        repeats = RepeatedPages(request.endpoint)
         async for page in core.pages(request):
+            repeats.check(page)
             seen.add(page.key_hashes)
             await handle(request, page)
         twice = seen.served_twice()
@@ -69,6 +72,35 @@ async def sweep(core: SourceCore, request: Request, handle: HandlePage, stats: R
             else f"; giving up after {number} passes: the result is marked incomplete",
         )
     return False
+
+
+class RepeatedPages:
+    """A listing whose full pages keep serving the same keys, page after page, never ends: the platform ignores
+    pageNumber. Drift makes two consecutive pages alike only by a shift of exactly a page, never
+    SAME_PAGES_LIMIT times in a row, so that many identical full pages fail the sweep, naming the endpoint."""
+
+    SAME_PAGES_LIMIT = 3
+
+    def __init__(self, endpoint: str) -> None:
+        self._endpoint = endpoint
+        self._previous: np.ndarray | None = None
+        self._same = 1
+
+    def check(self, page: Page) -> None:
+        hashes = page.key_hashes
+        if hashes is None or hashes.size < 2 or hashes.size < page.served:
+            self._previous, self._same = None, 1
+            return
+        if self._previous is not None and np.array_equal(np.sort(hashes), self._previous):
+            self._same += 1
+            if self._same >= self.SAME_PAGES_LIMIT:
+                raise PlatformResponseError(
+                    f"GET {self._endpoint}: {self._same} pages in a row up to page {page.location.page} serve the same "
+                    f"{hashes.size} records: the platform ignores pageNumber and the listing would never end"
+                )
+        else:
+            self._same = 1
+        self._previous = np.sort(hashes)
 
 
 async def run_pool(items: Iterable[T], work: Callable[[T], Awaitable[None]], workers: int) -> None:

@@ -12,7 +12,12 @@ from typing import Any, Protocol
 import duckdb
 
 from pipeline.contract.tables import TableSpec
-from pipeline.warehouse.connection import DEFAULT_MEMORY_LIMIT, ConnectionSettings, open_connection
+from pipeline.warehouse.connection import (
+    DEFAULT_LOCK_TIMEOUT,
+    DEFAULT_MEMORY_LIMIT,
+    ConnectionSettings,
+    open_connection,
+)
 from pipeline.warehouse.context import CommitContext, Upsert
 from pipeline.warehouse.lake import LAKE_ROW_GROUP_ROWS
 from pipeline.warehouse.lakestore import LocalLake, open_lake
@@ -46,7 +51,7 @@ class Warehouse:
         memory_limit: str = DEFAULT_MEMORY_LIMIT,
         temp_directory: Path | None = None,
         threads: int | None = None,
-        lock_timeout: float = 10.0,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         part_rows: int = 1_000_000,
         row_group_rows: int = LAKE_ROW_GROUP_ROWS,
         clock: Callable[[], datetime] = utc_now,
