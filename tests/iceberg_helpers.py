@@ -10,14 +10,23 @@ import pyarrow as pa
 from pyiceberg.catalog.sql import SqlCatalog
 
 from pipeline.settings import Settings
-from pipeline.warehouse.iceberg import CATALOG_NAME, KEY_DIGEST, IcebergLocation, MARTS_NAMESPACE, ROW_DIGEST, sqlalchemy_url
+from pipeline.warehouse.iceberg import (
+    CATALOG_NAME,
+    KEY_DIGEST,
+    IcebergLocation,
+    MARTS_NAMESPACE,
+    ROW_DIGEST,
+    sqlalchemy_url,
+)
 from pipeline.warehouse.tabledef import LAST_LOADED_AT, SCHEMA
 
 
 def open_catalog(settings: Settings | IcebergLocation) -> SqlCatalog:
     where = settings.iceberg_location if isinstance(settings, Settings) else settings
     assert where is not None
-    return SqlCatalog(CATALOG_NAME, uri=sqlalchemy_url(where.catalog_url), warehouse=where.location, **where.io_properties)
+    return SqlCatalog(
+        CATALOG_NAME, uri=sqlalchemy_url(where.catalog_url), warehouse=where.location, **where.io_properties
+    )
 
 
 def _canonical(table: pa.Table, columns: list[str]) -> list[tuple[object, ...]]:

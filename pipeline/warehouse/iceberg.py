@@ -340,7 +340,7 @@ def mirror_select(relation: str, columns: Iterable[tuple[str, str]], key: Iterab
         for name, kind in cols
         if name != LAST_LOADED_AT
     ]
-    key_digest = "md5(concat_ws(chr(31), " + ", ".join(f"to_json({_quote(k)})" for k in key) + "))"
+    key = tuple(key)
     # A NULL contributes nothing, so a column added later (NULL in every old row) leaves old digests as they were.
     row_digest = (
         "md5(concat_ws(chr(31), "
@@ -350,6 +350,10 @@ def mirror_select(relation: str, columns: Iterable[tuple[str, str]], key: Iterab
             if n != LAST_LOADED_AT
         )
         + "))"
+    )
+    # A table without a key (append-only) names each row by its values; the row count check covers repeats.
+    key_digest = (
+        "md5(concat_ws(chr(31), " + ", ".join(f"to_json({_quote(k)})" for k in key) + "))" if key else row_digest
     )
     extra = [LAST_LOADED_AT] if any(n == LAST_LOADED_AT for n, _ in cols) else []
     hidden = ", ".join(_quote(n) for n in extra)
