@@ -327,6 +327,35 @@ class IcebergMirror:
         return rewritten
 
 
+@dataclass(frozen=True)
+class MaintenanceReport:
+    expired: Mapping[str, int]  # snapshots expired per table
+    compacted: Mapping[str, int]  # data files before, per table rewritten
+
+    def summary(self) -> str:
+        expired = sum(self.expired.values())
+        compacted = ", ".join(f"{name} ({files} files)" for name, files in self.compacted.items()) or "none"
+        return f"{expired} snapshots expired over {len(self.expired)} tables; compacted: {compacted}"
+
+
+def maintain(mirror: IcebergMirror, conn: duckdb.DuckDBPyConnection, retention: timedelta) -> MaintenanceReport:
+    """Compact, then expire: the snapshots compaction replaced age out with the rest."""
+    compacted = mirror.compact(conn)
+    return MaintenanceReport(mirror.expire_snapshots(retention), compacted)
+
+
+def table_summaries(mirror: IcebergMirror) -> Iterator[str]:
+    for ice in mirror.tables():
+        snapshot = ice.current_snapshot()
+        summary = snapshot.summary if snapshot else None
+        mirrored = (summary.get(LOADED_THROUGH) or summary.get(CONTENT_DIGEST, "")[:12]) if summary else "-"
+        files = len(list(ice.scan().plan_files())) if snapshot else 0
+        yield (
+            f"{'.'.join(ice.name()):40} rows {_iceberg_rows(ice):>10,}  files {files:>4}  "
+            f"snapshots {len(ice.snapshots()):>4}  mirrors {mirrored}"
+        )
+
+
 def _mirror_select(table: TableDef) -> str:
     """The warehouse table as the mirror holds it: every column but `last_loaded_at` (load bookkeeping that
     moves on every touch), JSON as text, and the two digests."""

@@ -60,6 +60,20 @@ def test_raw_tables_and_marts_equal_the_warehouse_after_full_incremental_and_no_
         assert stack.sync(select=RAW).success  # nothing changed on the platform
         assert snapshot_ids(settings) == before
 
+        assert stack.run_job("lake_maintenance").success
+        assert_iceberg_equals_warehouse(settings)
+        env = {**os.environ, **stack.run_env()}
+        shown = subprocess.run(
+            [sys.executable, "-m", "pipeline.cli", "tables", "show"], env=env, capture_output=True, text=True
+        )
+        assert shown.returncode == 0, shown.stderr
+        assert "lms.answers" in shown.stdout and "analytics." in shown.stdout
+        synced = subprocess.run(
+            [sys.executable, "-m", "pipeline.cli", "tables", "sync"], env=env, capture_output=True, text=True
+        )
+        assert synced.returncode == 0, synced.stderr
+        assert "0 written" in synced.stdout  # everything was up to date already
+
 
 def test_a_sync_killed_between_the_two_commits_is_rolled_forward_by_the_next(tmp_path):
     with local_stack(tmp_path / "data", scale="tiny") as stack:
