@@ -13,12 +13,14 @@ from pipeline.settings import Settings
 from pipeline.warehouse.iceberg import (
     CATALOG_NAME,
     KEY_DIGEST,
-    IcebergLocation,
     MARTS_NAMESPACE,
     ROW_DIGEST,
+    IcebergLocation,
     sqlalchemy_url,
 )
 from pipeline.warehouse.tabledef import LAST_LOADED_AT, SCHEMA
+
+ICEBERG_ENV = {"LESSONSYNC_TABLE_FORMAT": "iceberg"}  # the suite's default is off (tests/conftest.py)
 
 
 def open_catalog(settings: Settings | IcebergLocation) -> SqlCatalog:

@@ -47,6 +47,10 @@ BATCH_ROWS = 250_000  # rows per appended data file: bounds memory and the bytes
 REWRITE_FRACTION = 0.25
 
 
+# Mirrors (catalog, location) this process has brought up to their warehouse once.
+_CAUGHT_UP: set[tuple[str, str]] = set()
+
+
 class TableFormatError(RuntimeError):
     """The warehouse committed; the Iceberg mirror did not follow. The next commit rolls it forward."""
 
@@ -130,6 +134,16 @@ class IcebergMirror:
         return self._catalog
 
     # -- raw tables ---------------------------------------------------------------------------------------
+
+    def sync_after_load(self, conn: duckdb.DuckDBPyConnection, written: Iterable[str]) -> list[MirrorStats]:
+        """After a commit: the tables the load wrote; on a process's first commit, every table (a table left
+        behind by a process that died between its two commits is rolled forward then)."""
+        mirror = (self.where.catalog_url, self.where.location)
+        if mirror in _CAUGHT_UP:
+            return self.sync_raw(conn, written)
+        results = self.sync_raw(conn)
+        _CAUGHT_UP.add(mirror)
+        return results
 
     def sync_raw(self, conn: duckdb.DuckDBPyConnection, names: Iterable[str] | None = None) -> list[MirrorStats]:
         """Bring the Iceberg table of each warehouse table (default: every one) up to the warehouse. `conn`

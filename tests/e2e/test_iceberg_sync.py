@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from dagster import DagsterInstance
-from iceberg_helpers import assert_iceberg_equals_warehouse, assert_marts_equal, open_catalog
+from iceberg_helpers import ICEBERG_ENV, assert_iceberg_equals_warehouse, assert_marts_equal, open_catalog
 from stack_helpers import RAW, assert_warehouse_equals_platform
 
 from pipeline.settings import Settings, load_settings
@@ -41,6 +41,7 @@ def snapshot_ids(settings: Settings) -> dict[str, int | None]:
 
 def test_raw_tables_and_marts_equal_the_warehouse_after_full_incremental_and_no_change_syncs(tmp_path):
     with local_stack(tmp_path / "data", scale="tiny") as stack:
+        stack.env.update(ICEBERG_ENV)
         full = stack.sync()
         assert full.success, full.error
         settings = settings_of(stack)
@@ -77,6 +78,7 @@ def test_raw_tables_and_marts_equal_the_warehouse_after_full_incremental_and_no_
 
 def test_a_sync_killed_between_the_two_commits_is_rolled_forward_by_the_next(tmp_path):
     with local_stack(tmp_path / "data", scale="tiny") as stack:
+        stack.env.update(ICEBERG_ENV)
         home = tmp_path / "dagster_home"
         home.mkdir()
         env = {**os.environ, **stack.run_env(), "DAGSTER_HOME": str(home), "PYTHONPATH": str(WORKER.parents[2])}

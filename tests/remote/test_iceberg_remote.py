@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import psycopg2
 import pytest
-from iceberg_helpers import assert_iceberg_equals_warehouse, assert_marts_equal, open_catalog
+from iceberg_helpers import ICEBERG_ENV, assert_iceberg_equals_warehouse, assert_marts_equal, open_catalog
 from stack_helpers import assert_warehouse_equals_platform
 
 from pipeline.settings import load_settings
@@ -19,6 +19,7 @@ pytestmark = pytest.mark.slow
 
 def test_tables_on_s3_with_the_catalog_in_postgres_equal_the_warehouse(remote_stack, postgres_url):
     stack, instance = remote_stack
+    stack.env.update(ICEBERG_ENV)
     assert stack.sync(instance=instance).success
     with environment(stack.run_env()):
         settings = load_settings()
