@@ -43,8 +43,10 @@ MARTS_NAMESPACE = "analytics"
 # Spark's JDBC catalog) names it too.
 CATALOG_NAME = "lessonsync"
 BATCH_ROWS = 250_000  # rows per appended data file: bounds memory and the bytes a changed key rewrites
-# Past this share of changed rows, rewriting the table is cheaper than naming every changed key in a delete.
+# Past this share of changed rows, or this many, rewriting the table is cheaper than naming every changed key in a
+# delete (the keys are held in memory as the delete's filter).
 REWRITE_FRACTION = 0.25
+MAX_KEYS_NAMED = 200_000
 
 
 # Mirrors (catalog, location) this process has brought up to their warehouse once.
@@ -232,7 +234,7 @@ class IcebergMirror:
             (n_changed,) = _one(conn, "SELECT count(*) FROM _lessonsync_iceberg_changed")
             if n_changed == 0:
                 return
-            if n_changed > REWRITE_FRACTION * max(warehouse_rows, 1):
+            if n_changed > min(REWRITE_FRACTION * warehouse_rows, MAX_KEYS_NAMED):
                 stats.rows_written = _rewrite(conn, ice, select, properties)
                 stats.rewritten = True
                 return
