@@ -34,10 +34,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-KEY_DIGEST = "_lessonsync_key_md5"  # md5 of the row's key: what a delete names
-ROW_DIGEST = "_lessonsync_row_md5"  # md5 of the row's non-null values: tells a changed row from a touched one
+KEY_DIGEST = "_lessonsync_key_hash"  # a digest of the row's key: what a delete names
+ROW_DIGEST = "_lessonsync_row_hash"  # a digest of the row's non-null values: tells a changed row from a touched one
 LOADED_THROUGH = "lessonsync.loaded-through"  # snapshot summary: the warehouse load time this snapshot mirrors
-CONTENT_DIGEST = "lessonsync.content-md5"  # snapshot summary of a mart: the digest of all its rows
+CONTENT_DIGEST = "lessonsync.content-digest"  # snapshot summary of a mart: its row count and rows' digests XORed
 MARTS_NAMESPACE = "analytics"
 # The SQL catalog keeps many catalogs in one database, told apart by this name: a reader (pyiceberg, Trino's and
 # Spark's JDBC catalog) names it too.
@@ -220,7 +220,7 @@ class IcebergMirror:
             touched.append(f"{_quote(DELETED_AT)} > $since")
         candidates = f"SELECT * FROM ({select}) WHERE {' OR '.join(touched)}"
         stored = "_lessonsync_iceberg_digests"
-        conn.execute(f"CREATE OR REPLACE TEMP TABLE {stored} ({KEY_DIGEST} VARCHAR, {ROW_DIGEST} VARCHAR)")
+        conn.execute(f"CREATE OR REPLACE TEMP TABLE {stored} ({KEY_DIGEST} BIGINT, {ROW_DIGEST} BIGINT)")
         try:
             reader = ice.scan(selected_fields=(KEY_DIGEST, ROW_DIGEST)).to_arrow_batch_reader()
             conn.register("_lessonsync_iceberg_reader", reader)
@@ -285,7 +285,7 @@ class IcebergMirror:
             try:
                 select = f"SELECT * FROM {relation}"
                 digests = _digests(conn, select)
-                (digest,) = _one(conn, f"SELECT md5(coalesce(string_agg(d, '' ORDER BY d), '')) FROM ({digests})")
+                (digest,) = _one(conn, f"SELECT count(*) || ':' || coalesce(bit_xor(d), 0) FROM ({digests})")
                 ice = self._table_for(conn, (MARTS_NAMESPACE, name), select)
                 snapshot = ice.current_snapshot()
                 if snapshot is None or snapshot.summary.get(CONTENT_DIGEST) != digest:
@@ -379,43 +379,38 @@ def _mirror_select(table: TableDef) -> str:
 
 
 def mirror_select(relation: str, columns: Iterable[tuple[str, str]], key: Iterable[str]) -> str:
-    cols = [(name, kind) for name, kind in columns]
+    cols = [(name, kind) for name, kind in columns if name != LAST_LOADED_AT]
     kept = [
         f"CAST({_quote(name)} AS VARCHAR) AS {_quote(name)}" if kind.upper() == "JSON" else _quote(name)
         for name, kind in cols
-        if name != LAST_LOADED_AT
     ]
     key = tuple(key)
-    # A NULL contributes nothing, so a column added later (NULL in every old row) leaves old digests as they were.
-    row_digest = (
-        "md5(concat_ws(chr(31), "
-        + ", ".join(
-            f"CASE WHEN {_quote(n)} IS NULL THEN NULL ELSE {_sql_string(n + '=')} || to_json({_quote(n)}) END"
-            for n, _ in cols
-            if n != LAST_LOADED_AT
-        )
-        + "))"
-    )
+    row_digest = _row_digest(name for name, _ in cols)
     # A table without a key (append-only) names each row by its values; the row count check covers repeats.
-    key_digest = (
-        "md5(concat_ws(chr(31), " + ", ".join(f"to_json({_quote(k)})" for k in key) + "))" if key else row_digest
+    key_digest = f"(hash({', '.join(_quote(k) for k in key)}) >> 1)::BIGINT" if key else row_digest
+    extra = f", {_quote(LAST_LOADED_AT)}" if any(name == LAST_LOADED_AT for name, _ in columns) else ""
+    # last_loaded_at stays in the query to pick candidates by; it is never written (_written_columns)
+    return (
+        f"SELECT {', '.join(kept)}, {key_digest} AS {KEY_DIGEST}, {row_digest} AS {ROW_DIGEST}{extra} FROM {relation}"
     )
-    extra = [LAST_LOADED_AT] if any(n == LAST_LOADED_AT for n, _ in cols) else []
-    hidden = ", ".join(_quote(n) for n in extra)
-    inner = f"SELECT {', '.join(kept)}, {key_digest} AS {KEY_DIGEST}, {row_digest} AS {ROW_DIGEST}"
-    if hidden:
-        # last_loaded_at stays available to filter candidates, then is dropped from what is written
-        return f"{inner}, {hidden} FROM {relation}"
-    return f"{inner} FROM {relation}"
+
+
+def _row_digest(names: Iterable[str]) -> str:
+    """A 63-bit digest of a row's non-null values, each hashed with its column's name and XORed: a NULL adds
+    nothing, so a column added later (NULL in every old row) leaves old digests as they were. DuckDB's hash is
+    not stable across its versions: after an upgrade every row looks changed once, and the table is rewritten."""
+    terms = [
+        f"CASE WHEN {_quote(n)} IS NULL THEN 0::UBIGINT ELSE hash({_sql_string(n)}, {_quote(n)}) END" for n in names
+    ]
+    combined = terms[0]
+    for term in terms[1:]:
+        combined = f"xor({combined}, {term})"
+    return f"({combined} >> 1)::BIGINT"
 
 
 def _digests(conn: duckdb.DuckDBPyConnection, select: str) -> str:
     names = [d[0] for d in conn.execute(f"SELECT * FROM ({select}) LIMIT 0").description]
-    parts = ", ".join(
-        f"CASE WHEN {_quote(n)} IS NULL THEN NULL ELSE {_sql_string(n + '=')} || to_json({_quote(n)}) END"
-        for n in names
-    )
-    return f"SELECT md5(concat_ws(chr(31), {parts})) AS d FROM ({select})"
+    return f"SELECT {_row_digest(names)} AS d FROM ({select})"
 
 
 def _written_columns(conn: duckdb.DuckDBPyConnection, select: str) -> list[str]:
