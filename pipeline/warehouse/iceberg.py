@@ -396,11 +396,13 @@ def mirror_select(relation: str, columns: Iterable[tuple[str, str]], key: Iterab
 
 
 def _row_digest(names: Iterable[str]) -> str:
-    """A 63-bit digest of a row's non-null values, each hashed with its column's name and XORed: a NULL adds
+    """A 63-bit digest of a row's non-null values, each hashed with its column's name, hashed again (DuckDB combines
+    a multi-argument hash linearly: XORing those alone cancels a value two columns share) and XORed: a NULL adds
     nothing, so a column added later (NULL in every old row) leaves old digests as they were. DuckDB's hash is
     not stable across its versions: after an upgrade every row looks changed once, and the table is rewritten."""
     terms = [
-        f"CASE WHEN {_quote(n)} IS NULL THEN 0::UBIGINT ELSE hash({_sql_string(n)}, {_quote(n)}) END" for n in names
+        f"CASE WHEN {_quote(n)} IS NULL THEN 0::UBIGINT ELSE hash(hash({_sql_string(n)}, {_quote(n)})) END"
+        for n in names
     ]
     combined = terms[0]
     for term in terms[1:]:

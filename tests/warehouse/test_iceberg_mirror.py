@@ -136,3 +136,26 @@ def test_expiry_keeps_the_current_snapshot_and_compaction_keeps_the_rows(mirrore
     assert compacted["groups"] == 4
     assert len(list(open_catalog(where).load_table(("lms", "groups")).scan().plan_files())) == 1
     assert_mirror_equals(mirrored.path, where)
+
+
+def test_a_change_of_two_columns_holding_the_same_value_is_seen(mirrored: Warehouse, where) -> None:
+    counts = TableSpec(
+        name="group_counts",
+        schema=pa.schema(
+            [
+                pa.field("id", pa.string(), nullable=False),
+                pa.field("members", pa.int64()),
+                pa.field("users", pa.int64()),
+            ]
+        ),
+        key=("id",),
+        kind="snapshot",
+        description="Two columns that move together.",
+    )
+    load_once(
+        mirrored, "counts", [(counts, [{"id": "g1", "members": 2, "users": 2}])], complete_snapshots={"group_counts"}
+    )
+    load_once(
+        mirrored, "counts", [(counts, [{"id": "g1", "members": 3, "users": 3}])], complete_snapshots={"group_counts"}
+    )
+    assert_mirror_equals(mirrored.path, where)
