@@ -24,6 +24,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "status": ("pipeline.cli.status", "show each stream's cursor, last load, quarantine, freshness"),
     "reset": ("pipeline.cli.reset", "move a cursor back; the next sync re-reads from there"),
     "rebuild": ("pipeline.cli.rebuild", "rebuild the warehouse from the lake and the inbox"),
+    "tables": ("pipeline.cli.tables", "show or maintain the lake's Iceberg tables"),
     "recover": ("pipeline.cli.recover", "fail runs whose process died, free their slots"),
     "receive": ("pipeline.cli.receive", "receive certificate webhooks into the inbox"),
     "simulate": ("simulator.cli", "serve a simulated platform, to try LessonSync on"),
