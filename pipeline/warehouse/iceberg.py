@@ -247,7 +247,7 @@ class IcebergMirror:
             ]
             with ice.transaction() as tx:
                 if replaced:
-                    tx.delete(In(KEY_DIGEST, replaced), snapshot_properties=properties)
+                    tx.delete(In(KEY_DIGEST, replaced), snapshot_properties=properties)  # type: ignore[call-arg,arg-type,misc]  # pyiceberg types In by its metaclass
                 for batch in _batches(conn, "SELECT * FROM _lessonsync_iceberg_changed"):
                     tx.append(batch, snapshot_properties=properties)
             stats.rows_written = n_changed
@@ -288,7 +288,7 @@ class IcebergMirror:
                 (digest,) = _one(conn, f"SELECT count(*) || ':' || coalesce(bit_xor(d), 0) FROM ({digests})")
                 ice = self._table_for(conn, (MARTS_NAMESPACE, name), select)
                 snapshot = ice.current_snapshot()
-                if snapshot is None or snapshot.summary.get(CONTENT_DIGEST) != digest:
+                if snapshot is None or snapshot.summary is None or snapshot.summary.get(CONTENT_DIGEST) != digest:
                     stats.rows_written = _rewrite(conn, ice, select, {CONTENT_DIGEST: digest})
                     stats.rewritten = True
             except Exception as error:
@@ -336,7 +336,7 @@ class IcebergMirror:
             needed = max(1, -(-_iceberg_rows(ice) // BATCH_ROWS))
             if files >= min_files and files > 2 * needed:
                 snapshot = ice.current_snapshot()
-                properties = dict(snapshot.summary.additional_properties) if snapshot else {}
+                properties = dict(snapshot.summary.additional_properties) if snapshot and snapshot.summary else {}
                 properties = {k: v for k, v in properties.items() if k.startswith("lessonsync.")}
                 _rewrite(conn, ice, _mirror_select(table), properties)
                 rewritten[name] = files
@@ -456,7 +456,7 @@ def _rewrite(conn: duckdb.DuckDBPyConnection, ice: Table, select: str, propertie
 
 def _loaded_through(ice: Table) -> datetime | None:
     snapshot = ice.current_snapshot()
-    if snapshot is None:
+    if snapshot is None or snapshot.summary is None:
         return None
     value = snapshot.summary.get(LOADED_THROUGH)
     return datetime.fromisoformat(value) if value else None
@@ -464,14 +464,14 @@ def _loaded_through(ice: Table) -> datetime | None:
 
 def _iceberg_rows(ice: Table) -> int:
     snapshot = ice.current_snapshot()
-    if snapshot is None:
+    if snapshot is None or snapshot.summary is None:
         return 0
     return int(snapshot.summary.get("total-records") or 0)
 
 
 def _latest_load_time(conn: duckdb.DuckDBPyConnection) -> datetime | None:
     (latest,) = _one(conn, f"SELECT max(committed_at) FROM {SCHEMA}._load_runs")
-    return latest
+    return latest if isinstance(latest, datetime) else None
 
 
 def _changed_since(conn: duckdb.DuckDBPyConnection, name: str, since: datetime) -> bool:
