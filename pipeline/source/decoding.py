@@ -1,8 +1,8 @@
 """Decoding one page body into Arrow batches, the validated way (the fast way, when it applies, is
 fast_decoding.py): validate the whole page in Rust first; only if that fails, record by record, so a
 record that breaks its schema is quarantined (with endpoint, page, field, message and its raw JSON) and
-the rest of the page still loads. Records whose key fields are missing cannot be upserted and are
-quarantined too. A body that is not complete JSON raises TruncatedBody (the transport retries it).
+the rest of the page still loads. Records whose key fields are missing cannot be upserted, and records with
+a date-time outside 0001..9999 once converted to UTC cannot be stored: both are quarantined too. A body that is not complete JSON raises TruncatedBody (the transport retries it).
 Records are validated dicts with API names (below), ready for Arrow (pipeline/contract/columns.py); then
 one batch per table: the page's own table, its child tables, its quarantine rows (page_batches).
 
@@ -38,6 +38,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from typing_extensions import TypedDict  # pydantic needs this one on Python < 3.12
 
+from pipeline.contract.columns import is_model, strip_optional
 from pipeline.contract.streams import StreamSpec
 from pipeline.contract.tables import BUILDS, QUARANTINE, TABLES, ChildTable, RecordTable, TableSpec, quarantine_batch
 from pipeline.source.errors import PlatformResponseError, TruncatedBody
@@ -277,6 +278,67 @@ def quarantine_row(where: PageLocation, index: int, item: Any, errors: list[Mapp
     )
 
 
+# Date-times the warehouse can hold: instants from 0001-01-01 to 9999-12-31 in UTC (Python's datetime range,
+# which every reader of a timestamp column converts to). A valid ISO 8601 value of year 1 or 9999 with an offset
+# can fall outside it once converted to UTC; such a record is quarantined, not loaded.
+TimestampPath = tuple[str, ...]  # API names; "*" steps into every item of a list
+
+
+def timestamp_paths(model: type[BaseModel], path: TimestampPath = ()) -> list[TimestampPath]:
+    """Where date-times sit in records of `model`, nested objects and lists of objects included."""
+    found: list[TimestampPath] = []
+    for name, info in model.model_fields.items():
+        where = (*path, info.alias or name)
+        for member in strip_optional(info.annotation):
+            if member is datetime:
+                found.append(where)
+            elif is_model(member):
+                found += timestamp_paths(member, where)
+            elif typing.get_origin(member) is list:
+                found += [
+                    p
+                    for item in strip_optional(typing.get_args(member)[0])
+                    if is_model(item)
+                    for p in timestamp_paths(item, (*where, "*"))
+                ]
+    return found
+
+
+def utc_overflows(value: Any) -> bool:
+    """True when an aware date-time has no UTC equivalent within 0001-01-01..9999-12-31."""
+    if not isinstance(value, datetime) or value.tzinfo is None or value.year not in (1, 9999):
+        return False
+    try:
+        value.astimezone(UTC)
+    except OverflowError:
+        return True
+    return False
+
+
+def timestamp_errors(record: Any, paths: list[TimestampPath]) -> list[dict[str, Any]]:
+    """Validation-style errors ({loc, msg, input}) for the record's date-times that overflow in UTC."""
+    errors: list[dict[str, Any]] = []
+    for path in paths:
+        _overflowing(record, path, (), errors)
+    return errors
+
+
+def _overflowing(node: Any, path: TimestampPath, loc: tuple[Any, ...], errors: list[dict[str, Any]]) -> None:
+    if not path:
+        if utc_overflows(node):
+            errors.append({"loc": loc, "msg": OVERFLOW_MESSAGE, "input": node.isoformat()})
+        return
+    step, rest = path[0], path[1:]
+    if step == "*":
+        for index, item in enumerate(node if isinstance(node, list) else ()):
+            _overflowing(item, rest, (*loc, index), errors)
+    elif isinstance(node, dict) and node.get(step) is not None:
+        _overflowing(node[step], rest, (*loc, step), errors)
+
+
+OVERFLOW_MESSAGE = "date-time out of range once converted to UTC (0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z)"
+
+
 # The validated decoder
 
 
@@ -297,10 +359,11 @@ class PageDecoder:
             for name in TABLES[stream.table].key
             if name in fields and not fields[name].is_required()
         ]
+        self._timestamp_paths = timestamp_paths(stream.model)
 
     def decode(self, body: bytes, where: PageLocation) -> DecodedPage:
         try:
-            return self._keyed(DecodedPage(where, 0, self._validator.page_without_extras.validate_json(body), []))
+            return self._checked(DecodedPage(where, 0, self._validator.page_without_extras.validate_json(body), []))
         except ValidationError as exc:
             errors = exc.errors()
         if any(e["type"] == "json_invalid" for e in errors):
@@ -313,7 +376,7 @@ class PageDecoder:
         if all(e["type"] == "extra_forbidden" for e in errors):
             try:
                 records = self._validator.page_with_extras.validate_json(body)
-                return self._keyed(DecodedPage(where, 0, records, [], with_extras=True))
+                return self._checked(DecodedPage(where, 0, records, [], with_extras=True))
             except ValidationError as exc:  # unknown fields inside a closed object: find the records
                 errors = exc.errors()
         return self._decode_slowly(body, errors, where)
@@ -335,26 +398,30 @@ class PageDecoder:
                 positions.append(index)
             except ValidationError as exc:  # e.g. an unknown field inside an object the spec closes
                 self._quarantine(page, index, item, exc.errors())
-        return self._keyed(page, positions)
+        return self._checked(page, positions)
 
-    def _keyed(self, page: DecodedPage, positions: list[int] | None = None) -> DecodedPage:
-        """Records missing a key field cannot be upserted: quarantined (only optional key fields can be)."""
+    def _checked(self, page: DecodedPage, positions: list[int] | None = None) -> DecodedPage:
+        """Valid records the warehouse still cannot hold are quarantined: those missing a key field (only
+        optional key fields can be) and those with a date-time outside the UTC range (timestamp_errors)."""
         page.served = page.served or len(page.records)
-        keys = self._key_fields
-        if all(None not in [r.get(k) for r in page.records] for k in keys):
+        keys, dates = self._key_fields, self._timestamp_paths
+        if all(None not in [r.get(k) for r in page.records] for k in keys) and not any(
+            timestamp_errors(r, dates) for r in page.records
+        ):
             return page
         kept = []
+        key_message = (
+            f"missing, and table {self._stream.table} cannot key a record without it "
+            f"(key: {', '.join(TABLES[self._stream.table].key)})"
+        )
         for number, record in enumerate(page.records):
-            missing = [k for k in keys if record.get(k) is None]
-            if not missing:
+            errors = [{"loc": (name,), "msg": key_message} for name in keys if record.get(name) is None]
+            errors += timestamp_errors(record, dates)
+            if not errors:
                 kept.append(record)
                 continue
-            message = (
-                f"missing, and table {self._stream.table} cannot key a record without it "
-                f"(key: {', '.join(TABLES[self._stream.table].key)})"
-            )
             index = number if positions is None else positions[number]
-            self._quarantine(page, index, record, [{"loc": (name,), "msg": message} for name in missing])
+            self._quarantine(page, index, record, errors)
         page.records = kept
         return page
 

@@ -19,7 +19,8 @@ errors are exactly those of the validated path. Unusual means:
   that is not a complete array of objects;
 - a record without one of its key fields (quarantined by the validated path);
 - a date-time that is not plain ISO 8601 `YYYY-MM-DDTHH:MM:SS[.ffffff][Z|±HH:MM]` (pydantic accepts more
-  spellings, which the validated path parses), or that Arrow cannot parse (e.g. 30 February);
+  spellings, which the validated path parses), or that Arrow cannot parse (e.g. 30 February), or that falls
+  outside 0001-01-01..9999-12-31 once converted to UTC (year 1 or 9999 with an offset: quarantined);
 - an empty page (nothing to gain).
 
 Date-times: without an offset they are UTC, as in pipeline/contract/columns.epoch_us; with one they are
@@ -35,7 +36,7 @@ from __future__ import annotations
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from itertools import chain
 from operator import attrgetter
 from typing import Any, Literal
@@ -49,7 +50,7 @@ from msgspec.structs import astuple
 from pydantic import BaseModel
 from pydantic.types import Strict
 
-from pipeline.contract.columns import TIMESTAMP, Leaf
+from pipeline.contract.columns import TIMESTAMP, Leaf, epoch_us
 from pipeline.contract.columns import leaves as model_leaves
 from pipeline.contract.streams import StreamSpec
 from pipeline.contract.tables import BUILDS, ChildTable, RecordTable
@@ -240,7 +241,7 @@ def _timestamps(values: Sequence[str | None]) -> pa.Array | None:
     text = pa.array(values, type=pa.string())
     if text.null_count == len(text):
         return pa.nulls(len(text), type=TIMESTAMP)
-    if _canonical(text):  # what the platform writes (checked in one pass, cheaper than the regex)
+    if _canonical(text):  # what the platform writes (checked in one pass, cheaper than the regex): UTC, in range
         try:
             return pc.cast(text, TIMESTAMP)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -252,9 +253,22 @@ def _timestamps(values: Sequence[str | None]) -> pa.Array | None:
     if not pc.all(pc.or_kleene(with_offset, pc.is_null(text))).as_py():
         text = pc.if_else(with_offset, text, pc.binary_join_element_wise(text, "Z", ""))
     try:
-        return pc.cast(text, TIMESTAMP)
+        parsed = pc.cast(text, TIMESTAMP)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # e.g. 30 February: the validated path decides
         return None
+    return parsed if _in_utc_range(parsed) else None
+
+
+# The instants a timestamp may hold (decoding.utc_overflows): an offset can push year 1 or 9999 past them.
+_FIRST_US = epoch_us(datetime.min.replace(tzinfo=UTC))
+_LAST_US = epoch_us(datetime.max.replace(tzinfo=UTC))
+
+
+def _in_utc_range(parsed: pa.Array) -> bool:
+    """Every value within 0001-01-01..9999-12-31 in UTC; the validated path quarantines the others."""
+    bounds = pc.min_max(parsed.view(pa.int64()))
+    low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    return low is None or (low >= _FIRST_US and high <= _LAST_US)
 
 
 _CANONICAL = b"2026-05-05T07:43:45.815Z"  # the shape the platform writes
