@@ -38,7 +38,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from typing_extensions import TypedDict  # pydantic needs this one on Python < 3.12
 
-from pipeline.contract.columns import is_model, strip_optional
+from pipeline.contract.columns import OVERFLOW_MESSAGE, is_model, strip_optional, utc_overflows
 from pipeline.contract.streams import StreamSpec
 from pipeline.contract.tables import BUILDS, QUARANTINE, TABLES, ChildTable, RecordTable, TableSpec, quarantine_batch
 from pipeline.source.errors import PlatformResponseError, TruncatedBody
@@ -278,9 +278,7 @@ def quarantine_row(where: PageLocation, index: int, item: Any, errors: list[Mapp
     )
 
 
-# Date-times the warehouse can hold: instants from 0001-01-01 to 9999-12-31 in UTC (Python's datetime range,
-# which every reader of a timestamp column converts to). A valid ISO 8601 value of year 1 or 9999 with an offset
-# can fall outside it once converted to UTC; such a record is quarantined, not loaded.
+# A record with a date-time outside the range a timestamp holds (columns.utc_overflows) is quarantined.
 TimestampPath = tuple[str, ...]  # API names; "*" steps into every item of a list
 
 
@@ -304,17 +302,6 @@ def timestamp_paths(model: type[BaseModel], path: TimestampPath = ()) -> list[Ti
     return found
 
 
-def utc_overflows(value: Any) -> bool:
-    """True when an aware date-time has no UTC equivalent within 0001-01-01..9999-12-31."""
-    if not isinstance(value, datetime) or value.tzinfo is None or value.year not in (1, 9999):
-        return False
-    try:
-        value.astimezone(UTC)
-    except OverflowError:
-        return True
-    return False
-
-
 def timestamp_errors(record: Any, paths: list[TimestampPath]) -> list[dict[str, Any]]:
     """Validation-style errors ({loc, msg, input}) for the record's date-times that overflow in UTC."""
     errors: list[dict[str, Any]] = []
@@ -334,9 +321,6 @@ def _overflowing(node: Any, path: TimestampPath, loc: tuple[Any, ...], errors: l
             _overflowing(item, rest, (*loc, index), errors)
     elif isinstance(node, dict) and node.get(step) is not None:
         _overflowing(node[step], rest, (*loc, step), errors)
-
-
-OVERFLOW_MESSAGE = "date-time out of range once converted to UTC (0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z)"
 
 
 # The validated decoder
