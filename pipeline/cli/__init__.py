@@ -25,6 +25,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "rebuild": ("pipeline.cli.rebuild", "rebuild the warehouse from the lake and the inbox"),
     "recover": ("pipeline.cli.recover", "fail runs whose process died, free their slots"),
     "receive": ("pipeline.cli.receive", "receive certificate webhooks into the inbox"),
+    "inbox": ("pipeline.cli.inbox", "list, replay or discard quarantined inbox events"),
     "simulate": ("simulator.cli", "serve a simulated platform, to try LessonSync on"),
     "demo": ("pipeline.cli.demo", "sync a simulated platform twice and verify the warehouse"),
 }
