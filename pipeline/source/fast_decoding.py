@@ -43,9 +43,9 @@ from typing import Any, Literal
 
 import msgspec
 import numpy as np
-import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
+import pydantic_core
 from msgspec.structs import astuple
 from pydantic import BaseModel
 from pydantic.types import Strict
@@ -379,10 +379,11 @@ class FastPages:
                 return None
             try:  # new fields the platform added: validated the same, then kept in `extra`
                 records = self._open_decoder.decode(body)
-            except (msgspec.ValidationError, msgspec.DecodeError):
+                # read by the validated path's parser, so a record it refuses (nesting too deep) goes its way
+                raw = pydantic_core.from_json(body)
+            except (msgspec.ValidationError, msgspec.DecodeError, ValueError, RecursionError):
                 return None
-            raw = orjson.loads(body)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):  # RecursionError: nesting past msgspec's depth limit
             return None
         if not records:
             return None
@@ -390,7 +391,10 @@ class FastPages:
         if arrays is None:
             return None
         if raw is not None:
-            arrays[-1] = pa.array(list(map(self._own.columns.extras, raw)), type=pa.string())
+            try:
+                arrays[-1] = pa.array(list(map(self._own.columns.extras, raw)), type=pa.string())
+            except TypeError:  # an extra orjson cannot write (an integer past 64 bits): the validated path decides
+                return None
         for index in self._optional_keys:  # a record without its key: the validated path quarantines it
             if arrays[index].null_count:
                 return None
@@ -414,7 +418,10 @@ class FastPages:
                 if raw is not None and source is not None:
                     items = chain.from_iterable(record[source] for record in raw)
                     assert child.columns is not None
-                    rest[-1] = pa.array(list(map(child.columns.extras, items)), type=pa.string())
+                    try:
+                        rest[-1] = pa.array(list(map(child.columns.extras, items)), type=pa.string())
+                    except TypeError:
+                        return None
             batches.append(
                 Batch(
                     child.spec,

@@ -137,6 +137,10 @@ ACTIVE_CASES = [
     {"lastDate": "9999-12-31T23:59:59-14:00"},
     {"startDate": "0001-01-01T00:00:00+14:00"},
     {"startDate": "0001-01-01T00:00:00-14:00", "lastDate": "9999-12-31T23:59:59+14:00"},
+    # integers a double cannot hold exactly: the nearest double on both paths
+    {"successRate": 2**53 + 1},
+    {"timeSpent": -(2**62) - 1},
+    {"stats": {"validationThreshold": 2**63 - 1}},
 ]
 
 # the date-times of the cases above that overflow once converted to UTC
