@@ -35,11 +35,13 @@ CREATE TABLE IF NOT EXISTS dead_letters (
     resolved_at TEXT
 )
 """
-# A replay that fails again updates the row (same sequence): the latest error, one more attempt.
+# Meeting a dead letter again (a replay that fails, a load into a new warehouse) updates its row: the latest
+# error, one more attempt. A discarded one stays discarded.
 UPSERT = """
 INSERT INTO dead_letters (sequence, event_id, certificate_id, field, error, quarantined_at) VALUES (?, ?, ?, ?, ?, ?)
 ON CONFLICT (sequence) DO UPDATE SET
     field = excluded.field, error = excluded.error, attempts = attempts + 1, status = 'quarantined', resolved_at = NULL
+WHERE dead_letters.status != 'discarded'
 """
 COLUMNS = "sequence, event_id, certificate_id, field, error, quarantined_at, attempts, status, resolved_at"
 
@@ -83,19 +85,24 @@ def _reader(inbox: Inbox) -> sqlite3.Connection | None:
     return conn
 
 
-def record_dead_letters(inbox: Inbox, letters: Sequence[DeadLetter]) -> None:
-    """Store (or refresh) dead letters in one durable transaction."""
+def record_dead_letters(inbox: Inbox, letters: Sequence[DeadLetter]) -> list[DeadLetter]:
+    """Store (or refresh) dead letters in one durable transaction; returns those now waiting in quarantine
+    (the ones an operator discarded before are left as they are, and out)."""
     if not letters:
-        return
+        return []
     rows = [(d.sequence, d.event_id, d.certificate_id, d.field, d.error, d.quarantined_at.isoformat()) for d in letters]
+    sequences = [d.sequence for d in letters]
+    discarded_sql = f"SELECT sequence FROM dead_letters WHERE status = 'discarded' AND sequence IN ({', '.join('?' * len(sequences))})"
     with closing(_writer(inbox)) as conn:
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.executemany(UPSERT, rows)
+            discarded = {row[0] for row in conn.execute(discarded_sql, sequences)}
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+    return [d for d in letters if d.sequence not in discarded]
 
 
 def list_dead_letters(inbox: Inbox, status: Status | None = "quarantined") -> list[DeadLetter]:

@@ -86,9 +86,8 @@ def load_certificate_events(
     for chunk in _chunks(events, chunk_events):
         incoming, failed = events_to_arrow_isolating(chunk, stats.inbox_id)
         if failed:  # recorded before the position moves past them
-            letters = [_dead_letter(event, where, error) for event, where, error in failed]
-            record_dead_letters(inbox, letters)
-            for letter in letters:
+            letters = record_dead_letters(inbox, [_dead_letter(event, where, error) for event, where, error in failed])
+            for letter in letters:  # those an operator discarded before are not reported again
                 log.warning("certificates: quarantined %s (see `lessonsync inbox list`)", letter.describe())
             stats.dead_letters += letters
         _load_chunk(warehouse, stream, run_id, incoming, (chunk[0].sequence, chunk[-1].sequence), stats)

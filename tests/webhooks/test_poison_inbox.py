@@ -112,6 +112,14 @@ def test_a_poisoned_inbox_loads_the_others_quarantines_the_one_and_the_run_succe
     assert discard.returncode == 0 and "discarded inbox sequence 151" in discard.stdout, discard
     assert list_dead_letters(inbox) == [] and [d.status for d in list_dead_letters(inbox, None)] == ["discarded"]
     assert "certificate inbox" not in lessonsync("status", data_dir=tmp_path).stdout
+    fresh = run_asset(tmp_path / "fresh", inbox, instance)  # a new warehouse meets it again: it stays discarded
+    [metadata] = [
+        {k: v.value for k, v in e.materialization.metadata.items()}
+        for e in fresh.get_asset_materialization_events()
+        if e.asset_key.path[-1] == "certificate_events"
+    ]
+    assert (metadata["events_loaded"], metadata["quarantined"], metadata["quarantined_in_inbox"]) == (299, 0, 0)
+    assert [d.status for d in list_dead_letters(inbox, None)] == ["discarded"]
 
 
 def test_a_dead_letter_replays_into_the_warehouse_once_its_cause_is_fixed(tmp_path):
