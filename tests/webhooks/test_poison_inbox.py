@@ -146,3 +146,14 @@ def test_a_dead_letter_replays_into_the_warehouse_once_its_cause_is_fixed(tmp_pa
     assert lessonsync("inbox", "replay", "2", data_dir=tmp_path).returncode == 1  # already replayed
     assert run_asset(tmp_path, inbox, DagsterInstance.ephemeral()).success  # and the next load stays exact
     assert query(tmp_path, "SELECT count(*) FROM lms.certificate_events") == [(3,)]
+
+
+def test_lessonsync_sync_prints_one_warning_line_for_quarantined_inbox_events():
+    from pipeline.cli.sync import summary_lines
+
+    metadata = {"events_loaded": 299, "quarantined": 1, "quarantined_in_inbox": 1, "dagster/row_count": 299}
+    lines = summary_lines({"lms/certificate_events": metadata, "lms/certificates": metadata})
+    warnings = [line for line in lines if "WARNING" in line]
+    assert len(warnings) == 1 and "1 inbox event(s) quarantined" in warnings[0] and "inbox list" in warnings[0]
+    clean = {**metadata, "quarantined": 0, "quarantined_in_inbox": 0}
+    assert not [line for line in summary_lines({"lms/certificate_events": clean}) if "WARNING" in line]
