@@ -2,7 +2,10 @@
 fast_decoding.py): validate the whole page in Rust first; only if that fails, record by record, so a
 record that breaks its schema is quarantined (with endpoint, page, field, message and its raw JSON) and
 the rest of the page still loads. Records whose key fields are missing cannot be upserted, and records with
-a date-time outside 0001..9999 once converted to UTC cannot be stored: both are quarantined too. A body that is not complete JSON raises TruncatedBody (the transport retries it).
+a date-time outside 0001..9999 once converted to UTC cannot be stored: both are quarantined too. A body that
+is not complete JSON raises TruncatedBody (the transport retries it); a complete array holding a record the
+JSON parser refuses (an unpaired surrogate, nesting too deep) is split by its structure and only that record
+is quarantined. A record Arrow cannot convert is set aside the same way (set_aside_unconvertible).
 Records are validated dicts with API names (below), ready for Arrow (pipeline/contract/columns.py); then
 one batch per table: the page's own table, its child tables, its quarantine rows (page_batches).
 

@@ -92,7 +92,8 @@ def record_dead_letters(inbox: Inbox, letters: Sequence[DeadLetter]) -> list[Dea
         return []
     rows = [(d.sequence, d.event_id, d.certificate_id, d.field, d.error, d.quarantined_at.isoformat()) for d in letters]
     sequences = [d.sequence for d in letters]
-    discarded_sql = f"SELECT sequence FROM dead_letters WHERE status = 'discarded' AND sequence IN ({', '.join('?' * len(sequences))})"
+    marks = ", ".join("?" * len(sequences))
+    discarded_sql = f"SELECT sequence FROM dead_letters WHERE status = 'discarded' AND sequence IN ({marks})"
     with closing(_writer(inbox)) as conn:
         conn.execute("BEGIN IMMEDIATE")
         try:
