@@ -1,5 +1,5 @@
 """No poison record upstream: an active lesson whose lastDate overflows once converted to UTC
-(9999-12-31T23:59:59-14:00) is quarantined with its stream, endpoint and field, the rest of the stream loads and
+(9999-12-31T23:59:59-14:00), and an answer whose lastDate does (0001-01-01T00:00:00+14:00), are quarantined with its stream, endpoint and field, the rest of the stream loads and
 the run succeeds with a warning, on the first sync and on an incremental one (a record touched since)."""
 
 import duckdb
@@ -25,6 +25,7 @@ def test_an_overflowing_last_date_is_quarantined_and_the_run_succeeds_with_a_war
     select = ("key:lms/*",)
     with local_stack(tmp_path / "data", scale="tiny") as stack:
         planted = stack.sim.plant_invalid("active_lessons", field="lastDate", value=OVERFLOWING)
+        stack.sim.plant_invalid("answers", field="lastDate", value="0001-01-01T00:00:00+14:00")
         # the shipped dagster.yaml's python_logs: the source's lines are in the run's event log
         instance = DagsterInstance.ephemeral(settings={"python_logs": {"managed_python_loggers": ["lessonsync"]}})
         report = stack.sync(select=select, instance=instance)
@@ -33,14 +34,17 @@ def test_an_overflowing_last_date_is_quarantined_and_the_run_succeeds_with_a_war
         assert metadata["quarantined"] == 1
         assert "lms/active_lessons:contract_unchanged" in report.failed_checks  # a warning: the run succeeds
         warnings = [e.user_message for e in instance.all_logs(report.run_id) if "out of range" in e.user_message]
-        assert len(warnings) == 1 and "GET /v1/active-lessons page" in warnings[0] and "lastDate" in warnings[0]
+        assert len(warnings) == 2 and "GET /v1/active-lessons page" in warnings[0] and "lastDate" in warnings[0]
+        assert "/answers page" in warnings[1] and "lastDate" in warnings[1]
         truth = len(list(stack.sim.ground_truth("active_lessons")))
         where = "owner_id = ? AND user_id = ? AND lesson_id = ?"
         assert _query(stack, f"SELECT count(*) FROM lms.active_lessons WHERE {where}", _key(planted)) == [(0,)]
         assert _query(stack, "SELECT count(*) FROM lms.active_lessons") == [(truth - 1,)]
-        assert _query(stack, "SELECT stream, endpoint, field FROM lms.quarantine") == [
-            ("active_lessons", "/v1/active-lessons", "lastDate")
-        ]
+        quarantined = _query(stack, "SELECT stream, endpoint, field FROM lms.quarantine ORDER BY stream")
+        assert quarantined[0] == ("active_lessons", "/v1/active-lessons", "lastDate")
+        [(answers_stream, answers_endpoint, answers_field)] = quarantined[1:]
+        assert answers_stream.startswith("answers_by_") and answers_endpoint.endswith("/answers")
+        assert answers_field == "lastDate" and report.materializations["lms/answers"]["quarantined"] == 1
 
         stack.sim.advance(hours=1)  # then one more, touched since: the incremental sync meets it
         early = "0001-01-01T00:00:00+14:00"
