@@ -27,6 +27,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "tables": ("pipeline.cli.tables", "show or maintain the lake's Iceberg tables"),
     "recover": ("pipeline.cli.recover", "fail runs whose process died, free their slots"),
     "receive": ("pipeline.cli.receive", "receive certificate webhooks into the inbox"),
+    "inbox": ("pipeline.cli.inbox", "list, replay or discard quarantined inbox events"),
     "simulate": ("simulator.cli", "serve a simulated platform, to try LessonSync on"),
     "demo": ("pipeline.cli.demo", "sync a simulated platform twice and verify the warehouse"),
 }

@@ -11,6 +11,7 @@ import argparse
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from pipeline.cli.inbox import inbox_quarantine_line
 from pipeline.cli.options import add_data_dir, settings_from
 
 if TYPE_CHECKING:
@@ -31,6 +32,8 @@ def _status(settings: Settings) -> int:
 
     now = datetime.now(UTC)
     statuses = stream_statuses(settings.lake_location)
+    if (inbox_line := inbox_quarantine_line(settings)) is not None:
+        print(inbox_line)
     if not statuses:
         print(f"no committed load in {settings.lake_location}: run `lessonsync sync` first")
         return 0
