@@ -115,6 +115,11 @@ class Settings(BaseSettings):
         description="postgresql://user:password@host:port/db: the Dagster instance keeps runs, event logs and "
         "schedules in PostgreSQL (dagster-postgres). Unset: SQLite in the Dagster home.",
     )
+    inbox_url: SecretStr | None = Field(
+        None,
+        description="postgresql://user:password@host:port/db: the certificate inbox lives in PostgreSQL, shared by "
+        "several webhook receivers, the sensor and the load (docs/deploy.md). Unset: <data_dir>/inbox.sqlite3.",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO",
         description="Console log level of in-process runs (lessonsync sync, demo); DEBUG adds every "
@@ -150,6 +155,11 @@ class Settings(BaseSettings):
     @property
     def inbox_path(self) -> Path:
         return self.data_dir / "inbox.sqlite3"
+
+    @property
+    def inbox_location(self) -> Path | str:
+        """Where the certificate inbox is: LESSONSYNC_INBOX_URL, else <data_dir>/inbox.sqlite3."""
+        return self.inbox_url.get_secret_value() if self.inbox_url is not None else self.inbox_path
 
     @property
     def page_cache_dir(self) -> Path | None:

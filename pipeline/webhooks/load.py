@@ -26,7 +26,8 @@ import pyarrow.compute as pc
 from pipeline.contract.tables import CERTIFICATE_EVENTS, CERTIFICATES
 from pipeline.warehouse import Warehouse, row_count
 from pipeline.webhooks.events import COMPLETED, EXPIRED
-from pipeline.webhooks.inbox import Inbox, InboxEvent
+from pipeline.webhooks.inbox import InboxEvent
+from pipeline.webhooks.inbox_backend import InboxBackend
 from pipeline.webhooks.legacy import adopt_legacy_state
 from pipeline.webhooks.stream import SPECS, high_water_mark, inbox_stream
 from pipeline.webhooks.transform import current_state_rows, events_to_arrow
@@ -52,7 +53,7 @@ class LoadStats:
 
 
 def load_certificate_events(
-    warehouse: Warehouse, inbox: Inbox, *, run_id: str | None = None, chunk_events: int = DEFAULT_CHUNK_EVENTS
+    warehouse: Warehouse, inbox: InboxBackend, *, run_id: str | None = None, chunk_events: int = DEFAULT_CHUNK_EVENTS
 ) -> LoadStats:
     """Load every inbox event past the stream's position, in sequence order, one committed load per chunk.
     Events arriving during the load wait for the next one, so the load always ends."""
@@ -69,7 +70,18 @@ def load_certificate_events(
     for chunk in _chunks(events, chunk_events):
         _load_chunk(warehouse, stream, run_id, events_to_arrow(chunk, stats.inbox_id), stats)
         log.info("certificates: loaded up to inbox sequence %d of %d", stats.hwm_after, up_to)
+        _record_loaded(inbox, stats.hwm_after)
+    if stats.hwm_after and not stats.transactions:
+        _record_loaded(inbox, stats.hwm_after)  # e.g. an inbox whose progress mark was never written
     return stats
+
+
+def _record_loaded(inbox: InboxBackend, sequence: int) -> None:
+    """Tell the inbox how far the warehouse holds it (its backlog metrics); a failure only delays them."""
+    try:
+        inbox.record_loaded(sequence)
+    except Exception:  # noqa: BLE001 - advisory: the warehouse's own position is what the next load uses
+        log.warning("certificates: could not record the load's progress in the inbox", exc_info=True)
 
 
 def _chunks(events: Iterator[InboxEvent], size: int) -> Iterator[list[InboxEvent]]:

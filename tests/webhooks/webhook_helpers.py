@@ -20,6 +20,7 @@ import uvicorn
 
 from pipeline.webhooks.app import create_app
 from pipeline.webhooks.inbox import Inbox
+from pipeline.webhooks.server import server_config
 from pipeline.webhooks.settings import WebhookSettings
 
 PAST = "2020-01-01T00:00:00.000Z"
@@ -98,9 +99,17 @@ class RunningReceiver:
 def serve_in_thread(settings: WebhookSettings) -> Iterator[RunningReceiver]:
     """The real app on a real uvicorn server in a thread of the test process (so caplog sees its logs)."""
     port = free_port()
+    app = create_app(settings)
     server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(settings), host="127.0.0.1", port=port, log_level="info", log_config=None, access_log=False
+        server_config(
+            app,
+            settings,
+            host="127.0.0.1",
+            port=port,
+            on_close=app.state.metrics.connection_closed,
+            log_level="info",
+            log_config=None,
+            access_log=False,
         )
     )
     thread = threading.Thread(target=server.run, daemon=True)

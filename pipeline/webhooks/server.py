@@ -1,0 +1,211 @@
+"""The receiver's HTTP server: uvicorn on h11 with limits on what an unauthenticated client may hold.
+
+uvicorn alone bounds the request head's size (h11) and idle keep-alive connections, but nothing else: a
+client may send its head or its body as slowly as it likes, and every open connection costs a file
+descriptor. BoundedH11Protocol adds, per connection:
+
+- a head deadline: the request head must be complete `header_timeout` seconds after the connection opens
+  (or `keep_alive_timeout + header_timeout` after the previous response), else 408 and close;
+- a body deadline: the body must be complete `body_timeout` seconds after the head, plus one second per
+  `min_body_rate` bytes received, so a client sending at least that rate is never cut off, else 408 and
+  close (this is also the answer to a Content-Length larger than what is sent);
+- a connection cap: beyond `max_connections`, the connection that has waited longest for a request head
+  (idle keep-alive or slow head: nothing of value in flight) is closed to make room; when every connection
+  is inside a request, the new one gets 503 and is closed.
+
+These are the protocol's own timers on the event loop: no thread, no per-request task."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import h11
+import orjson
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from pipeline.webhooks.settings import WebhookSettings
+
+log = logging.getLogger(__name__)
+
+_accepted = itertools.count()
+HEAD, BODY, APP = "head", "body", "app"  # what the connection is waiting for: a head, a body, or the app
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    header_timeout: float
+    body_timeout: float
+    min_body_rate: float  # bytes per second
+    keep_alive_timeout: float
+    max_connections: int
+    on_close: Callable[[str], None] = lambda reason: None  # why the server closed a connection (metrics)
+
+    @classmethod
+    def from_settings(
+        cls, settings: WebhookSettings, on_close: Callable[[str], None] | None = None
+    ) -> ConnectionLimits:
+        return cls(
+            header_timeout=settings.header_timeout,
+            body_timeout=settings.body_timeout,
+            min_body_rate=settings.min_body_rate,
+            keep_alive_timeout=settings.keep_alive_timeout,
+            max_connections=settings.max_connections,
+            on_close=on_close or (lambda reason: None),
+        )
+
+
+def _plain_response(status: int, reason: str, message: str) -> bytes:
+    body = orjson.dumps({"error": reason.lower().replace(" ", "_"), "message": message})
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+HEAD_TIMEOUT = _plain_response(408, "Request Timeout", "request head not received in time")
+BODY_TIMEOUT = _plain_response(408, "Request Timeout", "request body not received in time")
+OVER_CAPACITY = _plain_response(503, "Service Unavailable", "too many connections; retry later")
+
+
+class BoundedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with head and body deadlines and a connection cap (see the module doc)."""
+
+    limits: ClassVar[ConnectionLimits]
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self._timer: asyncio.TimerHandle | None = None
+        self._phase = HEAD
+        self._waiting_since: float | None = self.loop.time()
+        self._body_started = 0.0
+        self._body_bytes = 0
+        self._serial = next(_accepted)
+        super().connection_made(transport)
+        if len(self.connections) > self.limits.max_connections and not self._evict_one():
+            self._close_with(OVER_CAPACITY, "over_capacity")
+            return
+        self._arm(self.limits.header_timeout)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel()
+        self._waiting_since = None
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._phase == BODY:
+            self._body_bytes += len(data)
+        super().data_received(data)
+
+    def handle_events(self) -> None:
+        super().handle_events()
+        self._follow_state()
+
+    def _follow_state(self) -> None:
+        """Move the deadline along with h11's view of the client: waiting for a head, a body, or done."""
+        if self.transport.is_closing():
+            return
+        state = self.conn.their_state
+        if state is h11.IDLE:
+            if self._phase != HEAD:  # a new cycle: the next head may follow an idle keep-alive period
+                self._phase, self._waiting_since = HEAD, self.loop.time()
+                self._arm(self.limits.keep_alive_timeout + self.limits.header_timeout)
+        elif state is h11.SEND_BODY:
+            if self._phase != BODY:
+                self._phase, self._waiting_since = BODY, None
+                self._body_started, self._body_bytes = self.loop.time(), 0
+                self._arm(self.limits.body_timeout)
+        elif self._phase != APP:  # the whole request is in: the app's time is not ours to bound
+            self._phase, self._waiting_since = APP, None
+            self._cancel()
+
+    def _arm(self, delay: float) -> None:
+        self._cancel()
+        self._timer = self.loop.call_later(delay, self._deadline_passed)
+
+    def _cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _deadline_passed(self) -> None:
+        self._timer = None
+        if self.transport.is_closing():
+            return
+        if self._phase == BODY:
+            allowed = self._body_started + self.limits.body_timeout + self._body_bytes / self.limits.min_body_rate
+            if self.loop.time() < allowed:
+                self._timer = self.loop.call_at(allowed, self._deadline_passed)
+                return
+            log.info("closed a connection from %s: request body not received in time (408)", self._peer())
+            self._close_with(BODY_TIMEOUT, "body_timeout")
+        elif self._phase == HEAD:
+            log.debug("closed a connection from %s: request head not received in time (408)", self._peer())
+            self._close_with(HEAD_TIMEOUT, "header_timeout")
+
+    def _close_with(self, answer: bytes, reason: str) -> None:
+        """Answer (unless a response is already under way) and close. The app, if it is waiting for the
+        body, sees a disconnect and its own answer is dropped."""
+        cycle = self.cycle
+        in_response = cycle is not None and cycle.response_started and not cycle.response_complete
+        if not in_response:
+            self.transport.write(answer)
+        if cycle is not None and not cycle.response_complete:
+            cycle.disconnected = True
+            cycle.message_event.set()
+        self._waiting_since = None
+        self.connections.discard(self)
+        self.transport.close()
+        self.limits.on_close(reason)
+
+    def _evict_one(self) -> bool:
+        """Close the connection that has waited longest for a request head, to make room; False if none."""
+        waiting = [c for c in self.connections if c is not self and getattr(c, "_waiting_since", None) is not None]
+        if not waiting:
+            return False
+        # Connections accepted in one loop iteration share a loop time: the accept order breaks the tie.
+        oldest: BoundedH11Protocol = min(waiting, key=lambda c: (c._waiting_since, c._serial))  # type: ignore[arg-type, return-value]
+        log.debug("connection cap reached: closing the longest-idle connection from %s", oldest._peer())
+        oldest._cancel()
+        oldest._waiting_since = None
+        oldest.connections.discard(oldest)
+        oldest.transport.close()
+        self.limits.on_close("evicted")
+        return True
+
+    def _peer(self) -> str:
+        return f"{self.client[0]}:{self.client[1]}" if self.client else "unknown client"
+
+
+def bounded_protocol(limits: ConnectionLimits) -> type[BoundedH11Protocol]:
+    """The protocol class uvicorn instantiates per connection, carrying these limits."""
+    return type("BoundedH11Protocol", (BoundedH11Protocol,), {"limits": limits})
+
+
+def server_config(
+    app: Any,
+    settings: WebhookSettings,
+    *,
+    host: str,
+    port: int,
+    on_close: Callable[[str], None] | None = None,
+    **options: Any,
+) -> uvicorn.Config:
+    """The uvicorn configuration of the receiver, with every limit of `settings` applied."""
+    limits = ConnectionLimits.from_settings(settings, on_close)
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        http=bounded_protocol(limits),
+        h11_max_incomplete_event_size=settings.max_header_bytes,
+        timeout_keep_alive=settings.keep_alive_timeout,  # type: ignore[arg-type]
+        # uvicorn's own limit_concurrency counts idle connections too and answers 503 only once a head is in;
+        # the protocol's cap above replaces it.
+        **options,
+    )
