@@ -4,6 +4,9 @@ uvicorn alone bounds the request head's size (h11) and idle keep-alive connectio
 client may send its head or its body as slowly as it likes, and every open connection costs a file
 descriptor. BoundedH11Protocol adds, per connection:
 
+- head limits checked on the raw bytes before h11 parses them: over `max_header_bytes` or
+  `max_header_count` lines, 431 and close (parsing 5,000 header lines costs far more than counting them);
+
 - a head deadline: the request head must be complete `header_timeout` seconds after the connection opens
   (or `keep_alive_timeout + header_timeout` after the previous response), else 408 and close;
 - a body deadline: the body must be complete `body_timeout` seconds after the head, plus one second per
@@ -18,7 +21,6 @@ These are the protocol's own timers on the event loop: no thread, no per-request
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,7 +35,6 @@ from pipeline.webhooks.settings import WebhookSettings
 
 log = logging.getLogger(__name__)
 
-_accepted = itertools.count()
 HEAD, BODY, APP = "head", "body", "app"  # what the connection is waiting for: a head, a body, or the app
 
 
@@ -44,6 +45,8 @@ class ConnectionLimits:
     min_body_rate: float  # bytes per second
     keep_alive_timeout: float
     max_connections: int
+    max_header_bytes: int
+    max_header_count: int
     on_close: Callable[[str], None] = lambda reason: None  # why the server closed a connection (metrics)
 
     @classmethod
@@ -56,6 +59,8 @@ class ConnectionLimits:
             min_body_rate=settings.min_body_rate,
             keep_alive_timeout=settings.keep_alive_timeout,
             max_connections=settings.max_connections,
+            max_header_bytes=settings.max_header_bytes,
+            max_header_count=settings.max_header_count,
             on_close=on_close or (lambda reason: None),
         )
 
@@ -71,6 +76,11 @@ def _plain_response(status: int, reason: str, message: str) -> bytes:
 
 HEAD_TIMEOUT = _plain_response(408, "Request Timeout", "request head not received in time")
 BODY_TIMEOUT = _plain_response(408, "Request Timeout", "request body not received in time")
+HEAD_TOO_LARGE = _plain_response(
+    431,
+    "Request Header Fields Too Large",
+    "request head over LESSONSYNC_WEBHOOK_MAX_HEADER_BYTES or LESSONSYNC_WEBHOOK_MAX_HEADER_COUNT",
+)
 OVER_CAPACITY = _plain_response(503, "Service Unavailable", "too many connections; retry later")
 
 
@@ -78,29 +88,47 @@ class BoundedH11Protocol(H11Protocol):
     """uvicorn's h11 protocol with head and body deadlines and a connection cap (see the module doc)."""
 
     limits: ClassVar[ConnectionLimits]
+    # Connections waiting for a request head, longest-waiting first (a dict keeps insertion order): the
+    # cap's eviction takes the first in O(1). One per server (bounded_protocol makes a class per server).
+    waiting: ClassVar[dict[BoundedH11Protocol, None]]
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._timer: asyncio.TimerHandle | None = None
         self._phase = HEAD
-        self._waiting_since: float | None = self.loop.time()
+        self._head_bytes = self._head_lines = 0
         self._body_started = 0.0
         self._body_bytes = 0
-        self._serial = next(_accepted)
         super().connection_made(transport)
         if len(self.connections) > self.limits.max_connections and not self._evict_one():
             self._close_with(OVER_CAPACITY, "over_capacity")
             return
+        self.waiting[self] = None
         self._arm(self.limits.header_timeout)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel()
-        self._waiting_since = None
+        self.waiting.pop(self, None)
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
         if self._phase == BODY:
             self._body_bytes += len(data)
+        elif self._phase == HEAD and self._head_too_large(data):
+            return
         super().data_received(data)
+
+    def _head_too_large(self, data: bytes) -> bool:
+        """Measure the head before h11 parses it: parsing thousands of header lines costs far more than
+        counting them, and a head over the limits is refused here (431) without being parsed."""
+        end = data.find(b"\r\n\r\n")
+        head = data if end < 0 else data[: end + 4]
+        self._head_bytes += len(head)
+        self._head_lines += head.count(b"\n")
+        if self._head_bytes <= self.limits.max_header_bytes and self._head_lines <= self.limits.max_header_count + 2:
+            return False
+        log.debug("closed a connection from %s: request head over the limits (431)", self._peer())
+        self._close_with(HEAD_TOO_LARGE, "header_too_large")
+        return True
 
     def handle_events(self) -> None:
         super().handle_events()
@@ -113,15 +141,19 @@ class BoundedH11Protocol(H11Protocol):
         state = self.conn.their_state
         if state is h11.IDLE:
             if self._phase != HEAD:  # a new cycle: the next head may follow an idle keep-alive period
-                self._phase, self._waiting_since = HEAD, self.loop.time()
+                self._phase = HEAD
+                self._head_bytes = self._head_lines = 0
+                self.waiting[self] = None
                 self._arm(self.limits.keep_alive_timeout + self.limits.header_timeout)
         elif state is h11.SEND_BODY:
             if self._phase != BODY:
-                self._phase, self._waiting_since = BODY, None
+                self._phase = BODY
+                self.waiting.pop(self, None)
                 self._body_started, self._body_bytes = self.loop.time(), 0
                 self._arm(self.limits.body_timeout)
         elif self._phase != APP:  # the whole request is in: the app's time is not ours to bound
-            self._phase, self._waiting_since = APP, None
+            self._phase = APP
+            self.waiting.pop(self, None)
             self._cancel()
 
     def _arm(self, delay: float) -> None:
@@ -158,23 +190,22 @@ class BoundedH11Protocol(H11Protocol):
         if cycle is not None and not cycle.response_complete:
             cycle.disconnected = True
             cycle.message_event.set()
-        self._waiting_since = None
+        self._drop()
+        self.limits.on_close(reason)
+
+    def _drop(self) -> None:
+        self._cancel()
+        self.waiting.pop(self, None)
         self.connections.discard(self)
         self.transport.close()
-        self.limits.on_close(reason)
 
     def _evict_one(self) -> bool:
         """Close the connection that has waited longest for a request head, to make room; False if none."""
-        waiting = [c for c in self.connections if c is not self and getattr(c, "_waiting_since", None) is not None]
-        if not waiting:
+        oldest = next(iter(self.waiting), None)
+        if oldest is None:
             return False
-        # Connections accepted in one loop iteration share a loop time: the accept order breaks the tie.
-        oldest: BoundedH11Protocol = min(waiting, key=lambda c: (c._waiting_since, c._serial))  # type: ignore[arg-type, return-value]
         log.debug("connection cap reached: closing the longest-idle connection from %s", oldest._peer())
-        oldest._cancel()
-        oldest._waiting_since = None
-        oldest.connections.discard(oldest)
-        oldest.transport.close()
+        oldest._drop()
         self.limits.on_close("evicted")
         return True
 
@@ -184,7 +215,7 @@ class BoundedH11Protocol(H11Protocol):
 
 def bounded_protocol(limits: ConnectionLimits) -> type[BoundedH11Protocol]:
     """The protocol class uvicorn instantiates per connection, carrying these limits."""
-    return type("BoundedH11Protocol", (BoundedH11Protocol,), {"limits": limits})
+    return type("BoundedH11Protocol", (BoundedH11Protocol,), {"limits": limits, "waiting": {}})
 
 
 def server_config(

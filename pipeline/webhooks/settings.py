@@ -61,9 +61,9 @@ class WebhookSettings(BaseSettings):
     )
     # Limits on what any client, authenticated or not, may hold (pipeline/webhooks/server.py, docs/deploy.md).
     max_header_bytes: int = Field(
-        16 * 1024, ge=1024, description="Largest request line plus headers; larger heads get 400 and a close."
+        16 * 1024, ge=1024, description="Largest request line plus headers; larger heads get 431 and a close."
     )
-    max_header_count: int = Field(100, ge=8, description="Most request headers; more get 431.")
+    max_header_count: int = Field(100, ge=8, description="Most request header lines; more get 431 and a close.")
     header_timeout: float = Field(5.0, gt=0, description="Seconds a request head may take to arrive (else 408).")
     body_timeout: float = Field(10.0, gt=0, description="Seconds a body may take beyond its minimum rate (else 408).")
     min_body_rate: float = Field(

@@ -68,7 +68,7 @@ def _delivery(cid: str) -> bytes:
 
 
 def test_oversized_head_is_refused_and_closed(limited: RunningReceiver) -> None:
-    # Whole in one write (measured by the app) and streamed in pieces (refused by h11 as it grows).
+    # Whole in one write, and streamed in pieces (refused as it grows, without waiting for its end).
     with _connect(limited) as sock:
         sock.sendall(_head(limited, extra="X-Filler: " + "a" * 8000 + "\r\n", length=2) + b"{}")
         answer = _read_all(sock)
@@ -83,7 +83,7 @@ def test_oversized_head_is_refused_and_closed(limited: RunningReceiver) -> None:
         except OSError:
             pass  # closed by the server mid-stream
         answer = _read_all(sock)
-    assert _status(answer) == 400
+    assert _status(answer) == 431
     assert limited.inbox.count_quarantined() == 0
 
 
