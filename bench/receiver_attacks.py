@@ -232,9 +232,7 @@ def run_attack(
     closed = context.Queue()
     count = max(1, int(connections * SHARE.get(attack, 0)))
     if attack != "baseline":
-        attacker = context.Process(
-            target=_attacker, args=(port, attack, count, seconds + 1.0, closed), daemon=True
-        )
+        attacker = context.Process(target=_attacker, args=(port, attack, count, seconds + 1.0, closed), daemon=True)
         attacker.start()
         time.sleep(1.0)  # the attack reaches its strength before the measurement starts
     first = (ATTACKS.index(attack) + 1) * 10**8
@@ -269,7 +267,7 @@ def main() -> int:
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for attack in args.attacks.split(","):
-            port = _free_port()
+            port = free_port()
             receiver = start_receiver(port, Path(tmp) / f"inbox-{attack}.sqlite3")
             try:
                 result = run_attack(
@@ -292,7 +290,7 @@ def main() -> int:
     return 0
 
 
-def _free_port() -> int:
+def free_port() -> int:
     import socket
 
     with socket.socket() as sock:

@@ -88,9 +88,12 @@ class BoundedH11Protocol(H11Protocol):
     """uvicorn's h11 protocol with head and body deadlines and a connection cap (see the module doc)."""
 
     limits: ClassVar[ConnectionLimits]
-    # Connections waiting for a request head, longest-waiting first (a dict keeps insertion order): the
-    # cap's eviction takes the first in O(1). One per server (bounded_protocol makes a class per server).
+    # Connections waiting for a request head, longest-waiting first (a dict keeps insertion order), so the
+    # cap's eviction takes the first in O(1): those that have not completed a request yet (where idle and
+    # slowloris clients stay), then idle keep-alive ones (a client that has sent a request, whose next one
+    # would fail if its connection closed just as it is sent). One pair per server (bounded_protocol).
     waiting: ClassVar[dict[BoundedH11Protocol, None]]
+    kept_alive: ClassVar[dict[BoundedH11Protocol, None]]
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._timer: asyncio.TimerHandle | None = None
@@ -107,7 +110,7 @@ class BoundedH11Protocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel()
-        self.waiting.pop(self, None)
+        self._forget()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -143,17 +146,17 @@ class BoundedH11Protocol(H11Protocol):
             if self._phase != HEAD:  # a new cycle: the next head may follow an idle keep-alive period
                 self._phase = HEAD
                 self._head_bytes = self._head_lines = 0
-                self.waiting[self] = None
+                self.kept_alive[self] = None
                 self._arm(self.limits.keep_alive_timeout + self.limits.header_timeout)
         elif state is h11.SEND_BODY:
             if self._phase != BODY:
                 self._phase = BODY
-                self.waiting.pop(self, None)
+                self._forget()
                 self._body_started, self._body_bytes = self.loop.time(), 0
                 self._arm(self.limits.body_timeout)
         elif self._phase != APP:  # the whole request is in: the app's time is not ours to bound
             self._phase = APP
-            self.waiting.pop(self, None)
+            self._forget()
             self._cancel()
 
     def _arm(self, delay: float) -> None:
@@ -195,13 +198,17 @@ class BoundedH11Protocol(H11Protocol):
 
     def _drop(self) -> None:
         self._cancel()
-        self.waiting.pop(self, None)
+        self._forget()
         self.connections.discard(self)
         self.transport.close()
 
+    def _forget(self) -> None:
+        self.waiting.pop(self, None)
+        self.kept_alive.pop(self, None)
+
     def _evict_one(self) -> bool:
         """Close the connection that has waited longest for a request head, to make room; False if none."""
-        oldest = next(iter(self.waiting), None)
+        oldest = next(iter(self.waiting), None) or next(iter(self.kept_alive), None)
         if oldest is None:
             return False
         log.debug("connection cap reached: closing the longest-idle connection from %s", oldest._peer())
@@ -215,7 +222,7 @@ class BoundedH11Protocol(H11Protocol):
 
 def bounded_protocol(limits: ConnectionLimits) -> type[BoundedH11Protocol]:
     """The protocol class uvicorn instantiates per connection, carrying these limits."""
-    return type("BoundedH11Protocol", (BoundedH11Protocol,), {"limits": limits, "waiting": {}})
+    return type("BoundedH11Protocol", (BoundedH11Protocol,), {"limits": limits, "waiting": {}, "kept_alive": {}})
 
 
 def server_config(
