@@ -157,11 +157,6 @@ class Settings(BaseSettings):
         return self.data_dir / "inbox.sqlite3"
 
     @property
-    def inbox_location(self) -> Path | str:
-        """Where the certificate inbox is: LESSONSYNC_INBOX_URL, else <data_dir>/inbox.sqlite3."""
-        return self.inbox_url.get_secret_value() if self.inbox_url is not None else self.inbox_path
-
-    @property
     def page_cache_dir(self) -> Path | None:
         """Where the client keeps decoded snapshot pages (pipeline/source/page_cache.py), None when off."""
         return self.data_dir / "cache" / "pages" if self.page_cache else None
