@@ -1,12 +1,12 @@
-"""The receiver's HTTP server: uvicorn on h11 with limits on what an unauthenticated client may hold.
+"""The receiver's HTTP server: uvicorn with limits on what an unauthenticated client may hold.
 
-uvicorn alone bounds the request head's size (h11) and idle keep-alive connections, but nothing else: a
+uvicorn alone bounds idle keep-alive connections (and, with h11, the head's size), but nothing else: a
 client may send its head or its body as slowly as it likes, and every open connection costs a file
-descriptor. BoundedH11Protocol adds, per connection:
+descriptor. The bounded protocols (uvicorn's httptools one when httptools is installed, as uvicorn itself
+prefers it, else its h11 one) add, per connection:
 
-- head limits checked on the raw bytes before h11 parses them: over `max_header_bytes` or
+- head limits checked on the raw bytes before the parser sees them: over `max_header_bytes` or
   `max_header_count` lines, 431 and close (parsing 5,000 header lines costs far more than counting them);
-
 - a head deadline: the request head must be complete `header_timeout` seconds after the connection opens
   (or `keep_alive_timeout + header_timeout` after the previous response), else 408 and close;
 - a body deadline: the body must be complete `body_timeout` seconds after the head, plus one second per
@@ -30,6 +30,11 @@ import h11
 import orjson
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+try:
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+except ImportError:  # httptools is optional (uvicorn[standard]); h11 always comes with uvicorn
+    HttpToolsProtocol = None  # type: ignore[assignment, misc]
 
 from pipeline.webhooks.settings import WebhookSettings
 
@@ -84,16 +89,23 @@ HEAD_TOO_LARGE = _plain_response(
 OVER_CAPACITY = _plain_response(503, "Service Unavailable", "too many connections; retry later")
 
 
-class BoundedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with head and body deadlines and a connection cap (see the module doc)."""
+class _Bounded:
+    """The limits, for either uvicorn protocol: the subclass reports when a head or a body starts and when
+    the request is complete (see the module doc). Attributes other than ours are uvicorn's."""
+
+    loop: asyncio.AbstractEventLoop
+    transport: asyncio.Transport
+    connections: set[Any]
+    cycle: Any
+    client: tuple[str, int] | None
 
     limits: ClassVar[ConnectionLimits]
     # Connections waiting for a request head, longest-waiting first (a dict keeps insertion order), so the
     # cap's eviction takes the first in O(1): those that have not completed a request yet (where idle and
     # slowloris clients stay), then idle keep-alive ones (a client that has sent a request, whose next one
     # would fail if its connection closed just as it is sent). One pair per server (bounded_protocol).
-    waiting: ClassVar[dict[BoundedH11Protocol, None]]
-    kept_alive: ClassVar[dict[BoundedH11Protocol, None]]
+    waiting: ClassVar[dict[_Bounded, None]]
+    kept_alive: ClassVar[dict[_Bounded, None]]
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._timer: asyncio.TimerHandle | None = None
@@ -133,28 +145,24 @@ class BoundedH11Protocol(H11Protocol):
         self._close_with(HEAD_TOO_LARGE, "header_too_large")
         return True
 
-    def handle_events(self) -> None:
-        super().handle_events()
-        self._follow_state()
+    def _enter_head_after_response(self) -> None:
+        """A new cycle: the next head may follow an idle keep-alive period."""
+        if self._phase != HEAD:
+            self._phase = HEAD
+            self._head_bytes = self._head_lines = 0
+            self.kept_alive[self] = None
+            self._arm(self.limits.keep_alive_timeout + self.limits.header_timeout)
 
-    def _follow_state(self) -> None:
-        """Move the deadline along with h11's view of the client: waiting for a head, a body, or done."""
-        if self.transport.is_closing():
-            return
-        state = self.conn.their_state
-        if state is h11.IDLE:
-            if self._phase != HEAD:  # a new cycle: the next head may follow an idle keep-alive period
-                self._phase = HEAD
-                self._head_bytes = self._head_lines = 0
-                self.kept_alive[self] = None
-                self._arm(self.limits.keep_alive_timeout + self.limits.header_timeout)
-        elif state is h11.SEND_BODY:
-            if self._phase != BODY:
-                self._phase = BODY
-                self._forget()
-                self._body_started, self._body_bytes = self.loop.time(), 0
-                self._arm(self.limits.body_timeout)
-        elif self._phase != APP:  # the whole request is in: the app's time is not ours to bound
+    def _enter_body(self) -> None:
+        if self._phase != BODY:
+            self._phase = BODY
+            self._forget()
+            self._body_started, self._body_bytes = self.loop.time(), 0
+            self._arm(self.limits.body_timeout)
+
+    def _enter_app(self) -> None:
+        """The whole request is in: the app's time is not ours to bound."""
+        if self._phase != APP:
             self._phase = APP
             self._forget()
             self._cancel()
@@ -220,9 +228,68 @@ class BoundedH11Protocol(H11Protocol):
         return f"{self.client[0]}:{self.client[1]}" if self.client else "unknown client"
 
 
-def bounded_protocol(limits: ConnectionLimits) -> type[BoundedH11Protocol]:
-    """The protocol class uvicorn instantiates per connection, carrying these limits."""
-    return type("BoundedH11Protocol", (BoundedH11Protocol,), {"limits": limits, "waiting": {}, "kept_alive": {}})
+class BoundedH11Protocol(_Bounded, H11Protocol):
+    """uvicorn's h11 protocol with the limits: h11's own state tells where the request is."""
+
+    def handle_events(self) -> None:
+        super().handle_events()
+        if self.transport.is_closing():
+            return
+        state = self.conn.their_state
+        if state is h11.IDLE:
+            self._enter_head_after_response()
+        elif state is h11.SEND_BODY:
+            self._enter_body()
+        else:
+            self._enter_app()
+
+
+if HttpToolsProtocol is not None:
+
+    class BoundedHttpToolsProtocol(_Bounded, HttpToolsProtocol):  # type: ignore[misc, valid-type]
+        """uvicorn's httptools protocol with the limits: the parser's callbacks tell where the request is.
+        The next head is awaited once both the request and its response are complete, in either order."""
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self._request_done = False
+
+        def on_headers_complete(self) -> None:
+            super().on_headers_complete()
+            self._enter_body()
+
+        def on_message_complete(self) -> None:
+            super().on_message_complete()
+            self._request_done = True
+            self._after_request_or_response()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._after_request_or_response()
+
+        def _after_request_or_response(self) -> None:
+            if self.transport.is_closing():
+                return
+            cycle = self.cycle
+            if not getattr(self, "_request_done", False):
+                return  # the body is still expected (a response sent early): its deadline goes on
+            if (cycle is None or cycle.response_complete) and not self.pipeline:
+                self._enter_head_after_response()
+            else:
+                self._enter_app()
+
+
+def bounded_protocol(limits: ConnectionLimits, parser: str = "auto") -> type[_Bounded]:
+    """The protocol class uvicorn instantiates per connection, carrying these limits and this server's
+    waiting connections. `parser`: "httptools", "h11", or "auto" (httptools when installed)."""
+    base: type[_Bounded]
+    if parser == "h11" or (parser == "auto" and HttpToolsProtocol is None):
+        base = BoundedH11Protocol
+    elif HttpToolsProtocol is not None:
+        base = BoundedHttpToolsProtocol
+    else:
+        raise ValueError("the httptools parser is not installed (pip install httptools)")
+    return type(base.__name__, (base,), {"limits": limits, "waiting": {}, "kept_alive": {}})
 
 
 def server_config(
@@ -232,6 +299,7 @@ def server_config(
     host: str,
     port: int,
     on_close: Callable[[str], None] | None = None,
+    parser: str = "auto",
     **options: Any,
 ) -> uvicorn.Config:
     """The uvicorn configuration of the receiver, with every limit of `settings` applied."""
@@ -240,7 +308,7 @@ def server_config(
         app,
         host=host,
         port=port,
-        http=bounded_protocol(limits),
+        http=bounded_protocol(limits, parser),
         h11_max_incomplete_event_size=settings.max_header_bytes,
         timeout_keep_alive=settings.keep_alive_timeout,  # type: ignore[arg-type]
         # uvicorn's own limit_concurrency counts idle connections too and answers 503 only once a head is in;

@@ -96,8 +96,9 @@ class RunningReceiver:
 
 
 @contextmanager
-def serve_in_thread(settings: WebhookSettings) -> Iterator[RunningReceiver]:
-    """The real app on a real uvicorn server in a thread of the test process (so caplog sees its logs)."""
+def serve_in_thread(settings: WebhookSettings, parser: str = "auto") -> Iterator[RunningReceiver]:
+    """The real app on a real uvicorn server in a thread of the test process (so caplog sees its logs);
+    `parser`: the bounded protocol's HTTP parser (httptools when installed, or h11)."""
     port = free_port()
     app = create_app(settings)
     server = uvicorn.Server(
@@ -107,6 +108,7 @@ def serve_in_thread(settings: WebhookSettings) -> Iterator[RunningReceiver]:
             host="127.0.0.1",
             port=port,
             on_close=app.state.metrics.connection_closed,
+            parser=parser,
             log_level="info",
             log_config=None,
             access_log=False,
