@@ -13,8 +13,8 @@ prefers it, else its h11 one) add, per connection:
   `min_body_rate` bytes received, so a client sending at least that rate is never cut off, else 408 and
   close (this is also the answer to a Content-Length larger than what is sent);
 - a connection cap: beyond `max_connections`, the connection that has waited longest for a request head
-  (idle keep-alive or slow head: nothing of value in flight) is closed to make room; when every connection
-  is inside a request, the new one gets 503 and is closed.
+  (nothing of value in flight; those that never completed a request before idle keep-alive ones) is closed
+  to make room; when every connection is inside a request, the new one gets 503 and is closed.
 
 These are the protocol's own timers on the event loop: no thread, no per-request task."""
 
