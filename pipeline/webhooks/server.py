@@ -41,6 +41,10 @@ from pipeline.webhooks.settings import WebhookSettings
 log = logging.getLogger(__name__)
 
 HEAD, BODY, APP = "head", "body", "app"  # what the connection is waiting for: a head, a body, or the app
+CLOSING = "closing"  # answered and half-closed: what still arrives is discarded until the close
+# A refused client may still be sending; closing at once would make the kernel reset the connection and
+# drop our answer from its receive buffer. So: answer, shut our side, discard its bytes, close shortly.
+LINGER_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -126,6 +130,8 @@ class _Bounded:
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        if self._phase == CLOSING:
+            return
         if self._phase == BODY:
             self._body_bytes += len(data)
         elif self._phase == HEAD and self._head_too_large(data):
@@ -147,14 +153,14 @@ class _Bounded:
 
     def _enter_head_after_response(self) -> None:
         """A new cycle: the next head may follow an idle keep-alive period."""
-        if self._phase != HEAD:
+        if self._phase not in (HEAD, CLOSING):
             self._phase = HEAD
             self._head_bytes = self._head_lines = 0
             self.kept_alive[self] = None
             self._arm(self.limits.keep_alive_timeout + self.limits.header_timeout)
 
     def _enter_body(self) -> None:
-        if self._phase != BODY:
+        if self._phase not in (BODY, CLOSING):
             self._phase = BODY
             self._forget()
             self._body_started, self._body_bytes = self.loop.time(), 0
@@ -162,7 +168,7 @@ class _Bounded:
 
     def _enter_app(self) -> None:
         """The whole request is in: the app's time is not ours to bound."""
-        if self._phase != APP:
+        if self._phase not in (APP, CLOSING):
             self._phase = APP
             self._forget()
             self._cancel()
@@ -201,8 +207,16 @@ class _Bounded:
         if cycle is not None and not cycle.response_complete:
             cycle.disconnected = True
             cycle.message_event.set()
-        self._drop()
         self.limits.on_close(reason)
+        if in_response or not self.transport.can_write_eof():
+            self._drop()
+            return
+        self._cancel()
+        self._forget()
+        self.connections.discard(self)  # no longer counts against the cap
+        self._phase = CLOSING
+        self.transport.write_eof()
+        self._timer = self.loop.call_later(LINGER_SECONDS, self.transport.close)
 
     def _drop(self) -> None:
         self._cancel()
