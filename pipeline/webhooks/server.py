@@ -43,8 +43,10 @@ log = logging.getLogger(__name__)
 HEAD, BODY, APP = "head", "body", "app"  # what the connection is waiting for: a head, a body, or the app
 CLOSING = "closing"  # answered and half-closed: what still arrives is discarded until the close
 # A refused client may still be sending; closing at once would make the kernel reset the connection and
-# drop our answer from its receive buffer. So: answer, shut our side, discard its bytes, close shortly.
+# drop our answer from its receive buffer. So: answer, shut our side, discard its bytes, close shortly --
+# or at once past a small budget, so that a client flooding bytes costs no more than that to drain.
 LINGER_SECONDS = 1.0
+LINGER_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,9 @@ class _Bounded:
 
     def data_received(self, data: bytes) -> None:
         if self._phase == CLOSING:
+            self._linger_budget -= len(data)
+            if self._linger_budget < 0:
+                self.transport.close()
             return
         if self._phase == BODY:
             self._body_bytes += len(data)
@@ -215,6 +220,7 @@ class _Bounded:
         self._forget()
         self.connections.discard(self)  # no longer counts against the cap
         self._phase = CLOSING
+        self._linger_budget = LINGER_BYTES
         self.transport.write_eof()
         self._timer = self.loop.call_later(LINGER_SECONDS, self.transport.close)
 
