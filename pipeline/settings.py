@@ -148,6 +148,11 @@ class Settings(BaseSettings):
         description="Iceberg snapshots older than this are expired by the lake_maintenance job (time travel "
         "reaches back this far).",
     )
+    inbox_url: SecretStr | None = Field(
+        None,
+        description="postgresql://user:password@host:port/db: the certificate inbox lives in PostgreSQL, shared by "
+        "several webhook receivers, the sensor and the load (docs/deploy.md). Unset: <data_dir>/inbox.sqlite3.",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO",
         description="Console log level of in-process runs (lessonsync sync, demo); DEBUG adds every "

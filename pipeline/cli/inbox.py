@@ -17,7 +17,7 @@ from pipeline.cli.options import add_data_dir, settings_from
 
 if TYPE_CHECKING:
     from pipeline.settings import Settings
-    from pipeline.webhooks.inbox import Inbox
+    from pipeline.webhooks.inbox_backend import InboxBackend
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -35,19 +35,24 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def inbox_quarantine_line(settings: Settings) -> str | None:
     """What `lessonsync status` says about the inbox's quarantine; None when nothing waits there."""
     from pipeline.webhooks.dead_letters import count_dead_letters
-    from pipeline.webhooks.inbox import Inbox
 
-    waiting = count_dead_letters(Inbox(settings.inbox_path))
+    waiting = count_dead_letters(settings_inbox(settings))
     if not waiting:
         return None
     return f"certificate inbox: {waiting} event(s) quarantined, not loaded (`lessonsync inbox list`)"
 
 
-def run(args: argparse.Namespace) -> int:
-    from pipeline.webhooks.inbox import Inbox
+def settings_inbox(settings: Settings) -> InboxBackend:
+    """The inbox of these settings: PostgreSQL with LESSONSYNC_INBOX_URL, else the SQLite file."""
+    from pipeline.webhooks.inbox_backend import open_inbox
 
+    url = settings.inbox_url
+    return open_inbox(url.get_secret_value() if url is not None else settings.inbox_path)
+
+
+def run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
-    inbox = Inbox(settings.inbox_path)
+    inbox = settings_inbox(settings)
     if args.action == "list":
         return _list(inbox, show_all=args.all)
     if args.action == "discard":
@@ -55,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     return _replay(settings, inbox, args.sequence)
 
 
-def _list(inbox: Inbox, *, show_all: bool) -> int:
+def _list(inbox: InboxBackend, *, show_all: bool) -> int:
     from pipeline.webhooks.dead_letters import list_dead_letters
 
     letters = list_dead_letters(inbox, status=None if show_all else "quarantined")
@@ -71,7 +76,7 @@ def _list(inbox: Inbox, *, show_all: bool) -> int:
     return 0
 
 
-def _discard(inbox: Inbox, sequence: int) -> int:
+def _discard(inbox: InboxBackend, sequence: int) -> int:
     from pipeline.webhooks.dead_letters import get_dead_letter, resolve_dead_letter
 
     letter = get_dead_letter(inbox, sequence)
@@ -84,7 +89,7 @@ def _discard(inbox: Inbox, sequence: int) -> int:
     return 0
 
 
-def _replay(settings: Settings, inbox: Inbox, sequence: int) -> int:
+def _replay(settings: Settings, inbox: InboxBackend, sequence: int) -> int:
     from pipeline.warehouse import Warehouse
     from pipeline.webhooks.load import replay_dead_letter
 

@@ -96,7 +96,7 @@ def build_resources(settings: Settings) -> dict[str, ConfigurableResource[Any]]:
         # The address as given (a CLI --base-url overrides the environment); the secret only by name.
         "platform": PlatformResource(base_url=settings.base_url, app_secret=_env_var("LESSONSYNC_APP_SECRET")),
         "warehouse": WarehouseResource(data_dir=str(settings.data_dir)),
-        "inbox": InboxResource(path=str(settings.inbox_path)),
+        "inbox": InboxResource(path=str(settings.inbox_path), url=_env_var("LESSONSYNC_INBOX_URL")),
     }
 
 

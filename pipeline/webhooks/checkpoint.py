@@ -8,13 +8,13 @@ from __future__ import annotations
 import logging
 import threading
 
-from pipeline.webhooks.inbox import Inbox
+from pipeline.webhooks.inbox_backend import InboxBackend
 
 log = logging.getLogger(__name__)
 
 
 class Checkpointer:
-    def __init__(self, inbox: Inbox, interval_seconds: float = 0.5) -> None:
+    def __init__(self, inbox: InboxBackend, interval_seconds: float = 0.5) -> None:
         self._inbox = inbox
         self._interval = interval_seconds
         self._stopping = threading.Event()

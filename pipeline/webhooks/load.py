@@ -37,7 +37,8 @@ from pipeline.webhooks.dead_letters import (
     resolve_dead_letter,
 )
 from pipeline.webhooks.events import COMPLETED, EXPIRED
-from pipeline.webhooks.inbox import Inbox, InboxEvent
+from pipeline.webhooks.inbox import InboxEvent
+from pipeline.webhooks.inbox_backend import InboxBackend
 from pipeline.webhooks.legacy import adopt_legacy_state
 from pipeline.webhooks.stream import SPECS, high_water_mark, inbox_stream
 from pipeline.webhooks.transform import current_state_rows, events_to_arrow_isolating
@@ -69,7 +70,7 @@ class LoadStats:
 
 
 def load_certificate_events(
-    warehouse: Warehouse, inbox: Inbox, *, run_id: str | None = None, chunk_events: int = DEFAULT_CHUNK_EVENTS
+    warehouse: Warehouse, inbox: InboxBackend, *, run_id: str | None = None, chunk_events: int = DEFAULT_CHUNK_EVENTS
 ) -> LoadStats:
     """Load every inbox event past the stream's position, in sequence order, one committed load per chunk.
     Events arriving during the load wait for the next one, so the load always ends."""
@@ -92,15 +93,26 @@ def load_certificate_events(
             stats.dead_letters += letters
         _load_chunk(warehouse, stream, run_id, incoming, (chunk[0].sequence, chunk[-1].sequence), stats)
         log.info("certificates: loaded up to inbox sequence %d of %d", stats.hwm_after, up_to)
+        _record_loaded(inbox, stats.hwm_after)
+    if stats.hwm_after and not stats.transactions:
+        _record_loaded(inbox, stats.hwm_after)  # e.g. an inbox whose progress mark was never written
     stats.quarantined_pending = count_dead_letters(inbox)
     return stats
+
+
+def _record_loaded(inbox: InboxBackend, sequence: int) -> None:
+    """Tell the inbox how far the warehouse holds it (its backlog metrics); a failure only delays them."""
+    try:
+        inbox.record_loaded(sequence)
+    except Exception:  # noqa: BLE001 - advisory: the warehouse's own position is what the next load uses
+        log.warning("certificates: could not record the load's progress in the inbox", exc_info=True)
 
 
 def _dead_letter(event: InboxEvent, where: str, error: str) -> DeadLetter:
     return DeadLetter(event.sequence, event.dedupe_key, event.certificate_id, where, error, datetime.now(UTC))
 
 
-def replay_dead_letter(warehouse: Warehouse, inbox: Inbox, sequence: int, *, run_id: str | None = None) -> str:
+def replay_dead_letter(warehouse: Warehouse, inbox: InboxBackend, sequence: int, *, run_id: str | None = None) -> str:
     """Load one quarantined event again (after its cause was fixed) and mark it replayed; returns what happened.
     Raises ValueError when `sequence` is no dead letter waiting, or when the event still fails (the dead letter
     then keeps the new error and counts the attempt)."""
