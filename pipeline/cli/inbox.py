@@ -65,7 +65,7 @@ def _list(inbox: InboxBackend, *, show_all: bool) -> int:
 
     letters = list_dead_letters(inbox, status=None if show_all else "quarantined")
     if not letters:
-        print(f"no {'dead letter' if show_all else 'quarantined event'} in {inbox.path}")
+        print(f"no {'dead letter' if show_all else 'quarantined event'} in {inbox.location}")
         return 0
     print(f"{'sequence':>8}  {'status':11} {'quarantined at':25} {'tries':>5}  {'certificate':24} field: error")
     for d in letters:

@@ -195,18 +195,22 @@ class PostgresInbox:
         rows = self._query(sql, params)
         return rows[0][0] if rows else None
 
+    def _count(self, sql: str) -> int:
+        value = self._first_value(sql)
+        return int(value) if isinstance(value, int) else 0
+
     def inbox_id(self) -> str | None:
         value = self._first_value("SELECT value FROM lessonsync_inbox_meta WHERE key = 'inbox_id'")
         return value if isinstance(value, str) else None
 
     def max_sequence(self) -> int:
-        return int(self._first_value("SELECT coalesce(max(sequence), 0) FROM lessonsync_inbox_events") or 0)
+        return self._count("SELECT coalesce(max(sequence), 0) FROM lessonsync_inbox_events")
 
     def count_events(self) -> int:
-        return int(self._first_value("SELECT count(*) FROM lessonsync_inbox_events") or 0)
+        return self._count("SELECT count(*) FROM lessonsync_inbox_events")
 
     def count_quarantined(self) -> int:
-        return int(self._first_value("SELECT count(*) FROM lessonsync_inbox_quarantine") or 0)
+        return self._count("SELECT count(*) FROM lessonsync_inbox_quarantine")
 
     def read_events(
         self, after_sequence: int = 0, limit: int | None = None, up_to_sequence: int | None = None
