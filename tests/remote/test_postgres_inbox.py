@@ -143,3 +143,25 @@ def test_two_receivers_on_one_postgres_inbox_lose_nothing_and_store_once(postgre
     assert result["inbox_rows"] == result["inbox_distinct"] == result["warehouse_certificates"] == 240
     assert result["warehouse_events"] == 240
     assert int(result["redeliveries_counted"]) > 0  # copies sent to both were stored once and counted
+
+
+def test_a_poison_event_in_the_postgres_inbox_becomes_a_dead_letter_and_can_be_discarded(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    from pipeline.webhooks.dead_letters import count_dead_letters, list_dead_letters, resolve_dead_letter
+    from pipeline.webhooks.events import COMPLETED, Delivery, dedupe_key
+
+    poison = b'{"_id":"x","creationDate":"0001-01-01T00:00:00+14:00"}'
+    inbox = PostgresInbox(postgres_url)
+    good = _deliveries(_certificate("c1", FUTURE), _certificate("c2", FUTURE))
+    inbox.append(
+        [good[0], Delivery(dedupe_key(orjson.loads(poison), COMPLETED), "x", COMPLETED, T0, "t", poison), good[1]]
+    )
+    wh = Warehouse(tmp_path / "warehouse.duckdb", tmp_path / "lake")
+    stats = load_certificate_events(wh, inbox)
+    assert stats.events_loaded == 2 and stats.quarantined == 1 and stats.quarantined_pending == 1
+    [letter] = list_dead_letters(inbox)
+    assert letter.sequence == 2 and letter.field == "creationDate"
+    resolve_dead_letter(inbox, 2, "discarded")
+    assert count_dead_letters(inbox) == 0
+    assert [d.status for d in list_dead_letters(inbox, status=None)] == ["discarded"]
