@@ -6,14 +6,11 @@ import tempfile
 from datetime import datetime, timedelta
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
-
-if TYPE_CHECKING:
-    from pipeline.warehouse.iceberg import IcebergLocation
 
 # DuckDB fills whatever limit it has with cached blocks, and the sync's peak RSS follows it. Nothing needs more
 # than this: staging, upserts and link checks work range by range, and a first load of millions of rows is one insert
@@ -231,19 +228,16 @@ class Settings(BaseSettings):
         return self.lake_url or self.lake_dir
 
     @property
-    def iceberg_location(self) -> IcebergLocation | None:
-        """Where the Iceberg mirror lives (None when LESSONSYNC_TABLE_FORMAT=none)."""
-        from pipeline.warehouse.iceberg import IcebergLocation
-
+    def iceberg_catalog(self) -> str | None:
+        """The Iceberg SQL catalog's URL (None when LESSONSYNC_TABLE_FORMAT=none): LESSONSYNC_ICEBERG_CATALOG_URL,
+        else the Dagster instance's PostgreSQL database, else a SQLite file in the data directory."""
         if self.table_format == "none":
             return None
         if self.iceberg_catalog_url is not None:
-            catalog = self.iceberg_catalog_url.get_secret_value()
-        elif self.dagster_postgres_url is not None:
-            catalog = self.dagster_postgres_url.get_secret_value()
-        else:
-            catalog = f"sqlite:///{(self.data_dir / 'iceberg_catalog.sqlite3').resolve()}"
-        return IcebergLocation.for_lake(self.lake_location, catalog)
+            return self.iceberg_catalog_url.get_secret_value()
+        if self.dagster_postgres_url is not None:
+            return self.dagster_postgres_url.get_secret_value()
+        return f"sqlite:///{(self.data_dir / 'iceberg_catalog.sqlite3').resolve()}"
 
     @property
     def inbox_path(self) -> Path:

@@ -16,6 +16,7 @@ from pipeline.warehouse.iceberg import (
     MARTS_NAMESPACE,
     ROW_DIGEST,
     IcebergLocation,
+    iceberg_location,
     sqlalchemy_url,
 )
 from pipeline.warehouse.tabledef import LAST_LOADED_AT, SCHEMA
@@ -24,7 +25,7 @@ ICEBERG_ENV = {"LESSONSYNC_TABLE_FORMAT": "iceberg"}  # the suite's default is o
 
 
 def open_catalog(settings: Settings | IcebergLocation) -> SqlCatalog:
-    where = settings.iceberg_location if isinstance(settings, Settings) else settings
+    where = iceberg_location(settings) if isinstance(settings, Settings) else settings
     assert where is not None
     return SqlCatalog(
         CATALOG_NAME, uri=sqlalchemy_url(where.catalog_url), warehouse=where.location, **where.io_properties
@@ -63,7 +64,7 @@ def warehouse_tables(warehouse: Path) -> dict[str, pa.Table]:
 
 def assert_iceberg_equals_warehouse(settings: Settings, where: IcebergLocation | None = None) -> dict[str, int]:
     """Every raw table read through pyiceberg and through polars equals the warehouse row for row."""
-    return assert_mirror_equals(settings.warehouse_path, where or settings.iceberg_location)
+    return assert_mirror_equals(settings.warehouse_path, where or iceberg_location(settings))
 
 
 def assert_mirror_equals(warehouse: Path, where: IcebergLocation | None) -> dict[str, int]:

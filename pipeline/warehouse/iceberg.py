@@ -74,6 +74,14 @@ class IcebergLocation:
         return cls(catalog_url, f"{str(lake_location).rstrip('/')}/iceberg", s3_properties())
 
 
+def iceberg_location(settings: object) -> IcebergLocation | None:
+    """Where the Iceberg mirror of pipeline.settings.Settings lives; None when LESSONSYNC_TABLE_FORMAT=none."""
+    catalog = getattr(settings, "iceberg_catalog", None)
+    if not isinstance(catalog, str):
+        return None
+    return IcebergLocation.for_lake(settings.lake_location, catalog)  # type: ignore[attr-defined]
+
+
 def s3_properties() -> dict[str, str]:
     """pyiceberg's S3 settings from the same AWS_* variables the lake's s3fs reads."""
     names = {

@@ -19,7 +19,7 @@ from pipeline.warehouse.connection import (
     open_connection,
 )
 from pipeline.warehouse.context import CommitContext, Upsert
-from pipeline.warehouse.iceberg import IcebergMirror
+from pipeline.warehouse.iceberg import IcebergMirror, iceberg_location
 from pipeline.warehouse.lake import LAKE_ROW_GROUP_ROWS
 from pipeline.warehouse.lakestore import LocalLake, open_lake
 from pipeline.warehouse.load import Load
@@ -79,7 +79,7 @@ class Warehouse:
             for name in ("memory_limit", "temp_directory", "threads", "lock_timeout")
             if hasattr(settings, f"duckdb_{name}")
         }
-        mirror = getattr(settings, "iceberg_location", None)
+        mirror = iceberg_location(settings)
         if mirror is not None:
             options["table_mirror"] = IcebergMirror(mirror)
         options.update(overrides)

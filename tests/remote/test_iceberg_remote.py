@@ -12,7 +12,7 @@ from stack_helpers import assert_warehouse_equals_platform
 
 from pipeline.settings import load_settings
 from pipeline.stack import environment
-from pipeline.warehouse.iceberg import CATALOG_NAME, MARTS_NAMESPACE
+from pipeline.warehouse.iceberg import CATALOG_NAME, MARTS_NAMESPACE, iceberg_location
 
 pytestmark = pytest.mark.slow
 
@@ -23,7 +23,7 @@ def test_tables_on_s3_with_the_catalog_in_postgres_equal_the_warehouse(remote_st
     assert stack.sync(instance=instance).success
     with environment(stack.run_env()):
         settings = load_settings()
-    where = settings.iceberg_location
+    where = iceberg_location(settings)
     assert where is not None and where.location.startswith("s3://")
     assert where.catalog_url == postgres_url
     assert_iceberg_equals_warehouse(settings)
