@@ -6,8 +6,8 @@ renames the build. A reader therefore sees the old table or the new one, never a
 When a model fails (SQL error or blocking test) its previous version stays and the models downstream of it
 are skipped, like `dbt build`.
 
-Time-relative figures (certificates expiring in the next 30 days...) use the DuckDB variable `as_of`
-(`getvariable('as_of')`), set once per build, so every model of a build agrees on "now" and tests can pin it.
+Time-relative figures (certificates expiring in the next 30 days...) read `{{ var('as_of') }}`, compiled to the
+DuckDB variable `as_of` (`getvariable('as_of')`, refs.py) that is set once per build, so every model of a build agrees on "now" and tests can pin it.
 """
 
 from __future__ import annotations
