@@ -24,6 +24,7 @@ from typing import Literal
 import duckdb
 
 from pipeline.analytics.checks import TestOutcome, run_tests
+from pipeline.analytics.comments import comment_model, comment_relation
 from pipeline.analytics.errors import ModelError
 from pipeline.analytics.lineage import MODEL_SCHEMA
 from pipeline.analytics.models import AnalyticsProject, Model
@@ -36,6 +37,17 @@ BUILDS_TABLE = f"{MODEL_SCHEMA}._builds"
 BUILDS_DDL = (
     f"CREATE TABLE IF NOT EXISTS {BUILDS_TABLE} (model VARCHAR PRIMARY KEY, materialized VARCHAR NOT NULL, "
     "built_at TIMESTAMPTZ NOT NULL, as_of TIMESTAMPTZ NOT NULL, row_count BIGINT NOT NULL, code_version VARCHAR)"
+)
+BUILDS_DESCRIPTION = (
+    "One row per model: when its current relation was built, for which as_of, and from which code.",
+    {
+        "model": "The model.",
+        "materialized": "table or view (in the warehouse).",
+        "built_at": "When the build was swapped in.",
+        "as_of": "The reference instant of the build (time-relative marts).",
+        "row_count": "Rows of the model when built.",
+        "code_version": "Digest of the model's SQL and YAML.",
+    },
 )
 BuildStatus = Literal["built", "failed", "skipped"]
 
@@ -63,6 +75,7 @@ def build_models(
         raise ValueError(f"as_of must carry a time zone (got {as_of.isoformat()}); e.g. 2026-11-22T00:00:00Z")
     conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(MODEL_SCHEMA)}")
     conn.execute(BUILDS_DDL)
+    comment_relation(conn, BUILDS_TABLE, "TABLE", *BUILDS_DESCRIPTION)
     conn.execute("SET VARIABLE as_of = ?::TIMESTAMPTZ", [as_of])
     names = project.models.keys() if selected is None else selected
     blocked: set[str] = set()
@@ -140,6 +153,7 @@ def build_one(conn: duckdb.DuckDBPyConnection, model: Model, as_of: datetime) ->
                 f"columns {missing} are documented in {model.sql_path.with_suffix('.yml')} but the model "
                 f"has no such column; fix the YAML or the SELECT"
             )
+        comment_model(conn, temp, kind, model, (name for name, _ in columns))
         outcomes = run_tests(conn, model.tests, temp)
     except (duckdb.Error, ModelError) as error:
         drop_relation(conn, MODEL_SCHEMA, BUILD_PREFIX + model.name)

@@ -142,8 +142,9 @@ def _published_asset(project: AnalyticsProject) -> AssetsDefinition:
         group_name=GROUP,
         kinds={"duckdb", "parquet"},
         pool=POOL,
-        description="What analysts query while syncs run: data/analytics.duckdb (a copy of every published model, "
-        "swapped atomically; open it read-only) and data/marts/<mart>.parquet.",
+        # Markdown in the UI: a path is code, or its `<mart>` would be taken for an HTML tag and vanish.
+        description="What analysts query while syncs run: `data/analytics.duckdb` (a copy of every published model, "
+        "swapped atomically; open it read-only) and `data/marts/<mart>.parquet`.",
     )
     def analytics_published(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
         with warehouse.connect() as conn:
