@@ -20,6 +20,7 @@ from pipeline.analytics.comments import PARQUET_DESCRIPTION_KEY, PARQUET_MODEL_K
 from pipeline.analytics.models import AnalyticsProject
 from pipeline.analytics.publish import publish
 from pipeline.contract.descriptions import undocumented_columns
+from pipeline.contract.tables import TABLES
 from pipeline.defs.code_location import build_definitions
 from pipeline.settings import Settings
 
@@ -129,3 +130,7 @@ def test_a_synced_warehouse_comments_every_raw_table_and_column(synced_tiny: Any
     """Every table a real sync creates in lms (sync state tables included), not only the contract's."""
     with duckdb.connect(str(synced_tiny.warehouse_path), read_only=True) as conn:
         assert [name for name in uncommented(conn) if name.startswith("lms.")] == []
+
+
+def test_sources_yml_describes_the_raw_tables_as_the_contract_does(project: AnalyticsProject) -> None:
+    assert project.sources == {name: TABLES[name].description for name in project.sources}
