@@ -1,6 +1,7 @@
 """Real dbt (dbt-core + dbt-duckdb) runs dbt_like_sql/ unchanged: `dbt parse` reads every model, test and source,
 `dbt build` over a copy of the synced tiny warehouse passes every model and test, and every mart it builds equals
-the one LessonSync's runner builds from the same warehouse, row for row.
+the one LessonSync's runner builds from the same warehouse, row for row. The optional dagster-dbt runner
+(LESSONSYNC_MODELS_RUNNER=dbt) builds the same assets and publishes them.
 
 The dbt hub is not reachable here: the copied project gets tests/analytics/dbt_utils_offline/ installed as
 `dbt_packages/dbt_utils`, so packages.yml resolves without `dbt deps` (online, `dbt deps` installs dbt_utils)."""
@@ -19,12 +20,18 @@ from typing import Any
 
 import duckdb
 import pytest
+from dagster import DagsterInstance, materialize
 
 from pipeline.analytics.build import build_models
+from pipeline.analytics.dagster_specs import asset_key
 from pipeline.analytics.models import DEFAULT_MODELS_DIR, AnalyticsProject, load_project
 from pipeline.analytics.sql import quote
+from pipeline.defs.analytics.assets import PUBLISHED_KEY, build_analytics
+from pipeline.defs.policy import OWNERS
+from pipeline.defs.resources import WarehouseResource
+from pipeline.settings import Settings
 
-pytestmark = pytest.mark.slow  # the suite's tiny sync, then two dbt invocations (~25 s on a loaded machine)
+pytestmark = pytest.mark.slow  # the suite's tiny sync, then dbt: parse, build, and a run through dagster-dbt
 
 DBT = Path(sys.executable).with_name("dbt")
 OFFLINE_DBT_UTILS = Path(__file__).with_name("dbt_utils_offline")
@@ -37,6 +44,8 @@ class DbtRun:
     dbt: Path  # warehouse copy built by dbt
     manifest: dict[str, Any]
     results: dict[str, Any]
+    project_dir: Path  # the copied models directory, dbt_utils installed
+    as_of: datetime
 
 
 def dbt(project_dir: Path, *args: str, warehouse: Path) -> subprocess.CompletedProcess[str]:
@@ -79,7 +88,7 @@ def dbt_run(synced_tiny: Any, tmp_path_factory: pytest.TempPathFactory) -> DbtRu
     built = dbt(project_dir, "build", "--vars", as_of_var(as_of), warehouse=dbt_warehouse)
     results = json.loads((project_dir / "target" / "run_results.json").read_text())
     assert built.returncode == 0, built.stdout[-3000:]
-    return DbtRun(project, product, dbt_warehouse, manifest, results)
+    return DbtRun(project, product, dbt_warehouse, manifest, results, project_dir, as_of)
 
 
 def test_dbt_parse_reads_every_model_test_and_source(dbt_run: DbtRun) -> None:
@@ -100,21 +109,26 @@ def test_dbt_build_passes_every_model_and_test(dbt_run: DbtRun) -> None:
     assert statuses == {"success": models, "pass": tests}
 
 
-def test_every_mart_built_by_dbt_equals_the_products_row_for_row(dbt_run: DbtRun) -> None:
+def assert_same_marts(project: AnalyticsProject, ours: Path, theirs: Path) -> None:
+    """Every mart of `theirs` equals the one of `ours`: same columns and types, same rows (EXCEPT ALL both ways)."""
     with duckdb.connect() as conn:
-        conn.execute(f"ATTACH '{dbt_run.product}' AS product (READ_ONLY)")
-        conn.execute(f"ATTACH '{dbt_run.dbt}' AS dbt (READ_ONLY)")
+        conn.execute(f"ATTACH '{ours}' AS ours (READ_ONLY)")
+        conn.execute(f"ATTACH '{theirs}' AS theirs (READ_ONLY)")
         total = 0
-        for mart in dbt_run.project.marts:
-            ours, theirs = f"product.analytics.{quote(mart.name)}", f"dbt.analytics.{quote(mart.name)}"
-            assert conn.execute(f"DESCRIBE {ours}").fetchall() == conn.execute(f"DESCRIBE {theirs}").fetchall()
-            rows = conn.execute(f"SELECT count(*) FROM {ours}").fetchone()
-            assert rows == conn.execute(f"SELECT count(*) FROM {theirs}").fetchone(), mart.name
-            for left, right in ((ours, theirs), (theirs, ours)):
-                extra = conn.execute(f"SELECT * FROM {left} EXCEPT ALL SELECT * FROM {right} LIMIT 3").fetchall()
-                assert extra == [], f"{mart.name}: rows in {left} only: {extra}"
+        for mart in project.marts:
+            left, right = f"ours.analytics.{quote(mart.name)}", f"theirs.analytics.{quote(mart.name)}"
+            assert conn.execute(f"DESCRIBE {left}").fetchall() == conn.execute(f"DESCRIBE {right}").fetchall()
+            rows = conn.execute(f"SELECT count(*) FROM {left}").fetchone()
+            assert rows == conn.execute(f"SELECT count(*) FROM {right}").fetchone(), mart.name
+            for a, b in ((left, right), (right, left)):
+                extra = conn.execute(f"SELECT * FROM {a} EXCEPT ALL SELECT * FROM {b} LIMIT 3").fetchall()
+                assert extra == [], f"{mart.name}: rows in {a} only: {extra}"
             total += rows[0] if rows else 0
         assert total > 0, "the marts hold rows: an empty comparison would prove nothing"
+
+
+def test_every_mart_built_by_dbt_equals_the_products_row_for_row(dbt_run: DbtRun) -> None:
+    assert_same_marts(dbt_run.project, dbt_run.product, dbt_run.dbt)
 
 
 def test_dbt_persists_the_yaml_descriptions_as_comments(dbt_run: DbtRun) -> None:
@@ -126,3 +140,38 @@ def test_dbt_persists_the_yaml_descriptions_as_comments(dbt_run: DbtRun) -> None
         )
     mart = dbt_run.project.models["learner_progress"]
     assert {c: comments[f"learner_progress.{c}"] for c in mart.columns} == mart.columns
+
+
+def test_the_dagster_dbt_runner_builds_the_same_assets_then_publishes(
+    dbt_run: DbtRun, synced_tiny: Any, tmp_path: Path
+) -> None:
+    """LESSONSYNC_MODELS_RUNNER=dbt: the models built by dbt through dagster-dbt's @dbt_assets, under the same
+    asset keys and owners, each YAML test a check, analytics/published after them; the marts equal the product's."""
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    shutil.copy2(synced_tiny.warehouse_path, data_dir / "warehouse.duckdb")
+    settings = Settings(
+        data_dir=data_dir,
+        models_dir=dbt_run.project_dir,
+        models_runner="dbt",
+        analytics_as_of=dbt_run.as_of.isoformat(),
+    )
+    analytics = build_analytics(settings)
+    models = {asset_key(m) for m in dbt_run.project.models.values()}
+    assert set(analytics.models.keys) == models
+    assert {tuple(analytics.models.specs_by_key[k].owners) for k in models} == {tuple(OWNERS)}
+    result = materialize(
+        [*analytics.assets, *analytics.checks],
+        resources={"warehouse": WarehouseResource(data_dir=str(data_dir))},
+        instance=DagsterInstance.ephemeral(),
+        raise_on_error=False,
+    )
+    assert result.success
+    assert {e.asset_key for e in result.get_asset_materialization_events()} == models | {PUBLISHED_KEY}
+    evaluations = result.get_asset_check_evaluations()
+    assert len(evaluations) == sum(len(m.tests) for m in dbt_run.project.models.values()) + 1
+    assert all(e.passed for e in evaluations)
+    assert_same_marts(dbt_run.project, dbt_run.product, data_dir / "warehouse.duckdb")
+    with duckdb.connect(str(data_dir / "analytics.duckdb"), read_only=True) as snapshot:
+        builds = dict(snapshot.execute("SELECT model, as_of FROM _builds").fetchall())
+    assert set(builds) == set(dbt_run.project.models) and set(builds.values()) == {dbt_run.as_of}
