@@ -53,7 +53,10 @@ def render() -> str:
         "holds no index on it). Rows of snapshot tables are never dropped: "
         "`deleted_at` marks those that vanished. Sync state lives in `lms._sync_state` (cursor per "
         "stream; for the certificate inbox, its position) and `lms._load_runs` (one row per committed "
-        "load, with per-table counts); records that broke their schema are kept raw in `lms.quarantine`.\n\n"
+        "load, with per-table counts); records that broke their schema are kept raw in `lms.quarantine`. "
+        "The descriptions below (pipeline/contract/descriptions.py) are also each column's comment in the "
+        "warehouse and the published snapshot (`SELECT comment FROM duckdb_columns()`) and its description in "
+        "the Dagster UI; the models' columns are described in their YAML (dbt_like_sql/), the same way.\n\n"
     )
     return header + "\n\n".join(table_section(s) for s in specs) + "\n"
 
