@@ -24,7 +24,7 @@ from typing import Literal
 import duckdb
 
 from pipeline.analytics.checks import TestOutcome, run_tests
-from pipeline.analytics.comments import comment_model, comment_relation
+from pipeline.analytics.comments import comment_statements, execute_together, model_comment_statements
 from pipeline.analytics.errors import ModelError
 from pipeline.analytics.lineage import MODEL_SCHEMA
 from pipeline.analytics.models import AnalyticsProject, Model
@@ -75,7 +75,7 @@ def build_models(
         raise ValueError(f"as_of must carry a time zone (got {as_of.isoformat()}); e.g. 2026-11-22T00:00:00Z")
     conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(MODEL_SCHEMA)}")
     conn.execute(BUILDS_DDL)
-    comment_relation(conn, BUILDS_TABLE, "TABLE", *BUILDS_DESCRIPTION)
+    execute_together(conn, comment_statements(BUILDS_TABLE, "TABLE", *BUILDS_DESCRIPTION))
     conn.execute("SET VARIABLE as_of = ?::TIMESTAMPTZ", [as_of])
     names = project.models.keys() if selected is None else selected
     blocked: set[str] = set()
@@ -153,7 +153,7 @@ def build_one(conn: duckdb.DuckDBPyConnection, model: Model, as_of: datetime) ->
                 f"columns {missing} are documented in {model.sql_path.with_suffix('.yml')} but the model "
                 f"has no such column; fix the YAML or the SELECT"
             )
-        comment_model(conn, temp, kind, model, (name for name, _ in columns))
+        execute_together(conn, model_comment_statements(temp, kind, model, (name for name, _ in columns)))
         outcomes = run_tests(conn, model.tests, temp)
     except (duckdb.Error, ModelError) as error:
         drop_relation(conn, MODEL_SCHEMA, BUILD_PREFIX + model.name)

@@ -39,7 +39,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.analytics.build import BUILDS_DESCRIPTION, BUILDS_TABLE
-from pipeline.analytics.comments import comment_model, comment_relation, described_schema
+from pipeline.analytics.comments import (
+    comment_statements,
+    described_schema,
+    execute_together,
+    model_comment_statements,
+)
 from pipeline.analytics.errors import ModelError
 from pipeline.analytics.lineage import MODEL_SCHEMA, RAW_SCHEMA
 from pipeline.analytics.models import AnalyticsProject, Model
@@ -157,11 +162,16 @@ def _describe_snapshot(conn: duckdb.DuckDBPyConnection, models: list[Model]) -> 
         [_ALIAS],
     ).fetchall():
         columns.setdefault(table, []).append(column)
-    for model in models:
-        where = f"{_ALIAS}.main.{quote(model.name)}"
-        comment_model(conn, where, kinds[model.name], model, columns.get(model.name, []))
+    statements = [
+        statement
+        for model in models
+        for statement in model_comment_statements(
+            f"{_ALIAS}.main.{quote(model.name)}", kinds[model.name], model, columns.get(model.name, [])
+        )
+    ]
     for name, (about, described) in _SNAPSHOT_TABLES.items():
-        comment_relation(conn, f"{_ALIAS}.main.{quote(name)}", "TABLE", about, described)
+        statements += comment_statements(f"{_ALIAS}.main.{quote(name)}", "TABLE", about, described)
+    execute_together(conn, statements)
 
 
 def _checkpointed_file(conn: duckdb.DuckDBPyConnection) -> Path:
