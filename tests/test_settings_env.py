@@ -120,4 +120,4 @@ def test_no_module_reads_settings_at_import(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     done = _python("import pipeline.definitions", tmp_path, bad)
     assert done.returncode != 0
-    assert "certificate_sensor_interval" in done.stderr and "freshness_hours" in done.stderr
+    assert "LESSONSYNC_CERTIFICATE_SENSOR_INTERVAL: " in done.stderr and "LESSONSYNC_FRESHNESS_HOURS: " in done.stderr

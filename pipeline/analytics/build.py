@@ -99,8 +99,7 @@ def models_built_ahead(
     as_of: datetime | None = None,
 ) -> Iterator[Iterator[ModelResult]]:
     """`build_models` on a thread of its own, so that DuckDB builds the next model while the caller turns the last
-    result into Dagster events (~10 event-log writes a model, Python that left DuckDB idle: a medium models step
-    ~2.87 -> ~2.63 s). Results come in build order; an error of the build is raised where the caller takes the
+    result into Dagster events (several event-log writes a model, Python that would leave DuckDB idle). Results come in build order; an error of the build is raised where the caller takes the
     next result. Leaving the block early (a failure, the run stopped) interrupts the statement running and waits
     for the thread, so the connection is idle again when the block ends (DuckDB refuses a call on a connection
     busy on another thread)."""

@@ -28,7 +28,11 @@ from pipeline.analytics.model_tests import ModelTest, resolve_tests
 from pipeline.analytics.refs import compile_sql
 from pipeline.analytics.sources import load_sources
 
-DEFAULT_MODELS_DIR = Path(__file__).resolve().parents[2] / "dbt_like_sql"
+# An installed wheel carries the models as package data beside this module (setup.py maps dbt_like_sql/ there);
+# a checkout, editable install included, reads them where they are written, at the repository's root.
+_PACKAGED_MODELS_DIR = Path(__file__).resolve().parent / "dbt_like_sql"
+_CHECKOUT_MODELS_DIR = Path(__file__).resolve().parents[2] / "dbt_like_sql"
+DEFAULT_MODELS_DIR = _PACKAGED_MODELS_DIR if _PACKAGED_MODELS_DIR.is_dir() else _CHECKOUT_MODELS_DIR
 MODELS_DIR_ENV = "LESSONSYNC_MODELS_DIR"
 MARTS_LAYER = "marts"
 # What dbt writes inside the project (compiled SQL, installed packages, logs): not models.

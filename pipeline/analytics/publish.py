@@ -7,8 +7,7 @@ So after each successful build LessonSync publishes copies that nobody writes in
   `publish: false` is left out), plus `_builds` (when and for which `as_of` each model was built) and `_published`
   (when this file was written). It starts as a byte copy of the checkpointed warehouse file, so it holds the raw
   tables (schema `lms`) too, and a staging view over them stays a view there: copying a file costs what the disk
-  does, where materializing the views rewrote every answer (stg_answers alone: 1.1 s of a medium publish's 1.9 s,
-  one 9.7M-row table at scale large). The other models are copied as tables, and the warehouse's schema
+  does, where materializing the views would rewrite every answer. The other models are copied as tables, and the warehouse's schema
   `analytics` is dropped from the copy: in a file named analytics.duckdb, `analytics.<name>` would name the
   catalog and the schema both, an error in DuckDB. Written to a temporary file in the same directory, then
   `os.replace`d: a reader that has the old file open keeps reading it; the next open sees the new one. Open it
@@ -23,6 +22,7 @@ So after each successful build LessonSync publishes copies that nobody writes in
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import subprocess
@@ -33,6 +33,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -49,7 +50,7 @@ from pipeline.analytics.errors import ModelError
 from pipeline.analytics.lineage import MODEL_SCHEMA, RAW_SCHEMA
 from pipeline.analytics.models import AnalyticsProject, Model
 from pipeline.analytics.sql import quote, relation, string_literal
-from pipeline.warehouse.connection import insertion_order_not_kept, scalar
+from pipeline.warehouse.connection import STORAGE_COMPATIBILITY_VERSION, insertion_order_not_kept, scalar
 
 SNAPSHOT_FILE = "analytics.duckdb"
 MARTS_DIR = "marts"
@@ -57,6 +58,8 @@ MANIFEST_FILE = "_manifest.json"
 _ALIAS = "__publish"
 _PARQUET_ROWS = 122_880  # rows per batch and row group (DuckDB's own row group size)
 _BUILDS = BUILDS_TABLE.split(".")[1]  # its name, copied into the snapshot's main
+
+log = logging.getLogger("lessonsync.analytics")
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,7 @@ def _write_snapshot(
     _copy_file_elsewhere(_checkpointed_file(conn), temp)
     conn.execute(f"ATTACH {string_literal(str(temp))} AS {_ALIAS}")
     try:
+        _warn_if_newer_than_promised(conn)
         _clear_main(conn)
         built_code = dict(conn.execute(f"SELECT model, code_version FROM {BUILDS_TABLE}").fetchall())
         for model in models:
@@ -172,6 +176,21 @@ def _describe_snapshot(conn: duckdb.DuckDBPyConnection, models: list[Model]) -> 
     for name, (about, described) in _SNAPSHOT_TABLES.items():
         statements += comment_statements(f"{_ALIAS}.main.{quote(name)}", "TABLE", about, described)
     execute_together(conn, statements)
+
+
+def _warn_if_newer_than_promised(conn: duckdb.DuckDBPyConnection) -> None:
+    """A warehouse created before its files were written in STORAGE_COMPATIBILITY_VERSION keeps its newer format,
+    and so does its copy: say so, and how to get a readable one (a rebuild writes a new file)."""
+    tags = scalar(conn, "SELECT tags FROM duckdb_databases() WHERE database_name = ?", [_ALIAS]) or {}
+    version = str(tags.get("storage_version", ""))
+    if version and not version.startswith(STORAGE_COMPATIBILITY_VERSION):
+        log.warning(
+            "the warehouse file is in DuckDB's %s storage format, so only DuckDB readers of that version open the "
+            "published %s; `lessonsync rebuild` writes a warehouse in the %s format that DuckDB 1.4 reads",
+            version,
+            SNAPSHOT_FILE,
+            STORAGE_COMPATIBILITY_VERSION,
+        )
 
 
 def _checkpointed_file(conn: duckdb.DuckDBPyConnection) -> Path:
@@ -283,9 +302,10 @@ def _write_manifest(marts_dir: Path, parquet: dict[str, Path], rows: dict[str, i
     _replace(temp, manifest_path)
 
 
-def _read_manifest(path: Path) -> dict:
+def _read_manifest(path: Path) -> dict[str, Any]:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        manifest: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        return manifest
     except (OSError, ValueError):
         return {}
 

@@ -14,12 +14,9 @@ Unknown fields go to one JSON text column `extra`, keyed by their dotted API pat
 null when a record has none. Extras inside list-of-object JSON columns stay inside that JSON; extras of
 child records go to the child table's `extra`.
 
-Speed: records arrive as validated dicts (pipeline/source/decoding.py), and every "arrow" leaf is converted by one
-`pa.array(dicts, type=struct)` call in C++; JSON, union, timestamp and extra columns take a Python pass
-(timestamps become integer microseconds ourselves: pyarrow's datetime path imports pandas, seconds).
-
 `leaves` says what the columns are (the table declarations read it); `ModelColumns` builds them from validated
-dicts. The source's fast decoder (pipeline/source/fast_decoding.py) builds the same arrays another way and is
+dicts (pipeline/source/decoding.py), every "arrow" leaf in one `pa.array(dicts, type=struct)` call, the others in
+a Python pass; the fast decoder (pipeline/source/fast_decoding.py) builds the same arrays another way and is
 tested against this one.
 """
 

@@ -1,12 +1,17 @@
 """What every asset that writes the warehouse shares: its key scheme, its catalog metadata, a ready warehouse
 (owners and pool: policy.py)."""
 
+from typing import Any
+
 from dagster import AssetKey, TableColumn, TableSchema
 
 from pipeline.contract.tables import TableSpec
 from pipeline.defs.resources import WarehouseResource
 from pipeline.warehouse import Warehouse
 from pipeline.warehouse.schema import table_def
+
+# Asset and check metadata: any value Dagster accepts (its RawMetadataValue union is not public API).
+Metadata = dict[str, Any]
 
 
 def lms_key(table: str) -> AssetKey:
@@ -23,7 +28,7 @@ def raw_column_schema(table: TableSpec) -> TableSchema:
     )
 
 
-def table_definition_metadata(table: TableSpec) -> dict[str, object]:
+def table_definition_metadata(table: TableSpec) -> Metadata:
     """What catalogs and lineage tools read from a raw table's asset: its columns, DuckDB types and descriptions
     (from the declaration), where it lives, and its key."""
     return {

@@ -9,10 +9,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from dagster import AssetExecutionContext, MetadataValue
 
 from pipeline.contract.tables import TABLES, TableSpec
+from pipeline.defs.common import Metadata
 from pipeline.defs.progress.backfill import BackfillWindow
 from pipeline.defs.windows import UNBOUNDED, Window, cursor_window, next_cursor
 from pipeline.prefetch.background import BackgroundFetch, Fetched
@@ -35,9 +37,8 @@ from pipeline.warehouse import (
 from pipeline.warehouse.early_insert import EarlyFirstLoad
 
 PROGRESS_EVERY_S = 5.0
-# A full collection costs ~0.2-0.25 s in a process holding Dagster and DuckDB: worth it before the commit of a
-# big fetch (peak RSS: the full sync's 1M active lessons and 22M answer rows), not after a snapshot of a few
-# hundred thousand small rows (the groups snapshot of every run paid it: 0.19 s of a 4 s no-change run).
+# A full collection costs a noticeable fraction of a second in a process holding Dagster and DuckDB: worth it
+# before the commit of a big fetch (the sync's peak memory), not after every snapshot of small rows.
 RELEASE_AFTER_ROWS = 1_000_000
 FULL_REFRESH_TAG = "lessonsync/full-refresh"
 
@@ -201,7 +202,7 @@ def _commit_fetched(
         if before_commit is not None:
             before_commit(load, stats)
         if sum(stats.rows.values()) >= RELEASE_AFTER_ROWS:
-            load.flush()  # the part writers' last row groups (~40 MiB at large) go to disk before the commit
+            load.flush()  # the part writers' last row groups go to disk before the commit
             _release_fetch_memory()  # the pages are in the lake now; DuckDB gets the memory for the commit
         committing = time.monotonic()
         # One open of the file for the commit and the row counts after it (~30-50 ms an open at scale large).
@@ -247,7 +248,8 @@ def sync_client(context: AssetExecutionContext, settings: Settings, warehouse: W
 
 def run_backfill_window(context: AssetExecutionContext) -> Window | None:
     """The backfill range the run was launched with (its `backfill` resource config), None for a cursor run."""
-    config = context.run.run_config.get("resources", {}).get("backfill", {}).get("config") or {}
+    run_config: dict[str, Any] = dict(context.run.run_config)  # the Launchpad's YAML: nested mappings
+    config = run_config.get("resources", {}).get("backfill", {}).get("config") or {}
     return BackfillWindow(**config).window()
 
 
@@ -291,13 +293,13 @@ def _release_fetch_memory() -> None:
     release_free_memory()
 
 
-def table_metadata(done: StreamLoad, table: str) -> dict[str, object]:
+def table_metadata(done: StreamLoad, table: str) -> Metadata:
     """Materialization metadata of one table of a stream load."""
     stats, result, window = done.stats, done.result, done.window
     counts = result.tables.get(table, TableLoadStats())  # a table with no rows in this load is untouched
     rows_fetched = stats.rows.get(table, 0)
     new_fields = paths_of(table, stats.new_fields)  # the platform's additions our models do not declare
-    metadata: dict[str, object] = {
+    metadata: Metadata = {
         "window": window.describe(),
         "rows_fetched": rows_fetched,
         "rows_per_second": round(rows_fetched / done.seconds, 1) if done.seconds > 0 else None,

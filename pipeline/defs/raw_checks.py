@@ -1,6 +1,6 @@
 """Asset checks on the raw tables: full unique keys, links between tables, and tables that shrink
 unexpectedly. They run in three steps (one read-only connection each; see STEP_TABLES) after the assets they check,
-not one per table: Dagster's per-step cost (0.2-0.5 s) was most of what 11 check steps cost a no-change run.
+not one per table: Dagster's per-step cost would be most of what a check step per table costs a no-change run.
 
 They cost what the load cost, not what the table holds: after a run that loaded the table the key and link
 checks look at the rows that run's loads wrote (pipeline.warehouse.checks explains why that finds every
@@ -13,6 +13,7 @@ step per domain would pay the per-step cost again."""
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 
 import duckdb
 from dagster import (
@@ -27,7 +28,7 @@ from dagster import (
 )
 
 from pipeline.contract.tables import TABLES
-from pipeline.defs.common import lms_key
+from pipeline.defs.common import Metadata, lms_key
 from pipeline.defs.directory.assets import GROUPS
 from pipeline.defs.policy import POOL
 from pipeline.defs.resources import WarehouseResource
@@ -178,7 +179,7 @@ def _table_results(
         yield _shrink_result(conn, table, rules.max_deleted_fraction, last_load)
 
 
-def _first_load_time(conn: duckdb.DuckDBPyConnection, table: str, run_id: str):
+def _first_load_time(conn: duckdb.DuckDBPyConnection, table: str, run_id: str) -> datetime | None:
     """When the first load of run `run_id` that wrote rows of `table` committed (its rows carry that load time
     or a later one), None when no load of the run wrote any. Not the table's newest load: a run whose load
     wrote no row of a table would then check every row loaded since some earlier run (a full sync: 10M rows)."""
@@ -189,9 +190,7 @@ def _first_load_time(conn: duckdb.DuckDBPyConnection, table: str, run_id: str):
     return row[0] if row else None
 
 
-def _materialized_in_this_run(
-    context: AssetCheckExecutionContext, keys: list[AssetKey]
-) -> dict[AssetKey, dict[str, object]]:
+def _materialized_in_this_run(context: AssetCheckExecutionContext, keys: list[AssetKey]) -> dict[AssetKey, Metadata]:
     """Of `keys`, those this run materialized (their link checks look only at the rows it loaded), with the
     metadata of their materialization."""
     if not keys:
@@ -208,7 +207,7 @@ def _materialized_in_this_run(
     return found
 
 
-def _contract_result(table: str, metadata: dict[str, object] | None) -> AssetCheckResult:
+def _contract_result(table: str, metadata: Metadata | None) -> AssetCheckResult:
     """Warns when this run's load of `table` met new fields or quarantined records; passes when it did not
     load the table (nothing seen, nothing to say)."""
     if metadata is None:
@@ -229,7 +228,7 @@ def _contract_result(table: str, metadata: dict[str, object] | None) -> AssetChe
             "new_fields": new_fields,
             "new_field_paths": metadata.get("new_field_paths") or [],
             "quarantined_in_stream": quarantined,
-            "next_step": "see lms.quarantine and the run's warnings; README 'Bad records'",
+            "next_step": "see lms.quarantine and the run's warnings; docs/exactness.md, 'Bad records'",
         },
     )
 

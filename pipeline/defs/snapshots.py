@@ -4,6 +4,7 @@ catalog/assets.py, sessions/assets.py) and build them with `snapshot_asset`."""
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from dagster import AssetExecutionContext, AssetsDefinition, AssetSpec, MaterializeResult, multi_asset
 
@@ -38,7 +39,7 @@ def snapshot_asset(snapshot: Snapshot) -> AssetsDefinition:
     @multi_asset(name=f"sync_{snapshot.stream}", specs=specs, pool=POOL, can_subset=False, description=snapshot.summary)
     def _sync(
         context: AssetExecutionContext, platform: PlatformResource, warehouse: WarehouseResource
-    ) -> Iterator[MaterializeResult]:
+    ) -> Iterator[MaterializeResult[Any]]:
         wh = ready_warehouse(warehouse)
         with sync_client(context, platform.settings(), wh) as client:
             done = load_stream(

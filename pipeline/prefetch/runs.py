@@ -3,7 +3,7 @@ LESSONSYNC_CONCURRENCY requests in flight across all streams), and the streams f
 
 Lifetime: created by the run's first sync step; closed when the last user lets go (every prefetched stream
 taken by its step and no step using the client), or by the run's executor when the run ends whatever happened
-(pipeline/runs/executor.py: a failed run's untaken fetches are cancelled and their lake parts discarded)."""
+(pipeline/defs/operations/runs/executor.py: a failed run's untaken fetches are cancelled and their lake parts discarded)."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ import gc
 import logging
 import types
 import typing
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -105,7 +105,7 @@ def gc_paused() -> Iterator[None]:
     containers (no cycles; reference counting frees them), each batch of 700 triggering a collection that walks
     the rest, and some of them a full collection of the whole process. That took as much CPU as the decoding
     itself on pages of several thousand records (fast path), and a third of the validated path's time on the
-    lesson catalogue's pages (0.58 -> 0.40 s for the 4 pages of scale large, medians of 7). Within another
+    lesson catalogue's pages. Within another
     pause, or while another thread's is on, the collector is left as it was found."""
     if not gc.isenabled():
         yield
@@ -162,7 +162,7 @@ def _translate(annotation: Any, forbid_extras: bool) -> Any:
     """`annotation` with every model replaced by its TypedDict."""
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin is typing.Annotated:
-        return Annotated[(_translate(args[0], forbid_extras), *annotation.__metadata__)]  # type: ignore[misc]
+        return Annotated[(_translate(args[0], forbid_extras), *annotation.__metadata__)]
     if origin is typing.Union or origin is types.UnionType:
         return Union[tuple(_translate(a, forbid_extras) for a in args)]  # noqa: UP007
     if origin is list:
@@ -180,13 +180,19 @@ def typed_dict(model: type[BaseModel], *, forbid_extras: bool) -> Any:
         for name, info in model.model_fields.items():
             annotation = _translate(info.annotation, forbid_extras)
             if info.metadata:
-                annotation = Annotated[(annotation, *info.metadata)]  # type: ignore[misc]
+                annotation = Annotated[(annotation, *info.metadata)]
             fields[info.alias or name] = Required[annotation] if info.is_required() else NotRequired[annotation]
         closed = model.model_config.get("extra") == "forbid"
-        record = TypedDict(f"{model.__name__}Record", fields)  # type: ignore[operator]
-        record.__pydantic_config__ = ConfigDict(strict=True, extra="forbid" if forbid_extras or closed else "allow")
+        # built at run time from the model's fields, which mypy's TypedDict() does not take
+        record: Any = TypedDict(f"{model.__name__}Record", fields)  # type: ignore[misc]
+        _configure(record, ConfigDict(strict=True, extra="forbid" if forbid_extras or closed else "allow"))
         _cache[key] = record
     return _cache[key]
+
+
+def _configure(record: Any, config: ConfigDict) -> None:
+    """pydantic's configuration of a TypedDict, which the TypedDict carries itself."""
+    record.__pydantic_config__ = config
 
 
 class RecordValidator:
@@ -194,9 +200,12 @@ class RecordValidator:
 
     def __init__(self, model: type[BaseModel]) -> None:
         self.model = model
-        self.page_without_extras = TypeAdapter(list[typed_dict(model, forbid_extras=True)])  # type: ignore[misc]
-        self.page_with_extras = TypeAdapter(list[typed_dict(model, forbid_extras=False)])  # type: ignore[misc]
-        self.record = TypeAdapter(typed_dict(model, forbid_extras=False))
+        # type forms built at run time: to mypy a page is a list of dicts
+        closed_page: Any = list[typed_dict(model, forbid_extras=True)]  # type: ignore[misc]
+        open_page: Any = list[typed_dict(model, forbid_extras=False)]  # type: ignore[misc]
+        self.page_without_extras = TypeAdapter[list[dict[str, Any]]](closed_page)
+        self.page_with_extras = TypeAdapter[list[dict[str, Any]]](open_page)
+        self.record = TypeAdapter[dict[str, Any]](typed_dict(model, forbid_extras=False))
 
 
 @cache
@@ -247,7 +256,7 @@ def _field_path(item: Any, loc: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(found)
 
 
-def _describe(errors: list[Mapping[str, Any]], item: Any) -> tuple[str, str]:
+def _describe(errors: Sequence[Mapping[str, Any]], item: Any) -> tuple[str, str]:
     """(first field path, one message for all errors) of a record, e.g. ("score", "score: Input should be
     a valid number or Input should be a valid integer (got 'high')")."""
     by_field: dict[str, list[Mapping[str, Any]]] = {}
@@ -262,7 +271,7 @@ def _describe(errors: list[Mapping[str, Any]], item: Any) -> tuple[str, str]:
     return next(iter(by_field)), "; ".join(parts)
 
 
-def quarantine_row(where: PageLocation, index: int, item: Any, errors: list[Mapping[str, Any]]) -> QuarantineRow:
+def quarantine_row(where: PageLocation, index: int, item: Any, errors: Sequence[Mapping[str, Any]]) -> QuarantineRow:
     field, message = _describe(errors, item)
     return QuarantineRow(
         seen_at=datetime.now(UTC),
@@ -358,7 +367,7 @@ class PageDecoder:
         page.records = kept
         return page
 
-    def _quarantine(self, page: DecodedPage, index: int, item: Any, errors: list[Mapping[str, Any]]) -> None:
+    def _quarantine(self, page: DecodedPage, index: int, item: Any, errors: Sequence[Mapping[str, Any]]) -> None:
         row = quarantine_row(page.location, index, item, errors)
         page.quarantined.append(row)
         log.warning("quarantined record %d of %s (%s): %s", index, page.location, page.location.stream, row.message)

@@ -11,23 +11,10 @@ The fast path only ever accepts a page it can decode *exactly* as the validated 
 would. Whenever it finds anything unusual in a page, it gives up on that page and returns None, and the
 caller decodes the page through PageDecoder, record by record if need be, so quarantine rows (endpoint,
 page, record index, field, message, raw JSON), unknown fields kept in `extra`, truncated bodies and
-errors are exactly those of the validated path. Unusual means:
+errors are exactly those of the validated path.
 
-- any msgspec error: wrong type (a string where a number is expected is an error, never coerced; so is
-  a bool where a number is expected), value outside an enumeration, missing required field, unknown
-  field anywhere (pages with new fields take the validated path, which keeps them in `extra`), JSON
-  that is not a complete array of objects;
-- a record without one of its key fields (quarantined by the validated path);
-- a date-time that is not plain ISO 8601 `YYYY-MM-DDTHH:MM:SS[.ffffff][Z|±HH:MM]` (pydantic accepts more
-  spellings, which the validated path parses), or that Arrow cannot parse (e.g. 30 February);
-- an empty page (nothing to gain).
-
-Date-times: without an offset they are UTC, as in pipeline/contract/columns.epoch_us; with one they are
-converted to UTC.
-
-Models whose columns hold JSON text (lists of objects: sessions' codes, lessons' notions) or whose fields
-this translation does not cover have no fast path (their streams are small snapshots); `FastPages.for_stream`
-returns None for them. tests/source/test_source_fast.py checks that both paths give identical batches.
+What counts as unusual, how date-times are read, and which models have no fast path: docs/design.md, "The fast
+path of page decoding".
 """
 
 from __future__ import annotations
@@ -311,12 +298,13 @@ class FastPages:
     """Page bodies of one stream -> Page (Arrow batches), or None: take the validated path."""
 
     def __init__(self, stream: StreamSpec) -> None:
-        struct = fast_struct(stream.model)
+        struct: Any = fast_struct(stream.model)  # a msgspec Struct class made at run time
         if struct is None:
             raise _NoFastPath(f"{stream.model.__name__} is not translatable")
         self._stream = stream
         self._decoder = msgspec.json.Decoder(list[struct])
-        self._open_decoder = msgspec.json.Decoder(list[fast_struct(stream.model, closed=False)])
+        open_struct: Any = fast_struct(stream.model, closed=False)
+        self._open_decoder = msgspec.json.Decoder(list[open_struct])
         own = BUILDS[stream.table]
         assert isinstance(own, RecordTable)
         self._own = own
@@ -421,7 +409,7 @@ def _child_field(model: type[BaseModel], child_table: str) -> str | None:
     assert isinstance(child, ChildTable)
     if child.columns is None:
         return None
-    item_model = _child_model(model, child_table)
+    item_model: Any = _child_model(model, child_table)  # a model class, compared as list[item_model]
     for name, info in model.model_fields.items():
         union = typing.get_origin(info.annotation) in (typing.Union, types.UnionType)
         if list[item_model] in (typing.get_args(info.annotation) if union else (info.annotation,)):
@@ -438,7 +426,10 @@ def _child_model(model: type[BaseModel], child_table: str) -> type[BaseModel]:
         for member in typing.get_args(info.annotation) if union else (info.annotation,):
             if typing.get_origin(member) is list:
                 item = typing.get_args(member)[0]
-                if isinstance(item, type) and issubclass(item, BaseModel):
-                    if [leaf.column for leaf in model_leaves(item)] == [leaf.column for leaf in child.columns.leaves]:
-                        return item
+                if (
+                    isinstance(item, type)
+                    and issubclass(item, BaseModel)
+                    and [leaf.column for leaf in model_leaves(item)] == [leaf.column for leaf in child.columns.leaves]
+                ):
+                    return item
     raise _NoFastPath(f"cannot find the model of {child_table}")

@@ -218,4 +218,4 @@ def set_comment(conn: duckdb.DuckDBPyConnection, table: TableDef) -> None:
 
 def normalize_type(conn: duckdb.DuckDBPyConnection, type_sql: str) -> str:
     """DuckDB's own spelling of a type ('TIMESTAMPTZ' -> 'TIMESTAMP WITH TIME ZONE'), for comparisons."""
-    return conn.execute(f"SELECT typeof(CAST(NULL AS {type_sql}))").fetchone()[0]
+    return str(conn.execute(f"SELECT typeof(CAST(NULL AS {type_sql}))").fetchall()[0][0])

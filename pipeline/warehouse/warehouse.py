@@ -7,11 +7,17 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, Protocol
 
 import duckdb
 
 from pipeline.contract.tables import TableSpec
-from pipeline.warehouse.connection import DEFAULT_MEMORY_LIMIT, ConnectionSettings, open_connection
+from pipeline.warehouse.connection import (
+    DEFAULT_LOCK_TIMEOUT,
+    DEFAULT_MEMORY_LIMIT,
+    ConnectionSettings,
+    open_connection,
+)
 from pipeline.warehouse.context import CommitContext, Upsert
 from pipeline.warehouse.lake import LAKE_ROW_GROUP_ROWS
 from pipeline.warehouse.lakestore import LocalLake, open_lake
@@ -26,6 +32,16 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+class WarehouseLocations(Protocol):
+    """What Warehouse.from_settings reads of pipeline.settings.Settings (the warehouse does not import it)."""
+
+    @property
+    def warehouse_path(self) -> Path: ...
+
+    @property
+    def lake_location(self) -> Path | str: ...
+
+
 class Warehouse:
     def __init__(
         self,
@@ -35,7 +51,7 @@ class Warehouse:
         memory_limit: str = DEFAULT_MEMORY_LIMIT,
         temp_directory: Path | None = None,
         threads: int | None = None,
-        lock_timeout: float = 10.0,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         part_rows: int = 1_000_000,
         row_group_rows: int = LAKE_ROW_GROUP_ROWS,
         clock: Callable[[], datetime] = utc_now,
@@ -52,15 +68,15 @@ class Warehouse:
         self._shared: duckdb.DuckDBPyConnection | None = None  # set within one_connection()
 
     @classmethod
-    def from_settings(cls, settings: object, **overrides: object) -> Warehouse:
+    def from_settings(cls, settings: WarehouseLocations, **overrides: Any) -> Warehouse:
         """From pipeline.settings.Settings (warehouse_path, lake_location and the duckdb_* fields when present)."""
-        options = {
+        options: dict[str, Any] = {
             name: getattr(settings, f"duckdb_{name}")
             for name in ("memory_limit", "temp_directory", "threads", "lock_timeout")
             if hasattr(settings, f"duckdb_{name}")
         }
         options.update(overrides)
-        return cls(settings.warehouse_path, settings.lake_location, **options)  # type: ignore[attr-defined,arg-type]
+        return cls(settings.warehouse_path, settings.lake_location, **options)
 
     def __repr__(self) -> str:
         return f"Warehouse(path={str(self.path)!r}, lake_dir={str(self.lake_dir)!r})"

@@ -1,8 +1,7 @@
 """WAL checkpoints of the inbox from their own thread and connection.
 
 Left to SQLite, the commit that crosses the autocheckpoint threshold also copies the WAL into the
-database file and fsyncs it, stalling every request waiting on that commit (100-400 ms measured under
-load). Here the writer never checkpoints; this thread does, in PASSIVE mode, which never blocks it."""
+database file and fsyncs it, stalling every request waiting on that commit. Here the writer never checkpoints; this thread does, in PASSIVE mode, which never blocks it."""
 
 from __future__ import annotations
 

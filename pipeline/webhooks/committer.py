@@ -12,6 +12,7 @@ import asyncio
 import logging
 import queue
 import threading
+from contextlib import suppress
 from dataclasses import dataclass
 
 from pipeline.webhooks.checkpoint import Checkpointer
@@ -120,10 +121,8 @@ class GroupCommitter:
         for job, result in zip(batch, results, strict=True):
             by_loop.setdefault(job.loop, []).append((job, result))
         for loop, done in by_loop.items():
-            try:
+            with suppress(RuntimeError):  # the loop has closed (shutdown): nobody is waiting any more
                 loop.call_soon_threadsafe(_resolve_all, done)
-            except RuntimeError:  # the loop has closed (shutdown): nobody is waiting any more
-                pass
 
 
 def _resolve_all(done: list[tuple[_Job, Result]]) -> None:

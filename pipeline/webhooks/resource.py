@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from dagster import ConfigurableResource
 from pydantic import Field
 
 from pipeline.webhooks.inbox import Inbox
 
 
-class InboxResource(ConfigurableResource):
+class InboxResource(ConfigurableResource[Any]):
     """The SQLite inbox the webhook receiver writes."""
 
     path: str = Field(description="SQLite inbox file (the code location passes Settings.inbox_path).")

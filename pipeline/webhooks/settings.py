@@ -1,4 +1,4 @@
-"""Receiver settings, from the environment with prefix `LESSONSYNC_WEBHOOK_` (see README "Webhooks").
+"""Receiver settings, from the environment with prefix `LESSONSYNC_WEBHOOK_` (see docs/webhooks.md).
 
 Credential lists are comma-separated so that several can be valid at once while one is rotated out.
 Every credential is a SecretStr: it never shows in a repr, a log line or an error message."""

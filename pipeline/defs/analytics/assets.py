@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from dagster import (
     AssetCheckResult,
@@ -120,7 +121,7 @@ def _models_asset(project: AnalyticsProject, default_as_of: str | None) -> Asset
     )
     def analytics_models(
         context: AssetExecutionContext, config: AnalyticsBuildConfig, warehouse: WarehouseResource
-    ) -> Iterator[MaterializeResult | AssetCheckResult]:
+    ) -> Iterator[MaterializeResult[Any] | AssetCheckResult]:
         selected = {key.path[-1] for key in context.selected_asset_keys}
         as_of = _parse_as_of(config.as_of, default_as_of)
         failures: list[str] = []
@@ -152,7 +153,7 @@ def _published_asset(project: AnalyticsProject) -> AssetsDefinition:
         description="What analysts query while syncs run: `data/analytics.duckdb` (a copy of every published model, "
         "swapped atomically; open it read-only) and `data/marts/<mart>.parquet`.",
     )
-    def analytics_published(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
+    def analytics_published(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult[Any]:
         with warehouse.connect() as conn:
             result = publish(conn, project, Path(warehouse.data_dir))
         context.log.info(

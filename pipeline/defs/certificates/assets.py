@@ -7,6 +7,7 @@ The logic is in pipeline/webhooks/load.py, shared with `lessonsync sync`."""
 
 # No `from __future__ import annotations`: Dagster reads the resource annotations at runtime.
 from collections.abc import Iterator
+from typing import Any
 
 from dagster import (
     AssetExecutionContext,
@@ -17,7 +18,7 @@ from dagster import (
 )
 
 from pipeline.contract.tables import CERTIFICATE_EVENTS, CERTIFICATES, TableSpec
-from pipeline.defs.common import table_definition_metadata
+from pipeline.defs.common import Metadata, table_definition_metadata
 from pipeline.defs.policy import POOL
 from pipeline.defs.resources import WarehouseResource
 from pipeline.webhooks.load import LoadStats, load_certificate_events, table_rows
@@ -43,7 +44,7 @@ def _spec(key: AssetKey, table: TableSpec) -> AssetSpec:
 )
 def certificates(
     context: AssetExecutionContext, warehouse: WarehouseResource, inbox: InboxResource
-) -> Iterator[MaterializeResult]:
+) -> Iterator[MaterializeResult[Any]]:
     """Certificates earned and expired, as the platform's webhooks announced them (history and current state)."""
     wh = warehouse.warehouse()
     # One open of the file for the look-ups, the loads and the row counts (three opens, ~30-50 ms each, in a
@@ -58,7 +59,7 @@ def certificates(
         )
 
 
-def _metadata(stats: LoadStats) -> dict[str, object]:
+def _metadata(stats: LoadStats) -> Metadata:
     return {
         "events_loaded": stats.events_loaded,
         "completed": stats.completed,

@@ -20,6 +20,7 @@ from pipeline.defs.progress.backfill import BackfillWindow
 from pipeline.defs.progress.clock_skew import clock_skew_metadata
 from pipeline.defs.resources import PlatformResource, WarehouseResource
 from pipeline.defs.windows import Window
+from pipeline.source.decoding import Batch
 from pipeline.source.stats import RunStats
 from pipeline.warehouse import Load
 
@@ -44,7 +45,7 @@ def active_lessons(
     platform: PlatformResource,
     warehouse: WarehouseResource,
     backfill: BackfillWindow,
-) -> MaterializeResult:
+) -> MaterializeResult[Any]:
     """Where every learner stands on every lesson: progress, score, success, time spent."""
     wh = ready_warehouse(warehouse)
     with sync_client(context, platform.settings(), wh) as client:
@@ -94,7 +95,7 @@ def answers(
     platform: PlatformResource,
     warehouse: WarehouseResource,
     backfill: BackfillWindow,
-) -> Iterator[MaterializeResult]:
+) -> Iterator[MaterializeResult[Any]]:
     """Every answer of every attempt (entry and exit quizzes), fetched only for active lessons whose
     version (lastDate) changed since their answers were fetched (answer_versions.py)."""
     wh = ready_warehouse(warehouse)
@@ -106,7 +107,7 @@ def answers(
             spills.enter_context(ahead.spill)
             planned.update(window=ahead.window, ceiling=ahead.ceiling, lessons=ahead.lessons)
 
-        def fetch(window: Window):
+        def fetch(window: Window) -> Iterator[Batch]:
             # the answers cursor never passes the active lessons' it was planned against (windows.py)
             planned["ceiling"] = wh.cursor("active_lessons")
             # on disk until the commit, not in memory: 1M active lessons in a full sync (answer_versions.py)
@@ -126,8 +127,8 @@ def answers(
 
         def early_tables() -> tuple[TableSpec, ...]:
             # A window of more than OVERLAP_MAX_ROWS active lessons (a large full sync) is committed after its last
-            # page, as its fetch starts after the active lessons' commit: the inserts beside the fetch took its
-            # process tree to 608-626 MiB (572 without them).
+            # page, as its fetch starts after the active lessons' commit: inserts beside that fetch would raise the
+            # sync's peak memory.
             in_window, _ = planned["lessons"].counts()
             return (TABLES["answers"], TABLES["answer_results"]) if in_window <= answers_ahead.OVERLAP_MAX_ROWS else ()
 

@@ -24,6 +24,7 @@ from pipeline.defs.operations.runs.identity import current_process, recorded_pro
 from pipeline.defs.operations.runs.pool_wait import WatchedConcurrencyContext
 from pipeline.defs.operations.runs.ready_first import ready_first
 from pipeline.defs.operations.runs.recovery import recover_dead_runs
+from pipeline.defs.operations.runs.retry_policy import tag_retryable_failures
 from pipeline.memory import keep_pandas_out, tune_process_memory
 from pipeline.prefetch.runs import close_run
 from pipeline.settings import Settings
@@ -81,8 +82,13 @@ class WatchedInProcessExecutor(InProcessExecutor):
             with WatchedConcurrencyContext(
                 job_context.instance, job_context.dagster_run, job_context.log, timeout=self.pool_wait_timeout
             ) as concurrency:
-                yield from inner_plan_execution_iterator(
-                    job_context, ready_first(execution_plan, job_context.run_id), concurrency
+                yield from tag_retryable_failures(
+                    inner_plan_execution_iterator(
+                        job_context, ready_first(execution_plan, job_context.run_id), concurrency
+                    ),
+                    job_context.instance,
+                    job_context.run_id,
+                    dict(job_context.dagster_run.tags),
                 )
         finally:  # a failed or stopped run leaves fetches no step took: stopped, their lake parts discarded
             cancelled = close_run(job_context.run_id)

@@ -13,6 +13,7 @@ from dagster._core.execution.execute_in_process_result import ExecuteInProcessRe
 from dagster._core.utils import make_new_run_id
 
 from pipeline.defs.operations.runs.identity import current_process
+from pipeline.defs.operations.runs.retry_policy import IN_PROCESS_TAG
 
 
 def execute_in_process(
@@ -34,7 +35,7 @@ def execute_in_process(
     run_tags = merge_run_tags(
         job_def=job,
         partition_key=partition_key,
-        tags={**(tags or {}), **process_tags},
+        tags={**(tags or {}), **process_tags, IN_PROCESS_TAG: "true"},
         asset_selection=selection,
         instance=instance,
         run_config=run_config,
