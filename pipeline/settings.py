@@ -6,11 +6,14 @@ import tempfile
 from datetime import datetime, timedelta
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+if TYPE_CHECKING:
+    from pipeline.warehouse.iceberg import IcebergLocation
 
 # DuckDB fills whatever limit it has with cached blocks, and the sync's peak RSS follows it. Nothing needs more
 # than this: staging, upserts and link checks work range by range, and a first load of millions of rows is one insert
@@ -135,6 +138,21 @@ class Settings(BaseSettings):
         description="postgresql://user:password@host:port/db: the Dagster instance keeps runs, event logs and "
         "schedules in PostgreSQL (dagster-postgres). Unset: SQLite in the Dagster home.",
     )
+    table_format: Literal["iceberg", "none"] = Field(
+        "iceberg",
+        description="iceberg: every raw table and published mart also kept as an Apache Iceberg table under "
+        "<lake>/iceberg, equal to the warehouse after each commit (docs/warehouse.md); none: no mirror.",
+    )
+    iceberg_catalog_url: SecretStr | None = Field(
+        None,
+        description="The Iceberg SQL catalog (sqlite:///path or postgresql://...). Unset: the Dagster instance's "
+        "PostgreSQL database when LESSONSYNC_DAGSTER_POSTGRES_URL is set, else <data_dir>/iceberg_catalog.sqlite3.",
+    )
+    iceberg_snapshot_retention: timedelta = Field(
+        timedelta(days=7),
+        description="Iceberg snapshots older than this are expired by the lake_maintenance job (time travel "
+        "reaches back this far).",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO",
         description="Console log level of in-process runs (lessonsync sync, demo); DEBUG adds every "
@@ -184,7 +202,7 @@ class Settings(BaseSettings):
     @field_validator("nightly_cron")
     @classmethod
     def _cron(cls, value: str) -> str:
-        from croniter import croniter  # Dagster's own cron parser
+        from croniter import croniter  # type: ignore[import-untyped]  # Dagster's own cron parser; no stubs
 
         if not croniter.is_valid(value) or len(value.split()) != 5:
             raise ValueError(f"{value!r} is not a cron expression of 5 fields (minute hour day month weekday)")
@@ -211,6 +229,21 @@ class Settings(BaseSettings):
     def lake_location(self) -> Path | str:
         """Where the lake lives: LESSONSYNC_LAKE_URL, else <data_dir>/lake."""
         return self.lake_url or self.lake_dir
+
+    @property
+    def iceberg_location(self) -> IcebergLocation | None:
+        """Where the Iceberg mirror lives (None when LESSONSYNC_TABLE_FORMAT=none)."""
+        from pipeline.warehouse.iceberg import IcebergLocation
+
+        if self.table_format == "none":
+            return None
+        if self.iceberg_catalog_url is not None:
+            catalog = self.iceberg_catalog_url.get_secret_value()
+        elif self.dagster_postgres_url is not None:
+            catalog = self.dagster_postgres_url.get_secret_value()
+        else:
+            catalog = f"sqlite:///{(self.data_dir / 'iceberg_catalog.sqlite3').resolve()}"
+        return IcebergLocation.for_lake(self.lake_location, catalog)
 
     @property
     def inbox_path(self) -> Path:

@@ -24,8 +24,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "status": ("pipeline.cli.status", "show each stream's cursor, last load, quarantine, freshness"),
     "reset": ("pipeline.cli.reset", "move a cursor back; the next sync re-reads from there"),
     "rebuild": ("pipeline.cli.rebuild", "rebuild the warehouse from the lake and the inbox"),
+    "tables": ("pipeline.cli.tables", "show or maintain the lake's Iceberg tables"),
     "recover": ("pipeline.cli.recover", "fail runs whose process died, free their slots"),
     "receive": ("pipeline.cli.receive", "receive certificate webhooks into the inbox"),
+    "inbox": ("pipeline.cli.inbox", "list, replay or discard quarantined inbox events"),
     "simulate": ("simulator.cli", "serve a simulated platform, to try LessonSync on"),
     "demo": ("pipeline.cli.demo", "sync a simulated platform twice and verify the warehouse"),
 }

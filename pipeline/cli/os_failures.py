@@ -29,7 +29,7 @@ def os_failure(error: BaseException | str, settings: Settings) -> str | None:
     chain = _chain(error) if isinstance(error, BaseException) else []
     text = " ".join([str(error)] + [str(e) for e in chain]).lower()
     own = next((e for e in chain if isinstance(e, OSError) and e.errno in OS_ERRNOS), None)
-    if own is not None:
+    if own is not None and own.errno is not None:
         problem, where = OS_ERRNOS[own.errno], own.filename or _fullest(settings)
     elif any(marker in text for marker in NO_SPACE_TEXTS):
         problem, where = "no space left on device", _fullest(settings)

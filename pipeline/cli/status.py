@@ -1,6 +1,6 @@
 """Show, per stream, how its last run ended (succeeded or failed, when, the error's first line), its cursor, the
 rows its tables hold now, its last committed load, the records it quarantined, and whether it is fresh
-(LESSONSYNC_FRESHNESS_HOURS); then the certificate inbox (depth, oldest event not loaded, rejected deliveries).
+(LESSONSYNC_FRESHNESS_HOURS); then the certificate inbox (depth, oldest event not loaded, what it quarantined).
 
     lessonsync status            # a table for people
     lessonsync status --json     # the same for scripts
@@ -107,8 +107,12 @@ class StatusReport:
             out.append("")
             out.append(
                 f"certificate inbox {i.inbox_id or '-'}: loaded up to sequence {i.loaded_up_to}, {i.depth:,} not loaded "
-                f"(oldest received {when(i.oldest_unloaded_at)}), rejected deliveries: {quarantined}"
+                f"(oldest received {when(i.oldest_unloaded_at)}), quarantined: {quarantined}"
             )
+            if i.quarantined.get("dead letters"):
+                out.append(
+                    f"certificate inbox: {i.quarantined['dead letters']} event(s) quarantined, not loaded (`lessonsync inbox list`)"
+                )
         out.extend(self.notes)
         out.append("")
         out.append("OK" if self.ok else "NOT OK: " + ", ".join(s.name for s in self.streams if not s.ok))

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 log = logging.getLogger("lessonsync.cli")
 
 STOP_GRACE_SECONDS = 5.0
-STOPPING = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "SIGINT"}
+STOPPING: dict[int, str] = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "SIGINT"}
 EXIT_STATUS = 143  # 128 + SIGTERM, as a shell reports a process that SIGTERM ended
 
 

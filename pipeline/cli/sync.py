@@ -94,6 +94,13 @@ def summary_lines(materializations: Mapping[str, Mapping[str, object]]) -> list[
             f"updated {metadata.get('rows_updated', '-')!s:>9}  deleted {metadata.get('rows_deleted', '-')!s:>7}"
             f"  rows now {metadata.get('dagster/row_count', '-')!s:>10}"
         )
+    for key, metadata in sorted(materializations.items()):
+        # certificates: events the loader set aside (both of its tables carry the count; said once)
+        if key.endswith("/certificate_events") and metadata.get("quarantined_in_inbox"):
+            lines.append(
+                f"{key:32} WARNING {metadata['quarantined_in_inbox']} inbox event(s) quarantined: "
+                "see `lessonsync inbox list`"
+            )
     if models:
         lines += textwrap.wrap(
             f"models built: {len(models)} (rows) " + ", ".join(models), width=110, subsequent_indent="  "

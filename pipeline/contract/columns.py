@@ -168,6 +168,23 @@ _EPOCH_NAIVE = datetime(1970, 1, 1)
 _MICROSECOND = timedelta(microseconds=1)
 
 
+# Date-times the warehouse holds: instants from 0001-01-01 to 9999-12-31 in UTC (Python's datetime range, which
+# every reader of a timestamp column converts to). A valid ISO 8601 value of year 1 or 9999 with an offset can
+# fall outside it once converted to UTC: the source quarantines such a record, the webhook receiver refuses it.
+OVERFLOW_MESSAGE = "date-time out of range once converted to UTC (0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z)"
+
+
+def utc_overflows(value: Any) -> bool:
+    """True when an aware date-time has no UTC equivalent within 0001-01-01..9999-12-31."""
+    if not isinstance(value, datetime) or value.tzinfo is None or value.year not in (1, 9999):
+        return False
+    try:
+        value.astimezone(UTC)
+    except OverflowError:
+        return True
+    return False
+
+
 def epoch_us(value: datetime | None) -> int | None:
     """Microseconds since the epoch; a date-time without offset is taken as UTC."""
     if value is None:

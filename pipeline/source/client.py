@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -162,7 +162,7 @@ class Batches(Iterator[Batch]):
     def close(self) -> None:
         self._batches.close()
 
-    def started(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[None], queue: asyncio.Queue) -> None:
+    def started(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[None], queue: asyncio.Queue[Any]) -> None:
         self._running = (loop, task, queue)
         if self._stopped:
             self.stop()
@@ -332,7 +332,7 @@ class PlatformClient:
         assert self._loop is not None
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
 
-    def _iterate(self, run: Callable[[Emit], Awaitable[RunStats]], handle: Batches) -> Iterator[Batch]:
+    def _iterate(self, run: Callable[[Emit], Awaitable[RunStats]], handle: Batches) -> Generator[Batch, None, None]:
         self._ready()
         queue: asyncio.Queue[Batch | _End] = self._call(self._new_queue())
         task = self._call(self._start(run, queue))

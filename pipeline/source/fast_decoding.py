@@ -22,21 +22,21 @@ from __future__ import annotations
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from itertools import chain
 from operator import attrgetter
 from typing import Any, Literal
 
 import msgspec
 import numpy as np
-import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
+import pydantic_core
 from msgspec.structs import astuple
 from pydantic import BaseModel
 from pydantic.types import Strict
 
-from pipeline.contract.columns import TIMESTAMP, Leaf
+from pipeline.contract.columns import TIMESTAMP, Leaf, epoch_us
 from pipeline.contract.columns import leaves as model_leaves
 from pipeline.contract.streams import StreamSpec
 from pipeline.contract.tables import BUILDS, ChildTable, RecordTable
@@ -227,7 +227,7 @@ def _timestamps(values: Sequence[str | None]) -> pa.Array | None:
     text = pa.array(values, type=pa.string())
     if text.null_count == len(text):
         return pa.nulls(len(text), type=TIMESTAMP)
-    if _canonical(text):  # what the platform writes (checked in one pass, cheaper than the regex)
+    if _canonical(text):  # what the platform writes (checked in one pass, cheaper than the regex): UTC, in range
         try:
             return pc.cast(text, TIMESTAMP)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -239,9 +239,22 @@ def _timestamps(values: Sequence[str | None]) -> pa.Array | None:
     if not pc.all(pc.or_kleene(with_offset, pc.is_null(text))).as_py():
         text = pc.if_else(with_offset, text, pc.binary_join_element_wise(text, "Z", ""))
     try:
-        return pc.cast(text, TIMESTAMP)
+        parsed = pc.cast(text, TIMESTAMP)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # e.g. 30 February: the validated path decides
         return None
+    return parsed if _in_utc_range(parsed) else None
+
+
+# The instants a timestamp may hold (decoding.utc_overflows): an offset can push year 1 or 9999 past them.
+_FIRST_US = epoch_us(datetime.min.replace(tzinfo=UTC))
+_LAST_US = epoch_us(datetime.max.replace(tzinfo=UTC))
+
+
+def _in_utc_range(parsed: pa.Array) -> bool:
+    """Every value within 0001-01-01..9999-12-31 in UTC; the validated path quarantines the others."""
+    bounds = pc.min_max(parsed.view(pa.int64()))
+    low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    return low is None or (low >= _FIRST_US and high <= _LAST_US)
 
 
 _CANONICAL = b"2026-05-05T07:43:45.815Z"  # the shape the platform writes
@@ -353,10 +366,11 @@ class FastPages:
                 return None
             try:  # new fields the platform added: validated the same, then kept in `extra`
                 records = self._open_decoder.decode(body)
-            except (msgspec.ValidationError, msgspec.DecodeError):
+                # read by the validated path's parser, so a record it refuses (nesting too deep) goes its way
+                raw = pydantic_core.from_json(body)
+            except (msgspec.ValidationError, msgspec.DecodeError, ValueError, RecursionError):
                 return None
-            raw = orjson.loads(body)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):  # RecursionError: nesting past msgspec's depth limit
             return None
         if not records:
             return None
@@ -364,7 +378,10 @@ class FastPages:
         if arrays is None:
             return None
         if raw is not None:
-            arrays[-1] = pa.array(list(map(self._own.columns.extras, raw)), type=pa.string())
+            try:
+                arrays[-1] = pa.array(list(map(self._own.columns.extras, raw)), type=pa.string())
+            except TypeError:  # an extra orjson cannot write (an integer past 64 bits): the validated path decides
+                return None
         for index in self._optional_keys:  # a record without its key: the validated path quarantines it
             if arrays[index].null_count:
                 return None
@@ -388,7 +405,10 @@ class FastPages:
                 if raw is not None and source is not None:
                     items = chain.from_iterable(record[source] for record in raw)
                     assert child.columns is not None
-                    rest[-1] = pa.array(list(map(child.columns.extras, items)), type=pa.string())
+                    try:
+                        rest[-1] = pa.array(list(map(child.columns.extras, items)), type=pa.string())
+                    except TypeError:
+                        return None
             batches.append(
                 Batch(
                     child.spec,

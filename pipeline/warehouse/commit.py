@@ -104,6 +104,9 @@ def commit_load(
                 warehouse.lake.remove_manifest(name)  # a clean failure; otherwise the next writer rolls forward
             raise
         hooks.reached("committed")
+        if warehouse.table_mirror is not None:
+            warehouse.table_mirror.sync_after_load(conn, [table.name for table in plan.tables])
+            hooks.reached("mirrored")
     return LoadResult(
         plan.stream,
         plan.run_id,

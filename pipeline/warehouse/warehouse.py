@@ -19,6 +19,7 @@ from pipeline.warehouse.connection import (
     open_connection,
 )
 from pipeline.warehouse.context import CommitContext, Upsert
+from pipeline.warehouse.iceberg import IcebergMirror
 from pipeline.warehouse.lake import LAKE_ROW_GROUP_ROWS
 from pipeline.warehouse.lakestore import LocalLake, open_lake
 from pipeline.warehouse.load import Load
@@ -56,6 +57,7 @@ class Warehouse:
         row_group_rows: int = LAKE_ROW_GROUP_ROWS,
         clock: Callable[[], datetime] = utc_now,
         upsert: Upsert = upsert_stage,
+        table_mirror: IcebergMirror | None = None,
     ) -> None:
         self.path = Path(path)
         self.lake = open_lake(lake_dir)  # a local directory or s3://bucket/prefix (lakestore.py)
@@ -66,6 +68,8 @@ class Warehouse:
         self.row_group_rows = row_group_rows
         self.clock = clock
         self._shared: duckdb.DuckDBPyConnection | None = None  # set within one_connection()
+        # Iceberg tables kept equal to this warehouse after each commit (iceberg.py); None: no mirror
+        self.table_mirror = table_mirror
 
     @classmethod
     def from_settings(cls, settings: WarehouseLocations, **overrides: Any) -> Warehouse:
@@ -75,6 +79,9 @@ class Warehouse:
             for name in ("memory_limit", "temp_directory", "threads", "lock_timeout")
             if hasattr(settings, f"duckdb_{name}")
         }
+        mirror = getattr(settings, "iceberg_location", None)
+        if mirror is not None:
+            options["table_mirror"] = IcebergMirror(mirror)
         options.update(overrides)
         return cls(settings.warehouse_path, settings.lake_location, **options)
 

@@ -3,7 +3,8 @@
 Order of checks: credential (401) before anything is read, then content type (415), size (413) and
 payload (400). Every authenticated delivery ends in the inbox -- accepted ones as events, rejected ones
 raw in the quarantine with the reason -- and 2xx/4xx is answered only once that write is on disk. If the
-write fails the answer is 500, so the platform retries."""
+write fails the answer is 500, so the platform retries; that is the only 5xx: a body that breaks the judging
+itself is refused with a 400 too (a retry would break it again)."""
 
 from __future__ import annotations
 
@@ -78,6 +79,11 @@ class CertificateReceiver:
         except PayloadError as exc:
             rejected = Rejected(received_at, source, content_type, 400, f"invalid payload: {exc}", body)
             return await self._reject(rejected, "invalid_payload", field=exc.field)
+        except Exception as exc:  # noqa: BLE001 - a body that breaks the judging would break it on every retry
+            log.exception("webhook body from source %r could not be judged; refused (400) and kept raw", source)
+            reason = f"invalid payload: it could not be judged ({type(exc).__name__}: {str(exc)[:200]})"
+            rejected = Rejected(received_at, source, content_type, 400, reason, body)
+            return await self._reject(rejected, "invalid_payload", field="body")
         return await self._store(delivery)
 
     def _unauthorized(self, request: Request, refusal: str) -> Response:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pipeline.warehouse.status import StreamStatus, TableRows
 from pipeline.warehouse.tabledef import SCHEMA
+from pipeline.webhooks.dead_letters import count_dead_letters
 from pipeline.webhooks.inbox import Inbox
 from pipeline.webhooks.stream import inbox_stream
 
@@ -34,7 +35,8 @@ def inbox_status(inbox_path: Path, statuses: list[StreamStatus], table_rows: Tab
     stream = next((s for s in statuses if inbox_id and s.stream == inbox_stream(inbox_id)), None)
     position = stream.position or 0 if stream else 0
     first = next(inbox.read_events(after_sequence=position, limit=1), None)
-    quarantined = {"inbox": inbox.count_quarantined()}
+    # rejected deliveries (answered 4xx), and stored events the loader could not turn into rows (dead letters)
+    quarantined = {"inbox": inbox.count_quarantined(), "dead letters": count_dead_letters(inbox)}
     for table, rows in table_rows.rows.items():  # a warehouse table of rejected deliveries, where one is kept
         if "inbox" in table and "quarantine" in table:
             quarantined[f"{SCHEMA}.{table}"] = rows

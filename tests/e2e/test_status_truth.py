@@ -45,7 +45,7 @@ def test_status_shows_a_failed_run_and_exits_non_zero(tmp_path):
             assert code == 0, output
             for stream in ("active_lessons", "answers", "categories", "certificates", "groups", "lessons"):
                 assert "succeeded" in line_of(output, stream) and "fresh" in line_of(output, stream), output
-            assert "certificate inbox" in output and "rejected deliveries" in output
+            assert "certificate inbox" in output and "quarantined: inbox 0, dead letters 0" in output
 
             stack.env.update({"LESSONSYNC_RETRY_BUDGET": "1", "LESSONSYNC_RETRY_MAX_WAIT": "0.2"})
             stack.sim.set_faults("outage_s=3600")
@@ -69,7 +69,7 @@ def test_status_shows_a_failed_run_and_exits_non_zero(tmp_path):
         assert streams["categories"]["last_run"]["run_id"] == failed.run_id
         assert "503" in streams["categories"]["last_run"]["error"]
         assert streams["groups"]["rows"]["users"] > 0 and streams["groups"]["ok"] is True
-        assert report["inbox"]["depth"] == 0 and report["inbox"]["quarantined"]["inbox"] == 0
+        assert report["inbox"]["depth"] == 0 and report["inbox"]["quarantined"] == {"inbox": 0, "dead letters": 0}
 
         code, output = status(stack, LESSONSYNC_FRESHNESS_HOURS="0.0001")
         assert code == 1 and "STALE" in line_of(output, "lessons"), output

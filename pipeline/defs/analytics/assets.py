@@ -43,8 +43,10 @@ from pipeline.analytics.dagster_specs import (
     materialization,
 )
 from pipeline.analytics.errors import ModelError
+from pipeline.analytics.lineage import MODEL_SCHEMA
 from pipeline.analytics.models import AnalyticsProject, load_project
 from pipeline.analytics.publish import publish
+from pipeline.analytics.sql import relation
 from pipeline.defs.analytics.checks import PUBLISHED_KEY, published_files_check
 from pipeline.defs.policy import POOL
 from pipeline.defs.resources import WarehouseResource
@@ -142,6 +144,11 @@ def _models_asset(project: AnalyticsProject, default_as_of: str | None) -> Asset
     return analytics_models
 
 
+def mart_relations(project: AnalyticsProject) -> dict[str, str]:
+    """Each published mart and the warehouse relation that holds it (what the Iceberg mirror copies)."""
+    return {m.name: relation(MODEL_SCHEMA, m.name) for m in project.marts}
+
+
 def _published_asset(project: AnalyticsProject) -> AssetsDefinition:
     @asset(
         key=PUBLISHED_KEY,
@@ -154,13 +161,17 @@ def _published_asset(project: AnalyticsProject) -> AssetsDefinition:
         "swapped atomically; open it read-only) and `data/marts/<mart>.parquet`.",
     )
     def analytics_published(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult[Any]:
+        mirror = warehouse.warehouse().table_mirror
         with warehouse.connect() as conn:
             result = publish(conn, project, Path(warehouse.data_dir))
+            mirrored = mirror.sync_marts(conn, mart_relations(project)) if mirror is not None else []
         context.log.info(
             f"published {len(result.rows)} tables and {len(result.parquet)} marts in {result.seconds:.2f}s"
         )
+        iceberg = {"iceberg_marts_written": sum(m.rewritten for m in mirrored)} if mirror is not None else {}
         return MaterializeResult(
             metadata={
+                **iceberg,
                 "snapshot": MetadataValue.path(str(result.snapshot)),
                 "snapshot_bytes": result.snapshot.stat().st_size,
                 "marts": MetadataValue.json({m: str(p) for m, p in result.parquet.items()}),

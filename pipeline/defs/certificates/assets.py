@@ -53,6 +53,8 @@ def certificates(
         stats = load_certificate_events(wh, inbox.inbox(), run_id=context.run.run_id)
         row_counts = table_rows(wh)
     context.log.info(_summary(stats))
+    for line in quarantine_warnings(stats):
+        context.log.warning(line)
     for key in (EVENTS_KEY, CERTIFICATES_KEY):
         yield MaterializeResult(
             asset_key=key, metadata={**_metadata(stats), "dagster/row_count": row_counts[key.path[-1]]}
@@ -70,7 +72,26 @@ def _metadata(stats: LoadStats) -> Metadata:
         "hwm_after": stats.hwm_after,
         "inbox_id": stats.inbox_id or "(no inbox yet)",
         "transactions": stats.transactions,
+        "quarantined": stats.quarantined,
+        "quarantined_in_inbox": stats.quarantined_pending,
     }
+
+
+MAX_WARNED = 10
+
+
+def quarantine_warnings(stats: LoadStats) -> list[str]:
+    """One warning per event this load set aside (the first MAX_WARNED), and one for those still waiting."""
+    lines = [f"certificates: quarantined {letter.describe()}" for letter in stats.dead_letters[:MAX_WARNED]]
+    if stats.quarantined > MAX_WARNED:
+        lines.append(f"certificates: and {stats.quarantined - MAX_WARNED} more events quarantined")
+    if stats.quarantined_pending:
+        lines.append(
+            f"certificates: {stats.quarantined_pending} inbox event(s) in quarantine, not loaded; "
+            "`lessonsync inbox list` shows them, `lessonsync inbox replay SEQ` loads one once fixed, "
+            "`lessonsync inbox discard SEQ` drops one"
+        )
+    return lines
 
 
 def _summary(stats: LoadStats) -> str:
