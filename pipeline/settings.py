@@ -109,6 +109,11 @@ class Settings(BaseSettings):
     models_dir: Path | None = Field(
         None, description="Directory of the SQL models (staging/ and marts/); default: dbt_like_sql/ of the project."
     )
+    models_runner: Literal["lessonsync", "dbt"] = Field(
+        "lessonsync",
+        description="What builds the SQL models: LessonSync's own runner, or dbt through dagster-dbt (the `dbt` "
+        "extra; docs/dbt.md).",
+    )
     analytics_as_of: str | None = Field(
         None,
         description="Reference instant of the marts' time-relative figures (ISO 8601 with offset); default: "

@@ -28,6 +28,8 @@ EXAMPLES = {
     "log_level": ("WARNING", "WARNING"),
     "duckdb_memory_limit": ("1GB", "1GB"),
     "analytics_as_of": ("2026-01-31T00:00:00Z", "2026-01-31T00:00:00Z"),
+    "models_runner": ("dbt", "dbt"),
+    "table_format": ("none", "none"),
     "nightly_cron": ("0 5 * * *", "0 5 * * *"),
     "lake_url": ("s3://lessonsync-lake/prod", "s3://lessonsync-lake/prod"),
 }

@@ -98,9 +98,15 @@ def build_analytics(settings: Settings) -> Analytics:
     project = load_project(settings.models_dir)
     if "published" in project.models:
         raise ModelError(f"{project.models['published'].sql_path}: the model name 'published' is reserved; rename it")
+    if settings.models_runner == "dbt":
+        from pipeline.defs.analytics.dbt_runner import dbt_models_asset  # the `dbt` extra, imported only when used
+
+        models = dbt_models_asset(project, settings.data_dir / "dbt_target", settings.analytics_as_of)
+    else:
+        models = _models_asset(project, settings.analytics_as_of)
     return Analytics(
         project,
-        _models_asset(project, settings.analytics_as_of),
+        models,
         _published_asset(project),
         published_files_check(project),
     )
@@ -150,8 +156,9 @@ def _published_asset(project: AnalyticsProject) -> AssetsDefinition:
         group_name=GROUP,
         kinds={"duckdb", "parquet"},
         pool=POOL,
-        description="What analysts query while syncs run: data/analytics.duckdb (a copy of every published model, "
-        "swapped atomically; open it read-only) and data/marts/<mart>.parquet.",
+        # Markdown in the UI: a path is code, or its `<mart>` would be taken for an HTML tag and vanish.
+        description="What analysts query while syncs run: `data/analytics.duckdb` (a copy of every published model, "
+        "swapped atomically; open it read-only) and `data/marts/<mart>.parquet`.",
     )
     def analytics_published(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult[Any]:
         mirror = warehouse.warehouse().table_mirror
