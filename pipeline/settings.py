@@ -204,7 +204,7 @@ class Settings(BaseSettings):
     @field_validator("nightly_cron")
     @classmethod
     def _cron(cls, value: str) -> str:
-        from croniter import croniter  # type: ignore[import-untyped]  # Dagster's own cron parser; no stubs
+        from croniter import croniter  # type: ignore[import-untyped]  # no stubs
 
         if not croniter.is_valid(value) or len(value.split()) != 5:
             raise ValueError(f"{value!r} is not a cron expression of 5 fields (minute hour day month weekday)")
