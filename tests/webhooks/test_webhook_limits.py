@@ -106,7 +106,7 @@ def test_a_head_that_never_completes_gets_408(limited: RunningReceiver) -> None:
         answer = _read_all(sock)
         waited = time.monotonic() - started
     assert _status(answer) == 408
-    assert FAST["header_timeout"] <= waited < FAST["header_timeout"] + 2
+    assert FAST["header_timeout"] - 0.05 <= waited < FAST["header_timeout"] + 2  # the two clocks start apart
 
 
 def test_a_content_length_that_never_arrives_gets_408(
