@@ -12,11 +12,9 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from pipeline.warehouse.connection import AUTO_MEMORY_LIMIT
-
-# "auto": chosen from the machine when the warehouse is opened (connection.memory_limit_for_machine:
-# docs/warehouse.md, "Locks and limits")
-DEFAULT_MEMORY_LIMIT = AUTO_MEMORY_LIMIT
+# "auto" (pipeline.warehouse.connection.AUTO_MEMORY_LIMIT): chosen from the machine when the warehouse is opened
+# (memory_limit_for_machine there; docs/warehouse.md, "Locks and limits")
+DEFAULT_MEMORY_LIMIT = "auto"
 DEFAULT_APP_SECRET = (
     "lessonsync-demo-secret"  # what the simulator accepts by default (its own constant); not a real credential
 )
