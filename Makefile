@@ -41,6 +41,12 @@ test: bytecode lint
 bench: $(VENV)/.installed-bench bytecode
 	$(BIN)/python -m bench
 
+# Full refresh, backfill and rebuild --into, 5 times each at default settings, each verified exact, with peak RSS
+# (docs/BENCHMARKS.md, "Soak at default settings"); SOAK_SCALE=medium for the larger one. Not part of `make test`.
+.PHONY: soak
+soak: $(VENV)/.installed bytecode
+	$(BIN)/python -m bench.soak --scale $${SOAK_SCALE:-small}
+
 # `dg dev` (webserver + daemon) on this dg project ([tool.dg] in pyproject.toml; `dagster dev -w workspace.yaml`
 # loads the same code location). The Dagster home is the one `lessonsync sync` and the demo record their runs in
 # (DAGSTER_HOME, else the data directory's), so the UI shows them.

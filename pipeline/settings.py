@@ -12,10 +12,9 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-# DuckDB fills whatever limit it has with cached blocks, and the sync's peak RSS follows it. Nothing needs more
-# than this: staging, upserts and link checks work range by range, and a first load of millions of rows is one insert
-# with no sort (docs/warehouse.md, "Locks and limits")
-DEFAULT_MEMORY_LIMIT = "160MiB"
+# "auto" (pipeline.warehouse.connection.AUTO_MEMORY_LIMIT): chosen from the machine when the warehouse is opened
+# (memory_limit_for_machine there; docs/warehouse.md, "Locks and limits")
+DEFAULT_MEMORY_LIMIT = "auto"
 DEFAULT_APP_SECRET = (
     "lessonsync-demo-secret"  # what the simulator accepts by default (its own constant); not a real credential
 )
@@ -84,7 +83,8 @@ class Settings(BaseSettings):
     duckdb_memory_limit: str = Field(
         DEFAULT_MEMORY_LIMIT,
         description="DuckDB memory_limit of every connection (commits, first loads, checks); beyond it work "
-        "spills to the temp directory (docs/warehouse.md).",
+        "spills to the temp directory. 'auto': 128MiB per DuckDB thread, at least 256MiB, at most a quarter of "
+        "the available memory (docs/warehouse.md).",
     )
     duckdb_temp_directory: Path | None = Field(
         None, description="Where DuckDB spills; default: <warehouse file>.tmp next to the warehouse."
@@ -189,6 +189,8 @@ class Settings(BaseSettings):
     @field_validator("duckdb_memory_limit")
     @classmethod
     def _duckdb_memory_size(cls, value: str) -> str:
+        if value.strip().lower() == DEFAULT_MEMORY_LIMIT:
+            return DEFAULT_MEMORY_LIMIT
         problem = duckdb_memory_problem(value.strip())
         if problem:
             raise ValueError(f"{value!r} is not a DuckDB memory size ({problem}); write e.g. 2GB or 512MiB")

@@ -10,6 +10,7 @@ from dataclasses import replace
 import duckdb
 
 from pipeline.warehouse.arrow_types import q, ts_literal
+from pipeline.warehouse.connection import out_of_memory_named
 from pipeline.warehouse.context import CommitContext
 from pipeline.warehouse.deletions import mark_vanished, replace_children
 from pipeline.warehouse.errors import SchemaError
@@ -34,7 +35,13 @@ from pipeline.warehouse.upsert import insert_first_load
 
 
 def apply_load(ctx: CommitContext, plan: LoadPlan) -> LoadOutcome:
-    """Needs the internal tables (state.ensure_state_tables) to exist already."""
+    """Needs the internal tables (state.ensure_state_tables) to exist already. DuckDB running out of memory
+    becomes a MemoryLimitError naming the stream, the load and the setting."""
+    with out_of_memory_named(ctx.conn, f"applying load {plan.seq} of stream {plan.stream}"):
+        return _apply_load(ctx, plan)
+
+
+def _apply_load(ctx: CommitContext, plan: LoadPlan) -> LoadOutcome:
     conn = ctx.conn
     drop_tables(conn, plan.drop_before)  # tables whose rows were written outside the lake: this load holds them
     dropped_only = set(plan.drop_before) - {t.name for t in plan.tables}

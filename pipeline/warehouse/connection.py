@@ -4,6 +4,7 @@ UTC session time zone, and DuckDB's lock errors turned into WarehouseLockedError
 from __future__ import annotations
 
 import logging
+import os
 import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -14,12 +15,11 @@ from typing import Any
 
 import duckdb
 
-from pipeline.warehouse.errors import WarehouseLockedError, WarehouseMissingError
+from pipeline.warehouse.errors import MemoryLimitError, WarehouseLockedError, WarehouseMissingError
 
 _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (?P<exe>.*?) \(PID (?P<pid>\d+)\)")
 _LOCK_POLL_SECONDS = 0.2
 LOCK_REPORT_EVERY_SECONDS = 30.0
-DEFAULT_MEMORY_LIMIT = "160MiB"  # pipeline.settings.DEFAULT_MEMORY_LIMIT: why
 # The storage format a new warehouse file is written in: the analysts' snapshot is a byte copy of it, and DuckDB
 # 1.4 (the oldest the README promises; the DuckDB CLI, DBeaver and BI drivers lag the Python package) cannot open
 # the v2.0.0 format DuckDB 2 writes by default. A file keeps the format it was created with.
@@ -28,16 +28,27 @@ STORAGE_COMPATIBILITY_VERSION = "v1.4.0"
 # seconds; a nightly run waits minutes for it rather than failing (pipeline.settings.Settings.duckdb_lock_timeout).
 DEFAULT_LOCK_TIMEOUT = 600.0
 log = logging.getLogger("lessonsync.warehouse")
+MIB = 1024 * 1024
+AUTO_MEMORY_LIMIT = "auto"  # the default: memory_limit_for_machine()
+# DuckDB 2.0 needs "a minimum of 125 MB of memory per thread" (duckdb.org/docs/2.0/guides/performance/environment)
+MEMORY_PER_THREAD = 128 * MIB
+MEMORY_FLOOR = 256 * MIB  # also holds a stage's temp tables (in memory, uncompressed) beside the statement at work
+AVAILABLE_SHARE = 0.25  # never more than this share of the memory available when the warehouse is opened
+DEFAULT_MEMORY_LIMIT = AUTO_MEMORY_LIMIT  # pipeline.settings.DEFAULT_MEMORY_LIMIT
 
 
 @dataclass(frozen=True)
 class ConnectionSettings:
     """DuckDB limits for every connection to one warehouse file."""
 
-    memory_limit: str = DEFAULT_MEMORY_LIMIT  # DuckDB syntax ("2GB", "512MiB"), every connection's
+    memory_limit: str = AUTO_MEMORY_LIMIT  # DuckDB syntax ("2GB", "512MiB") or "auto", every connection's
     temp_directory: Path | None = None  # None: "<warehouse file>.tmp/" next to the file
     threads: int | None = None  # None: DuckDB's default (all cores)
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT  # seconds to keep retrying while another process holds the file
+
+    def __post_init__(self) -> None:
+        if self.memory_limit.strip().lower() == AUTO_MEMORY_LIMIT:  # resolved once: every connection the same
+            object.__setattr__(self, "memory_limit", memory_limit_for_machine(self.threads))
 
     def duckdb_config(self, path: Path) -> dict[str, str | bool | int | float | list[str]]:
         temp = self.temp_directory or path.with_name(path.name + ".tmp")
@@ -52,6 +63,44 @@ class ConnectionSettings:
         if self.threads is not None:
             config["threads"] = self.threads
         return config
+
+
+def memory_limit_for_machine(threads: int | None = None) -> str:
+    """DuckDB's documented minimum per thread (all cores unless `threads`), at least MEMORY_FLOOR, at most
+    AVAILABLE_SHARE of the available memory unless that is below the floor. A limit DuckDB can work within
+    spills beyond it; more than it needs only fills with cached blocks and raises the process's peak RSS."""
+    wanted = MEMORY_PER_THREAD * (threads or _cores())
+    available = available_memory()
+    if available is not None:
+        wanted = min(wanted, int(available * AVAILABLE_SHARE))
+    return f"{max(MEMORY_FLOOR, wanted) // MIB}MiB"
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))  # what this process may run on (containers, taskset)
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def available_memory() -> int | None:
+    """Bytes the kernel reports available (MemAvailable), lowered to the room left under a cgroup v2 limit;
+    None where neither can be read (not Linux)."""
+    found: list[int] = []
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                found.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        cgroup = Path("/sys/fs/cgroup")
+        limit = (cgroup / "memory.max").read_text().strip()
+        if limit != "max":
+            found.append(int(limit) - int((cgroup / "memory.current").read_text()))
+    except (OSError, ValueError):
+        pass
+    return max(0, min(found)) if found else None
 
 
 def open_connection(path: Path, settings: ConnectionSettings, *, read_only: bool) -> duckdb.DuckDBPyConnection:
@@ -116,6 +165,25 @@ def scalar(
     DuckDB 2 refuses new work on a connection whose last result was left unfinished."""
     rows = conn.execute(query, params if params is not None else []).fetchall()
     return rows[0][0] if rows else None
+
+
+@contextmanager
+def out_of_memory_named(conn: duckdb.DuckDBPyConnection, where: str) -> Iterator[None]:
+    """DuckDB running out of memory within becomes a MemoryLimitError saying `where` ("committing stream
+    answers"), the limit and what to do, in one line instead of DuckDB's generic advice."""
+    try:
+        yield
+    except duckdb.OutOfMemoryException:
+        raise MemoryLimitError(where, memory_limit(conn)) from None
+
+
+def memory_limit(conn: duckdb.DuckDBPyConnection) -> str | None:
+    """The database's memory_limit ("160.0 MiB"), asked on a cursor of its own: `conn`'s transaction may be
+    aborted (by the error being reported); None if it cannot be read."""
+    try:
+        return str(scalar(conn.cursor(), "SELECT current_setting('memory_limit')")).replace(".0 ", "")
+    except duckdb.Error:
+        return None
 
 
 def repeats_any(

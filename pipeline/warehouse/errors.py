@@ -38,3 +38,17 @@ class SchemaError(WarehouseError):
 
 class LakeError(WarehouseError):
     """The Parquet lake is incomplete or inconsistent with the warehouse."""
+
+
+class MemoryLimitError(WarehouseError):
+    """DuckDB ran out of memory within its memory_limit: the work did not fit and could not spill."""
+
+    def __init__(self, where: str, limit: str | None) -> None:
+        self.where = where
+        self.limit = limit
+        within = f"={limit}" if limit else ""
+        super().__init__(
+            f"DuckDB ran out of memory {where} within LESSONSYNC_DUCKDB_MEMORY_LIMIT{within}; nothing of it was "
+            "committed. Raise LESSONSYNC_DUCKDB_MEMORY_LIMIT (e.g. 1GB) or lower LESSONSYNC_DUCKDB_THREADS, then "
+            "run it again."
+        )

@@ -12,6 +12,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+import duckdb
 import pyarrow as pa
 
 from pipeline.contract.tables import TableSpec
@@ -19,7 +20,7 @@ from pipeline.warehouse import hooks
 from pipeline.warehouse.batches import conform_batch
 from pipeline.warehouse.commit import commit_load
 from pipeline.warehouse.content import ContentDigest
-from pipeline.warehouse.errors import WarehouseError
+from pipeline.warehouse.errors import MemoryLimitError, WarehouseError
 from pipeline.warehouse.lake import PartWriter, list_manifests, load_dir
 from pipeline.warehouse.links import ChildLinks
 from pipeline.warehouse.manifest import PartFile, TableLoad
@@ -163,10 +164,13 @@ class Load:
                 drop_before=drop_before,
                 early=early,
             )
-        except BaseException:
+        except BaseException as error:
             if not self._has_manifest():  # once the manifest exists the parts belong to a committed load
                 self._discard()
             self._state = "failed"
+            if isinstance(error, duckdb.OutOfMemoryException):  # outside apply_load: the plan's table changes
+                limit = self.warehouse.connection_settings.memory_limit
+                raise MemoryLimitError(f"committing stream {self.stream}", limit) from None
             raise
         self._state = "committed"
         return result

@@ -77,12 +77,23 @@ def create_stage(
             f"CREATE TEMP TABLE {q(_loaded(stage))} AS {deduped_sql(load, target, duplicates)}", {"files": files}
         )
     loaded = f"temp.{q(_loaded(stage))}"
-    conn.execute(_stage_sql(stage, by_row_id=_few_of_many(conn, stage, loaded)), value_range(conn, loaded, load.key[0]))
+    matched = _matched_sql(stage, by_row_id=_few_of_many(conn, stage, loaded))
+    params = value_range(conn, loaded, load.key[0])
+    if stage.target_was_empty:
+        conn.execute(f"CREATE TEMP TABLE {q(stage.name)} AS {matched}", params)
+    else:
+        # The join and the sort into storage order (fastest in-place updates) are two statements: a sort fed by
+        # a hash join in one statement does not spill and ran out of memory (DuckDB: "if multiple blocking
+        # operators appear in the same query, DuckDB may still throw an out-of-memory exception"); each alone does.
+        conn.execute(f"CREATE TEMP TABLE {q(_matched(stage))} AS {matched}", params)
+        conn.execute(
+            f"CREATE TEMP TABLE {q(stage.name)} AS SELECT * FROM temp.{q(_matched(stage))} ORDER BY _rowid NULLS LAST"
+        )
     drop_stage(conn, stage, keep_stage=True)
     return stage
 
 
-# An incremental load whose rows are at most this share of its table's is staged in two phases (_stage_sql).
+# An incremental load whose rows are at most this share of its table's is staged in two phases (_matched_sql).
 # Below it the two phases are faster; around it both ways cost the same (docs/warehouse.md, "Small loads into big tables").
 FEW_OF_MANY = 0.01
 
@@ -98,6 +109,10 @@ def _few_of_many(conn: duckdb.DuckDBPyConnection, stage: Stage, loaded: str) -> 
 
 def _loaded(stage: Stage) -> str:
     return f"_loaded_{stage.load.name}"
+
+
+def _matched(stage: Stage) -> str:
+    return f"_matched_{stage.load.name}"
 
 
 @contextmanager
@@ -186,38 +201,36 @@ def _ordered_before(columns: tuple[str, ...]) -> str:
     return f"({lower} OR (s.{first} IS NOT DISTINCT FROM t.{first} AND {_ordered_before(rest)}))"
 
 
-def _stage_sql(stage: Stage, *, by_row_id: bool) -> str:
+def _matched_sql(stage: Stage, *, by_row_id: bool) -> str:
+    """The loaded rows, each with its `_change`, the row id of its key's row in the table and the carried
+    columns of that row, in no particular order."""
     load, target = stage.load, stage.target
     table, loaded = table_ref(target.name), f"temp.{q(_loaded(stage))}"
     carried = "".join(f", t.{q(c)} AS {q('_old_' + c)}" for c in stage.carried)
-    in_storage_order = "" if stage.target_was_empty else "ORDER BY _rowid NULLS LAST"  # fastest in-place updates
     # The load's rows are the hash table; the warehouse table is only scanned (the tables have no key index),
     # and only where its first key column lies within the load's range of it: zone maps skip the row groups
     # wholly outside (those of later loads, whose new keys go in sorted; a first load's rows are in no order).
-    # An incremental load's keys are a few spread over the whole range (a 1%-change run's answers: every row
-    # group): the table's rows whose first key column is one of the load's are found first, on that column
-    # alone, so the join compares whole rows only for those (a 1%-change's answers and results at scale large:
-    # 10-25% less). A snapshot holds every key: the filter would keep every row and only cost its probe.
+    # A few rows of a big table (by_row_id) have keys spread over the whole range (a 1%-change run's answers:
+    # every row group): the table's rows whose first key column is one of the load's are found first, on that
+    # column alone. A larger load (a snapshot, a full refresh, a backfill) holds most keys: the filter would keep
+    # nearly every row and add a semi-join whose hash table, beside the join's, did not spill (out of memory at
+    # scale small under 100MiB).
     first = q(load.key[0])
-    among_loaded = f" AND {first} IN (SELECT DISTINCT {first} FROM {loaded})" if load.kind == "incremental" else ""
+    among_loaded = f" AND {first} IN (SELECT DISTINCT {first} FROM {loaded})" if by_row_id else ""
     in_range = f"WHERE {first} BETWEEN $lowest AND $highest{among_loaded}"
     if not by_row_id:
-        return f"""CREATE TEMP TABLE {q(stage.name)} AS
-            SELECT s.*, {_classify(load, target)} AS _change, t._rowid AS _rowid{carried}
+        return f"""SELECT s.*, {_classify(load, target)} AS _change, t._rowid AS _rowid{carried}
             FROM {loaded} AS s LEFT JOIN (SELECT rowid AS _rowid, * FROM {table} {in_range}) AS t
-            ON {join_on(load.key, "s", "t")}
-            {in_storage_order}"""
+            ON {join_on(load.key, "s", "t")}"""
     # Few rows of a big table (FEW_OF_MANY): the scan over the whole range reads the key columns only, to match
     # each loaded row to its row id; the other columns are then read for the matched row ids alone (DuckDB
     # pushes the join's row ids into the scan), not for every row of every row group the scan touched.
     keys = ", ".join(q(k) for k in load.key)
-    return f"""CREATE TEMP TABLE {q(stage.name)} AS
-        WITH matched AS (
+    return f"""WITH matched AS (
             SELECT s.*, t._rowid FROM {loaded} AS s LEFT JOIN (SELECT rowid AS _rowid, {keys} FROM {table} {in_range})
             AS t ON {join_on(load.key, "s", "t")})
         SELECT s.* EXCLUDE (_rowid), {_classify(load, target)} AS _change, s._rowid AS _rowid{carried}
-        FROM matched AS s LEFT JOIN (SELECT rowid AS _target_rowid, * FROM {table}) AS t ON t._target_rowid = s._rowid
-        {in_storage_order}"""
+        FROM matched AS s LEFT JOIN (SELECT rowid AS _target_rowid, * FROM {table}) AS t ON t._target_rowid = s._rowid"""
 
 
 def _classify(load: TableLoad, target: TableDef) -> str:
@@ -287,6 +300,6 @@ def mark_stale_children(conn: duckdb.DuckDBPyConnection, child: Stage, parent: S
 def drop_stage(conn: duckdb.DuckDBPyConnection, stage: Stage, *, keep_stage: bool = False) -> None:
     if stage.inserted_directly:
         return  # no temp table
-    names = (_loaded(stage),) + (() if keep_stage else (stage.name,))
+    names = (_loaded(stage), _matched(stage)) + (() if keep_stage else (stage.name,))
     for name in names:
         conn.execute(f"DROP TABLE IF EXISTS temp.{q(name)}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from warehouse_helpers import ANSWERS, T0, answer, batch
 
 from pipeline.settings import Settings
@@ -47,3 +48,33 @@ def test_the_setting_reaches_the_connections(tmp_path: Path) -> None:
     wh.ensure_tables([ANSWERS])
     with wh.connect(read_only=True) as conn:
         assert _limit(conn) == 100 * MIB
+
+
+def test_the_default_limit_follows_the_machine(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """'auto': DuckDB's minimum per thread, never under the floor, at most a share of the available memory."""
+    from pipeline.warehouse import connection
+
+    monkeypatch.setattr(connection, "available_memory", lambda: 64 * 1024 * MIB)
+    assert connection.memory_limit_for_machine(2) == "256MiB"
+    assert connection.memory_limit_for_machine(16) == "2048MiB"
+    monkeypatch.setattr(connection, "available_memory", lambda: 2 * 1024 * MIB)  # a busy or small machine
+    assert connection.memory_limit_for_machine(16) == "512MiB"
+    monkeypatch.setattr(connection, "available_memory", lambda: 100 * MIB)
+    assert connection.memory_limit_for_machine(16) == "256MiB"  # the floor: below it DuckDB fails instead
+    monkeypatch.setattr(connection, "available_memory", lambda: None)  # not Linux: threads alone
+    wh = Warehouse(Path("/nonexistent/w.duckdb"), Path("/nonexistent/lake"), threads=3)
+    assert wh.connection_settings.memory_limit == "384MiB"
+    assert Settings().duckdb_memory_limit == "auto"
+
+
+def test_running_out_of_memory_names_the_setting_and_the_stream(tmp_path: Path) -> None:
+    from pipeline.warehouse.errors import MemoryLimitError
+
+    wh = Warehouse(tmp_path / "w.duckdb", tmp_path / "lake", memory_limit="1MiB", threads=1)
+    rows = [answer(f"al{i:06d}", f"q{i % 7}") for i in range(60_000)]
+    with pytest.raises(MemoryLimitError) as raised, wh.load("answers", "run-1", T0) as load:
+        load.write(ANSWERS, batch(ANSWERS, rows))
+        load.commit()
+    message = str(raised.value)
+    assert "LESSONSYNC_DUCKDB_MEMORY_LIMIT=1MiB" in message and "stream answers" in message
+    assert "\n" not in message

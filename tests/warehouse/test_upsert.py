@@ -178,14 +178,14 @@ def test_a_small_incremental_load_staged_by_row_id_gives_the_same_tables(
     load into a table with rows, classifies every change (rewrite, update, same, insert, stale, a column carried
     over) as the one-phase staging that built the reference."""
     phases: list[bool] = []
-    one_phase_or_two = staging._stage_sql
+    one_phase_or_two = staging._matched_sql
 
     def recorded(stage: staging.Stage, *, by_row_id: bool) -> str:
         phases.append(by_row_id)
         return one_phase_or_two(stage, by_row_id=by_row_id)
 
     monkeypatch.setattr(staging, "FEW_OF_MANY", 1e9)
-    monkeypatch.setattr(staging, "_stage_sql", recorded)
+    monkeypatch.setattr(staging, "_matched_sql", recorded)
     assert scenario(tmp_path, "product") == reference
     assert phases == [True, True, True]  # the three loads after the first; the first load has no stage
 
