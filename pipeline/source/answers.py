@@ -29,7 +29,7 @@ X (or a stopped simulated clock) from looking like changes. Per-pair requests co
 drift. After `max_passes` passes with drift still present the run is marked complete=False.
 
 Which X lists every version that can shift a page during the pass, whichever clock runs ahead (the
-assumptions A1-A3 of pipeline/defs/windows.py): such a version was not visible at the data time D of the first
+assumptions A1-A3 of pipeline/raw/windows.py): such a version was not visible at the data time D of the first
 listing, so it was stamped after D - L (A2, L the read lag); the newest lastDate N of the plan was listed
 before, so N <= D. Hence X = N - lookback - RESOLUTION lists it as long as L <= lookback (A3), with no
 `Date` header involved. X is also capped by the latest `Date` seen minus 2 s, which alone was the rule

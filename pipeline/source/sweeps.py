@@ -17,7 +17,7 @@ This holds for any fixed order and for out-of-order page fetching. A record that
 or on a platform whose reads lag, a version becoming visible) shifts the slots after it FORWARD: at S|U a
 record is served again, at U|S one is skipped, and from its slot to the unserved end S|U boundaries are at
 least as many as U|S ones, so there too a skip comes with a duplicate (the newcomer itself may be missed:
-its version is the run's to leave to the next window, see pipeline/defs/windows.py). Hashing keys (8 bytes a
+its version is the run's to leave to the next window, see pipeline/raw/windows.py). Hashing keys (8 bytes a
 record) finds the duplicates; none means the pass skipped nothing.
 
 Pages in flight together (paging.record_pages keeps up to READY_PER_SLOT x LESSONSYNC_CONCURRENCY of them ahead
@@ -38,7 +38,7 @@ The remedy: sweep the whole window again (the warehouse keeps the latest version
 later pass only serves newer versions); after `max_passes` the run reports complete=False so the caller
 does not advance its cursor. Records new, changed or becoming visible during the pass may be missed; their
 lastDate is after the data time the sweep started minus the read lag, which the next window still reaches
-(the cursor rule and its proof: pipeline/defs/windows.py). A server that deletes records while we page also
+(the cursor rule and its proof: pipeline/raw/windows.py). A server that deletes records while we page also
 shifts records back, invisibly: the spec has no deletions of active lessons; for snapshots, the warehouse
 should mark vanished rows deleted only after a complete run.
 """

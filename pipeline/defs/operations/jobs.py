@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from dagster import AssetSelection, define_asset_job
 
-from pipeline.defs.loading import FULL_REFRESH_TAG
-from pipeline.defs.policy import CURSOR_WINDOW, WRITES_WAREHOUSE
+from pipeline.defs.policy import CURSOR_WINDOW, FULL_REFRESH_TAG, WRITES_WAREHOUSE
 
 SYNC_SELECTION = AssetSelection.all()
 

@@ -20,7 +20,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from dagster import BetaWarning, ConfigurableResource, Failure
 from pydantic import Field
 
-from pipeline.defs.windows import Window, partition_window
+from pipeline.raw.windows import Window, partition_window
 
 # `--select group:...` resolves through AssetSelection.groups, whose `include_sources` parameter is beta; Dagster's
 # notice about it opened every `lessonsync` command and `make demo`.
