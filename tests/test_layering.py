@@ -21,7 +21,7 @@ print(" ".join(sorted(name for name in sys.modules if name.startswith(("pipeline
         "pipeline.contract.streams",
         "pipeline.warehouse",
         "pipeline.webhooks",
-        "pipeline.defs.windows",
+        "pipeline.raw.windows",
         "pipeline.docs",
     ],
 )

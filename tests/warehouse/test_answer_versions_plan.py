@@ -9,8 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.contract.tables import TABLES
-from pipeline.defs.progress.answer_versions import VERSIONS, spill_window_active_lessons, versions_of, window_query
-from pipeline.defs.windows import Window
+from pipeline.raw.answer_versions import VERSIONS, spill_window_active_lessons, versions_of, window_query
+from pipeline.raw.windows import Window
 from pipeline.source.answers import plan_answer_requests
 from pipeline.warehouse import Load, Warehouse
 
