@@ -5,7 +5,6 @@ fetch ends, and the answers planned the moment the active-lessons listing ends (
 
 from __future__ import annotations
 
-import gc
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -15,7 +14,7 @@ from datetime import datetime
 
 from pipeline.contract.streams import SNAPSHOT_STREAMS
 from pipeline.contract.tables import TABLES, TableSpec
-from pipeline.memory import keep_pandas_out, tune_process_memory
+from pipeline.memory import sync_process_memory
 from pipeline.raw.answer_versions import VERSIONS
 from pipeline.raw.answers import AnswersPlan, plan_answers
 from pipeline.raw.commit import Log, StreamLoad, begin_early_insert, commit_fetched
@@ -76,7 +75,6 @@ class RawSync:
         self._woken = threading.Event()
         self._answers: AnswersPlan | None = None
         self._decode_held = False
-        self._client: PlatformClient | None = None
         self._wants_answers = False
 
     def run(self, streams: Iterable[str]) -> Iterator[StreamLoad]:
@@ -87,20 +85,15 @@ class RawSync:
         if not wanted:
             return
         self._wants_answers = "answers" in wanted
-        tune_process_memory()  # glibc malloc options, before the fetch threads start (pipeline/memory.py)
-        keep_pandas_out()
-        # What exists now (imports, definitions, the orchestrator) is left out of the run's collections: each full
-        # one would walk a million objects with the GIL held, stalling the client's event loop.
-        gc.freeze()
-        client = self._client = PlatformClient(self.settings, page_cache=self.settings.page_cache_dir)
-        client.open()
-        try:
-            self._start(client, wanted)
-            yield from self._commits(client)
-        finally:
-            self._stop_pending()
-            client.close()
-            gc.unfreeze()
+        with sync_process_memory():  # before the fetch threads start (pipeline/memory.py)
+            client = PlatformClient(self.settings, page_cache=self.settings.page_cache_dir)
+            client.open()
+            try:
+                self._start(client, wanted)
+                yield from self._commits(client)
+            finally:
+                self._stop_pending()
+                client.close()
 
     def drop(self, stream: str, reason: str) -> None:
         """`stream` will not commit in this run: its fetch, if started, is cancelled and its parts discarded."""
@@ -170,6 +163,9 @@ class RawSync:
             try:
                 with ExitStack() as holding:
                     early = None
+                    if stream == "answers" and self._decode_held:  # nothing else commits beside them any more
+                        client.hold_decode_workers(False)
+                        self._decode_held = False
                     if stream == "answers" and not fetch.ended:  # the last fetch of the run: nothing else commits now
                         early = begin_early_insert(self.log, self.warehouse, fetch, self._early_tables(), holding)
                     try:
@@ -201,11 +197,7 @@ class RawSync:
             if ended:
                 return min(ended, key=lambda s: (s != "active_lessons", s != "answers", s))
             if len(self._pending) == 1:
-                stream = next(iter(self._pending))
-                if stream == "answers" and self._decode_held and self._client is not None:
-                    self._client.hold_decode_workers(False)  # nothing else commits beside it now
-                    self._decode_held = False
-                return stream
+                return next(iter(self._pending))
             if not self._woken.wait(PROGRESS_EVERY_S):
                 for fetch in self._pending.values():
                     self._report_progress(fetch)

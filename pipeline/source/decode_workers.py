@@ -32,9 +32,9 @@ quarantine row and retry is raised and recorded by the same code with the same m
   records or more on average (answers.py: while it reads the drift check's first listing), else with the first
   large page; a run with only small pages never starts a process. (A large 1%-change plans 10,000 active lessons
   in pages of ~7: its worker imported for 0.34-0.37 s and decoded no page.)
-- not while held (`hold`): the answers fetched ahead of their step run beside the run's other commits, and a
+- not while held (`hold`): the answers fetched while the run's other streams commit run beside those commits, and a
   worker's ~130 MiB on top of those commits was the large full sync's peak (process tree 597-605 MiB); their
-  pages are decoded here until the answers step lifts the hold, and a start asked for meanwhile happens then.
+  pages are decoded here until the runner lifts the hold (pipeline/raw/runner.py), and a start asked for meanwhile happens then.
 A worker that dies or fails turns the offload off for the rest of the client's life (logged once); the pages go
 on being decoded here. The workers exit when the answers run ends (answers.py, `release`: the commit after it
 does not need them) or the client closes; if this process is killed, they see their pipe close and exit.

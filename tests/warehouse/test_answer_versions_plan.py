@@ -111,7 +111,7 @@ def _rows(plan: pa.Table) -> list[tuple[object, ...]]:
 
 
 def test_the_plan_made_from_an_uncommitted_load_is_the_plan_after_its_commit(wh: Warehouse):
-    """The answers are planned from the active-lessons load before it commits (answers_ahead.py): the
+    """The answers are planned from the active-lessons load before it commits (pipeline/raw/runner.py): the
     committed rows and the load's together, a key's newest lastDate winning (a key twice in the load: page
     drift), must give the plan the committed warehouse gives, in every window."""
     wh.ensure_tables([*TABLES.values(), VERSIONS])
