@@ -177,7 +177,7 @@ class RawSync:
             except Exception as error:  # the other streams still commit; the run fails at the end
                 self.log.warning(f"{stream}: failed ({type(error).__name__}: {error}); no row of it committed")
                 failures.append(error)
-                if stream == "active_lessons" and "answers" not in self._dropped:
+                if stream == "active_lessons" and self._wants_answers and "answers" not in self._dropped:
                     self.drop("answers", "the active lessons they are planned from did not commit")
                 continue
             finally:
