@@ -166,7 +166,7 @@ class RawSync:
                     if stream == "answers" and self._decode_held:  # nothing else commits beside them any more
                         client.hold_decode_workers(False)
                         self._decode_held = False
-                    if stream == "answers" and not fetch.ended:  # the last fetch of the run: nothing else commits now
+                    if stream == "answers" and not fetch.ended:  # nothing else commits until they have
                         early = begin_early_insert(self.log, self.warehouse, fetch, self._early_tables(), holding)
                     try:
                         fetched = fetch.wait(self._report_progress, PROGRESS_EVERY_S)
@@ -188,14 +188,17 @@ class RawSync:
             raise failures[0]
 
     def _next_ended(self) -> str:
-        """The stream to commit next: one whose fetch has ended (the active lessons first, the critical path), else,
-        when a single fetch remains, that one (waited for with its progress reported); meanwhile, progress every
-        PROGRESS_EVERY_S."""
+        """The stream to commit next: one whose fetch has ended (the active lessons first, the critical path); else
+        the answers, the longest fetch, waited for with their decode workers on and their first load inserted while
+        fetched, the snapshots still fetching meanwhile and committed after them; else, when a single fetch remains,
+        that one. While none is ready, progress every PROGRESS_EVERY_S."""
         while True:
             self._woken.clear()
             ended = [stream for stream, fetch in self._pending.items() if fetch.ended]
             if ended:
                 return min(ended, key=lambda s: (s != "active_lessons", s != "answers", s))
+            if "answers" in self._pending:
+                return "answers"
             if len(self._pending) == 1:
                 return next(iter(self._pending))
             if not self._woken.wait(PROGRESS_EVERY_S):
