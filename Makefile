@@ -1,22 +1,21 @@
 # Each target bootstraps .venv from pyproject.toml on a fresh machine (Python 3.11, git, make).
 # Bytecode is compiled at install (site-packages) and before each target (our own packages): where
-# PYTHONDONTWRITEBYTECODE is set (it is on our build machine), no process ever caches it, and every test
-# subprocess, Dagster run worker and CLI call compiled ~14,000 files again (5.1 s to import the definitions
-# instead of 2.4 s). `compileall` rewrites only what changed.
+# PYTHONDONTWRITEBYTECODE is set, no process caches it, and every test subprocess, Dagster run worker and CLI
+# call would compile its imports again (docs/BENCHMARKS.md). `compileall` rewrites only what changed.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench dev clean bytecode
+.PHONY: demo test lint bench dev clean bytecode
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml setup.py simulator/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet uv
-	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e '.[dev,simulator]' || $(BIN)/python -m pip install --quiet -e '.[dev,simulator]'
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e ./simulator -e '.[dev,simulator,dg]' || $(BIN)/python -m pip install --quiet -e ./simulator -e '.[dev,simulator,dg]'
 	touch $@
 
 $(VENV)/.installed-bench: $(VENV)/.installed
-	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e '.[dev,simulator,bench]' || $(BIN)/python -m pip install --quiet -e '.[dev,simulator,bench]'
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e ./simulator -e '.[dev,simulator,dg,bench]' || $(BIN)/python -m pip install --quiet -e ./simulator -e '.[dev,simulator,dg,bench]'
 	touch $@
 
 # Our own packages' bytecode (site-packages' is compiled at install); instant when nothing changed.
@@ -26,20 +25,28 @@ bytecode: $(VENV)/.installed
 demo: bytecode
 	$(BIN)/lessonsync demo
 
-# The import contracts ([tool.importlinter] in pyproject.toml) first: a layering break fails in seconds, before the suite.
-test: bytecode
+# The hygiene gates, each in seconds: formatting and lint (ruff), types (mypy over pipeline/, [tool.mypy]) and the
+# SQL models' style (sqlfluff, .sqlfluff).
+lint: bytecode
+	$(BIN)/ruff format --check pipeline simulator bench tests
+	$(BIN)/ruff check pipeline simulator bench tests
+	$(BIN)/mypy
+	$(BIN)/sqlfluff lint dbt_like_sql --processes 1
+
+# The gates and the import contracts ([tool.importlinter] in pyproject.toml) first: they fail in seconds, before the suite.
+test: bytecode lint
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -n 3 --maxschedchunk 2
 
 bench: $(VENV)/.installed-bench bytecode
 	$(BIN)/python -m bench
 
-# `dagster dev` (webserver + daemon) still works in Dagster 1.13; its "use dg dev" notice is silenced (see README).
-# The Dagster home is the one `lessonsync sync` and the demo record their runs in (DAGSTER_HOME, else the data
-# directory's), so the UI shows them.
+# `dg dev` (webserver + daemon) on this dg project ([tool.dg] in pyproject.toml; `dagster dev -w workspace.yaml`
+# loads the same code location). The Dagster home is the one `lessonsync sync` and the demo record their runs in
+# (DAGSTER_HOME, else the data directory's), so the UI shows them.
 dev: bytecode
 	home="$$($(BIN)/python -m pipeline.instance)" && DAGSTER_HOME="$$home" \
-	  PYTHONWARNINGS='ignore:Function `dev_command` is superseded' $(BIN)/dagster dev -w workspace.yaml
+	  VIRTUAL_ENV="$(CURDIR)/$(VENV)" PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dg dev
 
 clean:
 	rm -rf $(VENV) data/warehouse.duckdb data/lake data/inbox.sqlite3* data/analytics.duckdb data/marts

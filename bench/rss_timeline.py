@@ -237,7 +237,7 @@ class _Probe:
     def __init__(self, path: str) -> None:
         import tracemalloc
 
-        self.out = open(path, "w")
+        self.out = open(path, "w")  # noqa: SIM115 - written for the whole run, closed by close()
         self.frames = int(os.environ.get("LESSONSYNC_BENCH_PROBE_FRAMES", "12"))
         if os.environ.get("LESSONSYNC_BENCH_PROBE_TRACE", "1") == "1" and not tracemalloc.is_tracing():
             tracemalloc.start(self.frames)

@@ -2,12 +2,11 @@
 `sync_process_memory` in the run's own process, before its fetch threads start: under `dagster dev` or the daemon
 that is the run worker the launcher started, for `lessonsync sync` the CLI's process).
 
-Measured with bench/rss_timeline.py (docs/BENCHMARKS.md, "Session 7"): at a commit's peak DuckDB's own
-allocator holds its memory_limit and the rest is the process: the imports, glibc's heap and what the fetch left
-behind. glibc gives every thread that allocates an arena of its own (up to 8 per core) and raises its mmap
-threshold after the first large free, so later page-sized buffers land in the heaps and stay there.
-`M_ARENA_MAX` 2 and a fixed `M_MMAP_THRESHOLD` (which also fixes the trim threshold) keep the free space small
-(~45 -> ~8 MiB at a medium full sync's commit) and let big buffers go back to the OS when freed.
+At a commit's peak DuckDB's own allocator holds its memory_limit and the rest is the process: the imports,
+glibc's heap and what the fetch left behind (bench/rss_timeline.py shows which). glibc gives every thread that
+allocates an arena of its own (up to 8 per core) and raises its mmap threshold after the first large free, so
+later page-sized buffers land in the heaps and stay there. `M_ARENA_MAX` 2 and a fixed `M_MMAP_THRESHOLD` (which
+also fixes the trim threshold) keep the free space small and let big buffers go back to the OS when freed.
 
 The `MALLOC_ARENA_MAX` / `MALLOC_MMAP_THRESHOLD_` environment variables would have to be set before the process
 starts (the daemon's, the code server's, every launcher's environment); mallopt works wherever the run executes.
@@ -16,16 +15,10 @@ starts (the daemon's, the code server's, every launcher's environment); mallopt 
 Arrow's pool is left as the wheel has it (mimalloc): `pa.set_memory_pool` changes only the pool pyarrow's Python
 calls use, while the Parquet writer keeps C++'s default, so switching at run time would split Arrow's memory
 over two allocators and leave the `release_unused()` calls of the writers releasing the wrong one. Only
-`ARROW_DEFAULT_MEMORY_POOL=system` in the process's environment moves all of it (measured: medium full 695 ->
-660 MiB); a deployment may set it. How mimalloc returns memory is set where pyarrow has not loaded yet, in
-`pipeline/__init__.py`.
+`ARROW_DEFAULT_MEMORY_POOL=system` in the process's environment moves all of it; a deployment may set it. How
+mimalloc returns memory is set where pyarrow has not loaded yet, in `pipeline/__init__.py`.
 
-pandas stays out (`keep_pandas_out`): pyarrow's first conversion of a Python list (`pa.array`) asks whether pandas
-is importable, to tell whether the list is a pandas object, and imports it to find out: ~1.4 s of CPU and ~33 MiB
-in a fresh process, on whichever thread converts first (in a sync, the client's event loop, stalling every request
-in flight), for nothing a sync or a decode worker uses. pyarrow asks once per process: told "no", it converts lists
-without asking again. What does need pandas still gets it: pyarrow imports it on demand for a pandas call
-(`to_pandas()`, `from_pandas()`), and an `import pandas` works as always.
+pandas stays out of a sync process and its decode workers (`keep_pandas_out`).
 """
 
 from __future__ import annotations
@@ -36,7 +29,7 @@ import gc
 import importlib.abc
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -73,7 +66,7 @@ def tune_process_memory() -> bool:
     return _tuned
 
 
-def _mallopt():  # type: ignore[no-untyped-def]
+def _mallopt() -> Callable[[int, int], int] | None:
     try:
         mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
     except (OSError, AttributeError):  # not glibc (musl, macOS): their defaults stay
@@ -95,7 +88,14 @@ class _PandasHiddenFromThisThread(importlib.abc.MetaPathFinder):
 
 
 def keep_pandas_out() -> None:
-    """pyarrow told, once per process, that pandas is absent (module docstring); nothing if pandas is loaded."""
+    """pyarrow told, once per process, that pandas is absent; nothing if pandas is loaded.
+
+    pyarrow's first conversion of a Python list (`pa.array`) asks whether pandas is importable, to tell whether the
+    list is a pandas object, and imports it to find out: over a second of CPU and tens of MiB, on whichever thread
+    converts first (in a sync, the client's event loop, stalling every request in flight), for nothing a sync or a
+    decode worker uses. pyarrow asks once per process: told "no", it converts lists without asking again. What
+    does need pandas still gets it: pyarrow imports it on demand for a pandas call (`to_pandas()`,
+    `from_pandas()`), and an `import pandas` works as always."""
     if "pandas" in sys.modules:
         return
     import pyarrow as pa

@@ -1,12 +1,15 @@
-"""Settings read from the environment (prefix `LESSONSYNC_`) or a `.env` file; see README "Settings"."""
+"""Settings read from the environment (prefix `LESSONSYNC_`) or a `.env` file; see docs/settings.md."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+import tempfile
+from datetime import datetime, timedelta
+from functools import lru_cache
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # DuckDB fills whatever limit it has with cached blocks, and the sync's peak RSS follows it. Nothing needs more
@@ -53,15 +56,24 @@ class Settings(BaseSettings):
         "differs from the one whose answers the warehouse holds; 'window' asks for every active lesson of the "
         "window. Full refreshes and backfills always refetch their whole window.",
     )
-    request_timeout: float = Field(30.0, gt=0, description="Seconds per HTTP request (connect, read, write).")
+    request_timeout: float = Field(
+        30.0,
+        gt=0,
+        description="Seconds to connect, and to wait for the next bytes of a response; a request as a whole, "
+        "retries included, never outlasts LESSONSYNC_RETRY_BUDGET.",
+    )
     retry_budget: float = Field(
         300.0,
         gt=0,
-        description="Seconds one request keeps retrying (backoff with jitter, Retry-After honoured) "
-        "before the run fails: a platform outage shorter than this is ridden out.",
+        description="Seconds one request may take, all its tries, waits and bodies included (backoff with "
+        "jitter, Retry-After honoured), before the run fails: a platform outage shorter than this is ridden out, "
+        "a platform that drips its answers fails the run within this plus 5 %.",
     )
     max_attempts: int = Field(
         100, ge=1, le=10_000, description="Upper bound on tries per request; the retry budget normally ends first."
+    )
+    max_response_bytes: int = Field(
+        256 << 20, ge=1 << 16, description="Largest response body accepted; a larger one fails the request."
     )
     retry_max_wait: float = Field(60.0, gt=0, description="Cap in seconds on one backoff or Retry-After wait.")
     alert_webhook_url: SecretStr | None = Field(
@@ -79,7 +91,10 @@ class Settings(BaseSettings):
     )
     duckdb_threads: int | None = Field(None, ge=1, description="DuckDB threads; default: all cores.")
     duckdb_lock_timeout: float = Field(
-        10.0, ge=0, description="Seconds to wait for another process to release the warehouse file."
+        600.0,
+        ge=0,
+        description="Seconds to wait for another process (a sync, a rebuild, an analyst's session on "
+        "warehouse.duckdb) to release the warehouse file, logging the holder's PID every 30 s.",
     )
     nightly_cron: str = Field("0 2 * * *", description="Cron of the nightly_sync schedule, in UTC.")
     certificate_sensor_interval: int = Field(
@@ -93,6 +108,11 @@ class Settings(BaseSettings):
     )
     models_dir: Path | None = Field(
         None, description="Directory of the SQL models (staging/ and marts/); default: dbt_like_sql/ of the project."
+    )
+    models_runner: Literal["lessonsync", "dbt"] = Field(
+        "lessonsync",
+        description="What builds the SQL models: LessonSync's own runner, or dbt through dagster-dbt (the `dbt` "
+        "extra; docs/dbt.md).",
     )
     analytics_as_of: str | None = Field(
         None,
@@ -114,6 +134,26 @@ class Settings(BaseSettings):
         None,
         description="postgresql://user:password@host:port/db: the Dagster instance keeps runs, event logs and "
         "schedules in PostgreSQL (dagster-postgres). Unset: SQLite in the Dagster home.",
+    )
+    table_format: Literal["iceberg", "none"] = Field(
+        "iceberg",
+        description="iceberg: every raw table and published mart also kept as an Apache Iceberg table under "
+        "<lake>/iceberg, equal to the warehouse after each commit (docs/warehouse.md); none: no mirror.",
+    )
+    iceberg_catalog_url: SecretStr | None = Field(
+        None,
+        description="The Iceberg SQL catalog (sqlite:///path or postgresql://...). Unset: the Dagster instance's "
+        "PostgreSQL database when LESSONSYNC_DAGSTER_POSTGRES_URL is set, else <data_dir>/iceberg_catalog.sqlite3.",
+    )
+    iceberg_snapshot_retention: timedelta = Field(
+        timedelta(days=7),
+        description="Iceberg snapshots older than this are expired by the lake_maintenance job (time travel "
+        "reaches back this far).",
+    )
+    inbox_url: SecretStr | None = Field(
+        None,
+        description="postgresql://user:password@host:port/db: the certificate inbox lives in PostgreSQL, shared by "
+        "several webhook receivers, the sensor and the load (docs/deploy.md). Unset: <data_dir>/inbox.sqlite3.",
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO",
@@ -138,6 +178,51 @@ class Settings(BaseSettings):
             raise ValueError(f"LESSONSYNC_LAKE_URL {value!r} must look like s3://bucket or s3://bucket/prefix")
         return value
 
+    @field_validator("base_url")
+    @classmethod
+    def _platform_address(cls, value: str) -> str:
+        problem = http_address_problem(value)
+        if problem:
+            raise ValueError(f"{problem}; write the platform's address without /v1, e.g. https://lms.example.com")
+        return value
+
+    @field_validator("duckdb_memory_limit")
+    @classmethod
+    def _duckdb_memory_size(cls, value: str) -> str:
+        problem = duckdb_memory_problem(value.strip())
+        if problem:
+            raise ValueError(f"{value!r} is not a DuckDB memory size ({problem}); write e.g. 2GB or 512MiB")
+        return value.strip()
+
+    @field_validator("data_dir", "duckdb_temp_directory")
+    @classmethod
+    def _writable_directory(cls, value: Path | None) -> Path | None:
+        if value is not None and (problem := unwritable_directory_problem(value)):
+            raise ValueError(problem)
+        return value
+
+    @field_validator("nightly_cron")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        from croniter import croniter  # type: ignore[import-untyped]  # no stubs
+
+        if not croniter.is_valid(value) or len(value.split()) != 5:
+            raise ValueError(f"{value!r} is not a cron expression of 5 fields (minute hour day month weekday)")
+        return value
+
+    @field_validator("analytics_as_of")
+    @classmethod
+    def _as_of(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        try:
+            instant = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise ValueError(f"{value!r} is not an ISO 8601 instant, e.g. 2026-01-31T00:00:00Z") from None
+        if instant.tzinfo is None:
+            raise ValueError(f"{value!r} has no UTC offset; add Z or +hh:mm") from None
+        return value.strip()
+
     @property
     def lake_dir(self) -> Path:
         return self.data_dir / "lake"
@@ -146,6 +231,18 @@ class Settings(BaseSettings):
     def lake_location(self) -> Path | str:
         """Where the lake lives: LESSONSYNC_LAKE_URL, else <data_dir>/lake."""
         return self.lake_url or self.lake_dir
+
+    @property
+    def iceberg_catalog(self) -> str | None:
+        """The Iceberg SQL catalog's URL (None when LESSONSYNC_TABLE_FORMAT=none): LESSONSYNC_ICEBERG_CATALOG_URL,
+        else the Dagster instance's PostgreSQL database, else a SQLite file in the data directory."""
+        if self.table_format == "none":
+            return None
+        if self.iceberg_catalog_url is not None:
+            return self.iceberg_catalog_url.get_secret_value()
+        if self.dagster_postgres_url is not None:
+            return self.dagster_postgres_url.get_secret_value()
+        return f"sqlite:///{(self.data_dir / 'iceberg_catalog.sqlite3').resolve()}"
 
     @property
     def inbox_path(self) -> Path:
@@ -162,6 +259,74 @@ class Settings(BaseSettings):
         return self.data_dir / "dagster_home"
 
 
+class SettingsError(ValueError):
+    """Settings that do not validate: one line, each bad setting named with its problem (never a secret's value)."""
+
+
 def load_settings(**overrides: object) -> Settings:
-    """Settings from the environment, with explicit overrides (used by the CLI and tests)."""
-    return Settings(**overrides)  # type: ignore[arg-type]
+    """Settings from the environment, with explicit overrides (used by the CLI and tests); SettingsError naming
+    every bad setting when some do not validate, before any work starts."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as error:
+        raise SettingsError(settings_problems(error)) from None
+
+
+def settings_problems(error: ValidationError) -> str:
+    """`LESSONSYNC_NAME: problem; ...` from pydantic's errors: the messages only, never the input values
+    (pydantic's own messages do not carry them; ours carry them only for settings that are not secrets)."""
+    problems = []
+    for item in error.errors(include_input=False, include_url=False):
+        name = "LESSONSYNC_" + "_".join(str(part) for part in item["loc"][:1]).upper()
+        message = item["msg"].removeprefix("Value error, ")
+        problems.append(f"{name}: {message}")
+    return "invalid settings: " + "; ".join(problems)
+
+
+def http_address_problem(value: str) -> str | None:
+    """Why `value` is not an absolute http(s) address with a host and no query or fragment; None when it is.
+    The value itself is not repeated (an address may carry credentials)."""
+    text = value.strip()
+    if not text or any(c.isspace() for c in text):
+        return "empty or contains spaces: not an address"
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError as exc:
+        return f"not a valid address ({exc})"
+    if parts.scheme not in ("http", "https"):
+        shown = f"scheme {parts.scheme!r}" if parts.scheme else "no scheme"
+        return f"{shown}: the address must start with http:// or https://"
+    if not parts.hostname:
+        return "no host name"
+    if port == 0:
+        return "port 0"
+    if parts.query or parts.fragment:
+        return "the address cannot carry a query (?...) or fragment (#...)"
+    return None
+
+
+@lru_cache(maxsize=32)
+def duckdb_memory_problem(value: str) -> str | None:
+    """DuckDB's own parser's complaint about `value` as a memory_limit, None when it accepts it."""
+    import duckdb
+
+    try:
+        duckdb.connect(":memory:", config={"memory_limit": value}).close()
+    except duckdb.Error as exc:
+        return str(exc).removeprefix("Parser Error: ").strip()
+    return None
+
+
+def unwritable_directory_problem(path: Path) -> str | None:
+    """Why LessonSync could not create files under `path` (created first when missing), None when it can."""
+    existing = path.absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is not a directory"
+    try:  # a real file, not os.access: root passes every permission check, not a read-only mount's
+        tempfile.TemporaryFile(dir=existing).close()
+    except OSError as exc:
+        return f"cannot create files in {existing} ({exc.strerror or exc})"
+    return None

@@ -1,4 +1,4 @@
-"""The platform simulator is an optional extra (`pip install 'lessonsync[simulator]'`): the product never
+"""The platform simulator is a separate distribution (`lessonsync-simulator`, simulator/ of the repository): the product never
 imports it; the harness that runs against it (the demo, the test stack, `lessonsync simulate`) imports it
 inside `simulator_extra`, so an install without the extra says what to install, not a bare ModuleNotFoundError."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-INSTALL_HINT = "pip install 'lessonsync[simulator]'"
+INSTALL_HINT = "pip install ./simulator (the lessonsync-simulator distribution in LessonSync's repository)"
 # Top-level modules only the extra provides: the simulator package's own web framework, and the package itself.
 EXTRA_MODULES = frozenset({"simulator", "fastapi"})
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from dagster import DagsterInstance
 from pydantic import SecretStr
@@ -63,9 +63,9 @@ def local_stack(
     data_dir: Path,
     *,
     seed: int = 42,
-    scale: str = "tiny",
+    scale: Literal["tiny", "small", "medium", "large"] = "tiny",
     faults: str = "",
-    order: str = "last_date",
+    order: Literal["last_date", "key"] = "last_date",
     page_size: int | None = None,
 ) -> Iterator[Stack]:
     """Start simulator and receiver; `Stack.env` holds the LESSONSYNC_* settings that point at them."""

@@ -13,6 +13,7 @@ from dagster import AssetKey, DagsterInstance, Definitions
 from pipeline.defs.operations.runs.identity import current_process
 from pipeline.defs.operations.runs.pool_wait import PoolWaitTimeout, wait_for_pool
 from pipeline.defs.operations.runs.recovery import recover_dead_runs
+from pipeline.defs.operations.runs.retry_policy import IN_PROCESS_TAG
 from pipeline.defs.policy import POOL
 from pipeline.defs.selection import widen_to_whole_multi_assets
 from pipeline.instance import ensure_dagster_home
@@ -99,12 +100,12 @@ def _execute(
         instance=instance,
         asset_selection=keys,
         run_id=run_id,
-        tags=current_process().tags(run_id),
+        tags={**current_process().tags(run_id), IN_PROCESS_TAG: "true"},
         raise_on_error=False,
     )
     report = SyncReport(success=result.success, run_id=result.run_id)
     for event in result.get_asset_materialization_events():
-        materialization = event.event_specific_data.materialization
+        materialization = event.materialization
         report.materializations[materialization.asset_key.to_user_string()] = {
             name: value.value for name, value in materialization.metadata.items()
         }
@@ -113,7 +114,7 @@ def _execute(
             report.failed_checks.append(f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}")
     if not result.success:
         failure = next((e for e in result.all_events if e.is_step_failure), None)
-        report.error = _root_message(failure.event_specific_data.error) if failure else _run_failure(result)
+        report.error = _root_message(failure.step_failure_data.error) if failure else _run_failure(result)
     return report
 
 
@@ -128,8 +129,8 @@ def _root_message(error: Any) -> str:
     """The message of the exception that started it all, not Dagster's 'error occurred in op' wrapper."""
     while getattr(error, "cause", None) is not None:
         error = error.cause
-    return error.message.strip()
+    return str(error.message).strip()
 
 
-def _selected_keys(defs, select: Sequence[str]) -> list[AssetKey]:
+def _selected_keys(defs: Definitions, select: Sequence[str]) -> list[AssetKey]:
     return widen_to_whole_multi_assets(defs, select).keys

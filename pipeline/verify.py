@@ -49,8 +49,8 @@ class TableDiff:
     table: str
     expected_rows: int = 0
     actual_rows: int = 0
-    missing: list[tuple] = field(default_factory=list)  # keys expected, not in the warehouse
-    unexpected: list[tuple] = field(default_factory=list)  # keys in the warehouse, not expected
+    missing: list[tuple[Any, ...]] = field(default_factory=list)  # keys expected, not in the warehouse
+    unexpected: list[tuple[Any, ...]] = field(default_factory=list)  # keys in the warehouse, not expected
     mismatches: list[str] = field(default_factory=list)  # examples: "key column: warehouse=.. platform=.."
     mismatch_count: int = 0
 
@@ -80,7 +80,7 @@ def _answer_key(a: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _questions(truth: GroundTruth) -> Iterator[tuple[dict, dict]]:
+def _questions(truth: GroundTruth) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
     for lesson in truth.ground_truth("lessons"):
         for n, notion in enumerate(lesson.get("notions") or []):
             for quiz, quizz_field in (("entry", "entryQuizz"), ("exit", "exitQuizz")):
@@ -98,33 +98,35 @@ def _questions(truth: GroundTruth) -> Iterator[tuple[dict, dict]]:
                     yield fixed, {"question": question}
 
 
-def _plain(resource: str, drop: tuple[str, ...] = ()) -> Callable:
-    def rows(truth: GroundTruth) -> Iterator[tuple[dict, dict]]:
+def _plain(
+    resource: str, drop: tuple[str, ...] = ()
+) -> Callable[[GroundTruth], Iterator[tuple[dict[str, Any], dict[str, Any]]]]:
+    def rows(truth: GroundTruth) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
         for record in truth.ground_truth(resource):
             yield {}, {k: v for k, v in record.items() if k not in drop}
 
     return rows
 
 
-def _members(truth: GroundTruth) -> Iterator[tuple[dict, dict]]:
+def _members(truth: GroundTruth) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
     for member in truth.ground_truth("group_members"):
         yield {"group_id": member["groupId"], "user_id": member["id"]}, {}
 
 
-def _registrations(truth: GroundTruth) -> Iterator[tuple[dict, dict]]:
+def _registrations(truth: GroundTruth) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
     for session in truth.ground_truth("lesson_sessions"):
         for registration in session.get("registrations") or []:
             yield {"session_id": session["id"]}, registration
 
 
-def _results(truth: GroundTruth) -> Iterator[tuple[dict, dict]]:
+def _results(truth: GroundTruth) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
     for answer in truth.ground_truth("answers"):
         for index, result in enumerate(answer.get("results") or []):
             yield {**_answer_key(answer), "result_index": index}, result
 
 
 # table -> expected rows as (fixed columns, API object to flatten); questions are flattened under "question_"
-EXPECTED: dict[str, Callable[[GroundTruth], Iterator[tuple[dict, dict]]]] = {
+EXPECTED: dict[str, Callable[[GroundTruth], Iterator[tuple[dict[str, Any], dict[str, Any]]]]] = {
     "active_lessons": _plain("active_lessons"),
     "answers": _plain("answers", drop=("results",)),
     "answer_results": _results,
@@ -147,7 +149,7 @@ def compare_table(conn: duckdb.DuckDBPyConnection, truth: GroundTruth, table: st
     live = "WHERE deleted_at IS NULL" if "deleted_at" in columns else ""
     data_columns = [c for c in columns if c not in LOAD_METADATA and c not in DERIVED.get(table, ())]
     cursor = conn.execute(f"SELECT {', '.join(_q(c) for c in data_columns)} FROM lms.{_q(table)} {live}")
-    actual: dict[tuple, dict[str, Any]] = {}
+    actual: dict[tuple[Any, ...], dict[str, Any]] = {}
     while chunk := cursor.fetchmany(10_000):
         for values in chunk:
             row = dict(zip(data_columns, values, strict=True))
@@ -157,12 +159,12 @@ def compare_table(conn: duckdb.DuckDBPyConnection, truth: GroundTruth, table: st
         expected = _expected_row(table, fixed, api_object, data_columns)
         diff.expected_rows += 1
         row_key = tuple(_normal(expected.get(k)) for k in key)
-        row = actual.pop(row_key, None)
-        if row is None:
+        found = actual.pop(row_key, None)
+        if found is None:
             diff.missing.append(row_key)
             continue
         for column in data_columns:
-            want, got = _normal(expected.get(column)), _normal(row[column])
+            want, got = _normal(expected.get(column)), _normal(found[column])
             if want != got:
                 diff.mismatch_count += 1
                 if len(diff.mismatches) < max_examples:
@@ -177,7 +179,7 @@ def compare_warehouse(
     return [compare_table(conn, truth, table) for table in tables]
 
 
-def _expected_row(table: str, fixed: dict, api_object: dict, columns: list[str]) -> dict[str, Any]:
+def _expected_row(table: str, fixed: dict[str, Any], api_object: dict[str, Any], columns: list[str]) -> dict[str, Any]:
     row: dict[str, Any] = dict(fixed)
     extra: dict[str, Any] = {}
     prefix = "question_" if table == "lesson_questions" else ""

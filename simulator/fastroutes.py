@@ -1,7 +1,7 @@
 """The hot GET listings served without FastAPI's routing and dependency machinery.
 
-py-spy on the simulator showed a small listing request spending most of its ~1.4 ms of CPU in FastAPI and
-Starlette (included-router matching, dependency solving, middleware layers), not in building the page.
+A small listing request spends most of its CPU in FastAPI and Starlette (included-router matching, dependency
+solving, middleware layers), not in building the page.
 These routes are the ones a sync calls thousands of times; PlatformMiddleware serves them here, calling
 the SAME handler code the FastAPI routes call (api_progress._listing, api_directory._members...), after
 the same checks in the same order: the bearer token first (401), then the parameters (400). FastAPI still

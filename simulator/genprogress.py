@@ -73,9 +73,9 @@ def _required_pairs(catalog: Catalog, directory: Directory) -> np.ndarray:
     n_lessons = len(catalog.lesson_ids)
     specials_u = [directory.user_number(u) for u in SPECIAL_USER_IDS]
     specials_l = [catalog.lesson_number(lesson) for lesson in SPECIAL_LESSON_IDS]
-    pairs = {(u, l) for u in specials_u for l in [*specials_l, 0, n_lessons - 1]}
-    pairs |= {(u, l) for l in specials_l for u in range(0, min(len(directory.users), 9))}
-    return np.array(sorted(u * n_lessons + l for u, l in pairs if u is not None and l is not None), dtype=np.int64)
+    pairs = {(u, le) for u in specials_u for le in [*specials_l, 0, n_lessons - 1]}
+    pairs |= {(u, le) for le in specials_l for u in range(0, min(len(directory.users), 9))}
+    return np.array(sorted(u * n_lessons + le for u, le in pairs if u is not None and le is not None), dtype=np.int64)
 
 
 def _unique_pairs(rng: np.random.Generator, n: int, space: int, required: np.ndarray) -> np.ndarray:

@@ -65,7 +65,22 @@ def active_lesson_records(world: World, idx: np.ndarray) -> list[dict[str, Any]]
     )
     owner, titles, lesson_ids = world.owner_id, catalog.lesson_titles, catalog.lesson_ids
     records = []
-    for i, u, l, progress, correct, incorrect, status, score, version, spent, last, begun, threshold, n_exit in columns:
+    for (
+        i,
+        u,
+        le,
+        progress,
+        correct,
+        incorrect,
+        status,
+        score,
+        version,
+        spent,
+        last,
+        begun,
+        threshold,
+        n_exit,
+    ) in columns:
         success = status == SUCCEEDED
         record: dict[str, Any] = {
             "stats": {
@@ -78,12 +93,12 @@ def active_lesson_records(world: World, idx: np.ndarray) -> list[dict[str, Any]]
             "version": version,
             "_ownerId": owner,
             "_userId": users[u]["id"],
-            "_lessonId": lesson_ids[l],
+            "_lessonId": lesson_ids[le],
             "timeSpent": spent,
             "achieved": success,
             "lastDate": last,
             "startDate": begun,
-            "title": titles[l],
+            "title": titles[le],
         }
         if score != NO_SCORE:  # no field is required: never-scored lessons leave these out
             record["score"] = score
@@ -133,7 +148,7 @@ def answer_page_json(
     _, variant = answer_outcomes(seed, al, slot, q)
     catalog, users = world.catalog, world.users
     lessons = store.lesson[idx].tolist()
-    quizzes = [(catalog.entry_questions[l], catalog.exit_questions[l]) for l in lessons]
+    quizzes = [(catalog.entry_questions[le], catalog.exit_questions[le]) for le in lessons]
     heads = _heads(seed, idx, lessons, store.user[idx].tolist(), store.version[idx].tolist(), catalog.lesson_ids, users)
     row_heads = [heads[p][s] for p, s in zip(pos.tolist(), slot.tolist(), strict=False)]
     fragments = [
@@ -170,12 +185,12 @@ def _heads(
 ) -> list[list[bytes]]:
     """Per active lesson and slot: `{"attemptIndex":..,"quizType":..,<ids>,"lessonVersion":..,`."""
     heads = []
-    for i, l, u, v in zip(idx.tolist(), lessons, user_numbers, versions, strict=False):
+    for i, le, u, v in zip(idx.tolist(), lessons, user_numbers, versions, strict=False):
         ids = (
             orjson.dumps(
                 {
                     "_activeLessonId": active_lesson_id(seed, i),
-                    "_lessonId": lesson_ids[l],
+                    "_lessonId": lesson_ids[le],
                     "_userId": users[u]["id"],
                     "lessonVersion": v,
                 }

@@ -3,6 +3,7 @@ synced from it."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,6 +11,10 @@ import pytest
 from stack_helpers import RAW, assert_warehouse_equals_platform
 
 from pipeline.stack import Stack, local_stack
+
+# The Iceberg mirror (on by default) is tested by the tests that turn it on (iceberg_helpers.ICEBERG_ENV): the
+# others leave it off, since each sync's Iceberg commits would add minutes to a suite that must stay under ten.
+os.environ.setdefault("LESSONSYNC_TABLE_FORMAT", "none")
 
 
 @pytest.fixture(scope="session")

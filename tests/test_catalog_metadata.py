@@ -1,5 +1,5 @@
-"""What catalogs read: every raw lms/* asset declares its columns (from the table declarations), DuckDB table
-name and key; the `lessonsync sync` summary lists loads one per line and the models' build apart."""
+"""What catalogs read: every raw lms/* asset declares its columns with their descriptions (from the table
+declarations), DuckDB table name and key; the `lessonsync sync` summary lists loads one per line and the models' build apart."""
 
 from dagster import AssetKey
 
@@ -7,6 +7,7 @@ from pipeline.cli.sync import summary_lines
 from pipeline.contract.tables import TABLES
 from pipeline.defs.code_location import build_definitions
 from pipeline.settings import load_settings
+from pipeline.warehouse.schema import table_def
 
 
 def test_every_raw_asset_declares_its_columns_and_table_name():
@@ -18,9 +19,9 @@ def test_every_raw_asset_declares_its_columns_and_table_name():
         table = key.path[-1]
         assert metadata["dagster/table_name"] == f"lms.{table}"
         columns = [c.name for c in metadata["dagster/column_schema"].columns]
-        if table in TABLES:
-            assert columns == TABLES[table].schema.names, table
-        assert all(c.type for c in metadata["dagster/column_schema"].columns)
+        if table in TABLES:  # the data columns, then the load metadata columns, as the warehouse holds them
+            assert columns == list(table_def(TABLES[table]).column_names), table
+        assert all(c.type and c.description for c in metadata["dagster/column_schema"].columns), table
     assert graph.get(AssetKey(["lms", "answers"])).metadata["primary_key"] == ", ".join(TABLES["answers"].key)
 
 

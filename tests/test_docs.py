@@ -1,3 +1,7 @@
+import ast
+import re
+from pathlib import Path
+
 from pipeline.docs import TARGET, render
 
 
@@ -8,3 +12,58 @@ def test_tables_doc_is_current():
 def test_every_column_is_documented():
     undocumented = [line for line in render().splitlines() if line.startswith("| ") and line.endswith("|  |")]
     assert undocumented == []
+
+
+# Paths named in prose: a repo path under one of these folders, in the README, docs/*.md and pipeline's docstrings.
+REPO = Path(__file__).resolve().parents[1]
+NAMED_PATH = re.compile(r"(?<![\w./-])((?:pipeline|simulator|bench|tests|docs|dbt_like_sql)/[^\s`'\"),;:]*)")
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+PLACEHOLDER = re.compile(r"[<>{}*\[\]]")  # templates such as pipeline/defs/<domain>/ name no single file
+OUTPUTS = ("bench/results/",)  # written by the benchmarks, git-ignored
+
+
+def named_paths(text: str) -> set[str]:
+    found = set()
+    for match in NAMED_PATH.finditer(text):
+        path = match.group(1).rstrip(".")
+        if not PLACEHOLDER.search(path) and not path.startswith(OUTPUTS):
+            found.add(path)
+    return found
+
+
+def docstrings(path: Path) -> str:
+    tree = ast.parse(path.read_text())
+    nodes = [tree, *(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef))]
+    return "\n".join(doc for node in nodes if (doc := ast.get_docstring(node)))
+
+
+def prose() -> dict[str, str]:
+    texts = {
+        str(p.relative_to(REPO)): p.read_text() for p in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    }
+    for source in sorted((REPO / "pipeline").rglob("*.py")):
+        texts[str(source.relative_to(REPO))] = docstrings(source)
+    return texts
+
+
+def test_every_path_named_in_docs_and_docstrings_exists():
+    texts = prose()
+    assert "pipeline/settings.py" in named_paths(texts["docs/settings.md"])  # the paths are found at all
+    missing = [
+        f"{where}: {path}"
+        for where, text in prose().items()
+        for path in sorted(named_paths(text))
+        if not (REPO / path).exists()
+    ]
+    assert missing == []
+
+
+def test_every_relative_link_in_the_docs_resolves():
+    broken = []
+    for doc in [REPO / "README.md", REPO / "CHANGELOG.md", *sorted((REPO / "docs").glob("*.md"))]:
+        for target in LINK.findall(doc.read_text()):
+            if target.startswith(("http://", "https://", "#", "mailto:")):
+                continue
+            if not (doc.parent / target.split("#", 1)[0]).exists():
+                broken.append(f"{doc.relative_to(REPO)}: {target}")
+    assert broken == []

@@ -28,6 +28,8 @@ EXAMPLES = {
     "log_level": ("WARNING", "WARNING"),
     "duckdb_memory_limit": ("1GB", "1GB"),
     "analytics_as_of": ("2026-01-31T00:00:00Z", "2026-01-31T00:00:00Z"),
+    "models_runner": ("dbt", "dbt"),
+    "table_format": ("none", "none"),
     "nightly_cron": ("0 5 * * *", "0 5 * * *"),
     "lake_url": ("s3://lessonsync-lake/prod", "s3://lessonsync-lake/prod"),
 }
@@ -119,4 +121,4 @@ def test_no_module_reads_settings_at_import(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     done = _python("import pipeline.definitions", tmp_path, bad)
     assert done.returncode != 0
-    assert "certificate_sensor_interval" in done.stderr and "freshness_hours" in done.stderr
+    assert "LESSONSYNC_CERTIFICATE_SENSOR_INTERVAL: " in done.stderr and "LESSONSYNC_FRESHNESS_HOURS: " in done.stderr

@@ -1,5 +1,5 @@
 -- Certificates: one row per certificate with its state on the build's reference instant `as_of`
--- (getvariable('as_of'), the build time unless pinned):
+-- (the project variable as_of, the build time unless pinned):
 --   revoked   disabled
 --   expired   not disabled, expires_at <= as_of
 --   active    not disabled, no expiry or expires_at > as_of
@@ -23,16 +23,16 @@ final as (
         expires_at,
         case
             when is_disabled then 'revoked'
-            when expires_at <= getvariable('as_of') then 'expired'
+            when expires_at <= {{ var('as_of') }} then 'expired'
             else 'active'
         end as state,
         coalesce(
             not is_disabled
-            and expires_at > getvariable('as_of')
-            and expires_at <= getvariable('as_of') + interval 30 day,
+            and expires_at > {{ var('as_of') }}
+            and expires_at <= {{ var('as_of') }} + interval 30 day,
             false
         ) as expiring_within_30_days,
-        getvariable('as_of') as as_of
+        {{ var('as_of') }} as as_of
 
     from certificates
 

@@ -50,7 +50,7 @@ answers_per_day as (
 
     from answers_per_learner_lesson_day
 
-    group by activity_date
+    group by 1
 
 ),
 
@@ -112,4 +112,4 @@ final as (
 )
 
 select * from final
-order by activity_date
+order by 1

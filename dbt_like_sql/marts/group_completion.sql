@@ -53,7 +53,7 @@ learners_per_group_lesson as (
     from group_members
 
     inner join learner_progress
-        on learner_progress.user_id = group_members.user_id
+        on group_members.user_id = learner_progress.user_id
 
     group by group_members.group_id, learner_progress.lesson_id
 
@@ -78,13 +78,13 @@ final as (
     from learners_per_group_lesson
 
     inner join group_sizes
-        on group_sizes.group_id = learners_per_group_lesson.group_id
+        on learners_per_group_lesson.group_id = group_sizes.group_id
 
     left join groups
-        on groups.group_id = learners_per_group_lesson.group_id
+        on learners_per_group_lesson.group_id = groups.group_id
 
     left join lessons
-        on lessons.lesson_id = learners_per_group_lesson.lesson_id
+        on learners_per_group_lesson.lesson_id = lessons.lesson_id
 
 )
 

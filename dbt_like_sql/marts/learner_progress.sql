@@ -74,11 +74,12 @@ final as (
     from active_lessons
 
     left join exit_attempts_per_learner_lesson
-        on exit_attempts_per_learner_lesson.user_id = active_lessons.user_id
-        and exit_attempts_per_learner_lesson.lesson_id = active_lessons.lesson_id
+        on
+            active_lessons.user_id = exit_attempts_per_learner_lesson.user_id
+            and active_lessons.lesson_id = exit_attempts_per_learner_lesson.lesson_id
 
     left join lessons
-        on lessons.lesson_id = active_lessons.lesson_id
+        on active_lessons.lesson_id = lessons.lesson_id
 
 )
 

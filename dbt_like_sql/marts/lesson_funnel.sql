@@ -27,7 +27,7 @@ learners_per_lesson as (
         count(*) filter (where status = 'succeeded') as succeeded,
         count(*) filter (where status = 'failed') as failed,
         median(epoch(last_activity_at - started_at) / 3600.0)
-            filter (where status = 'succeeded') as median_hours_to_success,
+        filter (where status = 'succeeded') as median_hours_to_success,
         median(time_spent) filter (where status = 'succeeded') as median_time_spent_to_success
 
     from learner_progress

@@ -21,8 +21,8 @@ lesson_questions as (
 -- one row per learner (progress record) and question: the first attempt's verdict, as a hash aggregate
 -- (attempt_index is unique per record, quiz and question: the key of the answer). A record belongs to one lesson,
 -- so grouping by lesson_id too makes the same groups; it is in the key rather than carried by any_value(), which
--- copies a string into every group's state (scale large, 7M groups: the model 10.0-11.8 -> 7.4-9.2 s). The latest title is
--- taken per question below, not per record (the latest answer of a question is the latest of its records' latest
+-- copies a string into every group's state (millions of groups at scale large). The latest title is taken per
+-- question below, not per record (the latest answer of a question is the latest of its records' latest
 -- answers: the same title, fewer strings carried through the big aggregate).
 first_attempts as (
 
@@ -30,7 +30,7 @@ first_attempts as (
         lesson_id,
         quiz_type,
         question_id,
-        arg_min({'is_correct': is_correct}, attempt_index).is_correct as first_is_correct,
+        arg_min({ 'is_correct': is_correct }, attempt_index).is_correct as first_is_correct,
         count(*) as answers
 
     from answers
@@ -99,7 +99,7 @@ final as (
         first_attempts_per_question.first_attempts_decided,
         first_attempts_per_question.first_attempts_correct,
         first_attempts_per_question.first_attempts_correct
-            / nullif(first_attempts_per_question.first_attempts_decided, 0) as first_attempt_correct_rate,
+        / nullif(first_attempts_per_question.first_attempts_decided, 0) as first_attempt_correct_rate,
         cast(first_attempts_per_question.answers_all_attempts as bigint) as answers_all_attempts
 
     from first_attempts_per_question

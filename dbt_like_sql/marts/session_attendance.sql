@@ -62,12 +62,12 @@ final as (
                 then coalesce(registrations_per_session.approved, 0) < sessions.quota_min
         end as below_min_quota,
         registrations_per_session.attended
-            / nullif(registrations_per_session.attended + registrations_per_session.absent, 0) as attendance_rate
+        / nullif(registrations_per_session.attended + registrations_per_session.absent, 0) as attendance_rate
 
     from sessions
 
     left join registrations_per_session
-        on registrations_per_session.session_id = sessions.session_id
+        on sessions.session_id = registrations_per_session.session_id
 
 )
 

@@ -6,8 +6,8 @@ renames the build. A reader therefore sees the old table or the new one, never a
 When a model fails (SQL error or blocking test) its previous version stays and the models downstream of it
 are skipped, like `dbt build`.
 
-Time-relative figures (certificates expiring in the next 30 days...) use the DuckDB variable `as_of`
-(`getvariable('as_of')`), set once per build, so every model of a build agrees on "now" and tests can pin it.
+Time-relative figures (certificates expiring in the next 30 days...) read `{{ var('as_of') }}`, compiled to the
+DuckDB variable `as_of` (`getvariable('as_of')`, refs.py) that is set once per build, so every model of a build agrees on "now" and tests can pin it.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Literal
 import duckdb
 
 from pipeline.analytics.checks import TestOutcome, run_tests
+from pipeline.analytics.comments import comment_statements, execute_together, model_comment_statements
 from pipeline.analytics.errors import ModelError
 from pipeline.analytics.lineage import MODEL_SCHEMA
 from pipeline.analytics.models import AnalyticsProject, Model
@@ -36,6 +37,17 @@ BUILDS_TABLE = f"{MODEL_SCHEMA}._builds"
 BUILDS_DDL = (
     f"CREATE TABLE IF NOT EXISTS {BUILDS_TABLE} (model VARCHAR PRIMARY KEY, materialized VARCHAR NOT NULL, "
     "built_at TIMESTAMPTZ NOT NULL, as_of TIMESTAMPTZ NOT NULL, row_count BIGINT NOT NULL, code_version VARCHAR)"
+)
+BUILDS_DESCRIPTION = (
+    "One row per model: when its current relation was built, for which as_of, and from which code.",
+    {
+        "model": "The model.",
+        "materialized": "table or view (in the warehouse).",
+        "built_at": "When the build was swapped in.",
+        "as_of": "The reference instant of the build (time-relative marts).",
+        "row_count": "Rows of the model when built.",
+        "code_version": "Digest of the model's SQL and YAML.",
+    },
 )
 BuildStatus = Literal["built", "failed", "skipped"]
 
@@ -63,6 +75,7 @@ def build_models(
         raise ValueError(f"as_of must carry a time zone (got {as_of.isoformat()}); e.g. 2026-11-22T00:00:00Z")
     conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(MODEL_SCHEMA)}")
     conn.execute(BUILDS_DDL)
+    execute_together(conn, comment_statements(BUILDS_TABLE, "TABLE", *BUILDS_DESCRIPTION))
     conn.execute("SET VARIABLE as_of = ?::TIMESTAMPTZ", [as_of])
     names = project.models.keys() if selected is None else selected
     blocked: set[str] = set()
@@ -86,8 +99,7 @@ def models_built_ahead(
     as_of: datetime | None = None,
 ) -> Iterator[Iterator[ModelResult]]:
     """`build_models` on a thread of its own, so that DuckDB builds the next model while the caller turns the last
-    result into Dagster events (~10 event-log writes a model, Python that left DuckDB idle: a medium models step
-    ~2.87 -> ~2.63 s). Results come in build order; an error of the build is raised where the caller takes the
+    result into Dagster events (several event-log writes a model, Python that would leave DuckDB idle). Results come in build order; an error of the build is raised where the caller takes the
     next result. Leaving the block early (a failure, the run stopped) interrupts the statement running and waits
     for the thread, so the connection is idle again when the block ends (DuckDB refuses a call on a connection
     busy on another thread)."""
@@ -140,6 +152,7 @@ def build_one(conn: duckdb.DuckDBPyConnection, model: Model, as_of: datetime) ->
                 f"columns {missing} are documented in {model.sql_path.with_suffix('.yml')} but the model "
                 f"has no such column; fix the YAML or the SELECT"
             )
+        execute_together(conn, model_comment_statements(temp, kind, model, (name for name, _ in columns)))
         outcomes = run_tests(conn, model.tests, temp)
     except (duckdb.Error, ModelError) as error:
         drop_relation(conn, MODEL_SCHEMA, BUILD_PREFIX + model.name)

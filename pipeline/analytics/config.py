@@ -1,31 +1,13 @@
 """A model's properties file in dbt's own schema, `<model>.yml` beside `<model>.sql` (as jaffle-shop keeps them):
-
-    version: 2
-    models:
-      - name: learner_progress               # the model of the .sql file beside it
-        description: One row per learner and lesson.
-        config:
-          materialized: table                # or view; default: view in staging/, table elsewhere
-          meta: {publish: false}             # LessonSync's own key: keep it out of the analysts' snapshot
-        data_tests:                          # model-level
-          - dbt_utils.unique_combination_of_columns:
-              arguments: {combination_of_columns: [user_id, lesson_id]}
-        columns:
-          - name: user_id
-            description: The learner.
-            data_tests:
-              - not_null
-              - relationships:
-                  arguments: {to: ref('stg_users'), field: user_id}
-          - name: status
-            data_tests:
-              - accepted_values:
-                  arguments: {values: [not-started, in-progress, succeeded, failed]}
-                  config: {severity: warn}   # default error: not swapped in, downstream skipped
+`version: 2`, then `models:` with the model's `name`, `description`, `config` (`materialized: table|view`,
+default view in staging/ and table elsewhere; `meta: {publish: false}`, LessonSync's own key, keeps it out of the
+analysts' snapshot), model-level `data_tests` and `columns` with their `description` and `data_tests`. The
+format, with an example: dbt_like_sql/README.md.
 
 Column tests: unique, not_null, accepted_values, relationships (target `ref('<model>')` or
-`source('lms', '<table>')`); model tests: dbt_utils.unique_combination_of_columns. Anything else, or a key
-this runner would silently ignore, is an error naming the file and the place in it.
+`source('lms', '<table>')`), their arguments under `arguments:` and `severity` (error or warn) under `config:`;
+model tests: dbt_utils.unique_combination_of_columns. Anything else, or a key this runner would silently ignore,
+is an error naming the file and the place in it.
 """
 
 from __future__ import annotations
@@ -81,8 +63,8 @@ class ModelConfig:
     tests: tuple[TestDecl, ...] = ()
 
 
-# libyaml's safe loader where PyYAML was built with it (the wheels are): the same documents, ~10x faster to parse
-# (every run builds the code location, and the models' YAML was 0.13 s of a 5 s no-change sync at scale large)
+# libyaml's safe loader where PyYAML was built with it (the wheels are): the same documents, an order of magnitude
+# faster to parse, and every run builds the code location
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -200,8 +182,9 @@ def _test(item: Any, known: dict[str, tuple[TestKind, dict[str, bool]]], column:
     where.expect(not missing, "arguments", f"{name} with {', '.join(missing)} (non-empty)")
     config = body.get("config") or {}
     where.expect(isinstance(config, dict) and set(config) <= {"severity"}, "config", "a mapping of severity only")
-    severity = str(config.get("severity", "error")).lower()  # dbt writes ERROR / warn
-    where.expect(severity in ("error", "warn"), "config.severity", "error or warn")
+    written = str(config.get("severity", "error")).lower()  # dbt writes ERROR / warn
+    where.expect(written in ("error", "warn"), "config.severity", "error or warn")
+    severity: Literal["error", "warn"] = "warn" if written == "warn" else "error"
     columns = (column,) if column is not None else _names(args["combination_of_columns"], where)
     to = parse_call(str(args["to"]), str(where.at("arguments.to"))) if kind == "relationships" else None
     where.expect(kind != "accepted_values" or isinstance(args["values"], list), "arguments.values", "a list")

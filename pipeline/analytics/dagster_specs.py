@@ -83,7 +83,7 @@ def check_results(outcomes: list[TestOutcome], selected: set[AssetCheckKey]) -> 
         )
 
 
-def materialization(result: ModelResult, as_of: datetime) -> MaterializeResult:
+def materialization(result: ModelResult, as_of: datetime) -> MaterializeResult[Any]:
     return MaterializeResult(
         asset_key=asset_key(result.model),
         metadata={

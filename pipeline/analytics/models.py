@@ -28,9 +28,15 @@ from pipeline.analytics.model_tests import ModelTest, resolve_tests
 from pipeline.analytics.refs import compile_sql
 from pipeline.analytics.sources import load_sources
 
-DEFAULT_MODELS_DIR = Path(__file__).resolve().parents[2] / "dbt_like_sql"
+# An installed wheel carries the models as package data beside this module (setup.py maps dbt_like_sql/ there);
+# a checkout, editable install included, reads them where they are written, at the repository's root.
+_PACKAGED_MODELS_DIR = Path(__file__).resolve().parent / "dbt_like_sql"
+_CHECKOUT_MODELS_DIR = Path(__file__).resolve().parents[2] / "dbt_like_sql"
+DEFAULT_MODELS_DIR = _PACKAGED_MODELS_DIR if _PACKAGED_MODELS_DIR.is_dir() else _CHECKOUT_MODELS_DIR
 MODELS_DIR_ENV = "LESSONSYNC_MODELS_DIR"
 MARTS_LAYER = "marts"
+# What dbt writes inside the project (compiled SQL, installed packages, logs): not models.
+DBT_OUTPUT_DIRS = frozenset({"target", "dbt_packages", "logs"})
 
 
 @dataclass(frozen=True)
@@ -91,7 +97,7 @@ def load_project(root: Path | None = None) -> AnalyticsProject:
     building."""
     root = Path(root or DEFAULT_MODELS_DIR)
     sources = load_sources(root / "sources.yml")
-    files = sorted(p for p in root.rglob("*.sql") if p.is_file())
+    files = sorted(p for p in root.rglob("*.sql") if p.is_file() and not _dbt_output(p, root))
     if not files:
         raise ModelError(f"{root}: holds no .sql model; set {MODELS_DIR_ENV} to the models directory")
     _refuse_duplicate_names(files)
@@ -100,6 +106,11 @@ def load_project(root: Path | None = None) -> AnalyticsProject:
     order = _build_order(parsed, root)
     models = {name: parsed[name] for name in order}
     return AnalyticsProject(root, sources, models)
+
+
+def _dbt_output(path: Path, root: Path) -> bool:
+    parts = path.relative_to(root).parts[:-1]
+    return bool(parts) and (parts[0] in DBT_OUTPUT_DIRS or any(part.startswith(".") for part in parts))
 
 
 def _refuse_duplicate_names(files: list[Path]) -> None:

@@ -7,8 +7,7 @@ So after each successful build LessonSync publishes copies that nobody writes in
   `publish: false` is left out), plus `_builds` (when and for which `as_of` each model was built) and `_published`
   (when this file was written). It starts as a byte copy of the checkpointed warehouse file, so it holds the raw
   tables (schema `lms`) too, and a staging view over them stays a view there: copying a file costs what the disk
-  does, where materializing the views rewrote every answer (stg_answers alone: 1.1 s of a medium publish's 1.9 s,
-  one 9.7M-row table at scale large). The other models are copied as tables, and the warehouse's schema
+  does, where materializing the views would rewrite every answer. The other models are copied as tables, and the warehouse's schema
   `analytics` is dropped from the copy: in a file named analytics.duckdb, `analytics.<name>` would name the
   catalog and the schema both, an error in DuckDB. Written to a temporary file in the same directory, then
   `os.replace`d: a reader that has the old file open keeps reading it; the next open sees the new one. Open it
@@ -23,6 +22,7 @@ So after each successful build LessonSync publishes copies that nobody writes in
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import subprocess
@@ -33,21 +33,33 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
 
-from pipeline.analytics.build import BUILDS_TABLE
+from pipeline.analytics.build import BUILDS_DESCRIPTION, BUILDS_TABLE
+from pipeline.analytics.comments import (
+    comment_statements,
+    described_schema,
+    execute_together,
+    model_comment_statements,
+)
 from pipeline.analytics.errors import ModelError
 from pipeline.analytics.lineage import MODEL_SCHEMA, RAW_SCHEMA
 from pipeline.analytics.models import AnalyticsProject, Model
 from pipeline.analytics.sql import quote, relation, string_literal
-from pipeline.warehouse.connection import insertion_order_not_kept, scalar
+from pipeline.warehouse.connection import STORAGE_COMPATIBILITY_VERSION, insertion_order_not_kept, scalar
 
 SNAPSHOT_FILE = "analytics.duckdb"
 MARTS_DIR = "marts"
 MANIFEST_FILE = "_manifest.json"
 _ALIAS = "__publish"
+_PARQUET_ROWS = 122_880  # rows per batch and row group (DuckDB's own row group size)
 _BUILDS = BUILDS_TABLE.split(".")[1]  # its name, copied into the snapshot's main
+
+log = logging.getLogger("lessonsync.analytics")
 
 
 @dataclass(frozen=True)
@@ -71,7 +83,7 @@ def publish(conn: duckdb.DuckDBPyConnection, project: AnalyticsProject, data_dir
     rows, timings = _write_snapshot(conn, [project.models[name] for name in tables], snapshot, published_at)
     marts_dir = data_dir / MARTS_DIR
     marts_dir.mkdir(parents=True, exist_ok=True)
-    parquet = {m.name: _write_parquet(conn, m.name, marts_dir) for m in project.marts}
+    parquet = {m.name: _write_parquet(conn, m, marts_dir) for m in project.marts}
     _write_manifest(marts_dir, parquet, rows, published_at)
     return PublishResult(snapshot, parquet, rows, published_at, time.perf_counter() - started, timings)
 
@@ -105,6 +117,7 @@ def _write_snapshot(
     _copy_file_elsewhere(_checkpointed_file(conn), temp)
     conn.execute(f"ATTACH {string_literal(str(temp))} AS {_ALIAS}")
     try:
+        _warn_if_newer_than_promised(conn)
         _clear_main(conn)
         built_code = dict(conn.execute(f"SELECT model, code_version FROM {BUILDS_TABLE}").fetchall())
         for model in models:
@@ -117,6 +130,7 @@ def _write_snapshot(
         _copy(conn, _BUILDS, ordered=True)
         conn.execute(f"CREATE TABLE {_ALIAS}.main._published AS SELECT ?::TIMESTAMPTZ AS published_at", [at])
         conn.execute(f"DROP SCHEMA IF EXISTS {_ALIAS}.{quote(MODEL_SCHEMA)} CASCADE")
+        _describe_snapshot(conn, models)
         for name in [m.name for m in models] + [_BUILDS]:
             rows[name] = int(scalar(conn, f"SELECT count(*) FROM {_ALIAS}.main.{quote(name)}"))
         conn.execute(f"CHECKPOINT {_ALIAS}")
@@ -127,6 +141,56 @@ def _write_snapshot(
     conn.execute(f"DETACH {_ALIAS}")
     _replace(temp, target)
     return rows, timings
+
+
+# The snapshot's own tables, described like the models.
+_SNAPSHOT_TABLES = {
+    _BUILDS: BUILDS_DESCRIPTION,
+    "_published": ("When this file was published.", {"published_at": "When this file was written."}),
+}
+
+
+def _describe_snapshot(conn: duckdb.DuckDBPyConnection, models: list[Model]) -> None:
+    """COMMENT ON every relation of the snapshot's main and its columns (the raw tables keep the warehouse's)."""
+    kinds = dict(
+        conn.execute(
+            "SELECT view_name, 'VIEW' FROM duckdb_views() WHERE database_name = ? AND schema_name = 'main' "
+            "AND NOT internal UNION ALL SELECT table_name, 'TABLE' FROM duckdb_tables() WHERE database_name = ? "
+            "AND schema_name = 'main'",
+            [_ALIAS, _ALIAS],
+        ).fetchall()
+    )
+    columns: dict[str, list[str]] = {}
+    for table, column in conn.execute(
+        "SELECT table_name, column_name FROM duckdb_columns() WHERE database_name = ? AND schema_name = 'main'",
+        [_ALIAS],
+    ).fetchall():
+        columns.setdefault(table, []).append(column)
+    statements = [
+        statement
+        for model in models
+        for statement in model_comment_statements(
+            f"{_ALIAS}.main.{quote(model.name)}", kinds[model.name], model, columns.get(model.name, [])
+        )
+    ]
+    for name, (about, described) in _SNAPSHOT_TABLES.items():
+        statements += comment_statements(f"{_ALIAS}.main.{quote(name)}", "TABLE", about, described)
+    execute_together(conn, statements)
+
+
+def _warn_if_newer_than_promised(conn: duckdb.DuckDBPyConnection) -> None:
+    """A warehouse created before its files were written in STORAGE_COMPATIBILITY_VERSION keeps its newer format,
+    and so does its copy: say so, and how to get a readable one (a rebuild writes a new file)."""
+    tags = scalar(conn, "SELECT tags FROM duckdb_databases() WHERE database_name = ?", [_ALIAS]) or {}
+    version = str(tags.get("storage_version", ""))
+    if version and not version.startswith(STORAGE_COMPATIBILITY_VERSION):
+        log.warning(
+            "the warehouse file is in DuckDB's %s storage format, so only DuckDB readers of that version open the "
+            "published %s; `lessonsync rebuild` writes a warehouse in the %s format that DuckDB 1.4 reads",
+            version,
+            SNAPSHOT_FILE,
+            STORAGE_COMPATIBILITY_VERSION,
+        )
 
 
 def _checkpointed_file(conn: duckdb.DuckDBPyConnection) -> Path:
@@ -204,13 +268,19 @@ def _copy(conn: duckdb.DuckDBPyConnection, name: str, *, ordered: bool) -> None:
         conn.execute(f"CREATE TABLE {_ALIAS}.main.{quote(name)} AS SELECT * FROM {relation(MODEL_SCHEMA, name)}")
 
 
-def _write_parquet(conn: duckdb.DuckDBPyConnection, mart: str, marts_dir: Path) -> Path:
-    target = marts_dir / f"{mart}.parquet"
-    temp = marts_dir / f".{mart}.parquet.{uuid.uuid4().hex[:12]}.tmp"
+def _write_parquet(conn: duckdb.DuckDBPyConnection, mart: Model, marts_dir: Path) -> Path:
+    """The mart as Parquet (zstd), its YAML descriptions as the file's and each field's Arrow metadata; written
+    batch by batch (memory bounded by a row group, whatever the mart's size)."""
+    target = marts_dir / f"{mart.name}.parquet"
+    temp = marts_dir / f".{mart.name}.parquet.{uuid.uuid4().hex[:12]}.tmp"
     try:
-        conn.execute(
-            f"COPY (SELECT * FROM {relation(MODEL_SCHEMA, mart)}) TO {string_literal(str(temp))} (FORMAT parquet, COMPRESSION zstd)"
-        )
+        reader = conn.sql(f"SELECT * FROM {relation(MODEL_SCHEMA, mart.name)}").to_arrow_reader(_PARQUET_ROWS)
+        schema = described_schema(reader.schema, mart)
+        with pq.ParquetWriter(temp, schema, compression="zstd") as writer:
+            for batch in reader:
+                writer.write_batch(
+                    pa.RecordBatch.from_arrays(batch.columns, schema=schema), row_group_size=_PARQUET_ROWS
+                )
     except BaseException:
         _unlink(temp)
         raise
@@ -232,9 +302,10 @@ def _write_manifest(marts_dir: Path, parquet: dict[str, Path], rows: dict[str, i
     _replace(temp, manifest_path)
 
 
-def _read_manifest(path: Path) -> dict:
+def _read_manifest(path: Path) -> dict[str, Any]:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        manifest: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        return manifest
     except (OSError, ValueError):
         return {}
 

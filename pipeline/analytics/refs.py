@@ -1,9 +1,11 @@
-"""dbt's two references, `ref('<model>')` and `source('lms', '<table>')`, without Jinja.
+"""dbt's two references, `ref('<model>')` and `source('lms', '<table>')`, and the variable `var('as_of')`, without
+Jinja.
 
 A model's SQL reads `{{ ref('stg_answers') }}` and `{{ source('lms', 'answers') }}` as in any dbt project; they
 compile to `analytics.stg_answers` and `lms.answers`, and the compiled SQL is what runs and what lineage is read
-from (lineage.py). A YAML relationships test names its target the same way, without the braces. Nothing else of
-Jinja is supported: any other `{{ }}`, `{% %}` or `{# #}` is refused with the file and line, rather than run as
+from (lineage.py). A YAML relationships test names its target the same way, without the braces. `{{ var('as_of') }}`
+compiles to `getvariable('as_of')`, the DuckDB variable each build sets to its reference instant (build.py); dbt
+reads the same text as the project variable of dbt_project.yml. Nothing else of Jinja is supported: any other `{{ }}`, `{% %}` or `{# #}` is refused with the file and line, rather than run as
 SQL that means something else.
 """
 
@@ -19,10 +21,13 @@ _REF = re.compile(r"""ref\(\s*(?P<q>['"])(?P<model>[^'"]+)(?P=q)\s*\)""")
 _SOURCE = re.compile(
     r"""source\(\s*(?P<q1>['"])(?P<source>[^'"]+)(?P=q1)\s*,\s*(?P<q2>['"])(?P<table>[^'"]+)(?P=q2)\s*\)"""
 )
+_VAR = re.compile(r"""var\(\s*(?P<q>['"])(?P<name>[^'"]+)(?P=q)\s*\)""")
+# The dbt variables a model may read, each compiled to the DuckDB variable the build sets.
+VARIABLES = {"as_of": "getvariable('as_of')"}
 _EXPRESSION = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
 _OTHER_JINJA = re.compile(r"\{\{|\}\}|\{%|%\}|\{#|#\}")
 _PLAIN_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]*")
-SUPPORTED = f"{{{{ ref('<model>') }}}} and {{{{ source('{RAW_SCHEMA}', '<table>') }}}}"
+SUPPORTED = f"{{{{ ref('<model>') }}}}, {{{{ source('{RAW_SCHEMA}', '<table>') }}}} and {{{{ var('as_of') }}}}"
 
 
 def parse_call(text: str, where: str) -> TableRef:
@@ -40,10 +45,16 @@ def parse_call(text: str, where: str) -> TableRef:
 
 
 def compile_sql(text: str, path: Path) -> str:
-    """The model's SQL with each `{{ ref(..) }}` / `{{ source(..) }}` replaced by the table it names."""
+    """The model's SQL with each `{{ ref(..) }}` / `{{ source(..) }}` replaced by the table it names, and each
+    `{{ var(..) }}` by the DuckDB expression of that variable."""
 
     def substitute(match: re.Match[str]) -> str:
-        return qualified(parse_call(match.group(1), f"{path}:{_line(text, match.start())}"))
+        where = f"{path}:{_line(text, match.start())}"
+        if (var := _VAR.fullmatch(match.group(1).strip())) is not None:
+            if var["name"] not in VARIABLES:
+                raise ModelError(f"{where}: unknown variable {var['name']!r}; the variables are {sorted(VARIABLES)}")
+            return VARIABLES[var["name"]]
+        return qualified(parse_call(match.group(1), where))
 
     blanked = _EXPRESSION.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), text)  # keeps line numbers
     leftover = _OTHER_JINJA.search(blanked)

@@ -51,4 +51,4 @@ def load_sources(path: Path) -> dict[str, str]:
 def _table_name(table: Any, where: str) -> str:
     if not (isinstance(table, dict) and isinstance(table.get("name"), str) and set(table) <= {"name", "description"}):
         raise ModelError(f"{where}: expected a mapping of name and description")
-    return table["name"]
+    return str(table["name"])

@@ -6,6 +6,7 @@ these commands run it without the daemon and look after it."""
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import logging
 import sys
@@ -13,7 +14,7 @@ import sys
 from pipeline.simulator_extra import SimulatorNotInstalled, simulator_extra
 
 EPILOG = """\
-Settings come from LESSONSYNC_* environment variables or a .env file (README, "Settings"); the --data-dir
+Settings come from LESSONSYNC_* environment variables or a .env file (docs/settings.md); the --data-dir
 and --base-url options override them for one command. `lessonsync COMMAND --help` explains a command."""
 
 # command -> (module exposing `configure(parser)` and `run(args) -> int`, what it does, in one line). A module
@@ -23,8 +24,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "status": ("pipeline.cli.status", "show each stream's cursor, last load, quarantine, freshness"),
     "reset": ("pipeline.cli.reset", "move a cursor back; the next sync re-reads from there"),
     "rebuild": ("pipeline.cli.rebuild", "rebuild the warehouse from the lake and the inbox"),
+    "tables": ("pipeline.cli.tables", "show or maintain the lake's Iceberg tables"),
     "recover": ("pipeline.cli.recover", "fail runs whose process died, free their slots"),
     "receive": ("pipeline.cli.receive", "receive certificate webhooks into the inbox"),
+    "inbox": ("pipeline.cli.inbox", "list, replay or discard quarantined inbox events"),
     "simulate": ("simulator.cli", "serve a simulated platform, to try LessonSync on"),
     "demo": ("pipeline.cli.demo", "sync a simulated platform twice and verify the warehouse"),
 }
@@ -46,8 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     # Find the command name first, then let its module declare its own options (and answer its --help).
     command = next((a for a in argv if not a.startswith("-")), None)
-    if command not in SUBCOMMANDS:
+    if command is None or command not in SUBCOMMANDS:
         parser.parse_args(argv)  # prints usage, or the error naming the unknown command, and exits
+        parser.error("a command is required")
     module_name, help_text = SUBCOMMANDS[command]
     try:  # `simulate` and `demo` need the simulator extra: without it, say what to install
         with simulator_extra(f"lessonsync {command}"):
@@ -78,6 +82,10 @@ def main(argv: list[str] | None = None) -> int:
             return int(module.run(args) or 0)
     except SimulatorNotInstalled as exc:
         parser.exit(2, f"{exc}\n")
+    finally:
+        # The command is done: the interpreter's final garbage collection would walk every object Dagster and the
+        # run left (seconds, after the verdict is printed); frozen objects are left to the process's end.
+        gc.freeze()
 
 
 def _sentence(text: str) -> str:

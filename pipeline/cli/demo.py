@@ -136,7 +136,7 @@ def _summary(stack: Stack, incremental: SyncReport, full_s: float, incremental_s
     with duckdb.connect(str(stack.warehouse_path)) as conn:  # no sync is running now
         for table in RAW_TABLES:
             live = "WHERE deleted_at IS NULL" if _has_column(conn, table, "deleted_at") else ""
-            total = conn.execute(f"SELECT count(*) FROM lms.{table} {live}").fetchone()[0]
+            total = conn.execute(f"SELECT count(*) FROM lms.{table} {live}").fetchall()[0][0]
             changed = incremental.materializations.get(f"lms/{table}", {})
             rows.append(
                 {
@@ -170,5 +170,5 @@ def _has_column(conn: DuckDBPyConnection, table: str, column: str) -> bool:
             "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'lms' AND "
             "table_name = ? AND column_name = ?",
             [table, column],
-        ).fetchone()[0]
+        ).fetchall()[0][0]
     )

@@ -35,12 +35,10 @@ def add_base_url(parser: argparse.ArgumentParser) -> None:
 def settings_from(args: argparse.Namespace) -> Settings:
     """The settings of the environment and .env, with this command's options on top; exits naming the bad
     setting when one does not validate."""
-    from pydantic import ValidationError
-
-    from pipeline.settings import load_settings
+    from pipeline.settings import SettingsError, load_settings
 
     overrides = {name: value for name in SETTING_OPTIONS if (value := getattr(args, name, None)) is not None}
     try:
         return load_settings(**overrides)
-    except ValidationError as error:
-        raise SystemExit(f"lessonsync {args.command}: invalid settings: {error}") from None
+    except SettingsError as error:
+        raise SystemExit(f"lessonsync {args.command}: {error}") from None

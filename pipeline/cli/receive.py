@@ -1,5 +1,5 @@
 """Receive the platform's certificate webhooks (completed, expired) over HTTP and store each delivery in the
-durable SQLite inbox before answering; the certificate sensor, or `lessonsync sync`, loads the inbox into the
+durable inbox (a SQLite file, or PostgreSQL with LESSONSYNC_INBOX_URL) before answering; the certificate sensor, or `lessonsync sync`, loads the inbox into the
 warehouse.
 
 Options override the LESSONSYNC_WEBHOOK_* settings; credentials (LESSONSYNC_WEBHOOK_BEARER_TOKENS, _BASIC_
@@ -53,17 +53,22 @@ def run(args: argparse.Namespace) -> int:
     from pipeline.webhooks.settings import WebhookConfigError
 
     try:
-        app = create_app(_webhook_settings(args))
+        settings = _webhook_settings(args)
+        app = create_app(settings)
     except (WebhookConfigError, ValidationError) as exc:
         print(f"lessonsync receive: {exc}", file=sys.stderr)
         return 2
     # Everything imported so far lives as long as the process: keep the collector from rescanning it,
     # which otherwise shows as latency spikes under load.
     gc.freeze()
-    uvicorn.run(
+    from pipeline.webhooks.server import server_config
+
+    config = server_config(
         app,
+        settings,
         host=args.host,
         port=args.port,
+        on_close=app.state.metrics.connection_closed,
         access_log=args.access_log,
         log_level="debug" if args.verbose else "info",
         log_config=None,  # keep the logging format set up by pipeline.cli
@@ -71,4 +76,5 @@ def run(args: argparse.Namespace) -> int:
         proxy_headers=False,  # the client address is only logged; do not trust forwarding headers for it
         server_header=False,
     )
+    uvicorn.Server(config).run()
     return 0

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from pipeline.cli.options import add_base_url, add_data_dir, settings_from
+from pipeline.cli.os_failures import os_failure
+from pipeline.cli.stopping import stop_promptly_on_signals
 
 if TYPE_CHECKING:
     from pipeline.settings import Settings
@@ -43,8 +45,20 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"lessonsync sync: {exc}")
         return 2
-    print_source_logs_once(ensure_dagster_home(settings))
-    report = run_sync(settings, full_refresh=args.full_refresh, select=select)
+    try:
+        print_source_logs_once(ensure_dagster_home(settings))
+        with stop_promptly_on_signals("sync") as stopped:
+            report = run_sync(settings, full_refresh=args.full_refresh, select=select)
+    except Exception as error:  # Dagster's own storage refused a write: the run cannot even be marked failed here
+        problem = os_failure(error, settings)
+        if problem is None:
+            raise
+        print(f"sync FAILED: {problem}; the run is marked failed by the next sync (or `lessonsync recover`)")
+        return 1
+    if stopped.signal is not None and not report.success:
+        report.error = f"stopped by {stopped.signal} (the run is marked failed; the next sync starts from its cursors)"
+    elif not report.success and report.error and (problem := os_failure(report.error, settings)):
+        report.error = f"{problem} [{report.error.splitlines()[0][:300]}]"
     for line in summary_lines(report.materializations):
         print(line)
     for check in report.failed_checks:
@@ -80,6 +94,13 @@ def summary_lines(materializations: Mapping[str, Mapping[str, object]]) -> list[
             f"updated {metadata.get('rows_updated', '-')!s:>9}  deleted {metadata.get('rows_deleted', '-')!s:>7}"
             f"  rows now {metadata.get('dagster/row_count', '-')!s:>10}"
         )
+    for key, metadata in sorted(materializations.items()):
+        # certificates: events the loader set aside (both of its tables carry the count; said once)
+        if key.endswith("/certificate_events") and metadata.get("quarantined_in_inbox"):
+            lines.append(
+                f"{key:32} WARNING {metadata['quarantined_in_inbox']} inbox event(s) quarantined: "
+                "see `lessonsync inbox list`"
+            )
     if models:
         lines += textwrap.wrap(
             f"models built: {len(models)} (rows) " + ", ".join(models), width=110, subsequent_indent="  "

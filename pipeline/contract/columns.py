@@ -14,12 +14,9 @@ Unknown fields go to one JSON text column `extra`, keyed by their dotted API pat
 null when a record has none. Extras inside list-of-object JSON columns stay inside that JSON; extras of
 child records go to the child table's `extra`.
 
-Speed: records arrive as validated dicts (pipeline/source/decoding.py), and every "arrow" leaf is converted by one
-`pa.array(dicts, type=struct)` call in C++; JSON, union, timestamp and extra columns take a Python pass
-(timestamps become integer microseconds ourselves: pyarrow's datetime path imports pandas, seconds).
-
 `leaves` says what the columns are (the table declarations read it); `ModelColumns` builds them from validated
-dicts. The source's fast decoder (pipeline/source/fast_decoding.py) builds the same arrays another way and is
+dicts (pipeline/source/decoding.py), every "arrow" leaf in one `pa.array(dicts, type=struct)` call, the others in
+a Python pass; the fast decoder (pipeline/source/fast_decoding.py) builds the same arrays another way and is
 tested against this one.
 """
 
@@ -169,6 +166,23 @@ def struct_type(arrow_leaves: Sequence[Leaf]) -> pa.StructType:
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _EPOCH_NAIVE = datetime(1970, 1, 1)
 _MICROSECOND = timedelta(microseconds=1)
+
+
+# Date-times the warehouse holds: instants from 0001-01-01 to 9999-12-31 in UTC (Python's datetime range, which
+# every reader of a timestamp column converts to). A valid ISO 8601 value of year 1 or 9999 with an offset can
+# fall outside it once converted to UTC: the source quarantines such a record, the webhook receiver refuses it.
+OVERFLOW_MESSAGE = "date-time out of range once converted to UTC (0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z)"
+
+
+def utc_overflows(value: Any) -> bool:
+    """True when an aware date-time has no UTC equivalent within 0001-01-01..9999-12-31."""
+    if not isinstance(value, datetime) or value.tzinfo is None or value.year not in (1, 9999):
+        return False
+    try:
+        value.astimezone(UTC)
+    except OverflowError:
+        return True
+    return False
 
 
 def epoch_us(value: datetime | None) -> int | None:

@@ -349,8 +349,9 @@ class LessonSessionBody(ApiModel):
 
 
 def _every_field_optional(model: type[ApiModel], name: str, doc: str) -> type[ApiModel]:
+    annotations: dict[str, Any] = {name: info.annotation for name, info in model.model_fields.items()}  # type forms
     fields: dict[str, Any] = {
-        field_name: (info.annotation | None, Field(None, alias=info.alias))
+        field_name: (annotations[field_name] | None, Field(None, alias=info.alias))
         for field_name, info in model.model_fields.items()
     }
     return create_model(name, __base__=ApiModel, __doc__=doc, __module__=__name__, **fields)

@@ -86,13 +86,20 @@ def _lesson_questions(lessons: Sequence[Any], _: Mapping[str, str]) -> list[Chil
     return rows
 
 
-_ANSWERS = {
-    "model": m.Answer,
-    "table": "answers",
-    "pager": "answers",
-    "params": ANSWER_PARAMS,
-    "children": (("answer_results", _answer_results),),
-}
+def _answers(name: str, path: str, *, incremental: bool = False, description: str = "") -> StreamSpec:
+    """A stream of answers: every answer listing shares its model, table, pager, parameters and results."""
+    return StreamSpec(
+        name,
+        path,
+        m.Answer,
+        "answers",
+        "answers",
+        params=ANSWER_PARAMS,
+        incremental=incremental,
+        children=(("answer_results", _answer_results),),
+        description=description,
+    )
+
 
 STREAMS: dict[str, StreamSpec] = {
     s.name: s
@@ -106,25 +113,22 @@ STREAMS: dict[str, StreamSpec] = {
             incremental=True,
             description="Progress records of the owner, by last update.",
         ),
-        StreamSpec(
+        _answers(
             "answers_by_lesson",
             "/v1/lessons/{lesson_id}/answers",
             incremental=True,
             description="Answers of every user on one lesson.",
-            **_ANSWERS,
         ),
-        StreamSpec(
+        _answers(
             "answers_by_user",
             "/v1/users/{user_id}/answers",
             incremental=True,
             description="Answers of one user on every lesson.",
-            **_ANSWERS,
         ),
-        StreamSpec(
+        _answers(
             "answers_by_user_lesson",
             "/v1/users/{user_id}/lessons/{lesson_id}/answers",
             description="Answers of one user on one lesson (no updatedSince on this endpoint).",
-            **_ANSWERS,
         ),
         StreamSpec("categories", "/v1/categories", m.Category, "categories", "single"),
         StreamSpec(

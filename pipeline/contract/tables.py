@@ -296,22 +296,20 @@ def quarantine_batch(rows: Sequence[Any]) -> pa.RecordBatch:
     return pa.RecordBatch.from_pylist([vars(row) for row in rows], schema=QUARANTINE.schema)
 
 
-BUILDS: dict[str, RecordTable | ChildTable] = {
-    b.spec.name: b
-    for b in [
-        ACTIVE_LESSONS,
-        ANSWERS,
-        ANSWER_RESULTS,
-        GROUPS,
-        USERS,
-        GROUP_MEMBERS,
-        CATEGORIES,
-        SESSIONS,
-        REGISTRATIONS,
-        LESSONS,
-        LESSON_QUESTIONS,
-    ]
-}
+_BUILT: list[RecordTable | ChildTable] = [
+    ACTIVE_LESSONS,
+    ANSWERS,
+    ANSWER_RESULTS,
+    GROUPS,
+    USERS,
+    GROUP_MEMBERS,
+    CATEGORIES,
+    SESSIONS,
+    REGISTRATIONS,
+    LESSONS,
+    LESSON_QUESTIONS,
+]
+BUILDS: dict[str, RecordTable | ChildTable] = {b.spec.name: b for b in _BUILT}
 TABLES: dict[str, TableSpec] = {
     **{name: b.spec for name, b in BUILDS.items()},
     "quarantine": QUARANTINE,

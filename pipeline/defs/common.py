@@ -1,24 +1,38 @@
 """What every asset that writes the warehouse shares: its key scheme, its catalog metadata, a ready warehouse
 (owners and pool: policy.py)."""
 
+from typing import Any
+
 from dagster import AssetKey, TableColumn, TableSchema
 
 from pipeline.contract.tables import TableSpec
 from pipeline.defs.resources import WarehouseResource
 from pipeline.warehouse import Warehouse
-from pipeline.warehouse.arrow_types import field_type
+from pipeline.warehouse.schema import table_def
+
+# Asset and check metadata: any value Dagster accepts (its RawMetadataValue union is not public API).
+Metadata = dict[str, Any]
 
 
 def lms_key(table: str) -> AssetKey:
     return AssetKey(["lms", table])
 
 
-def table_definition_metadata(table: TableSpec) -> dict[str, object]:
-    """What catalogs and lineage tools read from a raw table's asset: its columns and DuckDB types (from the
-    declaration), where it lives, and its key."""
-    columns = [TableColumn(field.name, field_type(field, table.name)) for field in table.schema]
+def raw_column_schema(table: TableSpec) -> TableSchema:
+    """A raw table's columns as the warehouse holds them (load metadata included), with their DuckDB types and
+    the contract's descriptions (pipeline/contract/descriptions.py)."""
+    definition = table_def(table)
+    described = dict(definition.column_comments)
+    return TableSchema(
+        columns=[TableColumn(name, type_sql, description=described.get(name)) for name, type_sql in definition.columns]
+    )
+
+
+def table_definition_metadata(table: TableSpec) -> Metadata:
+    """What catalogs and lineage tools read from a raw table's asset: its columns, DuckDB types and descriptions
+    (from the declaration), where it lives, and its key."""
     return {
-        "dagster/column_schema": TableSchema(columns=columns),
+        "dagster/column_schema": raw_column_schema(table),
         "dagster/table_name": f"lms.{table.name}",
         "primary_key": ", ".join(table.key),
     }

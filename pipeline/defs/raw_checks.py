@@ -9,6 +9,7 @@ job) checks every row. Each domain declares the links of its tables (its checks.
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 
 import duckdb
 from dagster import (
@@ -24,7 +25,7 @@ from dagster import (
 )
 
 from pipeline.contract.tables import TABLES
-from pipeline.defs.common import lms_key
+from pipeline.defs.common import Metadata, lms_key
 from pipeline.defs.policy import POOL
 from pipeline.defs.resources import WarehouseResource
 from pipeline.settings import Settings
@@ -182,7 +183,7 @@ def _table_results(
         yield _shrink_result(conn, table, rules.max_deleted_fraction, last_load)
 
 
-def _first_load_time(conn: duckdb.DuckDBPyConnection, table: str, run_id: str):
+def _first_load_time(conn: duckdb.DuckDBPyConnection, table: str, run_id: str) -> datetime | None:
     """When the first load of run `run_id` that wrote rows of `table` committed (its rows carry that load time
     or a later one), None when no load of the run wrote any. Not the table's newest load: a run whose load
     wrote no row of a table would then check every row loaded since some earlier run (a full sync: 10M rows)."""
@@ -193,9 +194,7 @@ def _first_load_time(conn: duckdb.DuckDBPyConnection, table: str, run_id: str):
     return row[0] if row else None
 
 
-def _materialized_in_this_run(
-    context: AssetCheckExecutionContext, keys: list[AssetKey]
-) -> dict[AssetKey, dict[str, object]]:
+def _materialized_in_this_run(context: AssetCheckExecutionContext, keys: list[AssetKey]) -> dict[AssetKey, Metadata]:
     """Of `keys`, those this run materialized (their link checks look only at the rows it loaded), with the
     metadata of their materialization."""
     if not keys:
@@ -212,7 +211,7 @@ def _materialized_in_this_run(
     return found
 
 
-def _contract_result(table: str, metadata: dict[str, object] | None) -> AssetCheckResult:
+def _contract_result(table: str, metadata: Metadata | None) -> AssetCheckResult:
     """Warns when this run's load of `table` met new fields or quarantined records; passes when it did not
     load the table (nothing seen, nothing to say)."""
     if metadata is None:
@@ -233,7 +232,7 @@ def _contract_result(table: str, metadata: dict[str, object] | None) -> AssetChe
             "new_fields": new_fields,
             "new_field_paths": metadata.get("new_field_paths") or [],
             "quarantined_in_stream": quarantined,
-            "next_step": "see lms.quarantine and the run's warnings; README 'Bad records'",
+            "next_step": "see lms.quarantine and the run's warnings; docs/exactness.md, 'Bad records'",
         },
     )
 

@@ -8,6 +8,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import duckdb
 from dagster import ConfigurableResource, EnvVar, InitResourceContext
@@ -20,7 +21,7 @@ from pipeline.warehouse import Warehouse
 from pipeline.webhooks.resource import InboxResource
 
 
-class RunSettingsResource(ConfigurableResource):
+class RunSettingsResource(ConfigurableResource[Any]):
     """A resource whose settings (`_load`) are read once, when a run starts, and whenever asked outside a run: a
     run's steps asked for them ~17 times, each a read of the environment and the .env file on the main thread
     (1-2 ms, more while the client's event loop holds the GIL). A change made during a run applies to the next."""
@@ -75,10 +76,10 @@ class WarehouseResource(RunSettingsResource):
 class PlatformResource(RunSettingsResource):
     """The platform's developer API. Unset fields fall back to the LESSONSYNC_* settings."""
 
-    base_url: str | None = Field(None, description="Platform address without /v1 (LESSONSYNC_BASE_URL).")
-    app_secret: str | None = Field(None, description="App secret; pass EnvVar('LESSONSYNC_APP_SECRET').")
+    base_url: str | None = Field(default=None, description="Platform address without /v1 (LESSONSYNC_BASE_URL).")
+    app_secret: str | None = Field(default=None, description="App secret; pass EnvVar('LESSONSYNC_APP_SECRET').")
     page_size: int | None = None
-    first_page: str | None = Field(None, description="'auto', '0' or '1'.")
+    first_page: str | None = Field(default=None, description="'auto', '0' or '1'.")
     concurrency: int | None = None
 
     def _load(self) -> Settings:
@@ -94,7 +95,7 @@ class PlatformResource(RunSettingsResource):
         return PlatformClient(self.settings())
 
 
-def build_resources(settings: Settings) -> dict[str, ConfigurableResource]:
+def build_resources(settings: Settings) -> dict[str, ConfigurableResource[Any]]:
     """The resources every domain shares (a domain's own, like progress's `backfill`, come with it), their paths
     from `settings`. The app secret set in the environment reaches the platform resource as an EnvVar, so the UI shows
     its name, never its value; an unset secret is never put in resource config: the resource reads it from the
@@ -104,7 +105,7 @@ def build_resources(settings: Settings) -> dict[str, ConfigurableResource]:
         # The address as given (a CLI --base-url overrides the environment); the secret only by name.
         "platform": PlatformResource(base_url=settings.base_url, app_secret=_env_var("LESSONSYNC_APP_SECRET")),
         "warehouse": WarehouseResource(data_dir=str(settings.data_dir)),
-        "inbox": InboxResource(path=str(settings.inbox_path)),
+        "inbox": InboxResource(path=str(settings.inbox_path), url=_env_var("LESSONSYNC_INBOX_URL")),
     }
 
 

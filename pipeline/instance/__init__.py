@@ -25,6 +25,14 @@ storage:
       env: {POSTGRES_URL_VARIABLE}
 """
 
+# The header of the config a deployment writes once (`python -m pipeline.instance --postgres`, run by
+# deploy/install.sh): PostgreSQL for every process of the host, daemon and webserver included. Not one of the two
+# files ensure_dagster_home switches between, so a process started without the variable fails naming it instead of
+# falling back to SQLite.
+DEPLOYED_HEADER = f"""# Written at install (deploy/install.sh): every Dagster process of this host stores its runs, event logs and
+# schedules in PostgreSQL at the URL in {POSTGRES_URL_VARIABLE}; a process without the variable stops naming it.
+"""
+
 log = logging.getLogger(__name__)
 
 
@@ -36,6 +44,24 @@ def instance_config(postgres: bool) -> str:
     """The dagster.yaml LessonSync writes: the shipped file, plus Postgres storage when asked."""
     shipped = SHIPPED_CONFIG.read_text(encoding="utf-8")
     return shipped.rstrip("\n") + "\n" + POSTGRES_STORAGE if postgres else shipped
+
+
+def deployed_instance_config() -> str:
+    """The dagster.yaml of a deployed host: the shipped file plus the Postgres block, whatever the environment now."""
+    return DEPLOYED_HEADER + instance_config(True)
+
+
+def write_deployed_config(home: Path) -> Path:
+    """Writes deployed_instance_config() into `home` (replacing any dagster.yaml there); needs dagster-postgres."""
+    if importlib.util.find_spec("dagster_postgres") is None:
+        raise InstanceConfigError(
+            "the PostgreSQL instance config needs dagster-postgres, which is not installed: "
+            "pip install 'lessonsync[postgres]'"
+        )
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "dagster.yaml"
+    config.write_text(deployed_instance_config(), encoding="utf-8")
+    return config
 
 
 def ensure_dagster_home(settings: Settings) -> Path:

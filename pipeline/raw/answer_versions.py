@@ -11,24 +11,16 @@ State: `lms.answers_synced_versions` (owner_id, user_id, lesson_id -> last_date)
 lesson whose answers were fetched, with the lastDate the warehouse's active lesson had when the answers
 were PLANNED (the answers were fetched later, so they are at least that new). It is written as one more
 table of the answers load, through the warehouse's generic load (lake part, manifest, upsert), so it
-commits in the same DuckDB transaction as the answers and `lessonsync rebuild` restores it from the lake:
-
-- a run that fails or is killed after the active lessons committed but before the answers did leaves
-  the old versions: the new active lessons differ from them and the next run fetches their answers;
-- a run whose drift checks did not settle (incomplete) records no version: the next run asks again;
-- an active lesson updated after our active-lessons sweep has a newer lastDate next time: asked again;
-- a version only moves forward (the table's cursor field is last_date: an older one is ignored).
+commits in the same DuckDB transaction as the answers and `lessonsync rebuild` restores it from the lake
+(why a failed, killed or incomplete run then loses nothing: docs/design.md, "Answer versions").
 
 Modes (Settings.answers_refetch, LESSONSYNC_ANSWERS_REFETCH): "changed" (default) plans requests for the
 window's active lessons whose version differs from the stored one; "window" refetches every active lesson
-of the window (the behaviour before this table). Full refreshes and backfills (a date range, pipeline/defs/progress/backfill.py) always
+of the window. Full refreshes and backfills (a date range, pipeline/defs/progress/backfill.py) always
 refetch their whole window: they exist to re-read it. Every mode records the versions it fetched.
 
-Memory: a full sync's window is every active lesson (1M at scale large). It is never held as Python or
-Arrow strings through the fetch: DuckDB writes the window to a Parquet file in the warehouse's temp
-directory (WindowLessons), the planner reads back only the ids it needs, dictionary-encoded (int32 codes
-plus each distinct id once: ~20 MiB instead of ~120 MiB of string columns), and the versions to record are
-streamed from the file into the load in batches once the fetch is over.
+Memory: a full sync's window is every active lesson; it is spilled to Parquet, never held through the fetch
+(WindowLessons).
 """
 
 from __future__ import annotations
@@ -82,12 +74,13 @@ def window_query(window: Window, *, only_changed: bool, uncommitted: bool = Fals
     while it commits. Where the upsert would keep another lastDate (a NULL one), the plan only differs on the
     safe side: a lesson counted in a request's scope too many, or a version recorded that the warehouse does
     not hold, so its answers are asked again next run."""
-    where, params = ("", {}) if window.since is None else ("WHERE a.last_date >= $since", {"since": window.since})
+    params: dict[str, object] = {} if window.since is None else {"since": window.since}
+    where = "" if window.since is None else "WHERE a.last_date >= $since"
     lessons = "lms.active_lessons"
     if uncommitted:
         # Each side filtered by the window before the grouping, not only after it: a key whose newest lastDate is in
         # the window keeps it (what the filter drops is older or NULL, which max() would not pick), and the
-        # grouping then takes the window's rows instead of every active lesson (1M at scale large, 0.4 s a run).
+        # grouping then takes the window's rows instead of every active lesson.
         inside = "" if window.since is None else "WHERE last_date >= $since"
         lessons = (
             "(SELECT owner_id, user_id, lesson_id, max(last_date) AS last_date FROM "
@@ -108,7 +101,10 @@ def window_query(window: Window, *, only_changed: bool, uncommitted: bool = Fals
 
 @dataclass(frozen=True)
 class WindowLessons:
-    """The window's active lessons (window_query), spilled by DuckDB to one Parquet file."""
+    """The window's active lessons (window_query), spilled by DuckDB to one Parquet file in the warehouse's temp
+    directory: never held as Python or Arrow strings through the fetch. The planner reads back only the ids it
+    needs, dictionary-encoded (int32 codes plus each distinct id once), and the versions to record are streamed
+    from the file into the load in batches once the fetch is over."""
 
     path: Path
     window: Window
@@ -116,7 +112,7 @@ class WindowLessons:
     def planner_input(self) -> pa.Table:
         """user_id and lesson_id (dictionary-encoded: the planner works on their codes), last_date, refetch."""
         # Row group by row group, in this thread, without pre-buffering: the reader's scratch then stays one row
-        # group's (read whole, a 1M-row window left ~120 MiB resident for ~17 MiB of columns).
+        # group's (read whole, a large window leaves several times its columns' size resident).
         window = pq.ParquetFile(self.path, read_dictionary=["user_id", "lesson_id"], pre_buffer=False)
         groups = [
             window.read_row_group(group, columns=list(PLANNER_COLUMNS), use_threads=False)
@@ -158,7 +154,7 @@ def spill_window_active_lessons(
     """The window's active lessons written by DuckDB (streaming, within its memory limit) to a Parquet file in
     the warehouse's temp directory, removed when the block ends. `loading`: the sweep's active-lessons load,
     in the lake but not committed yet (window_query's `uncommitted`)."""
-    temp = Path(wh.connection_settings.duckdb_config(wh.path)["temp_directory"])
+    temp = Path(str(wh.connection_settings.duckdb_config(wh.path)["temp_directory"]))
     temp.mkdir(parents=True, exist_ok=True)
     parts = () if loading is None else loading.parts_written("active_lessons")
     query, params = window_query(window, only_changed=only_changed, uncommitted=bool(parts))

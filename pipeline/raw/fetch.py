@@ -18,8 +18,8 @@ from pipeline.source.slots import REQUEST_PRIORITY, URGENT
 from pipeline.source.stats import RunStats
 from pipeline.warehouse import Load, Warehouse, hooks
 
-# How long close() waits for a cancelled fetch to stop: it stops at its next batch, so within one request
-# unless the platform is down (then the thread, a daemon, is left to its retries and the process's end).
+# How long cancel() waits for a cancelled fetch to stop: the client's batches stop within seconds (their requests
+# are dropped); other iterables stop at their next batch (past this, the thread, a daemon, is left to the process's end).
 STOP_WAIT_SECONDS = 10.0
 
 
@@ -125,6 +125,9 @@ class BackgroundFetch:
     def cancel(self) -> None:
         """Stop fetching and discard what was written (the run ended without committing this load)."""
         self._stop.set()
+        stop = getattr(self._batches, "stop", None)
+        if stop is not None:  # the client's batches: their requests end now, not at the next batch
+            stop()
         self._thread.join(STOP_WAIT_SECONDS)
         if self._done.is_set():
             self._discard()

@@ -2,57 +2,14 @@
 
 Two ways to run the incremental streams:
 - cursor runs (nightly schedule, `lessonsync sync`): since = cursor - lookback, nothing dropped, and the
-  cursor advances once the sweep was complete (`next_cursor`, proved below);
+  cursor advances once the sweep was complete (`next_cursor`, proved in docs/design.md);
 - backfills (a date range set in the Launchpad, pipeline/defs/progress/backfill.py): since = range start, one sweep, and every
   row fetched is kept, those updated after the range end too (they are current data, the same the next cursor
   run would write); the range end only bounds which answer versions are recorded. The cursor is left alone (a
   backfill never moves it backwards or past the nightly run).
 
-Why the cursor rule is safe whichever of the platform's clocks runs ahead.
-
-Two clocks show on the wire and the spec ties neither to the other: the DATA clock that stamps lastDate
-and the HTTP `Date` header. Assumptions, all about the data clock:
-  A1 an update stamps lastDate = the data clock's time, which never goes backwards;
-  A2 (read lag L) a version stamped t is listed by every listing served at data-clock time >= t + L, and
-     a listing never serves a version before it is stamped;
-  A3 (resolution r = RESOLUTION) `updatedSince=s` lists every visible record with lastDate >= s + r: the
-     spec does not show the format nor whether it is inclusive, and r covers an exclusive `>` and a
-     platform that compares whole seconds (ours sends microseconds; one that rounds them also lands
-     within r). A coarser platform needs that much more lookback B, see (2).
-
-Say a run is SAFE UP TO P when every record's newest version stamped before P is in the warehouse after
-it. With B the lookback, a run reading `since = C - B` relies on the previous one being safe up to
-C - B + r (A3: the listing may skip records stamped in [s, s + r)). A complete sweep that starts at
-data time D0 lists, besides, every version stamped in [C - B + r, D0 - L) (A2: visible when the sweep
-starts; sweeps.py: no unchanged record skipped, and a record inserted or moved mid-sweep has a newer
-version stamped >= D0 - L). So it is safe up to D0 - L, and the next cursor C' is safe when
-        C' - B + r <= D0 - L,   i.e.   C' <= D0 - L + B - r.                                (*)
-We never know D0. The rule takes C' = min(S - m, M - r), where S is the `Date` of the first response of
-the run and m the safety margin, M the greatest lastDate the complete sweep listed; a minimum satisfies
-(*) as soon as ONE of its terms does:
-  (1) the `Date` term: if the header is at most e ahead of the data clock (S <= D0 + e), S - m satisfies
-      (*) when e + L + r <= B + m. A header BEHIND the data clock (e < 0) only makes the term smaller.
-  (2) the data term: M was listed during the sweep, so M <= D_end (A2), the data time the sweep ended.
-      M - r satisfies (*) when D_end - D0 + L <= B: the lookback covers the read lag plus the sweep's
-      duration. The -r cancels the resolution of (*), so A3's r is the price of not knowing updatedSince's
-      inclusivity and rounding (without it the lookback would pay it; with lookback 0 a record stamped in
-      the same instant as M but committed after the sweep would be lost to an exclusive platform).
-So: (a) a `Date` header hours AHEAD of lastDate makes S - m useless and unsafe, but the minimum takes
-M - r, bounded by data the platform really served; (b) a header BEHIND only lowers the cursor (the next
-window re-reads that much more, losing nothing); (c) a read lag L stays safe while L + sweep duration
-<= lookback. A longer lag needs a longer LESSONSYNC_LOOKBACK; nothing else can see a record that is
-invisible for longer than every window reaches back.
-
-A window that listed nothing (M unknown) leaves the cursor where it was: moving it would need a clock,
-and keeping it is always safe (its old value satisfied (*) for an earlier D0). Never backwards: a cursor
-that satisfied (*) for an earlier run satisfies it for a later one (D0 grows), so max(previous, C') does
-too; and an incomplete sweep (drift that did not settle) keeps the previous cursor.
-
-Answers have their own cursor; they are planned from the active lessons the warehouse holds, which are
-known only as far as the active-lessons cursor, so their cursor is also capped by it (`ceiling`; None,
-no active-lessons cursor yet, keeps it): every version an active-lessons run loads is stamped at or after
-that run's window start (the versions before it were already loaded, by induction), so the next answers
-window, starting no later, plans it. Their M is the newest lastDate of the plan.
+The cursor rule, C' = min(S - m, M - r), is safe whichever of the platform's clocks runs ahead; its proof and
+the answers' cursor cap: docs/design.md, "The cursor rule".
 """
 
 from __future__ import annotations

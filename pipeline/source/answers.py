@@ -16,27 +16,8 @@ per still-uncovered pair is within 25% of the best, while that beats the per-pai
 grow as pairs get covered, so rounds are few (log_1.25 of the ratio range, ~30 at most), and each round
 is a pair of Arrow group-bys: no Python loop over pairs, fine for a million changed rows.
 
-The run: plan requests for the changed active lessons, fetch them concurrently (pages of one
-request in order), then check for page drift and fetch again what it may have hit.
-
-Drift in answer listings: they page over active-lesson records, and an active lesson updated mid-sweep
-(or, on a platform whose reads lag, becoming visible mid-sweep) moves, shifting the others. Answer rows do
-not show every move (an active lesson may have no answers), so each pass is bracketed by two listings of
-/v1/active-lessons?updatedSince=X, one before, one after: an active lesson in the second but not the first
-(by key and lastDate) changed during the pass, and every per-lesson or per-user request whose scope holds
-one is fetched again. Comparing two listings, not trusting clocks alone, keeps records updated just before
-X (or a stopped simulated clock) from looking like changes. Per-pair requests cover one record and cannot
-drift. After `max_passes` passes with drift still present the run is marked complete=False.
-
-Which X lists every version that can shift a page during the pass, whichever clock runs ahead (the
-assumptions A1-A3 of pipeline/raw/windows.py): such a version was not visible at the data time D of the first
-listing, so it was stamped after D - L (A2, L the read lag); the newest lastDate N of the plan was listed
-before, so N <= D. Hence X = N - lookback - RESOLUTION lists it as long as L <= lookback (A3), with no
-`Date` header involved. X is also capped by the latest `Date` seen minus 2 s, which alone was the rule
-before and still bounds X when the plan holds no lastDate; a header hours behind only makes the two
-listings longer. A change counts against every request of its scope, whenever it was stamped: telling
-whether it happened while a request was in flight would need the `Date` clock and the lastDate clock to
-agree, which nothing promises.
+The run fetches the plan concurrently, then checks for page drift with two listings of the active lessons
+bracketing each pass and fetches again what it may have hit: docs/design.md, "Answers: drift".
 """
 
 from __future__ import annotations
@@ -81,7 +62,7 @@ class AnswerPlan:
 
     @property
     def request_count(self) -> int:
-        return len(self.grouped) + self.pairs.num_rows
+        return len(self.grouped) + int(self.pairs.num_rows)
 
     def records_per_page(self, page_size: int) -> float:
         """Active-lesson records a page of the plan holds on average, confirming pages left out."""
@@ -90,7 +71,9 @@ class AnswerPlan:
         return records / pages if pages else 0.0
 
     def estimated_cost(self, page_size: int) -> int:
-        return sum(answer_request_cost(r.covers, page_size) for r in self.grouped) + PAIR_COST * self.pairs.num_rows
+        return sum(answer_request_cost(r.covers, page_size) for r in self.grouped) + PAIR_COST * int(
+            self.pairs.num_rows
+        )
 
     def requests(self) -> Iterator[PlannedRequest]:
         yield from self.grouped
@@ -248,7 +231,7 @@ async def _check_since(core: SourceCore, newest_planned: datetime | None) -> dat
 def _to_fetch(changed: pa.Table) -> int:
     """Active lessons of `changed` whose answers are to be fetched (every one without a `refetch` column)."""
     if REFETCH not in changed.column_names:
-        return changed.num_rows
+        return int(changed.num_rows)
     return int(pc.sum(changed.column(REFETCH).cast(pa.int64())).as_py() or 0)
 
 
@@ -265,7 +248,7 @@ def _listed_since(changed: pa.Table, instant: datetime) -> int:
     recent = changed.filter(pc.greater(dates, pa.scalar(bound, type=dates.type)))
     # as strings: the spilled window's ids come dictionary-encoded, a dictionary per chunk
     pairs = pa.table({c: recent.column(c).cast(pa.string()) for c in ("user_id", "lesson_id")})
-    return pairs.group_by(["user_id", "lesson_id"], use_threads=False).aggregate([]).num_rows
+    return int(pairs.group_by(["user_id", "lesson_id"], use_threads=False).aggregate([]).num_rows)
 
 
 def _newest(changed: pa.Table) -> datetime | None:
@@ -291,8 +274,8 @@ async def _run_answers(core: SourceCore, changed: pa.Table, updated_since: datet
     plan = plan_answer_requests(changed, core.settings.page_size)
     stats.planned_requests = plan.request_count
     # Pages worth a worker process: start it now, not at the first large page. Counted on the pairs to fetch: an
-    # incremental run's window holds many active lessons whose answers are not needed (a 1%-change run at scale
-    # large: ~2k to fetch in a window of 10k+), and its small pages would keep a worker's ~135 MiB for nothing.
+    # incremental run's window holds many active lessons whose answers are not needed, and its small pages would
+    # keep a worker's memory for nothing.
     # Many pairs in small pages (a request a lesson, a few of its active lessons each) start none either.
     if (
         _to_fetch(changed) >= START_AT_RECORDS

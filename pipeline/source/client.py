@@ -20,7 +20,8 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
+import weakref
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -32,6 +33,7 @@ from pipeline.contract.streams import ANSWER_STREAMS, STREAMS, StreamSpec
 from pipeline.settings import Settings, load_settings
 from pipeline.source.answers import run_answers
 from pipeline.source.decoding import Batch, Page
+from pipeline.source.errors import SourceStopped
 from pipeline.source.fetching import Emit, SourceCore, release_free_memory
 from pipeline.source.page_cache import PageCache
 from pipeline.source.paging import Request, UpdatedSinceFormat, fill_path, format_updated_since
@@ -126,10 +128,9 @@ async def _with_substream(core: SourceCore, request: Request, handle: HandlePage
 
 T = TypeVar("T")
 # Batches handed to the consuming thread in one crossing of threads, beyond the first: as many as wait, up to this
-# many bytes. A crossing waits for the event loop's turn, which is busy with responses: at 4 batches a crossing, the
-# consumer of a large no-change sync's 2,027 group batches fell behind and the queue stood full at ~830 of its puts
-# (8-9 s of the requests' waiting in all); taking what waits, at 22-148 (0.1-0.5 s). Memory: the queue's bound plus
-# this budget.
+# many bytes. A crossing waits for the event loop's turn, which is busy with responses: a consumer that takes a
+# fixed few batches a crossing falls behind the many small batches of a snapshot, and the full queue then stalls the
+# requests. Memory: the queue's bound plus this budget.
 TAKE_BYTES = 8 << 20
 
 
@@ -141,6 +142,68 @@ class _End:
 
 async def _on_loop(call: Callable[[], object]) -> None:
     call()
+
+
+class Batches(Iterator[Batch]):
+    """The batches of one stream run (PlatformClient.iter_stream, iter_answers): an iterator that another thread
+    can `stop()`: its requests are dropped within seconds and the iterating thread gets SourceStopped."""
+
+    def __init__(self, client: PlatformClient, run: Callable[[Emit], Awaitable[RunStats]]) -> None:
+        self._client = client
+        self._stopped = False
+        self._running: tuple[asyncio.AbstractEventLoop, asyncio.Task[None], asyncio.Queue[Batch | _End]] | None
+        self._running = None
+        self._batches = client._iterate(run, self)
+        _LIVE.add(self)
+
+    def __next__(self) -> Batch:
+        return next(self._batches)
+
+    def close(self) -> None:
+        self._batches.close()
+
+    def started(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[None], queue: asyncio.Queue[Any]) -> None:
+        self._running = (loop, task, queue)
+        if self._stopped:
+            self.stop()
+
+    def stop(self) -> None:
+        """Stop fetching (thread-safe, idempotent); the iterating thread's next() raises SourceStopped."""
+        self._stopped = True
+        if self._running is not None:
+            loop, task, queue = self._running
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(_stop_task, task, queue)
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
+
+def _stop_task(task: asyncio.Task[None], queue: asyncio.Queue[Batch | _End]) -> None:
+    """Cancel a stream run's task; once it has ended, its consumer finds SourceStopped at the head of the queue
+    (batches still queued are dropped: a stopped fetch is discarded)."""
+
+    def tell_consumer(_: object) -> None:
+        while queue.full():
+            queue.get_nowait()
+        queue.put_nowait(_End(error=SourceStopped("the fetch was stopped before its end (its run is ending)")))
+
+    if not task.done():
+        task.add_done_callback(tell_consumer)
+        task.cancel()
+
+
+# Every stream run not yet finished, in any client of the process: stop_all_fetches() ends them (SIGTERM).
+_LIVE: weakref.WeakSet[Batches] = weakref.WeakSet()
+
+
+def stop_all_fetches() -> int:
+    """Stop every stream run of this process (thread-safe); returns how many were running."""
+    live = [batches for batches in list(_LIVE) if not batches.stopped]
+    for batches in live:
+        batches.stop()
+    return len(live)
 
 
 class PlatformClient:
@@ -225,12 +288,12 @@ class PlatformClient:
         """Batches of stream `name` (see RUNNABLE); incremental streams take
         `updated_since` (aware datetime, the window start). Stats: last_run_stats() after the end."""
         runnable_stream(name, updated_since)  # fail here, not at the first next()
-        return self._iterate(lambda emit: run_stream(self._ready(), name, updated_since, emit))
+        return Batches(self, lambda emit: run_stream(self._ready(), name, updated_since, emit))
 
     def iter_answers(self, changed_pairs: pa.Table, *, updated_since: datetime | None = None) -> Iterator[Batch]:
         """Answers (and answer_results) of the changed active lessons: `changed_pairs` has columns user_id,
         lesson_id for EVERY active lesson with last_date >= updated_since (all when it is None)."""
-        return self._iterate(lambda emit: run_answers(self._ready(), changed_pairs, updated_since, emit))
+        return Batches(self, lambda emit: run_answers(self._ready(), changed_pairs, updated_since, emit))
 
     def hold_decode_workers(self, held: bool = True) -> None:
         """While held, no decode worker process starts: answer pages are decoded on the client's own thread, and
@@ -269,10 +332,12 @@ class PlatformClient:
         assert self._loop is not None
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
 
-    def _iterate(self, run: Callable[[Emit], Awaitable[RunStats]]) -> Iterator[Batch]:
+    def _iterate(self, run: Callable[[Emit], Awaitable[RunStats]], handle: Batches) -> Generator[Batch, None, None]:
         self._ready()
         queue: asyncio.Queue[Batch | _End] = self._call(self._new_queue())
         task = self._call(self._start(run, queue))
+        assert self._loop is not None
+        handle.started(self._loop, task, queue)
         try:
             while True:
                 for item in self._call(self._take(queue)):

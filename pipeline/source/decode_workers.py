@@ -1,10 +1,9 @@
 """Large answer pages decoded in worker processes, so the event loop keeps LESSONSYNC_CONCURRENCY requests in flight.
 
-Why: the client's one event loop thread sends every request, reads every response and, before this module, decoded every page. A page
-of answers (~1,500 answer and result rows, 300 KB-1.5 MB) costs ~2.5-3 ms of CPU in `FastPages.page`, about
-half of all the loop's work per request, and the decode holds the GIL (msgspec builds Python objects, Arrow
-converts them): a thread would not run it beside the loop. With 40 ms per request and 8 in flight the loop
-must turn a request around in 5 ms; it needed ~5.5, so the answers ran at ~140 requests/s, not 200.
+Why: the client's one event loop thread sends every request and reads every response. Decoding a page of answers
+(hundreds of KB to megabytes) is about half of all the loop's work per request, and it holds the GIL (msgspec
+builds Python objects, Arrow converts them): a thread would not run it beside the loop, and a loop that decodes
+every page cannot turn 8 requests in flight around at 40 ms each.
 
 What: `LESSONSYNC_DECODE_PROCESSES` worker processes run the same `FastPages.page` on the body and send back
 its Arrow batches (an Arrow IPC stream per table: buffers, read back without a copy or per-row work). Each is a fresh interpreter
@@ -13,36 +12,7 @@ threads, and not multiprocessing's spawn either, which runs the parent's main sc
 script without an `if __name__ == "__main__"` guard would sync a second time). One thread per worker sends it
 a page and waits for the answer with the GIL released; the loop only awaits that thread's result.
 
-Exactness is the fast path's, unchanged: the worker runs the very code the loop would run, and only that.
-Whenever it does not hand back batches (the fast path declined the page: a record to quarantine, a date-time it
-leaves to the validated path, a truncated body; or the worker failed), the page is decoded here exactly as before, so every error,
-quarantine row and retry is raised and recorded by the same code with the same messages. Which pages go:
-- answer pages only (`answers` pager): they carry the CPU; record pages also hash their keys for drift
-  detection (sweeps.py), and Python's string hashes differ between processes;
-- bodies of at least OFFLOAD_BYTES: a small page costs less to decode than to ship;
-- at most WAITING_PER_PROCESS pages waiting per worker: beyond that the loop decodes the page itself, so a
-  worker that falls behind is helped rather than queued for. Twice the default requests in flight, not fewer:
-  every page the loop decodes (~3-4 ms) delays the responses of the other requests. With 4 the loop decoded
-  1,200-1,480 of a medium full sync's ~3,010 answer pages, with 16 835-875 (the rest: small pages, and pages
-  before the worker is up); over 9 alternating pairs at 40 ms a request the syncs took 42.3-50.5 s (mean 45.2)
-  against 43.4-51.8 s (mean 46.5). The waiting bodies (~0.3-1.5 MB each) did not raise the peak: the large full
-  sync's process tree reached 586.5 MiB with 16 and 591.5 with 4;
-- once the workers are up: they import for ~1 s, and pages meanwhile are decoded here. They start when the
-  answers' plan has START_AT_RECORDS active lessons or more to fetch in pages of START_AT_RECORDS_PER_PAGE
-  records or more on average (answers.py: while it reads the drift check's first listing), else with the first
-  large page; a run with only small pages never starts a process. (A large 1%-change plans 10,000 active lessons
-  in pages of ~7: its worker imported for 0.34-0.37 s and decoded no page.)
-- not while held (`hold`): the answers fetched while the run's other streams commit run beside those commits, and a
-  worker's ~130 MiB on top of those commits was the large full sync's peak (process tree 597-605 MiB); their
-  pages are decoded here until the runner lifts the hold (pipeline/raw/runner.py), and a start asked for meanwhile happens then.
-A worker that dies or fails turns the offload off for the rest of the client's life (logged once); the pages go
-on being decoded here. The workers exit when the answers run ends (answers.py, `release`: the commit after it
-does not need them) or the client closes; if this process is killed, they see their pipe close and exit.
-
-Memory: each worker holds the imports (pyarrow, numpy, pydantic, msgspec, the contract models: ~85 MiB) and one page
-at a time: ~115-130 MiB at its peak, gone before the commit (the sync's peak). pandas is kept out
-(`memory.keep_pandas_out`): pyarrow would import it at its first conversion, ~33 MiB more per worker (a worker
-measured 146 MiB after its first page with pandas, 113 without) for nothing a worker uses.
+Which pages go to a worker, when workers start and stop, and what they hold: docs/design.md, "Decode workers".
 """
 
 from __future__ import annotations
@@ -100,7 +70,8 @@ class _Worker:
 
     def decode(self, job: tuple[Any, ...]) -> Decoded | None:
         self.connection.send(job)
-        return self.connection.recv()
+        decoded: Decoded | None = self.connection.recv()  # what the worker's loop sends back (serve)
+        return decoded
 
     def close(self) -> None:
         try:
@@ -285,12 +256,12 @@ def ipc_stream(batch: pa.RecordBatch) -> bytes:
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, batch.schema) as writer:
         writer.write_batch(batch)
-    return sink.getvalue().to_pybytes()
+    return bytes(sink.getvalue().to_pybytes())
 
 
 def serve(connection: Connection) -> None:
     """The worker's loop: a page in, its batches (or None) out, until the client closes the connection."""
-    keep_pandas_out()  # pyarrow would import it at the first conversion: ~33 MiB a worker (pipeline/memory.py)
+    keep_pandas_out()  # pyarrow would import it at the first conversion, for nothing a worker uses (pipeline/memory.py)
     from pipeline.source.fast_decoding import FastPages
 
     fast = {name: FastPages.for_stream(STREAMS[name]) for name in ANSWER_STREAMS}

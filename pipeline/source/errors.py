@@ -35,12 +35,33 @@ class PlatformRequestError(SourceError):
         )
 
 
+class PlatformUnavailableError(PlatformRequestError):
+    """Retries exhausted on failures that may pass later (timeouts, connection errors, 429, 5xx, bodies cut short):
+    the platform was unavailable for the whole retry budget. The run that fails on it may be retried."""
+
+
 class PlatformAuthError(SourceError):
     """The platform refused our credentials (app secret, or a token it just issued)."""
 
 
 class PlatformResponseError(SourceError):
     """A response that is not what the spec promises as a whole (e.g. a page that is not a JSON array)."""
+
+
+class PlatformBodyTooLarge(SourceError):
+    """A response body over LESSONSYNC_MAX_RESPONSE_BYTES (announced, or read so far): not retried."""
+
+    def __init__(self, status: int, endpoint: str, limit: int, announced: int | None) -> None:
+        self.status = status
+        size = f"announces {announced:,} bytes" if announced is not None else "is still going"
+        super().__init__(
+            f"the response body of {endpoint} {size}, over LESSONSYNC_MAX_RESPONSE_BYTES ({limit:,} bytes); "
+            "raise it if the platform's pages are really that large"
+        )
+
+
+class SourceStopped(SourceError):
+    """The fetch was stopped from outside (its run ended, failed or was told to stop) before its end."""
 
 
 class RetryableFailure(Exception):

@@ -11,23 +11,10 @@ The fast path only ever accepts a page it can decode *exactly* as the validated 
 would. Whenever it finds anything unusual in a page, it gives up on that page and returns None, and the
 caller decodes the page through PageDecoder, record by record if need be, so quarantine rows (endpoint,
 page, record index, field, message, raw JSON), unknown fields kept in `extra`, truncated bodies and
-errors are exactly those of the validated path. Unusual means:
+errors are exactly those of the validated path.
 
-- any msgspec error: wrong type (a string where a number is expected is an error, never coerced; so is
-  a bool where a number is expected), value outside an enumeration, missing required field, unknown
-  field anywhere (pages with new fields take the validated path, which keeps them in `extra`), JSON
-  that is not a complete array of objects;
-- a record without one of its key fields (quarantined by the validated path);
-- a date-time that is not plain ISO 8601 `YYYY-MM-DDTHH:MM:SS[.ffffff][Z|±HH:MM]` (pydantic accepts more
-  spellings, which the validated path parses), or that Arrow cannot parse (e.g. 30 February);
-- an empty page (nothing to gain).
-
-Date-times: without an offset they are UTC, as in pipeline/contract/columns.epoch_us; with one they are
-converted to UTC.
-
-Models whose columns hold JSON text (lists of objects: sessions' codes, lessons' notions) or whose fields
-this translation does not cover have no fast path (their streams are small snapshots); `FastPages.for_stream`
-returns None for them. tests/source/test_source_fast.py checks that both paths give identical batches.
+What counts as unusual, how date-times are read, and which models have no fast path: docs/design.md, "The fast
+path of page decoding".
 """
 
 from __future__ import annotations
@@ -35,21 +22,21 @@ from __future__ import annotations
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from itertools import chain
 from operator import attrgetter
 from typing import Any, Literal
 
 import msgspec
 import numpy as np
-import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
+import pydantic_core
 from msgspec.structs import astuple
 from pydantic import BaseModel
 from pydantic.types import Strict
 
-from pipeline.contract.columns import TIMESTAMP, Leaf
+from pipeline.contract.columns import TIMESTAMP, Leaf, epoch_us
 from pipeline.contract.columns import leaves as model_leaves
 from pipeline.contract.streams import StreamSpec
 from pipeline.contract.tables import BUILDS, ChildTable, RecordTable
@@ -240,7 +227,7 @@ def _timestamps(values: Sequence[str | None]) -> pa.Array | None:
     text = pa.array(values, type=pa.string())
     if text.null_count == len(text):
         return pa.nulls(len(text), type=TIMESTAMP)
-    if _canonical(text):  # what the platform writes (checked in one pass, cheaper than the regex)
+    if _canonical(text):  # what the platform writes (checked in one pass, cheaper than the regex): UTC, in range
         try:
             return pc.cast(text, TIMESTAMP)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -252,9 +239,22 @@ def _timestamps(values: Sequence[str | None]) -> pa.Array | None:
     if not pc.all(pc.or_kleene(with_offset, pc.is_null(text))).as_py():
         text = pc.if_else(with_offset, text, pc.binary_join_element_wise(text, "Z", ""))
     try:
-        return pc.cast(text, TIMESTAMP)
+        parsed = pc.cast(text, TIMESTAMP)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # e.g. 30 February: the validated path decides
         return None
+    return parsed if _in_utc_range(parsed) else None
+
+
+# The instants a timestamp may hold (decoding.utc_overflows): an offset can push year 1 or 9999 past them.
+_FIRST_US = epoch_us(datetime.min.replace(tzinfo=UTC))
+_LAST_US = epoch_us(datetime.max.replace(tzinfo=UTC))
+
+
+def _in_utc_range(parsed: pa.Array) -> bool:
+    """Every value within 0001-01-01..9999-12-31 in UTC; the validated path quarantines the others."""
+    bounds = pc.min_max(parsed.view(pa.int64()))
+    low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    return low is None or (low >= _FIRST_US and high <= _LAST_US)
 
 
 _CANONICAL = b"2026-05-05T07:43:45.815Z"  # the shape the platform writes
@@ -311,12 +311,13 @@ class FastPages:
     """Page bodies of one stream -> Page (Arrow batches), or None: take the validated path."""
 
     def __init__(self, stream: StreamSpec) -> None:
-        struct = fast_struct(stream.model)
+        struct: Any = fast_struct(stream.model)  # a msgspec Struct class made at run time
         if struct is None:
             raise _NoFastPath(f"{stream.model.__name__} is not translatable")
         self._stream = stream
         self._decoder = msgspec.json.Decoder(list[struct])
-        self._open_decoder = msgspec.json.Decoder(list[fast_struct(stream.model, closed=False)])
+        open_struct: Any = fast_struct(stream.model, closed=False)
+        self._open_decoder = msgspec.json.Decoder(list[open_struct])
         own = BUILDS[stream.table]
         assert isinstance(own, RecordTable)
         self._own = own
@@ -365,10 +366,11 @@ class FastPages:
                 return None
             try:  # new fields the platform added: validated the same, then kept in `extra`
                 records = self._open_decoder.decode(body)
-            except (msgspec.ValidationError, msgspec.DecodeError):
+                # read by the validated path's parser, so a record it refuses (nesting too deep) goes its way
+                raw = pydantic_core.from_json(body)
+            except (msgspec.ValidationError, msgspec.DecodeError, ValueError, RecursionError):
                 return None
-            raw = orjson.loads(body)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):  # RecursionError: nesting past msgspec's depth limit
             return None
         if not records:
             return None
@@ -376,7 +378,10 @@ class FastPages:
         if arrays is None:
             return None
         if raw is not None:
-            arrays[-1] = pa.array(list(map(self._own.columns.extras, raw)), type=pa.string())
+            try:
+                arrays[-1] = pa.array(list(map(self._own.columns.extras, raw)), type=pa.string())
+            except TypeError:  # an extra orjson cannot write (an integer past 64 bits): the validated path decides
+                return None
         for index in self._optional_keys:  # a record without its key: the validated path quarantines it
             if arrays[index].null_count:
                 return None
@@ -400,7 +405,10 @@ class FastPages:
                 if raw is not None and source is not None:
                     items = chain.from_iterable(record[source] for record in raw)
                     assert child.columns is not None
-                    rest[-1] = pa.array(list(map(child.columns.extras, items)), type=pa.string())
+                    try:
+                        rest[-1] = pa.array(list(map(child.columns.extras, items)), type=pa.string())
+                    except TypeError:
+                        return None
             batches.append(
                 Batch(
                     child.spec,
@@ -421,7 +429,7 @@ def _child_field(model: type[BaseModel], child_table: str) -> str | None:
     assert isinstance(child, ChildTable)
     if child.columns is None:
         return None
-    item_model = _child_model(model, child_table)
+    item_model: Any = _child_model(model, child_table)  # a model class, compared as list[item_model]
     for name, info in model.model_fields.items():
         union = typing.get_origin(info.annotation) in (typing.Union, types.UnionType)
         if list[item_model] in (typing.get_args(info.annotation) if union else (info.annotation,)):
@@ -438,7 +446,10 @@ def _child_model(model: type[BaseModel], child_table: str) -> type[BaseModel]:
         for member in typing.get_args(info.annotation) if union else (info.annotation,):
             if typing.get_origin(member) is list:
                 item = typing.get_args(member)[0]
-                if isinstance(item, type) and issubclass(item, BaseModel):
-                    if [leaf.column for leaf in model_leaves(item)] == [leaf.column for leaf in child.columns.leaves]:
-                        return item
+                if (
+                    isinstance(item, type)
+                    and issubclass(item, BaseModel)
+                    and [leaf.column for leaf in model_leaves(item)] == [leaf.column for leaf in child.columns.leaves]
+                ):
+                    return item
     raise _NoFastPath(f"cannot find the model of {child_table}")

@@ -4,8 +4,8 @@ pager kind, each decoded to Arrow batches at once, emitted with run statistics a
 Freed memory goes back to the OS while streams run (release_free_memory), so the client's resident memory
 stays flat. Pages of answers are megabytes, received, decoded and freed thousands of times, interleaved with
 small long-lived allocations; glibc's malloc keeps the freed space of its arenas mapped (it only returns the
-top of a heap by itself), so the resident set drifts up with the length of a run (measured: ~50 MiB of
-free-but-resident arena space after 1M active lessons, more during the answers of scale large).
+top of a heap by itself), so the resident set drifts up with the length of a run (tens of MiB of
+free-but-resident arena space at scale large).
 `malloc_trim(0)` releases the free pages anywhere in every arena (glibc >= 2.8, madvise), and Arrow's
 pool is asked to do the same. Called every RELEASE_EVERY_PAGES pages and at the end of every run; it
 costs a few milliseconds (a fraction of a percent of the decoding work it follows). Elsewhere than

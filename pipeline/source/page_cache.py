@@ -1,34 +1,16 @@
 """Decoded snapshot pages kept on disk, so a page the platform serves again byte for byte is not decoded again.
 
-The snapshots (groups and the users of each group, the lesson catalogue, sessions, categories) are listed whole
-every run, and on a quiet night almost every page is the one of the night before. Decoding them was the largest
-part of the client's work in a no-change run (~1 s of the event loop at scale large, where the GIL is the
-bottleneck). A page's decoding is a function of its request, its body and the decoding code, so the cache key is
-a SHA-256 digest of all three (SHA-256 for the SHA extensions of today's CPUs: 2-3x BLAKE2b's speed on ~100 MB of
-bodies a quiet night at scale large): the stream, the endpoint and parameters as sent, whether key hashes are wanted,
-the body, and a fingerprint of the code (every module of pipeline/source and pipeline/contract, and the versions
-of the libraries that decode). Any change to any of them is another key: a miss, decoded as before.
+The snapshots are listed whole every run, and on a quiet night almost every page is the one of the night before.
+A page's decoding is a function of its request, its body and the decoding code, so the key is a SHA-256 digest of
+all three: any change to any of them is another key, a miss, decoded as before.
 
 What is kept: the page's batches (Arrow IPC), its served and record counts. Not kept: pages with quarantined
 records (their rows carry the time they were seen) and the key hashes of drift detection (Python's string hash
 differs from process to process): those are computed again from the page's own batch, as the decoders do.
 
-Where: one pack file per stream and client (`<stream>-<token>.pack`), its entries appended one after the other, each
-its payload's length, its name (the key above) and its payload, the pages this client decoded. A stream's first
-lookup indexes the packs of earlier runs (a scan from entry header to entry header: ~1,000 short reads for the users
-of 1,000 groups); a pack cut short (a run killed while writing) ends at its last whole entry, and an entry that cannot
-be decoded is a miss, with a warning. After a complete run of a stream, an earlier pack that served at least half its
-entries again is kept; any other is removed, the entries it served copied first to the run's own pack
-(`forget_unused`): the cache holds about one night, at most twice. Why packs, not a file per page: after a 24-hour
-change at scale large ~1,005 of ~1,013 group pages miss, and a file created, renamed and removed the next night for
-each cost a 1%-change run ~1 s (interleaved runs with the cache on and off); appending an entry to an open file is a
-few times cheaper, and a night's cleanup is one unlink per stream. A no-change run writes nothing.
-
-Entries are written by a thread of their own, not by the caller (the client's event loop): a write is ~0.1 ms on a
-quiet disk but slower while a commit writes the warehouse beside it. The page is serialized first (Arrow IPC, ~15 us),
-so the writer holds bytes, never the caller's batches; at most WRITES_PENDING wait, beyond that the caller writes its
-own. After a failed write the cache writes no more (an entry half written stays the last of its pack). `close` (the
-client's) waits for the writes in flight: an entry not written is only a miss next time."""
+Where entries live (one pack per stream and run), how packs are kept or removed, and how entries are written:
+docs/design.md, "The page cache".
+"""
 
 from __future__ import annotations
 
@@ -41,6 +23,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from importlib import metadata
 from pathlib import Path
 from typing import BinaryIO
@@ -102,11 +85,11 @@ class PageCache:
             self._forget_reader(pack)
         with self._append_lock:
             packs, self._packs = self._packs, {}
-            for pack in packs.values():
+            for handle in packs.values():
                 try:
-                    pack.close()
+                    handle.close()
                 except OSError as error:
-                    self._warn_write_failed(Path(pack.name), error)
+                    self._warn_write_failed(Path(handle.name), error)
 
     def forget_unused(self, streams: tuple[str, ...], since: float) -> int:
         """After a complete run of `streams` that started at `since` (time.time()): keep the packs of earlier runs
@@ -129,7 +112,7 @@ class PageCache:
                     if raw is not None:
                         self._write_later(stream, name, [raw])
                 self._forget_reader(pack)
-                self._after_writes(lambda pack=pack: pack.unlink(missing_ok=True))
+                self._after_writes(partial(pack.unlink, missing_ok=True))
                 removed += 1
         return removed
 

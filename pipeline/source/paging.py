@@ -121,12 +121,8 @@ async def _drain(pending: deque[tuple[int, asyncio.Task[Timed[PageT]]]]) -> None
 # requests, the groups' member listings) and pages a long listing keeps ahead (record_pages's window, which
 # counts the pages answered but not yet taken too). A listing takes its pages in order and, between two of them,
 # waits for the page's decode and for the consumer; the page that ends it is asked alone. With one of each per
-# slot, slots stood idle while their listing waited (the active-lessons listing of a medium full sync ran at ~150
-# requests/s where 8 slots at 40 ms allow ~190). Twice as many keep a request ready for every slot that frees; the
-# slots (transport.py) still bound what is in flight at LESSONSYNC_CONCURRENCY. Medium full sync, 40 ms a request,
-# in-process, variants alternating (means): the answers' planned requests 41.57 s against 42.81 (4 of 5 pairs; 3
-# per slot no better), the groups' member listings then 41.34 against 42.04 (3 of 3), the listing's window then
-# 39.67 against 40.58 (3 of 3).
+# slot, slots stand idle while their listing waits. Twice as many keep a request ready for every slot that frees
+# (three are no better); the slots (transport.py) still bound what is in flight at LESSONSYNC_CONCURRENCY.
 READY_PER_SLOT = 2
 
 
@@ -137,8 +133,8 @@ async def record_pages(
     first two, then 2, 4, ... up to `max_window` ahead (asked, or answered and not yet taken; the slots bound how
     many are in flight). Most listings of a snapshot are one or two pages (the users of one group): each page
     fetched ahead past the end is a request wasted, and once sent it holds its slot until answered. Jumping to
-    `max_window` after a full first page cost a two-page listing 1 + max_window requests instead of 2 (measured:
-    the groups snapshot of scale medium, 1,080 requests for 250 groups); a listing of thousands of pages reaches
+    `max_window` after a full first page would cost a two-page listing 1 + max_window requests instead of 2; a
+    listing of thousands of pages reaches
     the full window after four pages. A listing known to hold at least `known_records` records (the answers' drift
     checks: the planned active lessons, or every record the first check found) asks its pages up to the first one
     that can be short at once: none of them can be past the end, and none waits for the ramp's round trips."""

@@ -66,9 +66,10 @@ class RunStats:
         for batch in page.batches:
             self.rows[batch.table.name] = self.rows.get(batch.table.name, 0) + batch.records.num_rows
             count_new_fields(batch.table.name, batch.records, self.new_fields)
-        cursor_field = page.batches[0].table.cursor_field if page.own is not None else None
-        if cursor_field is not None:
-            self.note_newest(pc.max(page.own.column(cursor_field)).as_py())
+        own = page.own
+        cursor_field = page.batches[0].table.cursor_field if own is not None else None
+        if own is not None and cursor_field is not None:
+            self.note_newest(pc.max(own.column(cursor_field)).as_py())
 
     def note_newest(self, instant: datetime | None) -> None:
         if instant is not None:

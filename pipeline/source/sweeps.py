@@ -5,42 +5,9 @@ update moves a record to the end; if it sat before our offset, every later recor
 and the one at the page boundary is skipped, though it never changed, and the next run's window
 (cursor - lookback) may not reach back to it.
 
-The detector: within one pass, a skip always comes with a key served twice. Look at one move of a
-record Y and the slots between its old place and the end, each slot either served (S: its page already
-fetched) or unserved (U). Every record in that range shifts back one slot: at a boundary U|S the record
-leaves a served slot for an unserved one (it will be served again: a duplicate); at S|U it leaves an
-unserved slot for a served one (a skip). The end is unserved while the sweep runs (the last page is
-only trusted when asked after every earlier page arrived, see paging.record_pages). If Y's old slot
-was served, Y itself is served again; if not, the range starts and ends unserved, so boundaries S|U and
-U|S alternate and come in equal numbers. Either way a move that skips something serves something twice.
-This holds for any fixed order and for out-of-order page fetching. A record that appears mid-sweep (new,
-or on a platform whose reads lag, a version becoming visible) shifts the slots after it FORWARD: at S|U a
-record is served again, at U|S one is skipped, and from its slot to the unserved end S|U boundaries are at
-least as many as U|S ones, so there too a skip comes with a duplicate (the newcomer itself may be missed:
-its version is the run's to leave to the next window, see pipeline/raw/windows.py). Hashing keys (8 bytes a
-record) finds the duplicates; none means the pass skipped nothing.
-
-Pages in flight together (paging.record_pages keeps up to READY_PER_SLOT x LESSONSYNC_CONCURRENCY of them ahead
-once full pages keep coming: 1, 1, 2, 4, ...; at most LESSONSYNC_CONCURRENCY are in flight, a limit an overlapped
-sync shares among streams). The argument above never uses the order in which pages are served, only two facts,
-which concurrency keeps: (i) the platform cuts each page from the listing as it is at one instant, so at the
-instant of any move every slot is either served (its page was cut before) or unserved, whatever order the requests
-were sent, answered or arrived in; (ii) the end is unserved at every move of the sweep: the short page that ends it
-is trusted only when it was requested after every earlier page had arrived, so it was cut after all of them
-(otherwise it is asked again, alone), and pages fetched ahead past it are dropped. Nothing relies on a page being
-asked after the previous one arrived, so the listing is not fetched one page at a time;
-tests/source/test_source_concurrent_drift.py makes records drift while several pages are in flight and finds the
-duplicates, the second pass and an exact result. (A listing that looks slow at its start pays one-time costs on its
-first page, which is fetched alone: the token, the first-page probe and pyarrow's import of pandas on its first
-conversion, 1-2 s in a fresh process.)
-
-The remedy: sweep the whole window again (the warehouse keeps the latest version of each key, and a
-later pass only serves newer versions); after `max_passes` the run reports complete=False so the caller
-does not advance its cursor. Records new, changed or becoming visible during the pass may be missed; their
-lastDate is after the data time the sweep started minus the read lag, which the next window still reaches
-(the cursor rule and its proof: pipeline/raw/windows.py). A server that deletes records while we page also
-shifts records back, invisibly: the spec has no deletions of active lessons; for snapshots, the warehouse
-should mark vanished rows deleted only after a complete run.
+Within one pass a skip always comes with a key served twice, so a pass with no duplicate key skipped nothing;
+otherwise the window is swept again. The proof, pages in flight together, and the remedy: docs/design.md,
+"Exact sweeps under page drift".
 """
 
 from __future__ import annotations
@@ -53,6 +20,7 @@ from typing import TypeVar
 import numpy as np
 
 from pipeline.source.decoding import Page
+from pipeline.source.errors import PlatformResponseError
 from pipeline.source.fetching import SourceCore
 from pipeline.source.paging import Request
 from pipeline.source.stats import RunStats
@@ -85,7 +53,9 @@ async def sweep(core: SourceCore, request: Request, handle: HandlePage, stats: R
     for number in range(1, core.max_passes + 1):
         stats.passes = max(stats.passes, number)
         seen = KeyHashes()
+        repeats = RepeatedPages(request.endpoint)
         async for page in core.pages(request):
+            repeats.check(page)
             seen.add(page.key_hashes)
             await handle(request, page)
         twice = seen.served_twice()
@@ -102,6 +72,35 @@ async def sweep(core: SourceCore, request: Request, handle: HandlePage, stats: R
             else f"; giving up after {number} passes: the result is marked incomplete",
         )
     return False
+
+
+class RepeatedPages:
+    """A listing whose full pages keep serving the same keys, page after page, never ends: the platform ignores
+    pageNumber. Drift makes two consecutive pages alike only by a shift of exactly a page, never
+    SAME_PAGES_LIMIT times in a row, so that many identical full pages fail the sweep, naming the endpoint."""
+
+    SAME_PAGES_LIMIT = 3
+
+    def __init__(self, endpoint: str) -> None:
+        self._endpoint = endpoint
+        self._previous: np.ndarray | None = None
+        self._same = 1
+
+    def check(self, page: Page) -> None:
+        hashes = page.key_hashes
+        if hashes is None or hashes.size < 2 or hashes.size < page.served:
+            self._previous, self._same = None, 1
+            return
+        if self._previous is not None and np.array_equal(np.sort(hashes), self._previous):
+            self._same += 1
+            if self._same >= self.SAME_PAGES_LIMIT:
+                raise PlatformResponseError(
+                    f"GET {self._endpoint}: {self._same} pages in a row up to page {page.location.page} serve the same "
+                    f"{hashes.size} records: the platform ignores pageNumber and the listing would never end"
+                )
+        else:
+            self._same = 1
+        self._previous = np.sort(hashes)
 
 
 async def run_pool(items: Iterable[T], work: Callable[[T], Awaitable[None]], workers: int) -> None:

@@ -13,29 +13,15 @@ exponential with jitter (0.1 s, 0.2 s, 0.4 s... + up to 0.1 s), capped by settin
 Retry-After hint (seconds or HTTP date) is honoured up to that cap; the exponential backoff is its floor,
 so `Retry-After: 0` cannot make us spin.
 
-A request retries until settings.retry_budget seconds have passed since its first try (or max_attempts
-tries, a bound the budget normally reaches first): an outage shorter than the budget is ridden out. The
-last wait is shortened so that the final try happens at the end of the budget, not after it.
+A request retries until settings.retry_budget seconds have passed since it was first sent (or max_attempts
+tries, a bound the budget normally reaches first): an outage shorter than the budget is ridden out. The budget is
+also each attempt's total deadline (connect, headers and the whole body, `RequestClock`): a platform that drips
+a body, or never sends its headers, fails the request when the budget is spent, however often each read gets a
+byte. The last wait is shortened so that the final try still has a moment (`RequestClock.reserve`, at most 5 % of
+the budget) before the budget ends, and that try gets no more than it: a request never outlasts its budget by more.
+A body larger than settings.max_response_bytes fails the request at once (a platform that sends one, sends it again).
 
-HTTP/1.1 is aiohttp's (PlatformHTTP, below), with httpx's types around it. Why aiohttp: pages of answers are
-megabytes, and httpx's own transport (httpcore + h11) handles a body as a series of reads, each copied, extracted
-and joined in Python: ~7.7 ms of CPU per 1.5 MB page against ~3.0 ms here (aiohttp parses HTTP in C with llhttp
-and hands the body over in one piece; docs/BENCHMARKS.md). Why not through httpx.AsyncClient: its per-request
-machinery (parsing the URL it is given, merging it with the base, the cookie jar, the redirect and auth hooks) cost
-~0.1-0.2 ms of the event loop's time a request, which a run of thousands of small requests waits for (issue 15). A
-request carries what httpx's client would send: its default headers (Accept-Encoding lists what httpx.Response
-decodes), the base address merged and the parameters encoded as httpx does (tests/source/test_source_aio.py
-compares the two). Responses are httpx.Response (Content-Encoding decoded by httpx), errors httpx's.
-
-Errors land in httpx's hierarchy so callers keep one set of exceptions: timeouts connecting or waiting
-for bytes are ConnectTimeout / ReadTimeout, a refused or lost connection ConnectError / ReadError, a
-body cut short or a response that is not HTTP RemoteProtocolError. Paths are sent as given, already
-percent-encoded (paging.fill_path: an id's reserved characters stay escaped). Proxies come from the environment
-(HTTP(S)_PROXY, NO_PROXY) and TLS uses httpx's context (certifi, SSL_CERT_FILE), as with httpx's own transport.
-
-The environment is read once per origin, not per request: aiohttp's `trust_env` re-reads every variable
-for the proxy and looks for a .netrc in a worker thread on each request (1,000 small requests: ~0.4 s of
-CPU). Like httpx since 0.24, no .netrc credentials are sent: the platform is authenticated by its token.
+Why aiohttp under httpx's types, how errors map to httpx's hierarchy, and proxies: docs/design.md, "HTTP".
 """
 
 from __future__ import annotations
@@ -74,8 +60,10 @@ from pipeline.settings import Settings
 from pipeline.source.auth import TokenManager
 from pipeline.source.errors import (
     PlatformAuthError,
+    PlatformBodyTooLarge,
     PlatformRequestError,
     PlatformResponseError,
+    PlatformUnavailableError,
     RetryableFailure,
     TruncatedBody,
 )
@@ -111,6 +99,7 @@ class Transport:
             connections=settings.concurrency,
             timeout=settings.request_timeout,
             headers={"Accept": "application/json"},
+            max_body=settings.max_response_bytes,
         )
         self._slots = PrioritySlots(settings.concurrency)  # shared by every stream of an overlapped run
         self.auth = TokenManager(settings.app_secret, self._post_token)
@@ -148,29 +137,31 @@ class Transport:
     async def _request(
         self, method: str, path: str, params: Mapping[str, str], body: Any, decode: Decode[T], *, authenticated: bool
     ) -> T:
+        clock = RequestClock(self._settings.retry_budget, self._settings.request_timeout)
         retrying = AsyncRetrying(
-            stop=stop_when_spent(self._settings.retry_budget, self._settings.max_attempts),
-            wait=RetryAfterOrBackoff(self._settings.retry_max_wait, self._settings.retry_budget),
+            stop=stop_when_spent(clock, self._settings.max_attempts),
+            wait=RetryAfterOrBackoff(self._settings.retry_max_wait, clock),
             retry=retry_if_exception_type(RetryableFailure),
             before_sleep=lambda state: self._note_retry(method, path, state),
             reraise=True,
         )
         attempts = 0
-        started = time.monotonic()
         try:
             async for attempt in retrying:
                 with attempt:
                     attempts = attempt.retry_state.attempt_number
-                    return await self._attempt(method, path, params, body, decode, authenticated, attempts)
+                    return await self._attempt(method, path, params, body, decode, authenticated, attempts, clock)
+        except PlatformBodyTooLarge as failure:
+            raise PlatformRequestError(method, path, params, failure.status, attempts, str(failure)) from None
         except RetryableFailure as failure:
-            raise PlatformRequestError(
+            raise PlatformUnavailableError(
                 method,
                 path,
                 params,
                 failure.status,
                 attempts,
                 self.auth.redact(failure.detail),
-                retried_for=time.monotonic() - started,
+                retried_for=clock.spent(),
             ) from None
         raise AssertionError("unreachable: tenacity either returns or raises")
 
@@ -198,16 +189,18 @@ class Transport:
         decode: Decode[T],
         authenticated: bool,
         attempt: int,
+        clock: RequestClock,
     ) -> T:
         if not authenticated:
-            response = await self._send(method, path, params, body, None)
+            response = await self._send(method, path, params, body, None, clock)
             return await self._decoded(method, path, params, response, decode, attempt)
         async with self._slots:
             token = await self.auth.bearer()
-            response = await _answered(self._send(method, path, params, body, token))
+            response = await _answered(self._send(method, path, params, body, token, clock))
             if response.status_code == 401:
                 await self.auth.on_unauthorized(token)
-                response = await _answered(self._send(method, path, params, body, await self.auth.bearer()))
+                token = await self.auth.bearer()
+                response = await _answered(self._send(method, path, params, body, token, clock))
                 if response.status_code == 401:
                     raise PlatformAuthError(
                         f"{method} {path} answered 401 to a freshly issued token; the app secret may lack "
@@ -218,7 +211,7 @@ class Transport:
         return await self._decoded(method, path, params, response, decode, attempt)
 
     async def _send(
-        self, method: str, path: str, params: Mapping[str, str], body: Any, token: str | None
+        self, method: str, path: str, params: Mapping[str, str], body: Any, token: str | None, clock: RequestClock
     ) -> httpx.Response:
         headers = {"Authorization": f"Bearer {token}"} if token is not None else None
         content = orjson.dumps(body) if body is not None else None
@@ -227,10 +220,13 @@ class Transport:
         self.stats.requests += 1
         if (own := STREAM_COUNTER.get()) is not None:
             own.requests += 1
+        clock.start()
         try:
-            response = await self._http.request(method, path, params, headers=headers, content=content)
+            response = await self._http.request(
+                method, path, params, headers=headers, content=content, deadline=clock.attempt_deadline()
+            )
         except httpx.TimeoutException as exc:
-            raise RetryableFailure(None, f"timed out ({type(exc).__name__})") from None
+            raise RetryableFailure(None, f"timed out ({type(exc).__name__}: {exc})") from None
         except httpx.TransportError as exc:
             raise RetryableFailure(None, f"connection error ({type(exc).__name__}: {exc})") from None
         except httpx.DecodingError as exc:  # a compressed body that does not decompress: cut short or garbled
@@ -265,22 +261,37 @@ class Transport:
             except TruncatedBody as exc:
                 raise RetryableFailure(status, f"incomplete or invalid JSON body ({exc})") from None
         detail = self.auth.redact(_error_detail(response))
+        if 300 <= status < 400:
+            where = response.headers.get("location") or "nowhere"
+            detail = self.auth.redact(
+                f"redirected to {where[:200]}; redirects are not followed: set LESSONSYNC_BASE_URL to the "
+                "platform's own address"
+            )
         if status == 429 or status >= 500:
             hint = retry_after_seconds(response.headers.get("retry-after"), self._server_time)
             raise RetryableFailure(status, f"status {status}: {detail}", retry_after=hint)
         raise PlatformRequestError(method, path, params, status, attempt, detail)
 
 
+# How long a cancelled caller's request may still take before it is dropped (see _answered): a stopped run ends
+# within seconds even when the platform drips its answer.
+CANCEL_GRACE_SECONDS = 2.0
+
+
 async def _answered(sending: Coroutine[Any, Any, httpx.Response]) -> httpx.Response:
     """A request once sent keeps its slot until the platform has answered it, even when its caller is
     cancelled (a pager dropping the pages it fetched ahead past the end): otherwise the connection is dropped
     while the platform still works on the request, and a new one takes the slot, so the platform would see
-    more than LESSONSYNC_CONCURRENCY requests at once. The wait is bounded by the request timeout."""
+    more than LESSONSYNC_CONCURRENCY requests at once. That wait is bounded by CANCEL_GRACE_SECONDS, after which
+    the request is dropped: a stopped run must not wait for a platform that drips its answer."""
     request = asyncio.ensure_future(sending)
     try:
         return await asyncio.shield(request)
     except asyncio.CancelledError:
-        await asyncio.wait([request])
+        await asyncio.wait([request], timeout=CANCEL_GRACE_SECONDS)
+        if not request.done():
+            request.cancel()
+            await asyncio.wait([request])
         if not request.cancelled():
             request.exception()  # its failure no longer matters to anyone: retrieved, so asyncio does not log it
         raise
@@ -361,7 +372,7 @@ def parse_http_date(value: str | None) -> datetime | None:
 class RetryAfterOrBackoff(wait_base):
     """max(Retry-After hint, exponential backoff with jitter), never more than `cap` seconds."""
 
-    def __init__(self, cap: float, budget: float | None = None) -> None:
+    def __init__(self, cap: float, budget: float | RequestClock | None = None) -> None:
         self._cap = cap
         self._budget = budget
         self._backoff = wait_exponential_jitter(multiplier=FIRST_WAIT, max=cap, exp_base=2, jitter=FIRST_WAIT)
@@ -371,14 +382,53 @@ class RetryAfterOrBackoff(wait_base):
         outcome = retry_state.outcome
         hint = getattr(outcome.exception(), "retry_after", None) if outcome is not None else None
         wait = min(self._cap, max(hint or 0.0, backoff))
-        if self._budget is not None:  # never sleep past the budget: the last try comes as it ends
-            wait = min(wait, max(0.0, self._budget - retry_state.seconds_since_start))
+        if isinstance(self._budget, RequestClock):  # never sleep past the budget: the last try comes as it ends
+            wait = min(wait, self._budget.left_for_waiting())
+        elif self._budget is not None:
+            wait = min(wait, max(0.0, self._budget - (retry_state.seconds_since_start or 0.0)))
         return wait
 
 
-def stop_when_spent(budget: float, max_attempts: int) -> stop_base:
-    """Stop retrying once `budget` seconds have passed since the first try, or after `max_attempts` tries."""
-    return stop_after_delay(budget) | stop_after_attempt(max_attempts)
+class RequestClock:
+    """The retry budget of one request, counted from when it is first sent (not while it waits for a slot).
+
+    Every attempt must end by the end of the budget; the last one is given at least `reserve` seconds (5 % of
+    the budget, at most one request timeout), so the whole request ends within budget + reserve."""
+
+    def __init__(self, budget: float, request_timeout: float = float("inf")) -> None:
+        self.budget = budget
+        self.reserve = min(0.05 * budget, request_timeout)
+        self._started: float | None = None
+
+    def start(self) -> None:
+        if self._started is None:
+            self._started = time.monotonic()
+
+    def spent(self) -> float:
+        return 0.0 if self._started is None else time.monotonic() - self._started
+
+    def left_for_waiting(self) -> float:
+        """Seconds a backoff may still sleep so that the next try keeps its reserve."""
+        return max(0.0, self.budget - self.reserve - self.spent())
+
+    def attempt_deadline(self) -> float:
+        """Seconds the attempt starting now may take, connect to last byte."""
+        return max(self.budget - self.spent(), self.reserve)
+
+
+class _BudgetSpent(stop_base):
+    def __init__(self, clock: RequestClock) -> None:
+        self._clock = clock
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        return self._clock.spent() >= self._clock.budget - self._clock.reserve
+
+
+def stop_when_spent(budget: float | RequestClock, max_attempts: int) -> stop_base:
+    """Stop retrying once the budget is spent (seconds since the first send, or since the first try when given
+    as a number), or after `max_attempts` tries."""
+    spent = _BudgetSpent(budget) if isinstance(budget, RequestClock) else stop_after_delay(budget)
+    return spent | stop_after_attempt(max_attempts)
 
 
 # The platform's clock as its Date headers show it
@@ -388,7 +438,7 @@ class ClockMark:
     """Server time at a local instant, learnt from the first Date header that arrives after it.
 
     Never extrapolated forward from an older Date: the platform's clock may be simulated or stopped. It is
-    one bound of the cursor rule (pipeline/defs/windows.py), never trusted alone: nothing ties the Date header
+    one bound of the cursor rule (pipeline/raw/windows.py), never trusted alone: nothing ties the Date header
     to the clock that stamps lastDate. The Date header has whole seconds, hence -1 s.
     """
 
@@ -420,10 +470,17 @@ def httpx_default_headers() -> tuple[tuple[str, str], ...]:
 class PlatformHTTP:
     """Requests to one platform over at most `connections` keep-alive connections: one aiohttp session, opened on
     first use (a session belongs to the event loop that created it). `headers` go with every request, over
-    httpx's defaults; `timeout` bounds connecting and each wait for bytes."""
+    httpx's defaults; `timeout` bounds connecting and each wait for bytes, a request's `deadline` the whole of it;
+    a body over `max_body` bytes is refused (PlatformBodyTooLarge) before it is read whole."""
 
     def __init__(
-        self, base_url: str, *, connections: int, timeout: float, headers: Mapping[str, str] | None = None
+        self,
+        base_url: str,
+        *,
+        connections: int,
+        timeout: float,
+        headers: Mapping[str, str] | None = None,
+        max_body: int = 1 << 62,
     ) -> None:
         base = httpx.URL(base_url)  # normalised as httpx.AsyncClient(base_url=...) normalises it
         if base.query or base.fragment:
@@ -434,6 +491,7 @@ class PlatformHTTP:
         self._headers = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in merged.raw]
         self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout)
         self._connections = connections
+        self._max_body = max_body
         self._session: aiohttp.ClientSession | None = None
         self._proxies: dict[tuple[str, str, int | None], tuple[URL | None, aiohttp.BasicAuth | None]] = {}
 
@@ -471,8 +529,10 @@ class PlatformHTTP:
         *,
         headers: Mapping[str, str] | None = None,
         content: bytes | None = None,
+        deadline: float | None = None,
     ) -> httpx.Response:
-        """The response to `method` `path`, its body read and its Content-Encoding decoded."""
+        """The response to `method` `path`, its body read and its Content-Encoding decoded, within `deadline`
+        seconds (connect, headers and body; None: no total deadline)."""
         url = URL(self.url(path, params), encoded=True)
         proxy, proxy_auth = self._proxy(url)
         sent = self._headers
@@ -480,21 +540,28 @@ class PlatformHTTP:
             own = {name.lower() for name in headers}
             sent = [(name, value) for name, value in sent if name.lower() not in own] + list(headers.items())
         try:
-            async with self._open().request(
-                method,
-                url,
-                proxy=proxy,
-                proxy_auth=proxy_auth,
-                headers=sent,
-                data=content,
-                timeout=self._timeout,
-                allow_redirects=False,
-            ) as answer:
-                body = await answer.read()
+            async with (
+                asyncio.timeout(deadline),
+                self._open().request(
+                    method,
+                    url,
+                    proxy=proxy,
+                    proxy_auth=proxy_auth,
+                    headers=sent,
+                    data=content,
+                    timeout=self._timeout,
+                    allow_redirects=False,
+                ) as answer,
+            ):
+                body = await self._body(answer, path)
         except aiohttp.ConnectionTimeoutError as exc:
             raise httpx.ConnectTimeout(str(exc) or "timed out connecting") from exc
-        except (TimeoutError, aiohttp.SocketTimeoutError) as exc:
+        except aiohttp.SocketTimeoutError as exc:
             raise httpx.ReadTimeout(str(exc) or "timed out waiting for the response") from exc
+        except TimeoutError as exc:
+            raise httpx.ReadTimeout(
+                f"no complete response within the request's deadline ({deadline or 0:.1f} s)"
+            ) from exc
         except aiohttp.ClientConnectorError as exc:
             raise httpx.ConnectError(str(exc)) from exc
         except aiohttp.ClientPayloadError as exc:
@@ -512,6 +579,21 @@ class PlatformHTTP:
         )
         await response.aread()  # decodes Content-Encoding; httpx.DecodingError when it does not decompress
         return response
+
+    async def _body(self, answer: aiohttp.ClientResponse, path: str) -> bytes:
+        """The whole body, refused as soon as it is known to exceed max_body (announced or read so far)."""
+        announced = answer.content_length
+        if announced is not None and announced <= self._max_body:
+            return await answer.read()
+        if announced is not None:
+            raise PlatformBodyTooLarge(answer.status, path, self._max_body, announced)
+        chunks, size = [], 0
+        async for chunk in answer.content.iter_any():
+            size += len(chunk)
+            if size > self._max_body:
+                raise PlatformBodyTooLarge(answer.status, path, self._max_body, None)
+            chunks.append(chunk)
+        return b"".join(chunks)
 
     async def aclose(self) -> None:
         if self._session is not None:

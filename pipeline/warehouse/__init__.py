@@ -1,4 +1,4 @@
-"""The DuckDB warehouse and its Parquet lake (issue 4, storage half). See docs/warehouse.md.
+"""The DuckDB warehouse and its Parquet lake See docs/warehouse.md.
 
 wh = Warehouse(path=Path("data/warehouse.duckdb"), lake_dir=Path("data/lake"))
 wh.ensure_tables(specs)

@@ -17,7 +17,7 @@ from pipeline.warehouse.lake import check_parts
 from pipeline.warehouse.manifest import LoadOutcome, LoadPlan, TableLoad
 from pipeline.warehouse.repeats import repeated_load, touch_repeated
 from pipeline.warehouse.results import TableLoadStats
-from pipeline.warehouse.schema import TableDef, drop_tables, ensure_tables, table_ref
+from pipeline.warehouse.schema import drop_tables, ensure_tables, table_ref
 from pipeline.warehouse.staging import (
     Stage,
     count_changes,
@@ -29,6 +29,7 @@ from pipeline.warehouse.staging import (
     target_is_empty,
 )
 from pipeline.warehouse.state import advance_cursor, advance_position, record_load
+from pipeline.warehouse.tabledef import TableDef
 from pipeline.warehouse.upsert import insert_first_load
 
 
@@ -192,5 +193,5 @@ def _append(
         f"INSERT INTO {table_ref(load.name)} ({columns}, first_loaded_at, last_loaded_at) "
         f"SELECT {columns}, {ts}, {ts} FROM ({source})",
         {"files": files},
-    ).fetchone()
-    return int(result[0])
+    ).fetchall()
+    return int(result[0][0])

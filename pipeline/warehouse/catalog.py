@@ -1,9 +1,8 @@
 """Reading table definitions back from the DuckDB catalog (a few bulk queries: DuckDB's catalog
 functions cost milliseconds per call, and a commit looks at every table).
 
-A no-change sync read the catalog ~90 times (every commit several times, every asset check once per table
-and check) at ~10-25 ms each, mostly duckdb_columns() and duckdb_constraints(). Each read now starts with
-duckdb_tables() alone: its `sql` column is the table's CREATE statement as DuckDB holds it now (columns,
+A sync reads the catalog many times (every commit several times, every asset check once per table and check),
+and duckdb_columns() and duckdb_constraints() are the slow calls. Each read starts with duckdb_tables() alone: its `sql` column is the table's CREATE statement as DuckDB holds it now (columns,
 types, NOT NULL and any primary key; DuckDB rewrites it on ADD COLUMN, ADD PRIMARY KEY and rollbacks), so
 together with the comment and the registry rows (kind, cursor field, parent, key) it determines the TableDefs
 exactly. Definitions already derived from
@@ -26,8 +25,7 @@ _DATA_TABLES = "database_name = current_database() AND schema_name = $schema AND
 
 def read_table_def(conn: duckdb.DuckDBPyConnection, name: str) -> TableDef | None:
     """The table `lms.<name>` as it is in the file, or None. Taken from the whole catalog: a process derives that
-    once and reuses it for every table, where one table at a time derived each table anew (~10 ms each, 14 in a
-    run's first steps)."""
+    once and reuses it for every table instead of deriving each table anew."""
     return next((table for table in _read(conn) if table.name == name), None)
 
 
@@ -52,8 +50,8 @@ _UNCHANGED: ContextVar[tuple[duckdb.DuckDBPyConnection, tuple[TableDef, ...]] | 
 @contextmanager
 def catalog_unchanged(conn: duckdb.DuckDBPyConnection) -> Iterator[None]:
     """Within the block, the catalog of `conn` is read once, for work that changes no table: the asset checks read
-    it ~60 times a run (~3 ms each: duckdb_tables() and the registry), 0.18 s of a large no-change sync's check
-    step. A table created or altered on `conn` inside the block would not be seen."""
+    it dozens of times a run (duckdb_tables() and the registry each time). A table created or altered on `conn`
+    inside the block would not be seen."""
     previous = _UNCHANGED.get()
     _UNCHANGED.set((conn, _read(conn)))
     try:
@@ -86,14 +84,18 @@ def _read(conn: duckdb.DuckDBPyConnection) -> tuple[TableDef, ...]:
     return derived
 
 
-def _registry(conn: duckdb.DuckDBPyConnection) -> dict[str, tuple[object, ...]]:
+# kind, cursor field, parent, key (None: a registry written before keys were kept there)
+RegistryFacts = tuple[str, str | None, str | None, tuple[str, ...] | None]
+
+
+def _registry(conn: duckdb.DuckDBPyConnection) -> dict[str, RegistryFacts]:
     """table -> (kind, cursor_field, parent, key tuple or None) from the registry."""
     try:  # write paths create the registry first (state.ensure_state_tables); a failed query would abort them
         rows = conn.execute(f"SELECT * FROM {REGISTRY}").fetchall()
         names = [d[0] for d in conn.description]
     except duckdb.CatalogException:  # read-only look at a file written before any table was registered
         return {}
-    facts = {}
+    facts: dict[str, RegistryFacts] = {}
     for row in rows:
         record = dict(zip(names, row, strict=True))
         key = record.get("key")  # None: a registry written before keys were kept there (schema.REGISTRY_KEY_COLUMN)
@@ -111,7 +113,7 @@ def _derive(
     where: str,
     params: dict[str, str],
     tables: list[tuple[str, str]],
-    facts: dict[str, tuple[object, ...]],
+    facts: dict[str, RegistryFacts],
 ) -> tuple[TableDef, ...]:
     columns = dict(
         conn.execute(

@@ -25,9 +25,10 @@ from pipeline.warehouse.catalog import read_table_def
 from pipeline.warehouse.connection import repeats_any, scalar
 from pipeline.warehouse.errors import SchemaError
 from pipeline.warehouse.ranges import key_ranges, range_bounds
-from pipeline.warehouse.schema import DELETED_AT, LAST_LOADED_AT, TableDef, table_ref
+from pipeline.warehouse.schema import table_ref
 from pipeline.warehouse.staging import value_range
 from pipeline.warehouse.state import LOAD_RUNS, newest_loads
+from pipeline.warehouse.tabledef import DELETED_AT, LAST_LOADED_AT, TableDef
 
 
 def row_count(conn: duckdb.DuckDBPyConnection, table: str) -> int:
@@ -40,20 +41,19 @@ def live_rows(conn: duckdb.DuckDBPyConnection, table: TableDef) -> int:
     return _count(conn, f"SELECT count(*) FROM {table_ref(table.name)} AS t WHERE {_live(table, 't')}")
 
 
-# A link check hashes the parents' link columns; with more rows than this on both sides (a full sync's 12.5M answer
-# results against 9.7M answers: a ~1.5 GB hash table, 2.1 GiB RSS under memory_limit 2GB) it runs in ranges of
-# the first linked column. Each range scans both tables whole (first loads are in no key order, so no row group
-# is skipped), but a range's hash table fits the default memory limit: a medium full sync's 2.5M results against
-# 1.94M answers took 0.65 s as one join spilling at 160MiB, 0.33 s in three ranges (session 18).
+# A link check hashes the parents' link columns; with more rows than this on both sides (a large full sync's answer
+# results against its answers: a hash table of gigabytes) it runs in ranges of the first linked column. Each range
+# scans both tables whole (first loads are in no key order, so no row group is skipped), but a range's hash table
+# fits the default memory limit instead of spilling, which makes the ranges faster than one join.
 ORPHAN_CHUNK_ROWS = 1_000_000
 # A key check hashes the touched keys themselves when a load touched at most this many (fewer than half the table).
 MAX_TOUCHED_KEYS = 2_000_000
 
 # Which side of an orphan check's join is hashed. With a LEFT JOIN DuckDB hashed the parents even for a handful of
-# children (the estimate of a filter on last_loaded_at is no help): a 1%-change sync at scale large hashed all 9.7M
-# answers (634 MB spilled) to match 28k touched results, 1.7-2.9 s. NOT EXISTS hashes the distinct child keys
-# instead (0.25 s there), but costs far more when the children are many (every row of answer_results: 21 s
-# against 4 s). So children at most a quarter of the parents go by NOT EXISTS, the rest by the LEFT JOIN.
+# children (the estimate of a filter on last_loaded_at is no help): a 1%-change sync hashed every answer, spilling,
+# to match a few thousand touched results. NOT EXISTS hashes the distinct child keys instead, but costs far more
+# when the children are many. So children at most a quarter of the parents go by NOT EXISTS, the rest by the
+# LEFT JOIN.
 FEW_CHILDREN = 4
 
 
@@ -68,8 +68,8 @@ def duplicate_keys(
     """Key values held by more than one row (deleted rows included: a key has one row, live or not). With
     `touched_since`, only keys of rows loaded at or after that instant are looked at (a load that duplicated
     a key wrote one of its rows), unless that is more than `max_touched` rows or half the table or more; then, as
-    without it, every row is grouped at once (by a 64-bit hash of the key, which spills within the memory limit:
-    at scale large 9.7M answer results took 0.95 s at once, 1.73 s in ranges of 2M rows, session 18)."""
+    without it, every row is grouped at once (by a 64-bit hash of the key, which spills within the memory limit
+    and is faster than ranges of the table)."""
     columns = _key(conn, table, key)
     keys, first = ", ".join(q(k) for k in columns), q(columns[0])
     if touched_since is not None:
@@ -78,8 +78,7 @@ def duplicate_keys(
         if count == 0:
             return 0
         # A load that wrote most of the table (a first load) is checked like every row: one grouping of the table
-        # costs less than hashing the touched keys, probing the table with them and grouping what matched
-        # (measured on a full sync's 1.94M answers: 0.4 s against 1.0 s).
+        # costs less than hashing the touched keys, probing the table with them and grouping what matched.
         if count <= max_touched and 2 * count < _count(conn, f"SELECT count(*) FROM {table_ref(table)}"):
             # the touched keys are the hash table; the table is scanned within their range
             extent = value_range(conn, touched, columns[0], {"since": touched_since})
@@ -98,9 +97,9 @@ def duplicated_values(
     conn: duckdb.DuckDBPyConnection, rows: str, columns: Sequence[str], params: dict[str, object] | None = None
 ) -> int:
     """How many distinct values of `columns` (NULL counts as a value) more than one row of `rows` (a relation or
-    subquery) holds. The distinct 64-bit hash() values of the columns are counted first (repeats_any), a tenth of
-    what grouping the columns themselves costs in memory and a third in time (stg_answer_results' 2.5M rows: 0.35
-    against 0.70 s grouped by hash, 0.13 counted); only when some hash occurs twice (usually none does) are the rows
+    subquery) holds. The distinct 64-bit hash() values of the columns are counted first (repeats_any), a fraction
+    of what grouping the columns themselves costs in memory and time; only when some hash occurs twice (usually none
+    does) are the rows
     with such a hash grouped by the columns themselves, so a collision costs a little work, never a wrong count."""
     values = ", ".join(q(c) for c in columns)
     if not repeats_any(conn, f"hash({values})", f"{rows} AS r", params):
@@ -148,7 +147,8 @@ def orphans(
 
     counted, nulls = conn.execute(
         f"SELECT count(*), count(*) FILTER (WHERE {c_col} IS NULL) FROM {children} AS c", params
-    ).fetchone()
+    ).fetchall()[0]
+    counted, nulls = int(counted), int(nulls)
     parents = live_rows(conn, parent_def)
     few_children = counted * FEW_CHILDREN <= parents
 
@@ -164,7 +164,7 @@ def orphans(
                 f"SELECT count(*) FROM (SELECT * FROM {children} AS c WHERE {child_range}) AS c "
                 f"LEFT JOIN (SELECT 1 AS _found, * FROM {in_range}) AS p ON {match} WHERE p._found IS NULL"
             )
-        return int(conn.execute(sql, {**params, **extra}).fetchone()[0])
+        return int(conn.execute(sql, {**params, **extra}).fetchall()[0][0])
 
     bounds = None if parents <= chunk_rows else range_bounds(conn, children, c_col, params, chunk_rows)
     if bounds is None:  # one join, only where the parent's first linked column lies within the children's range

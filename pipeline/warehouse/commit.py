@@ -16,7 +16,7 @@ manifest; after 4 both agree. Either way: old cursor with old rows, or new curso
 from __future__ import annotations
 
 from collections.abc import Mapping
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -104,6 +104,9 @@ def commit_load(
                 warehouse.lake.remove_manifest(name)  # a clean failure; otherwise the next writer rolls forward
             raise
         hooks.reached("committed")
+        if warehouse.table_mirror is not None:
+            warehouse.table_mirror.sync_after_load(conn, [table.name for table in plan.tables])
+            hooks.reached("mirrored")
     return LoadResult(
         plan.stream,
         plan.run_id,
@@ -158,12 +161,10 @@ def _plan(
 
 def _certainly_not_committed(conn: duckdb.DuckDBPyConnection, seq: int) -> bool:
     """After COMMIT raised: True only if this connection can still see that load `seq` is absent."""
-    try:
+    with suppress(duckdb.Error):  # no transaction left open: the usual case after a failed COMMIT
         conn.rollback()
-    except duckdb.Error:
-        pass  # no transaction left open: the usual case after a failed COMMIT
     try:
-        return not conn.execute(f"SELECT count(*) FROM {LOAD_RUNS} WHERE load_seq = ?", [seq]).fetchone()[0]
+        return not conn.execute(f"SELECT count(*) FROM {LOAD_RUNS} WHERE load_seq = ?", [seq]).fetchall()[0][0]
     except duckdb.Error:
         return False
 

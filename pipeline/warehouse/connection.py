@@ -3,10 +3,11 @@ UTC session time zone, and DuckDB's lock errors turned into WarehouseLockedError
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,16 @@ from pipeline.warehouse.errors import WarehouseLockedError, WarehouseMissingErro
 
 _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (?P<exe>.*?) \(PID (?P<pid>\d+)\)")
 _LOCK_POLL_SECONDS = 0.2
+LOCK_REPORT_EVERY_SECONDS = 30.0
 DEFAULT_MEMORY_LIMIT = "160MiB"  # pipeline.settings.DEFAULT_MEMORY_LIMIT: why
+# The storage format a new warehouse file is written in: the analysts' snapshot is a byte copy of it, and DuckDB
+# 1.4 (the oldest the README promises; the DuckDB CLI, DBeaver and BI drivers lag the Python package) cannot open
+# the v2.0.0 format DuckDB 2 writes by default. A file keeps the format it was created with.
+STORAGE_COMPATIBILITY_VERSION = "v1.4.0"
+# An analyst's query on the warehouse file (read-only: DuckDB then refuses any writer) or a rebuild outlasts
+# seconds; a nightly run waits minutes for it rather than failing (pipeline.settings.Settings.duckdb_lock_timeout).
+DEFAULT_LOCK_TIMEOUT = 600.0
+log = logging.getLogger("lessonsync.warehouse")
 
 
 @dataclass(frozen=True)
@@ -27,17 +37,17 @@ class ConnectionSettings:
     memory_limit: str = DEFAULT_MEMORY_LIMIT  # DuckDB syntax ("2GB", "512MiB"), every connection's
     temp_directory: Path | None = None  # None: "<warehouse file>.tmp/" next to the file
     threads: int | None = None  # None: DuckDB's default (all cores)
-    lock_timeout: float = 10.0  # seconds to keep retrying while another process holds the file
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT  # seconds to keep retrying while another process holds the file
 
-    def duckdb_config(self, path: Path) -> dict[str, str | int | bool]:
+    def duckdb_config(self, path: Path) -> dict[str, str | bool | int | float | list[str]]:
         temp = self.temp_directory or path.with_name(path.name + ".tmp")
-        # jemalloc's background threads hand DuckDB's freed memory back to the OS within seconds of a big statement
-        # (a 1M-row sorted insert: 208 -> 77 MiB RSS 3 s after it; without them it stays resident, and added up
-        # with the answers' fetch that runs beside the later commits)
-        config: dict[str, str | int | bool] = {
+        # jemalloc's background threads hand DuckDB's freed memory back to the OS within seconds of a big statement;
+        # without them it stays resident and adds up with the answers' fetch that runs beside the later commits
+        config: dict[str, str | bool | int | float | list[str]] = {
             "memory_limit": self.memory_limit,
             "temp_directory": str(temp),
             "allocator_background_threads": True,
+            "storage_compatibility_version": STORAGE_COMPATIBILITY_VERSION,
         }
         if self.threads is not None:
             config["threads"] = self.threads
@@ -50,7 +60,9 @@ def open_connection(path: Path, settings: ConnectionSettings, *, read_only: bool
         raise WarehouseMissingError(path)
     if not read_only:
         path.parent.mkdir(parents=True, exist_ok=True)
-    deadline = time.monotonic() + settings.lock_timeout
+    started = time.monotonic()
+    deadline = started + settings.lock_timeout
+    next_report = started + LOCK_REPORT_EVERY_SECONDS
     while True:
         try:
             conn = _connect(path, settings, read_only)
@@ -59,8 +71,19 @@ def open_connection(path: Path, settings: ConnectionSettings, *, read_only: bool
             holder = lock_holder(str(error))
             if holder is None:
                 raise
-            if time.monotonic() >= deadline:
+            now = time.monotonic()
+            if now >= deadline:
                 raise WarehouseLockedError(path, holder) from None
+            if now >= next_report:
+                next_report = now + LOCK_REPORT_EVERY_SECONDS
+                log.warning(
+                    "waiting for %s to release warehouse %s: %.0f s so far, giving up after %.0f s "
+                    "(LESSONSYNC_DUCKDB_LOCK_TIMEOUT); analysts read analytics.duckdb, not the warehouse",
+                    holder,
+                    path,
+                    now - started,
+                    settings.lock_timeout,
+                )
             time.sleep(_LOCK_POLL_SECONDS)
     conn.execute("SET TimeZone = 'UTC'")  # TIMESTAMPTZ values come back in UTC whatever the machine's zone
     return conn
@@ -102,9 +125,8 @@ def repeats_any(
     params: Sequence[object] | Mapping[str, object] | None = None,
 ) -> bool:
     """Whether some value of `expression` (a 64-bit hash of a key, usually) occurs twice among `rows` (a relation
-    or subquery). Counting the distinct values is ~30% faster in DuckDB than grouping them with HAVING count(*) > 1,
-    in the same memory (a full load's answer keys at scale large: 0.65-0.76 against 0.97-1.06 s, 13M rows at
-    160MiB; medium answer results 0.13 against 0.20-0.26 s): the question, once nothing repeats, the usual case."""
+    or subquery). Counting the distinct values is faster in DuckDB than grouping them with HAVING count(*) > 1, in
+    the same memory, and answers the usual case (nothing repeats) at once."""
     return not scalar(conn, f"SELECT count(*) = count(DISTINCT {expression}) FROM {rows}", params)
 
 
@@ -116,9 +138,7 @@ def insertion_order_not_kept(conn: duckdb.DuckDBPyConnection) -> Iterator[None]:
     try:
         yield
     finally:
-        try:
+        # a statement within may have failed and aborted the transaction, which takes no statement until its
+        # rollback: that error is the one to raise; the setting left off only lets later rows go in any order
+        with suppress(duckdb.TransactionException):
             conn.execute("RESET preserve_insertion_order")
-        except duckdb.TransactionException:
-            # a statement within failed and aborted the transaction, which takes no statement until its rollback:
-            # that error is the one to raise; the setting left off only lets later rows go in any order
-            pass

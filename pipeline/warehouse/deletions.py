@@ -16,8 +16,9 @@ import duckdb
 from pipeline.warehouse.arrow_types import q, ts_literal
 from pipeline.warehouse.errors import SchemaError
 from pipeline.warehouse.manifest import ChildLink
-from pipeline.warehouse.schema import DELETED_AT, TableDef, table_ref
+from pipeline.warehouse.schema import table_ref
 from pipeline.warehouse.staging import Stage, join_on, value_range
+from pipeline.warehouse.tabledef import DELETED_AT, TableDef
 
 
 def mark_vanished(conn: duckdb.DuckDBPyConnection, target: TableDef, stage: Stage | None, loaded_at: datetime) -> int:

@@ -33,25 +33,24 @@ from pipeline.warehouse.lake import DUCKDB_ROW_GROUP_ROWS, check_parts
 from pipeline.warehouse.load import Load, table_load
 from pipeline.warehouse.manifest import TableLoad
 from pipeline.warehouse.recovery import recover
-from pipeline.warehouse.schema import TableDef, ensure_tables, table_def, table_ref
+from pipeline.warehouse.schema import ensure_tables, table_def, table_ref
 from pipeline.warehouse.staging import Stage, duplicate_keys_of, target_is_empty, values_must_fit
 from pipeline.warehouse.state import ensure_state_tables, next_load_time
+from pipeline.warehouse.tabledef import TableDef
 from pipeline.warehouse.upsert import insert_parts
 
 # Rows per lake part of a load inserted early: what is left to insert after the last page is at most one part a
-# table (~0.1 s at 123k answer rows), against up to 1M at the warehouse's default part size. Whole DuckDB row groups:
-# a statement that leaves one partly filled before the next one's rows made the commit's checkpoint rewrite the
-# table (0.93 s and twice the file for the 2.5M medium answer results, inserted 262,144 at a time; 0.01 s aligned).
+# table, against up to 1M rows at the warehouse's default part size. Whole DuckDB row groups: a statement that
+# leaves one partly filled before the next one's rows makes the commit's checkpoint rewrite the table.
 EARLY_PART_ROWS = DUCKDB_ROW_GROUP_ROWS
 INSERT_EVERY_SECONDS = 0.2  # how often the inserting thread looks for parts closed since
 # The inserting thread's niceness, and DuckDB on one thread (the calling one) meanwhile, so that the fetch beside it
-# keeps the CPU it needs: on 2 cores, inserts on both of them at normal priority slowed the medium answers fetch by
-# ~1-1.5 s, as much as they saved after its last page; like this they still slow it, by less (docs/BENCHMARKS.md,
-# session 19).
+# keeps the CPU it needs: on 2 cores, inserts on both of them at normal priority slow the fetch by as much as they
+# save after its last page.
 INSERT_NICENESS = 19
 # DuckDB's memory limit while the inserts run beside the fetch, whose buffers and decode worker add up with it: the
-# inserts stream one part at a time. At the warehouse's 160MiB a large full sync peaked at 605 MiB (737 the process
-# tree) during the answers' fetch; such a window is no longer inserted early at all (progress/assets.py).
+# inserts stream one part at a time. A window as large as a large full sync's is not inserted early at all
+# (progress/assets.py): its memory would add up with the fetch's.
 INSERT_MEMORY_LIMIT = "64MiB"
 
 
@@ -151,10 +150,8 @@ class EarlyFirstLoad:
                 hooks.reached(f"early_inserted:{name}")
         except Exception as error:  # whatever it was, the commit can still insert the load the ordinary way
             self.error = error
-            try:
+            with suppress(duckdb.Error):  # no transaction left to roll back
                 self.conn.rollback()
-            except duckdb.Error:
-                pass  # no transaction left to roll back
 
     def holds(self, table: str) -> bool:
         """Whether `table`'s rows of this load went (or go) in early: the commit finishes them (stage)."""

@@ -108,8 +108,8 @@ class PartWriter:
     queue) would otherwise stop for the whole row group (~80 ms for 131k rows of answers), long enough for
     the queue to fill and the requests in flight to stop. Arrow releases the GIL while it writes. At most one
     row group is being written while the next fills: the buffer bound is two row groups, not one. A full part is
-    closed and published in the background too (after its last row group, parts in order): that waited for the
-    last row group and an fsync, 17 times in the medium answers fetch (0.87 s of its thread)."""
+    closed and published in the background too (after its last row group, parts in order), so the feeding thread
+    never waits for a row group and an fsync."""
 
     def __init__(
         self, lake: LakeStore, directory: str, schema: pa.Schema, *, part_rows: int, row_group_rows: int
@@ -229,14 +229,13 @@ class PartWriter:
 
 def _write_row_group(writer: pq.ParquetWriter, group: pa.Table) -> None:
     writer.write_table(group)
-    # Encoding a row group (dictionaries, pages) takes ~40 MiB of scratch at 131k answer rows, which Arrow's pool
-    # would keep resident for the next one, per table of the load: handed back at once instead (~1 ms).
+    # Encoding a row group (dictionaries, pages) takes tens of MiB of scratch, which Arrow's pool would keep
+    # resident for the next one, per table of the load: handed back at once instead (it is cheap).
     pa.default_memory_pool().release_unused()
 
 
-# DuckDB's rows per row group (its default `row_group_size`). A lake row group is half of one: ~30 MiB of answers
-# and ~18 MiB of results buffered a table at most, and parts of an even number of them insert into whole DuckDB row
-# groups.
+# DuckDB's rows per row group (its default `row_group_size`). A lake row group is half of one, which bounds what a
+# table buffers, and parts of an even number of them insert into whole DuckDB row groups.
 DUCKDB_ROW_GROUP_ROWS = 122_880
 LAKE_ROW_GROUP_ROWS = DUCKDB_ROW_GROUP_ROWS // 2
 

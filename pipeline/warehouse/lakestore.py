@@ -18,6 +18,7 @@ import shutil
 import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -76,7 +77,7 @@ class LakeStore(ABC):
     def readable(self, path: str) -> str:
         """What DuckDB's read_parquet takes for this part (after attach())."""
 
-    def attach(self, conn: duckdb.DuckDBPyConnection) -> None:
+    def attach(self, conn: duckdb.DuckDBPyConnection) -> None:  # noqa: B027 - a no-op default, overridden where needed
         """Let `conn` read this lake's parts (nothing to do for local files)."""
 
 
@@ -193,7 +194,7 @@ class ObjectLake(LakeStore):
         return self._call("list the manifests of", names)
 
     def read_manifest(self, name: str) -> bytes:
-        return self._call(f"read manifest {name} of", lambda: self.fs.cat_file(self._key(f"{MANIFESTS}/{name}")))
+        return self._call(f"read manifest {name} of", lambda: bytes(self.fs.cat_file(self._key(f"{MANIFESTS}/{name}"))))
 
     def create_manifest(self, name: str, data: bytes) -> str:
         key = self._key(f"{MANIFESTS}/{name}")
@@ -237,10 +238,9 @@ class ObjectLake(LakeStore):
 
     def remove_directory(self, directory: str) -> None:
         key = self._key(directory)
-        try:
+        # best effort (also none there): an abandoned load's parts have no manifest, so nothing ever reads them
+        with suppress(Exception):
             self.fs.rm(key, recursive=True)
-        except Exception:  # noqa: BLE001 - best effort (also none there): an abandoned load's parts have no
-            pass  # manifest, so nothing ever reads them
 
     def part_size(self, path: str) -> int | None:
         def size() -> int | None:

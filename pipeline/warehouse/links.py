@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from pipeline.warehouse.errors import SchemaError
 from pipeline.warehouse.manifest import ChildLink
-from pipeline.warehouse.schema import TableDef
+from pipeline.warehouse.tabledef import TableDef
 
 
 @dataclass(frozen=True)

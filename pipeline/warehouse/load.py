@@ -146,8 +146,8 @@ class Load:
                 table_load(spec, self._writers[name].finish(), self._content(name))
                 for name, spec in self._specs.items()
             )
-            # The last row groups' Parquet encoding scratch (tens of MiB in Arrow's pool at 131k-row groups),
-            # back to the OS before DuckDB takes its memory for the commit.
+            # The last row groups' Parquet encoding scratch (tens of MiB in Arrow's pool), back to the OS before
+            # DuckDB takes its memory for the commit.
             pa.default_memory_pool().release_unused()
             hooks.reached("parts_written")
             hooks.reached(f"parts_written:{self.stream}")

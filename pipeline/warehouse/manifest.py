@@ -12,7 +12,7 @@ from typing import Any
 
 from pipeline.warehouse.errors import LakeError
 from pipeline.warehouse.results import TableLoadStats
-from pipeline.warehouse.schema import TableDef
+from pipeline.warehouse.tabledef import TableDef
 
 FORMAT_VERSION = 1
 
@@ -78,7 +78,7 @@ class LoadOutcome:
 
 
 def to_json(plan: LoadPlan, outcome: LoadOutcome) -> bytes:
-    doc = {
+    doc: dict[str, Any] = {
         "format": FORMAT_VERSION,
         "seq": plan.seq,
         "load_id": plan.load_id,

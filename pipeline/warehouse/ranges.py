@@ -26,7 +26,7 @@ def range_bounds(
             f"SELECT list_sort(list_distinct(list(v))) FROM (SELECT {c_col} AS v FROM {rows} AS c "
             f"WHERE {c_col} IS NOT NULL USING SAMPLE reservoir({SAMPLE_ROWS} ROWS) REPEATABLE (7))",
             params or None,
-        ).fetchone()[0]
+        ).fetchall()[0][0]
         or []
     )
     picks = sorted({len(sample) * i // pieces for i in range(1, pieces)} - {0})

@@ -56,7 +56,8 @@ def rebuild_into(
             plan, recorded = from_json(read_manifest(lake, ref), ref.where)
             replay(ctx, plan, recorded)
         rows = {
-            t.name: conn.execute(f"SELECT count(*) FROM {table_ref(t.name)}").fetchone()[0] for t in read_catalog(conn)
+            t.name: conn.execute(f"SELECT count(*) FROM {table_ref(t.name)}").fetchall()[0][0]
+            for t in read_catalog(conn)
         }
         conn.execute("CHECKPOINT")
     finally:

@@ -2,8 +2,7 @@
 
 Snapshots (groups and their users, the lesson catalogue, sessions, categories) are pulled whole every run, and on
 most nights nothing in them changed. The ordinary apply (staging.py) would read every row, join it with the
-table, find every row `same` and none vanished, and only move last_loaded_at: at scale large ~1.2-1.6 s of every
-quiet run. A load is applied here instead when all of these hold for every table it writes:
+table, find every row `same` and none vanished, and only move last_loaded_at: most of a quiet run's commit time. A load is applied here instead when all of these hold for every table it writes:
 
 1. the table is a complete snapshot of this load, with a content digest (content.py), and every child link of
    the load joins two of its tables (so replacing children has nothing to do either);
@@ -26,8 +25,9 @@ from pipeline.warehouse.arrow_types import q
 from pipeline.warehouse.checks import live_rows
 from pipeline.warehouse.manifest import LoadPlan, TableLoad
 from pipeline.warehouse.results import TableLoadStats
-from pipeline.warehouse.schema import DELETED_AT, LAST_LOADED_AT, TableDef, table_ref
+from pipeline.warehouse.schema import table_ref
 from pipeline.warehouse.state import newest_loads
+from pipeline.warehouse.tabledef import DELETED_AT, LAST_LOADED_AT, TableDef
 
 
 def repeated_load(
@@ -61,7 +61,7 @@ def touch_repeated(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, ts: str) -> 
     for table in plan.tables:
         touched = conn.execute(
             f"UPDATE {table_ref(table.name)} SET {q(LAST_LOADED_AT)} = {ts} WHERE {q(DELETED_AT)} IS NULL"
-        ).fetchone()[0]
+        ).fetchall()[0][0]
         stats[table.name] = TableLoadStats(fetched=sum(part.rows for part in table.parts), unchanged=int(touched))
     return stats
 
@@ -97,5 +97,5 @@ def _keys_of(
         f"SELECT count(*), count(*) FILTER (WHERE versions > 1) FROM ("
         f"SELECT {key}, count(*) AS versions FROM (SELECT DISTINCT * FROM read_parquet($files)) GROUP BY ALL)",
         {"files": files},
-    ).fetchone()
+    ).fetchall()[0]
     return None if conflicting else int(keys)

@@ -15,6 +15,7 @@ from dataclasses import replace
 
 import duckdb
 
+from pipeline.contract.descriptions import column_descriptions
 from pipeline.contract.tables import TableKind, TableSpec
 from pipeline.warehouse.arrow_types import TIMESTAMPTZ, field_type, q
 from pipeline.warehouse.catalog import read_catalog
@@ -22,6 +23,7 @@ from pipeline.warehouse.errors import SchemaError
 from pipeline.warehouse.tabledef import (  # noqa: F401  (re-exported: the names of the schema)
     DELETED_AT,
     FIRST_LOADED_AT,
+    INTERNAL_COMMENTS,
     LAST_LOADED_AT,
     META_COLUMNS,
     REGISTRY,
@@ -64,8 +66,16 @@ def table_def(spec: TableSpec) -> TableDef:
     meta = [(FIRST_LOADED_AT, TIMESTAMPTZ), (LAST_LOADED_AT, TIMESTAMPTZ)]
     if keeps_deleted_rows(spec.kind, spec.parent):
         meta.append((DELETED_AT, TIMESTAMPTZ))
+    described = column_descriptions(spec)
     return TableDef(
-        spec.name, tuple(columns + meta), tuple(spec.key), spec.description, spec.kind, spec.cursor_field, spec.parent
+        spec.name,
+        tuple(columns + meta),
+        tuple(spec.key),
+        spec.description,
+        spec.kind,
+        spec.cursor_field,
+        spec.parent,
+        column_comments=tuple((name, described[name]) for name, _ in columns + meta if name in described),
     )
 
 
@@ -74,9 +84,37 @@ def ensure_tables(conn: duckdb.DuckDBPyConnection, wanted: Iterable[TableDef]) -
     Returns every data table as it is afterwards."""
     conn.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
     conn.execute(REGISTRY_DDL)
+    wanted = list(wanted)
     existing = {t.name: t for t in read_catalog(conn)}
     changed = [_ensure(conn, table, existing.get(table.name)) for table in wanted]
+    set_comments(conn, wanted)
     return {t.name: t for t in read_catalog(conn)} if any(changed) else existing
+
+
+def set_comments(conn: duckdb.DuckDBPyConnection, tables: list[TableDef]) -> None:
+    """COMMENT ON COLUMN for each described column of `tables`, and COMMENT ON TABLE/COLUMN for the internal
+    tables, where the comment differs: one catalog read when none does."""
+    described = [(t.name, column, text) for t in tables for column, text in t.column_comments]
+    described += [
+        (table, column, text)
+        for table, (about, columns) in INTERNAL_COMMENTS.items()
+        for column, text in [("", about), *columns.items()]
+    ]
+    current = {
+        (table, column): comment or ""
+        for table, column, comment in conn.execute(
+            "SELECT table_name, column_name, comment FROM duckdb_columns() "
+            "WHERE database_name = current_database() AND schema_name = $1 "
+            "UNION ALL SELECT table_name, '', comment FROM duckdb_tables() "
+            "WHERE database_name = current_database() AND schema_name = $1",
+            [SCHEMA],
+        ).fetchall()
+    }
+    for table, column, text in described:
+        if current.get((table, column), text) != text:
+            escaped = text.replace("'", "''")
+            target = f"TABLE {table_ref(table)}" if not column else f"COLUMN {table_ref(table)}.{q(column)}"
+            conn.execute(f"COMMENT ON {target} IS '{escaped}'")
 
 
 def _ensure(conn: duckdb.DuckDBPyConnection, wanted: TableDef, existing: TableDef | None) -> bool:
@@ -180,4 +218,4 @@ def set_comment(conn: duckdb.DuckDBPyConnection, table: TableDef) -> None:
 
 def normalize_type(conn: duckdb.DuckDBPyConnection, type_sql: str) -> str:
     """DuckDB's own spelling of a type ('TIMESTAMPTZ' -> 'TIMESTAMP WITH TIME ZONE'), for comparisons."""
-    return conn.execute(f"SELECT typeof(CAST(NULL AS {type_sql}))").fetchone()[0]
+    return str(conn.execute(f"SELECT typeof(CAST(NULL AS {type_sql}))").fetchall()[0][0])

@@ -22,7 +22,8 @@ from pipeline.warehouse.arrow_types import q
 from pipeline.warehouse.connection import repeats_any
 from pipeline.warehouse.errors import SchemaError
 from pipeline.warehouse.manifest import ChildLink, TableLoad
-from pipeline.warehouse.schema import DELETED_AT, FIRST_LOADED_AT, META_COLUMNS, TableDef, table_ref
+from pipeline.warehouse.schema import table_ref
+from pipeline.warehouse.tabledef import DELETED_AT, FIRST_LOADED_AT, META_COLUMNS, TableDef
 
 CHANGES = ("insert", "stale", "rewrite", "update", "same")
 
@@ -61,7 +62,7 @@ def is_list_type(type_sql: str) -> bool:
 
 
 def target_is_empty(conn: duckdb.DuckDBPyConnection, target: TableDef) -> bool:
-    return bool(conn.execute(f"SELECT count(*) = 0 FROM {table_ref(target.name)}").fetchone()[0])
+    return bool(conn.execute(f"SELECT count(*) = 0 FROM {table_ref(target.name)}").fetchall()[0][0])
 
 
 def create_stage(
@@ -82,7 +83,7 @@ def create_stage(
 
 
 # An incremental load whose rows are at most this share of its table's is staged in two phases (_stage_sql).
-# Measured on the 9.7M answers of scale large: 0.2% of them staged 25-35% faster, 2% as fast either way.
+# Below it the two phases are faster; around it both ways cost the same (docs/warehouse.md, "Small loads into big tables").
 FEW_OF_MANY = 0.01
 
 
@@ -91,8 +92,8 @@ def _few_of_many(conn: duckdb.DuckDBPyConnection, stage: Stage, loaded: str) -> 
         return False
     rows, target_rows = conn.execute(
         f"SELECT (SELECT count(*) FROM {loaded}), (SELECT count(*) FROM {table_ref(stage.target.name)})"
-    ).fetchone()
-    return rows <= FEW_OF_MANY * target_rows
+    ).fetchall()[0]
+    return bool(rows <= FEW_OF_MANY * target_rows)
 
 
 def _loaded(stage: Stage) -> str:
@@ -132,7 +133,7 @@ def duplicate_keys_of(
         "FROM read_parquet($files) GROUP BY ALL HAVING count(*) > 1",
         {"files": files},
     )
-    found = conn.execute(f"SELECT count(*) > 0 FROM temp.{q(name)}").fetchone()[0]
+    found = conn.execute(f"SELECT count(*) > 0 FROM temp.{q(name)}").fetchall()[0][0]
     yield name if found else None
     # not on an error: that aborts the load's transaction, whose rollback takes the temp table with it
     conn.execute(f"DROP TABLE temp.{q(name)}")
@@ -251,7 +252,7 @@ def value_range(
 ) -> dict[str, object]:
     """{"lowest": min, "highest": max} of `column` in `relation` (SQL), the parameters of a
     `BETWEEN $lowest AND $highest` that lets a big table in key order be read only where a few rows lie."""
-    lowest, highest = conn.execute(f"SELECT min({q(column)}), max({q(column)}) FROM {relation}", params).fetchone()
+    lowest, highest = conn.execute(f"SELECT min({q(column)}), max({q(column)}) FROM {relation}", params).fetchall()[0]
     return {"lowest": lowest, "highest": highest}
 
 
@@ -268,7 +269,7 @@ def count_changes(conn: duckdb.DuckDBPyConnection, stage: Stage) -> dict[str, in
 def has_stale_rows(conn: duckdb.DuckDBPyConnection, stage: Stage) -> bool:
     if stage.inserted_directly:
         return False
-    return bool(conn.execute(f"SELECT count(*) > 0 FROM {q(stage.name)} WHERE _change = 'stale'").fetchone()[0])
+    return bool(conn.execute(f"SELECT count(*) > 0 FROM {q(stage.name)} WHERE _change = 'stale'").fetchall()[0][0])
 
 
 def mark_stale_children(conn: duckdb.DuckDBPyConnection, child: Stage, parent: Stage, link: ChildLink) -> None:

@@ -12,7 +12,8 @@ from typing import Any
 import duckdb
 
 from pipeline.warehouse.manifest import LoadOutcome, LoadPlan
-from pipeline.warehouse.schema import REGISTRY_DDL, REGISTRY_KEY_COLUMN, SCHEMA
+from pipeline.warehouse.schema import REGISTRY_DDL, REGISTRY_KEY_COLUMN
+from pipeline.warehouse.tabledef import SCHEMA
 
 SYNC_STATE = f"{SCHEMA}._sync_state"
 LOAD_RUNS = f"{SCHEMA}._load_runs"
@@ -132,7 +133,7 @@ def newest_loads(conn: duckdb.DuckDBPyConnection, tables: Iterable[str]) -> dict
     """Per table, the newest load that wrote it; a table no load wrote is absent. One read of lms._load_runs,
     newest first, for every table (not a JSON query per table), stopping once each table is found: usually
     within the last run's loads."""
-    wanted, found = set(tables), {}
+    wanted, found = set(tables), dict[str, WrittenBy]()
     below = None  # keyset paging on load_seq: a load committed meanwhile cannot shift what is read next
     while wanted - found.keys():
         rows = conn.execute(
@@ -162,7 +163,7 @@ def applied_loads(conn: duckdb.DuckDBPyConnection) -> dict[int, str]:
 
 
 def last_load_time(conn: duckdb.DuckDBPyConnection) -> datetime | None:
-    value = conn.execute(f"SELECT max(committed_at) FROM {LOAD_RUNS}").fetchone()[0]
+    value = conn.execute(f"SELECT max(committed_at) FROM {LOAD_RUNS}").fetchall()[0][0]
     return utc(value) if value is not None else None
 
 

@@ -1,14 +1,21 @@
 """What each stream's state is, read from the lake's load manifests alone: readable while a sync holds the
-DuckDB file (the manifests are written atomically, one per committed load, and never change)."""
+DuckDB file (the manifests are written atomically, one per committed load, and never change); and how many rows
+each table holds now (the warehouse read-only, else the published snapshot's copy)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
+from pathlib import Path
 
+import duckdb
+
+from pipeline.warehouse.arrow_types import q
+from pipeline.warehouse.connection import scalar
 from pipeline.warehouse.lake import LakeLocation, list_manifests, read_manifest
 from pipeline.warehouse.lakestore import open_lake
 from pipeline.warehouse.manifest import from_json
+from pipeline.warehouse.tabledef import SCHEMA
 
 QUARANTINE_TABLE = "quarantine"
 
@@ -25,6 +32,7 @@ class StreamStatus:
     quarantined: int = 0  # records quarantined by every load of the stream
     loads: int = 0
     last_reset_at: datetime | None = None
+    tables: tuple[str, ...] = ()  # the tables its loads wrote (quarantine apart), in the order first written
 
 
 def stream_statuses(location: LakeLocation) -> list[StreamStatus]:
@@ -41,8 +49,44 @@ def stream_statuses(location: LakeLocation) -> list[StreamStatus]:
             continue
         fetched = {name: stats.fetched for name, stats in outcome.tables.items()}
         quarantined = fetched.pop(QUARANTINE_TABLE, 0)
+        status.tables += tuple(name for name in fetched if name not in status.tables)
         status.loads += 1
         status.quarantined += quarantined
         status.last_load_at, status.last_run_id = plan.loaded_at, plan.run_id
         status.last_rows, status.last_quarantined = sum(fetched.values()), quarantined
     return sorted(streams.values(), key=lambda s: s.stream)
+
+
+@dataclass
+class TableRows:
+    """Rows of each table of schema lms right now (or, while a sync holds the warehouse, as last published)."""
+
+    rows: dict[str, int]
+    source: str  # "warehouse", "published snapshot (<when>)", or why there are none
+
+
+def live_table_rows(warehouse: Path, snapshot: Path) -> TableRows:
+    """count(*) of every lms table, read-only from the warehouse; when a sync holds it (DuckDB lets no other
+    process open a file being written), from the published snapshot's copy of the raw tables."""
+    for path, source in ((warehouse, "warehouse"), (snapshot, "published snapshot")):
+        if not path.exists():
+            continue
+        try:
+            with duckdb.connect(str(path), read_only=True) as conn:
+                tables = [
+                    name
+                    for (name,) in conn.execute(
+                        "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() "
+                        "AND schema_name = ? AND NOT starts_with(table_name, '_') ORDER BY table_name",
+                        [SCHEMA],
+                    ).fetchall()
+                ]
+                rows = {name: int(scalar(conn, f"SELECT count(*) FROM {SCHEMA}.{q(name)}")) for name in tables}
+                if source != "warehouse":
+                    published = conn.execute("SELECT max(published_at) FROM main._published").fetchall()
+                    source = f"{source} of {published[0][0].astimezone(UTC).isoformat(timespec='seconds')}"
+            return TableRows(rows, source)
+        except duckdb.Error as error:
+            if path == snapshot:
+                return TableRows({}, f"unreadable: {str(error).splitlines()[0]}")
+    return TableRows({}, "no warehouse yet")

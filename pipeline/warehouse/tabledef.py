@@ -10,6 +10,46 @@ FIRST_LOADED_AT = "first_loaded_at"
 LAST_LOADED_AT = "last_loaded_at"
 DELETED_AT = "deleted_at"
 META_COLUMNS = (FIRST_LOADED_AT, LAST_LOADED_AT, DELETED_AT)
+# The internal tables' descriptions (state.py and schema.py create them), set as comments like the data tables'.
+INTERNAL_COMMENTS: dict[str, tuple[str, dict[str, str]]] = {
+    "_sync_state": (
+        "Sync state: one row per stream, where its next window starts.",
+        {
+            "stream": "the stream",
+            "cursor": "the next window of the stream starts here (minus the lookback); null: the beginning",
+            "last_load_seq": "load_seq of the stream's last committed load (lms._load_runs)",
+            "last_loaded_at": "when that load committed",
+            "position": "streams read from an ordered log (the certificate inbox): the last sequence loaded",
+        },
+    ),
+    "_load_runs": (
+        "One row per committed load, with its per-table counts.",
+        {
+            "load_seq": "commit order; the lake manifest _loads/<load_seq>-<load_id>.json",
+            "load_id": "identity of the load",
+            "stream": "the stream loaded",
+            "run_id": "the Dagster run (or CLI call) that loaded it",
+            "started_at": "when the load started",
+            "committed_at": "when it committed: the load time of every row it touched",
+            "cursor_requested": "the window start the load asked for",
+            "cursor_before": "the stream's cursor before the load",
+            "cursor_after": "the stream's cursor after the load",
+            "complete_snapshots": "snapshot tables pulled whole by this load (their vanished rows were marked)",
+            "tables": "per table: fetched, inserted, updated, unchanged, deleted, stale (and content digests)",
+            "stats": "what the caller reported (requests, retries...)",
+        },
+    ),
+    "_tables": (
+        "The table registry: what each data table's declaration says.",
+        {
+            "table_name": "the table in schema lms",
+            "kind": "incremental, snapshot or append",
+            "cursor_field": "incremental tables: the last-update column",
+            "parent": "child tables: the table whose rows own these rows",
+            "key": "the table's unique key columns",
+        },
+    ),
+}
 # Column names the staging queries add next to the data; a data column may not use them either.
 RESERVED_COLUMNS = META_COLUMNS + ("file_row_number",)  # staging also adds _lake_file, _change, _rowid, _old_*
 
@@ -32,6 +72,9 @@ class TableDef:
     # Registered before 2026-11-25, when lms._tables kept no key: the key above comes from the PRIMARY KEY if
     # the table still has one, else it is unknown (empty) until schema.py registers the spec's key.
     key_unregistered: bool = field(default=False, compare=False)
+    # (column, description) from the contract, set as COMMENT ON COLUMN; not read back into a definition
+    # from the file, so never part of its identity.
+    column_comments: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     @property
     def column_names(self) -> tuple[str, ...]:

@@ -18,8 +18,9 @@ import duckdb
 from pipeline.warehouse.arrow_types import q
 from pipeline.warehouse.connection import insertion_order_not_kept
 from pipeline.warehouse.manifest import TableLoad
-from pipeline.warehouse.schema import DELETED_AT, FIRST_LOADED_AT, LAST_LOADED_AT, TableDef, table_ref
+from pipeline.warehouse.schema import table_ref
 from pipeline.warehouse.staging import Stage, deduped_sql, duplicate_keys_of, is_list_type, values_must_fit
+from pipeline.warehouse.tabledef import DELETED_AT, FIRST_LOADED_AT, LAST_LOADED_AT, TableDef
 
 BY_ROWID = "t.rowid = s._rowid"  # `t`: the warehouse table, `s`: the stage
 
@@ -42,9 +43,9 @@ def insert_first_load(
     is new), and no window unless some key occurs twice. Returns the stage that stands for them (Stage.inserted:
     their count; Stage.relation: the table itself).
 
-    One INSERT, in no particular order, on every core: sorting by key cost the 9.7M answers of scale large
-    27-28 s and 41 CPU-s (range by range, to fit 160MiB), the unordered insert 4.8 s and 9.4 CPU-s, and
-    nothing reads the table faster for its key order (docs/warehouse.md, "First loads")."""
+    One INSERT, in no particular order, on every core: sorting by key costs several times as much (range by
+    range, to fit the memory limit), and nothing reads the table faster for its key order (docs/warehouse.md,
+    "First loads")."""
     with values_must_fit(load), duplicate_keys_of(conn, load, target, files) as duplicates:
         inserted = insert_parts(conn, load, target, files, ts, duplicates)
     return Stage(f"_stage_{load.name}", load, target, True, inserted)
@@ -66,7 +67,7 @@ def insert_parts(
             f"INSERT INTO {table_ref(target.name)} ({columns}, {q(FIRST_LOADED_AT)}, {q(LAST_LOADED_AT)}) "
             f"SELECT {columns}, {ts}, {ts} FROM ({deduped_sql(load, target, duplicates)})",
             {"files": files},
-        ).fetchone()[0]
+        ).fetchall()[0][0]
     return int(inserted)
 
 

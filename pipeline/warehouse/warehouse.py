@@ -7,12 +7,19 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, Protocol
 
 import duckdb
 
 from pipeline.contract.tables import TableSpec
-from pipeline.warehouse.connection import DEFAULT_MEMORY_LIMIT, ConnectionSettings, open_connection
+from pipeline.warehouse.connection import (
+    DEFAULT_LOCK_TIMEOUT,
+    DEFAULT_MEMORY_LIMIT,
+    ConnectionSettings,
+    open_connection,
+)
 from pipeline.warehouse.context import CommitContext, Upsert
+from pipeline.warehouse.iceberg import IcebergMirror, iceberg_location
 from pipeline.warehouse.lake import LAKE_ROW_GROUP_ROWS
 from pipeline.warehouse.lakestore import LocalLake, open_lake
 from pipeline.warehouse.load import Load
@@ -26,6 +33,16 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+class WarehouseLocations(Protocol):
+    """What Warehouse.from_settings reads of pipeline.settings.Settings (the warehouse does not import it)."""
+
+    @property
+    def warehouse_path(self) -> Path: ...
+
+    @property
+    def lake_location(self) -> Path | str: ...
+
+
 class Warehouse:
     def __init__(
         self,
@@ -35,11 +52,12 @@ class Warehouse:
         memory_limit: str = DEFAULT_MEMORY_LIMIT,
         temp_directory: Path | None = None,
         threads: int | None = None,
-        lock_timeout: float = 10.0,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         part_rows: int = 1_000_000,
         row_group_rows: int = LAKE_ROW_GROUP_ROWS,
         clock: Callable[[], datetime] = utc_now,
         upsert: Upsert = upsert_stage,
+        table_mirror: IcebergMirror | None = None,
     ) -> None:
         self.path = Path(path)
         self.lake = open_lake(lake_dir)  # a local directory or s3://bucket/prefix (lakestore.py)
@@ -50,17 +68,22 @@ class Warehouse:
         self.row_group_rows = row_group_rows
         self.clock = clock
         self._shared: duckdb.DuckDBPyConnection | None = None  # set within one_connection()
+        # Iceberg tables kept equal to this warehouse after each commit (iceberg.py); None: no mirror
+        self.table_mirror = table_mirror
 
     @classmethod
-    def from_settings(cls, settings: object, **overrides: object) -> Warehouse:
+    def from_settings(cls, settings: WarehouseLocations, **overrides: Any) -> Warehouse:
         """From pipeline.settings.Settings (warehouse_path, lake_location and the duckdb_* fields when present)."""
-        options = {
+        options: dict[str, Any] = {
             name: getattr(settings, f"duckdb_{name}")
             for name in ("memory_limit", "temp_directory", "threads", "lock_timeout")
             if hasattr(settings, f"duckdb_{name}")
         }
+        mirror = iceberg_location(settings)
+        if mirror is not None:
+            options["table_mirror"] = IcebergMirror(mirror)
         options.update(overrides)
-        return cls(settings.warehouse_path, settings.lake_location, **options)  # type: ignore[attr-defined,arg-type]
+        return cls(settings.warehouse_path, settings.lake_location, **options)
 
     def __repr__(self) -> str:
         return f"Warehouse(path={str(self.path)!r}, lake_dir={str(self.lake_dir)!r})"

@@ -1,21 +1,20 @@
 """WAL checkpoints of the inbox from their own thread and connection.
 
 Left to SQLite, the commit that crosses the autocheckpoint threshold also copies the WAL into the
-database file and fsyncs it, stalling every request waiting on that commit (100-400 ms measured under
-load). Here the writer never checkpoints; this thread does, in PASSIVE mode, which never blocks it."""
+database file and fsyncs it, stalling every request waiting on that commit. Here the writer never checkpoints; this thread does, in PASSIVE mode, which never blocks it."""
 
 from __future__ import annotations
 
 import logging
 import threading
 
-from pipeline.webhooks.inbox import Inbox
+from pipeline.webhooks.inbox_backend import InboxBackend
 
 log = logging.getLogger(__name__)
 
 
 class Checkpointer:
-    def __init__(self, inbox: Inbox, interval_seconds: float = 0.5) -> None:
+    def __init__(self, inbox: InboxBackend, interval_seconds: float = 0.5) -> None:
         self._inbox = inbox
         self._interval = interval_seconds
         self._stopping = threading.Event()

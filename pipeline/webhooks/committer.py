@@ -12,11 +12,13 @@ import asyncio
 import logging
 import queue
 import threading
+from contextlib import suppress
 from dataclasses import dataclass
 
 from pipeline.webhooks.checkpoint import Checkpointer
 from pipeline.webhooks.events import Delivery, Rejected
-from pipeline.webhooks.inbox import AppendOutcome, Inbox, InboxWriter
+from pipeline.webhooks.inbox import AppendOutcome
+from pipeline.webhooks.inbox_backend import InboxBackend, InboxWriterBackend
 
 log = logging.getLogger(__name__)
 Result = AppendOutcome | None | BaseException  # an exception means: not stored
@@ -32,13 +34,14 @@ class _Job:
 class GroupCommitter:
     """Owns the inbox writer connection and the thread that uses it."""
 
-    def __init__(self, inbox: Inbox, max_batch: int = 512) -> None:
+    def __init__(self, inbox: InboxBackend, max_batch: int = 512) -> None:
         self._inbox = inbox
         self._max_batch = max_batch
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
-        self._writer: InboxWriter | None = None
-        self._checkpointer = Checkpointer(inbox)
+        self._writer: InboxWriterBackend | None = None
+        # Only SQLite's WAL needs checkpoints from outside the writer.
+        self._checkpointer = Checkpointer(inbox) if inbox.wal_checkpoints else None
         self.transactions = 0  # commits made, for the benchmark's batching figure
 
     def start(self) -> None:
@@ -46,7 +49,8 @@ class GroupCommitter:
         self._writer = self._inbox.open_writer(autocheckpoint=False)
         self._thread = threading.Thread(target=self._run, name="inbox-group-commit", daemon=True)
         self._thread.start()
-        self._checkpointer.start()
+        if self._checkpointer is not None:
+            self._checkpointer.start()
 
     def stop(self) -> None:
         """Finish every queued job, then close the connection."""
@@ -55,7 +59,8 @@ class GroupCommitter:
         self._jobs.put(None)
         self._thread.join()
         self._thread = None
-        self._checkpointer.stop()
+        if self._checkpointer is not None:
+            self._checkpointer.stop()
 
     async def store(self, item: Delivery | Rejected) -> AppendOutcome | None:
         """Durably stored when this returns: the outcome for a delivery, None for a quarantined body."""
@@ -120,10 +125,8 @@ class GroupCommitter:
         for job, result in zip(batch, results, strict=True):
             by_loop.setdefault(job.loop, []).append((job, result))
         for loop, done in by_loop.items():
-            try:
+            with suppress(RuntimeError):  # the loop has closed (shutdown): nobody is waiting any more
                 loop.call_soon_threadsafe(_resolve_all, done)
-            except RuntimeError:  # the loop has closed (shutdown): nobody is waiting any more
-                pass
 
 
 def _resolve_all(done: list[tuple[_Job, Result]]) -> None:

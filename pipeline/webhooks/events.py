@@ -4,11 +4,17 @@ the deduplication key.
 The payload names no event type (spec, Events rule 4), so it is inferred at receipt: `expires` in the
 past -> certificate_expired, else certificate_completed. The deduplication key hashes the canonical
 payload together with that type, so an identical redelivery is stored once while the completion and the
-expiry of one certificate `_id` stay two events."""
+expiry of one certificate `_id` stay two events.
+
+At receipt a body is judged more strictly than the loader reads a stored one (`judge_certificate`): every
+date-time must be an ISO 8601 string (the spec's type; the model alone would also take epoch numbers) that
+stays within 0001..9999 once converted to UTC, and JSON may nest at most MAX_NESTING levels. What the
+receiver refuses is answered 400 naming the field, so no event the loader cannot read enters the inbox."""
 
 from __future__ import annotations
 
 import hashlib
+import re
 import typing
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -17,12 +23,19 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ValidationError
 
+from pipeline.contract.columns import OVERFLOW_MESSAGE, strip_optional, utc_overflows
 from pipeline.contract.models import Certificate
 
 EventType = Literal["certificate_completed", "certificate_expired"]
 COMPLETED: EventType = "certificate_completed"
 EXPIRED: EventType = "certificate_expired"
 MAX_REPORTED_ERRORS = 5
+# A certificate nests 3 levels; the bound keeps every payload serializable (orjson writes at most 254 levels).
+MAX_NESTING = 32
+DATE_FIELDS = tuple(
+    info.alias or name for name, info in Certificate.model_fields.items() if datetime in strip_optional(info.annotation)
+)
+_ISO_DATE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}")
 
 
 class PayloadError(ValueError):
@@ -78,8 +91,44 @@ def dedupe_key(document: dict[str, Any], event_type: EventType) -> str:
     return hashlib.sha256(event_type.encode() + b"\n" + canonical).hexdigest()
 
 
+def judge_certificate(body: bytes) -> tuple[dict[str, Any], Certificate]:
+    """parse_certificate plus the checks of receipt (module docstring); PayloadError names the field."""
+    document, certificate = parse_certificate(body)
+    _check_nesting(document)
+    for field in DATE_FIELDS:
+        value = document.get(field)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise PayloadError(
+                field, f"{field}: must be an ISO 8601 date-time string, not a JSON {_json_type(value)} ({value!r:.40})"
+            )
+        if not _ISO_DATE_TIME.match(value):
+            raise PayloadError(field, f"{field}: {value!r:.60} is not an ISO 8601 date-time (YYYY-MM-DDTHH:MM...)")
+    return document, certificate
+
+
+def _json_type(value: Any) -> str:
+    return {bool: "boolean", int: "number", float: "number", list: "array", dict: "object"}.get(type(value), "value")
+
+
+def _check_nesting(document: dict[str, Any]) -> None:
+    """PayloadError naming the first path nested deeper than MAX_NESTING (walked without recursion)."""
+    stack: list[tuple[Any, tuple[str, ...]]] = [(document, ())]
+    while stack:
+        node, path = stack.pop()
+        if len(path) >= MAX_NESTING:
+            field = ".".join(path[:3]) + ("..." if len(path) > 3 else "")
+            raise PayloadError(path[0], f"{field}: JSON nested deeper than {MAX_NESTING} levels")
+        if isinstance(node, dict):
+            stack.extend((value, (*path, str(key))) for key, value in node.items() if isinstance(value, (dict, list)))
+        elif isinstance(node, list):
+            stack.extend((value, (*path, str(i))) for i, value in enumerate(node) if isinstance(value, (dict, list)))
+
+
 def parse_certificate(body: bytes) -> tuple[dict[str, Any], Certificate]:
-    """The JSON document and its validated model, or PayloadError naming the first bad fields."""
+    """The JSON document and its validated model, or PayloadError naming the first bad fields. Date-times that
+    overflow once converted to UTC are bad fields too (nothing could store them)."""
     try:
         document = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -92,7 +141,14 @@ def parse_certificate(body: bytes) -> tuple[dict[str, Any], Certificate]:
         raise _first_fields(exc) from None
     if not certificate.id.strip():
         raise PayloadError("_id", "_id must be a non-empty string (it identifies the certificate)")
+    for field in DATE_FIELDS:
+        value = getattr(certificate, _ATTRIBUTES[field])
+        if utc_overflows(value):
+            raise PayloadError(field, f"{field}: {OVERFLOW_MESSAGE} (got {document.get(field)!r:.60})")
     return document, certificate
+
+
+_ATTRIBUTES = {info.alias or name: name for name, info in Certificate.model_fields.items()}
 
 
 def _first_fields(exc: ValidationError) -> PayloadError:
@@ -137,7 +193,7 @@ def to_delivery(
 ) -> Delivery:
     """Validate the body and build the inbox event; raises PayloadError for a bad payload. The type is
     `declared_type` if the sender named it, else inferred against `reference_at` (default: receipt)."""
-    document, certificate = parse_certificate(body)
+    document, certificate = judge_certificate(body)
     event_type = declared_type or infer_event_type(certificate.expires, reference_at or received_at)
     return Delivery(
         dedupe_key=dedupe_key(document, event_type),

@@ -16,9 +16,17 @@ from datetime import datetime
 from pathlib import Path
 
 from pipeline.webhooks.events import Delivery, EventType, Rejected
+from pipeline.webhooks.inbox_backend import InboxBacklog
 from pipeline.webhooks.inbox_writer import BUSY_TIMEOUT_MS, AppendOutcome, InboxWriter
 
 __all__ = ["AppendOutcome", "Inbox", "InboxEvent", "InboxWriter"]
+
+# The load's progress, kept beside the inbox id; only ever moves forward.
+RECORD_LOADED = """
+INSERT INTO inbox_meta (key, value) VALUES ('loaded_through', ?)
+ON CONFLICT (key) DO UPDATE SET value = excluded.value
+WHERE CAST(excluded.value AS INTEGER) > CAST(inbox_meta.value AS INTEGER)
+"""
 
 
 @dataclass(frozen=True)
@@ -35,8 +43,14 @@ class InboxEvent:
 class Inbox:
     """The inbox file. Reading never creates it: a missing inbox simply holds no events."""
 
+    wal_checkpoints = True
+
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
+
+    @property
+    def location(self) -> str:
+        return str(self.path)
 
     def __repr__(self) -> str:
         return f"Inbox({str(self.path)!r})"
@@ -120,3 +134,24 @@ class Inbox:
             sql = "SELECT id, received_at, source, status, reason, body FROM quarantine ORDER BY id"
             for row in conn.execute(sql):
                 yield row[0], datetime.fromisoformat(row[1]), row[2], row[3], row[4], row[5]
+
+    def record_loaded(self, sequence: int) -> None:
+        """The load's progress, for backlog(); the one write outside the receiver (one short transaction)."""
+        if not self.path.exists():
+            return
+        with closing(sqlite3.connect(self.path, isolation_level=None)) as conn:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute(RECORD_LOADED, (str(sequence),))
+
+    def backlog(self) -> InboxBacklog:
+        if not self.path.exists():
+            return InboxBacklog(0, 0, 0, None)
+        with closing(self._read_only()) as conn:
+            loaded_row = conn.execute("SELECT value FROM inbox_meta WHERE key = 'loaded_through'").fetchone()
+            loaded = int(loaded_row[0]) if loaded_row else 0
+            (high,) = conn.execute("SELECT coalesce(max(sequence), 0) FROM events").fetchone()
+            (depth,) = conn.execute("SELECT count(*) FROM events WHERE sequence > ?", (loaded,)).fetchone()
+            oldest = conn.execute(
+                "SELECT received_at FROM events WHERE sequence > ? ORDER BY sequence LIMIT 1", (loaded,)
+            ).fetchone()
+        return InboxBacklog(int(high), loaded, int(depth), datetime.fromisoformat(oldest[0]) if oldest else None)

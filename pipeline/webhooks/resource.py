@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from pipeline.webhooks.inbox import Inbox
+from pipeline.settings import Settings
+from pipeline.webhooks.inbox_backend import InboxBackend, open_inbox
 
 
-class InboxResource(ConfigurableResource):
-    """The SQLite inbox the webhook receiver writes."""
+class InboxResource(ConfigurableResource[Any]):
+    """The inbox the webhook receivers write: PostgreSQL when `url` is set, else the SQLite file."""
 
     path: str = Field(description="SQLite inbox file (the code location passes Settings.inbox_path).")
+    url: str | None = Field(
+        None, description="postgresql:// URL of a shared inbox (LESSONSYNC_INBOX_URL, passed as an EnvVar)."
+    )
 
-    def inbox(self) -> Inbox:
-        """Opening nothing: each read opens and closes its own read-only connection."""
-        return Inbox(self.path)
+    def inbox(self) -> InboxBackend:
+        """Opening nothing: each read opens and closes its own connection. Without `url`, LESSONSYNC_INBOX_URL
+        may still come from a .env file, which only the settings read."""
+        if self.url:
+            return open_inbox(self.url)
+        from_settings = Settings().inbox_url
+        return open_inbox(from_settings.get_secret_value() if from_settings is not None else self.path)

@@ -1,4 +1,4 @@
-"""Receiver settings, from the environment with prefix `LESSONSYNC_WEBHOOK_` (see README "Webhooks").
+"""Receiver settings, from the environment with prefix `LESSONSYNC_WEBHOOK_` (see docs/webhooks.md).
 
 Credential lists are comma-separated so that several can be valid at once while one is rotated out.
 Every credential is a SecretStr: it never shows in a repr, a log line or an error message."""
@@ -12,6 +12,7 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from pipeline.settings import Settings
+from pipeline.webhooks.inbox_backend import InboxBackend, open_inbox
 
 MIB = 1024 * 1024
 
@@ -58,6 +59,20 @@ class WebhookSettings(BaseSettings):
     commit_max_batch: int = Field(
         512, ge=1, le=10_000, description="Most deliveries made durable by one inbox transaction."
     )
+    # Limits on what any client, authenticated or not, may hold (pipeline/webhooks/server.py, docs/deploy.md).
+    max_header_bytes: int = Field(
+        16 * 1024, ge=1024, description="Largest request line plus headers; larger heads get 431 and a close."
+    )
+    max_header_count: int = Field(100, ge=8, description="Most request header lines; more get 431 and a close.")
+    header_timeout: float = Field(5.0, gt=0, description="Seconds a request head may take to arrive (else 408).")
+    body_timeout: float = Field(10.0, gt=0, description="Seconds a body may take beyond its minimum rate (else 408).")
+    min_body_rate: float = Field(
+        1024.0, gt=0, description="Bytes per second a body must average after body_timeout's grace."
+    )
+    keep_alive_timeout: float = Field(5.0, gt=0, description="Seconds an idle keep-alive connection stays open.")
+    max_connections: int = Field(
+        1000, ge=1, description="Open connections; beyond it the longest-idle one is closed, or the new one gets 503."
+    )
 
     @field_validator("bearer_tokens", "basic_credentials", "api_keys", mode="before")
     @classmethod
@@ -67,6 +82,13 @@ class WebhookSettings(BaseSettings):
     def resolved_inbox_path(self) -> Path:
         """The inbox file: explicit setting, else the data directory of the main settings."""
         return self.inbox_path if self.inbox_path is not None else Settings().inbox_path
+
+    def resolved_inbox(self) -> InboxBackend:
+        """The receiver's inbox: LESSONSYNC_INBOX_URL (PostgreSQL) when set, else the SQLite file."""
+        main = Settings()
+        if main.inbox_url is not None:
+            return open_inbox(main.inbox_url.get_secret_value())
+        return open_inbox(self.resolved_inbox_path())
 
     def basic_pairs(self) -> list[tuple[bytes, bytes]]:
         """Configured basic credentials as (user, password) bytes, split on the first colon (RFC 7617)."""

@@ -21,7 +21,12 @@ from pipeline.webhooks.inbox import InboxEvent
 
 
 class InboxEventError(ValueError):
-    """A stored event no longer validates (the Certificate model changed since it was received)."""
+    """A stored event no longer validates (the model changed since it was received, or it was received by a
+    receiver that did not refuse it); `field` names where."""
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 def event_row(event: InboxEvent, inbox_id: str) -> dict[str, object]:
@@ -29,8 +34,8 @@ def event_row(event: InboxEvent, inbox_id: str) -> dict[str, object]:
         document, certificate = parse_certificate(event.payload)
     except PayloadError as exc:
         raise InboxEventError(
-            f"inbox event {event.sequence} (certificate {event.certificate_id!r}) no longer validates: {exc}; "
-            "it was accepted at receipt, so the Certificate model has become stricter -- relax it, then reload"
+            f"inbox event {event.sequence} (certificate {event.certificate_id!r}) no longer validates: {exc}",
+            exc.field,
         ) from None
     return {
         "event_id": event.dedupe_key,
@@ -45,12 +50,43 @@ def event_row(event: InboxEvent, inbox_id: str) -> dict[str, object]:
 
 def events_to_arrow(events: Sequence[InboxEvent], inbox_id: str) -> pa.Table:
     """Column-wise build so that pyarrow converts each column once."""
+    return _table([event_row(event, inbox_id) for event in events])
+
+
+def _table(rows: Sequence[dict[str, object]]) -> pa.Table:
     schema = CERTIFICATE_EVENTS.schema
     columns: dict[str, list[object]] = {name: [] for name in schema.names}
-    for event in events:
-        for name, value in event_row(event, inbox_id).items():
+    for row in rows:
+        for name, value in row.items():
             columns[name].append(value)
     return pa.Table.from_pydict(columns, schema=schema)
+
+
+def events_to_arrow_isolating(
+    events: Sequence[InboxEvent], inbox_id: str
+) -> tuple[pa.Table, list[tuple[InboxEvent, str, str]]]:
+    """events_to_arrow, keeping out the events that cannot become a row: (table of the others, [(event,
+    field, error)]). A failing conversion of the whole chunk is retried event by event to find its culprits."""
+    failed: list[tuple[InboxEvent, str, str]] = []
+    rows: list[tuple[InboxEvent, dict[str, object]]] = []
+    for event in events:
+        try:
+            rows.append((event, event_row(event, inbox_id)))
+        except InboxEventError as exc:
+            failed.append((event, exc.field, str(exc)))
+        except Exception as exc:  # noqa: BLE001 - any event that cannot be read is set aside, not the whole load
+            failed.append((event, "payload", f"{type(exc).__name__}: {exc}"))
+    try:
+        return _table([row for _, row in rows]), failed
+    except (pa.ArrowException, OverflowError, ValueError, TypeError):
+        kept = []
+        for event, row in rows:
+            try:
+                _table([row])
+                kept.append(row)
+            except (pa.ArrowException, OverflowError, ValueError, TypeError) as exc:
+                failed.append((event, "payload", f"cannot become a row of {CERTIFICATE_EVENTS.name}: {exc}"))
+        return _table(kept), sorted(failed, key=lambda f: f[0].sequence)
 
 
 def current_state_rows(events: pa.Table) -> pa.Table:

@@ -222,7 +222,7 @@ def test_yaml_in_dbts_schema_is_read_whole(models_dir: Path) -> None:
         ),
         (
             "select 1 as x\n{% if true %} from {{ ref('stg_users') }} {% endif %}",
-            ":2: '{%': only {{ ref('<model>') }} and {{ source('lms', '<table>') }} are supported",
+            ":2: '{%': only {{ ref('<model>') }}, {{ source('lms', '<table>') }} and {{ var('as_of') }} are supported",
         ),
     ],
 )

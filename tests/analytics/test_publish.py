@@ -4,6 +4,7 @@ the warehouse is held read-write, and swapped whole."""
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 import time
@@ -12,7 +13,7 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 import pytest
-from analytics_world import AS_OF, insert, seed_small_world
+from analytics_world import AS_OF, create_raw_tables, insert, seed_small_world
 
 from pipeline.analytics.build import build_models
 from pipeline.analytics.errors import ModelError
@@ -309,3 +310,43 @@ def test_publish_refuses_an_in_memory_warehouse(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match="cannot publish an in-memory warehouse"):
         publish(conn, project, tmp_path)
     assert not list(tmp_path.glob("*.duckdb*"))
+
+
+def test_the_snapshot_is_in_the_storage_format_duckdb_1_4_reads(
+    warehouse_conn: duckdb.DuckDBPyConnection,
+    project: AnalyticsProject,
+    data_dir: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A warehouse LessonSync created is in the v1.4.0 format, so is its byte copy, and nothing is said."""
+    seed_small_world(warehouse_conn)
+    with caplog.at_level(logging.WARNING, logger="lessonsync.analytics"):
+        build_and_publish(warehouse_conn, project, data_dir)
+    assert caplog.records == []
+    with duckdb.connect(str(data_dir / "analytics.duckdb"), read_only=True) as snapshot:
+        assert storage_version(snapshot) == "v1.4.0+"
+
+
+def test_a_warehouse_in_a_newer_format_publishes_with_a_warning(
+    tmp_path: Path, project: AnalyticsProject, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A warehouse file created in DuckDB 2's own format keeps it: its copy needs DuckDB 2, and the publish says so."""
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    warehouse = data_dir / "warehouse.duckdb"
+    duckdb.connect(str(warehouse), config={"storage_compatibility_version": "v2.0.0"}).close()
+    create_raw_tables(warehouse)
+    with duckdb.connect(str(warehouse)) as conn:
+        seed_small_world(conn)
+        with caplog.at_level(logging.WARNING, logger="lessonsync.analytics"):
+            build_and_publish(conn, project, data_dir)
+    (record,) = caplog.records
+    assert "v2.0.0" in record.getMessage() and "lessonsync rebuild" in record.getMessage()
+    with duckdb.connect(str(data_dir / "analytics.duckdb"), read_only=True) as snapshot:
+        assert storage_version(snapshot) == "v2.0.0+"
+
+
+def storage_version(conn: duckdb.DuckDBPyConnection) -> str:
+    return conn.execute("SELECT tags FROM duckdb_databases() WHERE database_name = current_database()").fetchone()[0][
+        "storage_version"
+    ]

@@ -40,10 +40,17 @@ def test_yaml_targets_parse_like_the_sql(call: str, expected: str) -> None:
     assert str(parse_call(call, "x.yml: to")) == expected
 
 
+def test_var_as_of_compiles_to_the_builds_duckdb_variable() -> None:
+    assert compile_sql("select {{ var('as_of') }} as as_of, {{var(\"as_of\")}}", PATH) == (
+        "select getvariable('as_of') as as_of, getvariable('as_of')"
+    )
+
+
 @pytest.mark.parametrize(
     ("sql", "expected"),
     [
-        ("select 1\n\n{{ var('x') }}", "marts/m.sql:3: expected ref('<model>') or source('lms', '<table>')"),
+        ("select 1\n\n{{ var('x') }}", "marts/m.sql:3: unknown variable 'x'; the variables are ['as_of']"),
+        ("select 1\n\n{{ env_var('x') }}", "marts/m.sql:3: expected ref('<model>') or source('lms', '<table>')"),
         ("select 1 {# note #}", "marts/m.sql:1: '{#': only {{ ref('<model>') }}"),
         ("select {{ ref('a', 'b') }}", "got \"ref('a', 'b')\""),
         ("select {{ ref('a\") }}", "expected ref('<model>')"),

@@ -24,7 +24,8 @@ from dagster import DagsterEventType, DagsterInstance
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED_CONFIG = REPO / "pipeline" / "instance" / "dagster.yaml"
 LOCATION = {"repositoryLocationName": "lessonsync", "repositoryName": "__repository__"}
-# The Makefile passes the same filter: `dagster dev` still works in 1.13, its "use dg dev" notice is noise.
+# `dagster dev -w workspace.yaml` (what users of `dagster dev` run; `make dev` runs `dg dev`) still works in 1.13: its
+# "use dg dev" notice is noise here.
 QUIET = "ignore:Function `dev_command` is superseded"
 SCHEDULE = "nightly_sync_schedule"
 SCHEDULED = [{"key": "dagster/schedule_name", "value": SCHEDULE}]  # a runs filter: the schedule's runs

@@ -106,5 +106,5 @@ def test_code_location_loads_with_every_asset_check_schedule_and_sensor(webserve
 
     schedules = {s["name"]: s["scheduleState"]["status"] for s in repository["schedules"]}
     sensors = {s["name"]: s["sensorState"]["status"] for s in repository["sensors"]}
-    assert schedules == {"nightly_sync_schedule": "RUNNING"}
+    assert schedules == {"nightly_sync_schedule": "RUNNING", "lake_maintenance_schedule": "RUNNING"}
     assert sensors.get("certificate_inbox_sensor") == "RUNNING"

@@ -57,5 +57,5 @@ def test_daemon_runs_the_schedule_the_sensor_and_a_backfill_and_the_warehouse_is
             assert nightly["status"] == "SUCCESS", dev.log_tail()
             dev.drain()
             assert dev.unsuccessful_runs() == []
-            assert "superseded" not in dev.log_tail(100_000)  # the Makefile's filter quiets the "use dg dev" notice
+            assert "superseded" not in dev.log_tail(100_000)  # QUIET (dagster_dev.py) quiets the "use dg dev" notice
         assert_warehouse_equals_platform(stack)

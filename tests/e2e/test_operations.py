@@ -52,6 +52,7 @@ def test_a_sync_killed_mid_run_then_rerun_equals_platform_without_duplicates(tmp
 def test_a_locked_warehouse_fails_the_run_with_a_clear_message_and_no_damage(tmp_path):
     with local_stack(tmp_path / "data", scale="tiny") as stack:
         assert stack.sync(select=("group:progress",)).success
+        stack.env["LESSONSYNC_DUCKDB_LOCK_TIMEOUT"] = "5"  # the default waits 10 minutes for the holder
         holder = subprocess.Popen(
             [
                 sys.executable,

@@ -71,8 +71,8 @@ def test_an_outage_longer_than_the_budget_fails_clearly_and_keeps_the_cursor(tmp
         assert "last status 503" in receiver.bodies[0]["error"]
 
 
-def test_the_shipped_instance_retries_a_failed_run_a_limited_number_of_times(tmp_path):
+def test_the_shipped_instance_retries_only_runs_tagged_retryable(tmp_path):
     (tmp_path / "dagster.yaml").write_text(SHIPPED_CONFIG.read_text())
-    with DagsterInstance.from_config(str(tmp_path)) as instance:
-        assert instance.run_retries_enabled and instance.run_retries_retry_on_asset_or_op_failure
-        assert instance.run_retries_max_retries == 2
+    with DagsterInstance.from_config(str(tmp_path)) as instance:  # which runs: tests/test_run_retries.py
+        assert instance.run_retries_enabled and not instance.run_retries_retry_on_asset_or_op_failure
+        assert instance.run_retries_max_retries == 0

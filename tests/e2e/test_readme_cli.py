@@ -1,4 +1,4 @@
-"""Every `lessonsync` example of the README's "Running it" section, run as written through the installed
+"""Every `lessonsync` example of docs/operations.md ("Running it"), run as written through the installed
 console script, against a tiny local platform. Servers get a free port instead of their fixed default, and the
 demo runs at scale tiny (its default, small, is what `make demo` shows)."""
 
@@ -23,7 +23,7 @@ SERVERS = {"receive": "/webhooks/certificates", "simulate": "/_sim/clock"}  # co
 
 def readme_examples() -> list[str]:
     """The command lines of the ```sh block after 'Cron, without the Dagster daemon.', comments dropped."""
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "docs" / "operations.md").read_text()
     block = re.search(r"\*\*Cron, without the Dagster daemon\.\*\*.*?```sh\n(.*?)```", readme, re.S).group(1)
     return [line.split("#", 1)[0].strip() for line in block.splitlines() if line.startswith("lessonsync ")]
 

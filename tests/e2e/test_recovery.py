@@ -93,7 +93,7 @@ def assert_recovered(stack: Stack, pid: int, rerun_select: tuple[str, ...] = RAW
     assert_warehouse_equals_platform(stack)
     with duckdb.connect(str(stack.warehouse_path), read_only=True) as conn:
         loads = conn.execute("SELECT count(*) FROM lms._load_runs").fetchone()[0]
-    # README "Loads": the warehouse holds exactly the lake's committed loads; a killed load's parts are in none
+    # docs/exactness.md, "Loads": the warehouse holds exactly the lake's committed loads; a killed load's parts are in none
     assert loads == len(list_manifests(stack.data_dir / "lake"))
 
 

@@ -27,7 +27,7 @@ def pair():
 def _requests(sim):
     active = next(iter(sim.ground_truth("active_lessons")))
     group = next(iter(sim.ground_truth("groups")))["id"]
-    u, l, g = enc(active["_userId"]), enc(active["_lessonId"]), enc(group)
+    u, le, g = enc(active["_userId"]), enc(active["_lessonId"]), enc(group)
     return [
         "/v1/active-lessons?pageSize=5",
         "/v1/active-lessons?pageSize=5&pageNumber=2&updatedSince=2000-01-01T00:00:00Z",
@@ -36,11 +36,11 @@ def _requests(sim):
         "/v1/active-lessons?updatedSince=yesterday",
         "/v1/active-lessons?pageNumber=-1&unknown=1",
         f"/v1/users/{u}/active-lessons",
-        f"/v1/lessons/{l}/active-lessons?pageSize=2",
-        f"/v1/users/{u}/lessons/{l}/active-lessons",
-        f"/v1/users/{u}/lessons/{l}/answers?includeArchived=true",
-        f"/v1/users/{u}/lessons/{l}/answers?includeEntryQuiz=maybe",
-        f"/v1/lessons/{l}/answers?includeArchived=1&includeEntryQuiz=true&updatedSince=2000-01-01T00:00:00Z",
+        f"/v1/lessons/{le}/active-lessons?pageSize=2",
+        f"/v1/users/{u}/lessons/{le}/active-lessons",
+        f"/v1/users/{u}/lessons/{le}/answers?includeArchived=true",
+        f"/v1/users/{u}/lessons/{le}/answers?includeEntryQuiz=maybe",
+        f"/v1/lessons/{le}/answers?includeArchived=1&includeEntryQuiz=true&updatedSince=2000-01-01T00:00:00Z",
         f"/v1/users/{u}/answers?pageSize=1",
         "/v1/users/nobody/answers",
         "/v1/users/%2F..%2F/answers",

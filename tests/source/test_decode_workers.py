@@ -10,6 +10,7 @@ import logging
 import os
 import signal
 import time
+from pathlib import Path
 
 import orjson
 import psutil
@@ -231,7 +232,8 @@ def test_a_worker_keeps_pandas_out_and_decodes_what_the_client_would():
     try:
         workers.start().result(READY_SECONDS)
         page = asyncio.run(workers.page(request, body, where))
-        mapped = open(f"/proc/{workers.process_ids()[0]}/maps").read() if os.path.exists("/proc/self/maps") else ""
+        maps = Path(f"/proc/{workers.process_ids()[0]}/maps")
+        mapped = maps.read_text() if os.path.exists("/proc/self/maps") else ""
     finally:
         workers.close()
     here = FastPages.for_stream(STREAMS["answers_by_lesson"]).page(request, body, where, False)

@@ -105,6 +105,18 @@ ANSWER_CASES = [
     {"lastDate": "0026-05-05T07:43:45.815Z"},
     {"lastDate": "2026-05-05T07:43:45.123456Z"},
     {"lastDate": "2026-05-05T07:43:45.1234567Z"},
+    # the ends of the range: in UTC they load, past it once converted to UTC they are quarantined
+    {"lastDate": "9999-12-31T23:59:59.999999Z"},
+    {"lastDate": "9999-12-31T23:59:59-14:00"},
+    {"lastDate": "9999-12-31T09:59:59-14:00"},
+    {"lastDate": "9999-12-31T23:59:59+14:00"},
+    {"lastDate": "9999-12-31T23:59:59"},
+    {"lastDate": "0001-01-01T00:00:00Z"},
+    {"lastDate": "0001-01-01T00:00:00+14:00"},
+    {"lastDate": "0001-01-01T00:00:00-14:00"},
+    {"lastDate": "0001-01-01T13:59:59.999+14:00"},
+    {"lastDate": "0001-01-01 00:00:00+01:00"},
+    {"lastDate": "9999-12-31T23:59:59.999999-00:01"},
 ]
 ACTIVE_CASES = [
     {},
@@ -122,7 +134,22 @@ ACTIVE_CASES = [
     {"title": None},
     {"startDate": "2026-13-01T00:00:00Z"},
     {"extraThing": None},
+    {"lastDate": "9999-12-31T23:59:59-14:00"},
+    {"startDate": "0001-01-01T00:00:00+14:00"},
+    {"startDate": "0001-01-01T00:00:00-14:00", "lastDate": "9999-12-31T23:59:59+14:00"},
+    # integers a double cannot hold exactly: the nearest double on both paths
+    {"successRate": 2**53 + 1},
+    {"timeSpent": -(2**62) - 1},
+    {"stats": {"validationThreshold": 2**63 - 1}},
 ]
+
+# the date-times of the cases above that overflow once converted to UTC
+OVERFLOWING = {
+    "9999-12-31T23:59:59-14:00",
+    "0001-01-01T00:00:00+14:00",
+    "0001-01-01 00:00:00+01:00",
+    "9999-12-31T23:59:59.999999-00:01",
+}
 
 
 UNKNOWN_ONLY = [
@@ -164,10 +191,21 @@ def _assert_same_pages(quick, validated):
         assert quick.key_hashes.tolist() == validated.key_hashes.tolist()
 
 
+def _assert_overflow_quarantined(case: dict, validated) -> None:
+    """A date-time past the UTC range is quarantined alone, its field named; the rest of the page loads."""
+    fields = {field for field, value in case.items() if isinstance(value, str) and value in OVERFLOWING}
+    if not fields:
+        return
+    assert validated.quarantined == 1 and validated.records == 2
+    [row] = validated.batches[-1].records.to_pylist()
+    assert row["field"] in fields and row["record_index"] == 1 and "out of range" in row["message"], row
+
+
 @pytest.mark.parametrize("case", range(len(ANSWER_CASES)))
 def test_fast_answers_never_accept_what_the_models_reject_and_agree_on_the_rest(case):
     records = [answer(0), answer(1, **ANSWER_CASES[case]), answer(2)]
     quick, validated = _decode_both("answers_by_user_lesson", records, {"user_id": "u", "lesson_id": "L"})
+    _assert_overflow_quarantined(ANSWER_CASES[case], validated)
     if validated.quarantined:
         assert quick is None  # anything to quarantine goes the validated way
     elif quick is not None:
@@ -180,6 +218,7 @@ def test_fast_answers_never_accept_what_the_models_reject_and_agree_on_the_rest(
 def test_fast_active_lessons_never_accept_what_the_models_reject_and_agree_on_the_rest(case):
     records = [active(0), active(1, **ACTIVE_CASES[case]), active(2)]
     quick, validated = _decode_both("active_lessons", records, {})
+    _assert_overflow_quarantined(ACTIVE_CASES[case], validated)
     if validated.quarantined:
         assert quick is None
     elif quick is not None:

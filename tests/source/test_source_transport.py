@@ -42,9 +42,12 @@ def state():
 def test_retry_after_zero_waits_and_stops_after_max_attempts(state, caplog):
     state.script = [status(429, {"Retry-After": "0"})] * 10
     caplog.set_level(logging.INFO, logger="lessonsync.source")
-    with edge_server(state) as url, PlatformClient(settings_for(url)) as client:
-        with pytest.raises(PlatformRequestError) as failure:
-            categories(client)
+    with (
+        edge_server(state) as url,
+        PlatformClient(settings_for(url)) as client,
+        pytest.raises(PlatformRequestError) as failure,
+    ):
+        categories(client)
     assert len(state.seen) == 4  # max_attempts, not a spin
     waits = [float(w) for w in re.findall(r"waiting ([0-9.]+) s", caplog.text)]
     assert len(waits) == 3 and all(w >= 0.1 for w in waits)
@@ -53,9 +56,12 @@ def test_retry_after_zero_waits_and_stops_after_max_attempts(state, caplog):
 
 def test_exhausted_retries_name_endpoint_params_and_status(state):
     state.script = [status(503)] * 10
-    with edge_server(state) as url, PlatformClient(settings_for(url, max_attempts=3)) as client:
-        with pytest.raises(PlatformRequestError) as failure:
-            list(client.iter_stream("groups"))
+    with (
+        edge_server(state) as url,
+        PlatformClient(settings_for(url, max_attempts=3)) as client,
+        pytest.raises(PlatformRequestError) as failure,
+    ):
+        list(client.iter_stream("groups"))
     message = str(failure.value)
     assert "GET /v1/groups" in message and "'pageNumber': '1'" in message and "'includeDisabled': 'true'" in message
     assert "last status 503" in message and "3 attempt" in message
@@ -68,9 +74,9 @@ def test_the_retry_budget_ends_retries_on_time_not_after_it(state, caplog):
     with (
         edge_server(state) as url,
         PlatformClient(settings_for(url, retry_budget=1.5, max_attempts=1000, retry_max_wait=0.4)) as client,
+        pytest.raises(PlatformRequestError) as failure,
     ):
-        with pytest.raises(PlatformRequestError) as failure:
-            list(client.iter_stream("categories"))
+        list(client.iter_stream("categories"))
     waits = [float(w) for w in re.findall(r"waiting ([0-9.]+) s", caplog.text)]
     assert sum(waits) <= 1.5 + 1e-6 and sum(waits) >= 1.0  # the budget spent, never overshot by a wait
     assert len(state.seen) == len(waits) + 1 and failure.value.attempts == len(waits) + 1 >= 5
@@ -79,9 +85,12 @@ def test_the_retry_budget_ends_retries_on_time_not_after_it(state, caplog):
 
 def test_client_errors_are_not_retried(state):
     state.script = [status(400)]
-    with edge_server(state) as url, PlatformClient(settings_for(url)) as client:
-        with pytest.raises(PlatformRequestError, match="last status 400"):
-            categories(client)
+    with (
+        edge_server(state) as url,
+        PlatformClient(settings_for(url)) as client,
+        pytest.raises(PlatformRequestError, match="last status 400"),
+    ):
+        categories(client)
     assert len(state.seen) == 1
 
 
@@ -97,9 +106,12 @@ def test_transient_failures_and_truncated_bodies_are_retried(state):
 
 def test_a_page_that_is_not_an_array_is_a_clear_error(state):
     state.body = {"items": CATEGORIES}
-    with edge_server(state) as url, PlatformClient(settings_for(url)) as client:
-        with pytest.raises(PlatformResponseError, match=r"GET /v1/categories page 0 .*JSON array"):
-            categories(client)
+    with (
+        edge_server(state) as url,
+        PlatformClient(settings_for(url)) as client,
+        pytest.raises(PlatformResponseError, match=r"GET /v1/categories page 0 .*JSON array"),
+    ):
+        categories(client)
 
 
 def test_401_refreshes_once_and_a_refused_refresh_exchanges_again(state):

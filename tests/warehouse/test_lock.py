@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import threading
@@ -13,7 +14,8 @@ import pytest
 from warehouse_helpers import ANSWERS, T0, answer, load_once, make_warehouse
 
 from pipeline.cli import main as lessonsync
-from pipeline.warehouse import Warehouse, WarehouseLockedError
+from pipeline.settings import Settings
+from pipeline.warehouse import Warehouse, WarehouseLockedError, connection
 from pipeline.warehouse.lake import list_manifests
 
 # Holds the file open read-write until its stdin closes.
@@ -73,3 +75,22 @@ def test_cli_reports_a_locked_warehouse_without_a_traceback(
     assert code == 1
     assert err.startswith(f"lessonsync rebuild: warehouse {seeded.path} is locked by another process")
     assert "Traceback" not in err
+
+
+def test_a_writer_waiting_for_the_lock_names_the_holder_while_it_waits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(connection, "LOCK_REPORT_EVERY_SECONDS", 0.3)  # 30 s in production
+    patient = make_warehouse(tmp_path, lock_timeout=60.0)
+    patient.ensure_tables([ANSWERS])
+    caplog.set_level(logging.WARNING, logger="lessonsync.warehouse")
+    with held(patient.path) as holder:
+        assert holder.stdin is not None
+        threading.Timer(1.0, holder.stdin.close).start()
+        load_once(patient, "answers", [(ANSWERS, [answer("a1", "q1")])])
+    waits = [r.getMessage() for r in caplog.records if r.getMessage().startswith("waiting for PID")]
+    assert waits and all(f"PID {holder.pid} " in line and "LESSONSYNC_DUCKDB_LOCK_TIMEOUT" in line for line in waits)
+
+
+def test_the_default_lock_wait_outlasts_a_readers_query() -> None:
+    assert Settings().duckdb_lock_timeout >= 300 and connection.LOCK_REPORT_EVERY_SECONDS == 30

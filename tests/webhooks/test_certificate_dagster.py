@@ -82,7 +82,7 @@ def test_sensor_interval_comes_from_the_settings(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("LESSONSYNC_CERTIFICATE_SENSOR_INTERVAL", "5")
     assert build_certificate_inbox_sensor(load_settings()).minimum_interval_seconds == 5
     monkeypatch.setenv("LESSONSYNC_CERTIFICATE_SENSOR_INTERVAL", "soon")
-    with pytest.raises(ValueError, match="certificate_sensor_interval"):
+    with pytest.raises(ValueError, match="(?i)certificate_sensor_interval"):
         load_settings()
 
 

@@ -15,11 +15,11 @@ import pytest
 from webhook_helpers import FUTURE, PAST, certificate
 
 from pipeline.warehouse import Warehouse
+from pipeline.webhooks.dead_letters import list_dead_letters
 from pipeline.webhooks.events import to_delivery
 from pipeline.webhooks.inbox import Inbox
 from pipeline.webhooks.load import load_certificate_events
 from pipeline.webhooks.stream import high_water_mark
-from pipeline.webhooks.transform import InboxEventError
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
@@ -169,17 +169,18 @@ def test_small_chunks_give_the_same_tables(inbox: Inbox, tmp_path: Path) -> None
         assert query(one, compared.format(table)) == query(many, compared.format(table))
 
 
-def test_an_event_that_no_longer_validates_stops_the_load_after_the_committed_chunks(
-    inbox: Inbox, wh: Warehouse
-) -> None:
+def test_an_event_that_no_longer_validates_is_dead_lettered_and_the_others_load(inbox: Inbox, wh: Warehouse) -> None:
     deliver(inbox, *(certificate(f"c{n}") for n in range(4)))
     with closing(sqlite3.connect(inbox.path)) as raw:  # as if the model had become stricter since receipt
         raw.execute("UPDATE events SET payload = ? WHERE sequence = 3", (b'{"_id": "c2", "_userId": 42}',))
         raw.commit()
-    with pytest.raises(InboxEventError, match=r"inbox event 3 \(certificate 'c2'\).*_userId"):
-        load_certificate_events(wh, inbox, chunk_events=2)
-    assert high_water_mark(wh, inbox.inbox_id() or "") == 2  # first chunk committed, second never written
-    assert query(wh, "SELECT count(*) FROM lms.certificate_events") == [(2,)]
+    stats = load_certificate_events(wh, inbox, chunk_events=2)
+    [letter] = stats.dead_letters
+    assert (letter.sequence, letter.certificate_id, letter.field) == (3, "c2", "_userId")
+    assert "inbox event 3 (certificate 'c2')" in letter.error and stats.quarantined_pending == 1
+    assert high_water_mark(wh, inbox.inbox_id() or "") == 4  # past the dead letter: it waits in the inbox
+    assert query(wh, "SELECT id FROM lms.certificate_events ORDER BY sequence") == [("c0",), ("c1",), ("c3",)]
+    assert [d.sequence for d in list_dead_letters(inbox)] == [3]
 
 
 def test_no_inbox_yet_loads_nothing_and_creates_the_tables(tmp_path: Path, wh: Warehouse) -> None:

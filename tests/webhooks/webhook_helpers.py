@@ -20,6 +20,7 @@ import uvicorn
 
 from pipeline.webhooks.app import create_app
 from pipeline.webhooks.inbox import Inbox
+from pipeline.webhooks.server import server_config
 from pipeline.webhooks.settings import WebhookSettings
 
 PAST = "2020-01-01T00:00:00.000Z"
@@ -95,12 +96,22 @@ class RunningReceiver:
 
 
 @contextmanager
-def serve_in_thread(settings: WebhookSettings) -> Iterator[RunningReceiver]:
-    """The real app on a real uvicorn server in a thread of the test process (so caplog sees its logs)."""
+def serve_in_thread(settings: WebhookSettings, parser: str = "auto") -> Iterator[RunningReceiver]:
+    """The real app on a real uvicorn server in a thread of the test process (so caplog sees its logs);
+    `parser`: the bounded protocol's HTTP parser (httptools when installed, or h11)."""
     port = free_port()
+    app = create_app(settings)
     server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(settings), host="127.0.0.1", port=port, log_level="info", log_config=None, access_log=False
+        server_config(
+            app,
+            settings,
+            host="127.0.0.1",
+            port=port,
+            on_close=app.state.metrics.connection_closed,
+            parser=parser,
+            log_level="info",
+            log_config=None,
+            access_log=False,
         )
     )
     thread = threading.Thread(target=server.run, daemon=True)

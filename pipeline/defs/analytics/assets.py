@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from dagster import (
     AssetCheckResult,
@@ -42,8 +43,10 @@ from pipeline.analytics.dagster_specs import (
     materialization,
 )
 from pipeline.analytics.errors import ModelError
+from pipeline.analytics.lineage import MODEL_SCHEMA
 from pipeline.analytics.models import AnalyticsProject, load_project
 from pipeline.analytics.publish import publish
+from pipeline.analytics.sql import relation
 from pipeline.defs.analytics.checks import PUBLISHED_KEY, published_files_check
 from pipeline.defs.policy import POOL
 from pipeline.defs.resources import WarehouseResource
@@ -95,9 +98,15 @@ def build_analytics(settings: Settings) -> Analytics:
     project = load_project(settings.models_dir)
     if "published" in project.models:
         raise ModelError(f"{project.models['published'].sql_path}: the model name 'published' is reserved; rename it")
+    if settings.models_runner == "dbt":
+        from pipeline.defs.analytics.dbt_runner import dbt_models_asset  # the `dbt` extra, imported only when used
+
+        models = dbt_models_asset(project, settings.data_dir / "dbt_target", settings.analytics_as_of)
+    else:
+        models = _models_asset(project, settings.analytics_as_of)
     return Analytics(
         project,
-        _models_asset(project, settings.analytics_as_of),
+        models,
         _published_asset(project),
         published_files_check(project),
     )
@@ -114,7 +123,7 @@ def _models_asset(project: AnalyticsProject, default_as_of: str | None) -> Asset
     )
     def analytics_models(
         context: AssetExecutionContext, config: AnalyticsBuildConfig, warehouse: WarehouseResource
-    ) -> Iterator[MaterializeResult | AssetCheckResult]:
+    ) -> Iterator[MaterializeResult[Any] | AssetCheckResult]:
         selected = {key.path[-1] for key in context.selected_asset_keys}
         as_of = _parse_as_of(config.as_of, default_as_of)
         failures: list[str] = []
@@ -135,6 +144,11 @@ def _models_asset(project: AnalyticsProject, default_as_of: str | None) -> Asset
     return analytics_models
 
 
+def mart_relations(project: AnalyticsProject) -> dict[str, str]:
+    """Each published mart and the warehouse relation that holds it (what the Iceberg mirror copies)."""
+    return {m.name: relation(MODEL_SCHEMA, m.name) for m in project.marts}
+
+
 def _published_asset(project: AnalyticsProject) -> AssetsDefinition:
     @asset(
         key=PUBLISHED_KEY,
@@ -142,17 +156,22 @@ def _published_asset(project: AnalyticsProject) -> AssetsDefinition:
         group_name=GROUP,
         kinds={"duckdb", "parquet"},
         pool=POOL,
-        description="What analysts query while syncs run: data/analytics.duckdb (a copy of every published model, "
-        "swapped atomically; open it read-only) and data/marts/<mart>.parquet.",
+        # Markdown in the UI: a path is code, or its `<mart>` would be taken for an HTML tag and vanish.
+        description="What analysts query while syncs run: `data/analytics.duckdb` (a copy of every published model, "
+        "swapped atomically; open it read-only) and `data/marts/<mart>.parquet`.",
     )
-    def analytics_published(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
+    def analytics_published(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult[Any]:
+        mirror = warehouse.warehouse().table_mirror
         with warehouse.connect() as conn:
             result = publish(conn, project, Path(warehouse.data_dir))
+            mirrored = mirror.sync_marts(conn, mart_relations(project)) if mirror is not None else []
         context.log.info(
             f"published {len(result.rows)} tables and {len(result.parquet)} marts in {result.seconds:.2f}s"
         )
+        iceberg = {"iceberg_marts_written": sum(m.rewritten for m in mirrored)} if mirror is not None else {}
         return MaterializeResult(
             metadata={
+                **iceberg,
                 "snapshot": MetadataValue.path(str(result.snapshot)),
                 "snapshot_bytes": result.snapshot.stat().st_size,
                 "marts": MetadataValue.json({m: str(p) for m, p in result.parquet.items()}),

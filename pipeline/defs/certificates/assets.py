@@ -7,6 +7,7 @@ The logic is in pipeline/webhooks/load.py, shared with `lessonsync sync`."""
 
 # No `from __future__ import annotations`: Dagster reads the resource annotations at runtime.
 from collections.abc import Iterator
+from typing import Any
 
 from dagster import (
     AssetExecutionContext,
@@ -17,7 +18,7 @@ from dagster import (
 )
 
 from pipeline.contract.tables import CERTIFICATE_EVENTS, CERTIFICATES, TableSpec
-from pipeline.defs.common import table_definition_metadata
+from pipeline.defs.common import Metadata, table_definition_metadata
 from pipeline.defs.policy import POOL
 from pipeline.defs.resources import WarehouseResource
 from pipeline.webhooks.load import LoadStats, load_certificate_events, table_rows
@@ -43,7 +44,7 @@ def _spec(key: AssetKey, table: TableSpec) -> AssetSpec:
 )
 def certificates(
     context: AssetExecutionContext, warehouse: WarehouseResource, inbox: InboxResource
-) -> Iterator[MaterializeResult]:
+) -> Iterator[MaterializeResult[Any]]:
     """Certificates earned and expired, as the platform's webhooks announced them (history and current state)."""
     wh = warehouse.warehouse()
     # One open of the file for the look-ups, the loads and the row counts (three opens, ~30-50 ms each, in a
@@ -52,13 +53,15 @@ def certificates(
         stats = load_certificate_events(wh, inbox.inbox(), run_id=context.run.run_id)
         row_counts = table_rows(wh)
     context.log.info(_summary(stats))
+    for line in quarantine_warnings(stats):
+        context.log.warning(line)
     for key in (EVENTS_KEY, CERTIFICATES_KEY):
         yield MaterializeResult(
             asset_key=key, metadata={**_metadata(stats), "dagster/row_count": row_counts[key.path[-1]]}
         )
 
 
-def _metadata(stats: LoadStats) -> dict[str, object]:
+def _metadata(stats: LoadStats) -> Metadata:
     return {
         "events_loaded": stats.events_loaded,
         "completed": stats.completed,
@@ -69,7 +72,26 @@ def _metadata(stats: LoadStats) -> dict[str, object]:
         "hwm_after": stats.hwm_after,
         "inbox_id": stats.inbox_id or "(no inbox yet)",
         "transactions": stats.transactions,
+        "quarantined": stats.quarantined,
+        "quarantined_in_inbox": stats.quarantined_pending,
     }
+
+
+MAX_WARNED = 10
+
+
+def quarantine_warnings(stats: LoadStats) -> list[str]:
+    """One warning per event this load set aside (the first MAX_WARNED), and one for those still waiting."""
+    lines = [f"certificates: quarantined {letter.describe()}" for letter in stats.dead_letters[:MAX_WARNED]]
+    if stats.quarantined > MAX_WARNED:
+        lines.append(f"certificates: and {stats.quarantined - MAX_WARNED} more events quarantined")
+    if stats.quarantined_pending:
+        lines.append(
+            f"certificates: {stats.quarantined_pending} inbox event(s) in quarantine, not loaded; "
+            "`lessonsync inbox list` shows them, `lessonsync inbox replay SEQ` loads one once fixed, "
+            "`lessonsync inbox discard SEQ` drops one"
+        )
+    return lines
 
 
 def _summary(stats: LoadStats) -> str:

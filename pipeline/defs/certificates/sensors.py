@@ -1,4 +1,4 @@
-"""The certificate inbox sensor. `certificate_inbox_sensor` watches the webhook inbox (SQLite, read-only) and asks for a run of
+"""The certificate inbox sensor. `certificate_inbox_sensor` watches the webhook inbox (read-only) and asks for a run of
 the `load_certificates` job (the certificates asset, then the marts that read only it) when events past its
 cursor exist. It never opens the DuckDB warehouse: the run itself loads from the warehouse's own high-water
 mark, so a request the sensor makes twice, or a run that fails, loses nothing -- the next run picks up every
@@ -7,6 +7,7 @@ event not yet committed."""
 # No `from __future__ import annotations`: Dagster reads the resource annotations at runtime.
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from dagster import DefaultSensorStatus, RunRequest, SensorDefinition, SensorEvaluationContext, SkipReason, sensor
 
@@ -57,13 +58,29 @@ def certificate_inbox_tick(context: SensorEvaluationContext, inbox: InboxResourc
     box = inbox.inbox()
     inbox_id = box.inbox_id()
     if inbox_id is None:
-        return SkipReason(f"no inbox at {box.path} yet: the webhook receiver has not stored any delivery")
+        return SkipReason(f"no inbox at {box.location} yet: the webhook receiver has not stored any delivery")
     cursor = InboxCursor.parse(context.cursor)
-    high = box.max_sequence()
+    backlog = box.backlog()
+    high = backlog.max_sequence
     seen = cursor.seen_in(inbox_id)
+    lag = backlog.oldest_unloaded_age(datetime.now(UTC))
     if high <= seen:
-        return SkipReason(f"no new certificate events (inbox sequence {high}, already requested up to {seen})")
+        return SkipReason(
+            f"no new certificate events (inbox sequence {high}, already requested up to {seen}; "
+            f"{backlog.depth} not loaded yet, oldest {lag:.0f} s)"
+        )
     context.update_cursor(InboxCursor(inbox_id, high).dump())
-    context.log.info(f"certificate inbox: {high - seen} new event(s) up to sequence {high}")
-    # The inbox id in the run key keeps a recreated inbox's sequences from matching old keys.
-    return RunRequest(run_key=f"certificates-{inbox_id[:12]}-{high}")
+    context.log.info(
+        f"certificate inbox: {high - seen} new event(s) up to sequence {high}; "
+        f"depth {backlog.depth}, oldest unloaded {lag:.0f} s"
+    )
+    # The inbox id in the run key keeps a recreated inbox's sequences from matching old keys. The tags carry
+    # the backlog the run was asked for (run metadata an operator can filter and chart).
+    return RunRequest(
+        run_key=f"certificates-{inbox_id[:12]}-{high}",
+        tags={
+            "lessonsync/inbox_depth": str(backlog.depth),
+            "lessonsync/inbox_lag_seconds": f"{lag:.0f}",
+            "lessonsync/inbox_sequence": str(high),
+        },
+    )

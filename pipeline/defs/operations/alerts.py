@@ -15,7 +15,7 @@ import httpx
 from dagster import (
     DefaultSensorStatus,
     RunFailureSensorContext,
-    RunStatusSensorDefinition,
+    SensorDefinition,
     SkipReason,
     run_failure_sensor,
 )
@@ -71,10 +71,10 @@ def _root_error(event: Any) -> str:
         return event.message or "the run failed"
     while getattr(error, "cause", None) is not None:
         error = error.cause
-    return error.message.strip()
+    return str(error.message).strip()
 
 
-def build_failure_alert_sensor(settings: Settings) -> RunStatusSensorDefinition:
+def build_failure_alert_sensor(settings: Settings) -> SensorDefinition:
     """The sensor, alerting Settings.alert_webhook_url (held here, never in the sensor's config or metadata)."""
 
     @run_failure_sensor(

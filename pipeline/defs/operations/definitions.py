@@ -7,6 +7,7 @@ from dagster import Definitions, in_process_executor
 
 from pipeline.defs.operations.alerts import build_failure_alert_sensor
 from pipeline.defs.operations.jobs import check_warehouse_job, full_refresh_job, nightly_sync_job
+from pipeline.defs.operations.lake_tables import build_lake_maintenance_schedule, lake_maintenance
 from pipeline.defs.operations.runs.sensor import dead_run_sensor
 from pipeline.defs.operations.schedules import build_nightly_schedule
 from pipeline.settings import Settings
@@ -14,8 +15,8 @@ from pipeline.settings import Settings
 
 def build_defs(settings: Settings) -> Definitions:
     return Definitions(
-        jobs=[nightly_sync_job, full_refresh_job, check_warehouse_job],
-        schedules=[build_nightly_schedule(settings)],
+        jobs=[nightly_sync_job, full_refresh_job, check_warehouse_job, lake_maintenance],
+        schedules=[build_nightly_schedule(settings), build_lake_maintenance_schedule()],
         sensors=[build_failure_alert_sensor(settings), dead_run_sensor],
         # Steps share one process: DuckDB allows one writer, and the raw sync's one step fetches concurrently.
         executor=in_process_executor,

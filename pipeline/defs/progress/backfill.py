@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import warnings
 from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
 
 from dagster import BetaWarning, ConfigurableResource, Failure
 from pydantic import Field
@@ -27,14 +28,14 @@ from pipeline.raw.windows import Window, partition_window
 warnings.filterwarnings("ignore", message=r"Parameter `include_sources` .*is currently in beta", category=BetaWarning)
 
 
-class BackfillWindow(ConfigurableResource):
+class BackfillWindow(ConfigurableResource[Any]):
     """Unset (the default): runs read from the cursor. Set `updated_from` at launch to backfill a date range."""
 
     updated_from: str | None = Field(
-        None, description="First UTC day (YYYY-MM-DD) of the range to re-read; unset = an ordinary cursor run."
+        default=None, description="First UTC day (YYYY-MM-DD) of the range to re-read; unset = an ordinary cursor run."
     )
     updated_to: str | None = Field(
-        None,
+        default=None,
         description="Last UTC day of the range (inclusive; default: today). Rows updated later are kept "
         "too: they are current data, the same the next cursor run would write.",
     )

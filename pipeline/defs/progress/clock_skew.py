@@ -8,12 +8,13 @@ from datetime import timedelta
 
 from dagster import AssetExecutionContext
 
+from pipeline.defs.common import Metadata
 from pipeline.source.stats import RunStats
 
 SKEW_KEY = "platform_clock_skew_s"
 
 
-def clock_skew_metadata(context: AssetExecutionContext, stats: RunStats, lookback: timedelta) -> dict[str, object]:
+def clock_skew_metadata(context: AssetExecutionContext, stats: RunStats, lookback: timedelta) -> Metadata:
     """`platform_clock_skew_s`: the `Date` header at the run's start minus the newest lastDate it listed
     (positive: the header is ahead, or reads lag, or nothing changed lately), None when either is unknown.
     Warns when the two disagree by more than the lookback, and when the platform sends no Date header."""
@@ -21,7 +22,7 @@ def clock_skew_metadata(context: AssetExecutionContext, stats: RunStats, lookbac
     if date is None:
         context.log.warning(
             "the platform sends no Date header: each cursor is bounded by the newest lastDate its "
-            "run listed and by our own clock instead (README: How a sync stays exact)"
+            "run listed and by our own clock instead (docs/exactness.md)"
         )
     if date is None or newest is None:
         return {SKEW_KEY: None}
@@ -31,13 +32,13 @@ def clock_skew_metadata(context: AssetExecutionContext, stats: RunStats, lookbac
             f"platform clocks: its Date header ({date.isoformat()}) is {skew} ahead of the newest lastDate "
             f"listed ({newest.isoformat()}), more than the lookback ({lookback}): the Date header runs ahead of "
             "the clock stamping lastDate, or reads lag, or nothing changed for that long. The cursor follows "
-            "the newest lastDate, so nothing is missed (README: How a sync stays exact)"
+            "the newest lastDate, so nothing is missed (docs/exactness.md)"
         )
     elif -skew > lookback:
         context.log.warning(
             f"platform clocks: the newest lastDate listed ({newest.isoformat()}) is {-skew} ahead of its Date "
             f"header ({date.isoformat()}), more than the lookback ({lookback}): the Date header runs behind the "
             "clock stamping lastDate. The cursor follows the Date header, so each run re-reads that much more "
-            "(README: How a sync stays exact)"
+            "(docs/exactness.md)"
         )
     return {SKEW_KEY: round(skew.total_seconds(), 3)}

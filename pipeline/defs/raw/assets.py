@@ -7,6 +7,7 @@ whole by every run; a backfill is the same asset with the `backfill` resource co
 (pipeline/defs/progress/backfill.py). The snapshot tables are pulled whole and their vanished rows marked deleted."""
 
 from collections.abc import Iterator
+from typing import Any
 
 from dagster import (
     AssetCheckResult,
@@ -86,7 +87,7 @@ def build_raw_sync(settings: Settings, rules: CheckRules) -> AssetsDefinition:
         platform: PlatformResource,
         warehouse: WarehouseResource,
         backfill: BackfillWindow,
-    ) -> Iterator[MaterializeResult | AssetMaterialization | AssetCheckResult]:
+    ) -> Iterator[MaterializeResult[Any] | AssetMaterialization | AssetCheckResult]:
         wh = ready_warehouse(warehouse)
         selected_tables = {key.path[-1] for key in context.selected_asset_keys}
         checks = selected_checks(context.selected_asset_check_keys)
@@ -114,7 +115,7 @@ def build_raw_sync(settings: Settings, rules: CheckRules) -> AssetsDefinition:
 
 def _reported(
     context: AssetExecutionContext, done: StreamLoad, selected: set[str], settings: Settings
-) -> Iterator[MaterializeResult | AssetMaterialization]:
+) -> Iterator[MaterializeResult[Any] | AssetMaterialization]:
     """One result per selected table of the stream; a table written with them but not selected (its stream fills
     several) is reported as a runtime materialization, so the UI shows every table the commit changed."""
     for table in STREAM_TABLES[done.stream]:

@@ -5,18 +5,19 @@ from __future__ import annotations
 
 from dagster import MetadataValue
 
+from pipeline.defs.common import Metadata
 from pipeline.raw.commit import StreamLoad
 from pipeline.source.stats import paths_of
 from pipeline.warehouse import TableLoadStats
 
 
-def table_metadata(done: StreamLoad, table: str) -> dict[str, object]:
+def table_metadata(done: StreamLoad, table: str) -> Metadata:
     """Materialization metadata of one table of a stream load."""
     stats, result, window = done.stats, done.result, done.window
     counts = result.tables.get(table, TableLoadStats())  # a table with no rows in this load is untouched
     rows_fetched = stats.rows.get(table, 0)
     new_fields = paths_of(table, stats.new_fields)  # the platform's additions our models do not declare
-    metadata: dict[str, object] = {
+    metadata: Metadata = {
         "window": window.describe(),
         "rows_fetched": rows_fetched,
         "rows_per_second": round(rows_fetched / done.seconds, 1) if done.seconds > 0 else None,

@@ -1,0 +1,90 @@
+"""Stopping `lessonsync sync` on SIGTERM (cron's `timeout`, a pod stop) or Ctrl-C within seconds, whatever it waits on.
+
+Dagster turns the signal into an interrupt of the step running on the main thread, and marks the run failed. Two
+things would delay that: background fetches waiting on a slow platform (the run's end waits for them), and a
+statement the main thread runs in DuckDB (the interrupt is raised only when it returns). So a watcher thread,
+woken by the signal through `signal.set_wakeup_fd` (Dagster replaces the handlers, not the wakeup fd), stops every
+fetch of the process at once, and if the process is still alive STOP_GRACE_SECONDS later, prints the FAILED line
+and exits: an uncommitted DuckDB transaction is rolled back by DuckDB itself, and the run, tagged with this
+process, is marked failed by the next run or `lessonsync recover` (pipeline/defs/operations/runs/recovery.py)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+log = logging.getLogger("lessonsync.cli")
+
+STOP_GRACE_SECONDS = 5.0
+STOPPING: dict[int, str] = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "SIGINT"}
+EXIT_STATUS = 143  # 128 + SIGTERM, as a shell reports a process that SIGTERM ended
+
+
+class Received:
+    """The stopping signal received within the block ("SIGTERM"), None when none came."""
+
+    signal: str | None = None
+
+
+@contextmanager
+def stop_promptly_on_signals(what: str, grace: float = STOP_GRACE_SECONDS) -> Iterator[Received]:
+    """Within the block (main thread only), SIGTERM or SIGINT ends `what` within `grace` seconds."""
+    received = Received()
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    previous_fd = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+    previous_term = signal.getsignal(signal.SIGTERM)
+    if previous_term in (signal.SIG_DFL, None):  # the wakeup fd is written only for signals Python handles
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
+    watcher = threading.Thread(
+        target=_watch, args=(read_end, what, grace, received), name="lessonsync-stop", daemon=True
+    )
+    watcher.start()
+    try:
+        yield received
+    finally:
+        signal.set_wakeup_fd(previous_fd)
+        if previous_term in (signal.SIG_DFL, None):
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.close(write_end)  # the watcher reads the end of the pipe and returns
+        watcher.join(1.0)
+
+
+def _watch(read_end: int, what: str, grace: float, received: Received) -> None:
+    try:
+        while data := os.read(read_end, 64):
+            names = [STOPPING[number] for number in data if number in STOPPING]
+            if names:
+                received.signal = names[0]
+                _stop(names[0], what, grace)
+                return
+    finally:
+        os.close(read_end)
+
+
+def _stop(name: str, what: str, grace: float) -> None:
+    from pipeline.source.client import stop_all_fetches
+
+    stopped = stop_all_fetches()
+    log.warning("%s received: stopping %s (%d fetch(es) stopped); exiting within %.0f s", name, what, stopped, grace)
+    timer = threading.Timer(grace, _exit_now, args=(name, what, grace))
+    timer.daemon = True
+    timer.start()
+
+
+def _exit_now(name: str, what: str, grace: float) -> None:
+    print(
+        f"{what} FAILED: stopped by {name}; it did not end within {grace:.0f} s, so the process exits now "
+        "(nothing half committed: DuckDB rolls back an open transaction; the next run marks this one failed)",
+        flush=True,
+    )
+    sys.stderr.flush()
+    os._exit(EXIT_STATUS)

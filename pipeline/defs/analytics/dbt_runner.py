@@ -1,0 +1,103 @@
+"""The models built by dbt through dagster-dbt, where LESSONSYNC_MODELS_RUNNER=dbt (docs/dbt.md): the same files,
+the same asset keys (`analytics/<model>`, sources `lms/<table>`), group and owners, the YAML tests as asset checks
+(dbt's test names), and `analytics/published` after it. LessonSync's own runner stays the default.
+
+dbt runs as a subprocess against the warehouse file (the example profiles.yml of the models directory, the
+path from the warehouse resource), holding the `warehouse` pool like every writer. After the build, each model
+dbt built is recorded in `analytics._builds` as LessonSync's runner records it, so the publish step and the
+snapshot's `_builds` read the same facts whichever runner built the models.
+
+Needs the `dbt` extra (dagster-dbt, dbt-core, dbt-duckdb) and dbt_utils installed in the models directory
+(`dbt deps`; offline, any package named dbt_utils providing the tests used). The manifest is parsed when the
+code location loads, into the data directory (never into the models directory's target/)."""
+
+# No `from __future__ import annotations`: Dagster reads the Config and resource annotations at runtime.
+
+import json
+import os
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from dagster import AssetExecutionContext, AssetKey, AssetsDefinition
+from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtCliResource, dbt_assets
+
+from pipeline.analytics.build import BUILDS_DDL, BUILDS_TABLE
+from pipeline.analytics.dagster_specs import GROUP
+from pipeline.analytics.lineage import MODEL_SCHEMA, RAW_SCHEMA
+from pipeline.analytics.models import AnalyticsProject
+from pipeline.analytics.sql import relation
+from pipeline.defs.policy import OWNERS, POOL
+from pipeline.defs.resources import WarehouseResource
+
+RUNNER_ENV = "LESSONSYNC_MODELS_RUNNER"
+WAREHOUSE_ENV = "LESSONSYNC_WAREHOUSE_PATH"  # read by the example profiles.yml
+
+
+class LessonSyncTranslator(DagsterDbtTranslator):
+    """dbt's nodes under LessonSync's asset keys: a model is analytics/<model>, a source lms/<table>."""
+
+    def get_asset_key(self, dbt_resource_props: Mapping[str, Any]) -> AssetKey:
+        schema = RAW_SCHEMA if dbt_resource_props["resource_type"] == "source" else MODEL_SCHEMA
+        return AssetKey([schema, dbt_resource_props["name"]])
+
+    def get_group_name(self, dbt_resource_props: Mapping[str, Any]) -> str | None:
+        return GROUP if dbt_resource_props["resource_type"] == "model" else None
+
+    def get_owners(self, dbt_resource_props: Mapping[str, Any]) -> list[str] | None:
+        return list(OWNERS)
+
+
+def dbt_cli(project: AnalyticsProject, target: Path) -> DbtCliResource:
+    """dbt of this environment (beside its Python, else on PATH), its logs kept with its target, not in the models
+    directory."""
+    beside = Path(sys.executable).with_name("dbt")
+    os.environ.setdefault("DBT_LOG_PATH", str(target / "logs"))
+    os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
+    return DbtCliResource(
+        project_dir=str(project.root),
+        profiles_dir=str(project.root),
+        dbt_executable=str(beside) if beside.exists() else "dbt",
+    )
+
+
+def parsed_manifest(project: AnalyticsProject, target: Path) -> Path:
+    """`dbt parse` of the models directory into `target` (the code location's load: files only, no database)."""
+    target.mkdir(parents=True, exist_ok=True)
+    dbt_cli(project, target).cli(["parse", "--quiet"], target_path=target, raise_on_error=True).wait()
+    return target / "manifest.json"
+
+
+def dbt_models_asset(project: AnalyticsProject, target: Path, as_of_default: str | None) -> AssetsDefinition:
+    manifest = parsed_manifest(project, target)
+    translator = LessonSyncTranslator(settings=DagsterDbtTranslatorSettings(enable_asset_checks=True))
+
+    @dbt_assets(manifest=manifest, dagster_dbt_translator=translator, name="analytics_models_dbt", pool=POOL)
+    def analytics_models_dbt(context: AssetExecutionContext, warehouse: WarehouseResource) -> Iterator[Any]:
+        from pipeline.defs.analytics.assets import _parse_as_of  # the same default and parsing as our runner
+
+        as_of = _parse_as_of(None, as_of_default)
+        os.environ[WAREHOUSE_ENV] = str(Path(warehouse.data_dir) / "warehouse.duckdb")
+        dbt = dbt_cli(project, target)
+        variables = json.dumps({"as_of": f"'{as_of.isoformat()}'::timestamptz"})
+        invocation = dbt.cli(["build", "--vars", variables], context=context, target_path=target, raise_on_error=False)
+        yield from invocation.stream()
+        built = [
+            r["unique_id"].split(".")[-1]
+            for r in invocation.get_artifact("run_results.json")["results"]
+            if r["unique_id"].startswith("model.") and r["status"] == "success"
+        ]
+        with warehouse.connect() as conn:
+            conn.execute(BUILDS_DDL)
+            for name in built:
+                model = project.models[name]
+                rows = conn.execute(f"SELECT count(*) FROM {relation(MODEL_SCHEMA, name)}").fetchall()[0][0]
+                conn.execute(
+                    f"INSERT OR REPLACE INTO {BUILDS_TABLE} VALUES (?, ?, now(), ?, ?, ?)",
+                    [name, model.materialized, as_of, rows, model.code_version],
+                )
+        if not invocation.is_successful():
+            raise invocation.get_error() or RuntimeError("dbt build failed")
+
+    return analytics_models_dbt

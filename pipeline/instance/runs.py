@@ -1,0 +1,96 @@
+"""What the Dagster instance knows of an asset's last run, for `lessonsync status`: the run that last planned to
+materialize it, whether it did, when, and the first line of the error when it did not. Read through the
+instance's public API only, from the Dagster home the syncs record their runs in."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+from dagster import AssetKey, DagsterEventType, DagsterInstance, DagsterRunStatus
+
+from pipeline.settings import Settings
+
+Outcome = Literal["succeeded", "failed", "running"]
+_FINISHED_UNSUCCESSFULLY = {DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED}
+_UNFINISHED = {
+    DagsterRunStatus.QUEUED,
+    DagsterRunStatus.NOT_STARTED,
+    DagsterRunStatus.STARTING,
+    DagsterRunStatus.STARTED,
+    DagsterRunStatus.CANCELING,
+}
+
+
+@dataclass(frozen=True)
+class LastRun:
+    run_id: str
+    outcome: Outcome  # of the asset in that run: a failed run may still have materialized it
+    at: datetime | None  # when the run ended (started, while it runs)
+    error: str | None = None  # the first line of the error that stopped the asset's step (or the run)
+    asset: str = ""  # the asset this outcome is of (a stream loads several)
+
+
+def instance_home(settings: Settings) -> Path:
+    """Where the syncs record their runs: DAGSTER_HOME, else the data directory's Dagster home."""
+    return Path(os.environ.get("DAGSTER_HOME") or settings.dagster_home)
+
+
+def open_instance(settings: Settings) -> DagsterInstance | None:
+    """The instance the syncs record their runs in, or None when no run was ever recorded there (never created)."""
+    home = instance_home(settings)
+    if not (home / "dagster.yaml").exists():
+        return None
+    from pipeline.instance import ensure_dagster_home  # exports the Postgres URL when the settings use one
+
+    return DagsterInstance.from_config(str(ensure_dagster_home(settings)))
+
+
+def last_run(instance: DagsterInstance, key: AssetKey) -> LastRun | None:
+    """The last run that planned to materialize `key` and what became of the asset in it; None when no run did."""
+    planned = instance.fetch_planned_materializations(key, limit=1).records
+    if not planned:
+        return None
+    entry = planned[0].event_log_entry
+    record = instance.get_run_record_by_id(entry.run_id)
+    if record is None:
+        return None
+    run = record.dagster_run
+    ended = record.end_time or record.start_time or record.create_timestamp.timestamp()
+    at = datetime.fromtimestamp(ended, UTC) if ended else None
+    latest = instance.get_latest_materialization_event(key)
+    if latest is not None and latest.run_id == run.run_id:
+        return LastRun(run.run_id, "succeeded", at, asset=key.to_user_string())
+    if run.status in _UNFINISHED:
+        return LastRun(run.run_id, "running", at, asset=key.to_user_string())
+    step_key = entry.dagster_event.step_key if entry.dagster_event else None
+    error = _first_error_line(instance, run.run_id, step_key)
+    if run.status not in _FINISHED_UNSUCCESSFULLY and error is None:
+        error = "the run succeeded without materializing it (skipped: an upstream check or asset failed)"
+    return LastRun(run.run_id, "failed", at, error, asset=key.to_user_string())
+
+
+def _first_error_line(instance: DagsterInstance, run_id: str, step_key: str | None) -> str | None:
+    """The first line of the failure of `step_key` in the run, else of any step, else of the run."""
+    failures = instance.all_logs(run_id, of_type={DagsterEventType.STEP_FAILURE, DagsterEventType.RUN_FAILURE})
+    steps = [e for e in failures if e.dagster_event and e.dagster_event.event_type == DagsterEventType.STEP_FAILURE]
+    ours = [e for e in steps if e.dagster_event and e.dagster_event.step_key == step_key]
+    for entry in ours or steps:
+        data = entry.dagster_event.step_failure_data if entry.dagster_event else None
+        if data is not None and data.error is not None:
+            error = data.error
+            while error.cause is not None:  # "Error occurred while executing op ..." wraps what happened
+                error = error.cause
+            return _first_line(error.message)
+    for entry in failures:
+        message = entry.dagster_event.message if entry.dagster_event else None
+        if message:
+            return _first_line(message)
+    return None
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")[:300]

@@ -1,0 +1,510 @@
+"""Every warehouse table mirrored as an Apache Iceberg table, so any engine reads current state from the lake.
+
+The warehouse stays the writer and the Parquet change log (`lake/_loads/`) the source of truth for `rebuild`;
+an Iceberg table is derived from the warehouse and committed only after the DuckDB transaction it mirrors.
+Each snapshot records in its summary the load time it mirrors (`lessonsync.loaded-through`): a table whose
+snapshot lags the warehouse (a crash between the two commits) is rolled forward by the next commit or
+`lessonsync tables sync`. A mirror write never touches a row that did not change: the changed rows are found
+by comparing a digest of each candidate row with the digest stored beside it in the Iceberg table, and only
+the data files holding changed keys are rewritten (pyiceberg deletes copy-on-write). A load that changed
+nothing writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+import pyarrow as pa
+
+from pipeline.warehouse.catalog import read_catalog
+from pipeline.warehouse.tabledef import DELETED_AT, LAST_LOADED_AT, SCHEMA, TableDef
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.table import Table
+
+log = logging.getLogger(__name__)
+
+KEY_DIGEST = "_lessonsync_key_hash"  # a digest of the row's key: what a delete names
+ROW_DIGEST = "_lessonsync_row_hash"  # a digest of the row's non-null values: tells a changed row from a touched one
+LOADED_THROUGH = "lessonsync.loaded-through"  # snapshot summary: the warehouse load time this snapshot mirrors
+CONTENT_DIGEST = "lessonsync.content-digest"  # snapshot summary of a mart: its row count and rows' digests XORed
+MARTS_NAMESPACE = "analytics"
+# The SQL catalog keeps many catalogs in one database, told apart by this name: a reader (pyiceberg, Trino's and
+# Spark's JDBC catalog) names it too.
+CATALOG_NAME = "lessonsync"
+BATCH_ROWS = 250_000  # rows per appended data file: bounds memory and the bytes a changed key rewrites
+# Past this share of changed rows, or this many, rewriting the table is cheaper than naming every changed key in a
+# delete (the keys are held in memory as the delete's filter).
+REWRITE_FRACTION = 0.25
+MAX_KEYS_NAMED = 200_000
+
+
+# Mirrors (catalog, location) this process has brought up to their warehouse once.
+_CAUGHT_UP: set[tuple[str, str]] = set()
+
+
+class TableFormatError(RuntimeError):
+    """The warehouse committed; the Iceberg mirror did not follow. The next commit rolls it forward."""
+
+
+@dataclass(frozen=True)
+class IcebergLocation:
+    """Where the mirror lives: a SQL catalog (SQLite file, or the PostgreSQL database of the Dagster
+    instance) and a warehouse location (a local directory or s3://bucket/prefix)."""
+
+    catalog_url: str
+    location: str
+    io_properties: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def for_lake(cls, lake_location: Path | str, catalog_url: str) -> IcebergLocation:
+        if isinstance(lake_location, Path):
+            location = (lake_location / "iceberg").resolve().as_uri()
+            return cls(catalog_url, location)
+        return cls(catalog_url, f"{str(lake_location).rstrip('/')}/iceberg", s3_properties())
+
+
+def iceberg_location(settings: object) -> IcebergLocation | None:
+    """Where the Iceberg mirror of pipeline.settings.Settings lives; None when LESSONSYNC_TABLE_FORMAT=none."""
+    catalog = getattr(settings, "iceberg_catalog", None)
+    if not isinstance(catalog, str):
+        return None
+    return IcebergLocation.for_lake(settings.lake_location, catalog)  # type: ignore[attr-defined]
+
+
+def s3_properties() -> dict[str, str]:
+    """pyiceberg's S3 settings from the same AWS_* variables the lake's s3fs reads."""
+    names = {
+        "AWS_ENDPOINT_URL": "s3.endpoint",
+        "AWS_ACCESS_KEY_ID": "s3.access-key-id",
+        "AWS_SECRET_ACCESS_KEY": "s3.secret-access-key",
+        "AWS_SESSION_TOKEN": "s3.session-token",
+    }
+    properties = {prop: os.environ[var] for var, prop in names.items() if os.environ.get(var)}
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if region:
+        properties["s3.region"] = region
+    return properties
+
+
+def sqlalchemy_url(url: str) -> str:
+    """A postgresql:// URL as SQLAlchemy names its psycopg2 driver; anything else as given."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg2://" + url[len(prefix) :]
+    return url
+
+
+@dataclass
+class MirrorStats:
+    table: str
+    rows_written: int = 0
+    keys_deleted: int = 0
+    rewritten: bool = False
+    seconds: float = 0.0
+
+    @property
+    def wrote(self) -> bool:
+        return self.rows_written > 0 or self.keys_deleted > 0 or self.rewritten
+
+
+class IcebergMirror:
+    """Mirrors `lms.*` and the published marts of one warehouse into one Iceberg catalog."""
+
+    def __init__(self, where: IcebergLocation) -> None:
+        self.where = where
+        self._catalog: SqlCatalog | None = None
+
+    def __repr__(self) -> str:  # the catalog URL may hold a password
+        return f"IcebergMirror(location={self.where.location!r})"
+
+    @property
+    def catalog(self) -> SqlCatalog:
+        if self._catalog is None:
+            from pyiceberg.catalog.sql import SqlCatalog
+
+            self._catalog = SqlCatalog(
+                CATALOG_NAME,
+                uri=sqlalchemy_url(self.where.catalog_url),
+                warehouse=self.where.location,
+                **self.where.io_properties,
+            )
+            for namespace in (SCHEMA, MARTS_NAMESPACE):
+                self._catalog.create_namespace_if_not_exists(namespace)
+        return self._catalog
+
+    # -- raw tables ---------------------------------------------------------------------------------------
+
+    def sync_after_load(self, conn: duckdb.DuckDBPyConnection, written: Iterable[str]) -> list[MirrorStats]:
+        """After a commit: the tables the load wrote; on a process's first commit, every table (a table left
+        behind by a process that died between its two commits is rolled forward then)."""
+        mirror = (self.where.catalog_url, self.where.location)
+        if mirror in _CAUGHT_UP:
+            return self.sync_raw(conn, written)
+        results = self.sync_raw(conn)
+        _CAUGHT_UP.add(mirror)
+        return results
+
+    def sync_raw(self, conn: duckdb.DuckDBPyConnection, names: Iterable[str] | None = None) -> list[MirrorStats]:
+        """Bring the Iceberg table of each warehouse table (default: every one) up to the warehouse. `conn`
+        holds the warehouse's write lock, so no load commits meanwhile."""
+        wanted = set(names) if names is not None else None
+        results = []
+        for table in read_catalog(conn):
+            if wanted is None or table.name in wanted:
+                try:
+                    results.append(self._sync_table(conn, table))
+                except Exception as error:
+                    raise TableFormatError(
+                        f"Iceberg table {SCHEMA}.{table.name} not updated ({type(error).__name__}: {error}); the "
+                        "warehouse holds the load and the next commit or `lessonsync tables sync` rolls the table "
+                        "forward"
+                    ) from error
+        return results
+
+    def _sync_table(self, conn: duckdb.DuckDBPyConnection, table: TableDef) -> MirrorStats:
+        started = time.perf_counter()
+        stats = MirrorStats(table.name)
+        select = _mirror_select(table)
+        ice = self._table_for(conn, (SCHEMA, table.name), select)
+        mirrored_through = _loaded_through(ice)
+        latest = _latest_load_time(conn)
+        if latest is None or (mirrored_through is not None and mirrored_through >= latest):
+            return stats
+        warehouse_rows = _count(conn, f"{SCHEMA}.{_quote(table.name)}")
+        if (
+            mirrored_through is not None
+            and _iceberg_rows(ice) == warehouse_rows
+            and not _changed_since(conn, table.name, mirrored_through)
+        ):
+            return stats  # every load since reported nothing inserted, updated or deleted
+        properties = {LOADED_THROUGH: latest.isoformat()}
+        if mirrored_through is None or _iceberg_rows(ice) == 0:
+            stats.rows_written = _rewrite(conn, ice, select, properties)
+            stats.rewritten = True
+        else:
+            self._apply_changes(conn, ice, table, select, mirrored_through, warehouse_rows, properties, stats)
+        if _iceberg_rows(ice.refresh()) != warehouse_rows:  # rows removed from the warehouse outside a load
+            stats.rows_written = _rewrite(conn, ice, select, properties)
+            stats.rewritten = True
+        stats.seconds = time.perf_counter() - started
+        if stats.wrote:
+            log.info(
+                "iceberg %s.%s: %d rows written, %d keys replaced%s in %.2fs",
+                SCHEMA,
+                table.name,
+                stats.rows_written,
+                stats.keys_deleted,
+                " (whole table)" if stats.rewritten else "",
+                stats.seconds,
+            )
+        return stats
+
+    def _apply_changes(
+        self,
+        conn: duckdb.DuckDBPyConnection,
+        ice: Table,
+        table: TableDef,
+        select: str,
+        since: datetime,
+        warehouse_rows: int,
+        properties: dict[str, str],
+        stats: MirrorStats,
+    ) -> None:
+        from pyiceberg.expressions import In
+
+        touched = [f"{_quote(LAST_LOADED_AT)} > $since"]
+        if table.has_deleted_at:
+            touched.append(f"{_quote(DELETED_AT)} > $since")
+        candidates = f"SELECT * FROM ({select}) WHERE {' OR '.join(touched)}"
+        stored = "_lessonsync_iceberg_digests"
+        conn.execute(f"CREATE OR REPLACE TEMP TABLE {stored} ({KEY_DIGEST} BIGINT, {ROW_DIGEST} BIGINT)")
+        try:
+            reader = ice.scan(selected_fields=(KEY_DIGEST, ROW_DIGEST)).to_arrow_batch_reader()
+            conn.register("_lessonsync_iceberg_reader", reader)
+            conn.execute(f"INSERT INTO {stored} SELECT * FROM _lessonsync_iceberg_reader")
+            conn.unregister("_lessonsync_iceberg_reader")
+            changed = (
+                f"SELECT c.* FROM ({candidates}) c ANTI JOIN {stored} s "
+                f"ON c.{KEY_DIGEST} = s.{KEY_DIGEST} AND c.{ROW_DIGEST} = s.{ROW_DIGEST}"
+            )
+            conn.execute(f"CREATE OR REPLACE TEMP TABLE _lessonsync_iceberg_changed AS {changed}", {"since": since})
+            (n_changed,) = _one(conn, "SELECT count(*) FROM _lessonsync_iceberg_changed")
+            if n_changed == 0:
+                return
+            if n_changed > min(REWRITE_FRACTION * warehouse_rows, MAX_KEYS_NAMED):
+                stats.rows_written = _rewrite(conn, ice, select, properties)
+                stats.rewritten = True
+                return
+            replaced = [
+                key
+                for (key,) in conn.execute(
+                    f"SELECT c.{KEY_DIGEST} FROM _lessonsync_iceberg_changed c SEMI JOIN {stored} s "
+                    f"ON c.{KEY_DIGEST} = s.{KEY_DIGEST}"
+                ).fetchall()
+            ]
+            with ice.transaction() as tx:
+                if replaced:
+                    tx.delete(In(KEY_DIGEST, replaced), snapshot_properties=properties)  # type: ignore[call-arg,arg-type,misc]  # pyiceberg types In by its metaclass
+                for batch in _batches(conn, "SELECT * FROM _lessonsync_iceberg_changed"):
+                    tx.append(batch, snapshot_properties=properties)
+            stats.rows_written = n_changed
+            stats.keys_deleted = len(replaced)
+        finally:
+            conn.execute(f"DROP TABLE IF EXISTS {stored}")
+            conn.execute("DROP TABLE IF EXISTS _lessonsync_iceberg_changed")
+
+    def _table_for(self, conn: duckdb.DuckDBPyConnection, identifier: tuple[str, str], select: str) -> Table:
+        """The Iceberg table, created from the query's Arrow schema or evolved to it (columns are only added,
+        as in the warehouse)."""
+        from pyiceberg.exceptions import NoSuchTableError
+
+        columns = ", ".join(_quote(c) for c in _written_columns(conn, select))
+        schema = conn.sql(f"SELECT {columns} FROM ({select}) LIMIT 0").to_arrow_table().schema
+        try:
+            ice = self.catalog.load_table(identifier)
+        except NoSuchTableError:
+            return self.catalog.create_table(identifier, schema=schema)
+        known = {f.name for f in ice.schema().fields}
+        if any(name not in known for name in schema.names):
+            with ice.update_schema() as update:
+                update.union_by_name(schema)
+            ice = ice.refresh()
+        return ice
+
+    # -- marts --------------------------------------------------------------------------------------------
+
+    def sync_marts(self, conn: duckdb.DuckDBPyConnection, relations: Mapping[str, str]) -> list[MirrorStats]:
+        """Mirror each mart (name -> relation in the warehouse) whole, when its rows differ from the snapshot's."""
+        results = []
+        for name, relation in relations.items():
+            started = time.perf_counter()
+            stats = MirrorStats(name)
+            try:
+                select = f"SELECT * FROM {relation}"
+                digests = _digests(conn, select)
+                (digest,) = _one(conn, f"SELECT count(*) || ':' || coalesce(bit_xor(d), 0) FROM ({digests})")
+                ice = self._table_for(conn, (MARTS_NAMESPACE, name), select)
+                snapshot = ice.current_snapshot()
+                if snapshot is None or snapshot.summary is None or snapshot.summary.get(CONTENT_DIGEST) != digest:
+                    stats.rows_written = _rewrite(conn, ice, select, {CONTENT_DIGEST: digest})
+                    stats.rewritten = True
+            except Exception as error:
+                raise TableFormatError(
+                    f"Iceberg table {MARTS_NAMESPACE}.{name} not updated ({type(error).__name__}: {error}); the "
+                    "warehouse and the published copy hold the build, and the next publish rolls the table forward"
+                ) from error
+            stats.seconds = time.perf_counter() - started
+            results.append(stats)
+        return results
+
+    # -- maintenance --------------------------------------------------------------------------------------
+
+    def tables(self) -> Iterator[Table]:
+        for namespace in (SCHEMA, MARTS_NAMESPACE):
+            for identifier in self.catalog.list_tables(namespace):
+                yield self.catalog.load_table(identifier)
+
+    def expire_snapshots(self, retention: timedelta, now: datetime | None = None) -> dict[str, int]:
+        """Expire every snapshot older than `retention` (the current one always stays); returns how many per
+        table. Data files only older snapshots referenced become unreachable: `compact` does not need them."""
+        cutoff = (now or datetime.now(UTC)) - retention
+        expired = {}
+        for ice in self.tables():
+            old = [s for s in ice.snapshots() if s.timestamp_ms < cutoff.timestamp() * 1000]
+            current = ice.current_snapshot()
+            ids = [s.snapshot_id for s in old if current is None or s.snapshot_id != current.snapshot_id]
+            if ids:
+                ice.maintenance.expire_snapshots().by_ids(ids).commit()
+            expired[".".join(ice.name())] = len(ids)
+        return expired
+
+    def compact(self, conn: duckdb.DuckDBPyConnection, min_files: int = 16) -> dict[str, int]:
+        """Rewrite, from the warehouse it equals, each raw table spread over more data files than it needs
+        (at least `min_files`, and more than twice one file per BATCH_ROWS rows): one new snapshot, the same
+        rows in fewer files. Returns the files before, per table rewritten."""
+        rewritten = {}
+        tables = {t.name: t for t in read_catalog(conn)}
+        for name, table in tables.items():
+            try:
+                ice = self.catalog.load_table((SCHEMA, name))
+            except Exception:
+                continue
+            files = len(list(ice.scan().plan_files()))
+            needed = max(1, -(-_iceberg_rows(ice) // BATCH_ROWS))
+            if files >= min_files and files > 2 * needed:
+                snapshot = ice.current_snapshot()
+                properties = dict(snapshot.summary.additional_properties) if snapshot and snapshot.summary else {}
+                properties = {k: v for k, v in properties.items() if k.startswith("lessonsync.")}
+                _rewrite(conn, ice, _mirror_select(table), properties)
+                rewritten[name] = files
+        return rewritten
+
+
+@dataclass(frozen=True)
+class MaintenanceReport:
+    expired: Mapping[str, int]  # snapshots expired per table
+    compacted: Mapping[str, int]  # data files before, per table rewritten
+
+    def summary(self) -> str:
+        expired = sum(self.expired.values())
+        compacted = ", ".join(f"{name} ({files} files)" for name, files in self.compacted.items()) or "none"
+        return f"{expired} snapshots expired over {len(self.expired)} tables; compacted: {compacted}"
+
+
+def maintain(mirror: IcebergMirror, conn: duckdb.DuckDBPyConnection, retention: timedelta) -> MaintenanceReport:
+    """Compact, then expire: the snapshots compaction replaced age out with the rest."""
+    compacted = mirror.compact(conn)
+    return MaintenanceReport(mirror.expire_snapshots(retention), compacted)
+
+
+def table_summaries(mirror: IcebergMirror) -> Iterator[str]:
+    for ice in mirror.tables():
+        snapshot = ice.current_snapshot()
+        summary = snapshot.summary if snapshot else None
+        mirrored = (summary.get(LOADED_THROUGH) or summary.get(CONTENT_DIGEST, "")[:12]) if summary else "-"
+        files = len(list(ice.scan().plan_files())) if snapshot else 0
+        yield (
+            f"{'.'.join(ice.name()):40} rows {_iceberg_rows(ice):>10,}  files {files:>4}  "
+            f"snapshots {len(ice.snapshots()):>4}  mirrors {mirrored}"
+        )
+
+
+def _mirror_select(table: TableDef) -> str:
+    """The warehouse table as the mirror holds it: every column but `last_loaded_at` (load bookkeeping that
+    moves on every touch), JSON as text, and the two digests."""
+    return mirror_select(f"{SCHEMA}.{_quote(table.name)}", table.columns, table.key)
+
+
+def mirror_select(relation: str, columns: Iterable[tuple[str, str]], key: Iterable[str]) -> str:
+    cols = [(name, kind) for name, kind in columns if name != LAST_LOADED_AT]
+    kept = [
+        f"CAST({_quote(name)} AS VARCHAR) AS {_quote(name)}" if kind.upper() == "JSON" else _quote(name)
+        for name, kind in cols
+    ]
+    key = tuple(key)
+    row_digest = _row_digest(name for name, _ in cols)
+    # A table without a key (append-only) names each row by its values; the row count check covers repeats.
+    key_digest = f"(hash({', '.join(_quote(k) for k in key)}) >> 1)::BIGINT" if key else row_digest
+    extra = f", {_quote(LAST_LOADED_AT)}" if any(name == LAST_LOADED_AT for name, _ in columns) else ""
+    # last_loaded_at stays in the query to pick candidates by; it is never written (_written_columns)
+    return (
+        f"SELECT {', '.join(kept)}, {key_digest} AS {KEY_DIGEST}, {row_digest} AS {ROW_DIGEST}{extra} FROM {relation}"
+    )
+
+
+def _row_digest(names: Iterable[str]) -> str:
+    """A 63-bit digest of a row's non-null values, each hashed with its column's name, hashed again (DuckDB combines
+    a multi-argument hash linearly: XORing those alone cancels a value two columns share) and XORed: a NULL adds
+    nothing, so a column added later (NULL in every old row) leaves old digests as they were. DuckDB's hash is
+    not stable across its versions: after an upgrade every row looks changed once, and the table is rewritten."""
+    terms = [
+        f"CASE WHEN {_quote(n)} IS NULL THEN 0::UBIGINT ELSE hash(hash({_sql_string(n)}, {_quote(n)})) END"
+        for n in names
+    ]
+    combined = terms[0]
+    for term in terms[1:]:
+        combined = f"xor({combined}, {term})"
+    return f"({combined} >> 1)::BIGINT"
+
+
+def _digests(conn: duckdb.DuckDBPyConnection, select: str) -> str:
+    names = [d[0] for d in conn.execute(f"SELECT * FROM ({select}) LIMIT 0").description]
+    return f"SELECT {_row_digest(names)} AS d FROM ({select})"
+
+
+def _written_columns(conn: duckdb.DuckDBPyConnection, select: str) -> list[str]:
+    names = [d[0] for d in conn.execute(f"SELECT * FROM ({select}) LIMIT 0").description]
+    return [n for n in names if n != LAST_LOADED_AT]
+
+
+def _batches(conn: duckdb.DuckDBPyConnection, select: str) -> Iterator[pa.Table]:
+    columns = ", ".join(_quote(c) for c in _written_columns(conn, select))
+    reader = conn.sql(f"SELECT {columns} FROM ({select})").to_arrow_reader(BATCH_ROWS)
+    pending: list[pa.RecordBatch] = []
+    rows = 0
+    for batch in reader:
+        pending.append(batch)
+        rows += batch.num_rows
+        if rows >= BATCH_ROWS:
+            yield pa.Table.from_batches(pending)
+            pending, rows = [], 0
+    if pending:
+        yield pa.Table.from_batches(pending)
+
+
+def _rewrite(conn: duckdb.DuckDBPyConnection, ice: Table, select: str, properties: dict[str, str]) -> int:
+    """Replace the table's rows with the query's, in one snapshot readers see whole."""
+    from pyiceberg.expressions import AlwaysTrue
+
+    written = 0
+    with ice.transaction() as tx:
+        if _iceberg_rows(ice) > 0:
+            tx.delete(AlwaysTrue(), snapshot_properties=properties)
+        appended = False
+        for batch in _batches(conn, select):
+            tx.append(batch, snapshot_properties=properties)
+            written += batch.num_rows
+            appended = True
+        if not appended:  # an empty table still gets a snapshot that records what it mirrors
+            schema = ice.schema().as_arrow()
+            tx.append(schema.empty_table(), snapshot_properties=properties)
+    return written
+
+
+def _loaded_through(ice: Table) -> datetime | None:
+    snapshot = ice.current_snapshot()
+    if snapshot is None or snapshot.summary is None:
+        return None
+    value = snapshot.summary.get(LOADED_THROUGH)
+    return datetime.fromisoformat(value) if value else None
+
+
+def _iceberg_rows(ice: Table) -> int:
+    snapshot = ice.current_snapshot()
+    if snapshot is None or snapshot.summary is None:
+        return 0
+    return int(snapshot.summary.get("total-records") or 0)
+
+
+def _latest_load_time(conn: duckdb.DuckDBPyConnection) -> datetime | None:
+    (latest,) = _one(conn, f"SELECT max(committed_at) FROM {SCHEMA}._load_runs")
+    return latest if isinstance(latest, datetime) else None
+
+
+def _changed_since(conn: duckdb.DuckDBPyConnection, name: str, since: datetime) -> bool:
+    """Whether any load after `since` inserted, updated or deleted rows of the table (its recorded counts)."""
+    for (tables,) in conn.execute(f"SELECT tables FROM {SCHEMA}._load_runs WHERE committed_at > ?", [since]).fetchall():
+        counts = json.loads(tables).get(name)
+        if counts and any(counts.get(kind, 0) for kind in ("inserted", "updated", "deleted")):
+            return True
+    return False
+
+
+def _count(conn: duckdb.DuckDBPyConnection, relation: str) -> int:
+    (n,) = _one(conn, f"SELECT count(*) FROM {relation}")
+    return int(n)
+
+
+def _one(conn: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> tuple[Any, ...]:
+    row = conn.execute(sql, params).fetchone() if params is not None else conn.execute(sql).fetchone()
+    assert row is not None
+    return tuple(row)
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"

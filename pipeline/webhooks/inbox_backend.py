@@ -1,0 +1,99 @@
+"""What the receiver, the sensor and the load need from an inbox, whatever stores it: a SQLite file (the
+embedded default, one receiver) or PostgreSQL (`LESSONSYNC_INBOX_URL=postgresql://...`, several receivers).
+
+Every backend keeps the same promises:
+- `InboxWriter.write` returns only once its transaction is durable, and stores each dedupe key once
+  (a redelivery, from any receiver, bumps a counter on the stored row);
+- sequences are assigned in commit order: a row committed later has a higher sequence than every row a
+  reader has already seen, so a high-water mark over `sequence` never skips an event (this is what makes
+  the load exactly-once);
+- `inbox_id` is fixed at creation; a recreated inbox has a new one."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from pipeline.webhooks.events import Delivery, Rejected
+from pipeline.webhooks.inbox_writer import AppendOutcome
+
+if TYPE_CHECKING:
+    from pipeline.webhooks.inbox import InboxEvent
+
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+@dataclass(frozen=True)
+class InboxBacklog:
+    """What is stored but not loaded yet, by the position the load records in the inbox."""
+
+    max_sequence: int
+    loaded_through: int
+    depth: int
+    oldest_unloaded_at: datetime | None
+
+    def oldest_unloaded_age(self, now: datetime) -> float:
+        """Seconds the oldest unloaded event has waited (0 when every event is loaded)."""
+        return max(0.0, (now - self.oldest_unloaded_at).total_seconds()) if self.oldest_unloaded_at else 0.0
+
+
+class InboxWriterBackend(Protocol):
+    def write(self, deliveries: Sequence[Delivery], rejected: Sequence[Rejected] = ()) -> list[AppendOutcome]: ...
+
+    def close(self) -> None: ...
+
+
+class InboxBackend(Protocol):
+    """The inbox as the receiver, the sensor and the load use it."""
+
+    wal_checkpoints: bool  # the receiver runs a checkpoint thread for it (SQLite's WAL)
+
+    @property
+    def location(self) -> str:
+        """Where it is, for log lines: a path, or a database URL without its password."""
+        ...
+
+    def open_writer(self, autocheckpoint: bool = True) -> InboxWriterBackend: ...
+
+    def checkpoint(self, mode: str = "PASSIVE") -> None: ...
+
+    def append(self, deliveries: Sequence[Delivery], rejected: Sequence[Rejected] = ()) -> list[AppendOutcome]: ...
+
+    def inbox_id(self) -> str | None: ...
+
+    def max_sequence(self) -> int: ...
+
+    def count_events(self) -> int: ...
+
+    def count_quarantined(self) -> int: ...
+
+    def read_events(
+        self, after_sequence: int = 0, limit: int | None = None, up_to_sequence: int | None = None
+    ) -> Iterator[InboxEvent]: ...
+
+    def read_quarantine(self) -> Iterator[tuple[int, datetime, str | None, int, str, bytes | None]]: ...
+
+    def record_loaded(self, sequence: int) -> None:
+        """Note that the warehouse holds every event up to `sequence` (for backlog(); advisory only: the
+        warehouse's own position stays the truth the load resumes from)."""
+        ...
+
+    def backlog(self) -> InboxBacklog: ...
+
+
+def is_postgres_url(location: str | Path | None) -> bool:
+    return isinstance(location, str) and location.startswith(POSTGRES_SCHEMES)
+
+
+def open_inbox(location: str | Path) -> InboxBackend:
+    """The inbox at a postgresql:// URL, else the SQLite file at that path."""
+    if is_postgres_url(location):
+        from pipeline.webhooks.inbox_postgres import PostgresInbox
+
+        return PostgresInbox(str(location))
+    from pipeline.webhooks.inbox import Inbox
+
+    return Inbox(location)

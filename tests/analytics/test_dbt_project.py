@@ -1,0 +1,177 @@
+"""Real dbt (dbt-core + dbt-duckdb) runs dbt_like_sql/ unchanged: `dbt parse` reads every model, test and source,
+`dbt build` over a copy of the synced tiny warehouse passes every model and test, and every mart it builds equals
+the one LessonSync's runner builds from the same warehouse, row for row. The optional dagster-dbt runner
+(LESSONSYNC_MODELS_RUNNER=dbt) builds the same assets and publishes them.
+
+The dbt hub is not reachable here: the copied project gets tests/analytics/dbt_utils_offline/ installed as
+`dbt_packages/dbt_utils`, so packages.yml resolves without `dbt deps` (online, `dbt deps` installs dbt_utils)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from dagster import DagsterInstance, materialize
+
+from pipeline.analytics.build import build_models
+from pipeline.analytics.dagster_specs import asset_key
+from pipeline.analytics.models import DEFAULT_MODELS_DIR, AnalyticsProject, load_project
+from pipeline.analytics.sql import quote
+from pipeline.defs.analytics.assets import PUBLISHED_KEY, build_analytics
+from pipeline.defs.policy import OWNERS
+from pipeline.defs.resources import WarehouseResource
+from pipeline.settings import Settings
+
+pytestmark = pytest.mark.slow  # the suite's tiny sync, then dbt: parse, build, and a run through dagster-dbt
+
+DBT = Path(sys.executable).with_name("dbt")
+OFFLINE_DBT_UTILS = Path(__file__).with_name("dbt_utils_offline")
+
+
+@dataclass
+class DbtRun:
+    project: AnalyticsProject
+    product: Path  # warehouse copy built by LessonSync's runner
+    dbt: Path  # warehouse copy built by dbt
+    manifest: dict[str, Any]
+    results: dict[str, Any]
+    project_dir: Path  # the copied models directory, dbt_utils installed
+    as_of: datetime
+
+
+def dbt(project_dir: Path, *args: str, warehouse: Path) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "LESSONSYNC_WAREHOUSE_PATH": str(warehouse),
+        "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
+        "DBT_PROFILES_DIR": str(project_dir),  # the example profiles.yml, as shipped
+    }
+    return subprocess.run(
+        [str(DBT), *args, "--no-use-colors"], cwd=project_dir, env=env, capture_output=True, text=True, timeout=240
+    )
+
+
+def as_of_var(as_of: datetime) -> str:
+    """--vars for dbt: as_of is a TIMESTAMPTZ expression (dbt_project.yml)."""
+    return json.dumps({"as_of": f"'{as_of.isoformat()}'::timestamptz"})
+
+
+@pytest.fixture(scope="module")
+def dbt_run(synced_tiny: Any, tmp_path_factory: pytest.TempPathFactory) -> DbtRun:
+    if not DBT.exists():
+        pytest.fail(f"{DBT} missing: install the dev extra (it includes dbt-core and dbt-duckdb)")
+    root = tmp_path_factory.mktemp("dbt")
+    project = load_project()
+    as_of = synced_tiny.sim.now()
+    product, dbt_warehouse = root / "product.duckdb", root / "dbt.duckdb"
+    shutil.copy2(synced_tiny.warehouse_path, product)
+    shutil.copy2(synced_tiny.warehouse_path, dbt_warehouse)
+    with duckdb.connect(str(product)) as conn:
+        failed = [r.error for r in build_models(conn, project, as_of=as_of) if r.status != "built"]
+    assert failed == []
+
+    project_dir = root / "dbt_like_sql"
+    shutil.copytree(DEFAULT_MODELS_DIR, project_dir, ignore=shutil.ignore_patterns("target", "dbt_packages", "logs"))
+    shutil.copytree(OFFLINE_DBT_UTILS, project_dir / "dbt_packages" / "dbt_utils")
+    parsed = dbt(project_dir, "parse", warehouse=dbt_warehouse)
+    assert parsed.returncode == 0, parsed.stdout[-3000:]
+    manifest = json.loads((project_dir / "target" / "manifest.json").read_text())
+    built = dbt(project_dir, "build", "--vars", as_of_var(as_of), warehouse=dbt_warehouse)
+    results = json.loads((project_dir / "target" / "run_results.json").read_text())
+    assert built.returncode == 0, built.stdout[-3000:]
+    return DbtRun(project, product, dbt_warehouse, manifest, results, project_dir, as_of)
+
+
+def test_dbt_parse_reads_every_model_test_and_source(dbt_run: DbtRun) -> None:
+    nodes = dbt_run.manifest["nodes"].values()
+    models = {n["name"] for n in nodes if n["resource_type"] == "model"}
+    tests = [n for n in nodes if n["resource_type"] == "test"]
+    assert models == set(dbt_run.project.models)
+    assert len(tests) == sum(len(m.tests) for m in dbt_run.project.models.values())
+    assert {s["name"] for s in dbt_run.manifest["sources"].values()} == set(dbt_run.project.sources)
+
+
+def test_dbt_build_passes_every_model_and_test(dbt_run: DbtRun) -> None:
+    statuses: dict[str, int] = {}
+    for result in dbt_run.results["results"]:
+        statuses[result["status"]] = statuses.get(result["status"], 0) + 1
+    models = len(dbt_run.project.models)
+    tests = sum(len(m.tests) for m in dbt_run.project.models.values())
+    assert statuses == {"success": models, "pass": tests}
+
+
+def assert_same_marts(project: AnalyticsProject, ours: Path, theirs: Path) -> None:
+    """Every mart of `theirs` equals the one of `ours`: same columns and types, same rows (EXCEPT ALL both ways)."""
+    with duckdb.connect() as conn:
+        conn.execute(f"ATTACH '{ours}' AS ours (READ_ONLY)")
+        conn.execute(f"ATTACH '{theirs}' AS theirs (READ_ONLY)")
+        total = 0
+        for mart in project.marts:
+            left, right = f"ours.analytics.{quote(mart.name)}", f"theirs.analytics.{quote(mart.name)}"
+            assert conn.execute(f"DESCRIBE {left}").fetchall() == conn.execute(f"DESCRIBE {right}").fetchall()
+            rows = conn.execute(f"SELECT count(*) FROM {left}").fetchone()
+            assert rows == conn.execute(f"SELECT count(*) FROM {right}").fetchone(), mart.name
+            for a, b in ((left, right), (right, left)):
+                extra = conn.execute(f"SELECT * FROM {a} EXCEPT ALL SELECT * FROM {b} LIMIT 3").fetchall()
+                assert extra == [], f"{mart.name}: rows in {a} only: {extra}"
+            total += rows[0] if rows else 0
+        assert total > 0, "the marts hold rows: an empty comparison would prove nothing"
+
+
+def test_every_mart_built_by_dbt_equals_the_products_row_for_row(dbt_run: DbtRun) -> None:
+    assert_same_marts(dbt_run.project, dbt_run.product, dbt_run.dbt)
+
+
+def test_dbt_persists_the_yaml_descriptions_as_comments(dbt_run: DbtRun) -> None:
+    with duckdb.connect(str(dbt_run.dbt), read_only=True) as conn:
+        comments = dict(
+            conn.execute(
+                "SELECT table_name || '.' || column_name, comment FROM duckdb_columns() WHERE schema_name = 'analytics'"
+            ).fetchall()
+        )
+    mart = dbt_run.project.models["learner_progress"]
+    assert {c: comments[f"learner_progress.{c}"] for c in mart.columns} == mart.columns
+
+
+def test_the_dagster_dbt_runner_builds_the_same_assets_then_publishes(
+    dbt_run: DbtRun, synced_tiny: Any, tmp_path: Path
+) -> None:
+    """LESSONSYNC_MODELS_RUNNER=dbt: the models built by dbt through dagster-dbt's @dbt_assets, under the same
+    asset keys and owners, each YAML test a check, analytics/published after them; the marts equal the product's."""
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    shutil.copy2(synced_tiny.warehouse_path, data_dir / "warehouse.duckdb")
+    settings = Settings(
+        data_dir=data_dir,
+        models_dir=dbt_run.project_dir,
+        models_runner="dbt",
+        analytics_as_of=dbt_run.as_of.isoformat(),
+    )
+    analytics = build_analytics(settings)
+    models = {asset_key(m) for m in dbt_run.project.models.values()}
+    assert set(analytics.models.keys) == models
+    assert {tuple(analytics.models.specs_by_key[k].owners) for k in models} == {tuple(OWNERS)}
+    result = materialize(
+        [*analytics.assets, *analytics.checks],
+        resources={"warehouse": WarehouseResource(data_dir=str(data_dir))},
+        instance=DagsterInstance.ephemeral(),
+        raise_on_error=False,
+    )
+    assert result.success
+    assert {e.asset_key for e in result.get_asset_materialization_events()} == models | {PUBLISHED_KEY}
+    evaluations = result.get_asset_check_evaluations()
+    assert len(evaluations) == sum(len(m.tests) for m in dbt_run.project.models.values()) + 1
+    assert all(e.passed for e in evaluations)
+    assert_same_marts(dbt_run.project, dbt_run.product, data_dir / "warehouse.duckdb")
+    with duckdb.connect(str(data_dir / "analytics.duckdb"), read_only=True) as snapshot:
+        builds = dict(snapshot.execute("SELECT model, as_of FROM _builds").fetchall())
+    assert set(builds) == set(dbt_run.project.models) and set(builds.values()) == {dbt_run.as_of}

@@ -1,0 +1,95 @@
+"""Reading the Iceberg mirror as an outside engine would, and comparing it with the warehouse."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+from pyiceberg.catalog.sql import SqlCatalog
+
+from pipeline.settings import Settings
+from pipeline.warehouse.iceberg import (
+    CATALOG_NAME,
+    KEY_DIGEST,
+    MARTS_NAMESPACE,
+    ROW_DIGEST,
+    IcebergLocation,
+    iceberg_location,
+    sqlalchemy_url,
+)
+from pipeline.warehouse.tabledef import LAST_LOADED_AT, SCHEMA
+
+ICEBERG_ENV = {"LESSONSYNC_TABLE_FORMAT": "iceberg"}  # the suite's default is off (tests/conftest.py)
+
+
+def open_catalog(settings: Settings | IcebergLocation) -> SqlCatalog:
+    where = iceberg_location(settings) if isinstance(settings, Settings) else settings
+    assert where is not None
+    return SqlCatalog(
+        CATALOG_NAME, uri=sqlalchemy_url(where.catalog_url), warehouse=where.location, **where.io_properties
+    )
+
+
+def _canonical(table: pa.Table, columns: list[str]) -> list[tuple[object, ...]]:
+    table = table.select(columns)
+    return sorted(tuple(row.values()) for row in table.to_pylist())
+
+
+def warehouse_tables(warehouse: Path) -> dict[str, pa.Table]:
+    """Every lms table as the mirror should hold it: the warehouse's columns but last_loaded_at, JSON as text."""
+    with duckdb.connect(str(warehouse), read_only=True) as conn:
+        conn.execute("SET TimeZone = 'UTC'")
+        names = [
+            n
+            for (n,) in conn.execute(
+                "SELECT table_name FROM duckdb_tables() WHERE schema_name = ? AND NOT starts_with(table_name, '_')",
+                [SCHEMA],
+            ).fetchall()
+        ]
+        out = {}
+        for name in names:
+            cols = conn.execute(
+                "SELECT column_name, data_type FROM duckdb_columns() WHERE schema_name = ? AND table_name = ? "
+                "ORDER BY column_index",
+                [SCHEMA, name],
+            ).fetchall()
+            select = ", ".join(
+                f'CAST("{c}" AS VARCHAR) AS "{c}"' if t == "JSON" else f'"{c}"' for c, t in cols if c != LAST_LOADED_AT
+            )
+            out[name] = conn.sql(f'SELECT {select} FROM {SCHEMA}."{name}"').to_arrow_table()
+        return out
+
+
+def assert_iceberg_equals_warehouse(settings: Settings, where: IcebergLocation | None = None) -> dict[str, int]:
+    """Every raw table read through pyiceberg and through polars equals the warehouse row for row."""
+    return assert_mirror_equals(settings.warehouse_path, where or iceberg_location(settings))
+
+
+def assert_mirror_equals(warehouse: Path, where: IcebergLocation | None) -> dict[str, int]:
+    assert where is not None
+    catalog = open_catalog(where)
+    expected = warehouse_tables(warehouse)
+    assert expected, "the warehouse has no tables"
+    rows = {}
+    for name, want in expected.items():
+        table = catalog.load_table((SCHEMA, name))
+        got = table.scan().to_arrow()
+        assert set(got.column_names) == set(want.column_names) | {KEY_DIGEST, ROW_DIGEST}, name
+        columns = want.column_names
+        assert _canonical(got, columns) == _canonical(want, columns), f"iceberg {SCHEMA}.{name} differs"
+        through_polars = pl.scan_iceberg(table).collect().to_arrow()
+        assert _canonical(through_polars, columns) == _canonical(want, columns), f"polars {SCHEMA}.{name} differs"
+        rows[name] = want.num_rows
+    return rows
+
+
+def assert_marts_equal(settings: Settings, marts: list[str]) -> None:
+    catalog = open_catalog(settings)
+    with duckdb.connect(str(settings.warehouse_path), read_only=True) as conn:
+        conn.execute("SET TimeZone = 'UTC'")
+        for name in marts:
+            want = conn.sql(f'SELECT * FROM analytics."{name}"').to_arrow_table()
+            got = catalog.load_table((MARTS_NAMESPACE, name)).scan().to_arrow()
+            assert _canonical(got, want.column_names) == _canonical(want, want.column_names), name
