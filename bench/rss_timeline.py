@@ -30,14 +30,13 @@ TIMELINE_ENV = "LESSONSYNC_BENCH_TIMELINE"  # set by this module for the sync ch
 INTERVAL_S = 0.2
 # "module:qualname" of functions whose entry and exit are marked, wherever the object is referenced from.
 MARKED = (
-    "pipeline.prefetch.background:BackgroundFetch.wait",
+    "pipeline.raw.fetch:BackgroundFetch.wait",
     "pipeline.warehouse.load:Load.flush",
     "pipeline.warehouse.load:Load.commit",
     "pipeline.warehouse.commit:commit_load",
     "pipeline.warehouse.apply:apply_load",
     "pipeline.warehouse.checks:duplicate_keys",
     "pipeline.warehouse.checks:orphans",
-    "pipeline.defs.loading:_release_fetch_memory",
 )
 
 

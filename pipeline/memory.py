@@ -1,6 +1,6 @@
-"""The allocators of a sync run's process, set once when the run starts (LessonSync's executor calls
-`tune_process_memory` in the run's own process, before any step: under `dagster dev` or the daemon that is the
-run worker the launcher started, for `lessonsync sync` the CLI's process).
+"""The allocators of a sync run's process, set once when the raw sync starts (pipeline/raw/runner.py enters
+`sync_process_memory` in the run's own process, before its fetch threads start: under `dagster dev` or the daemon
+that is the run worker the launcher started, for `lessonsync sync` the CLI's process).
 
 At a commit's peak DuckDB's own allocator holds its memory_limit and the rest is the process: the imports,
 glibc's heap and what the fetch left behind (bench/rss_timeline.py shows which). glibc gives every thread that
@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import gc
 import importlib.abc
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 M_MMAP_THRESHOLD = -3  # glibc malloc.h
@@ -36,6 +38,21 @@ M_ARENA_MAX = -8
 ARENA_MAX = 2
 MMAP_THRESHOLD = 128 * 1024  # glibc's initial value, kept fixed (no dynamic raise)
 _tuned: bool | None = None
+
+
+@contextmanager
+def sync_process_memory() -> Iterator[None]:
+    """Within the block: glibc tuned and pandas kept out (once per process, for good), and the objects that exist
+    when it starts (imports, definitions, the orchestrator: a million) left out of the garbage collections, which
+    would each walk them with the GIL held, stalling the client's event loop. Back at the end, so a process that
+    syncs again still collects what this sync left."""
+    tune_process_memory()
+    keep_pandas_out()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def tune_process_memory() -> bool:

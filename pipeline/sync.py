@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import logging
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from dagster import AssetKey, DagsterInstance, Definitions
 
-from pipeline.defs.operations.runs.inprocess import execute_in_process
+from pipeline.defs.operations.runs.identity import current_process
+from pipeline.defs.operations.runs.pool_wait import PoolWaitTimeout, wait_for_pool
+from pipeline.defs.operations.runs.recovery import recover_dead_runs
+from pipeline.defs.operations.runs.retry_policy import IN_PROCESS_TAG
+from pipeline.defs.policy import POOL
 from pipeline.defs.selection import widen_to_whole_multi_assets
 from pipeline.instance import ensure_dagster_home
 from pipeline.settings import Settings
+
+log = logging.getLogger("lessonsync.sync")
 
 
 @dataclass
@@ -77,8 +85,24 @@ def _execute(
     # Dagster's console logger prints every engine event at DEBUG; cron users and the demo want the assets' own
     # progress lines (INFO) and problems. LESSONSYNC_LOG_LEVEL=DEBUG brings the engine events back.
     loggers = {"loggers": {"console": {"config": {"log_level": settings.log_level}}}}
-    # LessonSync's executor: tags the run with this process, fails dead runs first, watches the pool wait.
-    result = execute_in_process(job, run_config={**loggers, **backfill}, instance=instance, asset_selection=keys)
+    # Before the run: this host's runs whose process is gone are failed and their slots freed, then the pool is
+    # waited for (Dagster's in-process wait would spin without an end: pool_wait.py); the run is tagged with this
+    # process from its creation, so a kill even before its first step leaves a run the next one can judge.
+    run_id = str(uuid.uuid4())
+    for message in recover_dead_runs(instance, by=f"run {run_id}"):
+        log.warning(message)
+    try:
+        wait_for_pool(instance, POOL, timeout=settings.pool_wait_timeout, report=log.warning)
+    except PoolWaitTimeout as error:
+        return SyncReport(success=False, run_id=run_id, error=str(error))
+    result = job.execute_in_process(
+        run_config={**loggers, **backfill},
+        instance=instance,
+        asset_selection=keys,
+        run_id=run_id,
+        tags={**current_process().tags(run_id), IN_PROCESS_TAG: "true"},
+        raise_on_error=False,
+    )
     report = SyncReport(success=result.success, run_id=result.run_id)
     for event in result.get_asset_materialization_events():
         materialization = event.materialization

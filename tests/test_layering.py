@@ -2,13 +2,16 @@
 importing the contract, the warehouse, the webhooks, the cursor rule or the docs generator loads neither the
 HTTP client (pipeline.source) nor an HTTP library. A fresh interpreter, so nothing is loaded beforehand."""
 
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 PROBE = """
 import sys
+from pathlib import Path
 import {module}
 print(" ".join(sorted(name for name in sys.modules if name.startswith(("pipeline.source", "httpx", "aiohttp")))))
 """
@@ -21,7 +24,7 @@ print(" ".join(sorted(name for name in sys.modules if name.startswith(("pipeline
         "pipeline.contract.streams",
         "pipeline.warehouse",
         "pipeline.webhooks",
-        "pipeline.defs.windows",
+        "pipeline.raw.windows",
         "pipeline.docs",
     ],
 )
@@ -42,3 +45,17 @@ def test_the_client_is_what_loads_httpx() -> None:
         timeout=120,
     )
     assert {"pipeline.source.client", "httpx", "aiohttp"} <= set(done.stdout.split())
+
+
+def test_pipeline_uses_only_the_public_dagster_api() -> None:
+    """No module of pipeline/ names a private Dagster module (`dagster._...`): those change in any minor release,
+    and Dagster is pinned only below its next major."""
+    root = Path(__file__).parents[1] / "pipeline"
+    private = re.compile(r"\bdagster\._")
+    found = [
+        f"{path.relative_to(root.parent)}:{number}: {line.strip()}"
+        for path in sorted(root.rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if private.search(line)
+    ]
+    assert found == [], "private Dagster modules named in pipeline/:\n" + "\n".join(found)

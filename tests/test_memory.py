@@ -1,4 +1,4 @@
-"""A sync run's process gets the settings of pipeline/memory.py from LessonSync's executor: glibc's mmap threshold
+"""A sync run's process gets the settings of pipeline/memory.py from the raw sync's runner: glibc's mmap threshold
 fixed (large buffers go back to the OS when freed), and pyarrow told that pandas is absent (its first list
 conversion does not import it; `to_pandas()` still works), and the objects from before the run frozen out of its
 garbage collections until it ends. Each run in a fresh interpreter, since the settings are process-wide. Never
@@ -12,14 +12,13 @@ import subprocess
 import sys
 import textwrap
 
-# A job with LessonSync's executor, executed the way `lessonsync sync` executes one; its op returns, from inside
-# the run, how many 1 MiB buffers glibc served by mmap after a 4 MiB free (which raises glibc's
+# Within the block the raw sync's runner enters (pipeline/raw/runner.py), after Dagster and LessonSync's definitions
+# are imported as in a run: how many 1 MiB buffers glibc served by mmap after a 4 MiB free (which raises glibc's
 # default threshold to 4 MiB: then none of them is).
 _RUN = textwrap.dedent("""
     import ctypes, json
-    from dagster import DagsterInstance, job, op
-    from pipeline.defs.operations.runs.executor import build_executor
-    from pipeline.defs.operations.runs.inprocess import execute_in_process
+    from pipeline.defs.code_location import build_definitions
+    from pipeline.memory import sync_process_memory
     from pipeline.settings import Settings
 
     class Mallinfo2(ctypes.Structure):
@@ -45,7 +44,6 @@ _RUN = textwrap.dedent("""
         pa.array(["a list", "of strings"])
         return "pandas" in sys.modules
 
-    @op
     def probe():
         import pyarrow as pa
         pandas_loaded = pandas_after_a_list_conversion()
@@ -54,14 +52,11 @@ _RUN = textwrap.dedent("""
         return {"mmapped": mmapped_blocks_after_a_large_free(), "pandas_after_conversion": pandas_loaded,
                 "to_pandas_rows": len(frame), "frozen_in_run": gc.get_freeze_count()}
 
-    @job(executor_def=build_executor(Settings()))
-    def probe_job():
-        probe()
-
-    result = execute_in_process(probe_job, instance=DagsterInstance.ephemeral(), run_config={})
-    assert result.success
+    build_definitions(Settings())
+    with sync_process_memory():
+        seen = probe()
     import gc
-    print(json.dumps({**result.output_for_node("probe"), "frozen_after_run": gc.get_freeze_count()}))
+    print(json.dumps({**seen, "frozen_after_run": gc.get_freeze_count()}))
 """)
 
 
@@ -78,7 +73,7 @@ def test_a_run_gets_a_fixed_mmap_threshold_pyarrow_without_pandas_and_a_frozen_h
 
 def test_without_the_tuning_glibc_keeps_large_buffers_in_its_heap() -> None:
     """The probe above can tell: in a plain process the same buffers come from the heap."""
-    probe = _RUN.split("@op")[0] + "print(mmapped_blocks_after_a_large_free())\n"
+    probe = _RUN.split("def probe():")[0] + "print(mmapped_blocks_after_a_large_free())\n"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert int(done.stdout.strip().splitlines()[-1]) == 0

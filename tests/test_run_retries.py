@@ -1,4 +1,4 @@
-"""Run retries only for what can pass on retry: a real run of LessonSync's executor on the shipped instance config;
+"""Run retries only for what can pass on retry: a real run with its retry hook on the shipped instance config;
 the daemon's decision (Dagster's `dagster/will_retry` tag, set when the run fails) is read back."""
 
 from __future__ import annotations
@@ -6,12 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from dagster import DagsterInstance, execute_job, job, op, reconstructable
+from dagster import DagsterInstance, execute_job, in_process_executor, job, op, reconstructable
 
-from pipeline.defs.operations.runs.executor import build_executor
-from pipeline.defs.operations.runs.retry_policy import IN_PROCESS_TAG
+from pipeline.defs.operations.runs.retry_policy import IN_PROCESS_TAG, retry_policy_hook
 from pipeline.instance import SHIPPED_CONFIG
-from pipeline.settings import Settings
 from pipeline.source.errors import PlatformRequestError, PlatformUnavailableError
 from pipeline.warehouse import WarehouseLockedError
 
@@ -26,7 +24,6 @@ FAILURES = {
 
 def _failing_job(first: str, second: str | None = None):
     """A job of one or two independent steps failing with FAILURES[first] (and FAILURES[second])."""
-    executor = build_executor(Settings(data_dir="unused"))
 
     @op(name="first")
     def fail_first() -> None:
@@ -37,7 +34,7 @@ def _failing_job(first: str, second: str | None = None):
         if second is not None:
             raise FAILURES[second]()
 
-    @job(name=f"fails_{first}_{second}", executor_def=executor)
+    @job(name=f"fails_{first}_{second}", hooks={retry_policy_hook}, executor_def=in_process_executor)
     def failing() -> None:
         fail_first()
         fail_second()

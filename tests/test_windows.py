@@ -1,6 +1,6 @@
 from datetime import UTC, datetime, timedelta
 
-from pipeline.defs.windows import RESOLUTION, cursor_window, next_cursor, partition_window
+from pipeline.raw.windows import RESOLUTION, cursor_window, next_cursor, partition_window
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 MARGIN = timedelta(seconds=30)
@@ -81,7 +81,7 @@ def test_a_ceiling_caps_the_cursor_and_a_missing_one_keeps_it():
 
 
 def test_the_rule_loses_nothing_whichever_clock_runs_ahead_under_a_read_lag():
-    """The proof of pipeline/defs/windows.py, played out: records stamped every 7 s by the data clock, visible
+    """The proof of pipeline/raw/windows.py, played out: records stamped every 7 s by the data clock, visible
     `lag` later; each run lists what is visible and stamped at or after its window start plus the
     resolution, its sweep lasting `sweep`; after every run, each record stamped before the data time the
     next window can no longer reach must have been listed."""

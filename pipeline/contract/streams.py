@@ -24,7 +24,7 @@ Expand = Callable[[Sequence[Any], Mapping[str, str]], list[ChildRow]]  # (page r
 ANSWER_PARAMS = {"includeArchived": "true", "includeEntryQuiz": "true"}  # keep every attempt, both quizzes
 SNAPSHOT_PARAMS = {"includeDisabled": "true"}
 # How far from `updatedSince` a platform may draw its line: the spec shows neither the format nor whether it is
-# inclusive, so an exclusive `>` or a comparison in whole seconds must lose nothing (pipeline/defs/windows.py, A3).
+# inclusive, so an exclusive `>` or a comparison in whole seconds must lose nothing (pipeline/raw/windows.py, A3).
 UPDATED_SINCE_RESOLUTION = timedelta(seconds=1)
 
 

@@ -10,18 +10,16 @@ from __future__ import annotations
 from dagster import Definitions
 
 from pipeline.defs.analytics import definitions as analytics
-from pipeline.defs.catalog import definitions as catalog
 from pipeline.defs.certificates import definitions as certificates
 from pipeline.defs.directory import checks as directory_checks
-from pipeline.defs.directory import definitions as directory
 from pipeline.defs.operations import definitions as operations
 from pipeline.defs.policy import with_policy
 from pipeline.defs.progress import checks as progress_checks
 from pipeline.defs.progress import definitions as progress
-from pipeline.defs.raw_checks import build_raw_table_checks
+from pipeline.defs.raw import definitions as raw
+from pipeline.defs.raw_checks import build_webhook_table_checks
 from pipeline.defs.resources import build_resources
 from pipeline.defs.sessions import checks as sessions_checks
-from pipeline.defs.sessions import definitions as sessions
 from pipeline.settings import Settings
 
 LINKS = (*progress_checks.LINKS, *sessions_checks.LINKS, *directory_checks.LINKS)
@@ -31,13 +29,11 @@ def build_definitions(settings: Settings) -> Definitions:
     """The code location for `settings` (nothing opened: files and sockets wait for a run)."""
     return with_policy(
         Definitions.merge(
-            progress.build_defs(settings),
-            directory.build_defs(),
-            catalog.build_defs(),
-            sessions.build_defs(),
+            raw.build_defs(settings, LINKS),
+            progress.build_defs(),
             certificates.build_defs(settings),
             analytics.build_defs(settings),
             operations.build_defs(settings),
-            Definitions(asset_checks=build_raw_table_checks(settings, LINKS), resources=build_resources(settings)),
+            Definitions(asset_checks=build_webhook_table_checks(settings, LINKS), resources=build_resources(settings)),
         )
     )

@@ -13,9 +13,11 @@ POOL = "warehouse"
 # from an asset's page ("Materialize") run Dagster's implicit asset job, which takes no tags: the `warehouse` pool
 # of every writing step is what keeps those to one writer.
 WRITES_WAREHOUSE = {"lessonsync/writes-warehouse": "true"}
-# Which kind of window the incremental streams read, shown in the UI (the window itself: pipeline/defs/loading.py).
+# Which kind of window the incremental streams read, shown in the UI (the window itself: pipeline/raw/windows.py).
 CURSOR_WINDOW = {"lessonsync/window": "cursor"}
 BACKFILL_WINDOW = {"lessonsync/window": "backfill"}
+# A run with this tag reads every incremental stream from the beginning (cursors ignored, then moved to now).
+FULL_REFRESH_TAG = "lessonsync/full-refresh"
 
 
 def _owned(spec: AssetSpec) -> AssetSpec:

@@ -1,15 +1,11 @@
 """Asset checks on the raw tables: full unique keys, links between tables, and tables that shrink
-unexpectedly. They run in three steps (one read-only connection each; see STEP_TABLES) after the assets they check,
-not one per table: Dagster's per-step cost would be most of what a check step per table costs a no-change run.
+unexpectedly. The raw sync runs its tables' checks right after each stream commits, in its own step
+(pipeline/defs/raw/assets.py); the certificates' checks run in a step of their own after that asset.
 
 They cost what the load cost, not what the table holds: after a run that loaded the table the key and link
 checks look at the rows that run's loads wrote (pipeline.warehouse.checks explains why that finds every
 duplicate key and every orphan a load can make). A run that did not load the table (the `check_warehouse`
-job) checks every row.
-
-Each domain declares the links of its tables (its checks.py); `build_raw_table_checks` makes the steps from
-them and the settings (the share of rows one load may mark deleted). The steps span the domains on purpose: a
-step per domain would pay the per-step cost again."""
+job) checks every row. Each domain declares the links of its tables (its checks.py)."""
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -18,6 +14,7 @@ from datetime import datetime
 import duckdb
 from dagster import (
     AssetCheckExecutionContext,
+    AssetCheckKey,
     AssetCheckResult,
     AssetChecksDefinition,
     AssetCheckSeverity,
@@ -29,7 +26,6 @@ from dagster import (
 
 from pipeline.contract.tables import TABLES
 from pipeline.defs.common import Metadata, lms_key
-from pipeline.defs.directory.assets import GROUPS
 from pipeline.defs.policy import POOL
 from pipeline.defs.resources import WarehouseResource
 from pipeline.settings import Settings
@@ -91,47 +87,55 @@ def table_check_specs(table: str, rules: CheckRules) -> list[AssetCheckSpec]:
     ]
 
 
-# Named steps: `key_unique_not_null` of lms/active_lessons blocks the answers sync, which must therefore run
-# between the check of active_lessons and the checks of the answers; one step for all would be split by Dagster
-# into `check_raw_tables` and `check_raw_tables_2` (and the models after it into `analytics_models_2`).
-# The groups' tables have a step of their own: their snapshot is the longest fetch of a quiet night (one listing
-# per group), and a step checking them with the rest could start only after it. Apart, the other tables' checks
-# run while the groups' pages still arrive (ready_first.py), and only the groups' few checks follow their commit.
-_OWN_STEPS = {"check_active_lessons": ("active_lessons",), "check_directory": GROUPS.tables}
-STEP_TABLES = {
-    **_OWN_STEPS,
-    "check_raw_tables": tuple(t for t in CHECKED_TABLES if not any(t in tables for tables in _OWN_STEPS.values())),
-}
+# The raw tables' checks are check specs of the raw sync's multi-asset (pipeline/defs/raw/assets.py), run right
+# after each stream commits; the certificates' run in a step of their own, after the certificates asset.
+WEBHOOK_TABLES = ("certificates",)
 
 
-def raw_checks_step(name: str, tables: tuple[str, ...], rules: CheckRules) -> AssetChecksDefinition:
+def raw_check_results(
+    conn: duckdb.DuckDBPyConnection,
+    tables: Iterable[str],
+    selected: dict[str, set[str]],
+    rules: CheckRules,
+    run_id: str,
+    loaded: dict[str, dict[str, object]],
+) -> Iterator[AssetCheckResult]:
+    """The selected checks (`selected`: table -> check names) of `tables`, in their order (parents before their
+    children). `loaded`: the tables this run materialized, with what their contract check reads (new_fields,
+    new_field_paths, quarantined); their key and link checks look only at the rows this run loaded."""
+    tables = [t for t in tables if t in selected]
+    last_loads = last_load_counts(conn, [t for t in tables if "not_shrinking" in selected[t]])
+    for table in tables:
+        yield from _table_results(
+            conn, table, selected[table], rules, run_id if table in loaded else None, last_loads.get(table, {})
+        )
+        if CONTRACT_CHECK in selected[table]:
+            yield _contract_result(table, loaded.get(table))
+
+
+def selected_checks(check_keys: Iterable[AssetCheckKey]) -> dict[str, set[str]]:
+    """Table -> the names of its selected checks."""
+    selected: dict[str, set[str]] = {}
+    for check_key in check_keys:
+        selected.setdefault(check_key.asset_key.path[-1], set()).add(check_key.name)
+    return selected
+
+
+def webhook_checks_step(tables: tuple[str, ...], rules: CheckRules) -> AssetChecksDefinition:
     @multi_asset_check(
-        name=name,
+        name="check_certificates",
         specs=[spec for t in tables for spec in table_check_specs(t, rules)],
         pool=POOL,
         can_subset=True,
-        description=f"Key, link and shrink checks of {', '.join(f'lms.{t}' for t in tables)}: one "
-        "step (and one read-only connection) for every selected check, after the assets it checks.",
+        description=f"Key, link and shrink checks of {', '.join(f'lms.{t}' for t in tables)}, after the asset.",
     )
     def _checks(context: AssetCheckExecutionContext, warehouse: WarehouseResource) -> Iterator[AssetCheckResult]:
-        selected: dict[str, set[str]] = {}
-        for check_key in context.selected_asset_check_keys:
-            selected.setdefault(check_key.asset_key.path[-1], set()).add(check_key.name)
+        selected = selected_checks(context.selected_asset_check_keys)
         loaded = _materialized_in_this_run(context, [lms_key(t) for t in selected])
         with warehouse.warehouse().connect(read_only=True) as conn, catalog_unchanged(conn):
-            last_loads = last_load_counts(conn, [t for t in tables if "not_shrinking" in selected.get(t, ())])
-            for table in tables:  # declaration order: parents before their children
-                if table in selected:
-                    yield from _table_results(
-                        conn,
-                        table,
-                        selected[table],
-                        rules,
-                        context.run.run_id if lms_key(table) in loaded else None,
-                        last_loads.get(table, {}),
-                    )
-                    if CONTRACT_CHECK in selected[table]:
-                        yield _contract_result(table, loaded.get(lms_key(table)))
+            yield from raw_check_results(
+                conn, tables, selected, rules, context.run.run_id, {k.path[-1]: v for k, v in loaded.items()}
+            )
 
     return _checks
 
@@ -254,7 +258,11 @@ def _shrink_result(
     )
 
 
-def build_raw_table_checks(settings: Settings, links: Iterable[Link]) -> list[AssetChecksDefinition]:
-    """The checks of every raw table, in the steps of STEP_TABLES; `links`: what each domain declares."""
-    rules = CheckRules(tuple(links), settings.max_deleted_fraction)
-    return [raw_checks_step(name, tables, rules) for name, tables in STEP_TABLES.items()]
+def check_rules(settings: Settings, links: Iterable[Link]) -> CheckRules:
+    """The rules of every raw table's checks; `links`: what each domain declares."""
+    return CheckRules(tuple(links), settings.max_deleted_fraction)
+
+
+def build_webhook_table_checks(settings: Settings, links: Iterable[Link]) -> list[AssetChecksDefinition]:
+    """The check step of the tables the webhooks fill (the raw sync's tables check themselves)."""
+    return [webhook_checks_step(WEBHOOK_TABLES, check_rules(settings, links))]

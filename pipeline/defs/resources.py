@@ -14,6 +14,7 @@ import duckdb
 from dagster import ConfigurableResource, EnvVar, InitResourceContext
 from pydantic import Field, PrivateAttr
 
+from pipeline.defs.operations.runs.identity import current_process, recorded_process
 from pipeline.settings import Settings, load_settings
 from pipeline.source.client import PlatformClient
 from pipeline.warehouse import Warehouse
@@ -42,6 +43,14 @@ class WarehouseResource(RunSettingsResource):
     LESSONSYNC_LAKE_URL is set)."""
 
     data_dir: str = Field(description="Warehouse, lake and published analytics live here (LESSONSYNC_DATA_DIR).")
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        super().setup_for_execution(context)
+        # A run that writes the warehouse says which process runs it (launched by the daemon or the UI: the CLI tags
+        # its runs at creation), so a later run, the dead-run sensor or `lessonsync recover` can tell it died.
+        run, instance = context.run, context.instance
+        if run is not None and instance is not None and recorded_process(run.run_id, run.tags) is None:
+            instance.add_run_tags(run.run_id, current_process().tags(run.run_id))
 
     def _load(self) -> Settings:
         """DuckDB memory limit, temp directory, threads and lock timeout from LESSONSYNC_DUCKDB_*; the lake

@@ -1,13 +1,16 @@
-"""`--select` for in-process runs: a Dagster selection widened to whole multi-assets. Assets fetched together
-(answers with answer_results, groups with users and group_members, ...) cannot be materialized apart
-(can_subset=False), so selecting one selects its neighbours, and the caller says so."""
+"""`--select` for in-process runs: a Dagster selection widened to the assets written together. Tables fetched by
+one stream (answers with answer_results, groups with users and group_members, ...) are committed together, and
+a multi-asset that cannot be subset (can_subset=False) runs whole, so selecting one selects its neighbours, and
+the caller says so."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dagster import AssetKey, AssetSelection, Definitions
+from dagster import AssetKey, AssetsDefinition, AssetSelection, Definitions
+
+from pipeline.raw.runner import STREAM_TABLES
 
 
 @dataclass(frozen=True)
@@ -26,13 +29,23 @@ def widen_to_whole_multi_assets(defs: Definitions, select: Sequence[str]) -> Wid
     added: dict[str, list[str]] = {}
     extra: set[AssetKey] = set()
     for key in sorted(selected):
-        node = graph.get(key)
-        if not graph.has(key) or node.assets_def.can_subset:
+        if not graph.has(key):
             continue
-        missing = sorted(set(node.assets_def.keys) - selected - extra)
+        missing = sorted(_written_with(key, graph.get(key).assets_def) - selected - extra)
         if missing:
             added[key.to_user_string()] = [k.to_user_string() for k in missing]
             extra.update(missing)
     return WidenedSelection(
         [*select, *(f'key:"{k.to_user_string()}"' for k in sorted(extra))], added, sorted(selected | extra)
     )
+
+
+def _written_with(key: AssetKey, assets_def: AssetsDefinition) -> set[AssetKey]:
+    """The assets a run of `key` writes as well: its stream's other tables, or its whole unsubsettable multi-asset."""
+    if not assets_def.can_subset:
+        return set(assets_def.keys)
+    for tables in STREAM_TABLES.values():
+        keys = {AssetKey(["lms", table]) for table in tables}
+        if key in keys:
+            return keys & set(assets_def.keys)
+    return {key}

@@ -1,5 +1,5 @@
 """The limit on requests in flight, with priorities: several streams share one transport in an overlapped sync
-(pipeline/prefetch), and a freed slot goes to the most urgent request waiting (the active lessons and the
+(pipeline/raw/runner.py), and a freed slot goes to the most urgent request waiting (the active lessons and the
 answers, which the run's critical path waits for, before the snapshots, which fill the slots they leave)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What one stream run did, for Dagster metadata and logs: requests, retries, pages, rows per table,
 quarantined records, new fields the platform added, sweep passes, whether the result is complete, the server
-time it started and the newest lastDate it listed (the two clocks the cursor rule of pipeline/defs/windows.py weighs).
+time it started and the newest lastDate it listed (the two clocks the cursor rule of pipeline/raw/windows.py weighs).
 
 New fields (schema drift the platform introduces: fields our models do not declare) are kept in each row's
 `extra` (JSON keyed by API path, pipeline/contract/columns.py); here they are counted per table and path, so a

@@ -438,7 +438,7 @@ class ClockMark:
     """Server time at a local instant, learnt from the first Date header that arrives after it.
 
     Never extrapolated forward from an older Date: the platform's clock may be simulated or stopped. It is
-    one bound of the cursor rule (pipeline/defs/windows.py), never trusted alone: nothing ties the Date header
+    one bound of the cursor rule (pipeline/raw/windows.py), never trusted alone: nothing ties the Date header
     to the clock that stamps lastDate. The Date header has whole seconds, hence -1 s.
     """
 

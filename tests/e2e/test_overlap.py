@@ -1,6 +1,7 @@
-"""Overlapped fetches (pipeline/prefetch): within one run the streams are fetched at the same time, as the
-simulator's own request log shows, never with more requests in flight than LESSONSYNC_CONCURRENCY in total,
-and the warehouse still equals the platform after a full and an incremental sync."""
+"""Overlapped fetches inside the raw sync's one step (pipeline/raw/runner.py): within one run the streams are
+fetched at the same time, as the simulator's own request log shows, never with more requests in flight than
+LESSONSYNC_CONCURRENCY in total, each committed as its fetch ends, and the warehouse still equals the platform
+after a full and an incremental sync."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from dagster import DagsterInstance
 from stack_helpers import RAW, assert_warehouse_equals_platform
 
-from pipeline.defs.progress import answers_ahead
+from pipeline.raw import runner
 from pipeline.source import answers
 from pipeline.source.client import PlatformClient
 from pipeline.stack import local_stack
@@ -81,12 +82,12 @@ def sync_holding_the_first_commit(
         hooks.on_point(None)
 
 
-def step_starts(instance: DagsterInstance, run_id: str) -> dict[str, float]:
-    """When each step of the run started (its STEP_START event)."""
+def materialized_at(instance: DagsterInstance, run_id: str) -> dict[str, float]:
+    """When each table of the run was reported materialized (the raw sync reports a stream's tables as it commits)."""
     return {
-        record.dagster_event.step_key: record.timestamp
+        record.dagster_event.asset_key.path[-1]: record.timestamp
         for record in instance.all_logs(run_id)
-        if record.dagster_event is not None and record.dagster_event.event_type_value == "STEP_START"
+        if record.dagster_event is not None and record.dagster_event.event_type_value == "ASSET_MATERIALIZATION"
     }
 
 
@@ -130,9 +131,8 @@ def test_streams_are_fetched_together_within_the_limit_and_stay_exact(tmp_path):
 
 def test_a_large_active_lessons_load_commits_before_the_answers_start_and_stays_exact(tmp_path, monkeypatch):
     """Above OVERLAP_MAX_ROWS the answers are planned from the committed active lessons and fetched only after
-    that commit (answers_ahead.py: the two would add up in memory), and committed after their last page, still
-    exact."""
-    monkeypatch.setattr(answers_ahead, "OVERLAP_MAX_ROWS", 0)
+    that commit (runner.py: the two would add up in memory), and committed after their last page, still exact."""
+    monkeypatch.setattr(runner, "OVERLAP_MAX_ROWS", 0)
     with local_stack(tmp_path / "data", scale="tiny", faults="latency_ms=5", page_size=20) as stack:
         full, at_first_commit = sync_holding_the_first_commit(stack, seconds=3)
         assert full.success, full.error
@@ -143,12 +143,12 @@ def test_a_large_active_lessons_load_commits_before_the_answers_start_and_stays_
         assert_warehouse_equals_platform(stack)
 
 
-def test_no_decode_worker_runs_beside_the_commits_before_the_answers_step(tmp_path, monkeypatch):
-    """The answers fetched while the active lessons commit are decoded on the client's own thread until their
-    step (answers_ahead.py): a worker process on top of the commits in between was the large full sync's memory
-    peak. Here the plan asks for a worker at once (START_AT_RECORDS and START_AT_RECORDS_PER_PAGE 0); none runs at
-    the active lessons' commit, with their answers being fetched; the answers step lifts the hold; the run stays
-    exact."""
+def test_no_decode_worker_runs_beside_the_commits_before_the_answers(tmp_path, monkeypatch):
+    """The answers fetched while the active lessons commit are decoded on the client's own thread until they are the
+    next stream to commit (runner.py): a worker process on top of the commits before was the large full sync's
+    memory peak. Here the plan asks for a worker at once (START_AT_RECORDS and START_AT_RECORDS_PER_PAGE 0); none
+    runs at the active lessons' commit, with their answers being fetched; the hold is lifted for the answers' own
+    commit; the run stays exact."""
     monkeypatch.setattr(answers, "START_AT_RECORDS", 0)
     monkeypatch.setattr(answers, "START_AT_RECORDS_PER_PAGE", 0)
     holds: list[tuple[bool, float]] = []  # the hold's changes, as the client is asked (a spy: the real call runs)
@@ -166,15 +166,17 @@ def test_no_decode_worker_runs_beside_the_commits_before_the_answers_step(tmp_pa
         assert full.success, full.error
         assert at_first_commit == [(True, [])]  # the answers were being fetched, with no worker beside the commit
         assert_warehouse_equals_platform(stack)
-    # held when the fetch began, lifted by the answers step (its start asked for is made then: test_decode_workers.py)
-    answers_step_start = step_starts(instance, full.run_id)["answers"]
-    assert [held for held, _ in holds] == [True, False] and holds[1][1] >= answers_step_start > holds[0][1]
+    # held when the fetch began, through the active lessons' commit, lifted when the answers are the next to commit
+    # (a start asked for is made then: test_decode_workers.py)
+    reported = materialized_at(instance, full.run_id)
+    assert [held for held, _ in holds] == [True, False]
+    assert holds[0][1] < reported["active_lessons"] <= holds[1][1] <= reported["answers"]
 
 
-def test_steps_whose_fetch_has_ended_go_before_a_step_still_fetching(tmp_path):
-    """While the groups snapshot is still being fetched, the steps whose data has arrived commit first
-    (pipeline/defs/operations/runs/ready_first.py); the groups step comes once its fetch ends. The groups fetch is
-    held at its end until the other snapshots committed (or 20 s: then the groups step waited for it, before them)."""
+def test_streams_whose_fetch_has_ended_commit_before_one_still_fetching(tmp_path):
+    """While the groups snapshot is still being fetched, the streams whose data has arrived commit first
+    (runner.py: the next commit is one whose fetch has ended); the groups commit once their fetch ends. The groups
+    fetch is held at its end until five streams committed (or 20 s: then the runner waited for it, before them)."""
     commits: list[str] = []
     ended: set[str] = set()
 
@@ -187,24 +189,26 @@ def test_steps_whose_fetch_has_ended_go_before_a_step_still_fetching(tmp_path):
         if point.startswith("fetch_ended:"):
             ended.add(point.removeprefix("fetch_ended:"))
         if point == "fetch_ended:groups":
-            # until the categories, certificates, active lessons, lesson sessions and lessons committed (had the
-            # groups step been picked while its fetch runs, fewer would, and the hold would end at 20 s)
+            # until the active lessons, answers, categories, lesson sessions and lessons committed (had the runner waited
+            # for the groups first, fewer would, and the hold would end at 20 s)
             wait_for(lambda: len(commits) >= 5)
         elif point == "committed":
             commits.append(point)
-            if len(commits) == 1:  # the first step's: the other snapshots arrive before the next step is picked
+            if len(commits) == 1:  # the first commit: the other snapshots arrive before the next one is picked
                 wait_for(lambda: {"categories", "lesson_sessions", "lessons"} <= ended)
 
     instance = DagsterInstance.ephemeral()
     with local_stack(tmp_path / "data", scale="tiny", page_size=20) as stack:
         hooks.on_point(hold_groups)
         try:
-            full = stack.sync(select=RAW, instance=instance)
+            full = stack.sync(select=("key:lms/* and not key:lms/certificate*",), instance=instance)
         finally:
             hooks.on_point(None)
         assert full.success, full.error
-        started = step_starts(instance, full.run_id)
-        assert started["sync_groups"] > max(started["sync_lessons"], started["sync_lesson_sessions"])
+        reported = materialized_at(instance, full.run_id)
+        assert reported["groups"] > max(reported["lessons"], reported["lesson_sessions"], reported["categories"])
+        certificates = stack.sync(select=("key:lms/certificate*",))
+        assert certificates.success, certificates.error
         assert_warehouse_equals_platform(stack)
 
 

@@ -1,6 +1,6 @@
 """Exact whichever of the platform's clocks runs ahead, and under a read lag within the lookback: real
 Dagster runs against the simulator with its `Date` header offset from the clock that stamps lastDate, or
-its listings lagging behind it (pipeline/defs/windows.py proves the cursor rule these exercise)."""
+its listings lagging behind it (pipeline/raw/windows.py proves the cursor rule these exercise)."""
 
 import logging
 from datetime import UTC, datetime, timedelta

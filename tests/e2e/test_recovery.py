@@ -137,7 +137,9 @@ def test_a_sync_killed_at_any_moment_never_wedges_the_next_one(stack: Stack) -> 
     assert_recovered(stack, sync.pid, rerun_select=())  # everything, marts included
 
 
-def test_a_live_run_holding_the_pool_is_named_and_waited_for_until_the_timeout(stack: Stack) -> None:
+def test_a_live_run_holding_the_pool_is_named_and_waited_for_until_the_timeout(
+    stack: Stack, caplog: pytest.LogCaptureFixture
+) -> None:
     stack.sim.set_faults("latency_ms=5000")  # every request of the holder takes 5 s: its step holds the pool
     holder = start_sync(stack, "--select", "group:progress")
     assert holder.stdout is not None
@@ -151,7 +153,8 @@ def test_a_live_run_holding_the_pool_is_named_and_waited_for_until_the_timeout(s
     stack.sim.set_faults("")
     assert not blocked.success
     assert f"held by run {holder_run.run_id}" in blocked.error and "LESSONSYNC_POOL_WAIT_TIMEOUT" in blocked.error
-    reports = [e.message for e in instance.all_logs(blocked.run_id) if "for a slot of pool 'warehouse'" in e.message]
+    # the in-process run waits before it starts (pipeline/defs/operations/runs/pool_wait.py), reporting on its logger
+    reports = [r.getMessage() for r in caplog.records if "for a slot of pool 'warehouse'" in r.getMessage()]
     assert reports and f"held by run {holder_run.run_id} step" in reports[0] and "alive" in reports[0]
     output, _ = holder.communicate(timeout=180)
     assert holder.returncode == 0, output[-2000:]  # the live run was never touched
@@ -161,7 +164,7 @@ def test_a_live_run_holding_the_pool_is_named_and_waited_for_until_the_timeout(s
 
 def test_a_sync_killed_while_other_streams_are_fetched_in_the_background_recovers_exact(stack: Stack) -> None:
     """Killed as the active lessons' load commits (its parts in the lake) while other streams are still being
-    fetched into their own loads in the background (pipeline/prefetch): that load is not committed, the next sync
+    fetched into their own loads beside it (pipeline/raw/runner.py): that load is not committed, the next sync
     is exact."""
     instance = instance_of(stack)
     stack.sim.set_faults("latency_ms=40")
@@ -169,8 +172,8 @@ def test_a_sync_killed_while_other_streams_are_fetched_in_the_background_recover
     output, _ = sync.communicate(timeout=180)
     stack.sim.set_faults("")
     assert sync.returncode == -signal.SIGKILL, output[-2000:]
-    assert "in the background" in output and "active_lessons: reading" in output
+    assert "at once" in output and "active_lessons: reading" in output
     run_id = killed_run(instance, sync.pid).run_id
     assert_recovered(stack, sync.pid)
-    # the active lessons' load of it never committed (the snapshots' steps before it may have committed theirs)
+    # the active lessons' load of it never committed (snapshots whose fetch ended first may have committed theirs)
     assert not list((stack.data_dir / "lake" / "_loads").glob(f"*-{run_id}-active_lessons-*.json"))

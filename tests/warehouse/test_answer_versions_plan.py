@@ -9,8 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.contract.tables import TABLES
-from pipeline.defs.progress.answer_versions import VERSIONS, spill_window_active_lessons, versions_of, window_query
-from pipeline.defs.windows import Window
+from pipeline.raw.answer_versions import VERSIONS, spill_window_active_lessons, versions_of, window_query
+from pipeline.raw.windows import Window
 from pipeline.source.answers import plan_answer_requests
 from pipeline.warehouse import Load, Warehouse
 
@@ -111,7 +111,7 @@ def _rows(plan: pa.Table) -> list[tuple[object, ...]]:
 
 
 def test_the_plan_made_from_an_uncommitted_load_is_the_plan_after_its_commit(wh: Warehouse):
-    """The answers are planned from the active-lessons load before it commits (answers_ahead.py): the
+    """The answers are planned from the active-lessons load before it commits (pipeline/raw/runner.py): the
     committed rows and the load's together, a key's newest lastDate winning (a key twice in the load: page
     drift), must give the plan the committed warehouse gives, in every window."""
     wh.ensure_tables([*TABLES.values(), VERSIONS])

@@ -37,7 +37,7 @@ def test_flush_writes_buffered_rows_as_a_row_group_and_later_rows_still_commit(t
     wh = make_warehouse(tmp_path, row_group_rows=100, part_rows=1000)
     with wh.load("answers", "run-1", T0) as load:
         load.write(ANSWERS, batch(ANSWERS, [answer("a0", "q1"), answer("a0", "q2"), answer("a1", "q1")]))
-        load.flush()  # before the commit (pipeline/defs/loading.py): the buffer goes to the part, not the memory
+        load.flush()  # before the commit (pipeline/raw/commit.py): the buffer goes to the part, not the memory
         load.write(ANSWERS, batch(ANSWERS, [answer("a2", "q1")]))
         outcome = load.commit(cursor=T0)
     part = pq.ParquetFile(wh.lake_dir / f"answers/loaded_date=2026-11-01/{outcome.load_id}/part-000000.parquet")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dagster import AssetSelection, define_asset_job
 
 from pipeline.defs.certificates.assets import CERTIFICATES_KEY, EVENTS_KEY
+from pipeline.defs.operations.runs.retry_policy import retry_policy_hook
 from pipeline.defs.policy import WRITES_WAREHOUSE
 
 # A certificates load and the models that read only certificate tables (their staging and the certificate marts,
@@ -21,4 +22,5 @@ load_certificates_job = define_asset_job(
     description="Load the webhook inbox's new certificate events, then rebuild the certificate marts in the "
     "warehouse (published copies and daily_activity: next sync).",
     tags=WRITES_WAREHOUSE,
+    hooks={retry_policy_hook},
 )

@@ -3,12 +3,11 @@ the dead-run sensor and the executor every run uses."""
 
 from __future__ import annotations
 
-from dagster import Definitions
+from dagster import Definitions, in_process_executor
 
 from pipeline.defs.operations.alerts import build_failure_alert_sensor
 from pipeline.defs.operations.jobs import check_warehouse_job, full_refresh_job, nightly_sync_job
 from pipeline.defs.operations.lake_tables import build_lake_maintenance_schedule, lake_maintenance
-from pipeline.defs.operations.runs.executor import build_executor
 from pipeline.defs.operations.runs.sensor import dead_run_sensor
 from pipeline.defs.operations.schedules import build_nightly_schedule
 from pipeline.settings import Settings
@@ -19,7 +18,6 @@ def build_defs(settings: Settings) -> Definitions:
         jobs=[nightly_sync_job, full_refresh_job, check_warehouse_job, lake_maintenance],
         schedules=[build_nightly_schedule(settings), build_lake_maintenance_schedule()],
         sensors=[build_failure_alert_sensor(settings), dead_run_sensor],
-        # Steps share one process: DuckDB allows one writer, and the client already fetches concurrently.
-        # Dagster's in-process executor, plus run-process tags, dead-run recovery and a watched pool wait.
-        executor=build_executor(settings),
+        # Steps share one process: DuckDB allows one writer, and the raw sync's one step fetches concurrently.
+        executor=in_process_executor,
     )

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dagster import AssetSelection, define_asset_job
 
-from pipeline.defs.loading import FULL_REFRESH_TAG
-from pipeline.defs.policy import CURSOR_WINDOW, WRITES_WAREHOUSE
+from pipeline.defs.operations.runs.retry_policy import retry_policy_hook
+from pipeline.defs.policy import CURSOR_WINDOW, FULL_REFRESH_TAG, WRITES_WAREHOUSE
 
 SYNC_SELECTION = AssetSelection.all()
 
@@ -15,6 +15,7 @@ nightly_sync_job = define_asset_job(
     selection=SYNC_SELECTION,
     description="Everything: incremental streams from their cursors, snapshots whole, certificates, marts.",
     tags={**WRITES_WAREHOUSE, **CURSOR_WINDOW},
+    hooks={retry_policy_hook},
 )
 
 full_refresh_job = define_asset_job(
@@ -22,6 +23,7 @@ full_refresh_job = define_asset_job(
     selection=SYNC_SELECTION,
     description="Re-read every stream from the beginning (cursors ignored, then moved to now).",
     tags={**WRITES_WAREHOUSE, **CURSOR_WINDOW, FULL_REFRESH_TAG: "true"},
+    hooks={retry_policy_hook},
 )
 
 check_warehouse_job = define_asset_job(

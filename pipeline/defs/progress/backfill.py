@@ -21,7 +21,7 @@ from typing import Any
 from dagster import BetaWarning, ConfigurableResource, Failure
 from pydantic import Field
 
-from pipeline.defs.windows import Window, partition_window
+from pipeline.raw.windows import Window, partition_window
 
 # `--select group:...` resolves through AssetSelection.groups, whose `include_sources` parameter is beta; Dagster's
 # notice about it opened every `lessonsync` command and `make demo`.

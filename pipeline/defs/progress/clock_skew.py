@@ -1,6 +1,6 @@
 """Do the platform's two clocks agree? Its `Date` header and the clock that stamps lastDate are compared
-once per run (by the active-lessons step, the one that lists lastDates): the cursor rule is safe either
-way (pipeline/defs/windows.py), but a difference beyond the lookback is worth a word to whoever runs the sync."""
+once per run (when the active lessons, the stream that lists lastDates, commit): the cursor rule is safe either
+way (pipeline/raw/windows.py), but a difference beyond the lookback is worth a word to whoever runs the sync."""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dagster import AssetSelection, define_asset_job
 
+from pipeline.defs.operations.runs.retry_policy import retry_policy_hook
 from pipeline.defs.policy import BACKFILL_WINDOW, WRITES_WAREHOUSE
 
 PROGRESS_SELECTION = AssetSelection.groups("progress")
@@ -14,4 +15,5 @@ backfill_progress_job = define_asset_job(
     description="Re-read the active lessons and answers updated in a date range, in one run and one sweep: set "
     "resources.backfill.config.updated_from (and updated_to) in the Launchpad. The cursor is left alone.",
     tags={**WRITES_WAREHOUSE, **BACKFILL_WINDOW},
+    hooks={retry_policy_hook},
 )

@@ -1,6 +1,6 @@
 """One stream's fetch into its warehouse load, in a thread of its own: the client's batches are written to the
-load's Parquet parts in the lake as they arrive (on disk, never held whole), so the step that commits the
-load can start later, or wait for it, without the fetch waiting for the step."""
+load's Parquet parts in the lake as they arrive (on disk, never held whole), so the runner commits each load
+when its fetch ends, whatever the others are doing."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
-from pipeline.defs.windows import Window
+from pipeline.raw.windows import Window
 from pipeline.source.client import PlatformClient
 from pipeline.source.decoding import Batch
 from pipeline.source.slots import REQUEST_PRIORITY, URGENT
@@ -36,7 +36,7 @@ class Fetched:
 
 
 class FetchPlan(Protocol):
-    """What a fetch was planned from, handed to the step that commits it; closed when the fetch is cancelled."""
+    """What a fetch was planned from (the answers' spilled window); closed when the fetch is cancelled."""
 
     def close(self) -> None: ...
 
@@ -56,9 +56,10 @@ class BackgroundFetch:
         priority: int = URGENT,
         plan: FetchPlan | None = None,
         part_rows: int | None = None,
+        on_end: Callable[[], None] | None = None,
     ) -> None:
         self.stream = stream
-        self.plan = plan  # what the fetch was planned from, for the step that commits it (the answers' plan)
+        self.plan = plan  # what the fetch was planned from (the answers' plan), closed with it
         self.priority = priority  # of its requests, when others wait for a slot (pipeline/source/slots.py)
         self.window = window
         self.cursor_before = cursor_before
@@ -73,6 +74,7 @@ class BackgroundFetch:
         self._stop = threading.Event()
         self._done = threading.Event()
         self._discarded = False
+        self._on_end = on_end  # told once the fetch has ended, successfully or not (the runner's wake-up)
         self._thread = threading.Thread(target=self._run, name=f"lessonsync-fetch-{stream}", daemon=True)
         self._thread.start()
 
@@ -90,7 +92,7 @@ class BackgroundFetch:
                     self.pages, previous_page = self.pages + 1, (batch.endpoint, batch.page)
             else:
                 self._stats = self._client.last_run_stats()  # this thread's own run (client.py)
-        except BaseException as error:  # handed to the step that waits for it, raised there
+        except BaseException as error:  # handed to the runner that waits for it, raised there
             self._error = error
         finally:
             try:  # now, not when garbage-collected: closing the iterator cancels the stream's requests
@@ -100,12 +102,14 @@ class BackgroundFetch:
             finally:
                 try:
                     hooks.reached(f"fetch_ended:{self.stream}")
-                finally:  # whatever a listener does, the step waiting for this fetch is released
+                finally:  # whatever a listener does, the runner waiting for this fetch is released
                     self._done.set()
+                    if self._on_end is not None:
+                        self._on_end()
 
     @property
     def ended(self) -> bool:
-        """Whether the fetch has ended (its step will not wait for the network), successfully or not."""
+        """Whether the fetch has ended (its commit will not wait for the network), successfully or not."""
         return self._done.is_set()
 
     def wait(self, report: Callable[[BackgroundFetch], None], every: float) -> Fetched:
@@ -128,7 +132,7 @@ class BackgroundFetch:
         if self._done.is_set():
             self._discard()
         if self.plan is not None:
-            self.plan.close()  # e.g. the answers' spilled window: no step will read it
+            self.plan.close()  # e.g. the answers' spilled window: nothing will read it
 
     def _discard(self) -> None:
         if not self._discarded:

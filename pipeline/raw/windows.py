@@ -66,7 +66,7 @@ def next_cursor(
     """The cursor to commit with this run's rows: min(server run start - margin, newest lastDate listed -
     RESOLUTION, ceiling), never backwards; unchanged for backfills, incomplete sweeps, windows that listed
     nothing and a ceiling of None (the cursor it follows does not exist yet); proof in the module
-    docstring. `server_run_start` None: the data alone bounds it (loading.py passes our own clock when the
+    docstring. `server_run_start` None: the data alone bounds it (pipeline/raw/commit.py passes our own clock when the
     platform sends no Date header: one more bound of the minimum, so never less safe)."""
     if not window.moves_cursor or not complete or newest_listed is None or ceiling is None:
         return previous

@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 
 from pipeline.contract.columns import TIMESTAMP
 from pipeline.contract.tables import TableSpec
-from pipeline.defs.windows import Window
+from pipeline.raw.windows import Window
 from pipeline.warehouse import Load, Warehouse
 from pipeline.warehouse.lake import check_parts
 

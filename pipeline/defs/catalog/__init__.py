@@ -1,1 +1,0 @@
-"""The catalog domain: lesson categories, and the lessons with their questions."""

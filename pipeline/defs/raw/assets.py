@@ -1,0 +1,148 @@
+"""`lms_raw`: every raw table of the platform as ONE subsettable multi-asset (the way `@dlt_assets` and
+`@sling_assets` model a connector). Its one step runs the Dagster-free runner (pipeline/raw/runner.py) over the
+streams of the selected tables, and yields each table's materialization and checks as its stream commits.
+
+The incremental tables (progress) are not partitioned: each is the current state of every record, materialized
+whole by every run; a backfill is the same asset with the `backfill` resource configured
+(pipeline/defs/progress/backfill.py). The snapshot tables are pulled whole and their vanished rows marked deleted."""
+
+from collections.abc import Iterator
+from typing import Any
+
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetExecutionContext,
+    AssetKey,
+    AssetMaterialization,
+    AssetsDefinition,
+    AssetSpec,
+    MaterializeResult,
+    multi_asset,
+)
+
+from pipeline.contract.tables import TABLES
+from pipeline.defs.common import lms_key, ready_warehouse, table_definition_metadata
+from pipeline.defs.policy import FULL_REFRESH_TAG, POOL
+from pipeline.defs.progress.backfill import BackfillWindow
+from pipeline.defs.progress.clock_skew import clock_skew_metadata
+from pipeline.defs.progress.freshness import with_progress_freshness
+from pipeline.defs.raw.metadata import contract_facts, table_metadata
+from pipeline.defs.raw_checks import CheckRules, raw_check_results, selected_checks, table_check_specs
+from pipeline.defs.resources import PlatformResource, WarehouseResource
+from pipeline.raw.commit import StreamLoad
+from pipeline.raw.runner import STREAM_TABLES, RawRun, RawSync, streams_of
+from pipeline.settings import Settings
+from pipeline.warehouse import Warehouse
+from pipeline.warehouse.catalog import catalog_unchanged
+
+# The UI's groups, by stream: the domain each table belongs to.
+STREAM_GROUPS = {
+    "active_lessons": "progress",
+    "answers": "progress",
+    "categories": "catalog",
+    "groups": "directory",
+    "lesson_sessions": "sessions",
+    "lessons": "catalog",
+}
+RAW_TABLES = tuple(table for tables in STREAM_TABLES.values() for table in tables)
+# Within a stream a child table follows its parent; across streams, the answers follow the lessons they answer.
+TABLE_DEPS = {"answers": ("active_lessons",), "answer_results": ("answers",)}
+BLOCKING_CHECK = "key_unique_not_null"
+
+
+def raw_table_specs(settings: Settings) -> list[AssetSpec]:
+    return [
+        with_progress_freshness(
+            AssetSpec(
+                lms_key(table),
+                deps=[lms_key(dep) for dep in TABLE_DEPS.get(table, ())],
+                description=TABLES[table].description,
+                group_name=STREAM_GROUPS[stream],
+                kinds={"duckdb", "parquet"},
+                metadata=table_definition_metadata(TABLES[table]),
+            ),
+            settings,
+        )
+        for stream, tables in STREAM_TABLES.items()
+        for table in tables
+    ]
+
+
+def build_raw_sync(settings: Settings, rules: CheckRules) -> AssetsDefinition:
+    """The `lms_raw` multi-asset with every raw table's spec and checks."""
+
+    @multi_asset(
+        name="lms_raw",
+        specs=raw_table_specs(settings),
+        check_specs=[spec for table in RAW_TABLES for spec in table_check_specs(table, rules)],
+        can_subset=True,
+        pool=POOL,
+        description="Every raw table of the platform's API, in one step: the selected tables' streams fetched at "
+        "once through one client, each committed (load and cursor in one DuckDB transaction) as its fetch ends, "
+        "its materialization and checks reported then.",
+    )
+    def lms_raw(
+        context: AssetExecutionContext,
+        platform: PlatformResource,
+        warehouse: WarehouseResource,
+        backfill: BackfillWindow,
+    ) -> Iterator[MaterializeResult[Any] | AssetMaterialization | AssetCheckResult]:
+        wh = ready_warehouse(warehouse)
+        selected_tables = {key.path[-1] for key in context.selected_asset_keys}
+        checks = selected_checks(context.selected_asset_check_keys)
+        if not selected_tables:  # checks only (the check_warehouse job): the warehouse as it is
+            yield from _checks(wh, RAW_TABLES, checks, rules, context.run.run_id, {})
+            return
+        run = RawRun(
+            context.run.run_id,
+            full_refresh=context.run.tags.get(FULL_REFRESH_TAG) == "true",
+            backfill=backfill.window(),
+        )
+        settings = platform.settings()
+        sync = RawSync(wh, settings, context.log, run)
+        for done in sync.run(streams_of(selected_tables)):
+            yield from _reported(context, done, selected_tables, settings)
+            tables = STREAM_TABLES[done.stream]
+            loaded = {table: contract_facts(done, table) for table in tables}
+            results = list(_checks(wh, tables, checks, rules, context.run.run_id, loaded))
+            yield from results
+            if done.stream == "active_lessons" and _blocked(results):
+                sync.drop("answers", f"the blocking check {BLOCKING_CHECK} of lms/active_lessons failed")
+
+    return lms_raw
+
+
+def _reported(
+    context: AssetExecutionContext, done: StreamLoad, selected: set[str], settings: Settings
+) -> Iterator[MaterializeResult[Any] | AssetMaterialization]:
+    """One result per selected table of the stream; a table written with them but not selected (its stream fills
+    several) is reported as a runtime materialization, so the UI shows every table the commit changed."""
+    for table in STREAM_TABLES[done.stream]:
+        metadata = table_metadata(done, table)
+        if table == "active_lessons":
+            metadata.update(clock_skew_metadata(context, done.stats, settings.lookback))
+        if table in selected:
+            yield MaterializeResult(asset_key=lms_key(table), metadata=metadata)
+        else:
+            yield AssetMaterialization(asset_key=AssetKey(lms_key(table).path), metadata=metadata)
+
+
+def _checks(
+    wh: Warehouse,
+    tables: list[str] | tuple[str, ...],
+    checks: dict[str, set[str]],
+    rules: CheckRules,
+    run_id: str,
+    loaded: dict[str, dict[str, object]],
+) -> Iterator[AssetCheckResult]:
+    if not any(table in checks for table in tables):
+        return
+    with wh.connect(read_only=True) as conn, catalog_unchanged(conn):
+        yield from raw_check_results(conn, tables, checks, rules, run_id, loaded)
+
+
+def _blocked(results: list[AssetCheckResult]) -> bool:
+    return any(
+        r.check_name == BLOCKING_CHECK and not r.passed and r.severity == AssetCheckSeverity.ERROR for r in results
+    )

@@ -1,0 +1,158 @@
+"""A fetched stream committed: its load and the stream's next cursor in one DuckDB transaction, the snapshot
+tables closed only after a complete sweep, and what the commit did (`StreamLoad`) for the caller to report."""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable, Iterable
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+from pipeline.contract.tables import TableSpec
+from pipeline.raw.fetch import BackgroundFetch, Fetched
+from pipeline.raw.windows import UNBOUNDED, Window, next_cursor
+from pipeline.settings import Settings
+from pipeline.source.fetching import release_free_memory
+from pipeline.source.stats import RunStats
+from pipeline.warehouse import Load, LoadResult, Warehouse, WarehouseLockedError, row_count
+from pipeline.warehouse.early_insert import EarlyFirstLoad
+
+# A full collection costs ~0.2 s in a process holding Dagster and DuckDB: worth it before the commit of a big
+# fetch (the pages are in the lake; DuckDB gets the memory), not after a small snapshot.
+RELEASE_AFTER_ROWS = 1_000_000
+
+
+class Log(Protocol):
+    """Where the runner says what it does: Dagster's `context.log` in a run, a `logging.Logger` elsewhere."""
+
+    def info(self, msg: str) -> None: ...
+
+    def warning(self, msg: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class StreamLoad:
+    """One committed stream: the warehouse's result, the client's statistics, and timings."""
+
+    stream: str
+    result: LoadResult
+    stats: RunStats
+    window: Window
+    seconds: float  # from the fetch's start to the commit's end
+    commit_seconds: float = 0.0  # of `seconds`: the DuckDB commit
+    row_counts: dict[str, int] = field(default_factory=dict)  # live rows per table after the commit
+    rows_while_fetching: dict[str, int] = field(default_factory=dict)  # a first load's rows inserted early
+    extra: dict[str, object] = field(default_factory=dict)  # what the stream adds (the answers: their plan)
+
+
+def begin_early_insert(
+    log: Log, warehouse: Warehouse, fetching: BackgroundFetch, specs: Iterable[TableSpec], holding: ExitStack
+) -> EarlyFirstLoad | None:
+    """The load's commit transaction begun now, on a connection `holding` keeps open, when the fetch still runs and
+    `specs` are all empty tables (pipeline/warehouse/early_insert.py); None otherwise (then nothing is held)."""
+    specs = tuple(specs)
+    if not specs or fetching.ended or fetching.cursor_before is not None:
+        return None
+    with ExitStack() as attempt:
+        try:
+            early = EarlyFirstLoad.begin(attempt.enter_context(warehouse.one_connection()), fetching.load, specs)
+        except WarehouseLockedError as error:  # another process has the file now: the commit waits for it later
+            log.info(f"{fetching.stream}: not inserted while fetched ({error})")
+            return None
+        if early is None:
+            return None
+        early.start()
+        holding.push(attempt.pop_all())
+    log.info(
+        f"{fetching.stream}: a first load; its parts go into {', '.join(s.name for s in specs)} "
+        "while they are fetched (one transaction, committed at the end)"
+    )
+    return early
+
+
+def commit_fetched(
+    log: Log,
+    warehouse: Warehouse,
+    settings: Settings,
+    fetched: Fetched,
+    *,
+    early: EarlyFirstLoad | None = None,
+    snapshot_tables: tuple[str, ...] = (),
+    tables: Iterable[str] = (),
+    before_commit: Callable[[Load, RunStats], None] | None = None,
+    ceiling: datetime | None = UNBOUNDED,
+) -> StreamLoad:
+    """Commit `fetched` with its stream's next cursor (capped by `ceiling`: pipeline/raw/windows.py).
+    `before_commit(load, stats)` may write more rows (sync state) into the same transaction. `tables` and
+    `snapshot_tables` get their live row count after the commit."""
+    stream = fetched.load.stream
+    if early is not None and early.error is not None:
+        log.warning(
+            f"{stream}: the rows inserted while fetching were rolled back ({early.error}); the commit inserts the "
+            "whole load"
+        )
+    window, stats = fetched.window, fetched.stats
+    with fetched.load as load:
+        report_new_fields(log, stream, stats)
+        server_start = stats.server_time_at_start or load.started_at  # our clock when no Date header came
+        cursor = next_cursor(
+            window,
+            fetched.cursor_before,
+            server_run_start=server_start,
+            newest_listed=stats.newest_last_date,
+            safety_margin=settings.safety_margin,
+            complete=stats.complete,
+            ceiling=ceiling,
+        )
+        if not stats.complete:
+            log.warning(
+                f"{stream}: page drift did not settle after {stats.passes} passes; the cursor stays where it was "
+                "so the next run reads this window again"
+            )
+        complete = snapshot_tables_to_close(log, stream, snapshot_tables, stats)
+        if before_commit is not None:
+            before_commit(load, stats)
+        if sum(stats.rows.values()) >= RELEASE_AFTER_ROWS:
+            load.flush()  # the part writers' last row groups go to disk before the commit
+            gc.collect()
+            release_free_memory()
+        committing = time.monotonic()
+        with warehouse.one_connection() as conn:  # one open for the commit and the row counts after it
+            result = load.commit(cursor=cursor, complete_snapshots=complete, stats=stats.as_metadata(), early=early)
+            done = time.monotonic()
+            row_counts = {table: row_count(conn, table) for table in sorted({*tables, *snapshot_tables})}
+    if result.repeat_of is not None:
+        log.info(
+            f"{stream}: the same snapshot as load {result.repeat_of}; its rows were not compared again, only their "
+            "last_loaded_at moved"
+        )
+    early_rows = early.rows_while_fetching if early is not None and early.open else {}
+    return StreamLoad(stream, result, stats, window, done - fetched.started, done - committing, row_counts, early_rows)
+
+
+def snapshot_tables_to_close(
+    log: Log, stream: str, snapshot_tables: tuple[str, ...], stats: RunStats
+) -> tuple[str, ...]:
+    """The snapshot tables whose unseen rows may be marked deleted: none unless every record was seen and
+    loaded. A quarantined record was seen but not loaded: its key must not count as vanished."""
+    if not snapshot_tables or (stats.complete and not stats.quarantined):
+        return snapshot_tables
+    if stats.quarantined:
+        log.warning(
+            f"{stream}: {stats.quarantined} record(s) quarantined (lms.quarantine); no row of "
+            f"{', '.join(snapshot_tables)} is marked deleted this run"
+        )
+    return ()
+
+
+def report_new_fields(log: Log, stream: str, stats: RunStats) -> None:
+    """Once per stream and run: the fields the platform sent that our models do not declare (kept in `extra`)."""
+    if stats.new_fields:
+        listed = ", ".join(f"{path} ({count:,} records)" for path, count in sorted(stats.new_fields.items()))
+        log.warning(
+            f"{stream}: the platform sent {len(stats.new_fields)} field(s) the models do not declare, kept in the "
+            f"rows' extra column: {listed}"
+        )

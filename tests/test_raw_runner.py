@@ -1,0 +1,92 @@
+"""The raw sync's runner (pipeline/raw/runner.py) against the simulator over HTTP and a real lake: every stream of the
+run fetched at once through one client; a run stopped before its commits stops its fetches and leaves nothing in the
+lake, the answers' spilled plan included; a stream that fails costs only itself; every raw table belongs to exactly
+one stream."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pipeline.contract.tables import TABLES
+from pipeline.defs.code_location import build_definitions
+from pipeline.raw.runner import STREAM_TABLES, RawRun, RawSync, streams_of
+from pipeline.settings import Settings
+from pipeline.source.client import PlatformClient
+from pipeline.source.decoding import Batch
+from pipeline.warehouse import Warehouse
+from pipeline.warehouse.lake import list_manifests
+from simulator import SimulatorConfig, start_simulator
+
+log = logging.getLogger("lessonsync.test")
+
+
+def _files(lake: Path) -> list[Path]:
+    return [p for p in lake.rglob("*") if p.is_file() and "_loads" not in p.parts]
+
+
+def test_a_run_stopped_before_its_commits_stops_every_fetch_and_leaves_nothing(tmp_path: Path) -> None:
+    with start_simulator(SimulatorConfig(seed=42, scale="tiny", faults="latency_ms=100")) as sim:
+        settings = Settings(base_url=sim.base_url, page_size=5, concurrency=2, data_dir=str(tmp_path))
+        lake = tmp_path / "lake"
+        warehouse = Warehouse(tmp_path / "warehouse.duckdb", lake, row_group_rows=5)  # parts on disk at once
+        sync = RawSync(warehouse, settings, log, RawRun("run-1"))
+        commits = sync.run(["active_lessons", "answers", "groups", "categories"])
+        first = next(commits)  # the first stream to end commits while the others are still fetched
+        assert first.stream in {"categories", "groups", "active_lessons"}
+        deadline = time.monotonic() + 60
+        while not [p for p in _files(lake) if not p.is_relative_to(lake / first.stream)]:
+            assert time.monotonic() < deadline, "no other stream wrote a part in the background"
+            time.sleep(0.05)
+        commits.close()  # what Dagster does to a step it stops
+        closed = time.monotonic()
+        time.sleep(0.5)
+        assert max(r.arrived for r in sim.request_log()) < closed  # stopped: no request after the run's end
+        manifests = list_manifests(lake)
+        assert len(manifests) == 1 and f"-{first.stream}-" in str(manifests[0][1])
+        # every uncommitted part discarded, the answers' spilled window too (in the warehouse's temp directory)
+        kept = [lake / table for table in STREAM_TABLES[first.stream]]
+        assert [p for p in _files(lake) if not any(p.is_relative_to(d) for d in kept)] == []
+        assert not list(tmp_path.glob("warehouse.duckdb.tmp/answers-window-*"))
+
+
+def test_every_raw_table_belongs_to_one_stream_and_is_a_spec_of_the_raw_sync(tmp_path: Path) -> None:
+    tables = [t for filled in STREAM_TABLES.values() for t in filled]
+    assert len(tables) == len(set(tables))
+    assert set(tables) == {name for name in TABLES if name != "quarantine" and not name.startswith("certificate")}
+    raw = build_definitions(Settings(data_dir=str(tmp_path))).resolve_assets_def(["lms", "answers"])
+    assert raw.can_subset and {k.path[-1] for k in raw.keys} == set(tables)
+    assert streams_of(["users", "answer_results"]) == ["answers", "groups"]
+
+
+def test_a_stream_that_fails_lets_the_others_commit_and_fails_the_run_at_the_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One stream's error (here a categories listing that breaks) costs that stream only: the others commit, then
+    the run raises it (the step fails, the alert names the cause)."""
+    real = PlatformClient.iter_stream
+
+    def categories_break(client: PlatformClient, name: str, **options: object) -> Iterator[Batch]:
+        if name != "categories":
+            return real(client, name, **options)  # type: ignore[arg-type]
+
+        def broken() -> Iterator[Batch]:
+            raise RuntimeError("categories: the listing broke")
+            yield
+
+        return broken()
+
+    monkeypatch.setattr(PlatformClient, "iter_stream", categories_break)
+    with start_simulator(SimulatorConfig(seed=42, scale="tiny")) as sim:
+        settings = Settings(base_url=sim.base_url, page_size=20, data_dir=str(tmp_path))
+        warehouse = Warehouse(tmp_path / "warehouse.duckdb", tmp_path / "lake")
+        committed: list[str] = []
+        with pytest.raises(RuntimeError, match="the listing broke"):
+            for done in RawSync(warehouse, settings, log, RawRun("run-3")).run(["categories", "lessons", "groups"]):
+                committed.append(done.stream)
+        assert sorted(committed) == ["groups", "lessons"]
+        assert [p for p in _files(tmp_path / "lake") if p.is_relative_to(tmp_path / "lake" / "categories")] == []
