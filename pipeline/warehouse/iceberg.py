@@ -49,8 +49,9 @@ REWRITE_FRACTION = 0.25
 MAX_KEYS_NAMED = 200_000
 
 
-# Mirrors (catalog, location) this process has brought up to their warehouse once.
-_CAUGHT_UP: set[tuple[str, str]] = set()
+# Per mirror (catalog, location): the warehouse tables this process has brought up to date once. A table missing
+# here (the process's first commit, a table created since) is checked whatever the load wrote.
+_CAUGHT_UP: dict[tuple[str, str], set[str]] = {}
 
 
 class TableFormatError(RuntimeError):
@@ -146,13 +147,13 @@ class IcebergMirror:
     # -- raw tables ---------------------------------------------------------------------------------------
 
     def sync_after_load(self, conn: duckdb.DuckDBPyConnection, written: Iterable[str]) -> list[MirrorStats]:
-        """After a commit: the tables the load wrote; on a process's first commit, every table (a table left
-        behind by a process that died between its two commits is rolled forward then)."""
-        mirror = (self.where.catalog_url, self.where.location)
-        if mirror in _CAUGHT_UP:
-            return self.sync_raw(conn, written)
-        results = self.sync_raw(conn)
-        _CAUGHT_UP.add(mirror)
+        """After a commit: the tables the load wrote, and every table this process has not checked yet (on its
+        first commit all of them: a table left behind by a process that died between its two commits is rolled
+        forward then; a table created empty gets its Iceberg table)."""
+        checked = _CAUGHT_UP.setdefault((self.where.catalog_url, self.where.location), set())
+        names = set(written) | {table.name for table in read_catalog(conn)} - checked
+        results = self.sync_raw(conn, names)
+        checked.update(names)
         return results
 
     def sync_raw(self, conn: duckdb.DuckDBPyConnection, names: Iterable[str] | None = None) -> list[MirrorStats]:
