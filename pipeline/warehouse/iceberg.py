@@ -42,7 +42,7 @@ MARTS_NAMESPACE = "analytics"
 # The SQL catalog keeps many catalogs in one database, told apart by this name: a reader (pyiceberg, Trino's and
 # Spark's JDBC catalog) names it too.
 CATALOG_NAME = "lessonsync"
-BATCH_ROWS = 250_000  # rows per appended data file: bounds memory and the bytes a changed key rewrites
+BATCH_ROWS = 100_000  # rows per appended data file: bounds memory and the bytes a changed key rewrites
 # Past this share of changed rows, or this many, rewriting the table is cheaper than naming every changed key in a
 # delete (the keys are held in memory as the delete's filter).
 REWRITE_FRACTION = 0.25
