@@ -343,17 +343,7 @@ def _describe(errors: Sequence[Mapping[str, Any]], item: Any) -> tuple[str, str]
 
 def quarantine_row(where: PageLocation, index: int, item: Any, errors: Sequence[Mapping[str, Any]]) -> QuarantineRow:
     field, message = _describe(errors, item)
-    return QuarantineRow(
-        seen_at=datetime.now(UTC),
-        stream=where.stream,
-        endpoint=where.endpoint,
-        params=orjson.dumps(dict(where.params)).decode(),
-        page=where.page,
-        record_index=index,
-        field=field,
-        message=message,
-        raw=_json_text(item),
-    )
+    return _quarantined(where, index, field, message, _json_text(item))
 
 
 def _json_text(item: Any) -> str:
@@ -456,6 +446,11 @@ def unreadable_row(where: PageLocation, index: int, item: bytes, message: str) -
     """A record the JSON parser refuses, kept as served (invalid UTF-8 replaced), its field found if it can be."""
     text = item.decode("utf-8", errors="replace")
     field = _unreadable_field(text)
+    message = f"{field}: unreadable JSON ({message}): an unpaired surrogate or nesting too deep"
+    return _quarantined(where, index, field, message, text)
+
+
+def _quarantined(where: PageLocation, index: int, field: str, message: str, raw: str) -> QuarantineRow:
     return QuarantineRow(
         seen_at=datetime.now(UTC),
         stream=where.stream,
@@ -464,8 +459,8 @@ def unreadable_row(where: PageLocation, index: int, item: bytes, message: str) -
         page=where.page,
         record_index=index,
         field=field,
-        message=f"{field}: unreadable JSON ({message}): an unpaired surrogate or nesting too deep",
-        raw=text,
+        message=message,
+        raw=raw,
     )
 
 

@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 
 from pipeline.webhooks.events import Delivery, EventType, Rejected
-from pipeline.webhooks.inbox_backend import InboxBacklog
+from pipeline.webhooks.inbox_backend import InboxBacklog, InboxCounts
 from pipeline.webhooks.inbox_writer import BUSY_TIMEOUT_MS, AppendOutcome, InboxWriter
 
 __all__ = ["AppendOutcome", "Inbox", "InboxEvent", "InboxWriter"]
@@ -40,7 +40,7 @@ class InboxEvent:
     payload: bytes
 
 
-class Inbox:
+class Inbox(InboxCounts):
     """The inbox file. Reading never creates it: a missing inbox simply holds no events."""
 
     wal_checkpoints = True
@@ -84,24 +84,6 @@ class Inbox:
         with closing(self._read_only()) as conn:
             row = conn.execute(sql).fetchone()
         return None if row is None else row[0]
-
-    def _count(self, sql: str) -> int:
-        value = self._first_value(sql)
-        return int(value) if isinstance(value, int) else 0
-
-    def inbox_id(self) -> str | None:
-        """Random id given at creation: a recreated inbox restarts its sequence, and readers must know."""
-        value = self._first_value("SELECT value FROM inbox_meta WHERE key = 'inbox_id'")
-        return value if isinstance(value, str) else None
-
-    def max_sequence(self) -> int:
-        return self._count("SELECT max(sequence) FROM events")
-
-    def count_events(self) -> int:
-        return self._count("SELECT count(*) FROM events")
-
-    def count_quarantined(self) -> int:
-        return self._count("SELECT count(*) FROM quarantine")
 
     def read_events(
         self, after_sequence: int = 0, limit: int | None = None, up_to_sequence: int | None = None

@@ -40,6 +40,36 @@ class InboxBacklog:
         return max(0.0, (now - self.oldest_unloaded_at).total_seconds()) if self.oldest_unloaded_at else 0.0
 
 
+class InboxCounts:
+    """The look-ups both inboxes answer with the same queries over their own table names; a backend gives
+    `_first_value` (the first column of the first row, None when there is none)."""
+
+    META_TABLE = "inbox_meta"
+    EVENTS_TABLE = "events"
+    QUARANTINE_TABLE = "quarantine"
+
+    def _first_value(self, sql: str) -> object:
+        raise NotImplementedError
+
+    def _count(self, sql: str) -> int:
+        value = self._first_value(sql)
+        return int(value) if isinstance(value, int) else 0
+
+    def inbox_id(self) -> str | None:
+        """Random id given at creation: a recreated inbox restarts its sequence, and readers must know."""
+        value = self._first_value(f"SELECT value FROM {self.META_TABLE} WHERE key = 'inbox_id'")
+        return value if isinstance(value, str) else None
+
+    def max_sequence(self) -> int:
+        return self._count(f"SELECT coalesce(max(sequence), 0) FROM {self.EVENTS_TABLE}")
+
+    def count_events(self) -> int:
+        return self._count(f"SELECT count(*) FROM {self.EVENTS_TABLE}")
+
+    def count_quarantined(self) -> int:
+        return self._count(f"SELECT count(*) FROM {self.QUARANTINE_TABLE}")
+
+
 class InboxWriterBackend(Protocol):
     def write(self, deliveries: Sequence[Delivery], rejected: Sequence[Rejected] = ()) -> list[AppendOutcome]: ...
 

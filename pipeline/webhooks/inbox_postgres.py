@@ -23,7 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pipeline.webhooks.events import Delivery, Rejected
 from pipeline.webhooks.inbox import InboxEvent
-from pipeline.webhooks.inbox_backend import InboxBacklog
+from pipeline.webhooks.inbox_backend import InboxBacklog, InboxCounts
 from pipeline.webhooks.inbox_writer import AppendOutcome, _BatchCopies
 
 # Advisory lock keys (any two fixed 64-bit numbers no other part of the database uses).
@@ -151,8 +151,12 @@ def _bytes(value: object) -> object:
     return psycopg2.Binary(value) if isinstance(value, bytes | bytearray | memoryview) else value
 
 
-class PostgresInbox:
+class PostgresInbox(InboxCounts):
     """The inbox tables in the database at `url`. Reading never creates them: a missing inbox holds nothing."""
+
+    META_TABLE = "lessonsync_inbox_meta"
+    EVENTS_TABLE = "lessonsync_inbox_events"
+    QUARANTINE_TABLE = "lessonsync_inbox_quarantine"
 
     wal_checkpoints = False
 
@@ -194,23 +198,6 @@ class PostgresInbox:
     def _first_value(self, sql: str, params: Sequence[object] = ()) -> object:
         rows = self._query(sql, params)
         return rows[0][0] if rows else None
-
-    def _count(self, sql: str) -> int:
-        value = self._first_value(sql)
-        return int(value) if isinstance(value, int) else 0
-
-    def inbox_id(self) -> str | None:
-        value = self._first_value("SELECT value FROM lessonsync_inbox_meta WHERE key = 'inbox_id'")
-        return value if isinstance(value, str) else None
-
-    def max_sequence(self) -> int:
-        return self._count("SELECT coalesce(max(sequence), 0) FROM lessonsync_inbox_events")
-
-    def count_events(self) -> int:
-        return self._count("SELECT count(*) FROM lessonsync_inbox_events")
-
-    def count_quarantined(self) -> int:
-        return self._count("SELECT count(*) FROM lessonsync_inbox_quarantine")
 
     def read_events(
         self, after_sequence: int = 0, limit: int | None = None, up_to_sequence: int | None = None
