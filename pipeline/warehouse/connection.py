@@ -193,9 +193,10 @@ def repeats_any(
     params: Sequence[object] | Mapping[str, object] | None = None,
 ) -> bool:
     """Whether some value of `expression` (a 64-bit hash of a key, usually) occurs twice among `rows` (a relation
-    or subquery). Counting the distinct values is faster in DuckDB than grouping them with HAVING count(*) > 1, in
-    the same memory, and answers the usual case (nothing repeats) at once."""
-    return not scalar(conn, f"SELECT count(*) = count(DISTINCT {expression}) FROM {rows}", params)
+    or subquery). Grouped, not counted distinct: DuckDB's grouping spills to disk past the memory limit, a
+    distinct count's hash table does not (it ran out of memory over the ~10M answers of scale large at 256MiB)."""
+    grouped = f"SELECT 1 FROM (SELECT {expression} AS v FROM {rows}) GROUP BY v HAVING count(*) > 1 LIMIT 1"
+    return bool(conn.execute(grouped, params if params is not None else []).fetchall())
 
 
 @contextmanager
