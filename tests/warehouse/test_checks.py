@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import duckdb
 import pytest
 from warehouse_helpers import ACTIVE_LESSONS, ANSWERS, GROUPS, T0, answer, load_once
 
@@ -179,3 +180,14 @@ def test_a_load_that_wrote_most_of_the_table_has_every_row_checked(seeded: Wareh
         conn.execute(older.format(id="'z' || active_lesson_id", which=""), {"t": T0, "since": since})
         assert duplicate_keys(conn, "answers", touched_since=since) == 0  # 3 of 8: the touched keys only
         assert duplicate_keys(conn, "answers") == 1
+
+
+def test_repeats_any_answers_within_a_small_memory_limit(tmp_path) -> None:
+    from pipeline.warehouse.connection import repeats_any
+
+    conn = duckdb.connect(str(tmp_path / "w.duckdb"))
+    conn.execute(f"SET memory_limit = '48MiB'; SET threads = 2; SET temp_directory = '{tmp_path / 'tmp'}'")
+    conn.execute("CREATE TABLE t AS SELECT range AS k FROM range(6000000)")
+    assert repeats_any(conn, "hash(k)", "t") is False
+    conn.execute("INSERT INTO t VALUES (42)")
+    assert repeats_any(conn, "hash(k)", "t") is True
