@@ -20,12 +20,14 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import duckdb
 import pyarrow as pa
 
+from pipeline.warehouse.arrow_types import q
 from pipeline.warehouse.catalog import read_catalog
+from pipeline.warehouse.connection import scalar
 from pipeline.warehouse.tabledef import DELETED_AT, LAST_LOADED_AT, SCHEMA, TableDef
 
 if TYPE_CHECKING:
@@ -182,7 +184,7 @@ class IcebergMirror:
         latest = _latest_load_time(conn)
         if latest is None or (mirrored_through is not None and mirrored_through >= latest):
             return stats
-        warehouse_rows = _count(conn, f"{SCHEMA}.{_quote(table.name)}")
+        warehouse_rows = _count(conn, f"{SCHEMA}.{q(table.name)}")
         if (
             mirrored_through is not None
             and _iceberg_rows(ice) == warehouse_rows
@@ -224,9 +226,9 @@ class IcebergMirror:
     ) -> None:
         from pyiceberg.expressions import In
 
-        touched = [f"{_quote(LAST_LOADED_AT)} > $since"]
+        touched = [f"{q(LAST_LOADED_AT)} > $since"]
         if table.has_deleted_at:
-            touched.append(f"{_quote(DELETED_AT)} > $since")
+            touched.append(f"{q(DELETED_AT)} > $since")
         candidates = f"SELECT * FROM ({select}) WHERE {' OR '.join(touched)}"
         stored = "_lessonsync_iceberg_digests"
         conn.execute(f"CREATE OR REPLACE TEMP TABLE {stored} ({KEY_DIGEST} BIGINT, {ROW_DIGEST} BIGINT)")
@@ -240,7 +242,7 @@ class IcebergMirror:
                 f"ON c.{KEY_DIGEST} = s.{KEY_DIGEST} AND c.{ROW_DIGEST} = s.{ROW_DIGEST}"
             )
             conn.execute(f"CREATE OR REPLACE TEMP TABLE _lessonsync_iceberg_changed AS {changed}", {"since": since})
-            (n_changed,) = _one(conn, "SELECT count(*) FROM _lessonsync_iceberg_changed")
+            n_changed = _count(conn, "_lessonsync_iceberg_changed")
             if n_changed == 0:
                 return
             if n_changed > min(REWRITE_FRACTION * warehouse_rows, MAX_KEYS_NAMED):
@@ -270,7 +272,7 @@ class IcebergMirror:
         as in the warehouse)."""
         from pyiceberg.exceptions import NoSuchTableError
 
-        columns = ", ".join(_quote(c) for c in _written_columns(conn, select))
+        columns = ", ".join(q(c) for c in _written_columns(conn, select))
         schema = conn.sql(f"SELECT {columns} FROM ({select}) LIMIT 0").to_arrow_table().schema
         try:
             ice = self.catalog.load_table(identifier)
@@ -294,7 +296,7 @@ class IcebergMirror:
             try:
                 select = f"SELECT * FROM {relation}"
                 digests = _digests(conn, select)
-                (digest,) = _one(conn, f"SELECT count(*) || ':' || coalesce(bit_xor(d), 0) FROM ({digests})")
+                digest = str(scalar(conn, f"SELECT count(*) || ':' || coalesce(bit_xor(d), 0) FROM ({digests})"))
                 ice = self._table_for(conn, (MARTS_NAMESPACE, name), select)
                 snapshot = ice.current_snapshot()
                 if snapshot is None or snapshot.summary is None or snapshot.summary.get(CONTENT_DIGEST) != digest:
@@ -384,20 +386,17 @@ def table_summaries(mirror: IcebergMirror) -> Iterator[str]:
 def _mirror_select(table: TableDef) -> str:
     """The warehouse table as the mirror holds it: every column but `last_loaded_at` (load bookkeeping that
     moves on every touch), JSON as text, and the two digests."""
-    return mirror_select(f"{SCHEMA}.{_quote(table.name)}", table.columns, table.key)
+    return mirror_select(f"{SCHEMA}.{q(table.name)}", table.columns, table.key)
 
 
 def mirror_select(relation: str, columns: Iterable[tuple[str, str]], key: Iterable[str]) -> str:
     cols = [(name, kind) for name, kind in columns if name != LAST_LOADED_AT]
-    kept = [
-        f"CAST({_quote(name)} AS VARCHAR) AS {_quote(name)}" if kind.upper() == "JSON" else _quote(name)
-        for name, kind in cols
-    ]
+    kept = [f"CAST({q(name)} AS VARCHAR) AS {q(name)}" if kind.upper() == "JSON" else q(name) for name, kind in cols]
     key = tuple(key)
     row_digest = _row_digest(name for name, _ in cols)
     # A table without a key (append-only) names each row by its values; the row count check covers repeats.
-    key_digest = f"(hash({', '.join(_quote(k) for k in key)}) >> 1)::BIGINT" if key else row_digest
-    extra = f", {_quote(LAST_LOADED_AT)}" if any(name == LAST_LOADED_AT for name, _ in columns) else ""
+    key_digest = f"(hash({', '.join(q(k) for k in key)}) >> 1)::BIGINT" if key else row_digest
+    extra = f", {q(LAST_LOADED_AT)}" if any(name == LAST_LOADED_AT for name, _ in columns) else ""
     # last_loaded_at stays in the query to pick candidates by; it is never written (_written_columns)
     return (
         f"SELECT {', '.join(kept)}, {key_digest} AS {KEY_DIGEST}, {row_digest} AS {ROW_DIGEST}{extra} FROM {relation}"
@@ -409,10 +408,7 @@ def _row_digest(names: Iterable[str]) -> str:
     a multi-argument hash linearly: XORing those alone cancels a value two columns share) and XORed: a NULL adds
     nothing, so a column added later (NULL in every old row) leaves old digests as they were. DuckDB's hash is
     not stable across its versions: after an upgrade every row looks changed once, and the table is rewritten."""
-    terms = [
-        f"CASE WHEN {_quote(n)} IS NULL THEN 0::UBIGINT ELSE hash(hash({_sql_string(n)}, {_quote(n)})) END"
-        for n in names
-    ]
+    terms = [f"CASE WHEN {q(n)} IS NULL THEN 0::UBIGINT ELSE hash(hash({_sql_string(n)}, {q(n)})) END" for n in names]
     combined = terms[0]
     for term in terms[1:]:
         combined = f"xor({combined}, {term})"
@@ -430,7 +426,7 @@ def _written_columns(conn: duckdb.DuckDBPyConnection, select: str) -> list[str]:
 
 
 def _batches(conn: duckdb.DuckDBPyConnection, select: str) -> Iterator[pa.Table]:
-    columns = ", ".join(_quote(c) for c in _written_columns(conn, select))
+    columns = ", ".join(q(c) for c in _written_columns(conn, select))
     reader = conn.sql(f"SELECT {columns} FROM ({select})").to_arrow_reader(BATCH_ROWS)
     pending: list[pa.RecordBatch] = []
     rows = 0
@@ -479,7 +475,7 @@ def _iceberg_rows(ice: Table) -> int:
 
 
 def _latest_load_time(conn: duckdb.DuckDBPyConnection) -> datetime | None:
-    (latest,) = _one(conn, f"SELECT max(committed_at) FROM {SCHEMA}._load_runs")
+    latest = scalar(conn, f"SELECT max(committed_at) FROM {SCHEMA}._load_runs")
     return latest if isinstance(latest, datetime) else None
 
 
@@ -493,18 +489,7 @@ def _changed_since(conn: duckdb.DuckDBPyConnection, name: str, since: datetime) 
 
 
 def _count(conn: duckdb.DuckDBPyConnection, relation: str) -> int:
-    (n,) = _one(conn, f"SELECT count(*) FROM {relation}")
-    return int(n)
-
-
-def _one(conn: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> tuple[Any, ...]:
-    row = conn.execute(sql, params).fetchone() if params is not None else conn.execute(sql).fetchone()
-    assert row is not None
-    return tuple(row)
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
+    return int(scalar(conn, f"SELECT count(*) FROM {relation}"))
 
 
 def _sql_string(text: str) -> str:
