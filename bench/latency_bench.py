@@ -1,4 +1,4 @@
-"""Latency-bound benchmark (issue 15, not a test): LessonSync's full sync next to the ceiling, a bare httpx
+"""Latency-bound benchmark (not a test): LessonSync's full sync next to the ceiling, a bare httpx
 download of exactly the same pages, against one simulator whose every request takes `--latency-ms` (40 ms by
 default, like a real network), in ONE run. Writes bench/results/latency_<scale>.json and the generated section
 of docs/BENCHMARKS.md between `<!-- latency:start -->` and `<!-- latency:end -->` (nothing else in that file).
@@ -46,7 +46,7 @@ from bench.common import (
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 START, END = "<!-- latency:start -->", "<!-- latency:end -->"
-TARGET_RATIO = 1.25  # issue 15: LessonSync's full sync within 1.25 x the ceiling
+TARGET_RATIO = 1.25  # the aim: LessonSync's full sync within 1.25 x the ceiling
 
 
 # ---------------------------------------------------------------- children

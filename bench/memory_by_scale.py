@@ -1,4 +1,4 @@
-"""Peak memory per run kind per scale (issue 15: every run kind at every scale up to large under 600 MiB), not a
+"""Peak memory per run kind per scale (the aim: every run kind at every scale up to large under 600 MiB), not a
 test: `bench/sync_bench.py` (full, no-change and 1%-change syncs of the raw tables on one data dir) at each scale,
 then one table and one plot of their peaks. Writes the generated section of docs/BENCHMARKS.md between
 `<!-- memory:start -->` and `<!-- memory:end -->` and docs/benchmark_memory.png.
