@@ -18,7 +18,10 @@ import hashlib
 import json
 import logging
 import os
+import shutil
+import tempfile
 import time
+import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -48,6 +51,11 @@ MARTS_NAMESPACE = "analytics"
 # Spark's JDBC catalog) names it too.
 CATALOG_NAME = "lessonsync"
 BATCH_ROWS = 100_000  # rows per appended data file: bounds memory and the bytes a changed key rewrites
+DATA_FILE_BYTES = "256MB"  # a whole table's rewrite: DuckDB starts a new data file past this size
+COPY_CHUNK = 8 << 20
+# Rows per Arrow batch read from DuckDB, gathered into BATCH_ROWS per file: DuckDB buffers a streaming result's
+# batches ahead of the reader, so small ones keep what is in flight small.
+READ_ROWS = 10_000
 # Past this share of changed rows, or this many, rewriting the table is cheaper than naming every changed key in a
 # delete (the keys are held in memory as the delete's filter).
 REWRITE_FRACTION = 0.25
@@ -448,7 +456,7 @@ def _written_columns(conn: duckdb.DuckDBPyConnection, select: str) -> list[str]:
 
 def _batches(conn: duckdb.DuckDBPyConnection, select: str) -> Iterator[pa.Table]:
     columns = ", ".join(q(c) for c in _written_columns(conn, select))
-    reader = conn.sql(f"SELECT {columns} FROM ({select})").to_arrow_reader(BATCH_ROWS)
+    reader = conn.sql(f"SELECT {columns} FROM ({select})").to_arrow_reader(READ_ROWS)
     pending: list[pa.RecordBatch] = []
     rows = 0
     for batch in reader:
@@ -462,22 +470,45 @@ def _batches(conn: duckdb.DuckDBPyConnection, select: str) -> Iterator[pa.Table]
 
 
 def _rewrite(conn: duckdb.DuckDBPyConnection, ice: Table, select: str, properties: dict[str, str]) -> int:
-    """Replace the table's rows with the query's, in one snapshot readers see whole."""
+    """Replace the table's rows with the query's, in one snapshot readers see whole. DuckDB writes the data files
+    (streamed within its memory limit, on its own threads) and Iceberg adds them as they are: a whole table never
+    passes through Arrow in this process."""
     from pyiceberg.expressions import AlwaysTrue
 
-    written = 0
-    with ice.transaction() as tx:
-        if _iceberg_rows(ice) > 0:
-            tx.delete(AlwaysTrue(), snapshot_properties=properties)
-        appended = False
-        for batch in _batches(conn, select):
-            tx.append(batch, snapshot_properties=properties)
-            written += batch.num_rows
-            appended = True
-        if not appended:  # an empty table still gets a snapshot that records what it mirrors
-            schema = ice.schema().as_arrow()
-            tx.append(schema.empty_table(), snapshot_properties=properties)
-    return written
+    columns = ", ".join(q(c) for c in _written_columns(conn, select))
+    rows = _count(conn, f"({select})")
+    with tempfile.TemporaryDirectory(prefix="lessonsync-iceberg-", dir=_staging_dir(conn)) as staging:
+        files: list[str] = []
+        if rows:
+            conn.execute(
+                f"COPY (SELECT {columns} FROM ({select})) TO {_sql_string(staging + '/part')} "
+                f"(FORMAT parquet, COMPRESSION zstd, FILE_SIZE_BYTES {_sql_string(DATA_FILE_BYTES)})"
+            )
+            files = [_place(ice, path) for path in sorted(Path(staging, "part").glob("*.parquet"))]
+        with ice.transaction() as tx:
+            if _iceberg_rows(ice) > 0:
+                tx.delete(AlwaysTrue(), snapshot_properties=properties)
+            if files:
+                tx.add_files(files, snapshot_properties=properties, check_duplicate_files=False)
+            else:  # an empty table still gets a snapshot that records what it mirrors
+                tx.append(ice.schema().as_arrow().empty_table(), snapshot_properties=properties)
+    return rows
+
+
+def _staging_dir(conn: duckdb.DuckDBPyConnection) -> str:
+    """DuckDB's own temp directory: where the warehouse already spills, on the disk chosen for it."""
+    temp = Path(str(scalar(conn, "SELECT current_setting('temp_directory')")))
+    temp.mkdir(parents=True, exist_ok=True)
+    return str(temp)
+
+
+def _place(ice: Table, staged: Path) -> str:
+    """Move a data file written locally into the table's data directory (any FileIO: local or object storage)."""
+    target = f"{ice.location().rstrip('/')}/data/{uuid.uuid4()}.parquet"
+    with staged.open("rb") as source, ice.io.new_output(target).create() as sink:
+        shutil.copyfileobj(source, sink, COPY_CHUNK)
+    staged.unlink()
+    return target
 
 
 def _loaded_through(ice: Table) -> datetime | None:
