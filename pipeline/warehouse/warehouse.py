@@ -12,21 +12,21 @@ from typing import Any, Protocol
 import duckdb
 
 from pipeline.contract.tables import TableSpec
-from pipeline.warehouse.connection import (
+from pipeline.warehouse.duck.connection import (
     DEFAULT_LOCK_TIMEOUT,
     DEFAULT_MEMORY_LIMIT,
     ConnectionSettings,
     open_connection,
 )
-from pipeline.warehouse.context import CommitContext, Upsert
-from pipeline.warehouse.iceberg import IcebergMirror, iceberg_location
-from pipeline.warehouse.lake import LAKE_ROW_GROUP_ROWS
-from pipeline.warehouse.lakestore import LocalLake, open_lake
-from pipeline.warehouse.load import Load
-from pipeline.warehouse.recovery import recover
-from pipeline.warehouse.schema import ensure_tables, table_def
-from pipeline.warehouse.state import ensure_state_tables, read_cursor, read_position
-from pipeline.warehouse.upsert import upsert_stage
+from pipeline.warehouse.duck.schema import ensure_tables, table_def
+from pipeline.warehouse.lake.iceberg import IcebergMirror, iceberg_location
+from pipeline.warehouse.lake.lake import LAKE_ROW_GROUP_ROWS
+from pipeline.warehouse.lake.lakestore import LocalLake, open_lake
+from pipeline.warehouse.loading.load import Load
+from pipeline.warehouse.merge.context import CommitContext, Upsert
+from pipeline.warehouse.merge.recovery import recover
+from pipeline.warehouse.merge.state import ensure_state_tables, read_cursor, read_position
+from pipeline.warehouse.merge.upsert import upsert_stage
 
 
 def utc_now() -> datetime:

@@ -21,8 +21,8 @@ import pyarrow.parquet as pq
 
 from pipeline.warehouse import hooks
 from pipeline.warehouse.errors import LakeError
-from pipeline.warehouse.lakestore import LakeStore, open_lake
-from pipeline.warehouse.manifest import PartFile
+from pipeline.warehouse.lake.lakestore import LakeStore, open_lake
+from pipeline.warehouse.lake.manifest import PartFile
 
 __all__ = ["ManifestRef", "PartWriter", "check_parts", "list_manifests", "load_dir", "manifest_name", "read_manifest"]
 

@@ -24,20 +24,20 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from pipeline.warehouse import hooks
-from pipeline.warehouse.apply import apply_load
+from pipeline.warehouse.duck.schema import ensure_tables, table_def
 from pipeline.warehouse.errors import SchemaError
-from pipeline.warehouse.lake import list_manifests, manifest_name
-from pipeline.warehouse.lakestore import LakeStore
-from pipeline.warehouse.links import ChildLinks, resolve_links
-from pipeline.warehouse.manifest import LoadPlan, TableLoad, to_json
-from pipeline.warehouse.recovery import recover
+from pipeline.warehouse.lake.lake import list_manifests, manifest_name
+from pipeline.warehouse.lake.lakestore import LakeStore
+from pipeline.warehouse.lake.manifest import LoadPlan, TableLoad, to_json
+from pipeline.warehouse.loading.links import ChildLinks, resolve_links
+from pipeline.warehouse.merge.apply import apply_load
+from pipeline.warehouse.merge.recovery import recover
+from pipeline.warehouse.merge.state import LOAD_RUNS, applied_loads, ensure_state_tables, next_load_time
 from pipeline.warehouse.results import LoadResult
-from pipeline.warehouse.schema import ensure_tables, table_def
-from pipeline.warehouse.state import LOAD_RUNS, applied_loads, ensure_state_tables, next_load_time
 
 if TYPE_CHECKING:
-    from pipeline.warehouse.early_insert import EarlyFirstLoad
-    from pipeline.warehouse.load import Load
+    from pipeline.warehouse.loading.early_insert import EarlyFirstLoad
+    from pipeline.warehouse.loading.load import Load
 
 
 def commit_load(

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import duckdb
 
-from pipeline.warehouse.arrow_types import q
-from pipeline.warehouse.checks import live_rows
-from pipeline.warehouse.manifest import LoadPlan, TableLoad
+from pipeline.warehouse.duck.arrow_types import q
+from pipeline.warehouse.duck.schema import table_ref
+from pipeline.warehouse.duck.tabledef import DELETED_AT, LAST_LOADED_AT, TableDef
+from pipeline.warehouse.lake.manifest import LoadPlan, TableLoad
+from pipeline.warehouse.merge.checks import live_rows
+from pipeline.warehouse.merge.state import newest_loads
 from pipeline.warehouse.results import TableLoadStats
-from pipeline.warehouse.schema import table_ref
-from pipeline.warehouse.state import newest_loads
-from pipeline.warehouse.tabledef import DELETED_AT, LAST_LOADED_AT, TableDef
 
 
 def repeated_load(

@@ -20,15 +20,15 @@ from datetime import datetime
 
 import duckdb
 
-from pipeline.warehouse.arrow_types import q
-from pipeline.warehouse.catalog import read_table_def
-from pipeline.warehouse.connection import repeats_any, scalar
+from pipeline.warehouse.duck.arrow_types import q
+from pipeline.warehouse.duck.catalog import read_table_def
+from pipeline.warehouse.duck.connection import repeats_any, scalar
+from pipeline.warehouse.duck.ranges import key_ranges, range_bounds
+from pipeline.warehouse.duck.schema import table_ref
+from pipeline.warehouse.duck.tabledef import DELETED_AT, LAST_LOADED_AT, TableDef
 from pipeline.warehouse.errors import SchemaError
-from pipeline.warehouse.ranges import key_ranges, range_bounds
-from pipeline.warehouse.schema import table_ref
-from pipeline.warehouse.staging import value_range
-from pipeline.warehouse.state import LOAD_RUNS, newest_loads
-from pipeline.warehouse.tabledef import DELETED_AT, LAST_LOADED_AT, TableDef
+from pipeline.warehouse.merge.staging import value_range
+from pipeline.warehouse.merge.state import LOAD_RUNS, newest_loads
 
 
 def row_count(conn: duckdb.DuckDBPyConnection, table: str) -> int:

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from pipeline.warehouse.lakestore import LakeStore
-from pipeline.warehouse.staging import Stage
-from pipeline.warehouse.upsert import upsert_stage
+from pipeline.warehouse.lake.lakestore import LakeStore
+from pipeline.warehouse.merge.staging import Stage
+from pipeline.warehouse.merge.upsert import upsert_stage
 
 if TYPE_CHECKING:
-    from pipeline.warehouse.early_insert import EarlyFirstLoad
+    from pipeline.warehouse.loading.early_insert import EarlyFirstLoad
 
 # (connection, classified stage, load time as a SQL literal) -> None: applies the stage to its table
 Upsert = Callable[[duckdb.DuckDBPyConnection, Stage, str], None]

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from pipeline.warehouse.duck.tabledef import TableDef
 from pipeline.warehouse.errors import LakeError
 from pipeline.warehouse.results import TableLoadStats
-from pipeline.warehouse.tabledef import TableDef
 
 FORMAT_VERSION = 1
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from pipeline.warehouse.apply import apply_load
-from pipeline.warehouse.context import CommitContext
 from pipeline.warehouse.errors import LakeError
-from pipeline.warehouse.lake import list_manifests, read_manifest
-from pipeline.warehouse.manifest import LoadOutcome, LoadPlan, from_json
-from pipeline.warehouse.state import applied_loads
+from pipeline.warehouse.lake.lake import list_manifests, read_manifest
+from pipeline.warehouse.lake.manifest import LoadOutcome, LoadPlan, from_json
+from pipeline.warehouse.merge.apply import apply_load
+from pipeline.warehouse.merge.context import CommitContext
+from pipeline.warehouse.merge.state import applied_loads
 
 log = logging.getLogger(__name__)
 
