@@ -25,11 +25,11 @@ from pipeline.warehouse.loading.batches import conform_batch
 from pipeline.warehouse.loading.commit import commit_load
 from pipeline.warehouse.loading.content import ContentDigest
 from pipeline.warehouse.loading.links import ChildLinks
+from pipeline.warehouse.loading.protocols import LoadTarget
 from pipeline.warehouse.results import LoadResult
 
 if TYPE_CHECKING:
     from pipeline.warehouse.loading.early_insert import EarlyFirstLoad
-    from pipeline.warehouse.warehouse import Warehouse
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
@@ -38,7 +38,7 @@ class Load:
     """Created by Warehouse.load(); see its docstring."""
 
     def __init__(
-        self, warehouse: Warehouse, stream: str, run_id: str, started_at: datetime, part_rows: int | None = None
+        self, warehouse: LoadTarget, stream: str, run_id: str, started_at: datetime, part_rows: int | None = None
     ) -> None:
         check_identifier(stream, "stream")
         if not _RUN_ID.match(run_id):
