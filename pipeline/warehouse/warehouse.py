@@ -60,7 +60,7 @@ class Warehouse:
         table_mirror: IcebergMirror | None = None,
     ) -> None:
         self.path = Path(path)
-        self.lake = open_lake(lake_dir)  # a local directory or s3://bucket/prefix (lakestore.py)
+        self.lake = open_lake(lake_dir)  # a local directory or s3://bucket/prefix (lake/lakestore.py)
         self.lake_dir = self.lake.root if isinstance(self.lake, LocalLake) else self.lake.location
         self.connection_settings = ConnectionSettings(memory_limit, temp_directory, threads, lock_timeout)
         self.upsert = upsert  # how a staged table is applied; only bench/upsert_options.py passes another
@@ -68,7 +68,7 @@ class Warehouse:
         self.row_group_rows = row_group_rows
         self.clock = clock
         self._shared: duckdb.DuckDBPyConnection | None = None  # set within one_connection()
-        # Iceberg tables kept equal to this warehouse after each commit (iceberg.py); None: no mirror
+        # Iceberg tables kept equal to this warehouse after each commit (lake/iceberg.py); None: no mirror
         self.table_mirror = table_mirror
 
     @classmethod
@@ -108,8 +108,8 @@ class Warehouse:
         start and closed at the end: a step's consecutive look-ups (tables, cursor, window plan) open the file
         once instead of once each (~50 ms per open at scale large). Hold it only around DuckDB work, never
         around a fetch: the file stays locked for as long as the block runs (the one exception: a first load
-        inserted while it is fetched, early_insert.py, which is DuckDB work all along). A read-only request getting the
-        read-write connection is what connection._connect does anyway when this process writes the file."""
+        inserted while it is fetched, loading/early_insert.py, which is DuckDB work all along). A read-only request
+        getting the read-write connection is what connection._connect does anyway when this process writes the file."""
         if self._shared is not None:  # nested: the outer block's connection
             yield self._shared
             return

@@ -132,7 +132,7 @@ class PartWriter:
 
     def write(self, batch: pa.RecordBatch) -> None:
         """Row groups hold exactly `row_group_rows` rows (a batch is sliced at the boundary, without a copy), so a
-        part of whole DuckDB row groups inserts into whole row groups (early_insert.py)."""
+        part of whole DuckDB row groups inserts into whole row groups (loading/early_insert.py)."""
         while batch.num_rows:
             piece = batch.slice(0, self.row_group_rows - self._buffered)
             batch = batch.slice(piece.num_rows)

@@ -55,7 +55,7 @@ class Load:
         self.load_id = f"{run_id}-{stream}-{secrets.token_hex(4)}"
         self._specs: dict[str, TableSpec] = {}
         self._writers: dict[str, PartWriter] = {}
-        self._contents: dict[str, ContentDigest] = {}  # snapshot tables only (repeats.py)
+        self._contents: dict[str, ContentDigest] = {}  # snapshot tables only (merge/repeats.py)
         self._state = "open"
 
     def __enter__(self) -> Load:

@@ -94,8 +94,8 @@ def _stage_tables(
 ) -> tuple[dict[str, TableLoadStats], dict[str, Stage]]:
     """Append tables are inserted at once; the others are staged (deduped and classified) for upsert, except
     a first load into an empty table, inserted at once too (upsert.insert_first_load, or finished where it went in
-    early: early_insert.py) unless a parent row of it is stale in this load (then its children must be told apart
-    first)."""
+    early: loading/early_insert.py) unless a parent row of it is stale in this load (then its children must be
+    told apart first)."""
     stats: dict[str, TableLoadStats] = {}
     stages: dict[str, Stage] = {}
     for load in parents_first(plan.tables):

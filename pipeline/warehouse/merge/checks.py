@@ -3,7 +3,7 @@ one-liner (`passed=duplicate_keys(conn, "answers") == 0`). Rows marked deleted a
 function says otherwise.
 
 Cost: a check must not cost more than the load it follows.
-- Keys: the tables declare no PRIMARY KEY (schema.py says why); a load keeps one row per key, and
+- Keys: the tables declare no PRIMARY KEY (duck/schema.py says why); a load keeps one row per key, and
   `duplicate_keys(..., touched_since=T)` looks at the keys of the rows a load wrote at or after T (any key a
   load duplicated is among them), matched against the table within their range of the first key column.
   Without `touched_since`, or when the load touched more than `max_touched` rows or half the table, every row is

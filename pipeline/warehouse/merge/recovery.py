@@ -1,6 +1,6 @@
 """Keeping the warehouse in step with the lake's manifests.
 
-Commit order (load.py): apply the load inside a DuckDB transaction, write the manifest (the commit point),
+Commit order (loading/load.py): apply the load inside a DuckDB transaction, write the manifest (the commit point),
 then COMMIT DuckDB. A crash between the last two leaves a manifest the warehouse lacks; the next writer
 replays it from the lake before doing anything else (roll-forward), so after recovery the warehouse holds
 exactly the loads the lake lists. Replays run the same code as live commits and must give the counts the
