@@ -15,8 +15,8 @@ SCALED = (
     "bench.sync_bench",
     "bench.analytics_bench",
     "bench.compare_bench",
-)  # compare_bench: side by side with dlt and the ceiling, then scaling (issue 7)
-# latency_bench: its own configuration (scale medium, 40 ms a request), LessonSync beside the ceiling (issue 15)
+)  # compare_bench: side by side with dlt and the ceiling, then scaling
+# latency_bench: its own configuration (scale medium, 40 ms a request), LessonSync beside the ceiling
 UNSCALED = ("bench.upsert_options", "bench.webhook_bench", "bench.latency_bench")
 # the nightly runs (no-change, 1%-change) as over a network: latency_bench's configuration, each beside its floor
 LATENCY_BOUND = [["bench.sync_bench", "--scale", "medium", "--latency-ms", "40", "--page-size", "100"]]
@@ -25,7 +25,7 @@ LATENCY_BOUND = [["bench.sync_bench", "--scale", "medium", "--latency-ms", "40",
 def main() -> int:
     scale = os.environ.get("BENCH_SCALE", "large")
     runs = [[module, "--scale", scale] for module in SCALED] + [[module] for module in UNSCALED] + LATENCY_BOUND
-    # peak memory per run kind at every scale: the other scales' sync_bench runs, BENCH_SCALE's reused (issue 15)
+    # peak memory per run kind at every scale: the other scales' sync_bench runs, BENCH_SCALE's reused
     runs.append(["bench.memory_by_scale", "--reuse"])
     if os.environ.get("BENCH_REPEAT"):  # rounds of the side-by-side comparison (default 3)
         runs[SCALED.index("bench.compare_bench")] += ["--repeat", os.environ["BENCH_REPEAT"]]

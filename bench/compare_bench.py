@@ -1,4 +1,4 @@
-"""Side-by-side benchmark (issue 7, not a test): LessonSync, the bare-download ceiling and dlt's REST API
+"""Side-by-side benchmark (not a test): LessonSync, the bare-download ceiling and dlt's REST API
 source on the same work, the same simulator and the same machine, with every result checked for exactness
 against the simulator's ground truth; and LessonSync's full sync across scales. Writes
 bench/results/compare_<scale>.json, bench/results/scaling.json, the generated section of docs/BENCHMARKS.md
@@ -52,6 +52,7 @@ LATENCY_MS = 5.0
 PAGE_SIZE = 1000
 CONCURRENCY = 8
 DLT_CONFIGS = ("default", "tuned")
+KINDS = ("no_change", "one_percent")
 
 
 # ---------------------------------------------------------------- children
@@ -578,81 +579,64 @@ def _exact(run: dict[str, Any]) -> str:
     return "**NOT equal**: " + "; ".join(parts)
 
 
-LABELS = {
+SIDES = {
     "ceiling": "ceiling (bare httpx, LessonSync's URLs)",
-    "lessonsync_full": "**LessonSync** full sync",
-    "dlt_default_full": "dlt rest_api, defaults, full",
-    "dlt_tuned_full": "dlt rest_api, tuned, full",
-    "lessonsync_no_change": "**LessonSync** no change",
-    "dlt_tuned_no_change": "dlt tuned, no change",
-    "lessonsync_one_percent": "**LessonSync** 1% change",
-    "dlt_tuned_one_percent": "dlt tuned, 1% change",
+    "lessonsync": "**LessonSync**",
+    "dlt_default": "dlt rest_api, defaults",
+    "dlt_tuned": "dlt rest_api, tuned",
 }
 
 
-def compare_markdown(result: dict[str, Any]) -> list[str]:
-    m, scale = result["median"], result["scale"]
-    counts = result["rounds"][0]["counts"]
-    rounds = f"{result['repeat']} round" + ("s" if result["repeat"] != 1 else "")
+def _seconds(run: dict[str, Any] | None) -> str:
+    if run is None:
+        return "–"
+    return "FAILED" if "error" in run else f"{run['run_seconds']:,.1f}"
+
+
+def compare_markdown(results: list[dict[str, Any]]) -> list[str]:
+    """One row per scale and side: the full sync, then the no-change and 1%-change syncs beside it."""
     lines = [
-        f"### Side by side at scale {scale} (`python -m bench.compare_bench --scale {scale} --repeat "
-        f"{result['repeat']}`)",
-        "",
-        f"Simulator: seed 42, scale {scale} ({_n(counts['active_lessons'])} active lessons, "
-        f"{_n(counts['answers'])} answers, {_n(counts['lessons'])} lessons), {result['latency_ms']:g} ms latency "
-        f"per request, loopback. Run {result['started']} to {result.get('finished', '?')} UTC; "
-        + (f"medians of {rounds} (every time in the JSON)." if result["repeat"] > 1 else "one round.")
-        + "".join(
-            f" dlt {config} was not run at this scale (`--dlt-configs`)."
-            for config in DLT_CONFIGS
-            if f"dlt_{config}_full" not in m
-        ),
-        "",
-        "| side | wall s | rounds s | rows fetched (active lessons / answers / results) | answers step s | "
-        "answer rows/s | requests | peak RSS (process / tree) | exact vs ground truth |",
+        "| scale | side | full s | answer rows/s | requests | peak RSS (process / tree) | exact (full) | "
+        "no change s | 1% change s |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for name, label in LABELS.items():
-        run = m.get(name)
-        if run is None:
-            continue
-        if "error" in run:
+    for result in results:
+        m, scale = result["median"], result["scale"]
+        for side, label in SIDES.items():
+            run = m.get(side if side == "ceiling" else f"{side}_full")
+            if run is None:
+                continue
+            if "error" in run:
+                error = run["error"].splitlines()[-1][:160] if run["error"] else ""
+                lines.append(f"| {scale} | {label} | FAILED | | | {_mib(run['peak_rss_mib'])} | {error} | | |")
+                continue
+            answers_s = run.get("stream_seconds", {}).get("answers")
+            rows = run.get("rows") or m["lessonsync_full"].get("rows", {})
+            rate = rows.get("answers", 0) / answers_s if answers_s and rows.get("answers") else None
+            tree = run.get("tree_peak_rss_mib")
+            peak = _mib(run["peak_rss_mib"]) + (f" / {_mib(tree)}" if tree else "")
+            exact = "downloads only" if side == "ceiling" else _exact(run)
+            later = ["–", "–"] if side == "ceiling" else [_seconds(m.get(f"{side}_{k}")) for k in KINDS]
             lines.append(
-                f"| {label} | FAILED after {run['process_seconds']} s | | | | | | {_mib(run['peak_rss_mib'])} | "
-                f"{run['error'].splitlines()[-1][:160] if run['error'] else ''} |"
+                f"| {scale} | {label} | {run['run_seconds']:,.1f} | {_n(round(rate)) if rate else '–'} | "
+                f"{_n(run.get('requests'))} | {peak} | {exact} | {' | '.join(later)} |"
             )
-            continue
-        answers_s = run.get("stream_seconds", {}).get("answers")
-        rows = run.get("rows") or m["lessonsync_full"].get("rows", {})
-        fetched = (
-            "same pages"
-            if name == "ceiling"
-            else " / ".join(_n(rows.get(t, 0)) for t in ("active_lessons", "answers", "answer_results"))
-        )
-        rate = rows.get("answers", 0) / answers_s if answers_s and rows.get("answers") else None
-        tree = run.get("tree_peak_rss_mib")
-        peak = _mib(run["peak_rss_mib"]) + (f" / {_mib(tree)}" if tree else "")
+    lines.append("")
+    for result in results:
+        r, counts = result.get("ratios", {}), result["rounds"][0]["counts"]
+        rounds = f"median of {result['repeat']} rounds" if result["repeat"] > 1 else "one round"
+        parts = []
+        if "lessonsync_share_of_ceiling_answers" in r:
+            parts.append(f"**{r['lessonsync_share_of_ceiling_answers']:.0%}** of the ceiling's speed")
+        parts += [
+            f"**{r[key]:.2f}×** dlt {config}'s"
+            for config in DLT_CONFIGS
+            if (key := f"lessonsync_over_dlt_{config}_answers_rows_per_s") in r
+        ]
         lines.append(
-            f"| {label} | {run['run_seconds']:,.1f} | {', '.join(f'{s:g}' for s in run['all_seconds'])} | "
-            f"{fetched} | {_n(answers_s)} | {_n(round(rate)) if rate else '–'} | {_n(run.get('requests'))} | "
-            f"{peak} | {_exact(run) if name != 'ceiling' else 'downloads only'} |"
+            f"- {result['scale']} ({_n(counts['answers'])} answers; {result['started'][:10]}, {rounds}): "
+            f"LessonSync's answer rows/s are {', '.join(parts) or 'not compared'}."
         )
-    r = result.get("ratios", {})
-    lines += ["", "Ratios, from the medians of this run:", ""]
-    if "lessonsync_share_of_ceiling_answers" in r:
-        lines.append(
-            f"- LessonSync / ceiling: **{r['lessonsync_share_of_ceiling_answers']:.0%}** of the ceiling's "
-            f"speed on the answers stream (ceiling download time / LessonSync's answers step time), "
-            f"{r['lessonsync_share_of_ceiling_end_to_end']:.0%} end to end (both streams; LessonSync's "
-            "run includes Dagster, the warehouse loads and the checks)."
-        )
-    for config in DLT_CONFIGS:
-        key = f"lessonsync_over_dlt_{config}_answers_rows_per_s"
-        if key in r:
-            lines.append(
-                f"- LessonSync / dlt {config}: **{r[key]:.2f}×** dlt's answer rows/s on the answers stream "
-                f"(rows each side loaded), {r[f'lessonsync_over_dlt_{config}_end_to_end']:.2f}× end to end."
-            )
     return lines
 
 
@@ -689,106 +673,15 @@ def scaling_markdown(result: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _missed(run: dict[str, Any]) -> str | None:
-    tables = run.get("exactness", {}).get("tables", {})
-    answers, results = tables.get("answers"), tables.get("answer_results")
-    if not answers or run["exactness"].get("equal"):
-        return None
-    if not (answers["missing"] or results["missing"]):
-        return _exact(run).replace("**", "")
-    return (
-        f"{_n(answers['missing'])} of {_n(answers['expected_rows'])} answers "
-        f"({answers['missing'] / max(answers['expected_rows'], 1):.0%}) and {_n(results['missing'])} of "
-        f"{_n(results['expected_rows'])} answer results missing"
-    )
-
-
-def findings(compare_results: list[dict[str, Any]], scaling_result: dict[str, Any] | None) -> list[str]:
-    lines = ["### Findings", ""]
-    for result in compare_results:
-        m, r, scale = result["median"], result.get("ratios", {}), result["scale"]
-        mine = m.get("lessonsync_full", {})
-        if "error" in mine:
-            lines.append(f"- Scale {scale}: LessonSync's full sync FAILED: {mine['error'].splitlines()[-1:]}")
-            continue
-        exact = [name for name, run in m.items() if name.startswith("lessonsync") and "exactness" in run]
-        verdict = (
-            "equal to the ground truth in every round"
-            if all(run.get("exact_every_round") for name, run in m.items() if name in exact)
-            else "NOT always exact"
-        )
-        lines.append(
-            f"- Scale {scale}: LessonSync's warehouse is {verdict} (checked: "
-            f"{', '.join(n.replace('lessonsync_', '') for n in exact)})."
-        )
-        share = r.get("lessonsync_share_of_ceiling_answers")
-        if share is not None:
-            lines.append(
-                f"- Scale {scale}: LessonSync runs the answers stream at {share:.0%} of the ceiling (aim "
-                f"≥ 80%: **{'met' if share >= 0.8 else 'missed'}**); the gap is the client's CPU per "
-                "record plus the warehouse load, which the bare loop does not do."
-            )
-        for config in DLT_CONFIGS:
-            key = f"lessonsync_over_dlt_{config}_answers_rows_per_s"
-            if key in r:
-                lines.append(
-                    f"- Scale {scale}: LessonSync / dlt {config} on the answers stream: {r[key]:.2f}× "
-                    f"(aim ≥ 3×: **{'met' if r[key] >= 3 else 'missed'}**)."
-                )
-            run = m.get(f"dlt_{config}_full")
-            if run and "error" not in run:
-                missed = _missed(run)
-                lines.append(
-                    f"- Scale {scale}: dlt {config}: "
-                    + (f"**{missed}**." if missed else "complete and equal to the ground truth.")
-                    + f" Peak RSS {_mib(run['peak_rss_mib'])} (tree {_mib(run['tree_peak_rss_mib'])}); "
-                    f"answers run: extract {run['step_seconds']['answers'].get('extract')} s, normalize "
-                    f"{run['step_seconds']['answers'].get('normalize')} s, load "
-                    f"{run['step_seconds']['answers'].get('load')} s."
-                )
-        for kind in ("no_change", "one_percent"):
-            ours, theirs = m.get(f"lessonsync_{kind}"), m.get(f"dlt_tuned_{kind}")
-            if ours and theirs and "error" not in ours and "error" not in theirs:
-                lines.append(
-                    f"- Scale {scale}, {kind.replace('_', '-')} run: LessonSync {ours['run_seconds']} s "
-                    f"({_n(ours['requests'])} requests), tuned dlt {theirs['run_seconds']} s "
-                    f"({_n(theirs['requests'])} requests: one answers listing per lesson of the catalogue, "
-                    "whatever changed)."
-                )
-    runs = [
-        (s, scaling_result["scales"][s])
-        for s in SCALES
-        if scaling_result and s in scaling_result.get("scales", {}) and "error" not in scaling_result["scales"][s]
-    ]
-    if len(runs) > 1:
-        per_answer = [r["run_seconds"] / r["rows"]["answers"] * 1e6 for _, r in runs]
-        rss = [r["peak_rss_mib"] for _, r in runs]
-        lines.append(
-            f"- Scaling ({', '.join(s for s, _ in runs)}): peak RSS {_mib(min(rss))} to {_mib(max(rss))} "
-            f"while answers grow {runs[-1][1]['rows']['answers'] / runs[0][1]['rows']['answers']:,.0f}×; "
-            f"time per answer {per_answer[-1]:.0f} µs at {runs[-1][0]} (fixed costs of the run dominate "
-            "the small scales)."
-        )
-    lines += [
-        "- Why dlt misses answers (nothing here is worked around): (1) the API returns bare arrays, so dlt's "
-        "page-number paginator has no total and stops at the first empty page; answer listings page on "
-        "active-lesson records and a page whose active lessons are all started-but-unanswered is empty while "
-        "later pages are not (the spec allows it; LessonSync pages until the known number of active lessons is "
-        "covered). (2) Without `parallelized` (dlt's default) the answers resource loses further rows on lessons "
-        "whose pages are all non-empty: probed at scale tiny with pageSize 10, sequential 1,502 of 2,330 answers, "
-        "parallelized 2,136 (the 194 missing there are one lesson whose first page is empty); dlt-hub/dlt#2429 "
-        "reports the same family (a dependent resource's incremental value carried from one parent to the next).",
-    ]
-    tuned = [result["median"].get("dlt_tuned_full", {}) for result in compare_results]
-    if tuned and all(run.get("exactness", {}).get("equal") for run in tuned):
-        lines.append(
-            "- Tuned dlt is exact here only because a page of 1,000 active lessons covers each lesson's whole answer "
-            "listing at these scales (about 170, 330 and 500 active lessons per lesson at small, medium and large); "
-            "a lesson with more active lessons than a page, and an unanswered stretch as wide as a page, would lose "
-            "rows the same way. dlt also needs the lesson id percent-encoded by hand (a `map` step): it puts "
-            "resolved values into the path as they are, and the catalogue's `lesson/α β?#/` fails the whole run."
-        )
-    return lines
+WHY_DLT_MISSES = [
+    "- Why dlt misses answers (nothing here is worked around; bench/dlt_side.py): the API returns bare arrays, "
+    "so dlt's page-number paginator stops at the first empty page, and an answer listing pages on active-lesson "
+    "records, so a page can be empty while later ones are not; without `parallelized` (dlt's default) the "
+    "dependent resource also carries its incremental value from one lesson to the next (dlt-hub/dlt#2429).",
+    "- Tuned dlt is exact here only because a page of 1,000 active lessons covers each lesson's whole answer "
+    "listing at these scales; dlt cannot plan answer requests from the active lessons that changed, so its "
+    "incremental runs list every lesson's answers.",
+]
 
 
 def render_section(compare_results: list[dict[str, Any]], scaling_result: dict[str, Any] | None) -> str:
@@ -797,56 +690,25 @@ def render_section(compare_results: list[dict[str, Any]], scaling_result: dict[s
     lines = [
         START,
         "",
-        "## Side by side with dlt and the ceiling: `make bench` / `python -m bench.compare_bench`",
+        "## Beside dlt and the ceiling: `python -m bench.compare_bench`",
         "",
         "_Generated by `bench/compare_bench.py` from `bench/results/compare_<scale>.json` and "
-        "`bench/results/scaling.json`; regenerating replaces only this section._",
+        "`bench/results/scaling.json`; regenerating replaces only this section. The method and dlt's two "
+        "configurations: the docstrings of `bench/compare_bench.py` and `bench/dlt_side.py`._",
         "",
-        f"Machine: {mach['cpus']} cores ({mach['cpu_model']}), {mach['memory_gib']} GiB RAM, {mach['os']}; "
-        f"Python {mach['python']}, Dagster {mach['dagster']}, DuckDB {mach['duckdb']}, dlt {mach['dlt']}, "
-        f"httpx {mach['httpx']}. Load average at the start: "
-        f"{', '.join(f'{x:.1f}' for x in mach['load_average'])} (the machine is shared; measured runs hold "
-        "`/tmp/lessonsync-bench.lock`).",
-        "",
-        "**Method.** One round starts a fresh simulator (seed 42, 5 ms per request) and runs, each in its "
-        "own child process: LessonSync's full sync of the progress assets (`--select group:progress`: "
-        "active lessons, answers, answer results, with their checks; page size 1000, concurrency 8) into a "
-        "fresh warehouse, recording every URL it fetches; the **ceiling**, a bare httpx loop with the same "
-        "concurrency that only downloads exactly those URLs; dlt's `rest_api` source with its defaults and "
-        "tuned, each into a fresh DuckDB dataset; then LessonSync and tuned dlt again with nothing changed, "
-        "then after `POST /_sim/advance?hours=24` (about 1% of active lessons change). Wall time is the "
-        "sync itself (imports excluded); peak RSS is the child's own from the OS (`os.wait4`), and the "
-        "sampled peak of its whole process tree (dlt's normalize workers are processes). **Exactness**: "
-        "after the full and the 1%-change syncs, every side's tables are compared with the simulator's "
-        "ground truth: row count, missing / unexpected / different keys and an order-independent checksum "
-        "of every data field (`bench/exactness.py`, in DuckDB). Rows/s on the answers stream = answers "
-        "fetched / time of the answers step (LessonSync: the `lms/answers` asset, fetch and load; dlt: its "
-        "answers pipeline run, extract + normalize + load; ceiling: the download of the answer pages).",
-        "",
-        "**dlt configurations** (`bench/dlt_side.py`, dlt's docs: REST API source, performance guide). Both: "
-        "bearer token from `POST /v1/token`; page-number paginator (`pageNumber` from 1, no total: the API "
-        "returns bare arrays, so it stops at the first empty page); `write_disposition: merge` on the natural "
-        "keys (active lesson: owner, user, lesson; answer: active lesson, quiz type, attempt, question; "
-        "results are dlt's nested table `answers__results`); active lessons incremental on `lastDate` via "
-        "`updatedSince`; answers as a dependent resource of the lesson catalogue (`GET /v1/lessons`, not "
-        "loaded) → `GET /v1/lessons/{id}/answers?includeArchived=true&includeEntryQuiz=true&updatedSince="
-        "{incremental.start_value}`, one listing per lesson, the complete plan with the fewest listings dlt "
-        "can express (it cannot plan from the active lessons that changed); the lesson id percent-encoded by "
-        "a `map` step (dlt puts resolved values into the path as they are, and lesson `lesson/α β?#/` is a "
-        "404 that fails the whole run otherwise). *Default*: nothing else (server page size 100, answers "
-        "resource not parallelized, 5 extract workers, 1 normalize worker, `insert_values` files). *Tuned*: "
-        "`pageSize=1000`, answers resource `parallelized: true` with `EXTRACT__WORKERS=8`, "
-        "`NORMALIZE__WORKERS=2`, `DATA_WRITER__BUFFER_MAX_ITEMS=50000`, extract files of at most 200,000 "
-        "items (so both normalize workers get work), `loader_file_format=parquet`. dlt's defaults run only at "
-        "tiny and small unless asked (`--dlt-configs`): their peak RSS was 6.9 GiB at small, and they were not "
-        "tried at larger scales on this shared 24 GiB machine.",
+        f"Machine: {mach['cpus']} cores ({mach['cpu_model']}), {mach['memory_gib']} GiB RAM; Python "
+        f"{mach['python']}, Dagster {mach['dagster']}, DuckDB {mach['duckdb']}, dlt {mach['dlt']}, httpx "
+        f"{mach['httpx']}; load average at the start {', '.join(f'{x:.1f}' for x in mach['load_average'])}. "
+        f"The progress assets (`--select {SELECT}`), {LATENCY_MS:g} ms a request, page size {PAGE_SIZE}, "
+        f"concurrency {CONCURRENCY}; answer rows/s = answers loaded / the answers step's seconds.",
         "",
     ]
-    for result in compare_results:
-        lines += compare_markdown(result) + [""]
+    if compare_results:
+        lines += compare_markdown(compare_results) + [""]
     if scaling_result and scaling_result.get("scales"):
         lines += scaling_markdown(scaling_result) + [""]
-    lines += findings(compare_results, scaling_result) + [""]
+    if compare_results:
+        lines += WHY_DLT_MISSES + [""]
     lines.append(END)
     return "\n".join(lines)
 

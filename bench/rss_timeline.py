@@ -1,4 +1,4 @@
-"""Where a sync's memory goes (issue 15: peak RSS <= 600 MiB), not a test: the sync child of bench/sync_bench.py
+"""Where a sync's memory goes (the aim: peak RSS <= 600 MiB), not a test: the sync child of bench/sync_bench.py
 samples itself every 0.2 s (its own VmRSS, the summed RSS of its whole process tree, Arrow's pool, glibc's heap in
 use and free) and marks named points: Dagster's step starts and ends, and entry/exit of the functions in MARKED
 (the fetch's end, the flush, the commit, the checks). The report says what was running, and what was resident,
@@ -226,7 +226,7 @@ PROBE_ENV = "LESSONSYNC_BENCH_PROBE"  # diagnosis only: a file to write tracemal
 
 
 class _Probe:
-    """Diagnosis (issue 15), opt-in: every EVERY_S seconds, counts of gc-tracked objects by type (a few named ones
+    """Diagnosis, opt-in: every EVERY_S seconds, counts of gc-tracked objects by type (a few named ones
     always shown), what each PartWriter buffers and each asyncio.Queue holds (data and the root buffers it keeps
     alive), and unless LESSONSYNC_BENCH_PROBE_TRACE=0 a tracemalloc snapshot diffed against the previous one by
     traceback; written to the file PROBE_ENV names. It slows the sync: gc.get_objects() stops every thread for

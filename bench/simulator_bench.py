@@ -3,7 +3,7 @@
 Starts `python -m simulator` in a SUBPROCESS on loopback, then sweeps with pageSize 1000 and a few
 concurrent clients: /v1/active-lessons (pages/s, records/s), then /v1/lessons/{id}/answers with
 includeArchived and includeEntryQuiz for every lesson (answer rows/s). Peak RSS of the server is sampled
-with psutil. Aims (issue 2): >= 100,000 answer rows/s on one core; peak RSS < 1.5 GiB at scale large.
+with psutil. Aims: >= 100,000 answer rows/s on one core; peak RSS < 1.5 GiB at scale large.
 
     .venv/bin/python bench/simulator_bench.py --scale large
 """

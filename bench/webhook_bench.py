@@ -1,4 +1,4 @@
-"""Load benchmark of the certificate webhook receiver (issue 5): deliveries/s and p50/p99 latency with
+"""Load benchmark of the certificate webhook receiver: deliveries/s and p50/p99 latency with
 64 concurrent senders on loopback, the receiver in its own process, then a check that every delivery
 answered 2xx is in the inbox (none lost, none stored twice).
 

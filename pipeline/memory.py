@@ -1,24 +1,13 @@
 """The allocators of a sync run's process, set once when the raw sync starts (pipeline/raw/runner.py enters
-`sync_process_memory` in the run's own process, before its fetch threads start: under `dagster dev` or the daemon
-that is the run worker the launcher started, for `lessonsync sync` the CLI's process).
+`sync_process_memory` in the run's own process, before its fetch threads start).
 
-At a commit's peak DuckDB's own allocator holds its memory_limit and the rest is the process: the imports,
-glibc's heap and what the fetch left behind (bench/rss_timeline.py shows which). glibc gives every thread that
-allocates an arena of its own (up to 8 per core) and raises its mmap threshold after the first large free, so
-later page-sized buffers land in the heaps and stay there. `M_ARENA_MAX` 2 and a fixed `M_MMAP_THRESHOLD` (which
-also fixes the trim threshold) keep the free space small and let big buffers go back to the OS when freed.
-
-The `MALLOC_ARENA_MAX` / `MALLOC_MMAP_THRESHOLD_` environment variables would have to be set before the process
-starts (the daemon's, the code server's, every launcher's environment); mallopt works wherever the run executes.
-`mallopt(M_ARENA_MAX)` binds arenas created after it, so it is applied before the run's threads start.
-
-Arrow's pool is left as the wheel has it (mimalloc): `pa.set_memory_pool` changes only the pool pyarrow's Python
-calls use, while the Parquet writer keeps C++'s default, so switching at run time would split Arrow's memory
-over two allocators and leave the `release_unused()` calls of the writers releasing the wrong one. Only
-`ARROW_DEFAULT_MEMORY_POOL=system` in the process's environment moves all of it; a deployment may set it. How
-mimalloc returns memory is set where pyarrow has not loaded yet, in `pipeline/__init__.py`.
-
-pandas stays out of a sync process and its decode workers (`keep_pandas_out`).
+glibc gives every allocating thread an arena of its own and raises its mmap threshold after the first large free,
+so later page-sized buffers stay in its heaps: `M_ARENA_MAX` 2 and a fixed `M_MMAP_THRESHOLD` keep the free space
+small and hand big buffers back to the OS. mallopt, unlike the `MALLOC_*` variables, works wherever the run
+executes (daemon, code server, CLI) and binds only arenas created after it, hence before the threads start.
+Arrow's pool stays the wheel's mimalloc (switching it at run time would split Arrow's memory over two allocators;
+how mimalloc returns memory is set in `pipeline/__init__.py`), and pandas stays out of a sync process and its
+decode workers (`keep_pandas_out`). Why, and what it saves: docs/warehouse.md, "The process around DuckDB".
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ class TokenService:
         self._refresh: dict[str, float] = {}  # refresh token -> wall-clock expiry
         self._lock = threading.Lock()
         # Tokens already verified -> their wall-clock expiry: a valid JWT is decoded once, not per request
-        # (PyJWT was ~12% of a small request's CPU). Expiry is still checked on every request.
+        # (PyJWT costs ~12% of a small request's CPU). Expiry is still checked on every request.
         self._verified: dict[str, float] = {}
         self.issued = 0
         self.refreshed = 0

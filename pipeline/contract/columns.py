@@ -1,23 +1,15 @@
-"""Model -> Arrow columns, derived generically from the pydantic models so the warehouse contract follows
-the spec and never drifts from it.
+"""Model -> Arrow columns, derived from the pydantic models so the warehouse contract follows the spec and never
+drifts from it.
 
-Type mapping: str and enumerations -> string; Number -> float64 (the spec has one numeric type, double);
-bool -> bool; date-time -> timestamp[us, UTC] (a date-time without offset is taken as UTC); a nested
-object -> its fields flattened with the parent name as prefix; list of strings -> list<string>; list of
-objects -> JSON text (field metadata {b"json": b"1"}); anything else -> JSON text.
-
-A union of a number and a string (AnswerResult.value) becomes two columns, `<name>_number` (float64) and
-`<name>_text` (string): at most one is set, so the JSON type survives the round trip and numeric answers
-stay numeric for analysts.
-
-Unknown fields go to one JSON text column `extra`, keyed by their dotted API path (`stats.newField`),
-null when a record has none. Extras inside list-of-object JSON columns stay inside that JSON; extras of
-child records go to the child table's `extra`.
+Types: str and enumerations -> string; Number -> float64; bool -> bool; date-time -> timestamp[us, UTC] (without
+an offset: UTC); a nested object -> its fields flattened under the parent's name; a list of strings ->
+list<string>; anything else, lists of objects too -> JSON text. A number-or-string union (AnswerResult.value)
+becomes `<name>_number` and `<name>_text`, at most one set, so numeric answers stay numeric. Unknown fields go to
+one JSON column `extra`, keyed by their dotted API path (docs/design.md, "Columns from the models").
 
 `leaves` says what the columns are (the table declarations read it); `ModelColumns` builds them from validated
-dicts (pipeline/source/decoding.py), every "arrow" leaf in one `pa.array(dicts, type=struct)` call, the others in
-a Python pass; the fast decoder (pipeline/source/fast_decoding.py) builds the same arrays another way and is
-tested against this one.
+dicts (pipeline/source/decoding.py); the fast decoder (pipeline/source/fast_decoding.py) builds the same arrays
+another way and is tested against this one.
 """
 
 from __future__ import annotations

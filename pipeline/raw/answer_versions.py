@@ -1,26 +1,15 @@
-"""Which active-lesson versions the warehouse holds the answers of, so an incremental run asks only for
-the answers of active lessons whose version changed.
+"""Which active-lesson versions the warehouse holds the answers of, so an incremental run asks only for the answers
+of active lessons whose version changed.
 
-Why an active lesson's version says when its answers may have changed: the answer listings take
-`updatedSince` but filter by ACTIVE-LESSON record ("a page covers pageSize active-lesson records" whose
-lastDate is at or after updatedSince), so incremental sync can only ever see an answer change through
-its active lesson's lastDate. If the active lesson (owner, user, lesson) still has the lastDate whose
-answers we fetched, an updatedSince listing would return nothing new for it: asking again is waste.
+Answer listings filter by active-lesson record (`updatedSince` against its lastDate), so an answer change is only
+ever visible through its active lesson's lastDate: while the stored version equals it, asking again returns
+nothing new. `lms.answers_synced_versions` (owner_id, user_id, lesson_id -> last_date) holds the lastDate each
+active lesson had when its answers were planned; it is one more table of the answers load, so it commits with them
+and `lessonsync rebuild` restores it (docs/design.md, "Answer versions").
 
-State: `lms.answers_synced_versions` (owner_id, user_id, lesson_id -> last_date), one row per active
-lesson whose answers were fetched, with the lastDate the warehouse's active lesson had when the answers
-were PLANNED (the answers were fetched later, so they are at least that new). It is written as one more
-table of the answers load, through the warehouse's generic load (lake part, manifest, upsert), so it
-commits in the same DuckDB transaction as the answers and `lessonsync rebuild` restores it from the lake
-(why a failed, killed or incomplete run then loses nothing: docs/design.md, "Answer versions").
-
-Modes (Settings.answers_refetch, LESSONSYNC_ANSWERS_REFETCH): "changed" (default) plans requests for the
-window's active lessons whose version differs from the stored one; "window" refetches every active lesson
-of the window. Full refreshes and backfills (a date range, pipeline/defs/progress/backfill.py) always
-refetch their whole window: they exist to re-read it. Every mode records the versions it fetched.
-
-Memory: a full sync's window is every active lesson; it is spilled to Parquet, never held through the fetch
-(WindowLessons).
+`LESSONSYNC_ANSWERS_REFETCH`: "changed" (default) plans the window's active lessons whose version differs,
+"window" every one; full refreshes and backfills always refetch their window. Every mode records what it fetched.
+A full sync's window is spilled to Parquet (WindowLessons), never held through the fetch.
 """
 
 from __future__ import annotations

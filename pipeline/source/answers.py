@@ -1,20 +1,12 @@
-"""Answers: which requests fetch the answers of the changed active lessons (the plan), and the run that
-fetches them exactly.
+"""Answers: which requests fetch the answers of the changed active lessons (the plan), and the run that fetches
+them exactly.
 
-The plan: fewest answer requests for a set of changed active lessons (user_id, lesson_id pairs). Three
-endpoints can fetch a pair's answers: per lesson (/v1/lessons/{L}/answers), per user
-(/v1/users/{U}/answers), or per pair (/v1/users/{U}/lessons/{L}/answers). A per-lesson or per-user request
-returns every changed pair of that lesson/user (updatedSince = window start), and costs its pages plus
-one confirming empty page: ceil(n / pageSize) + 1. A per-pair request costs 2 (one page, one confirm).
-
-Only some pairs of the window may need their answers (the others' versions are already in the
-warehouse): a `refetch` boolean column marks the pairs to cover, while the cost of a grouped request
-still counts EVERY pair of the window in its scope (the API returns them all, changed or not).
-
-This is weighted set cover; we run greedy in buckets: each round takes every lesson and user whose cost
-per still-uncovered pair is within 25% of the best, while that beats the per-pair cost of 2. Ratios only
-grow as pairs get covered, so rounds are few (log_1.25 of the ratio range, ~30 at most), and each round
-is a pair of Arrow group-bys: no Python loop over pairs, fine for a million changed rows.
+The plan is a weighted set cover over three endpoints: per lesson and per user (each returns every pair of its
+scope in the window, and costs ceil(n / pageSize) + 1 requests, the last a confirming empty page) or per pair
+(2). Only the pairs marked `refetch` need covering, but a grouped request's cost counts every pair of its scope.
+Greedy in buckets: each round takes every lesson and user whose cost per uncovered pair is within 25% of the
+best, while that beats 2; ratios only grow, so rounds are few (~30 at most), each a pair of Arrow group-bys with
+no Python loop over pairs.
 
 The run fetches the plan concurrently, then checks for page drift with two listings of the active lessons
 bracketing each pass and fetches again what it may have hit: docs/design.md, "Answers: drift".

@@ -1,25 +1,15 @@
 """Decoding one page body into Arrow batches, the validated way (the fast way, when it applies, is
-fast_decoding.py): validate the whole page in Rust first; only if that fails, record by record, so a
-record that breaks its schema is quarantined (with endpoint, page, field, message and its raw JSON) and
-the rest of the page still loads. Records whose key fields are missing cannot be upserted, and records with
-a date-time outside 0001..9999 once converted to UTC cannot be stored: both are quarantined too. A body that
-is not complete JSON raises TruncatedBody (the transport retries it); a complete array holding a record the
-JSON parser refuses (an unpaired surrogate, nesting too deep) is split by its structure and only that record
-is quarantined. A record Arrow cannot convert is set aside the same way (set_aside_unconvertible).
-Records are validated dicts with API names (below), ready for Arrow (pipeline/contract/columns.py); then
-one batch per table: the page's own table, its child tables, its quarantine rows (page_batches).
+fast_decoding.py): the whole page validated in Rust first, record by record only if that fails, so a record that
+breaks its schema, lacks a key field, holds a date-time outside 0001..9999 in UTC, or that the JSON parser or
+Arrow refuses is quarantined (endpoint, page, field, message, raw JSON) and the rest of the page still loads. A
+body that is not complete JSON raises TruncatedBody (the transport retries it). Out come one batch per table: the
+page's own, its child tables', its quarantine rows (page_batches).
 
-Validators are derived from the pydantic models: the same fields, aliases, types, enumerations, strictness
-and required/nullable rules, but producing plain dicts (TypedDicts) instead of model instances.
-
-Why: building model objects dominates decoding cost (~3x the JSON parse itself), while the warehouse
-wants columns. TypedDict validation runs wholly in Rust (pydantic-core) and its dicts feed Arrow's C++
-conversion directly. The models stay the single source of truth: these are generated from them, and a
-test checks both accept and reject the same records.
-
-Two flavours per model: `forbid_extras=True` rejects unknown fields (the fast path: a page without any
-unknown field needs no per-record extras scan) and `False` keeps them (the models' extra="allow"). Models
-declared closed in the spec (extra="forbid") forbid them in both.
+The validators are TypedDict validators derived from the pydantic models (same fields, aliases, types,
+strictness, required/nullable rules): building model objects costs ~3x the JSON parse while the warehouse wants
+columns, and the models stay the single source of truth (a test checks both accept and reject the same records).
+`forbid_extras=True` rejects unknown fields (the fast path: no per-record extras scan), `False` keeps them for
+`extra`; models the spec declares closed forbid them in both.
 """
 
 from __future__ import annotations

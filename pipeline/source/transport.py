@@ -2,26 +2,14 @@
 in flight, bearer auth with one renewal on 401, tenacity retries, server time from the Date header.
 
 A body is decoded inside the retried attempt (a truncated body is retried like a failed request), once the
-request's slot is free again: the limit bounds requests at the platform, and a page waiting for a decode worker
-(decode_workers.py) must not keep the next request from being sent.
+request's slot is free again, so a page waiting for a decode worker never holds back the next request. Retried:
+429, 5xx, timeouts, connection errors and incomplete bodies, with exponential backoff and jitter capped by
+`retry_max_wait` (a Retry-After hint honoured up to that cap, never below the backoff), until `retry_budget`
+seconds have passed since the first try; the budget is also each attempt's total deadline (`RequestClock`), so a
+platform that drips a body fails within it. A body over `max_response_bytes` fails at once. Every request is
+counted (`stats`); errors name the method, endpoint, parameters and last status, every secret redacted.
 
-Every request is counted (`stats`) so runs can report requests and retries. Errors name the method,
-endpoint, parameters and last status, with every secret redacted.
-
-Retries (tenacity). Retried: 429, 5xx, timeouts, connection errors, and 200 bodies that are not complete JSON. Waits are
-exponential with jitter (0.1 s, 0.2 s, 0.4 s... + up to 0.1 s), capped by settings.retry_max_wait. A
-Retry-After hint (seconds or HTTP date) is honoured up to that cap; the exponential backoff is its floor,
-so `Retry-After: 0` cannot make us spin.
-
-A request retries until settings.retry_budget seconds have passed since it was first sent (or max_attempts
-tries, a bound the budget normally reaches first): an outage shorter than the budget is ridden out. The budget is
-also each attempt's total deadline (connect, headers and the whole body, `RequestClock`): a platform that drips
-a body, or never sends its headers, fails the request when the budget is spent, however often each read gets a
-byte. The last wait is shortened so that the final try still has a moment (`RequestClock.reserve`, at most 5 % of
-the budget) before the budget ends, and that try gets no more than it: a request never outlasts its budget by more.
-A body larger than settings.max_response_bytes fails the request at once (a platform that sends one, sends it again).
-
-Why aiohttp under httpx's types, how errors map to httpx's hierarchy, and proxies: docs/design.md, "HTTP".
+Why aiohttp under httpx's types, the error mapping, proxies and the retry timings: docs/design.md, "HTTP".
 """
 
 from __future__ import annotations

@@ -158,7 +158,7 @@ class InboxWriter:
     def _upsert(cursor: sqlite3.Cursor, batch: _BatchCopies) -> dict[str, tuple[int, int]]:
         """Multi-row statements and a single aggregated result row, because every sqlite3 call gives
         the GIL away and getting it back can take a whole switch interval while the event loop is
-        busy: a row-by-row write (or RETURNING, one step per row) made commits 5-10x slower."""
+        busy: a row-by-row write (or RETURNING, one step per row) makes commits 5-10x slower."""
         rows = batch.rows()
         for start in range(0, len(rows), ROWS_PER_STATEMENT):
             chunk = rows[start : start + ROWS_PER_STATEMENT]

@@ -159,3 +159,48 @@ def test_a_change_of_two_columns_holding_the_same_value_is_seen(mirrored: Wareho
         mirrored, "counts", [(counts, [{"id": "g1", "members": 3, "users": 3}])], complete_snapshots={"group_counts"}
     )
     assert_mirror_equals(mirrored.path, where)
+
+
+class OpeningCounter(IcebergMirror):
+    """Counts the Iceberg tables a commit opens."""
+
+    opened: list[str]
+
+    def _table_for(self, conn, identifier, select):  # type: ignore[no-untyped-def]
+        self.opened.append(identifier[1])
+        return super()._table_for(conn, identifier, select)
+
+
+def test_a_load_that_changed_nothing_opens_no_iceberg_table(tmp_path: Path, where) -> None:
+    counter = OpeningCounter(where)
+    counter.opened = []
+    wh = make_warehouse(tmp_path, table_mirror=counter)
+    wh.ensure_tables(ALL_SPECS)
+    snapshots = {"complete_snapshots": {"groups"}}
+    load_once(wh, "groups", [(GROUPS, [group("g1"), group("g2")])], **snapshots)
+    assert "groups" in counter.opened
+    counter.opened.clear()
+    load_once(wh, "groups", [(GROUPS, [group("g1"), group("g2")])], **snapshots)
+    assert counter.opened == [], "a commit that changed nothing opened Iceberg tables"
+    restarted = OpeningCounter(where)  # a new process: the record lives in the warehouse
+    restarted.opened = []
+    again = make_warehouse(tmp_path, table_mirror=restarted, clock=wh.clock)
+    load_once(again, "groups", [(GROUPS, [group("g1"), group("g2")])], **snapshots)
+    assert restarted.opened == []
+    load_once(again, "groups", [(GROUPS, [group("g1", "renamed"), group("g2")])], **snapshots)
+    assert restarted.opened == ["groups"]
+    assert assert_mirror_equals(again.path, where)["groups"] == 2
+
+
+def test_a_record_lost_after_the_iceberg_commit_costs_a_check_not_a_write(mirrored: Warehouse, where) -> None:
+    snapshots = {"complete_snapshots": {"groups"}}
+    load_once(mirrored, "groups", [(GROUPS, [group("g1"), group("g2")])], **snapshots)
+    before = snapshot_id(where, "groups")
+    with mirrored.connect() as conn:  # as if the process died between the Iceberg commit and its record
+        conn.execute("DELETE FROM lms._iceberg_mirrored")
+    load_once(mirrored, "groups", [(GROUPS, [group("g1"), group("g2")])], **snapshots)
+    assert snapshot_id(where, "groups") == before
+    with mirrored.connect() as conn:
+        recorded = conn.execute("SELECT table_name, row_count FROM lms._iceberg_mirrored").fetchall()
+    assert ("groups", 2) in recorded
+    assert_mirror_equals(mirrored.path, where)

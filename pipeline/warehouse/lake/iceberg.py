@@ -7,11 +7,14 @@ snapshot lags the warehouse (a crash between the two commits) is rolled forward 
 `lessonsync tables sync`. A mirror write never touches a row that did not change: the changed rows are found
 by comparing a digest of each candidate row with the digest stored beside it in the Iceberg table, and only
 the data files holding changed keys are rewritten (pyiceberg deletes copy-on-write). A load that changed
-nothing writes nothing.
+nothing writes nothing, and does not open the catalog: the warehouse records, per table, the load time and row
+count its Iceberg table was last seen to hold (`lms._iceberg_mirrored`), so a commit opens Iceberg only for the
+tables a load changed since, or that the record cannot vouch for.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -49,11 +52,18 @@ BATCH_ROWS = 100_000  # rows per appended data file: bounds memory and the bytes
 # delete (the keys are held in memory as the delete's filter).
 REWRITE_FRACTION = 0.25
 MAX_KEYS_NAMED = 200_000
-
-
-# Per mirror (catalog, location): the warehouse tables this process has brought up to date once. A table missing
-# here (the process's first commit, a table created since) is checked whatever the load wrote.
-_CAUGHT_UP: dict[tuple[str, str], set[str]] = {}
+# Per mirror and table, what its Iceberg table was last seen to hold. Written only after the Iceberg commit (or a
+# check) it records, so a crash between the two leaves the record behind the table, never ahead: the next commit
+# opens that table and finds it current.
+MIRROR_RECORD = f"{SCHEMA}._iceberg_mirrored"
+MIRROR_RECORD_DDL = f"""CREATE TABLE IF NOT EXISTS {MIRROR_RECORD} (
+    mirror VARCHAR NOT NULL,  -- the Iceberg location and a digest of the catalog URL (never the URL: it may hold a password)
+    table_name VARCHAR NOT NULL,
+    loaded_through TIMESTAMPTZ NOT NULL,  -- the newest warehouse load the Iceberg table equals
+    row_count BIGINT NOT NULL,  -- the Iceberg table's rows then
+    columns VARCHAR NOT NULL,  -- the warehouse table's columns then: a column added since is a change
+    PRIMARY KEY (mirror, table_name)
+)"""
 
 
 class TableFormatError(RuntimeError):
@@ -132,6 +142,11 @@ class IcebergMirror:
         return f"IcebergMirror(location={self.where.location!r})"
 
     @property
+    def mirror_id(self) -> str:
+        digest = hashlib.sha256(self.where.catalog_url.encode()).hexdigest()[:16]
+        return f"{self.where.location}#{digest}"
+
+    @property
     def catalog(self) -> SqlCatalog:
         if self._catalog is None:
             from pyiceberg.catalog.sql import SqlCatalog
@@ -148,19 +163,20 @@ class IcebergMirror:
 
     # -- raw tables ---------------------------------------------------------------------------------------
 
-    def sync_after_load(self, conn: duckdb.DuckDBPyConnection, written: Iterable[str]) -> list[MirrorStats]:
-        """After a commit: the tables the load wrote, and every table this process has not checked yet (on its
-        first commit all of them: a table left behind by a process that died between its two commits is rolled
-        forward then; a table created empty gets its Iceberg table)."""
-        checked = _CAUGHT_UP.setdefault((self.where.catalog_url, self.where.location), set())
-        names = set(written) | {table.name for table in read_catalog(conn)} - checked
-        results = self.sync_raw(conn, names)
-        checked.update(names)
-        return results
+    def sync_after_load(self, conn: duckdb.DuckDBPyConnection) -> list[MirrorStats]:
+        """After a commit: every table whose Iceberg table the record cannot vouch for (a load changed it since, its
+        rows differ, it is new, or a process died between its two commits). A commit that changed nothing opens
+        no Iceberg table."""
+        current = _current_by_record(conn, self.mirror_id)
+        latest = _latest_load_time(conn)
+        if current and latest is not None:  # moving the record on keeps the next commit's look-back short
+            _record(conn, self.mirror_id, {table: (latest, rows) for table, rows in current.items()})
+        behind = [table.name for table in read_catalog(conn) if table not in current]
+        return self.sync_raw(conn, behind) if behind else []
 
     def sync_raw(self, conn: duckdb.DuckDBPyConnection, names: Iterable[str] | None = None) -> list[MirrorStats]:
-        """Bring the Iceberg table of each warehouse table (default: every one) up to the warehouse. `conn`
-        holds the warehouse's write lock, so no load commits meanwhile."""
+        """Bring the Iceberg table of each warehouse table (default: every one) up to the warehouse, whatever the
+        record says. `conn` holds the warehouse's write lock, so no load commits meanwhile."""
         wanted = set(names) if names is not None else None
         results = []
         for table in read_catalog(conn):
@@ -182,7 +198,10 @@ class IcebergMirror:
         ice = self._table_for(conn, (SCHEMA, table.name), select)
         mirrored_through = _loaded_through(ice)
         latest = _latest_load_time(conn)
-        if latest is None or (mirrored_through is not None and mirrored_through >= latest):
+        if latest is None:
+            return stats
+        if mirrored_through is not None and mirrored_through >= latest:
+            _record(conn, self.mirror_id, {table: (mirrored_through, _iceberg_rows(ice))})
             return stats
         warehouse_rows = _count(conn, f"{SCHEMA}.{q(table.name)}")
         if (
@@ -190,6 +209,7 @@ class IcebergMirror:
             and _iceberg_rows(ice) == warehouse_rows
             and not _changed_since(conn, table.name, mirrored_through)
         ):
+            _record(conn, self.mirror_id, {table: (latest, warehouse_rows)})
             return stats  # every load since reported nothing inserted, updated or deleted
         properties = {LOADED_THROUGH: latest.isoformat()}
         if mirrored_through is None or _iceberg_rows(ice) == 0:
@@ -200,6 +220,7 @@ class IcebergMirror:
         if _iceberg_rows(ice.refresh()) != warehouse_rows:  # rows removed from the warehouse outside a load
             stats.rows_written = _rewrite(conn, ice, select, properties)
             stats.rewritten = True
+        _record(conn, self.mirror_id, {table: (latest, _iceberg_rows(ice.refresh()))})
         stats.seconds = time.perf_counter() - started
         if stats.wrote:
             log.info(
@@ -481,11 +502,59 @@ def _latest_load_time(conn: duckdb.DuckDBPyConnection) -> datetime | None:
 
 def _changed_since(conn: duckdb.DuckDBPyConnection, name: str, since: datetime) -> bool:
     """Whether any load after `since` inserted, updated or deleted rows of the table (its recorded counts)."""
-    for (tables,) in conn.execute(f"SELECT tables FROM {SCHEMA}._load_runs WHERE committed_at > ?", [since]).fetchall():
-        counts = json.loads(tables).get(name)
-        if counts and any(counts.get(kind, 0) for kind in ("inserted", "updated", "deleted")):
-            return True
-    return False
+    return name in _last_changes(conn, since)
+
+
+def _last_changes(conn: duckdb.DuckDBPyConnection, since: datetime) -> dict[str, datetime]:
+    """Per table, the time of the newest load after `since` that inserted, updated or deleted its rows."""
+    changed: dict[str, datetime] = {}
+    query = f"SELECT committed_at, tables FROM {SCHEMA}._load_runs WHERE committed_at > ? ORDER BY committed_at"
+    for committed_at, tables in conn.execute(query, [since]).fetchall():
+        for name, counts in json.loads(tables).items():
+            if counts and any(counts.get(kind, 0) for kind in ("inserted", "updated", "deleted")):
+                changed[name] = committed_at
+    return changed
+
+
+def _current_by_record(conn: duckdb.DuckDBPyConnection, mirror_id: str) -> dict[TableDef, int]:
+    """The tables (-> rows) whose Iceberg table the record shows equal to the warehouse now: no load changed them
+    after the recorded load time, and they hold the recorded rows and columns."""
+    conn.execute(MIRROR_RECORD_DDL)
+    query = f"SELECT table_name, loaded_through, row_count, columns FROM {MIRROR_RECORD} WHERE mirror = ?"
+    recorded = {
+        name: (through, rows, cols) for name, through, rows, cols in conn.execute(query, [mirror_id]).fetchall()
+    }
+    if not recorded:
+        return {}
+    changed = _last_changes(conn, min(through for through, _, _ in recorded.values()))
+    current = {}
+    for table in read_catalog(conn):
+        if table.name not in recorded:
+            continue
+        through, rows, columns = recorded[table.name]
+        if (
+            columns == _columns_signature(table)
+            and (table.name not in changed or changed[table.name] <= through)
+            and _count(conn, f"{SCHEMA}.{q(table.name)}") == rows
+        ):
+            current[table] = rows
+    return current
+
+
+def _record(conn: duckdb.DuckDBPyConnection, mirror_id: str, seen: Mapping[TableDef, tuple[datetime, int]]) -> None:
+    """Record that each table's Iceberg table holds the warehouse table as of that load time, with that many rows."""
+    rows = [
+        (mirror_id, table.name, through, count, _columns_signature(table)) for table, (through, count) in seen.items()
+    ]
+    if not rows:
+        return
+    conn.execute(MIRROR_RECORD_DDL)
+    values = ", ".join("(?, ?, ?::TIMESTAMPTZ, ?, ?)" for _ in rows)  # one statement: one transaction
+    conn.execute(f"INSERT OR REPLACE INTO {MIRROR_RECORD} VALUES {values}", [v for row in rows for v in row])
+
+
+def _columns_signature(table: TableDef) -> str:
+    return ",".join(f"{name} {kind}" for name, kind in table.columns)
 
 
 def _count(conn: duckdb.DuckDBPyConnection, relation: str) -> int:

@@ -105,7 +105,7 @@ def commit_load(
             raise
         hooks.reached("committed")
         if warehouse.table_mirror is not None:
-            warehouse.table_mirror.sync_after_load(conn, [table.name for table in plan.tables])
+            warehouse.table_mirror.sync_after_load(conn)
             hooks.reached("mirrored")
     return LoadResult(
         plan.stream,
