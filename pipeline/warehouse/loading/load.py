@@ -10,7 +10,7 @@ import secrets
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -25,11 +25,8 @@ from pipeline.warehouse.loading.batches import conform_batch
 from pipeline.warehouse.loading.commit import commit_load
 from pipeline.warehouse.loading.content import ContentDigest
 from pipeline.warehouse.loading.links import ChildLinks
-from pipeline.warehouse.loading.protocols import LoadTarget
+from pipeline.warehouse.loading.protocols import EarlyCommit, LoadTarget
 from pipeline.warehouse.results import LoadResult
-
-if TYPE_CHECKING:
-    from pipeline.warehouse.loading.early_insert import EarlyFirstLoad
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
@@ -111,7 +108,7 @@ class Load:
         cursor_reset: bool = False,
         position: int | None = None,
         drop_before: Iterable[str] = (),
-        early: EarlyFirstLoad | None = None,
+        early: EarlyCommit | None = None,
     ) -> LoadResult:
         """Make everything written visible in the warehouse with the stream's new cursor, atomically.
 
