@@ -15,7 +15,7 @@ import warnings
 from pathlib import Path
 
 from pipeline.stack import local_stack
-from pipeline.warehouse import iceberg
+from pipeline.warehouse.lake import iceberg
 
 
 def _tree(root: Path) -> tuple[int, int]:

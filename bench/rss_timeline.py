@@ -31,12 +31,12 @@ INTERVAL_S = 0.2
 # "module:qualname" of functions whose entry and exit are marked, wherever the object is referenced from.
 MARKED = (
     "pipeline.raw.fetch:BackgroundFetch.wait",
-    "pipeline.warehouse.load:Load.flush",
-    "pipeline.warehouse.load:Load.commit",
-    "pipeline.warehouse.commit:commit_load",
-    "pipeline.warehouse.apply:apply_load",
-    "pipeline.warehouse.checks:duplicate_keys",
-    "pipeline.warehouse.checks:orphans",
+    "pipeline.warehouse.loading.load:Load.flush",
+    "pipeline.warehouse.loading.load:Load.commit",
+    "pipeline.warehouse.loading.commit:commit_load",
+    "pipeline.warehouse.merge.apply:apply_load",
+    "pipeline.warehouse.merge.checks:duplicate_keys",
+    "pipeline.warehouse.merge.checks:orphans",
 )
 
 
@@ -334,7 +334,7 @@ def _holders_of(write: Callable[[str], Any]) -> None:
     import asyncio
     import gc
 
-    from pipeline.warehouse.lake import PartWriter
+    from pipeline.warehouse.lake.lake import PartWriter
 
     for obj in gc.get_objects():
         if isinstance(obj, PartWriter):

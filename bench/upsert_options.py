@@ -5,7 +5,7 @@ upsert, one transaction), on two table shapes:
   sessions  like lms.lesson_sessions: one key column and a VARCHAR[] column that every update changes.
 
 First a load of --batch-rows rows into an empty table: no strategy takes part in it (a first load is one
-INSERT, pipeline/warehouse/upsert.py insert_first_load), so it is measured once. Then, for each
+INSERT, pipeline/warehouse/merge/upsert.py insert_first_load), so it is measured once. Then, for each
 strategy, --batch-rows rows (--new-fraction new keys, the rest updates of existing keys in random order) into a
 table of --target-rows rows. Every strategy must leave the same table (checked by digest) with the same counts.
 
@@ -13,7 +13,7 @@ table of --target-rows rows. Every strategy must leave the same table (checked b
     .venv/bin/python bench/upsert_options.py --target-rows 1000000 --batch-rows 100000 --shape sessions
     .venv/bin/python bench/upsert_options.py --quick               # small sizes, a smoke run
 
-The product ships one strategy (pipeline/warehouse/upsert.py: rows matched by the row id staging recorded);
+The product ships one strategy (pipeline/warehouse/merge/upsert.py: rows matched by the row id staging recorded);
 the ones that lost live here, built from the product's statements, and are passed to the real commit path
 through Warehouse(upsert=...). `INSERT ... ON CONFLICT` is gone with the tables' primary keys (it needs a
 unique index). DuckDB issues #11275 (updates slow unless sorted by key) and #21925 (INSERT OR REPLACE ... BY
@@ -40,11 +40,11 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pipeline.contract.tables import TableSpec  # noqa: E402
 from pipeline.warehouse import Warehouse  # noqa: E402
-from pipeline.warehouse.arrow_types import q  # noqa: E402
-from pipeline.warehouse.context import Upsert  # noqa: E402
-from pipeline.warehouse.schema import FIRST_LOADED_AT, LAST_LOADED_AT, table_ref  # noqa: E402
-from pipeline.warehouse.staging import Stage, join_on  # noqa: E402
-from pipeline.warehouse.upsert import (  # noqa: E402
+from pipeline.warehouse.duck.arrow_types import q  # noqa: E402
+from pipeline.warehouse.duck.schema import FIRST_LOADED_AT, LAST_LOADED_AT, table_ref  # noqa: E402
+from pipeline.warehouse.merge.context import Upsert  # noqa: E402
+from pipeline.warehouse.merge.staging import Stage, join_on  # noqa: E402
+from pipeline.warehouse.merge.upsert import (  # noqa: E402
     data_columns,
     delete_rows,
     insert_rows,
@@ -150,7 +150,7 @@ def merge(conn: duckdb.DuckDBPyConnection, stage: Stage, ts: str) -> None:
     )
 
 
-# "product": what the warehouse ships (pipeline.warehouse.upsert.upsert_stage); the others lost (docs/warehouse.md)
+# "product": what the warehouse ships (pipeline.warehouse.merge.upsert.upsert_stage); the others lost (docs/warehouse.md)
 STRATEGIES: dict[str, Upsert] = {
     "product": upsert_stage,
     "update_insert": update_insert,

@@ -4,7 +4,7 @@ import os
 
 # DuckDB's allocator (the jemalloc its wheel links in) reads this once, when DuckDB loads, which is after this
 # package's import wherever LessonSync runs (code location, run worker, CLI). With the background threads every
-# connection enables (warehouse/connection.py), memory a statement freed goes back to the OS within half a
+# connection enables (warehouse/duck/connection.py), memory a statement freed goes back to the OS within half a
 # second, before the next commit runs beside the answers' fetch. A value set by the deployment wins.
 os.environ.setdefault("DUCKDB_JE_MALLOC_CONF", "dirty_decay_ms:500,muzzy_decay_ms:0")
 

@@ -12,8 +12,7 @@ from pathlib import Path
 
 from pipeline.contract.descriptions import SOURCES, column_descriptions
 from pipeline.contract.tables import TABLES, TableSpec
-from pipeline.warehouse.arrow_types import field_type
-from pipeline.warehouse.schema import keeps_deleted_rows
+from pipeline.warehouse import field_type, keeps_deleted_rows
 
 TARGET = Path(__file__).resolve().parents[1] / "docs" / "TABLES.md"
 

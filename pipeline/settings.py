@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-# "auto" (pipeline.warehouse.connection.AUTO_MEMORY_LIMIT): chosen from the machine when the warehouse is opened
+# "auto" (pipeline.warehouse.duck.connection.AUTO_MEMORY_LIMIT): chosen from the machine when the warehouse is opened
 # (memory_limit_for_machine there; docs/warehouse.md, "Locks and limits")
 DEFAULT_MEMORY_LIMIT = "auto"
 DEFAULT_APP_SECRET = (

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import duckdb
 
-from pipeline.warehouse.catalog import read_table_def
+from pipeline.warehouse import read_table_def
 
 LOAD_METADATA = {"first_loaded_at", "last_loaded_at", "deleted_at"}
 DEFAULTS = {("lessons", "play_mode"): "standard"}  # the spec's default, filled when the API omits it

@@ -10,7 +10,8 @@ import pyarrow as pa
 from pyiceberg.catalog.sql import SqlCatalog
 
 from pipeline.settings import Settings
-from pipeline.warehouse.iceberg import (
+from pipeline.warehouse.duck.tabledef import LAST_LOADED_AT, SCHEMA
+from pipeline.warehouse.lake.iceberg import (
     CATALOG_NAME,
     KEY_DIGEST,
     MARTS_NAMESPACE,
@@ -19,7 +20,6 @@ from pipeline.warehouse.iceberg import (
     iceberg_location,
     sqlalchemy_url,
 )
-from pipeline.warehouse.tabledef import LAST_LOADED_AT, SCHEMA
 
 ICEBERG_ENV = {"LESSONSYNC_TABLE_FORMAT": "iceberg"}  # the suite's default is off (tests/conftest.py)
 

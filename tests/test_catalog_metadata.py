@@ -7,7 +7,7 @@ from pipeline.cli.sync import summary_lines
 from pipeline.contract.tables import TABLES
 from pipeline.defs.code_location import build_definitions
 from pipeline.settings import load_settings
-from pipeline.warehouse.schema import table_def
+from pipeline.warehouse.duck.schema import table_def
 
 
 def test_every_raw_asset_declares_its_columns_and_table_name():

@@ -19,7 +19,7 @@ from pipeline.settings import Settings
 from pipeline.source.client import PlatformClient
 from pipeline.source.decoding import Batch
 from pipeline.warehouse import Warehouse
-from pipeline.warehouse.lake import list_manifests
+from pipeline.warehouse.lake.lake import list_manifests
 from simulator import SimulatorConfig, start_simulator
 
 log = logging.getLogger("lessonsync.test")

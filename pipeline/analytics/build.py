@@ -29,7 +29,7 @@ from pipeline.analytics.errors import ModelError
 from pipeline.analytics.lineage import MODEL_SCHEMA
 from pipeline.analytics.models import AnalyticsProject, Model
 from pipeline.analytics.sql import quote, relation
-from pipeline.warehouse.connection import scalar
+from pipeline.warehouse import scalar
 
 BUILD_PREFIX = "__build__"
 # One row per model: when its current relation was swapped in, for which `as_of`, and from which code.

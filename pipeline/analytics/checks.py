@@ -18,8 +18,7 @@ import duckdb
 
 from pipeline.analytics.model_tests import ModelTest
 from pipeline.analytics.sql import quote, relation
-from pipeline.warehouse.checks import duplicated_values
-from pipeline.warehouse.connection import scalar
+from pipeline.warehouse import duplicated_values, scalar
 
 SAMPLE_SIZE = 5
 

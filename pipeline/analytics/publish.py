@@ -50,7 +50,7 @@ from pipeline.analytics.errors import ModelError
 from pipeline.analytics.lineage import MODEL_SCHEMA, RAW_SCHEMA
 from pipeline.analytics.models import AnalyticsProject, Model
 from pipeline.analytics.sql import quote, relation, string_literal
-from pipeline.warehouse.connection import STORAGE_COMPATIBILITY_VERSION, insertion_order_not_kept, scalar
+from pipeline.warehouse import STORAGE_COMPATIBILITY_VERSION, insertion_order_not_kept, scalar
 
 SNAPSHOT_FILE = "analytics.duckdb"
 MARTS_DIR = "marts"

@@ -7,7 +7,7 @@ from pathlib import Path
 import duckdb
 
 from pipeline.analytics.publish import SNAPSHOT_FILE
-from pipeline.warehouse.connection import scalar
+from pipeline.warehouse import scalar
 
 # (title, query) over the snapshot's tables; each answers one analyst question in a few rows.
 SUMMARY_QUERIES: tuple[tuple[str, str], ...] = (

@@ -10,7 +10,7 @@ import duckdb
 from pipeline.analytics.models import AnalyticsProject
 from pipeline.analytics.publish import MANIFEST_FILE, MARTS_DIR, SNAPSHOT_FILE
 from pipeline.analytics.sql import quote
-from pipeline.warehouse.connection import scalar
+from pipeline.warehouse import scalar
 
 
 def verify_published(project: AnalyticsProject, data_dir: Path) -> tuple[list[str], dict[str, int]]:

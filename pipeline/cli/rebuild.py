@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from pipeline.cli.options import add_data_dir, settings_from
 
 if TYPE_CHECKING:
-    from pipeline.warehouse.rebuild import RebuildReport
+    from pipeline.warehouse import RebuildReport
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -34,8 +34,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # DuckDB and the warehouse are imported when the command runs, so that its --help answers at once.
-    from pipeline.warehouse import Warehouse, WarehouseError
-    from pipeline.warehouse.rebuild import rebuild_in_place, rebuild_into
+    from pipeline.warehouse import Warehouse, WarehouseError, rebuild_in_place, rebuild_into
 
     settings = settings_from(args)
     warehouse = Warehouse.from_settings(settings)

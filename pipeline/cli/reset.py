@@ -31,8 +31,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # The warehouse (DuckDB) is imported when the command runs, so that its --help answers at once.
-    from pipeline.warehouse import Warehouse, WarehouseError
-    from pipeline.warehouse.reset import reset_cursor
+    from pipeline.warehouse import Warehouse, WarehouseError, reset_cursor
 
     try:
         result = reset_cursor(Warehouse.from_settings(settings_from(args)), args.stream, args.to)

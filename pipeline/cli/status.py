@@ -22,7 +22,7 @@ from pipeline.cli.options import add_data_dir, settings_from
 if TYPE_CHECKING:
     from pipeline.instance.runs import LastRun
     from pipeline.settings import Settings
-    from pipeline.warehouse.status import StreamStatus
+    from pipeline.warehouse import StreamStatus
     from pipeline.webhooks.status import InboxStatus
 
 CERTIFICATES = "certificates"  # the inbox stream as status names it (its loads: certificate_inbox_<inbox id>)
@@ -166,7 +166,7 @@ class StatusReport:
 def collect(settings: Settings) -> StatusReport:
     """Everything the status shows, read from the lake, the Dagster instance, the warehouse and the inbox."""
     from pipeline.contract.tables import QUARANTINE, TABLES  # imported when the command runs: `--help` is instant
-    from pipeline.warehouse.status import StreamStatus, live_table_rows, stream_statuses
+    from pipeline.warehouse import StreamStatus, live_table_rows, stream_statuses
     from pipeline.webhooks.status import inbox_status
 
     now = datetime.now(UTC)

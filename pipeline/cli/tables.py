@@ -21,8 +21,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipeline.warehouse import Warehouse, WarehouseError
-    from pipeline.warehouse.iceberg import TableFormatError, maintain, table_summaries
+    from pipeline.warehouse import TableFormatError, Warehouse, WarehouseError, maintain, table_summaries
 
     settings = settings_from(args)
     warehouse = Warehouse.from_settings(settings)

@@ -7,8 +7,7 @@ from dagster import AssetKey, TableColumn, TableSchema
 
 from pipeline.contract.tables import TableSpec
 from pipeline.defs.resources import WarehouseResource
-from pipeline.warehouse import Warehouse
-from pipeline.warehouse.schema import table_def
+from pipeline.warehouse import Warehouse, table_def
 
 # Asset and check metadata: any value Dagster accepts (its RawMetadataValue union is not public API).
 Metadata = dict[str, Any]

@@ -3,7 +3,7 @@ unexpectedly. The raw sync runs its tables' checks right after each stream commi
 (pipeline/defs/raw/assets.py); the certificates' checks run in a step of their own after that asset.
 
 They cost what the load cost, not what the table holds: after a run that loaded the table the key and link
-checks look at the rows that run's loads wrote (pipeline.warehouse.checks explains why that finds every
+checks look at the rows that run's loads wrote (pipeline.warehouse.merge.checks explains why that finds every
 duplicate key and every orphan a load can make). A run that did not load the table (the `check_warehouse`
 job) checks every row. Each domain declares the links of its tables (its checks.py)."""
 
@@ -29,9 +29,7 @@ from pipeline.defs.common import Metadata, lms_key
 from pipeline.defs.policy import POOL
 from pipeline.defs.resources import WarehouseResource
 from pipeline.settings import Settings
-from pipeline.warehouse import duplicate_keys, null_keys, orphans, row_count
-from pipeline.warehouse.catalog import catalog_unchanged
-from pipeline.warehouse.checks import last_load_counts
+from pipeline.warehouse import catalog_unchanged, duplicate_keys, last_load_counts, null_keys, orphans, row_count
 
 CHECKED_TABLES = tuple(name for name, spec in TABLES.items() if spec.kind != "append")
 CONTRACT_CHECK = "contract_unchanged"

@@ -27,8 +27,7 @@ import pyarrow.parquet as pq
 from pipeline.contract.columns import TIMESTAMP
 from pipeline.contract.tables import TableSpec
 from pipeline.raw.windows import Window
-from pipeline.warehouse import Load, Warehouse
-from pipeline.warehouse.lake import check_parts
+from pipeline.warehouse import Load, Warehouse, check_parts
 
 VERSIONS = TableSpec(
     name="answers_synced_versions",

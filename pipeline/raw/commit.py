@@ -17,8 +17,7 @@ from pipeline.raw.windows import UNBOUNDED, Window, next_cursor
 from pipeline.settings import Settings
 from pipeline.source.fetching import release_free_memory
 from pipeline.source.stats import RunStats
-from pipeline.warehouse import Load, LoadResult, Warehouse, WarehouseLockedError, row_count
-from pipeline.warehouse.early_insert import EarlyFirstLoad
+from pipeline.warehouse import EarlyFirstLoad, Load, LoadResult, Warehouse, WarehouseLockedError, row_count
 
 # A full collection costs ~0.2 s in a process holding Dagster and DuckDB: worth it before the commit of a big
 # fetch (the pages are in the lake; DuckDB gets the memory), not after a small snapshot.
@@ -52,7 +51,7 @@ def begin_early_insert(
     log: Log, warehouse: Warehouse, fetching: BackgroundFetch, specs: Iterable[TableSpec], holding: ExitStack
 ) -> EarlyFirstLoad | None:
     """The load's commit transaction begun now, on a connection `holding` keeps open, when the fetch still runs and
-    `specs` are all empty tables (pipeline/warehouse/early_insert.py); None otherwise (then nothing is held)."""
+    `specs` are all empty tables (pipeline/warehouse/loading/early_insert.py); None otherwise (then nothing is held)."""
     specs = tuple(specs)
     if not specs or fetching.ended or fetching.cursor_before is not None:
         return None

@@ -16,7 +16,7 @@ from pipeline.source.client import PlatformClient
 from pipeline.source.decoding import Batch
 from pipeline.source.slots import REQUEST_PRIORITY, URGENT
 from pipeline.source.stats import RunStats
-from pipeline.warehouse import Load, Warehouse, hooks
+from pipeline.warehouse import Load, Warehouse, reached
 
 # How long cancel() waits for a cancelled fetch to stop: the client's batches stop within seconds (their requests
 # are dropped); other iterables stop at their next batch (past this, the thread, a daemon, is left to the process's end).
@@ -101,7 +101,7 @@ class BackgroundFetch:
                     close()
             finally:
                 try:
-                    hooks.reached(f"fetch_ended:{self.stream}")
+                    reached(f"fetch_ended:{self.stream}")
                 finally:  # whatever a listener does, the runner waiting for this fetch is released
                     self._done.set()
                     if self._on_end is not None:

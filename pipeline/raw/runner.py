@@ -24,8 +24,7 @@ from pipeline.settings import Settings
 from pipeline.source.client import PlatformClient
 from pipeline.source.slots import BACKGROUND, URGENT
 from pipeline.source.stats import RunStats
-from pipeline.warehouse import Load, Warehouse, early_insert
-from pipeline.warehouse.early_insert import EarlyFirstLoad
+from pipeline.warehouse import EARLY_PART_ROWS, EarlyFirstLoad, Load, Warehouse
 
 # Every raw table, by the stream that fills it; a stream runs when any of its tables is asked for.
 STREAM_TABLES: dict[str, tuple[str, ...]] = {
@@ -152,7 +151,7 @@ class RawSync:
         self._pending["answers"] = BackgroundFetch(
             wh, client, "answers", self.raw_run.run_id, window, cursor,
             client.iter_answers(planner_input, updated_since=window.since),
-            URGENT, plan=plan, part_rows=early_insert.EARLY_PART_ROWS, on_end=self._woken.set,
+            URGENT, plan=plan, part_rows=EARLY_PART_ROWS, on_end=self._woken.set,
         )  # fmt: skip
 
     def _commits(self, client: PlatformClient) -> Iterator[StreamLoad]:

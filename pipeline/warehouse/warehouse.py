@@ -12,21 +12,21 @@ from typing import Any, Protocol
 import duckdb
 
 from pipeline.contract.tables import TableSpec
-from pipeline.warehouse.connection import (
+from pipeline.warehouse.duck.connection import (
     DEFAULT_LOCK_TIMEOUT,
     DEFAULT_MEMORY_LIMIT,
     ConnectionSettings,
     open_connection,
 )
-from pipeline.warehouse.context import CommitContext, Upsert
-from pipeline.warehouse.iceberg import IcebergMirror, iceberg_location
-from pipeline.warehouse.lake import LAKE_ROW_GROUP_ROWS
-from pipeline.warehouse.lakestore import LocalLake, open_lake
-from pipeline.warehouse.load import Load
-from pipeline.warehouse.recovery import recover
-from pipeline.warehouse.schema import ensure_tables, table_def
-from pipeline.warehouse.state import ensure_state_tables, read_cursor, read_position
-from pipeline.warehouse.upsert import upsert_stage
+from pipeline.warehouse.duck.schema import ensure_tables, table_def
+from pipeline.warehouse.lake.iceberg import IcebergMirror, iceberg_location
+from pipeline.warehouse.lake.lake import LAKE_ROW_GROUP_ROWS
+from pipeline.warehouse.lake.lakestore import LocalLake, open_lake
+from pipeline.warehouse.loading.load import Load
+from pipeline.warehouse.merge.context import CommitContext, Upsert
+from pipeline.warehouse.merge.recovery import recover
+from pipeline.warehouse.merge.state import ensure_state_tables, read_cursor, read_position
+from pipeline.warehouse.merge.upsert import upsert_stage
 
 
 def utc_now() -> datetime:
@@ -60,7 +60,7 @@ class Warehouse:
         table_mirror: IcebergMirror | None = None,
     ) -> None:
         self.path = Path(path)
-        self.lake = open_lake(lake_dir)  # a local directory or s3://bucket/prefix (lakestore.py)
+        self.lake = open_lake(lake_dir)  # a local directory or s3://bucket/prefix (lake/lakestore.py)
         self.lake_dir = self.lake.root if isinstance(self.lake, LocalLake) else self.lake.location
         self.connection_settings = ConnectionSettings(memory_limit, temp_directory, threads, lock_timeout)
         self.upsert = upsert  # how a staged table is applied; only bench/upsert_options.py passes another
@@ -68,7 +68,7 @@ class Warehouse:
         self.row_group_rows = row_group_rows
         self.clock = clock
         self._shared: duckdb.DuckDBPyConnection | None = None  # set within one_connection()
-        # Iceberg tables kept equal to this warehouse after each commit (iceberg.py); None: no mirror
+        # Iceberg tables kept equal to this warehouse after each commit (lake/iceberg.py); None: no mirror
         self.table_mirror = table_mirror
 
     @classmethod
@@ -108,8 +108,8 @@ class Warehouse:
         start and closed at the end: a step's consecutive look-ups (tables, cursor, window plan) open the file
         once instead of once each (~50 ms per open at scale large). Hold it only around DuckDB work, never
         around a fetch: the file stays locked for as long as the block runs (the one exception: a first load
-        inserted while it is fetched, early_insert.py, which is DuckDB work all along). A read-only request getting the
-        read-write connection is what connection._connect does anyway when this process writes the file."""
+        inserted while it is fetched, loading/early_insert.py, which is DuckDB work all along). A read-only request
+        getting the read-write connection is what connection._connect does anyway when this process writes the file."""
         if self._shared is not None:  # nested: the outer block's connection
             yield self._shared
             return

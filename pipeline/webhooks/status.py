@@ -7,8 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from pipeline.warehouse.status import StreamStatus, TableRows
-from pipeline.warehouse.tabledef import SCHEMA
+from pipeline.warehouse import SCHEMA, StreamStatus, TableRows
 from pipeline.webhooks.dead_letters import count_dead_letters
 from pipeline.webhooks.inbox import Inbox
 from pipeline.webhooks.stream import inbox_stream

@@ -1,6 +1,6 @@
 """Full refreshes at the default DuckDB settings (memory limit chosen from the machine, all cores), twice in a
 row on one warehouse: each exact. The second stages every answer against a full table, the statement that ran
-out of memory when a hash join fed a sort in one statement (pipeline/warehouse/staging.py)."""
+out of memory when a hash join fed a sort in one statement (pipeline/warehouse/merge/staging.py)."""
 
 import os
 

@@ -1,4 +1,4 @@
-"""The Iceberg mirror over real syncs (pipeline/warehouse/iceberg.py): after full, incremental and no-change syncs,
+"""The Iceberg mirror over real syncs (pipeline/warehouse/lake/iceberg.py): after full, incremental and no-change syncs,
 and after a sync SIGKILLed between a DuckDB commit and its Iceberg commit, every raw table and every mart read
 through pyiceberg and polars equals the warehouse; a sync that changes nothing writes no snapshot."""
 
@@ -17,8 +17,8 @@ from stack_helpers import RAW, assert_warehouse_equals_platform
 
 from pipeline.settings import Settings, load_settings
 from pipeline.stack import Stack, environment, local_stack
-from pipeline.warehouse.iceberg import MARTS_NAMESPACE
-from pipeline.warehouse.tabledef import SCHEMA
+from pipeline.warehouse.duck.tabledef import SCHEMA
+from pipeline.warehouse.lake.iceberg import MARTS_NAMESPACE
 
 WORKER = Path(__file__).with_name("sync_kill_worker.py")
 pytestmark = pytest.mark.slow

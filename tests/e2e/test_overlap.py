@@ -18,7 +18,7 @@ from pipeline.raw import runner
 from pipeline.source import answers
 from pipeline.source.client import PlatformClient
 from pipeline.stack import local_stack
-from pipeline.warehouse import early_insert, hooks
+from pipeline.warehouse import hooks
 from simulator.platform import LoggedRequest
 
 pytestmark = pytest.mark.slow
@@ -217,7 +217,7 @@ def test_a_first_load_of_the_answers_goes_in_while_fetched_and_stays_exact(tmp_p
     here parts of 300 rows. The answers' fetch is held at its end until that step has inserted a part, so the step
     finds it running. The UI shows how many rows went in early; the warehouse equals the platform, and so it does
     after an incremental sync, which is no first load."""
-    monkeypatch.setattr(early_insert, "EARLY_PART_ROWS", 300)
+    monkeypatch.setattr(runner, "EARLY_PART_ROWS", 300)
     inserted: list[str] = []
     changed = threading.Condition()
 

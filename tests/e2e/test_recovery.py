@@ -22,7 +22,7 @@ from stack_helpers import RAW, assert_warehouse_equals_platform
 from pipeline.defs.operations.runs.identity import PID_TAG
 from pipeline.instance import SHIPPED_CONFIG
 from pipeline.stack import Stack, local_stack
-from pipeline.warehouse.lake import list_manifests
+from pipeline.warehouse.lake.lake import list_manifests
 
 WORKER = Path(__file__).with_name("sync_kill_worker.py")
 POOL = "warehouse"

@@ -69,7 +69,7 @@ def test_rerunning_a_window_changes_nothing_and_a_future_cursor_reads_nothing(tm
             assert _metadata(again, key)["rows_updated"] == 0, key
         assert_warehouse_equals_platform(stack)
         # Nothing changed on the platform: every snapshot page comes from the page cache, every snapshot repeats
-        # the first sync's and is applied without comparing its rows (pipeline/warehouse/repeats.py), yet each
+        # the first sync's and is applied without comparing its rows (pipeline/warehouse/merge/repeats.py), yet each
         # live row was seen by this load.
         with duckdb.connect(str(stack.warehouse_path), read_only=True) as conn:
             for table in SNAPSHOT_TABLES:

@@ -12,7 +12,7 @@ from stack_helpers import assert_warehouse_equals_platform
 
 from pipeline.settings import load_settings
 from pipeline.stack import environment
-from pipeline.warehouse.iceberg import CATALOG_NAME, MARTS_NAMESPACE, iceberg_location
+from pipeline.warehouse.lake.iceberg import CATALOG_NAME, MARTS_NAMESPACE, iceberg_location
 
 pytestmark = pytest.mark.slow
 

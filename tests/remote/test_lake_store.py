@@ -16,9 +16,9 @@ from pipeline.contract.tables import TableSpec
 from pipeline.settings import Settings
 from pipeline.warehouse import Warehouse
 from pipeline.warehouse.errors import LakeError
-from pipeline.warehouse.lake import PartWriter, check_parts, list_manifests
-from pipeline.warehouse.lakestore import LakeStore, LocalLake, ObjectLake, open_lake
-from pipeline.warehouse.manifest import PartFile
+from pipeline.warehouse.lake.lake import PartWriter, check_parts, list_manifests
+from pipeline.warehouse.lake.lakestore import LakeStore, LocalLake, ObjectLake, open_lake
+from pipeline.warehouse.lake.manifest import PartFile
 
 
 @pytest.fixture(params=["local", "s3"])

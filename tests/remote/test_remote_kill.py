@@ -16,8 +16,8 @@ import s3fs
 from stack_helpers import RAW, assert_warehouse_equals_platform
 
 from pipeline.stack import Stack
-from pipeline.warehouse.lake import list_manifests
-from pipeline.warehouse.lakestore import ObjectLake
+from pipeline.warehouse.lake.lake import list_manifests
+from pipeline.warehouse.lake.lakestore import ObjectLake
 
 WORKER = Path(__file__).with_name("kill_worker.py")
 

@@ -17,8 +17,8 @@ from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage, Postgr
 from stack_helpers import RAW, assert_warehouse_equals_platform
 from warehouse.warehouse_helpers import digest_all  # tests/warehouse, a namespace package beside this one
 
-from pipeline.warehouse.lake import list_manifests
-from pipeline.warehouse.lakestore import ObjectLake
+from pipeline.warehouse.lake.lake import list_manifests
+from pipeline.warehouse.lake.lakestore import ObjectLake
 
 
 @pytest.mark.slow

@@ -14,7 +14,7 @@ from pathlib import Path
 from warehouse_helpers import ANSWER_RESULTS, ANSWERS, T0, answers_generation, make_warehouse, write_in_slices
 
 from pipeline.warehouse import hooks
-from pipeline.warehouse.early_insert import EarlyFirstLoad
+from pipeline.warehouse.loading.early_insert import EarlyFirstLoad
 from pipeline.warehouse.warehouse import utc_now
 
 

@@ -8,8 +8,9 @@ import dataclasses
 import pyarrow as pa
 from warehouse_helpers import ALL_SPECS, ANSWERS, GROUPS, answer, load_once
 
-from pipeline.warehouse import Warehouse, catalog
-from pipeline.warehouse.catalog import read_catalog, read_table_def
+from pipeline.warehouse import Warehouse
+from pipeline.warehouse.duck import catalog
+from pipeline.warehouse.duck.catalog import read_catalog, read_table_def
 
 
 def test_a_repeated_load_derives_no_table_definition_anew(wh: Warehouse) -> None:

@@ -6,8 +6,9 @@ import duckdb
 import pytest
 from warehouse_helpers import ACTIVE_LESSONS, ANSWERS, GROUPS, T0, answer, load_once
 
-from pipeline.warehouse import SchemaError, Warehouse, checks, duplicate_keys, null_keys, orphans, row_count, state
-from pipeline.warehouse.checks import last_load_counts, last_load_time
+from pipeline.warehouse import SchemaError, Warehouse, duplicate_keys, null_keys, orphans, row_count
+from pipeline.warehouse.merge import checks, state
+from pipeline.warehouse.merge.checks import last_load_counts, last_load_time
 
 
 def test_checks_pass_on_good_data_and_count_planted_problems(seeded: Warehouse) -> None:
@@ -183,7 +184,7 @@ def test_a_load_that_wrote_most_of_the_table_has_every_row_checked(seeded: Wareh
 
 
 def test_repeats_any_answers_within_a_small_memory_limit(tmp_path) -> None:
-    from pipeline.warehouse.connection import repeats_any
+    from pipeline.warehouse.duck.connection import repeats_any
 
     conn = duckdb.connect(str(tmp_path / "w.duckdb"))
     conn.execute(f"SET memory_limit = '48MiB'; SET threads = 2; SET temp_directory = '{tmp_path / 'tmp'}'")

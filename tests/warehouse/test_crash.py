@@ -29,8 +29,8 @@ from warehouse_helpers import (
 )
 
 from pipeline.warehouse import Warehouse, duplicate_keys
-from pipeline.warehouse.lake import list_manifests
-from pipeline.warehouse.rebuild import rebuild_into
+from pipeline.warehouse.lake.lake import list_manifests
+from pipeline.warehouse.upkeep.rebuild import rebuild_into
 
 ROWS = 5_000
 WORKER = Path(__file__).with_name("crash_worker.py")

@@ -1,4 +1,4 @@
-"""A first load inserted while it is still written (pipeline/warehouse/early_insert.py): the parts go into the empty
+"""A first load inserted while it is still written (pipeline/warehouse/loading/early_insert.py): the parts go into the empty
 tables inside the commit's transaction as they close, invisible until the COMMIT, and the warehouse ends exactly as
 after the ordinary first load (every column, load times included), as after a rebuild from the lake, and with the
 documented winner of a key written twice. It is no first load when a table holds rows; a failed early insert leaves
@@ -32,8 +32,8 @@ from warehouse_helpers import (
 )
 
 from pipeline.warehouse import TableLoadStats, Warehouse, hooks
-from pipeline.warehouse.early_insert import EarlyFirstLoad
-from pipeline.warehouse.rebuild import rebuild_into
+from pipeline.warehouse.loading.early_insert import EarlyFirstLoad
+from pipeline.warehouse.upkeep.rebuild import rebuild_into
 
 PART_ROWS = 1_500  # the answers and their results close parts while written, and end with one open
 

@@ -31,7 +31,7 @@ from warehouse_helpers import (
 
 from pipeline.contract.tables import TableSpec
 from pipeline.warehouse import TableLoadStats, Warehouse, duplicate_keys
-from pipeline.warehouse.rebuild import rebuild_into
+from pipeline.warehouse.upkeep.rebuild import rebuild_into
 
 DATA_TABLES = ("answers", "answer_results")
 

@@ -1,4 +1,4 @@
-"""The Iceberg mirror of the warehouse (pipeline/warehouse/iceberg.py), load by load: inserts, updates, soft
+"""The Iceberg mirror of the warehouse (pipeline/warehouse/lake/iceberg.py), load by load: inserts, updates, soft
 deletions, child replacement, schema evolution, a mirror left behind by a failure, rows removed outside a load,
 snapshot expiry and compaction. After each step every table read through pyiceberg and polars equals the
 warehouse."""
@@ -15,7 +15,7 @@ from warehouse_helpers import ALL_SPECS, ANSWER_RESULTS, ANSWERS, GROUPS, answer
 
 from pipeline.contract.tables import TableSpec
 from pipeline.warehouse import Warehouse
-from pipeline.warehouse.iceberg import IcebergLocation, IcebergMirror, TableFormatError
+from pipeline.warehouse.lake.iceberg import IcebergLocation, IcebergMirror, TableFormatError
 
 
 def group(gid: str, title: str = "G", disabled: bool = False) -> dict:

@@ -11,8 +11,8 @@ from pathlib import Path
 from warehouse_helpers import ALL_SPECS, ANSWERS, GROUPS, T0, answer, dump, load_once, make_warehouse
 
 from pipeline.warehouse import Warehouse, duplicate_keys
-from pipeline.warehouse.arrow_types import q
-from pipeline.warehouse.catalog import read_catalog
+from pipeline.warehouse.duck.arrow_types import q
+from pipeline.warehouse.duck.catalog import read_catalog
 
 
 def loads(wh: Warehouse, generation: int) -> None:

@@ -25,8 +25,8 @@ from warehouse_helpers import (
 
 from pipeline.contract.tables import TableSpec
 from pipeline.warehouse import SchemaError, TableLoadStats, Warehouse, WarehouseError
-from pipeline.warehouse.lake import PartWriter, list_manifests
-from pipeline.warehouse.lakestore import open_lake
+from pipeline.warehouse.lake.lake import PartWriter, list_manifests
+from pipeline.warehouse.lake.lakestore import open_lake
 
 
 def lake_files(wh: Warehouse) -> list[str]:

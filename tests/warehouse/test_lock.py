@@ -15,8 +15,9 @@ from warehouse_helpers import ANSWERS, T0, answer, load_once, make_warehouse
 
 from pipeline.cli import main as lessonsync
 from pipeline.settings import Settings
-from pipeline.warehouse import Warehouse, WarehouseLockedError, connection
-from pipeline.warehouse.lake import list_manifests
+from pipeline.warehouse import Warehouse, WarehouseLockedError
+from pipeline.warehouse.duck import connection
+from pipeline.warehouse.lake.lake import list_manifests
 
 # Holds the file open read-write until its stdin closes.
 HOLDER = "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('holding', flush=True); sys.stdin.read()"

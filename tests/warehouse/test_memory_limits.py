@@ -1,4 +1,4 @@
-"""DuckDB's memory_limit (pipeline/warehouse/connection.py): every connection works within the one limit the
+"""DuckDB's memory_limit (pipeline/warehouse/duck/connection.py): every connection works within the one limit the
 settings give, a first load's unordered insert included."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from warehouse_helpers import ANSWERS, T0, answer, batch
 
 from pipeline.settings import Settings
 from pipeline.warehouse import Warehouse
-from pipeline.warehouse.connection import scalar
+from pipeline.warehouse.duck.connection import scalar
 
 MIB = 1024 * 1024
 
@@ -52,7 +52,7 @@ def test_the_setting_reaches_the_connections(tmp_path: Path) -> None:
 
 def test_the_default_limit_follows_the_machine(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """'auto': DuckDB's minimum per thread, never under the floor, at most a share of the available memory."""
-    from pipeline.warehouse import connection
+    from pipeline.warehouse.duck import connection
 
     monkeypatch.setattr(connection, "available_memory", lambda: 64 * 1024 * MIB)
     assert connection.memory_limit_for_machine(2) == "256MiB"

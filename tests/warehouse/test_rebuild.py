@@ -29,8 +29,8 @@ from warehouse_helpers import (
 
 from pipeline.cli import main as lessonsync
 from pipeline.warehouse import LakeError, Warehouse, WarehouseError
-from pipeline.warehouse.catalog import read_catalog
-from pipeline.warehouse.rebuild import rebuild_into
+from pipeline.warehouse.duck.catalog import read_catalog
+from pipeline.warehouse.upkeep.rebuild import rebuild_into
 
 
 def history(wh: Warehouse) -> None:

@@ -1,4 +1,4 @@
-"""A complete snapshot that repeats the last one is applied without comparing its rows (pipeline/warehouse/repeats.py):
+"""A complete snapshot that repeats the last one is applied without comparing its rows (pipeline/warehouse/merge/repeats.py):
 the tables end exactly as the ordinary apply leaves them, and anything that breaks the proof takes the ordinary path."""
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from warehouse_helpers import (
 )
 
 from pipeline.warehouse import Warehouse
-from pipeline.warehouse.content import ContentDigest
-from pipeline.warehouse.rebuild import rebuild_into
+from pipeline.warehouse.loading.content import ContentDigest
 from pipeline.warehouse.results import TableLoadStats
+from pipeline.warehouse.upkeep.rebuild import rebuild_into
 
 SNAPSHOT = {"lesson_sessions", "lesson_session_registrations"}
 SESSION_ROWS = [{"id": s, "title": s.upper(), "presenters": ["p1", s], "start_date": T0} for s in ("s1", "s2", "s3")]
@@ -62,7 +62,7 @@ def user_tables(wh: Warehouse) -> dict[str, list[tuple]]:
 
 
 def ordinary_apply_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("pipeline.warehouse.apply.repeated_load", lambda *args: None)
+    monkeypatch.setattr("pipeline.warehouse.merge.apply.repeated_load", lambda *args: None)
 
 
 def test_a_repeated_snapshot_ends_exactly_as_the_ordinary_apply(

@@ -11,7 +11,8 @@ from warehouse_helpers import ANSWERS, T0, answer, batch, dump, load_once, make_
 
 from bench.upsert_options import STRATEGIES
 from bench.upsert_options import strategy as bench_strategy
-from pipeline.warehouse import SchemaError, TableLoadStats, Warehouse, staging
+from pipeline.warehouse import SchemaError, TableLoadStats, Warehouse
+from pipeline.warehouse.merge import staging
 
 
 def loaded_at(wh: Warehouse, seq: int):

@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from pipeline.contract.tables import TableSpec
 from pipeline.warehouse import Load, Warehouse
-from pipeline.warehouse.early_insert import EarlyFirstLoad
+from pipeline.warehouse.loading.early_insert import EarlyFirstLoad
 
 UTC = UTC
 TS = pa.timestamp("us", tz="UTC")

@@ -16,9 +16,9 @@ from webhook_helpers import FUTURE, PAST, certificate
 
 from pipeline.contract.tables import CERTIFICATE_EVENTS, CERTIFICATES, QUARANTINE, TableSpec
 from pipeline.warehouse import Warehouse, hooks
-from pipeline.warehouse.arrow_types import field_type
-from pipeline.warehouse.rebuild import rebuild_into
-from pipeline.warehouse.status import stream_statuses
+from pipeline.warehouse.duck.arrow_types import field_type
+from pipeline.warehouse.upkeep.rebuild import rebuild_into
+from pipeline.warehouse.upkeep.status import stream_statuses
 from pipeline.webhooks.events import to_delivery
 from pipeline.webhooks.inbox import Inbox
 from pipeline.webhooks.load import load_certificate_events

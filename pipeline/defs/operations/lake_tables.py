@@ -11,7 +11,7 @@ from dagster import (
 
 from pipeline.defs.policy import POOL, WRITES_WAREHOUSE
 from pipeline.defs.resources import WarehouseResource
-from pipeline.warehouse.iceberg import maintain
+from pipeline.warehouse import maintain
 
 
 @op(

@@ -33,8 +33,7 @@ from pipeline.defs.resources import PlatformResource, WarehouseResource
 from pipeline.raw.commit import StreamLoad
 from pipeline.raw.runner import STREAM_TABLES, RawRun, RawSync, streams_of
 from pipeline.settings import Settings
-from pipeline.warehouse import Warehouse
-from pipeline.warehouse.catalog import catalog_unchanged
+from pipeline.warehouse import Warehouse, catalog_unchanged
 
 # The UI's groups, by stream: the domain each table belongs to.
 STREAM_GROUPS = {

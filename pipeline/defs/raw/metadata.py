@@ -36,7 +36,8 @@ def table_metadata(done: StreamLoad, table: str) -> Metadata:
         "commit_s": round(done.commit_seconds, 3),
     }
     metadata.update({f"rows_{name}": value for name, value in counts.as_dict().items()})
-    if result.repeat_of is not None:  # the whole snapshot was the same as that load's (pipeline/warehouse/repeats.py)
+    # the whole snapshot was the same as that load's (pipeline/warehouse/merge/repeats.py)
+    if result.repeat_of is not None:
         metadata["unchanged_since_load"] = result.repeat_of
     if table in done.row_counts:
         metadata["dagster/row_count"] = done.row_counts[table]

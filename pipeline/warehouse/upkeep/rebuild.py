@@ -10,17 +10,17 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.warehouse.catalog import read_catalog
-from pipeline.warehouse.connection import ConnectionSettings, open_connection
-from pipeline.warehouse.context import CommitContext, Upsert
+from pipeline.warehouse.duck.catalog import read_catalog
+from pipeline.warehouse.duck.connection import ConnectionSettings, open_connection
+from pipeline.warehouse.duck.schema import table_ref
 from pipeline.warehouse.errors import LakeError, WarehouseError
-from pipeline.warehouse.lake import list_manifests, read_manifest
-from pipeline.warehouse.lakestore import LakeStore, fsync_dir, open_lake
-from pipeline.warehouse.manifest import from_json
-from pipeline.warehouse.recovery import replay
-from pipeline.warehouse.schema import table_ref
-from pipeline.warehouse.state import ensure_state_tables
-from pipeline.warehouse.upsert import upsert_stage
+from pipeline.warehouse.lake.lake import list_manifests, read_manifest
+from pipeline.warehouse.lake.lakestore import LakeStore, fsync_dir, open_lake
+from pipeline.warehouse.lake.manifest import from_json
+from pipeline.warehouse.merge.context import CommitContext, Upsert
+from pipeline.warehouse.merge.recovery import replay
+from pipeline.warehouse.merge.state import ensure_state_tables
+from pipeline.warehouse.merge.upsert import upsert_stage
 
 
 @dataclass

@@ -17,10 +17,9 @@ import duckdb
 
 from pipeline.contract.descriptions import column_descriptions
 from pipeline.contract.tables import TableKind, TableSpec
-from pipeline.warehouse.arrow_types import TIMESTAMPTZ, field_type, q
-from pipeline.warehouse.catalog import read_catalog
-from pipeline.warehouse.errors import SchemaError
-from pipeline.warehouse.tabledef import (  # noqa: F401  (re-exported: the names of the schema)
+from pipeline.warehouse.duck.arrow_types import TIMESTAMPTZ, field_type, q
+from pipeline.warehouse.duck.catalog import read_catalog
+from pipeline.warehouse.duck.tabledef import (  # noqa: F401  (re-exported: the names of the schema)
     DELETED_AT,
     FIRST_LOADED_AT,
     INTERNAL_COMMENTS,
@@ -31,6 +30,7 @@ from pipeline.warehouse.tabledef import (  # noqa: F401  (re-exported: the names
     SCHEMA,
     TableDef,
 )
+from pipeline.warehouse.errors import SchemaError
 
 _IDENTIFIER = re.compile(r"^[a-z][a-z0-9_]*$")
 

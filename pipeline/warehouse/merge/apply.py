@@ -9,17 +9,17 @@ from dataclasses import replace
 
 import duckdb
 
-from pipeline.warehouse.arrow_types import q, ts_literal
-from pipeline.warehouse.connection import out_of_memory_named
-from pipeline.warehouse.context import CommitContext
-from pipeline.warehouse.deletions import mark_vanished, replace_children
+from pipeline.warehouse.duck.arrow_types import q, ts_literal
+from pipeline.warehouse.duck.connection import out_of_memory_named
+from pipeline.warehouse.duck.schema import drop_tables, ensure_tables, table_ref
+from pipeline.warehouse.duck.tabledef import TableDef
 from pipeline.warehouse.errors import SchemaError
-from pipeline.warehouse.lake import check_parts
-from pipeline.warehouse.manifest import LoadOutcome, LoadPlan, TableLoad
-from pipeline.warehouse.repeats import repeated_load, touch_repeated
-from pipeline.warehouse.results import TableLoadStats
-from pipeline.warehouse.schema import drop_tables, ensure_tables, table_ref
-from pipeline.warehouse.staging import (
+from pipeline.warehouse.lake.lake import check_parts
+from pipeline.warehouse.lake.manifest import LoadOutcome, LoadPlan, TableLoad
+from pipeline.warehouse.merge.context import CommitContext
+from pipeline.warehouse.merge.deletions import mark_vanished, replace_children
+from pipeline.warehouse.merge.repeats import repeated_load, touch_repeated
+from pipeline.warehouse.merge.staging import (
     Stage,
     count_changes,
     create_stage,
@@ -29,9 +29,9 @@ from pipeline.warehouse.staging import (
     mark_stale_children,
     target_is_empty,
 )
-from pipeline.warehouse.state import advance_cursor, advance_position, record_load
-from pipeline.warehouse.tabledef import TableDef
-from pipeline.warehouse.upsert import insert_first_load
+from pipeline.warehouse.merge.state import advance_cursor, advance_position, record_load
+from pipeline.warehouse.merge.upsert import insert_first_load
+from pipeline.warehouse.results import TableLoadStats
 
 
 def apply_load(ctx: CommitContext, plan: LoadPlan) -> LoadOutcome:
@@ -94,8 +94,8 @@ def _stage_tables(
 ) -> tuple[dict[str, TableLoadStats], dict[str, Stage]]:
     """Append tables are inserted at once; the others are staged (deduped and classified) for upsert, except
     a first load into an empty table, inserted at once too (upsert.insert_first_load, or finished where it went in
-    early: early_insert.py) unless a parent row of it is stale in this load (then its children must be told apart
-    first)."""
+    early: loading/early_insert.py) unless a parent row of it is stale in this load (then its children must be
+    told apart first)."""
     stats: dict[str, TableLoadStats] = {}
     stages: dict[str, Stage] = {}
     for load in parents_first(plan.tables):

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 
 import duckdb
 
-from pipeline.warehouse.arrow_types import q
-from pipeline.warehouse.connection import repeats_any
+from pipeline.warehouse.duck.arrow_types import q
+from pipeline.warehouse.duck.connection import repeats_any
+from pipeline.warehouse.duck.schema import table_ref
+from pipeline.warehouse.duck.tabledef import DELETED_AT, FIRST_LOADED_AT, META_COLUMNS, TableDef
 from pipeline.warehouse.errors import SchemaError
-from pipeline.warehouse.manifest import ChildLink, TableLoad
-from pipeline.warehouse.schema import table_ref
-from pipeline.warehouse.tabledef import DELETED_AT, FIRST_LOADED_AT, META_COLUMNS, TableDef
+from pipeline.warehouse.lake.manifest import ChildLink, TableLoad
 
 CHANGES = ("insert", "stale", "rewrite", "update", "same")
 

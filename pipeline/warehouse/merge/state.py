@@ -11,9 +11,9 @@ from typing import Any
 
 import duckdb
 
-from pipeline.warehouse.manifest import LoadOutcome, LoadPlan
-from pipeline.warehouse.schema import REGISTRY_DDL, REGISTRY_KEY_COLUMN
-from pipeline.warehouse.tabledef import SCHEMA
+from pipeline.warehouse.duck.schema import REGISTRY_DDL, REGISTRY_KEY_COLUMN
+from pipeline.warehouse.duck.tabledef import SCHEMA
+from pipeline.warehouse.lake.manifest import LoadOutcome, LoadPlan
 
 SYNC_STATE = f"{SCHEMA}._sync_state"
 LOAD_RUNS = f"{SCHEMA}._load_runs"

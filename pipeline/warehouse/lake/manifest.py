@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from pipeline.warehouse.duck.tabledef import TableDef
 from pipeline.warehouse.errors import LakeError
 from pipeline.warehouse.results import TableLoadStats
-from pipeline.warehouse.tabledef import TableDef
 
 FORMAT_VERSION = 1
 
@@ -36,7 +36,7 @@ class TableLoad:
     columns: tuple[str, ...]  # data columns present in the parts
     parts: tuple[PartFile, ...]
     order_by: tuple[str, ...] = ()  # TableSpec.order_by: which version of a key wins (empty: the cursor field)
-    content: str | None = None  # snapshot tables: the digest of the rows written (content.py), else None
+    content: str | None = None  # snapshot tables: the digest of the rows written (loading/content.py), else None
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ class LoadOutcome:
     tables: dict[str, TableLoadStats]
     position_before: int | None = None
     position_after: int | None = None
-    repeat_of: int | None = None  # the load whose complete snapshot this one repeated row for row (repeats.py)
+    repeat_of: int | None = None  # the load whose complete snapshot this one repeated row for row (merge/repeats.py)
 
 
 def to_json(plan: LoadPlan, outcome: LoadOutcome) -> bytes:

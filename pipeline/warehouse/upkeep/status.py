@@ -10,12 +10,12 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline.warehouse.arrow_types import q
-from pipeline.warehouse.connection import scalar
-from pipeline.warehouse.lake import LakeLocation, list_manifests, read_manifest
-from pipeline.warehouse.lakestore import open_lake
-from pipeline.warehouse.manifest import from_json
-from pipeline.warehouse.tabledef import SCHEMA
+from pipeline.warehouse.duck.arrow_types import q
+from pipeline.warehouse.duck.connection import scalar
+from pipeline.warehouse.duck.tabledef import SCHEMA
+from pipeline.warehouse.lake.lake import LakeLocation, list_manifests, read_manifest
+from pipeline.warehouse.lake.lakestore import open_lake
+from pipeline.warehouse.lake.manifest import from_json
 
 QUARANTINE_TABLE = "quarantine"
 

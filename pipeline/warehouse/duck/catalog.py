@@ -18,7 +18,7 @@ from contextvars import ContextVar
 
 import duckdb
 
-from pipeline.warehouse.tabledef import REGISTRY, SCHEMA, TableDef
+from pipeline.warehouse.duck.tabledef import REGISTRY, SCHEMA, TableDef
 
 _DATA_TABLES = "database_name = current_database() AND schema_name = $schema AND NOT starts_with(table_name, '_')"
 

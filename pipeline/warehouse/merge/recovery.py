@@ -1,6 +1,6 @@
 """Keeping the warehouse in step with the lake's manifests.
 
-Commit order (load.py): apply the load inside a DuckDB transaction, write the manifest (the commit point),
+Commit order (loading/load.py): apply the load inside a DuckDB transaction, write the manifest (the commit point),
 then COMMIT DuckDB. A crash between the last two leaves a manifest the warehouse lacks; the next writer
 replays it from the lake before doing anything else (roll-forward), so after recovery the warehouse holds
 exactly the loads the lake lists. Replays run the same code as live commits and must give the counts the
@@ -11,12 +11,12 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from pipeline.warehouse.apply import apply_load
-from pipeline.warehouse.context import CommitContext
 from pipeline.warehouse.errors import LakeError
-from pipeline.warehouse.lake import list_manifests, read_manifest
-from pipeline.warehouse.manifest import LoadOutcome, LoadPlan, from_json
-from pipeline.warehouse.state import applied_loads
+from pipeline.warehouse.lake.lake import list_manifests, read_manifest
+from pipeline.warehouse.lake.manifest import LoadOutcome, LoadPlan, from_json
+from pipeline.warehouse.merge.apply import apply_load
+from pipeline.warehouse.merge.context import CommitContext
+from pipeline.warehouse.merge.state import applied_loads
 
 log = logging.getLogger(__name__)
 

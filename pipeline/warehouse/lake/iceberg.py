@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING
 import duckdb
 import pyarrow as pa
 
-from pipeline.warehouse.arrow_types import q
-from pipeline.warehouse.catalog import read_catalog
-from pipeline.warehouse.connection import scalar
-from pipeline.warehouse.tabledef import DELETED_AT, LAST_LOADED_AT, SCHEMA, TableDef
+from pipeline.warehouse.duck.arrow_types import q
+from pipeline.warehouse.duck.catalog import read_catalog
+from pipeline.warehouse.duck.connection import scalar
+from pipeline.warehouse.duck.tabledef import DELETED_AT, LAST_LOADED_AT, SCHEMA, TableDef
 
 if TYPE_CHECKING:
     from pyiceberg.catalog.sql import SqlCatalog

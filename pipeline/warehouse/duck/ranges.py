@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import duckdb
 
-from pipeline.warehouse.connection import scalar
+from pipeline.warehouse.duck.connection import scalar
 
 SAMPLE_ROWS = 20_000
 

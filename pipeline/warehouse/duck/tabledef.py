@@ -10,7 +10,7 @@ FIRST_LOADED_AT = "first_loaded_at"
 LAST_LOADED_AT = "last_loaded_at"
 DELETED_AT = "deleted_at"
 META_COLUMNS = (FIRST_LOADED_AT, LAST_LOADED_AT, DELETED_AT)
-# The internal tables' descriptions (state.py and schema.py create them), set as comments like the data tables'.
+# The internal tables' descriptions (merge/state.py and schema.py create them), set as comments like the data tables'.
 INTERNAL_COMMENTS: dict[str, tuple[str, dict[str, str]]] = {
     "_sync_state": (
         "Sync state: one row per stream, where its next window starts.",

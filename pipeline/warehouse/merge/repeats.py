@@ -4,7 +4,7 @@ Snapshots (groups and their users, the lesson catalogue, sessions, categories) a
 most nights nothing in them changed. The ordinary apply (staging.py) would read every row, join it with the
 table, find every row `same` and none vanished, and only move last_loaded_at: most of a quiet run's commit time. A load is applied here instead when all of these hold for every table it writes:
 
-1. the table is a complete snapshot of this load, with a content digest (content.py), and every child link of
+1. the table is a complete snapshot of this load, with a content digest (loading/content.py), and every child link of
    the load joins two of its tables (so replacing children has nothing to do either);
 2. the newest load that wrote the table (lms._load_runs) wrote it as a complete snapshot with the same digest and
    no stale row: so the table's live rows are that load's rows deduped, and this load's rows are the same multiset;
@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import duckdb
 
-from pipeline.warehouse.arrow_types import q
-from pipeline.warehouse.checks import live_rows
-from pipeline.warehouse.manifest import LoadPlan, TableLoad
+from pipeline.warehouse.duck.arrow_types import q
+from pipeline.warehouse.duck.schema import table_ref
+from pipeline.warehouse.duck.tabledef import DELETED_AT, LAST_LOADED_AT, TableDef
+from pipeline.warehouse.lake.manifest import LoadPlan, TableLoad
+from pipeline.warehouse.merge.checks import live_rows
+from pipeline.warehouse.merge.state import newest_loads
 from pipeline.warehouse.results import TableLoadStats
-from pipeline.warehouse.schema import table_ref
-from pipeline.warehouse.state import newest_loads
-from pipeline.warehouse.tabledef import DELETED_AT, LAST_LOADED_AT, TableDef
 
 
 def repeated_load(

@@ -3,7 +3,7 @@ one-liner (`passed=duplicate_keys(conn, "answers") == 0`). Rows marked deleted a
 function says otherwise.
 
 Cost: a check must not cost more than the load it follows.
-- Keys: the tables declare no PRIMARY KEY (schema.py says why); a load keeps one row per key, and
+- Keys: the tables declare no PRIMARY KEY (duck/schema.py says why); a load keeps one row per key, and
   `duplicate_keys(..., touched_since=T)` looks at the keys of the rows a load wrote at or after T (any key a
   load duplicated is among them), matched against the table within their range of the first key column.
   Without `touched_since`, or when the load touched more than `max_touched` rows or half the table, every row is
@@ -20,15 +20,15 @@ from datetime import datetime
 
 import duckdb
 
-from pipeline.warehouse.arrow_types import q
-from pipeline.warehouse.catalog import read_table_def
-from pipeline.warehouse.connection import repeats_any, scalar
+from pipeline.warehouse.duck.arrow_types import q
+from pipeline.warehouse.duck.catalog import read_table_def
+from pipeline.warehouse.duck.connection import repeats_any, scalar
+from pipeline.warehouse.duck.ranges import key_ranges, range_bounds
+from pipeline.warehouse.duck.schema import table_ref
+from pipeline.warehouse.duck.tabledef import DELETED_AT, LAST_LOADED_AT, TableDef
 from pipeline.warehouse.errors import SchemaError
-from pipeline.warehouse.ranges import key_ranges, range_bounds
-from pipeline.warehouse.schema import table_ref
-from pipeline.warehouse.staging import value_range
-from pipeline.warehouse.state import LOAD_RUNS, newest_loads
-from pipeline.warehouse.tabledef import DELETED_AT, LAST_LOADED_AT, TableDef
+from pipeline.warehouse.merge.staging import value_range
+from pipeline.warehouse.merge.state import LOAD_RUNS, newest_loads
 
 
 def row_count(conn: duckdb.DuckDBPyConnection, table: str) -> int:

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import duckdb
 
-from pipeline.warehouse.arrow_types import q
-from pipeline.warehouse.connection import insertion_order_not_kept
-from pipeline.warehouse.manifest import TableLoad
-from pipeline.warehouse.schema import table_ref
-from pipeline.warehouse.staging import Stage, deduped_sql, duplicate_keys_of, is_list_type, values_must_fit
-from pipeline.warehouse.tabledef import DELETED_AT, FIRST_LOADED_AT, LAST_LOADED_AT, TableDef
+from pipeline.warehouse.duck.arrow_types import q
+from pipeline.warehouse.duck.connection import insertion_order_not_kept
+from pipeline.warehouse.duck.schema import table_ref
+from pipeline.warehouse.duck.tabledef import DELETED_AT, FIRST_LOADED_AT, LAST_LOADED_AT, TableDef
+from pipeline.warehouse.lake.manifest import TableLoad
+from pipeline.warehouse.merge.staging import Stage, deduped_sql, duplicate_keys_of, is_list_type, values_must_fit
 
 BY_ROWID = "t.rowid = s._rowid"  # `t`: the warehouse table, `s`: the stage
 

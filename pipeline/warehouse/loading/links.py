@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from pipeline.warehouse.duck.tabledef import TableDef
 from pipeline.warehouse.errors import SchemaError
-from pipeline.warehouse.manifest import ChildLink
-from pipeline.warehouse.tabledef import TableDef
+from pipeline.warehouse.lake.manifest import ChildLink
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,8 @@ import pyarrow.parquet as pq
 
 from pipeline.warehouse import hooks
 from pipeline.warehouse.errors import LakeError
-from pipeline.warehouse.lakestore import LakeStore, open_lake
-from pipeline.warehouse.manifest import PartFile
+from pipeline.warehouse.lake.lakestore import LakeStore, open_lake
+from pipeline.warehouse.lake.manifest import PartFile
 
 __all__ = ["ManifestRef", "PartWriter", "check_parts", "list_manifests", "load_dir", "manifest_name", "read_manifest"]
 
@@ -132,7 +132,7 @@ class PartWriter:
 
     def write(self, batch: pa.RecordBatch) -> None:
         """Row groups hold exactly `row_group_rows` rows (a batch is sliced at the boundary, without a copy), so a
-        part of whole DuckDB row groups inserts into whole row groups (early_insert.py)."""
+        part of whole DuckDB row groups inserts into whole row groups (loading/early_insert.py)."""
         while batch.num_rows:
             piece = batch.slice(0, self.row_group_rows - self._buffered)
             batch = batch.slice(piece.num_rows)

@@ -10,26 +10,23 @@ import secrets
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import duckdb
 import pyarrow as pa
 
 from pipeline.contract.tables import TableSpec
 from pipeline.warehouse import hooks
-from pipeline.warehouse.batches import conform_batch
-from pipeline.warehouse.commit import commit_load
-from pipeline.warehouse.content import ContentDigest
+from pipeline.warehouse.duck.schema import check_identifier, table_def
 from pipeline.warehouse.errors import MemoryLimitError, WarehouseError
-from pipeline.warehouse.lake import PartWriter, list_manifests, load_dir
-from pipeline.warehouse.links import ChildLinks
-from pipeline.warehouse.manifest import PartFile, TableLoad
+from pipeline.warehouse.lake.lake import PartWriter, list_manifests, load_dir
+from pipeline.warehouse.lake.manifest import PartFile, TableLoad
+from pipeline.warehouse.loading.batches import conform_batch
+from pipeline.warehouse.loading.commit import commit_load
+from pipeline.warehouse.loading.content import ContentDigest
+from pipeline.warehouse.loading.links import ChildLinks
+from pipeline.warehouse.loading.protocols import EarlyCommit, LoadTarget
 from pipeline.warehouse.results import LoadResult
-from pipeline.warehouse.schema import check_identifier, table_def
-
-if TYPE_CHECKING:
-    from pipeline.warehouse.early_insert import EarlyFirstLoad
-    from pipeline.warehouse.warehouse import Warehouse
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
@@ -38,7 +35,7 @@ class Load:
     """Created by Warehouse.load(); see its docstring."""
 
     def __init__(
-        self, warehouse: Warehouse, stream: str, run_id: str, started_at: datetime, part_rows: int | None = None
+        self, warehouse: LoadTarget, stream: str, run_id: str, started_at: datetime, part_rows: int | None = None
     ) -> None:
         check_identifier(stream, "stream")
         if not _RUN_ID.match(run_id):
@@ -55,7 +52,7 @@ class Load:
         self.load_id = f"{run_id}-{stream}-{secrets.token_hex(4)}"
         self._specs: dict[str, TableSpec] = {}
         self._writers: dict[str, PartWriter] = {}
-        self._contents: dict[str, ContentDigest] = {}  # snapshot tables only (repeats.py)
+        self._contents: dict[str, ContentDigest] = {}  # snapshot tables only (merge/repeats.py)
         self._state = "open"
 
     def __enter__(self) -> Load:
@@ -111,7 +108,7 @@ class Load:
         cursor_reset: bool = False,
         position: int | None = None,
         drop_before: Iterable[str] = (),
-        early: EarlyFirstLoad | None = None,
+        early: EarlyCommit | None = None,
     ) -> LoadResult:
         """Make everything written visible in the warehouse with the stream's new cursor, atomically.
 
@@ -120,7 +117,7 @@ class Load:
         replace_children_of: {child: parent or ChildOf}; None = every registered child of a table
             written here (see links.py); {} = none.
         stats: JSON-serializable numbers to record with the load (requests, retries...).
-        cursor_reset: store `cursor` as it is, even backwards (pipeline.warehouse.reset; nothing else).
+        cursor_reset: store `cursor` as it is, even backwards (pipeline.warehouse.upkeep.reset; nothing else).
         position: for a stream read from an ordered log (the certificate inbox: its sequence), the position up
             to which this load holds every entry; stored in lms._sync_state.position, only ever moving forward.
         drop_before: tables dropped in this load's transaction before its rows go in, and recreated from their

@@ -1,6 +1,6 @@
 """What a snapshot table's rows in one load are, as one digest: equal digests mean the two loads wrote the same
 batches (a multiset: the order they arrived in does not count, as a snapshot's pages come back in any order when
-fetched concurrently). repeats.py compares it with the last load's to skip the compare of every row.
+fetched concurrently). merge/repeats.py compares it with the last load's to skip the compare of every row.
 
 A digest that differs proves nothing (the same rows cut into other batches give another one), so the only cost
 of a false difference is the ordinary apply. Equal digests are the claim that matters: SHA-256 over each batch's

@@ -27,17 +27,17 @@ import duckdb
 
 from pipeline.contract.tables import TableSpec
 from pipeline.warehouse import hooks
-from pipeline.warehouse.arrow_types import ts_literal
-from pipeline.warehouse.connection import scalar
-from pipeline.warehouse.lake import DUCKDB_ROW_GROUP_ROWS, check_parts
-from pipeline.warehouse.load import Load, table_load
-from pipeline.warehouse.manifest import TableLoad
-from pipeline.warehouse.recovery import recover
-from pipeline.warehouse.schema import ensure_tables, table_def, table_ref
-from pipeline.warehouse.staging import Stage, duplicate_keys_of, target_is_empty, values_must_fit
-from pipeline.warehouse.state import ensure_state_tables, next_load_time
-from pipeline.warehouse.tabledef import TableDef
-from pipeline.warehouse.upsert import insert_parts
+from pipeline.warehouse.duck.arrow_types import ts_literal
+from pipeline.warehouse.duck.connection import scalar
+from pipeline.warehouse.duck.schema import ensure_tables, table_def, table_ref
+from pipeline.warehouse.duck.tabledef import TableDef
+from pipeline.warehouse.lake.lake import DUCKDB_ROW_GROUP_ROWS, check_parts
+from pipeline.warehouse.lake.manifest import TableLoad
+from pipeline.warehouse.loading.load import Load, table_load
+from pipeline.warehouse.merge.recovery import recover
+from pipeline.warehouse.merge.staging import Stage, duplicate_keys_of, target_is_empty, values_must_fit
+from pipeline.warehouse.merge.state import ensure_state_tables, next_load_time
+from pipeline.warehouse.merge.upsert import insert_parts
 
 # Rows per lake part of a load inserted early: what is left to insert after the last page is at most one part a
 # table, against up to 1M rows at the warehouse's default part size. Whole DuckDB row groups: a statement that

@@ -5,16 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import duckdb
 
-from pipeline.warehouse.lakestore import LakeStore
-from pipeline.warehouse.staging import Stage
-from pipeline.warehouse.upsert import upsert_stage
-
-if TYPE_CHECKING:
-    from pipeline.warehouse.early_insert import EarlyFirstLoad
+from pipeline.warehouse.lake.lakestore import LakeStore
+from pipeline.warehouse.merge.protocols import EarlyInsert
+from pipeline.warehouse.merge.staging import Stage
+from pipeline.warehouse.merge.upsert import upsert_stage
 
 # (connection, classified stage, load time as a SQL literal) -> None: applies the stage to its table
 Upsert = Callable[[duckdb.DuckDBPyConnection, Stage, str], None]
@@ -25,4 +22,4 @@ class CommitContext:
     conn: duckdb.DuckDBPyConnection  # read-write: it holds the file's write lock
     lake: LakeStore  # where the loads' parts and manifests are
     upsert: Upsert = upsert_stage  # the product's strategy; bench/upsert_options.py passes the ones that lost
-    early: EarlyFirstLoad | None = None  # a live commit whose first load went in while it was written
+    early: EarlyInsert | None = None  # a live commit whose first load went in while it was written

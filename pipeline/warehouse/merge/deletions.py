@@ -13,12 +13,12 @@ from datetime import datetime
 
 import duckdb
 
-from pipeline.warehouse.arrow_types import q, ts_literal
+from pipeline.warehouse.duck.arrow_types import q, ts_literal
+from pipeline.warehouse.duck.schema import table_ref
+from pipeline.warehouse.duck.tabledef import DELETED_AT, TableDef
 from pipeline.warehouse.errors import SchemaError
-from pipeline.warehouse.manifest import ChildLink
-from pipeline.warehouse.schema import table_ref
-from pipeline.warehouse.staging import Stage, join_on, value_range
-from pipeline.warehouse.tabledef import DELETED_AT, TableDef
+from pipeline.warehouse.lake.manifest import ChildLink
+from pipeline.warehouse.merge.staging import Stage, join_on, value_range
 
 
 def mark_vanished(conn: duckdb.DuckDBPyConnection, target: TableDef, stage: Stage | None, loaded_at: datetime) -> int:

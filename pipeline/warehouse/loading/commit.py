@@ -1,4 +1,4 @@
-"""The commit of one load, in this order (why: see recovery.py):
+"""The commit of one load, in this order (why: see merge/recovery.py):
 
 1. take the write lock (open read-write) and roll forward any load whose manifest outlived a crash;
 2. create/evolve the written tables (own transaction); BEGIN; apply the load (upserts, deletions, cursor,
@@ -19,29 +19,26 @@ from collections.abc import Mapping
 from contextlib import nullcontext, suppress
 from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import duckdb
 
 from pipeline.warehouse import hooks
-from pipeline.warehouse.apply import apply_load
+from pipeline.warehouse.duck.schema import ensure_tables, table_def
 from pipeline.warehouse.errors import SchemaError
-from pipeline.warehouse.lake import list_manifests, manifest_name
-from pipeline.warehouse.lakestore import LakeStore
-from pipeline.warehouse.links import ChildLinks, resolve_links
-from pipeline.warehouse.manifest import LoadPlan, TableLoad, to_json
-from pipeline.warehouse.recovery import recover
+from pipeline.warehouse.lake.lake import list_manifests, manifest_name
+from pipeline.warehouse.lake.lakestore import LakeStore
+from pipeline.warehouse.lake.manifest import LoadPlan, TableLoad, to_json
+from pipeline.warehouse.loading.links import ChildLinks, resolve_links
+from pipeline.warehouse.loading.protocols import EarlyCommit, PendingLoad
+from pipeline.warehouse.merge.apply import apply_load
+from pipeline.warehouse.merge.recovery import recover
+from pipeline.warehouse.merge.state import LOAD_RUNS, applied_loads, ensure_state_tables, next_load_time
 from pipeline.warehouse.results import LoadResult
-from pipeline.warehouse.schema import ensure_tables, table_def
-from pipeline.warehouse.state import LOAD_RUNS, applied_loads, ensure_state_tables, next_load_time
-
-if TYPE_CHECKING:
-    from pipeline.warehouse.early_insert import EarlyFirstLoad
-    from pipeline.warehouse.load import Load
 
 
 def commit_load(
-    load: Load,
+    load: PendingLoad,
     tables: tuple[TableLoad, ...],
     cursor: datetime | None,
     complete_snapshots: tuple[str, ...],
@@ -51,7 +48,7 @@ def commit_load(
     cursor_reset: bool = False,
     position: int | None = None,
     drop_before: tuple[str, ...] = (),
-    early: EarlyFirstLoad | None = None,
+    early: EarlyCommit | None = None,
 ) -> LoadResult:
     """`early`: the transaction begun before the load was written whole (early_insert.py); it is finished here,
     on its connection, unless an early insert failed (then the commit is the ordinary one, on that connection)."""
@@ -125,7 +122,7 @@ def commit_load(
 
 def _plan(
     conn: duckdb.DuckDBPyConnection,
-    load: Load,
+    load: PendingLoad,
     tables: tuple[TableLoad, ...],
     cursor: datetime | None,
     complete_snapshots: tuple[str, ...],

@@ -1,0 +1,1 @@
+"""The Parquet lake: parts and per-load manifests, where their bytes live, and the Iceberg mirror."""
