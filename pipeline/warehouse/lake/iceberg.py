@@ -37,6 +37,7 @@ from pipeline.warehouse.duck.connection import scalar
 from pipeline.warehouse.duck.tabledef import DELETED_AT, LAST_LOADED_AT, SCHEMA, TableDef
 
 if TYPE_CHECKING:
+    import pyarrow.dataset as pads
     from pyiceberg.catalog.sql import SqlCatalog
     from pyiceberg.table import Table
 
@@ -50,8 +51,8 @@ MARTS_NAMESPACE = "analytics"
 # The SQL catalog keeps many catalogs in one database, told apart by this name: a reader (pyiceberg, Trino's and
 # Spark's JDBC catalog) names it too.
 CATALOG_NAME = "lessonsync"
+PYARROW_FILE_IO = "pyiceberg.io.pyarrow.PyArrowFileIO"  # the FileIO every table is read and written through
 BATCH_ROWS = 100_000  # rows per appended data file: bounds memory and the bytes a changed key rewrites
-DATA_FILE_BYTES = "256MB"  # a whole table's rewrite: DuckDB starts a new data file past this size
 COPY_CHUNK = 8 << 20
 # Rows per Arrow batch read from DuckDB, gathered into BATCH_ROWS per file: DuckDB buffers a streaming result's
 # batches ahead of the reader, so small ones keep what is in flight small.
@@ -163,7 +164,7 @@ class IcebergMirror:
                 CATALOG_NAME,
                 uri=sqlalchemy_url(self.where.catalog_url),
                 warehouse=self.where.location,
-                **self.where.io_properties,
+                **{"py-io-impl": PYARROW_FILE_IO, **self.where.io_properties},
             )
             for namespace in (SCHEMA, MARTS_NAMESPACE):
                 self._catalog.create_namespace_if_not_exists(namespace)
@@ -260,12 +261,8 @@ class IcebergMirror:
             touched.append(f"{q(DELETED_AT)} > $since")
         candidates = f"SELECT * FROM ({select}) WHERE {' OR '.join(touched)}"
         stored = "_lessonsync_iceberg_digests"
-        conn.execute(f"CREATE OR REPLACE TEMP TABLE {stored} ({KEY_DIGEST} BIGINT, {ROW_DIGEST} BIGINT)")
+        conn.register(stored, _digest_files(ice))  # streamed by the joins below: never held whole
         try:
-            reader = ice.scan(selected_fields=(KEY_DIGEST, ROW_DIGEST)).to_arrow_batch_reader()
-            conn.register("_lessonsync_iceberg_reader", reader)
-            conn.execute(f"INSERT INTO {stored} SELECT * FROM _lessonsync_iceberg_reader")
-            conn.unregister("_lessonsync_iceberg_reader")
             changed = (
                 f"SELECT c.* FROM ({candidates}) c ANTI JOIN {stored} s "
                 f"ON c.{KEY_DIGEST} = s.{KEY_DIGEST} AND c.{ROW_DIGEST} = s.{ROW_DIGEST}"
@@ -293,7 +290,7 @@ class IcebergMirror:
             stats.rows_written = n_changed
             stats.keys_deleted = len(replaced)
         finally:
-            conn.execute(f"DROP TABLE IF EXISTS {stored}")
+            conn.unregister(stored)
             conn.execute("DROP TABLE IF EXISTS _lessonsync_iceberg_changed")
 
     def _table_for(self, conn: duckdb.DuckDBPyConnection, identifier: tuple[str, str], select: str) -> Table:
@@ -481,8 +478,8 @@ def _rewrite(conn: duckdb.DuckDBPyConnection, ice: Table, select: str, propertie
         files: list[str] = []
         if rows:
             conn.execute(
-                f"COPY (SELECT {columns} FROM ({select})) TO {_sql_string(staging + '/part')} "
-                f"(FORMAT parquet, COMPRESSION zstd, FILE_SIZE_BYTES {_sql_string(DATA_FILE_BYTES)})"
+                f"COPY (SELECT {columns} FROM ({select})) TO {_sql_string(staging + '/part')} (FORMAT parquet, "
+                f"COMPRESSION zstd, ROW_GROUP_SIZE {BATCH_ROWS}, ROW_GROUPS_PER_FILE 1)"
             )
             files = [_place(ice, path) for path in sorted(Path(staging, "part").glob("*.parquet"))]
         with ice.transaction() as tx:
@@ -493,6 +490,26 @@ def _rewrite(conn: duckdb.DuckDBPyConnection, ice: Table, select: str, propertie
             else:  # an empty table still gets a snapshot that records what it mirrors
                 tx.append(ice.schema().as_arrow().empty_table(), snapshot_properties=properties)
     return rows
+
+
+def _digest_files(ice: Table) -> pads.Dataset:
+    """The two digest columns of the table's data files, as a dataset DuckDB scans reading only those columns.
+    Deletes are copy-on-write, so the current snapshot's data files are its rows."""
+    import pyarrow.dataset as pads
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+
+    io = ice.io
+    if not isinstance(io, PyArrowFileIO):
+        raise TypeError(f"the mirror reads its data files through {PYARROW_FILE_IO}, not {type(io).__name__}")
+    paths, filesystem = [], None
+    for task in ice.scan().plan_files():
+        if task.delete_files:
+            raise ValueError(f"{task.file.file_path} has delete files; the mirror writes copy-on-write only")
+        scheme, netloc, path = io.parse_location(task.file.file_path, io.properties)
+        filesystem = io.fs_by_scheme(scheme, netloc)
+        paths.append(path)
+    schema = pa.schema([(KEY_DIGEST, pa.int64()), (ROW_DIGEST, pa.int64())])
+    return pads.dataset(paths, schema=schema, format="parquet", filesystem=filesystem)
 
 
 def _staging_dir(conn: duckdb.DuckDBPyConnection) -> str:
