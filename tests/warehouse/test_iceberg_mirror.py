@@ -204,3 +204,25 @@ def test_a_record_lost_after_the_iceberg_commit_costs_a_check_not_a_write(mirror
         recorded = conn.execute("SELECT table_name, row_count FROM lms._iceberg_mirrored").fetchall()
     assert ("groups", 2) in recorded
     assert_mirror_equals(mirrored.path, where)
+
+
+def test_rows_first_loaded_since_the_snapshot_are_appended_without_reading_its_files(
+    mirrored: Warehouse, where, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipeline.warehouse.lake import iceberg
+
+    load_once(mirrored, "answers", [(ANSWERS, [answer("al1", "q1")])])
+    reads: list[str] = []
+    digest_files = iceberg._digest_files
+
+    def counted(ice):  # type: ignore[no-untyped-def]
+        reads.append(ice.name()[-1])
+        return digest_files(ice)
+
+    monkeypatch.setattr(iceberg, "_digest_files", counted)
+    load_once(mirrored, "answers", [(ANSWERS, [answer("al2", "q1"), answer("al3", "q1")])])
+    assert reads == [], "new rows alone made the mirror read the table's digests"
+    assert assert_mirror_equals(mirrored.path, where)["answers"] == 3
+    load_once(mirrored, "answers", [(ANSWERS, [answer("al1", "q1", valid=False, minutes=5)])])
+    assert "answers" in reads  # a touched older row is compared with the table's digests
+    assert assert_mirror_equals(mirrored.path, where)["answers"] == 3

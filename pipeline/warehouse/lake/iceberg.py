@@ -34,7 +34,7 @@ import pyarrow as pa
 from pipeline.warehouse.duck.arrow_types import q
 from pipeline.warehouse.duck.catalog import read_catalog
 from pipeline.warehouse.duck.connection import scalar
-from pipeline.warehouse.duck.tabledef import DELETED_AT, LAST_LOADED_AT, SCHEMA, TableDef
+from pipeline.warehouse.duck.tabledef import DELETED_AT, FIRST_LOADED_AT, LAST_LOADED_AT, SCHEMA, TableDef
 
 if TYPE_CHECKING:
     import pyarrow.dataset as pads
@@ -260,38 +260,50 @@ class IcebergMirror:
         if table.has_deleted_at:
             touched.append(f"{q(DELETED_AT)} > $since")
         candidates = f"SELECT * FROM ({select}) WHERE {' OR '.join(touched)}"
+        # A row first loaded after the snapshot cannot be in it: only older rows are compared with the digests in
+        # the table's files, which are not read at all when no older row was touched. (A key removed by hand and
+        # loaded again is caught by the row count check after the write.)
+        first_loaded = any(name == FIRST_LOADED_AT for name, _ in table.columns)
+        new = f"{q(FIRST_LOADED_AT)} > $since" if first_loaded else "false"
+        older = f"SELECT * FROM ({candidates}) WHERE NOT ({new})"
+        changed = "_lessonsync_iceberg_changed"
         stored = "_lessonsync_iceberg_digests"
-        conn.register(stored, _digest_files(ice))  # streamed by the joins below: never held whole
+        compared = _count(conn, f"({older})", {"since": since}) > 0
         try:
-            changed = (
-                f"SELECT c.* FROM ({candidates}) c ANTI JOIN {stored} s "
-                f"ON c.{KEY_DIGEST} = s.{KEY_DIGEST} AND c.{ROW_DIGEST} = s.{ROW_DIGEST}"
+            conn.execute(
+                f"CREATE OR REPLACE TEMP TABLE {changed} AS SELECT * FROM ({candidates}) WHERE {new}", {"since": since}
             )
-            conn.execute(f"CREATE OR REPLACE TEMP TABLE _lessonsync_iceberg_changed AS {changed}", {"since": since})
-            n_changed = _count(conn, "_lessonsync_iceberg_changed")
+            replaced: list[int] = []
+            if compared:
+                conn.register(stored, _digest_files(ice))  # streamed by the joins below: never held whole
+                conn.execute(
+                    f"INSERT INTO {changed} SELECT c.* FROM ({older}) c ANTI JOIN {stored} s "
+                    f"ON c.{KEY_DIGEST} = s.{KEY_DIGEST} AND c.{ROW_DIGEST} = s.{ROW_DIGEST}",
+                    {"since": since},
+                )
+            n_changed = _count(conn, changed)
             if n_changed == 0:
                 return
             if n_changed > min(REWRITE_FRACTION * warehouse_rows, MAX_KEYS_NAMED):
                 stats.rows_written = _rewrite(conn, ice, select, properties)
                 stats.rewritten = True
                 return
-            replaced = [
-                key
-                for (key,) in conn.execute(
-                    f"SELECT c.{KEY_DIGEST} FROM _lessonsync_iceberg_changed c SEMI JOIN {stored} s "
-                    f"ON c.{KEY_DIGEST} = s.{KEY_DIGEST}"
-                ).fetchall()
-            ]
+            if compared:
+                query = (
+                    f"SELECT c.{KEY_DIGEST} FROM {changed} c SEMI JOIN {stored} s ON c.{KEY_DIGEST} = s.{KEY_DIGEST}"
+                )
+                replaced = [key for (key,) in conn.execute(query).fetchall()]
             with ice.transaction() as tx:
                 if replaced:
                     tx.delete(In(KEY_DIGEST, replaced), snapshot_properties=properties)  # type: ignore[call-arg,arg-type,misc]  # pyiceberg types In by its metaclass
-                for batch in _batches(conn, "SELECT * FROM _lessonsync_iceberg_changed"):
+                for batch in _batches(conn, f"SELECT * FROM {changed}"):
                     tx.append(batch, snapshot_properties=properties)
             stats.rows_written = n_changed
             stats.keys_deleted = len(replaced)
         finally:
-            conn.unregister(stored)
-            conn.execute("DROP TABLE IF EXISTS _lessonsync_iceberg_changed")
+            if compared:
+                conn.unregister(stored)
+            conn.execute(f"DROP TABLE IF EXISTS {changed}")
 
     def _table_for(self, conn: duckdb.DuckDBPyConnection, identifier: tuple[str, str], select: str) -> Table:
         """The Iceberg table, created from the query's Arrow schema or evolved to it (columns are only added,
@@ -605,8 +617,8 @@ def _columns_signature(table: TableDef) -> str:
     return ",".join(f"{name} {kind}" for name, kind in table.columns)
 
 
-def _count(conn: duckdb.DuckDBPyConnection, relation: str) -> int:
-    return int(scalar(conn, f"SELECT count(*) FROM {relation}"))
+def _count(conn: duckdb.DuckDBPyConnection, relation: str, params: Mapping[str, object] | None = None) -> int:
+    return int(conn.execute(f"SELECT count(*) FROM {relation}", params).fetchall()[0][0])
 
 
 def _sql_string(text: str) -> str:
