@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlparse
+from urllib.request import url2pathname
 
 import duckdb
 import pyarrow as pa
@@ -35,9 +37,9 @@ from pipeline.warehouse.duck.arrow_types import q
 from pipeline.warehouse.duck.catalog import read_catalog
 from pipeline.warehouse.duck.connection import scalar
 from pipeline.warehouse.duck.tabledef import DELETED_AT, FIRST_LOADED_AT, LAST_LOADED_AT, SCHEMA, TableDef
+from pipeline.warehouse.lake.lakestore import open_lake
 
 if TYPE_CHECKING:
-    import pyarrow.dataset as pads
     from pyiceberg.catalog.sql import SqlCatalog
     from pyiceberg.table import Table
 
@@ -267,15 +269,14 @@ class IcebergMirror:
         new = f"{q(FIRST_LOADED_AT)} > $since" if first_loaded else "false"
         older = f"SELECT * FROM ({candidates}) WHERE NOT ({new})"
         changed = "_lessonsync_iceberg_changed"
-        stored = "_lessonsync_iceberg_digests"
         compared = _count(conn, f"({older})", {"since": since}) > 0
         try:
             conn.execute(
                 f"CREATE OR REPLACE TEMP TABLE {changed} AS SELECT * FROM ({candidates}) WHERE {new}", {"since": since}
             )
             replaced: list[int] = []
+            stored = _digests_in_files(conn, ice, self.where) if compared else ""  # streamed, never held whole
             if compared:
-                conn.register(stored, _digest_files(ice))  # streamed by the joins below: never held whole
                 conn.execute(
                     f"INSERT INTO {changed} SELECT c.* FROM ({older}) c ANTI JOIN {stored} s "
                     f"ON c.{KEY_DIGEST} = s.{KEY_DIGEST} AND c.{ROW_DIGEST} = s.{ROW_DIGEST}",
@@ -301,8 +302,6 @@ class IcebergMirror:
             stats.rows_written = n_changed
             stats.keys_deleted = len(replaced)
         finally:
-            if compared:
-                conn.unregister(stored)
             conn.execute(f"DROP TABLE IF EXISTS {changed}")
 
     def _table_for(self, conn: duckdb.DuckDBPyConnection, identifier: tuple[str, str], select: str) -> Table:
@@ -504,24 +503,21 @@ def _rewrite(conn: duckdb.DuckDBPyConnection, ice: Table, select: str, propertie
     return rows
 
 
-def _digest_files(ice: Table) -> pads.Dataset:
-    """The two digest columns of the table's data files, as a dataset DuckDB scans reading only those columns.
-    Deletes are copy-on-write, so the current snapshot's data files are its rows."""
-    import pyarrow.dataset as pads
-    from pyiceberg.io.pyarrow import PyArrowFileIO
-
-    io = ice.io
-    if not isinstance(io, PyArrowFileIO):
-        raise TypeError(f"the mirror reads its data files through {PYARROW_FILE_IO}, not {type(io).__name__}")
-    paths, filesystem = [], None
+def _digests_in_files(conn: duckdb.DuckDBPyConnection, ice: Table, where: IcebergLocation) -> str:
+    """A DuckDB table expression over the two digest columns of the table's data files, which DuckDB reads itself
+    (in parallel, only those columns). Deletes are copy-on-write, so the current snapshot's data files are its rows."""
+    paths = []
     for task in ice.scan().plan_files():
         if task.delete_files:
             raise ValueError(f"{task.file.file_path} has delete files; the mirror writes copy-on-write only")
-        scheme, netloc, path = io.parse_location(task.file.file_path, io.properties)
-        filesystem = io.fs_by_scheme(scheme, netloc)
-        paths.append(path)
-    schema = pa.schema([(KEY_DIGEST, pa.int64()), (ROW_DIGEST, pa.int64())])
-    return pads.dataset(paths, schema=schema, format="parquet", filesystem=filesystem)
+        path = task.file.file_path
+        paths.append(url2pathname(urlparse(path).path) if path.startswith("file:") else path)
+    if not paths:
+        return f"(SELECT NULL::BIGINT AS {KEY_DIGEST}, NULL::BIGINT AS {ROW_DIGEST} WHERE false)"
+    if not paths[0].startswith("/"):  # object storage: the lake's filesystem, registered on the connection
+        open_lake(where.location).attach(conn)
+    files = ", ".join(_sql_string(path) for path in paths)
+    return f"(SELECT {KEY_DIGEST}, {ROW_DIGEST} FROM read_parquet([{files}]))"
 
 
 def _staging_dir(conn: duckdb.DuckDBPyConnection) -> str:
