@@ -291,7 +291,8 @@ def render_section(results: dict[str, Any]) -> str:
         markdown(results),
         "",
     ]
-    if max(loads) > results["cpus"]:
+    # The benchmark keeps two processes busy itself (the simulator and the sync): only a load past that is other work
+    if max(loads) > results["cpus"] + 1:
         lines += [
             f"**Taken on a shared, overloaded machine** (load average up to {max(loads):g} on "
             f"{results['cpus']} cores): seconds are not benchmark results; requests, CPU seconds and peak RSS "

@@ -213,13 +213,13 @@ def test_rows_first_loaded_since_the_snapshot_are_appended_without_reading_its_f
 
     load_once(mirrored, "answers", [(ANSWERS, [answer("al1", "q1")])])
     reads: list[str] = []
-    digests_in_files = iceberg._digests_in_files
+    data_files = iceberg._data_files
 
     def counted(conn, ice, where):  # type: ignore[no-untyped-def]
         reads.append(ice.name()[-1])
-        return digests_in_files(conn, ice, where)
+        return data_files(conn, ice, where)
 
-    monkeypatch.setattr(iceberg, "_digests_in_files", counted)
+    monkeypatch.setattr(iceberg, "_data_files", counted)
     load_once(mirrored, "answers", [(ANSWERS, [answer("al2", "q1"), answer("al3", "q1")])])
     assert reads == [], "new rows alone made the mirror read the table's digests"
     assert assert_mirror_equals(mirrored.path, where)["answers"] == 3

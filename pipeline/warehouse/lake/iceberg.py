@@ -31,7 +31,6 @@ from urllib.parse import urlparse
 from urllib.request import url2pathname
 
 import duckdb
-import pyarrow as pa
 
 from pipeline.warehouse.duck.arrow_types import q
 from pipeline.warehouse.duck.catalog import read_catalog
@@ -41,7 +40,8 @@ from pipeline.warehouse.lake.lakestore import open_lake
 
 if TYPE_CHECKING:
     from pyiceberg.catalog.sql import SqlCatalog
-    from pyiceberg.table import Table
+    from pyiceberg.manifest import DataFile
+    from pyiceberg.table import Table, Transaction
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +56,6 @@ CATALOG_NAME = "lessonsync"
 PYARROW_FILE_IO = "pyiceberg.io.pyarrow.PyArrowFileIO"  # the FileIO every table is read and written through
 BATCH_ROWS = 100_000  # rows per appended data file: bounds memory and the bytes a changed key rewrites
 COPY_CHUNK = 8 << 20
-# Rows per Arrow batch read from DuckDB, gathered into BATCH_ROWS per file: DuckDB buffers a streaming result's
-# batches ahead of the reader, so small ones keep what is in flight small.
-READ_ROWS = 10_000
 # Past this share of changed rows, or this many, rewriting the table is cheaper than naming every changed key in a
 # delete (the keys are held in memory as the delete's filter).
 REWRITE_FRACTION = 0.25
@@ -256,7 +253,7 @@ class IcebergMirror:
         properties: dict[str, str],
         stats: MirrorStats,
     ) -> None:
-        from pyiceberg.expressions import In
+        from pyiceberg.io.pyarrow import parquet_file_to_data_file
 
         touched = [f"{q(LAST_LOADED_AT)} > $since"]
         if table.has_deleted_at:
@@ -270,12 +267,12 @@ class IcebergMirror:
         older = f"SELECT * FROM ({candidates}) WHERE NOT ({new})"
         changed = "_lessonsync_iceberg_changed"
         compared = _count(conn, f"({older})", {"since": since}) > 0
+        files = _data_files(conn, ice, self.where) if compared else {}
+        stored = _digests_in(files)  # read by DuckDB from the files as the joins need them, never held whole
         try:
             conn.execute(
                 f"CREATE OR REPLACE TEMP TABLE {changed} AS SELECT * FROM ({candidates}) WHERE {new}", {"since": since}
             )
-            replaced: list[int] = []
-            stored = _digests_in_files(conn, ice, self.where) if compared else ""  # streamed, never held whole
             if compared:
                 conn.execute(
                     f"INSERT INTO {changed} SELECT c.* FROM ({older}) c ANTI JOIN {stored} s "
@@ -289,18 +286,31 @@ class IcebergMirror:
                 stats.rows_written = _rewrite(conn, ice, select, properties)
                 stats.rewritten = True
                 return
-            if compared:
-                query = (
-                    f"SELECT c.{KEY_DIGEST} FROM {changed} c SEMI JOIN {stored} s ON c.{KEY_DIGEST} = s.{KEY_DIGEST}"
+            # Copy-on-write: each data file holding a changed key is replaced by one without it, and the changed
+            # rows are added as new files, in one snapshot. DuckDB reads and writes the files.
+            on_key = f"s.{KEY_DIGEST} = c.{KEY_DIGEST}"
+            affected = [
+                name
+                for (name,) in conn.execute(
+                    f"SELECT DISTINCT s.filename FROM {stored} s SEMI JOIN {changed} c ON {on_key}"
+                ).fetchall()
+            ]
+            stats.keys_deleted = _count(conn, f"{changed} c SEMI JOIN {stored} s ON {on_key}") if affected else 0
+            columns = _column_types(conn, select)
+            with tempfile.TemporaryDirectory(prefix="lessonsync-iceberg-", dir=_staging_dir(conn)) as staging:
+                written, stats.rows_written = _write_data_files(
+                    conn, ice, f"SELECT {', '.join(q(c) for c in columns)} FROM {changed}", f"{staging}/changed"
                 )
-                replaced = [key for (key,) in conn.execute(query).fetchall()]
-            with ice.transaction() as tx:
-                if replaced:
-                    tx.delete(In(KEY_DIGEST, replaced), snapshot_properties=properties)  # type: ignore[call-arg,arg-type,misc]  # pyiceberg types In by its metaclass
-                for batch in _batches(conn, f"SELECT * FROM {changed}"):
-                    tx.append(batch, snapshot_properties=properties)
-            stats.rows_written = n_changed
-            stats.keys_deleted = len(replaced)
+                for number, name in enumerate(affected):
+                    kept = f"SELECT s.* FROM ({_file_rows(conn, name, columns)}) s ANTI JOIN {changed} c ON {on_key}"
+                    written += _write_data_files(conn, ice, kept, f"{staging}/kept{number}")[0]
+                with ice.transaction() as tx:
+                    _name_columns_of_added_files(tx)
+                    with tx.update_snapshot(snapshot_properties=properties).overwrite() as overwrite:
+                        for name in affected:
+                            overwrite.delete_data_file(files[name])
+                        for path in written:
+                            overwrite.append_data_file(parquet_file_to_data_file(ice.io, tx.table_metadata, path))
         finally:
             conn.execute(f"DROP TABLE IF EXISTS {changed}")
 
@@ -462,21 +472,6 @@ def _written_columns(conn: duckdb.DuckDBPyConnection, select: str) -> list[str]:
     return [n for n in names if n != LAST_LOADED_AT]
 
 
-def _batches(conn: duckdb.DuckDBPyConnection, select: str) -> Iterator[pa.Table]:
-    columns = ", ".join(q(c) for c in _written_columns(conn, select))
-    reader = conn.sql(f"SELECT {columns} FROM ({select})").to_arrow_reader(READ_ROWS)
-    pending: list[pa.RecordBatch] = []
-    rows = 0
-    for batch in reader:
-        pending.append(batch)
-        rows += batch.num_rows
-        if rows >= BATCH_ROWS:
-            yield pa.Table.from_batches(pending)
-            pending, rows = [], 0
-    if pending:
-        yield pa.Table.from_batches(pending)
-
-
 def _rewrite(conn: duckdb.DuckDBPyConnection, ice: Table, select: str, properties: dict[str, str]) -> int:
     """Replace the table's rows with the query's, in one snapshot readers see whole. DuckDB writes the data files
     (streamed within its memory limit, on its own threads) and Iceberg adds them as they are: a whole table never
@@ -484,15 +479,8 @@ def _rewrite(conn: duckdb.DuckDBPyConnection, ice: Table, select: str, propertie
     from pyiceberg.expressions import AlwaysTrue
 
     columns = ", ".join(q(c) for c in _written_columns(conn, select))
-    rows = _count(conn, f"({select})")
     with tempfile.TemporaryDirectory(prefix="lessonsync-iceberg-", dir=_staging_dir(conn)) as staging:
-        files: list[str] = []
-        if rows:
-            conn.execute(
-                f"COPY (SELECT {columns} FROM ({select})) TO {_sql_string(staging + '/part')} (FORMAT parquet, "
-                f"COMPRESSION zstd, ROW_GROUP_SIZE {BATCH_ROWS}, ROW_GROUPS_PER_FILE 1)"
-            )
-            files = [_place(ice, path) for path in sorted(Path(staging, "part").glob("*.parquet"))]
+        files, rows = _write_data_files(conn, ice, f"SELECT {columns} FROM ({select})", f"{staging}/rows")
         with ice.transaction() as tx:
             if _iceberg_rows(ice) > 0:
                 tx.delete(AlwaysTrue(), snapshot_properties=properties)
@@ -503,21 +491,64 @@ def _rewrite(conn: duckdb.DuckDBPyConnection, ice: Table, select: str, propertie
     return rows
 
 
-def _digests_in_files(conn: duckdb.DuckDBPyConnection, ice: Table, where: IcebergLocation) -> str:
-    """A DuckDB table expression over the two digest columns of the table's data files, which DuckDB reads itself
-    (in parallel, only those columns). Deletes are copy-on-write, so the current snapshot's data files are its rows."""
-    paths = []
+def _write_data_files(conn: duckdb.DuckDBPyConnection, ice: Table, query: str, staging: str) -> tuple[list[str], int]:
+    """DuckDB writes the query's rows as Parquet files of at most BATCH_ROWS rows (a copy-on-write delete rewrites
+    at most that many a file), each then placed in the table's data directory; returns them and the rows."""
+    rows = int(
+        conn.execute(
+            f"COPY ({query}) TO {_sql_string(staging)} "
+            f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {BATCH_ROWS}, ROW_GROUPS_PER_FILE 1)"
+        ).fetchall()[0][0]
+    )
+    if rows == 0:
+        return [], 0
+    return [_place(ice, path) for path in sorted(Path(staging).glob("*.parquet"))], rows
+
+
+def _data_files(conn: duckdb.DuckDBPyConnection, ice: Table, where: IcebergLocation) -> dict[str, DataFile]:
+    """The current snapshot's data files, by the name DuckDB reads each by (a local path or an s3:// URL). Deletes
+    are copy-on-write, so these files are the table's rows."""
+    files = {}
     for task in ice.scan().plan_files():
         if task.delete_files:
             raise ValueError(f"{task.file.file_path} has delete files; the mirror writes copy-on-write only")
         path = task.file.file_path
-        paths.append(url2pathname(urlparse(path).path) if path.startswith("file:") else path)
-    if not paths:
-        return f"(SELECT NULL::BIGINT AS {KEY_DIGEST}, NULL::BIGINT AS {ROW_DIGEST} WHERE false)"
-    if not paths[0].startswith("/"):  # object storage: the lake's filesystem, registered on the connection
+        files[url2pathname(urlparse(path).path) if path.startswith("file:") else path] = task.file
+    if any(not name.startswith("/") for name in files):  # object storage: the lake's filesystem, on the connection
         open_lake(where.location).attach(conn)
-    files = ", ".join(_sql_string(path) for path in paths)
-    return f"(SELECT {KEY_DIGEST}, {ROW_DIGEST} FROM read_parquet([{files}]))"
+    return files
+
+
+def _digests_in(files: Mapping[str, DataFile]) -> str:
+    """A DuckDB table expression over the two digest columns of the files and the file each row is in."""
+    if not files:
+        return f"(SELECT NULL::BIGINT AS {KEY_DIGEST}, NULL::BIGINT AS {ROW_DIGEST}, NULL::VARCHAR AS filename LIMIT 0)"
+    names = ", ".join(_sql_string(name) for name in files)
+    return f"(SELECT {KEY_DIGEST}, {ROW_DIGEST}, filename FROM read_parquet([{names}], filename = true))"
+
+
+def _file_rows(conn: duckdb.DuckDBPyConnection, name: str, columns: Mapping[str, str]) -> str:
+    """The rows of one data file with the table's columns now: a column added after the file was written is NULL."""
+    relation = f"read_parquet({_sql_string(name)})"
+    present = {row[0] for row in conn.execute(f"DESCRIBE SELECT * FROM {relation}").fetchall()}
+    kept = [q(c) if c in present else f"CAST(NULL AS {kind}) AS {q(c)}" for c, kind in columns.items()]
+    return f"SELECT {', '.join(kept)} FROM {relation}"
+
+
+def _column_types(conn: duckdb.DuckDBPyConnection, select: str) -> dict[str, str]:
+    """The written columns of the mirror's query and their DuckDB types, in order."""
+    written = set(_written_columns(conn, select))
+    described = conn.execute(f"DESCRIBE SELECT * FROM ({select})").fetchall()
+    return {row[0]: row[1] for row in described if row[0] in written}
+
+
+def _name_columns_of_added_files(tx: Transaction) -> None:
+    """Files DuckDB writes carry no Iceberg field ids: readers map their columns by name (as add_files does)."""
+    from pyiceberg.table import TableProperties
+
+    if tx.table_metadata.name_mapping() is None:
+        mapping = tx.table_metadata.schema().name_mapping.model_dump_json()
+        tx.set_properties({TableProperties.DEFAULT_NAME_MAPPING: mapping})
 
 
 def _staging_dir(conn: duckdb.DuckDBPyConnection) -> str:
