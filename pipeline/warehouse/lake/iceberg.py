@@ -559,8 +559,14 @@ def _staging_dir(conn: duckdb.DuckDBPyConnection) -> str:
 
 
 def _place(ice: Table, staged: Path) -> str:
-    """Move a data file written locally into the table's data directory (any FileIO: local or object storage)."""
+    """Move a data file written locally into the table's data directory: renamed when the table is on a local
+    disk, copied through the table's FileIO (object storage) otherwise."""
     target = f"{ice.location().rstrip('/')}/data/{uuid.uuid4()}.parquet"
+    if target.startswith("file:"):
+        local = Path(url2pathname(urlparse(target).path))
+        local.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(staged, local)  # a rename on the same filesystem, a copy across two
+        return target
     with staged.open("rb") as source, ice.io.new_output(target).create() as sink:
         shutil.copyfileobj(source, sink, COPY_CHUNK)
     staged.unlink()
