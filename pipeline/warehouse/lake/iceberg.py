@@ -6,7 +6,8 @@ Each snapshot records in its summary the load time it mirrors (`lessonsync.loade
 snapshot lags the warehouse (a crash between the two commits) is rolled forward by the next commit or
 `lessonsync tables sync`. A mirror write never touches a row that did not change: the changed rows are found
 by comparing a digest of each candidate row with the digest stored beside it in the Iceberg table, and only
-the data files holding changed keys are rewritten (pyiceberg deletes copy-on-write). A load that changed
+the data files holding changed keys are rewritten (copy-on-write). DuckDB reads and writes the Parquet data files;
+pyiceberg commits them. A load that changed
 nothing writes nothing, and does not open the catalog: the warehouse records, per table, the load time and row
 count its Iceberg table was last seen to hold (`lms._iceberg_mirrored`), so a commit opens Iceberg only for the
 tables a load changed since, or that the record cannot vouch for.
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-KEY_DIGEST = "_lessonsync_key_hash"  # a digest of the row's key: what a delete names
+KEY_DIGEST = "_lessonsync_key_hash"  # a digest of the row's key: how a changed row finds the one it replaces
 ROW_DIGEST = "_lessonsync_row_hash"  # a digest of the row's non-null values: tells a changed row from a touched one
 LOADED_THROUGH = "lessonsync.loaded-through"  # snapshot summary: the warehouse load time this snapshot mirrors
 CONTENT_DIGEST = "lessonsync.content-digest"  # snapshot summary of a mart: its row count and rows' digests XORed
@@ -56,8 +57,8 @@ CATALOG_NAME = "lessonsync"
 PYARROW_FILE_IO = "pyiceberg.io.pyarrow.PyArrowFileIO"  # the FileIO every table is read and written through
 BATCH_ROWS = 100_000  # rows per appended data file: bounds memory and the bytes a changed key rewrites
 COPY_CHUNK = 8 << 20
-# Past this share of changed rows, or this many, rewriting the table is cheaper than naming every changed key in a
-# delete (the keys are held in memory as the delete's filter).
+# Past this share of changed rows, or this many, rewriting the whole table is cheaper than rewriting the files
+# that hold them (changed keys spread over most files by then).
 REWRITE_FRACTION = 0.25
 MAX_KEYS_NAMED = 200_000
 # Per mirror and table, what its Iceberg table was last seen to hold. Written only after the Iceberg commit (or a
