@@ -29,24 +29,19 @@ def main() -> None:
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     spent = {"raw": 0.0, "marts": 0.0}
-    raw, marts = iceberg.IcebergMirror.sync_after_load, iceberg.IcebergMirror.sync_marts
 
-    def timed_raw(self, *a, **k):  # type: ignore[no-untyped-def]
-        started = time.perf_counter()
-        try:
-            return raw(self, *a, **k)
-        finally:
-            spent["raw"] += time.perf_counter() - started
+    def timed(method, part: str):  # type: ignore[no-untyped-def]
+        def run(self, *a, **k):  # type: ignore[no-untyped-def]
+            started = time.perf_counter()
+            try:
+                return method(self, *a, **k)
+            finally:
+                spent[part] += time.perf_counter() - started
 
-    def timed_marts(self, *a, **k):  # type: ignore[no-untyped-def]
-        started = time.perf_counter()
-        try:
-            return marts(self, *a, **k)
-        finally:
-            spent["marts"] += time.perf_counter() - started
+        return run
 
-    iceberg.IcebergMirror.sync_after_load = timed_raw  # type: ignore[method-assign]
-    iceberg.IcebergMirror.sync_marts = timed_marts  # type: ignore[method-assign]
+    iceberg.IcebergMirror.sync_after_load = timed(iceberg.IcebergMirror.sync_after_load, "raw")  # type: ignore[method-assign]
+    iceberg.IcebergMirror.sync_marts = timed(iceberg.IcebergMirror.sync_marts, "marts")  # type: ignore[method-assign]
     data = Path(tempfile.mkdtemp(prefix="iceberg-cost-")) / "data"
     with local_stack(data, scale=args.scale) as stack:
         stack.env["LESSONSYNC_TABLE_FORMAT"] = "iceberg"

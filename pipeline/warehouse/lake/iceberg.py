@@ -54,13 +54,12 @@ MARTS_NAMESPACE = "analytics"
 # The SQL catalog keeps many catalogs in one database, told apart by this name: a reader (pyiceberg, Trino's and
 # Spark's JDBC catalog) names it too.
 CATALOG_NAME = "lessonsync"
-PYARROW_FILE_IO = "pyiceberg.io.pyarrow.PyArrowFileIO"  # the FileIO every table is read and written through
 BATCH_ROWS = 100_000  # rows per appended data file: bounds memory and the bytes a changed key rewrites
 COPY_CHUNK = 8 << 20
 # Past this share of changed rows, or this many, rewriting the whole table is cheaper than rewriting the files
 # that hold them (changed keys spread over most files by then).
 REWRITE_FRACTION = 0.25
-MAX_KEYS_NAMED = 200_000
+MAX_ROWS_CHANGED = 200_000
 # Per mirror and table, what its Iceberg table was last seen to hold. Written only after the Iceberg commit (or a
 # check) it records, so a crash between the two leaves the record behind the table, never ahead: the next commit
 # opens that table and finds it current.
@@ -164,7 +163,7 @@ class IcebergMirror:
                 CATALOG_NAME,
                 uri=sqlalchemy_url(self.where.catalog_url),
                 warehouse=self.where.location,
-                **{"py-io-impl": PYARROW_FILE_IO, **self.where.io_properties},
+                **self.where.io_properties,
             )
             for namespace in (SCHEMA, MARTS_NAMESPACE):
                 self._catalog.create_namespace_if_not_exists(namespace)
@@ -283,20 +282,18 @@ class IcebergMirror:
             n_changed = _count(conn, changed)
             if n_changed == 0:
                 return
-            if n_changed > min(REWRITE_FRACTION * warehouse_rows, MAX_KEYS_NAMED):
+            if n_changed > min(REWRITE_FRACTION * warehouse_rows, MAX_ROWS_CHANGED):
                 stats.rows_written = _rewrite(conn, ice, select, properties)
                 stats.rewritten = True
                 return
             # Copy-on-write: each data file holding a changed key is replaced by one without it, and the changed
             # rows are added as new files, in one snapshot. DuckDB reads and writes the files.
             on_key = f"s.{KEY_DIGEST} = c.{KEY_DIGEST}"
-            affected = [
-                name
-                for (name,) in conn.execute(
-                    f"SELECT DISTINCT s.filename FROM {stored} s SEMI JOIN {changed} c ON {on_key}"
-                ).fetchall()
-            ]
-            stats.keys_deleted = _count(conn, f"{changed} c SEMI JOIN {stored} s ON {on_key}") if affected else 0
+            replaced = conn.execute(  # one scan of the files: which hold a changed key, and how many each
+                f"SELECT s.filename, count(*) FROM {stored} s SEMI JOIN {changed} c ON {on_key} GROUP BY s.filename"
+            ).fetchall()
+            affected = [name for name, _ in replaced]
+            stats.keys_deleted = sum(keys for _, keys in replaced)
             columns = _column_types(conn, select)
             with tempfile.TemporaryDirectory(prefix="lessonsync-iceberg-", dir=_staging_dir(conn)) as staging:
                 written, stats.rows_written = _write_data_files(
@@ -538,9 +535,8 @@ def _file_rows(conn: duckdb.DuckDBPyConnection, name: str, columns: Mapping[str,
 
 def _column_types(conn: duckdb.DuckDBPyConnection, select: str) -> dict[str, str]:
     """The written columns of the mirror's query and their DuckDB types, in order."""
-    written = set(_written_columns(conn, select))
     described = conn.execute(f"DESCRIBE SELECT * FROM ({select})").fetchall()
-    return {row[0]: row[1] for row in described if row[0] in written}
+    return {row[0]: row[1] for row in described if row[0] != LAST_LOADED_AT}
 
 
 def _name_columns_of_added_files(tx: Transaction) -> None:
