@@ -12,6 +12,16 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from pipeline.settings_checks import (
+    DAY,
+    GIB,
+    MAX_TIMEOUT,
+    MIN_TIMEOUT,
+    YEAR_HOURS,
+    api_prefix_problem,
+    duckdb_memory_limit_problem,
+)
+
 # "auto" (pipeline.warehouse.duck.connection.AUTO_MEMORY_LIMIT): chosen from the machine when the warehouse is opened
 # (memory_limit_for_machine there; docs/warehouse.md, "Locks and limits")
 DEFAULT_MEMORY_LIMIT = "auto"
@@ -45,9 +55,17 @@ class Settings(BaseSettings):
         description="Worker processes decoding large answer pages beside the client's event loop, "
         "so it keeps the requests in flight (0: the client's own thread decodes every page).",
     )
-    lookback: timedelta = Field(timedelta(minutes=10), description="Each window starts this long before the cursor.")
+    lookback: timedelta = Field(
+        timedelta(minutes=10),
+        ge=timedelta(0),
+        le=timedelta(days=1),
+        description="Each window starts this long before the cursor.",
+    )
     safety_margin: timedelta = Field(
-        timedelta(seconds=30), description="The cursor never passes run start minus this margin."
+        timedelta(seconds=30),
+        ge=timedelta(0),
+        le=timedelta(days=1),
+        description="The cursor never passes run start minus this margin.",
     )
     answers_refetch: Literal["changed", "window"] = Field(
         "changed",
@@ -57,13 +75,17 @@ class Settings(BaseSettings):
     )
     request_timeout: float = Field(
         30.0,
-        gt=0,
+        ge=MIN_TIMEOUT,
+        le=MAX_TIMEOUT,
+        allow_inf_nan=False,
         description="Seconds to connect, and to wait for the next bytes of a response; a request as a whole, "
         "retries included, never outlasts LESSONSYNC_RETRY_BUDGET.",
     )
     retry_budget: float = Field(
         300.0,
-        gt=0,
+        ge=1,  # a request needs at least one try within it
+        le=MAX_TIMEOUT,
+        allow_inf_nan=False,
         description="Seconds one request may take, all its tries, waits and bodies included (backoff with "
         "jitter, Retry-After honoured), before the run fails: a platform outage shorter than this is ridden out, "
         "a platform that drips its answers fails the run within this plus 5 %.",
@@ -72,9 +94,18 @@ class Settings(BaseSettings):
         100, ge=1, le=10_000, description="Upper bound on tries per request; the retry budget normally ends first."
     )
     max_response_bytes: int = Field(
-        256 << 20, ge=1 << 16, description="Largest response body accepted; a larger one fails the request."
+        256 << 20,
+        ge=1 << 16,
+        le=4 * GIB,
+        description="Largest response body accepted; a larger one fails the request.",
     )
-    retry_max_wait: float = Field(60.0, gt=0, description="Cap in seconds on one backoff or Retry-After wait.")
+    retry_max_wait: float = Field(
+        60.0,
+        ge=MIN_TIMEOUT,
+        le=MAX_TIMEOUT,
+        allow_inf_nan=False,
+        description="Cap in seconds on one backoff or Retry-After wait.",
+    )
     alert_webhook_url: SecretStr | None = Field(
         None,
         description="Failed runs are POSTed here as JSON (run, job, step, error); unset: no alerts. Secret: "
@@ -89,22 +120,32 @@ class Settings(BaseSettings):
     duckdb_temp_directory: Path | None = Field(
         None, description="Where DuckDB spills; default: <warehouse file>.tmp next to the warehouse."
     )
-    duckdb_threads: int | None = Field(None, ge=1, description="DuckDB threads; default: all cores.")
+    duckdb_threads: int | None = Field(None, ge=1, le=1024, description="DuckDB threads; default: all cores.")
     duckdb_lock_timeout: float = Field(
         600.0,
         ge=0,
+        le=MAX_TIMEOUT,
+        allow_inf_nan=False,
         description="Seconds to wait for another process (a sync, a rebuild, an analyst's session on "
         "warehouse.duckdb) to release the warehouse file, logging the holder's PID every 30 s.",
     )
     nightly_cron: str = Field("0 2 * * *", description="Cron of the nightly_sync schedule, in UTC.")
     certificate_sensor_interval: int = Field(
-        30, ge=1, description="Seconds between two ticks of the certificate inbox sensor."
+        30, ge=1, le=int(DAY), description="Seconds between two ticks of the certificate inbox sensor."
     )
     freshness_hours: float = Field(
-        26.0, gt=0, description="Freshness policy of the progress tables: the nightly run plus slack, in hours."
+        26.0,
+        gt=0,  # no floor: a tiny value marks every table stale, a way to see the check fire
+        le=YEAR_HOURS,
+        allow_inf_nan=False,
+        description="Freshness policy of the progress tables: the nightly run plus slack, in hours.",
     )
     max_deleted_fraction: float = Field(
-        0.2, ge=0, le=1, description="not_shrinking check: share of a table's rows one load may mark deleted."
+        0.2,
+        ge=0,
+        le=1,
+        allow_inf_nan=False,
+        description="not_shrinking check: share of a table's rows one load may mark deleted.",
     )
     models_dir: Path | None = Field(
         None, description="Directory of the SQL models (staging/ and marts/); default: dbt_like_sql/ of the project."
@@ -121,7 +162,9 @@ class Settings(BaseSettings):
     )
     pool_wait_timeout: float = Field(
         1800.0,
-        gt=0,
+        ge=1,
+        le=MAX_TIMEOUT,
+        allow_inf_nan=False,
         description="Seconds a step waits for a slot of the `warehouse` pool before its run fails, "
         "naming the run that holds it (reported every 30 s while it waits).",
     )
@@ -147,6 +190,8 @@ class Settings(BaseSettings):
     )
     iceberg_snapshot_retention: timedelta = Field(
         timedelta(days=7),
+        ge=timedelta(0),
+        le=timedelta(days=3650),
         description="Iceberg snapshots older than this are expired by the lake_maintenance job (time travel "
         "reaches back this far).",
     )
@@ -184,6 +229,8 @@ class Settings(BaseSettings):
         problem = http_address_problem(value)
         if problem:
             raise ValueError(f"{problem}; write the platform's address without /v1, e.g. https://lms.example.com")
+        if problem := api_prefix_problem(value):
+            raise ValueError(problem)
         return value
 
     @field_validator("duckdb_memory_limit")
@@ -194,6 +241,8 @@ class Settings(BaseSettings):
         problem = duckdb_memory_problem(value.strip())
         if problem:
             raise ValueError(f"{value!r} is not a DuckDB memory size ({problem}); write e.g. 2GB or 512MiB")
+        if problem := duckdb_memory_limit_problem(value.strip()):
+            raise ValueError(problem)
         return value.strip()
 
     @field_validator("data_dir", "duckdb_temp_directory")
@@ -274,12 +323,13 @@ def load_settings(**overrides: object) -> Settings:
         raise SettingsError(settings_problems(error)) from None
 
 
-def settings_problems(error: ValidationError) -> str:
-    """`LESSONSYNC_NAME: problem; ...` from pydantic's errors: the messages only, never the input values
-    (pydantic's own messages do not carry them; ours carry them only for settings that are not secrets)."""
+def settings_problems(error: ValidationError, prefix: str = "LESSONSYNC_") -> str:
+    """`LESSONSYNC_NAME: problem; ...` from pydantic's errors (`prefix`: the settings class's variable prefix): the
+    messages only, never the input values (pydantic's own messages do not carry them; ours carry them only for
+    settings that are not secrets)."""
     problems = []
     for item in error.errors(include_input=False, include_url=False):
-        name = "LESSONSYNC_" + "_".join(str(part) for part in item["loc"][:1]).upper()
+        name = prefix + "_".join(str(part) for part in item["loc"][:1]).upper()
         message = item["msg"].removeprefix("Value error, ")
         problems.append(f"{name}: {message}")
     return "invalid settings: " + "; ".join(problems)

@@ -11,6 +11,7 @@ import importlib
 import logging
 import sys
 
+from pipeline.cli.options import CommandParser
 from pipeline.simulator_extra import SimulatorNotInstalled, simulator_extra
 
 EPILOG = """\
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     except SimulatorNotInstalled as exc:
         parser.exit(2, f"{exc}\n")
     # The one-line help as a sentence, unless the command's module gives a longer description in `configure`.
-    command_parser = argparse.ArgumentParser(
+    command_parser = CommandParser(
         prog=f"lessonsync {command}",
         description=_sentence(help_text),
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipeline.cli.options import DEFAULT_DATA_DIR_TEXT, settings_from
+from pipeline.cli.options import DEFAULT_DATA_DIR_TEXT, bounded_int, settings_from
 
 # Dagster, DuckDB, pandas and the simulator are imported inside the functions that use them, so that
 # `lessonsync demo --help` answers at once.
@@ -50,7 +50,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         choices=["tiny", "small", "medium", "large"],
         help="size of the simulated platform (default small, about 20k active lessons)",
     )
-    parser.add_argument("--seed", type=int, default=42, help="same seed, same data (default 42)")
+    # the simulator's generators take 32 bits of the seed: a larger one would repeat a smaller one's data
+    parser.add_argument(
+        "--seed", type=bounded_int(0, 2**32 - 1), default=42, help="same seed, same data (default 42; 0 to 2^32-1)"
+    )
     parser.add_argument(
         "--data-dir",
         type=Path,

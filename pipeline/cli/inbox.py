@@ -13,11 +13,13 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from pipeline.cli.options import add_data_dir, settings_from
+from pipeline.cli.options import add_data_dir, bounded_int, settings_from
 
 if TYPE_CHECKING:
     from pipeline.settings import Settings
     from pipeline.webhooks.inbox_backend import InboxBackend
+
+MAX_SEQUENCE = 2**63 - 1  # inbox sequences are SQLite INTEGERs or PostgreSQL bigints
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -28,7 +30,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_data_dir(listing, "where the inbox is")
     for name, help_text in (("replay", "load a quarantined event again"), ("discard", "drop a quarantined event")):
         action = actions.add_parser(name, help=help_text)
-        action.add_argument("sequence", type=int, metavar="SEQ", help="its inbox sequence (`lessonsync inbox list`)")
+        action.add_argument(
+            "sequence",
+            type=bounded_int(1, MAX_SEQUENCE),
+            metavar="SEQ",
+            help="its inbox sequence (`lessonsync inbox list`)",
+        )
         add_data_dir(action, "where the warehouse, lake and inbox are")
 
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
     from pipeline.settings import Settings
@@ -12,6 +13,32 @@ if TYPE_CHECKING:
 # Options whose value, when given, overrides the setting of the same name for this command only.
 SETTING_OPTIONS = ("data_dir", "base_url")
 DEFAULT_DATA_DIR_TEXT = "data"  # Settings.data_dir's default, as --help shows it
+SHOWN_ARGUMENT_CHARS = 40  # of a wrong argument, in its error line
+
+
+class CommandParser(argparse.ArgumentParser):
+    """A command's parser (and its actions'): a wrong argument ends the command with one line naming it and
+    status 2, not argparse's usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (`{self.prog} --help`)\n")
+
+
+def bounded_int(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from `low` to `high` (a sequence number, a port, a seed), so that a value
+    out of range is a usage error, not an overflow deep in SQLite or the socket layer."""
+
+    def whole_number(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:  # also a number of more digits than int() reads
+            value = None
+        if value is None or not low <= value <= high:
+            shown = text if len(text) <= SHOWN_ARGUMENT_CHARS else text[: SHOWN_ARGUMENT_CHARS - 3] + "..."
+            raise argparse.ArgumentTypeError(f"{shown!r} is not a whole number from {low} to {high}")
+        return value
+
+    return whole_number
 
 
 def add_data_dir(parser: argparse.ArgumentParser, holds: str) -> None:

@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pipeline.cli.options import bounded_int
+
 if TYPE_CHECKING:
     from pipeline.webhooks.settings import WebhookSettings
 
@@ -20,7 +22,7 @@ if TYPE_CHECKING:
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = __doc__
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8766, help="TCP port (default 8766)")
+    parser.add_argument("--port", type=bounded_int(1, 65_535), default=8766, help="TCP port (default 8766)")
     parser.add_argument("--path", help="POST path (default LESSONSYNC_WEBHOOK_PATH or /webhooks/certificates)")
     parser.add_argument(
         "--inbox", type=Path, metavar="FILE", help="SQLite inbox file (default <data dir>/inbox.sqlite3)"
@@ -32,7 +34,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _webhook_settings(args: argparse.Namespace) -> WebhookSettings:
-    from pipeline.webhooks.settings import WebhookSettings
+    from pipeline.webhooks.settings import load_webhook_settings
 
     overrides: dict[str, object] = {}
     if args.path:
@@ -41,21 +43,21 @@ def _webhook_settings(args: argparse.Namespace) -> WebhookSettings:
         overrides["inbox_path"] = args.inbox
     if args.allow_open:
         overrides["allow_open"] = True
-    return WebhookSettings(**overrides)  # type: ignore[arg-type]
+    return load_webhook_settings(**overrides)
 
 
 def run(args: argparse.Namespace) -> int:
     # The web server and the inbox are imported when the command runs, so that its --help answers at once.
     import uvicorn
-    from pydantic import ValidationError
 
+    from pipeline.settings import SettingsError
     from pipeline.webhooks.app import create_app
     from pipeline.webhooks.settings import WebhookConfigError
 
     try:
         settings = _webhook_settings(args)
         app = create_app(settings)
-    except (WebhookConfigError, ValidationError) as exc:
+    except (WebhookConfigError, SettingsError) as exc:
         print(f"lessonsync receive: {exc}", file=sys.stderr)
         return 2
     # Everything imported so far lives as long as the process: keep the collector from rescanning it,

@@ -8,13 +8,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from pipeline.settings import Settings
+from pipeline.settings import SettingsError, load_settings, settings_problems
+from pipeline.settings_checks import MAX_RECEIVER_TIMEOUT, MIN_TIMEOUT
 from pipeline.webhooks.inbox_backend import InboxBackend, open_inbox
 
 MIB = 1024 * 1024
+ENV_PREFIX = "LESSONSYNC_WEBHOOK_"
 
 
 class WebhookConfigError(ValueError):
@@ -31,7 +33,7 @@ def _split_list(value: object) -> object:
 class WebhookSettings(BaseSettings):
     """How the certificate webhook receiver authenticates, validates and stores deliveries."""
 
-    model_config = SettingsConfigDict(env_prefix="LESSONSYNC_WEBHOOK_", env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_file=".env", extra="ignore")
 
     bearer_tokens: Annotated[list[SecretStr], NoDecode] = Field(
         default_factory=list, description="Accepted `Authorization: Bearer <token>` values, comma-separated."
@@ -44,7 +46,9 @@ class WebhookSettings(BaseSettings):
     )
     api_key_header: str = Field("X-Api-Key", min_length=1, description="Header that carries an API key.")
     path: str = Field("/webhooks/certificates", pattern=r"^/\S*$", description="POST path of the receiver.")
-    max_body_bytes: int = Field(MIB, ge=1, description="Larger bodies get 413 (checked while streaming).")
+    max_body_bytes: int = Field(
+        MIB, ge=1024, le=256 * MIB, description="Larger bodies get 413 (checked while streaming)."
+    )
     allow_open: bool = Field(False, description="Serve without any credential (local experiments only).")
     inbox_path: Path | None = Field(None, description="SQLite inbox; default <LESSONSYNC_DATA_DIR>/inbox.sqlite3.")
     source_header: str = Field("X-Webhook-Source", min_length=1, description="Header naming the sender.")
@@ -60,18 +64,50 @@ class WebhookSettings(BaseSettings):
         512, ge=1, le=10_000, description="Most deliveries made durable by one inbox transaction."
     )
     # Limits on what any client, authenticated or not, may hold (pipeline/webhooks/server.py, docs/deploy.md).
+    # Each is finite (a timer of `inf` never fires; a cap of 10^12 caps nothing) and its floor leaves a sender on a
+    # real network room to deliver (a head due within nanoseconds is answered 408 every time).
     max_header_bytes: int = Field(
-        16 * 1024, ge=1024, description="Largest request line plus headers; larger heads get 431 and a close."
+        16 * 1024,
+        ge=1024,
+        le=MIB,
+        description="Largest request line plus headers; larger heads get 431 and a close.",
     )
-    max_header_count: int = Field(100, ge=8, description="Most request header lines; more get 431 and a close.")
-    header_timeout: float = Field(5.0, gt=0, description="Seconds a request head may take to arrive (else 408).")
-    body_timeout: float = Field(10.0, gt=0, description="Seconds a body may take beyond its minimum rate (else 408).")
+    max_header_count: int = Field(
+        100, ge=8, le=1000, description="Most request header lines; more get 431 and a close."
+    )
+    header_timeout: float = Field(
+        5.0,
+        ge=MIN_TIMEOUT,
+        le=MAX_RECEIVER_TIMEOUT,
+        allow_inf_nan=False,
+        description="Seconds a request head may take to arrive (else 408).",
+    )
+    body_timeout: float = Field(
+        10.0,
+        ge=MIN_TIMEOUT,
+        le=MAX_RECEIVER_TIMEOUT,
+        allow_inf_nan=False,
+        description="Seconds a body may take beyond its minimum rate (else 408).",
+    )
     min_body_rate: float = Field(
-        1024.0, gt=0, description="Bytes per second a body must average after body_timeout's grace."
+        1024.0,
+        ge=1,
+        le=1024 * MIB,
+        allow_inf_nan=False,
+        description="Bytes per second a body must average after body_timeout's grace.",
     )
-    keep_alive_timeout: float = Field(5.0, gt=0, description="Seconds an idle keep-alive connection stays open.")
+    keep_alive_timeout: float = Field(
+        5.0,
+        ge=MIN_TIMEOUT,
+        le=MAX_RECEIVER_TIMEOUT,
+        allow_inf_nan=False,
+        description="Seconds an idle keep-alive connection stays open.",
+    )
     max_connections: int = Field(
-        1000, ge=1, description="Open connections; beyond it the longest-idle one is closed, or the new one gets 503."
+        1000,
+        ge=1,
+        le=65_536,
+        description="Open connections; beyond it the longest-idle one is closed, or the new one gets 503.",
     )
 
     @field_validator("bearer_tokens", "basic_credentials", "api_keys", mode="before")
@@ -81,11 +117,11 @@ class WebhookSettings(BaseSettings):
 
     def resolved_inbox_path(self) -> Path:
         """The inbox file: explicit setting, else the data directory of the main settings."""
-        return self.inbox_path if self.inbox_path is not None else Settings().inbox_path
+        return self.inbox_path if self.inbox_path is not None else load_settings().inbox_path
 
     def resolved_inbox(self) -> InboxBackend:
         """The receiver's inbox: LESSONSYNC_INBOX_URL (PostgreSQL) when set, else the SQLite file."""
-        main = Settings()
+        main = load_settings()
         if main.inbox_url is not None:
             return open_inbox(main.inbox_url.get_secret_value())
         return open_inbox(self.resolved_inbox_path())
@@ -124,3 +160,12 @@ class WebhookSettings(BaseSettings):
             f"bearer tokens: {len(self.bearer_tokens)}, basic credentials: {len(self.basic_credentials)}, "
             f"API keys: {len(self.api_keys)} (header {self.api_key_header}), open: {self.allow_open}"
         )
+
+
+def load_webhook_settings(**overrides: object) -> WebhookSettings:
+    """Receiver settings from the environment, with explicit overrides (the CLI's options); SettingsError naming
+    every bad LESSONSYNC_WEBHOOK_* setting in one line when some do not validate (never a credential's value)."""
+    try:
+        return WebhookSettings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as error:
+        raise SettingsError(settings_problems(error, ENV_PREFIX)) from None

@@ -1,8 +1,8 @@
 """The receiver's limits on what any client may hold, each on a real server over raw sockets: head size and
 count, head and body deadlines (a Content-Length that never arrives, a trickled body), keep-alive idle
-timeout, the connection cap (eviction of the longest-idle connection, 503 when none is idle); and the small
-things an internet-facing server must get right (disconnects, trailing slash, one log line per rejection,
-/metrics)."""
+timeout, the connection cap (eviction of the longest-idle connection, 503 when none is idle); the shortest head
+deadline the settings accept still takes deliveries; and the small things an internet-facing server must get right
+(disconnects, trailing slash, one log line per rejection, /metrics)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import orjson
 import pytest
-from webhook_helpers import BEARER, RunningReceiver, certificate, make_settings, serve_in_thread
+from webhook_helpers import BEARER, RunningReceiver, certificate, make_settings, receiver_process, serve_in_thread
+
+from pipeline.webhooks.inbox import Inbox
+from pipeline.webhooks.settings import WebhookSettings
 
 FAST = {
     "header_timeout": 0.4,
@@ -206,6 +210,25 @@ def test_the_connection_cap_answers_503_when_every_connection_is_busy(limited: R
     finally:
         for sock in busy:
             sock.close()
+
+
+def test_the_shortest_head_deadline_accepted_still_takes_deliveries(tmp_path: Path) -> None:
+    """LESSONSYNC_WEBHOOK_HEADER_TIMEOUT has a floor a receiver works at: `lessonsync receive` set to it stores
+    deliveries sent each on a new connection (at 1e-9 the deadline passed before any head arrived: 408 to all)."""
+    floor = next(
+        (bound.ge for bound in WebhookSettings.model_fields["header_timeout"].metadata if hasattr(bound, "ge")), None
+    )
+    assert floor is not None and 0 < floor <= 1, "LESSONSYNC_WEBHOOK_HEADER_TIMEOUT has no floor"
+    inbox = Inbox(tmp_path / "inbox.sqlite3")
+    env = {"LESSONSYNC_WEBHOOK_BEARER_TOKENS": BEARER, "LESSONSYNC_WEBHOOK_HEADER_TIMEOUT": str(floor)}
+    sent = [f"cert-floor-{n}" for n in range(5)]
+    with receiver_process(inbox.path, env) as (_, url):
+        answers = [
+            httpx.post(url, json=certificate(cid), headers={"Authorization": f"Bearer {BEARER}"}).status_code
+            for cid in sent
+        ]
+    assert answers == [200] * len(sent)
+    assert [event.certificate_id for event in inbox.read_events()] == sent
 
 
 def test_trailing_slash_is_a_404_without_redirect(receiver: RunningReceiver, bearer: dict[str, str]) -> None:
