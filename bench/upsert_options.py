@@ -140,10 +140,11 @@ def delete_insert(conn: duckdb.DuckDBPyConnection, stage: Stage, ts: str) -> Non
 def merge(conn: duckdb.DuckDBPyConnection, stage: Stage, ts: str) -> None:
     """One MERGE INTO on the key."""
     cols = stage.load.columns
+    same = "DO NOTHING" if stage.seen_whole else f"UPDATE SET {q(LAST_LOADED_AT)} = {ts}"  # as upsert.touch_rows
     conn.execute(
         f"""MERGE INTO {table_ref(stage.target.name)} AS t
         USING (SELECT * FROM {q(stage.name)} WHERE _change <> 'stale') AS s ON {by_key(stage)}
-        WHEN MATCHED AND s._change = 'same' THEN UPDATE SET {q(LAST_LOADED_AT)} = {ts}
+        WHEN MATCHED AND s._change = 'same' THEN {same}
         WHEN MATCHED THEN UPDATE SET {set_list(stage, data_columns(stage), ts, "s")}
         WHEN NOT MATCHED THEN INSERT ({", ".join(q(c) for c in cols)}, {q(FIRST_LOADED_AT)}, {q(LAST_LOADED_AT)})
             VALUES ({", ".join("s." + q(c) for c in cols)}, {ts}, {ts})"""

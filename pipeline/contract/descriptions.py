@@ -64,6 +64,11 @@ LOAD_COLUMNS = {
     "last_loaded_at": "when LessonSync last loaded (saw) this row",
     "deleted_at": "when the row vanished from a complete pull of its source (null = present)",
 }
+# A complete snapshot writes only the rows it changes: when it saw the others is in its load record.
+SNAPSHOT_LOAD_COLUMNS = {
+    "last_loaded_at": "when a load last wrote this row: inserted, changed or revived it (or re-read it in a pull "
+    "that was not complete); a complete pull sees every live row without writing it: lms._snapshot_seen says when",
+}
 QUARANTINE_COLUMNS = {
     "seen_at": "when the load met the record",
     "stream": "the stream that read it",
@@ -132,7 +137,8 @@ def column_descriptions(spec: TableSpec) -> dict[str, str]:
             f.name: (f"API field {paths[f.name]}" if f.name in paths else NOTES.get(f.name) or parents.get(f.name, ""))
             for f in spec.schema
         }
-    return {name: text for name, text in described.items() if text} | LOAD_COLUMNS
+    loaded = LOAD_COLUMNS | (SNAPSHOT_LOAD_COLUMNS if spec.kind == "snapshot" else {})
+    return {name: text for name, text in described.items() if text} | loaded
 
 
 def undocumented_columns() -> list[str]:

@@ -3,7 +3,7 @@
 
 from typing import Any
 
-from dagster import AssetKey, TableColumn, TableSchema
+from dagster import AssetKey, DataVersion, TableColumn, TableSchema
 
 from pipeline.contract.tables import TableSpec
 from pipeline.defs.resources import WarehouseResource
@@ -13,8 +13,20 @@ from pipeline.warehouse import Warehouse, table_def
 Metadata = dict[str, Any]
 
 
+# The event tag Dagster reads a materialization's data version from; a runtime AssetMaterialization has no
+# data_version argument, so it carries the tag itself.
+DATA_VERSION_TAG = "dagster/data_version"
+
+
 def lms_key(table: str) -> AssetKey:
     return AssetKey(["lms", table])
+
+
+def table_data_version(versions: dict[str, int], table: str) -> DataVersion:
+    """A raw table's data version: the seq of the newest load that changed its rows (warehouse.content_versions),
+    "0" before any did. It stays the same across runs that change nothing (a repeated snapshot, a backfill of
+    rows already there), so Dagster does not mark what reads the table stale."""
+    return DataVersion(str(versions.get(table, 0)))
 
 
 def raw_column_schema(table: TableSpec) -> TableSchema:

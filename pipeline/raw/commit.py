@@ -17,7 +17,15 @@ from pipeline.raw.windows import UNBOUNDED, Window, next_cursor
 from pipeline.settings import Settings
 from pipeline.source.fetching import release_free_memory
 from pipeline.source.stats import RunStats
-from pipeline.warehouse import EarlyFirstLoad, Load, LoadResult, Warehouse, WarehouseLockedError, row_count
+from pipeline.warehouse import (
+    EarlyFirstLoad,
+    Load,
+    LoadResult,
+    Warehouse,
+    WarehouseLockedError,
+    content_versions,
+    row_count,
+)
 
 # A full collection costs ~0.2 s in a process holding Dagster and DuckDB: worth it before the commit of a big
 # fetch (the pages are in the lake; DuckDB gets the memory), not after a small snapshot.
@@ -45,6 +53,8 @@ class StreamLoad:
     row_counts: dict[str, int] = field(default_factory=dict)  # live rows per table after the commit
     rows_while_fetching: dict[str, int] = field(default_factory=dict)  # a first load's rows inserted early
     extra: dict[str, object] = field(default_factory=dict)  # what the stream adds (the answers: their plan)
+    # per table after the commit: the seq of the newest load that changed its rows (warehouse.content_versions)
+    versions: dict[str, int] = field(default_factory=dict)
 
 
 def begin_early_insert(
@@ -86,7 +96,7 @@ def commit_fetched(
 ) -> StreamLoad:
     """Commit `fetched` with its stream's next cursor (capped by `ceiling`: pipeline/raw/windows.py).
     `before_commit(load, stats)` may write more rows (sync state) into the same transaction. `tables` and
-    `snapshot_tables` get their live row count after the commit."""
+    `snapshot_tables` get their live row count and content version after the commit."""
     stream = fetched.load.stream
     if early is not None and early.error is not None:
         log.warning(
@@ -122,14 +132,26 @@ def commit_fetched(
         with warehouse.one_connection() as conn:  # one open for the commit and the row counts after it
             result = load.commit(cursor=cursor, complete_snapshots=complete, stats=stats.as_metadata(), early=early)
             done = time.monotonic()
-            row_counts = {table: row_count(conn, table) for table in sorted({*tables, *snapshot_tables})}
+            counted = sorted({*tables, *snapshot_tables})
+            row_counts = {table: row_count(conn, table) for table in counted}
+            versions = content_versions(conn, counted)
     if result.repeat_of is not None:
         log.info(
-            f"{stream}: the same snapshot as load {result.repeat_of}; its rows were not compared again, only their "
-            "last_loaded_at moved"
+            f"{stream}: the same snapshot as load {result.repeat_of}; its rows were neither compared again nor "
+            "written (lms._snapshot_seen records that this load saw them)"
         )
     early_rows = early.rows_while_fetching if early is not None and early.open else {}
-    return StreamLoad(stream, result, stats, window, done - fetched.started, done - committing, row_counts, early_rows)
+    return StreamLoad(
+        stream,
+        result,
+        stats,
+        window,
+        done - fetched.started,
+        done - committing,
+        row_counts,
+        early_rows,
+        versions=versions,
+    )
 
 
 def snapshot_tables_to_close(

@@ -48,6 +48,7 @@ from pipeline.warehouse.merge.checks import (
     orphans,
     row_count,
 )
+from pipeline.warehouse.merge.seen import content_versions, last_seen_sql, snapshot_seen
 from pipeline.warehouse.results import LoadResult, TableLoadStats
 from pipeline.warehouse.upkeep.rebuild import RebuildReport, rebuild_in_place, rebuild_into
 from pipeline.warehouse.upkeep.reset import reset_cursor
@@ -75,12 +76,14 @@ __all__ = [
     "WarehouseMissingError",
     "catalog_unchanged",
     "check_parts",
+    "content_versions",
     "duplicate_keys",
     "duplicated_values",
     "field_type",
     "insertion_order_not_kept",
     "keeps_deleted_rows",
     "last_load_counts",
+    "last_seen_sql",
     "live_table_rows",
     "maintain",
     "null_keys",
@@ -93,6 +96,7 @@ __all__ = [
     "reset_cursor",
     "row_count",
     "scalar",
+    "snapshot_seen",
     "stream_statuses",
     "table_def",
     "table_summaries",

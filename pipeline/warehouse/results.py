@@ -12,8 +12,9 @@ class TableLoadStats:
     fetched: int = 0  # rows written to the lake for this table in this load (before dedupe)
     inserted: int = 0  # keys new to the warehouse
     updated: int = 0  # keys whose data changed, or that came back after being marked deleted
-    unchanged: int = 0  # keys seen again with identical data (only last_loaded_at moves); append tables:
-    # rows whose key was already there (kept as first written)
+    unchanged: int = 0  # keys seen again with identical data (only last_loaded_at moves, and in a complete
+    # snapshot not even that: lms._snapshot_seen); append tables: rows whose key was already there (kept as first
+    # written)
     deleted: int = 0  # rows newly marked deleted: vanished from a complete snapshot, or replaced children
     stale: int = 0  # rows older (by cursor field, or ordered before by order_by) than the warehouse's copy
 
@@ -34,7 +35,7 @@ class LoadResult:
     manifest: Path | str | None = None  # a file, or an s3:// URL
     position_before: int | None = None  # streams read from an ordered log (Load.commit(position=...))
     position_after: int | None = None
-    repeat_of: int | None = None  # a complete snapshot equal to this earlier load's: only last_loaded_at moved
+    repeat_of: int | None = None  # a complete snapshot equal to this earlier load's: no row compared or written
 
     def metadata(self) -> dict[str, object]:
         """Flat, JSON-friendly numbers for Dagster materialization metadata."""

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.contract.tables import CERTIFICATE_EVENTS, CERTIFICATES
-from pipeline.warehouse import Warehouse, row_count
+from pipeline.warehouse import Warehouse, content_versions, row_count
 from pipeline.webhooks.dead_letters import (
     DeadLetter,
     count_dead_letters,
@@ -219,3 +219,9 @@ def table_rows(warehouse: Warehouse) -> dict[str, int]:
     """Rows per certificate table, for the asset's dagster/row_count."""
     with warehouse.connect(read_only=True) as conn:
         return {spec.name: row_count(conn, spec.name) for spec in SPECS}
+
+
+def table_versions(warehouse: Warehouse) -> dict[str, int]:
+    """Per certificate table, the seq of the newest load that changed its rows: the asset's data version."""
+    with warehouse.connect(read_only=True) as conn:
+        return content_versions(conn, [spec.name for spec in SPECS])

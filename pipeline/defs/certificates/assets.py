@@ -18,10 +18,10 @@ from dagster import (
 )
 
 from pipeline.contract.tables import CERTIFICATE_EVENTS, CERTIFICATES, TableSpec
-from pipeline.defs.common import Metadata, table_definition_metadata
+from pipeline.defs.common import Metadata, table_data_version, table_definition_metadata
 from pipeline.defs.policy import POOL
 from pipeline.defs.resources import WarehouseResource
-from pipeline.webhooks.load import LoadStats, load_certificate_events, table_rows
+from pipeline.webhooks.load import LoadStats, load_certificate_events, table_rows, table_versions
 from pipeline.webhooks.resource import InboxResource
 
 GROUP = "certificates"
@@ -52,12 +52,15 @@ def certificates(
     with wh.one_connection():
         stats = load_certificate_events(wh, inbox.inbox(), run_id=context.run.run_id)
         row_counts = table_rows(wh)
+        versions = table_versions(wh)
     context.log.info(_summary(stats))
     for line in quarantine_warnings(stats):
         context.log.warning(line)
     for key in (EVENTS_KEY, CERTIFICATES_KEY):
         yield MaterializeResult(
-            asset_key=key, metadata={**_metadata(stats), "dagster/row_count": row_counts[key.path[-1]]}
+            asset_key=key,
+            metadata={**_metadata(stats), "dagster/row_count": row_counts[key.path[-1]]},
+            data_version=table_data_version(versions, key.path[-1]),  # the same while no event changes the table
         )
 
 

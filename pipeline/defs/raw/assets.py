@@ -22,7 +22,13 @@ from dagster import (
 )
 
 from pipeline.contract.tables import TABLES
-from pipeline.defs.common import lms_key, ready_warehouse, table_definition_metadata
+from pipeline.defs.common import (
+    DATA_VERSION_TAG,
+    lms_key,
+    ready_warehouse,
+    table_data_version,
+    table_definition_metadata,
+)
 from pipeline.defs.policy import FULL_REFRESH_TAG, POOL
 from pipeline.defs.progress.backfill import BackfillWindow
 from pipeline.defs.progress.clock_skew import clock_skew_metadata
@@ -116,15 +122,19 @@ def _reported(
     context: AssetExecutionContext, done: StreamLoad, selected: set[str], settings: Settings
 ) -> Iterator[MaterializeResult[Any] | AssetMaterialization]:
     """One result per selected table of the stream; a table written with them but not selected (its stream fills
-    several) is reported as a runtime materialization, so the UI shows every table the commit changed."""
+    several) is reported as a runtime materialization, so the UI shows every table the commit changed. Each
+    carries the table's data version: a load that changed nothing leaves what reads the table up to date."""
     for table in STREAM_TABLES[done.stream]:
         metadata = table_metadata(done, table)
         if table == "active_lessons":
             metadata.update(clock_skew_metadata(context, done.stats, settings.lookback))
+        version = table_data_version(done.versions, table)
         if table in selected:
-            yield MaterializeResult(asset_key=lms_key(table), metadata=metadata)
+            yield MaterializeResult(asset_key=lms_key(table), metadata=metadata, data_version=version)
         else:
-            yield AssetMaterialization(asset_key=AssetKey(lms_key(table).path), metadata=metadata)
+            yield AssetMaterialization(
+                asset_key=AssetKey(lms_key(table).path), metadata=metadata, tags={DATA_VERSION_TAG: version.value}
+            )
 
 
 def _checks(

@@ -1,7 +1,8 @@
 """One load applied to the warehouse inside the caller's transaction. The same function serves a live
 commit, the roll-forward of a load whose manifest was written just before a crash, and a rebuild from
-the lake, so all three produce the same rows, load timestamps, cursor and counts. A complete snapshot that
-repeats the table's last one is applied without its rows being compared (repeats.py), with the same result."""
+the lake, so all three produce the same rows, load timestamps, cursor and counts. A complete snapshot writes only
+the rows it changes, and one that repeats the table's last one is applied without its rows being compared
+(repeats.py), with the same result: no row written."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from pipeline.warehouse.lake.lake import check_parts
 from pipeline.warehouse.lake.manifest import LoadOutcome, LoadPlan, TableLoad
 from pipeline.warehouse.merge.context import CommitContext
 from pipeline.warehouse.merge.deletions import mark_vanished, replace_children
-from pipeline.warehouse.merge.repeats import repeated_load, touch_repeated
+from pipeline.warehouse.merge.repeats import repeated_load, repeated_stats
 from pipeline.warehouse.merge.staging import (
     Stage,
     count_changes,
@@ -50,12 +51,10 @@ def _apply_load(ctx: CommitContext, plan: LoadPlan) -> LoadOutcome:
     files = {
         load.name: check_parts(ctx.lake, load.parts, f"load {plan.seq} ({plan.load_id})", conn) for load in plan.tables
     }
-    repeat_of = repeated_load(conn, plan, catalog, files)
-    if repeat_of is not None:
-        stats = touch_repeated(conn, plan, ts_literal(plan.loaded_at))
-    else:
-        stats = _apply_rows(ctx, plan, catalog, files)
+    repeat = repeated_load(conn, plan, catalog, files)
+    stats = repeated_stats(plan, repeat) if repeat is not None else _apply_rows(ctx, plan, catalog, files)
     before, after = advance_cursor(conn, plan)
+    repeat_of = repeat.of if repeat is not None else None
     outcome = LoadOutcome(before, after, stats, *advance_position(conn, plan), repeat_of=repeat_of)
     record_load(conn, plan, outcome)
     return outcome
@@ -67,6 +66,8 @@ def _apply_rows(
     """The ordinary apply: stage, classify and upsert every table, then mark what vanished."""
     conn = ctx.conn
     stats, stages = _stage_tables(ctx, plan, catalog, files)
+    # a complete snapshot sees every live row of its table: its record says so, its unchanged rows are not written
+    stages = {name: replace(stage, seen_whole=name in plan.complete_snapshots) for name, stage in stages.items()}
     order = [t.name for t in parents_first(plan.tables)]
     for link in sorted(plan.children, key=lambda link: order.index(link.parent) if link.parent in order else -1):
         if link.child in stages and link.parent in stages:  # top down: a grandparent's staleness reaches the bottom

@@ -181,7 +181,7 @@ def orphans(
 
 
 def last_load_time(conn: duckdb.DuckDBPyConnection, table: str) -> datetime | None:
-    """Load time of the newest load that wrote `table` (its rows carry it in last_loaded_at)."""
+    """Load time of the newest load that wrote `table` (the rows it wrote carry it in last_loaded_at)."""
     row = conn.execute(
         f"SELECT max(committed_at) FROM {LOAD_RUNS} WHERE json_exists(tables, ?)", [f"$.{table}"]
     ).fetchone()

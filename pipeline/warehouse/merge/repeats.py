@@ -2,7 +2,9 @@
 
 Snapshots (groups and their users, the lesson catalogue, sessions, categories) are pulled whole every run, and on
 most nights nothing in them changed. The ordinary apply (staging.py) would read every row, join it with the
-table, find every row `same` and none vanished, and only move last_loaded_at: most of a quiet run's commit time. A load is applied here instead when all of these hold for every table it writes:
+table, find every row `same` and none vanished, and write nothing (a complete snapshot leaves its unchanged rows
+alone: Stage.seen_whole): most of a quiet run's commit time spent to change no row. A load is applied here instead
+when all of these hold for every table it writes:
 
 1. the table is a complete snapshot of this load, with a content digest (loading/content.py), and every child link of
    the load joins two of its tables (so replacing children has nothing to do either);
@@ -13,32 +15,40 @@ table, find every row `same` and none vanished, and only move last_loaded_at: mo
    a load, such as a table dropped and recreated, changed it since). When the previous load kept every row it
    fetched, its rows, and so this load's, have no key twice: the parts are not read.
 
-Then the table already holds exactly the deduped rows the ordinary apply would classify `same`, and the only
-change it would make is last_loaded_at on the live rows. Counts, cursor, load record and manifest are the same
-as the ordinary apply's; a replay or rebuild that takes the ordinary path produces the same rows."""
+Then the table already holds exactly the deduped rows the ordinary apply would classify `same`, and it would
+change no row: no row is written here either. Counts, cursor, load record and manifest are the same as the
+ordinary apply's (the record is what says the load saw every live row: lms._snapshot_seen); a replay or rebuild
+that takes the ordinary path produces the same rows."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import duckdb
 
 from pipeline.warehouse.duck.arrow_types import q
-from pipeline.warehouse.duck.schema import table_ref
-from pipeline.warehouse.duck.tabledef import DELETED_AT, LAST_LOADED_AT, TableDef
+from pipeline.warehouse.duck.tabledef import TableDef
 from pipeline.warehouse.lake.manifest import LoadPlan, TableLoad
 from pipeline.warehouse.merge.checks import live_rows
 from pipeline.warehouse.merge.state import newest_loads
 from pipeline.warehouse.results import TableLoadStats
 
 
+@dataclass(frozen=True)
+class Repeat:
+    of: int  # the seq of the load repeated
+    live: dict[str, int]  # per table, its live rows: every one of them seen again unchanged
+
+
 def repeated_load(
     conn: duckdb.DuckDBPyConnection, plan: LoadPlan, catalog: dict[str, TableDef], files: dict[str, list[str]]
-) -> int | None:
-    """The seq of the load `plan` repeats (conditions 1-3 above), or None: apply it the ordinary way.
+) -> Repeat | None:
+    """What load `plan` repeats (conditions 1-3 above), or None: apply it the ordinary way.
     `files`: each table's parts as read_parquet takes them (lake.check_parts)."""
     if not _is_whole_snapshot(plan, catalog):
         return None
     previous = newest_loads(conn, files)
-    seqs = set()
+    seqs, live = set(), {}
     for table in plan.tables:
         written = previous.get(table.name)
         if (
@@ -50,20 +60,18 @@ def repeated_load(
             return None
         seqs.add(written.seq)
         keys = _keys_of(conn, table, files[table.name], written.counts)
-        if keys is None or keys != live_rows(conn, catalog[table.name]):
+        live[table.name] = live_rows(conn, catalog[table.name])
+        if keys is None or keys != live[table.name]:
             return None
-    return max(seqs)
+    return Repeat(max(seqs), live)
 
 
-def touch_repeated(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, ts: str) -> dict[str, TableLoadStats]:
-    """Apply a repeated load: every live row was seen again unchanged, only last_loaded_at moves to `ts`."""
-    stats = {}
-    for table in plan.tables:
-        touched = conn.execute(
-            f"UPDATE {table_ref(table.name)} SET {q(LAST_LOADED_AT)} = {ts} WHERE {q(DELETED_AT)} IS NULL"
-        ).fetchall()[0][0]
-        stats[table.name] = TableLoadStats(fetched=sum(part.rows for part in table.parts), unchanged=int(touched))
-    return stats
+def repeated_stats(plan: LoadPlan, repeat: Repeat) -> dict[str, TableLoadStats]:
+    """The counts of a repeated load, which writes no row: every live row seen again unchanged."""
+    return {
+        table.name: TableLoadStats(fetched=sum(part.rows for part in table.parts), unchanged=repeat.live[table.name])
+        for table in plan.tables
+    }
 
 
 def _is_whole_snapshot(plan: LoadPlan, catalog: dict[str, TableDef]) -> bool:

@@ -1,5 +1,6 @@
 """Sync state kept inside the warehouse, so it commits in the same transaction as the rows it covers:
-lms._sync_state (one cursor per stream, never moving backwards) and lms._load_runs (one row per load)."""
+lms._sync_state (one cursor per stream, never moving backwards) and lms._load_runs (one row per load), with the
+view lms._snapshot_seen over the latter (what each complete snapshot saw: merge/seen.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pipeline.warehouse.lake.manifest import LoadOutcome, LoadPlan
 
 SYNC_STATE = f"{SCHEMA}._sync_state"
 LOAD_RUNS = f"{SCHEMA}._load_runs"
+SNAPSHOT_SEEN = f"{SCHEMA}._snapshot_seen"
 
 _DDL = (
     f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}",
@@ -34,7 +36,7 @@ _DDL = (
         stream VARCHAR NOT NULL,
         run_id VARCHAR NOT NULL,
         started_at TIMESTAMPTZ NOT NULL,
-        committed_at TIMESTAMPTZ NOT NULL,  -- the load time of every row this load touched
+        committed_at TIMESTAMPTZ NOT NULL,  -- the load time of every row this load wrote
         cursor_requested TIMESTAMPTZ,
         cursor_before TIMESTAMPTZ,
         cursor_after TIMESTAMPTZ,
@@ -44,13 +46,43 @@ _DDL = (
         stats JSON NOT NULL)           -- what the caller reported (requests, retries...)""",
 )
 LOADS_PER_READ = 64  # newest loads first, a batch at a time: each run's loads name every table it wrote
+# A view, not a table: derived from the load records alone, it holds after a replay, a roll-forward or a rebuild
+# without anything else to keep in step.
+_SNAPSHOT_SEEN_SQL = (
+    f"SELECT unnest(complete_snapshots) AS table_name, load_seq, committed_at AS seen_at FROM {LOAD_RUNS}"
+)
+SNAPSHOT_SEEN_COMMENTS = (
+    "One row per complete snapshot of a table: the load saw, at seen_at, every row of the table it did not mark "
+    "deleted (it wrote only the rows it changed: their last_loaded_at)",
+    {
+        "table_name": "a table the load pulled whole",
+        "load_seq": "the load (lms._load_runs)",
+        "seen_at": "when the load committed: every row of the table live after it was seen then",
+    },
+)
 
 
 def ensure_state_tables(conn: duckdb.DuckDBPyConnection) -> None:
-    """Create the internal tables (sync state, load runs, table registry) if missing. Every write path
+    """Create the internal tables (sync state, load runs, table registry) and views if missing. Every write path
     calls this first, so later queries may assume them: inside a transaction a failed query would abort it."""
     for statement in (*_DDL, REGISTRY_DDL, REGISTRY_KEY_COLUMN):
         conn.execute(statement)
+    _ensure_snapshot_seen(conn)
+
+
+def _ensure_snapshot_seen(conn: duckdb.DuckDBPyConnection) -> None:
+    exists = conn.execute(
+        "SELECT count(*) FROM duckdb_views() WHERE database_name = current_database() AND schema_name = ? "
+        "AND view_name = ?",
+        [SCHEMA, SNAPSHOT_SEEN.split(".")[1]],
+    ).fetchall()[0][0]
+    if exists:
+        return
+    about, columns = SNAPSHOT_SEEN_COMMENTS
+    conn.execute(f"CREATE VIEW {SNAPSHOT_SEEN} AS {_SNAPSHOT_SEEN_SQL}")
+    conn.execute(f"COMMENT ON VIEW {SNAPSHOT_SEEN} IS '{about}'")
+    for column, text in columns.items():
+        conn.execute(f"COMMENT ON COLUMN {SNAPSHOT_SEEN}.{column} IS '{text}'")
 
 
 def read_cursor(conn: duckdb.DuckDBPyConnection, stream: str) -> datetime | None:

@@ -5,8 +5,9 @@ Target rows are matched by the row id staging recorded (one BIGINT instead of th
 no key index to look a key up in), in row-id order: DuckDB updates rows in place fastest when they come in
 storage order (duckdb#11275). Scalar changes are updated in place; rows whose list columns changed are
 deleted and re-inserted (DuckDB rewrites a changed list that way anyway); unchanged rows only get a new
-last_loaded_at; new keys are inserted sorted by key. Each target row is touched by exactly one statement, so
-no statement moves a row id another one uses.
+last_loaded_at, and not even that in a complete snapshot of the table (Stage.seen_whole); new keys are inserted
+sorted by key. Each target row is touched by exactly one statement, so no statement moves a row id another one
+uses.
 
 A first load into an empty table skips all that (insert_first_load): the deduped rows inserted at once, in
 no particular order, no stage."""
@@ -94,7 +95,10 @@ def update_rows(
 
 
 def touch_rows(conn: duckdb.DuckDBPyConnection, stage: Stage, ts: str, match: str) -> None:
-    """Rows seen again unchanged: only last_loaded_at moves (a narrow, in-place update)."""
+    """Rows seen again unchanged: only last_loaded_at moves (a narrow, in-place update). Not in a complete
+    snapshot of the table: its record in lms._load_runs says it saw them all, so a snapshot costs what changed."""
+    if stage.seen_whole:
+        return
     conn.execute(
         f"UPDATE {table_ref(stage.target.name)} AS t SET {q(LAST_LOADED_AT)} = {ts} "
         f"FROM {q(stage.name)} AS s WHERE s._change = 'same' AND {match}"

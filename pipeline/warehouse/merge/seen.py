@@ -1,0 +1,71 @@
+"""What the load records (lms._load_runs) tell of a table without a row being read or written.
+
+- Last seen. A complete snapshot sees every row of its table that it does not mark deleted, and says so once, in
+  its record (lms._snapshot_seen), instead of on each row: it writes only the rows it inserts, changes, revives
+  or marks deleted (merge/staging.py `seen_whole`), and a repeated one writes none (merge/repeats.py). A row was
+  last seen by the newest load that wrote its last_loaded_at or, if later, by the newest complete snapshot of its
+  table committed while the row was live (before its deleted_at): `last_seen_sql`.
+- Content version. The seq of the newest load that inserted, updated or deleted rows of a table: it moves exactly
+  when the table's data does, survives restarts and rebuilds (the loads and their counts are replayed), and is
+  what a Dagster materialization reports as its data version."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+import duckdb
+
+from pipeline.warehouse.duck.arrow_types import q
+from pipeline.warehouse.duck.schema import table_ref
+from pipeline.warehouse.duck.tabledef import DELETED_AT, LAST_LOADED_AT, SCHEMA, TableDef
+from pipeline.warehouse.merge.state import LOAD_RUNS, SNAPSHOT_SEEN
+
+CHANGES = ("inserted", "updated", "deleted")  # the counts that say a load changed a table's rows
+
+
+def last_seen_sql(table: TableDef) -> str:
+    """Every row of `table` with `last_seen_at`: when LessonSync last saw it on the platform. Rows of a table no
+    complete snapshot loads (incremental, append) were last seen at their last_loaded_at."""
+    if not table.has_deleted_at:
+        return f"SELECT t.*, t.{q(LAST_LOADED_AT)} AS last_seen_at FROM {table_ref(table.name)} AS t"
+    name = table.name.replace("'", "''")
+    seen = f"(SELECT seen_at FROM {SNAPSHOT_SEEN} WHERE table_name = '{name}')"
+    # ASOF: the newest snapshot committed before the row was marked deleted (any, while it is live)
+    return f"""SELECT t.*, greatest(t.{q(LAST_LOADED_AT)}, s.seen_at) AS last_seen_at
+        FROM {table_ref(table.name)} AS t ASOF LEFT JOIN {seen} AS s
+        ON coalesce(t.{q(DELETED_AT)}, 'infinity'::TIMESTAMPTZ) > s.seen_at"""
+
+
+def snapshot_seen(conn: duckdb.DuckDBPyConnection, table: str) -> tuple[int, datetime] | None:
+    """(load seq, commit time) of the newest complete snapshot of `table`: every live row of it was seen then."""
+    rows = conn.execute(
+        f"SELECT load_seq, seen_at FROM {SNAPSHOT_SEEN} WHERE table_name = ? ORDER BY load_seq DESC LIMIT 1", [table]
+    ).fetchall()
+    return (int(rows[0][0]), rows[0][1]) if rows else None
+
+
+def content_versions(conn: duckdb.DuckDBPyConnection, tables: Iterable[str]) -> dict[str, int]:
+    """Per table, the seq of the newest load that inserted, updated or deleted rows of it; a table no load changed
+    (or a warehouse with no load yet) is absent. One pass over lms._load_runs, whose rows are one per load."""
+    wanted = sorted(set(tables))
+    if not wanted or not _has_load_runs(conn):
+        return {}
+    changed = " OR ".join(f"coalesce(CAST(t.value ->> '{count}' AS BIGINT), 0) > 0" for count in CHANGES)
+    rows = conn.execute(
+        f"SELECT t.key, max(r.load_seq) FROM {LOAD_RUNS} AS r, json_each(r.tables) AS t "
+        f"WHERE t.key IN (SELECT unnest($tables)) AND ({changed}) GROUP BY t.key",
+        {"tables": wanted},
+    ).fetchall()
+    return {str(name): int(seq) for name, seq in rows}
+
+
+def _has_load_runs(conn: duckdb.DuckDBPyConnection) -> bool:
+    """Whether lms._load_runs exists: a reader may open a file no write path has prepared yet."""
+    return bool(
+        conn.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
+            "AND schema_name = ? AND table_name = '_load_runs'",
+            [SCHEMA],
+        ).fetchall()[0][0]
+    )
