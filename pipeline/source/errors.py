@@ -59,12 +59,15 @@ class PlatformUnreachableError(PlatformUnavailableError):
             retried_for=failure.retried_for,
             reason=failure.reason,
         )
-        state = "unreachable" if failure.status is None else "unavailable"
         spent = f" for {failure.retried_for:.0f} s" if failure.retried_for is not None else ""
-        self.args = (
-            f"platform {state}: {failure.method} {failure.endpoint} at {address} failed{spent} ({self.reason}); "
-            "check LESSONSYNC_BASE_URL and that the platform is up",
-        )
+        said = f"{failure.method} {failure.endpoint} at {address} failed{spent} ({self.reason})"
+        if failure.status is None:  # no answer at all: most often the wrong address
+            self.args = (f"platform unreachable: {said}; check LESSONSYNC_BASE_URL and that the platform is up",)
+        else:
+            self.args = (
+                f"platform unavailable: {said}; it is down or overloaded: raise LESSONSYNC_RETRY_BUDGET to ride out "
+                "longer outages",
+            )
 
 
 class PlatformAuthError(SourceError):
