@@ -91,6 +91,8 @@ def test_every_asset_has_an_owner_and_every_step_an_explicit_name() -> None:
 
 def test_backfill_window_from_launchpad_config() -> None:
     assert BackfillWindow().window() is None  # unset: a cursor run
+    with pytest.raises(Failure, match="a backfill needs its range: set resources.backfill.config.updated_from"):
+        BackfillWindow().window(backfill_run=True)  # unset in a run tagged as a backfill: refused
     window = BackfillWindow(updated_from="2025-06-01", updated_to="2025-06-07").window()
     assert window is not None and not window.moves_cursor
     assert (window.since, window.until) == (datetime(2025, 6, 1, tzinfo=UTC), datetime(2025, 6, 8, tzinfo=UTC))

@@ -22,6 +22,7 @@ from pipeline.raw.fetch import BackgroundFetch, Fetched
 from pipeline.raw.windows import SNAPSHOT_WINDOW, UNBOUNDED, Window, cursor_window
 from pipeline.settings import Settings
 from pipeline.source.client import PlatformClient
+from pipeline.source.errors import PlatformUnreachableError
 from pipeline.source.slots import BACKGROUND, URGENT
 from pipeline.source.stats import RunStats
 from pipeline.warehouse import EARLY_PART_ROWS, EarlyFirstLoad, Load, Warehouse
@@ -176,6 +177,8 @@ class RawSync:
             except Exception as error:  # the other streams still commit; the run fails at the end
                 self.log.warning(f"{stream}: failed ({type(error).__name__}: {error}); no row of it committed")
                 failures.append(error)
+                if isinstance(error, PlatformUnreachableError):
+                    self._stop_fetches_waiting_on(error)
                 if stream == "active_lessons" and self._wants_answers and "answers" not in self._dropped:
                     self.drop("answers", "the active lessons they are planned from did not commit")
                 continue
@@ -268,6 +271,18 @@ class RawSync:
         self.log.info(
             f"{fetch.stream}: {fetch.pages:,} pages, {fetch.rows:,} rows, {fetch.rows / seconds:,.0f} rows/s so far"
         )
+
+    def _stop_fetches_waiting_on(self, failure: PlatformUnreachableError) -> None:
+        """A request every stream waits on (the token) failed for good: no fetch still running can end well, so each
+        is stopped now, said in one line; a fetch that already ended whole still commits."""
+        stopped = [stream for stream, fetch in self._pending.items() if not fetch.fetched_whole]
+        for stream in stopped:
+            self._pending.pop(stream).cancel()
+        if stopped:
+            self.log.warning(
+                f"{', '.join(stopped)}: stopped, nothing of them committed: every stream waits on "
+                f"{failure.method} {failure.endpoint}, which failed"
+            )
 
     def _stop_pending(self) -> None:
         """A run stopped before its commits: what still fetches is cancelled, its lake parts discarded."""

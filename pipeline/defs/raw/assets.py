@@ -29,7 +29,7 @@ from pipeline.defs.common import (
     table_data_version,
     table_definition_metadata,
 )
-from pipeline.defs.policy import FULL_REFRESH_TAG, POOL
+from pipeline.defs.policy import BACKFILL_WINDOW, FULL_REFRESH_TAG, POOL, WINDOW_TAG
 from pipeline.defs.progress.backfill import BackfillWindow
 from pipeline.defs.progress.clock_skew import clock_skew_metadata
 from pipeline.defs.progress.freshness import with_progress_freshness
@@ -102,7 +102,7 @@ def build_raw_sync(settings: Settings, rules: CheckRules) -> AssetsDefinition:
         run = RawRun(
             context.run.run_id,
             full_refresh=context.run.tags.get(FULL_REFRESH_TAG) == "true",
-            backfill=backfill.window(),
+            backfill=backfill.window(backfill_run=context.run.tags.get(WINDOW_TAG) == BACKFILL_WINDOW[WINDOW_TAG]),
         )
         settings = platform.settings()
         sync = RawSync(wh, settings, context.log, run)
