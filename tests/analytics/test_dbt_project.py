@@ -20,7 +20,7 @@ from typing import Any
 
 import duckdb
 import pytest
-from dagster import DagsterInstance, materialize
+from dagster import AssetKey, DagsterInstance, materialize
 
 from pipeline.analytics.build import build_models
 from pipeline.analytics.dagster_specs import asset_key
@@ -200,3 +200,25 @@ def test_the_dagster_dbt_runner_builds_the_same_assets_then_publishes(
     assert sum(counts.values()) > 0, "the models hold rows: comparing zeros would prove nothing"
     models_line = " ".join(summary_lines(summary))
     assert f"learner_progress {counts['learner_progress']:,}" in models_line and "published" not in models_line
+
+
+def test_the_dagster_dbt_runner_loads_when_dbt_cannot_parse_and_its_build_says_why(tmp_path: Path) -> None:
+    """A model dbt cannot parse does not take the code location down (nor its schedule, sensor and jobs): the
+    models are assets, and building them fails with dbt's error naming the model."""
+    models_dir = tmp_path / "models"
+    shutil.copytree(DEFAULT_MODELS_DIR, models_dir, ignore=shutil.ignore_patterns("target", "dbt_packages", "logs"))
+    shutil.copytree(OFFLINE_DBT_UTILS, models_dir / "dbt_packages" / "dbt_utils")
+    (models_dir / "marts" / "unparsable.sql").write_text("select 1 as x\n{% if %}\n")
+    settings = Settings(data_dir=tmp_path / "data", models_dir=models_dir, models_runner="dbt")
+    analytics = build_analytics(settings)
+    assert AssetKey(["analytics", "unparsable"]) in analytics.models.keys
+    result = materialize(
+        analytics.assets,
+        resources={"warehouse": WarehouseResource(data_dir=str(settings.data_dir))},
+        instance=DagsterInstance.ephemeral(),
+        raise_on_error=False,
+    )
+    assert not result.success
+    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+    assert "dbt parse of" in str(failure.event_specific_data.error)
+    assert "Compilation Error in model unparsable" in str(failure.event_specific_data.error)

@@ -25,11 +25,25 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-from dagster import AssetExecutionContext, AssetKey, AssetMaterialization, AssetsDefinition, Output
-from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtCliResource, dbt_assets
+from dagster import (
+    AssetExecutionContext,
+    AssetKey,
+    AssetMaterialization,
+    AssetsDefinition,
+    Failure,
+    Output,
+    multi_asset,
+)
+from dagster_dbt import (
+    DagsterDbtCliRuntimeError,
+    DagsterDbtTranslator,
+    DagsterDbtTranslatorSettings,
+    DbtCliResource,
+    dbt_assets,
+)
 
 from pipeline.analytics.build import BUILDS_DDL, BUILDS_TABLE
-from pipeline.analytics.dagster_specs import GROUP
+from pipeline.analytics.dagster_specs import GROUP, asset_spec
 from pipeline.analytics.lineage import MODEL_SCHEMA, RAW_SCHEMA
 from pipeline.analytics.models import AnalyticsProject, Model
 from pipeline.analytics.sql import relation
@@ -78,7 +92,10 @@ def dbt_models_asset(project: AnalyticsProject, target: Path, as_of_default: str
     models directory)."""
     if not target.is_absolute():
         raise ValueError(f"dbt's target path must be absolute (got {target})")
-    manifest = parsed_manifest(project, target)
+    try:
+        manifest = parsed_manifest(project, target)
+    except DagsterDbtCliRuntimeError as error:
+        return _unparsed_models_asset(project, error)
     translator = LessonSyncTranslator(settings=DagsterDbtTranslatorSettings(enable_asset_checks=True))
 
     @dbt_assets(manifest=manifest, dagster_dbt_translator=translator, name="analytics_models_dbt", pool=POOL)
@@ -105,6 +122,26 @@ def dbt_models_asset(project: AnalyticsProject, target: Path, as_of_default: str
             yield _with_row_count(context, event, rows)
         if not invocation.is_successful():
             raise invocation.get_error() or RuntimeError("dbt build failed")
+
+    return analytics_models_dbt
+
+
+def _unparsed_models_asset(project: AnalyticsProject, error: DagsterDbtCliRuntimeError) -> AssetsDefinition:
+    """When `dbt parse` fails, the code location still loads (its schedule, sensor and jobs with it): the models
+    are assets as LessonSync reads them, and materializing them fails with dbt's error."""
+    # dagster-dbt's message ends with the errors it read from dbt's log, after this line
+    reason = " ".join(str(error).split("Errors parsed from dbt logs:")[-1].split())
+
+    @multi_asset(
+        name="analytics_models_dbt",
+        specs=[asset_spec(m, project.root.parent, owners=list(OWNERS)) for m in project.models.values()],
+        can_subset=True,
+        pool=POOL,
+        description=f"dbt could not parse {project.root}: the models cannot be built until it does.",
+    )
+    def analytics_models_dbt(context: AssetExecutionContext) -> Iterator[Any]:
+        yield from ()  # a generator: Dagster reads a multi-asset's plain function as returning its outputs
+        raise Failure(f"dbt parse of {project.root} failed: {reason}; fix it, then reload the code location")
 
     return analytics_models_dbt
 
