@@ -168,7 +168,38 @@ def _load_model(
     else:
         found = set(rendered.calls)
         found |= _attempt(problems, lambda: referenced_tables(parse_select(rendered.sql, path), path)) or set()
-    deps = set()
+    deps = _known_tables(found, path, sources, sources_problem, model_names, problems)
+    tests = _attempt(problems, lambda: resolve_tests(path.stem, config.tests, sources, model_names, config_path)) or ()
+    chosen = rendered.materialized if rendered is not None else None
+    materialized: Materialization = chosen or config.materialized or ("view" if layer == "staging" else "table")
+    sql = rendered.sql if rendered is not None else ""
+    return Model(
+        path.stem,
+        layer,
+        path,
+        sql,
+        tuple(sorted(deps)),
+        materialized,
+        config.publish,
+        config.description,
+        config.columns,
+        tests,
+        "\0".join((text, config_text, sql)),  # the SQL as rendered: a macro's change is the models' it changes
+        "; ".join(dict.fromkeys(problems)) or None,
+    )
+
+
+def _known_tables(
+    found: set[TableRef],
+    path: Path,
+    sources: dict[str, str],
+    sources_problem: str | None,
+    model_names: set[str],
+    problems: list[str],
+) -> set[TableRef]:
+    """The tables of `found` that are declared raw tables or other models; why each other one is not, added to
+    `problems`."""
+    known = set()
     for ref in sorted(found):
         if ref.schema == RAW_SCHEMA and sources_problem is not None:
             problems.append(sources_problem)
@@ -178,25 +209,8 @@ def _load_model(
         except ModelError as error:
             problems.append(str(error))
             continue
-        deps.add(ref)
-    tests = _attempt(problems, lambda: resolve_tests(path.stem, config.tests, sources, model_names, config_path)) or ()
-    chosen = rendered.materialized if rendered is not None else None
-    materialized = chosen or config.materialized or ("view" if layer == "staging" else "table")
-    sql = rendered.sql if rendered is not None else ""
-    return Model(
-        path.stem,
-        layer,
-        path,
-        sql,
-        tuple(sorted(deps)),
-        materialized,  # type: ignore[arg-type]  # config() and the YAML both allow table or view only
-        config.publish,
-        config.description,
-        config.columns,
-        tests,
-        "\0".join((text, config_text, sql, templates.macro_text())),
-        "; ".join(dict.fromkeys(problems)) or None,
-    )
+        known.add(ref)
+    return known
 
 
 def _attempt(problems: list[str], step: Callable[[], _T]) -> _T | None:

@@ -28,7 +28,7 @@ import jinja2
 from jinja2 import nodes
 from jinja2.sandbox import SandboxedEnvironment
 
-from pipeline.analytics.config import read_yaml
+from pipeline.analytics.config import Materialization, read_yaml
 from pipeline.analytics.errors import ModelError
 from pipeline.analytics.lineage import MODEL_SCHEMA, RAW_SCHEMA, TableRef
 from pipeline.analytics.refs import VARIABLES, qualified
@@ -64,7 +64,7 @@ class Relation:
 class Rendered:
     sql: str
     calls: frozenset[TableRef]  # every ref() and source() the rendering called
-    materialized: str | None  # config(materialized=...), if the model set it
+    materialized: Materialization | None  # config(materialized=...), if the model set it
 
 
 @dataclass
@@ -72,7 +72,7 @@ class _Calls:
     """What one rendering records: its references and its config()."""
 
     tables: set[TableRef] = field(default_factory=set)
-    materialized: str | None = None
+    materialized: Materialization | None = None
 
 
 @dataclass(frozen=True)
@@ -115,13 +115,12 @@ class Templates:
     def macro_names(self) -> list[str]:
         return sorted(name for f in self._macro_files for name in f.names)
 
-    def macro_text(self) -> str:
-        """Every macro file as written (part of each model's code version: a macro change changes the SQL)."""
-        return "\0".join(self._texts[str(f.path)] for f in self._macro_files)
-
     def render(self, text: str, path: Path, model: str) -> Rendered:
         """The model's SQL rendered; ModelError naming the file and line of what failed, and what to do."""
         self._texts[str(path)] = text
+        shadowing = [problem for name, problem in self._macro_problems.items() if name in BUILTINS]
+        if shadowing:  # dbt would call the project's macro where this runner calls its own: every model differs
+            raise ModelError(f"{path}: {shadowing[0]}")
         calls = _Calls()
         context: dict[str, Any] = {
             "ref": lambda *args, **kwargs: self._ref(calls, args, kwargs),

@@ -78,9 +78,7 @@ def test_dagster_definitions_validate_passes(models_dir: Path, tmp_path: Path) -
     assert "Validation successful" in done.stdout + done.stderr
 
 
-def test_a_sync_builds_and_publishes_all_but_the_broken_models_and_names_them(
-    models_dir: Path, tmp_path: Path
-) -> None:
+def test_a_sync_builds_and_publishes_all_but_the_broken_models_and_names_them(models_dir: Path, tmp_path: Path) -> None:
     project = load_project(models_dir)
     assert set(project.problems) == {"unrendered"}  # the SQL error is for DuckDB to find, when it builds
     assert "unrendered.sql:2: 'adapter' is undefined" in project.problems["unrendered"]

@@ -124,3 +124,9 @@ def test_a_macro_defined_twice_is_refused_where_called(root: Path) -> None:
     (root / "macros" / "again.sql").write_text("{% macro nonzero(x) %}{{ x }}{% endmacro %}\n")
     with pytest.raises(ModelError, match="two macros named 'nonzero'; rename one"):
         render(root, "select {{ rate('a', 'b') }} as r")
+
+
+def test_a_macro_replacing_one_of_dbts_functions_is_refused(root: Path) -> None:
+    (root / "macros" / "mine.sql").write_text("{% macro ref(name) %}other.{{ name }}{% endmacro %}\n")
+    with pytest.raises(ModelError, match="the macro 'ref' would replace dbt's ref\\(\\), which LessonSync's runner"):
+        render(root, "select * from {{ ref('x') }}")
