@@ -138,13 +138,24 @@ def _models_asset(project: AnalyticsProject, default_as_of: str | None) -> Asset
                         yield materialization(result, as_of)
                     else:
                         failures.append(result.error or result.model.name)
+        published, unpublished = False, ""
         if PUBLISHED_KEY in context.selected_asset_keys:
-            published = publish_now(context, warehouse)
-            yield MaterializeResult(asset_key=PUBLISHED_KEY, metadata=published.metadata)
+            try:
+                copy = publish_now(context, warehouse)
+            except Exception as error:
+                if not failures:
+                    raise
+                # e.g. the Iceberg mirror of a mart never built: said after the models that failed, not instead
+                unpublished = f" | analytics/published not written: {' '.join(str(error).split())}"
+            else:
+                published = True
+                yield MaterializeResult(asset_key=PUBLISHED_KEY, metadata=copy.metadata)
         if failures:
+            others = "every other model built and published" if published else "every other model built"
             raise Failure(
-                description=f"{len(failures)} analytics model(s) not rebuilt (their previous tables kept; every "
-                "other model built and published): " + " | ".join(failures)
+                description=f"{len(failures)} analytics model(s) not rebuilt (their previous tables kept; {others}): "
+                + " | ".join(failures)
+                + unpublished
             )
 
     return analytics_models
