@@ -86,8 +86,10 @@ def summary_lines(materializations: Mapping[str, Mapping[str, object]]) -> list[
     lines, models = [], []
     for key, metadata in sorted(materializations.items()):
         fetched = metadata.get("rows_fetched", metadata.get("events_loaded"))
-        if fetched is None:  # not a load: an analytics model
-            models.append(f"{key.split('/')[-1]} {metadata.get('dagster/row_count', 0):,}")
+        if fetched is None:  # not a load: an analytics model, or the published copy (which is no model)
+            if "published_at" not in metadata:
+                rows = metadata.get("dagster/row_count")
+                models.append(f"{key.split('/')[-1]} {rows:,}" if isinstance(rows, int) else f"{key.split('/')[-1]} ?")
             continue
         lines.append(
             f"{key:32} fetched {fetched!s:>10}  inserted {metadata.get('rows_inserted', '-')!s:>9}  "

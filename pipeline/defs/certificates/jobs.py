@@ -10,7 +10,7 @@ from pipeline.defs.policy import WRITES_WAREHOUSE
 
 # A certificates load and the models that read only certificate tables (their staging and the certificate marts,
 # in the warehouse's `analytics` schema). Models that also read other raw tables (daily_activity reads answers
-# too) and the published copy for analysts (it needs every model built) wait for the next sync: before the first
+# too) and the published copy for analysts (it copies every model) wait for the next sync: before the first
 # one their other inputs do not exist, and the run would fail on them.
 _CERTIFICATE_TABLES = AssetSelection.assets(EVENTS_KEY, CERTIFICATES_KEY)
 _OTHER_RAW_TABLES = AssetSelection.key_prefixes(["lms"]) - _CERTIFICATE_TABLES
