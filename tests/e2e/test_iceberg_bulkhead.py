@@ -156,8 +156,8 @@ def test_a_locked_catalog_is_waited_for_within_a_bound_then_only_the_mirror_step
     with synced(tmp_path) as stack:
         settings = settings_of(stack)
         reader = sqlite3.connect(settings.data_dir / "iceberg_catalog.sqlite3", check_same_thread=False)
-        reader.execute("BEGIN")
-        reader.execute("SELECT count(*) FROM iceberg_tables").fetchall()  # a reader's open transaction: no writer commits
+        reader.execute("BEGIN")  # a reader's open transaction: no writer can commit until it ends
+        reader.execute("SELECT count(*) FROM iceberg_tables").fetchall()
         try:
             stack.env["LESSONSYNC_ICEBERG_CATALOG_BUSY_TIMEOUT"] = "2"
             report = stack.sync()

@@ -341,14 +341,17 @@ class IcebergMirror:
         ]
 
     def _healing(self, name: str, sync: Callable[[str], MirrorStats]) -> MirrorStats:
-        """`sync("")`; when the table cannot be brought up in place (a metadata, manifest or data file missing or
-        damaged), once more with the table registered anew and rewritten whole from the warehouse."""
+        """`sync("")`; when the table cannot be brought up in place because a file of it is missing or damaged (a
+        metadata, manifest or data file), once more with the table registered anew and rewritten whole from the
+        warehouse. Any other failure (out of memory, a conflicting commit) is reported, the table kept as it is."""
         try:
             return sync("")
         except Exception as error:
             if _is_catalog_error(error):
                 raise self._unavailable(error) from error
             first = f"{type(error).__name__}: {_first_line(error)}"
+            if not _is_damage(error):
+                return MirrorStats(name, error=f"{name}: {first}")
         log.warning("iceberg %s could not be updated in place (%s): registering it anew", name, first)
         try:
             return sync(f"not updatable in place ({first})")
@@ -816,6 +819,12 @@ def _damage(ice: Table, remote: bool) -> str:
     reason = f"{len(damaged)} data file(s) missing or damaged, e.g. {damaged[0]}"
     log.warning("iceberg %s: %s; rewritten whole from the warehouse", ".".join(ice.name()), reason)
     return reason
+
+
+def _is_damage(error: BaseException) -> bool:
+    """An error reading one of the table's files: gone (OSError), not what it should be (a metadata file that does
+    not parse, a Parquet file DuckDB or Arrow cannot read)."""
+    return isinstance(error, OSError | ValueError | duckdb.IOException | duckdb.InvalidInputException)
 
 
 def _is_catalog_error(error: BaseException) -> bool:
