@@ -89,9 +89,9 @@ def summary_lines(materializations: Mapping[str, Mapping[str, object]]) -> list[
     for key, metadata in sorted(materializations.items()):
         fetched = metadata.get("rows_fetched", metadata.get("events_loaded"))
         if key.startswith("lake/"):  # the Iceberg mirror
-            lines.append(
-                f"{key:32} tables checked {metadata.get('tables_checked')}, written {metadata.get('tables_written')}"
-            )
+            written = metadata.get("tables_written")
+            names = ", ".join(str(name) for name in written) if isinstance(written, list) else ""
+            lines.append(f"{key:32} Iceberg tables written: {names or 'none'}")
             continue
         if fetched is None:  # not a load: an analytics model
             models.append(f"{key.split('/')[-1]} {metadata.get('dagster/row_count', 0):,}")

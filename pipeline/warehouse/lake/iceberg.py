@@ -7,10 +7,10 @@ summary the load time it mirrors (`lessonsync.loaded-through`): a table whose sn
 mirror failed, or never ran) is rolled forward by the next mirror run. Damage heals the same way, from the
 warehouse: an unreadable SQLite catalog is set aside and a new one made, a table whose metadata cannot be read or
 lives outside this mirror's location (a moved or copied data directory) is registered anew here, a table with a
-missing or damaged data file is rewritten whole. A mirror write never touches a row that did not change: the changed rows are found
-by comparing a digest of each candidate row with the digest stored beside it in the Iceberg table, and only
-the data files holding changed keys are rewritten (copy-on-write). DuckDB reads and writes the Parquet data files;
-pyiceberg commits them. A run after loads that changed nothing writes nothing, and does not load pyiceberg: the
+missing or damaged data file is rewritten whole. A mirror write never touches a row that did not change: the
+changed rows are found by comparing a digest of each candidate row with the digest stored beside it in the Iceberg
+table, and only the data files holding changed keys are rewritten (copy-on-write). DuckDB reads and writes the
+Parquet data files; pyiceberg commits them. A run after loads that changed nothing writes nothing, and does not load pyiceberg: the
 warehouse records, per table, the load time and row count its Iceberg table was last seen to hold
 (`lms._iceberg_mirrored`), so the mirror opens Iceberg only for the tables a load changed since, or that the
 record cannot vouch for (a SQLite catalog is read with the standard library to confirm each table is still
