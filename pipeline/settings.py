@@ -181,12 +181,20 @@ class Settings(BaseSettings):
     table_format: Literal["iceberg", "none"] = Field(
         "iceberg",
         description="iceberg: every raw table and published mart also kept as an Apache Iceberg table under "
-        "<lake>/iceberg, equal to the warehouse after each commit (docs/warehouse.md); none: no mirror.",
+        "<lake>/iceberg, brought up to the warehouse by a step of its own after the commits (docs/lake-tables.md); "
+        "none: no mirror.",
     )
     iceberg_catalog_url: SecretStr | None = Field(
         None,
         description="The Iceberg SQL catalog (sqlite:///path or postgresql://...). Unset: the Dagster instance's "
         "PostgreSQL database when LESSONSYNC_DAGSTER_POSTGRES_URL is set, else <data_dir>/iceberg_catalog.sqlite3.",
+    )
+    iceberg_catalog_busy_timeout: float = Field(
+        180.0,
+        gt=0,
+        le=900,
+        description="Seconds the Iceberg mirror waits for a SQLite catalog another process holds locked before its "
+        "step fails (the warehouse's write lock is held meanwhile; the loads are committed already).",
     )
     iceberg_snapshot_retention: timedelta = Field(
         timedelta(days=7),

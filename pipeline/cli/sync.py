@@ -78,6 +78,8 @@ def _whole_multi_assets(settings: Settings, select: list[str]) -> list[str]:
     widened = widen_to_whole_multi_assets(definitions_for(settings), select)
     for key, neighbours in widened.added.items():
         print(f"selection widened: {key} is fetched together with {', '.join(neighbours)}, which run with it")
+    if widened.mirror is not None:
+        print(f"selection widened: {widened.mirror} mirrors the raw tables loaded, after them")
     return widened.select
 
 
@@ -86,6 +88,11 @@ def summary_lines(materializations: Mapping[str, Mapping[str, object]]) -> list[
     lines, models = [], []
     for key, metadata in sorted(materializations.items()):
         fetched = metadata.get("rows_fetched", metadata.get("events_loaded"))
+        if key.startswith("lake/"):  # the Iceberg mirror
+            written = metadata.get("tables_written")
+            names = ", ".join(str(name) for name in written) if isinstance(written, list) else ""
+            lines.append(f"{key:32} Iceberg tables written: {names or 'none'}")
+            continue
         if fetched is None:  # not a load: an analytics model, or the published copy (which is no model)
             if "published_at" not in metadata:
                 rows = metadata.get("dagster/row_count")

@@ -12,6 +12,7 @@ from dagster import Definitions
 from pipeline.defs.analytics import definitions as analytics
 from pipeline.defs.certificates import definitions as certificates
 from pipeline.defs.directory import checks as directory_checks
+from pipeline.defs.lake import definitions as lake
 from pipeline.defs.operations import definitions as operations
 from pipeline.defs.policy import with_policy
 from pipeline.defs.progress import checks as progress_checks
@@ -33,6 +34,7 @@ def build_definitions(settings: Settings) -> Definitions:
             progress.build_defs(),
             certificates.build_defs(settings),
             analytics.build_defs(settings),
+            lake.build_defs(settings),
             operations.build_defs(settings),
             Definitions(asset_checks=build_webhook_table_checks(settings, LINKS), resources=build_resources(settings)),
         )

@@ -162,7 +162,8 @@ def _models_asset(project: AnalyticsProject, default_as_of: str | None) -> Asset
 
 
 def mart_relations(project: AnalyticsProject) -> dict[str, str]:
-    """Each published mart and the warehouse relation that holds it (what the Iceberg mirror copies)."""
+    """Each published mart and the warehouse relation that holds it (what the Iceberg mirror copies:
+    pipeline/defs/lake/assets.py)."""
     return {m.name: relation(MODEL_SCHEMA, m.name) for m in project.marts}
 
 
@@ -201,17 +202,13 @@ def _publisher(
     """What materializes analytics/published: the snapshot and the Parquet marts of what the warehouse holds."""
 
     def analytics_published(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult[Any]:
-        mirror = warehouse.warehouse().table_mirror
         with warehouse.connect() as conn:
             result = publish(conn, project, Path(warehouse.data_dir))
-            mirrored = mirror.sync_marts(conn, mart_relations(project)) if mirror is not None else []
         context.log.info(
             f"published {len(result.rows)} tables and {len(result.parquet)} marts in {result.seconds:.2f}s"
         )
-        iceberg = {"iceberg_marts_written": sum(m.rewritten for m in mirrored)} if mirror is not None else {}
         return MaterializeResult(
             metadata={
-                **iceberg,
                 "snapshot": MetadataValue.path(str(result.snapshot)),
                 "snapshot_bytes": result.snapshot.stat().st_size,
                 "marts": MetadataValue.json({m: str(p) for m, p in result.parquet.items()}),

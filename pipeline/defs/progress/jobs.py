@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dagster import AssetSelection, define_asset_job
 
+from pipeline.defs.lake.assets import RAW_MIRROR_SELECTION
 from pipeline.defs.operations.runs.retry_policy import retry_policy_hook
 from pipeline.defs.policy import BACKFILL_WINDOW, WRITES_WAREHOUSE
 from pipeline.defs.progress.backfill import RANGE_REQUIRED
 
-PROGRESS_SELECTION = AssetSelection.groups("progress")
+PROGRESS_SELECTION = AssetSelection.groups("progress") | RAW_MIRROR_SELECTION  # the tables, then their Iceberg mirror
 
 backfill_progress_job = define_asset_job(
     "backfill_progress",
