@@ -32,6 +32,7 @@ from urllib.parse import urlparse
 from urllib.request import url2pathname
 
 import duckdb
+import pyarrow as pa
 
 from pipeline.warehouse.duck.arrow_types import q
 from pipeline.warehouse.duck.catalog import read_catalog
@@ -314,17 +315,18 @@ class IcebergMirror:
 
     def _table_for(self, conn: duckdb.DuckDBPyConnection, identifier: tuple[str, str], select: str) -> Table:
         """The Iceberg table, created from the query's Arrow schema or evolved to it (columns are only added,
-        as in the warehouse)."""
+        as in the warehouse), each field's `doc` the warehouse column's description."""
         from pyiceberg.exceptions import NoSuchTableError
 
         columns = ", ".join(q(c) for c in _written_columns(conn, select))
-        schema = conn.sql(f"SELECT {columns} FROM ({select}) LIMIT 0").to_arrow_table().schema
+        docs = _column_docs(conn, identifier)
+        schema = _with_docs(conn.sql(f"SELECT {columns} FROM ({select}) LIMIT 0").to_arrow_table().schema, docs)
         try:
             ice = self.catalog.load_table(identifier)
         except NoSuchTableError:
             return self.catalog.create_table(identifier, schema=schema)
-        known = {f.name for f in ice.schema().fields}
-        if any(name not in known for name in schema.names):
+        known = {f.name: f.doc for f in ice.schema().fields}
+        if any(name not in known or (name in docs and known[name] != docs[name]) for name in schema.names):
             with ice.update_schema() as update:
                 update.union_by_name(schema)
             ice = ice.refresh()
@@ -458,6 +460,36 @@ def _row_digest(names: Iterable[str]) -> str:
     for term in terms[1:]:
         combined = f"xor({combined}, {term})"
     return f"({combined} >> 1)::BIGINT"
+
+
+# The digest columns' docs; every other field's is the warehouse's comment on its column.
+_DIGEST_DOCS = {
+    KEY_DIGEST: "LessonSync's digest of the row's key: how a changed row finds the one it replaces",
+    ROW_DIGEST: "LessonSync's digest of the row's non-null values: tells a changed row from an unchanged one",
+}
+_ARROW_DOC = b"doc"  # the Arrow field metadata pyiceberg makes a field's doc
+
+
+def _column_docs(conn: duckdb.DuckDBPyConnection, identifier: tuple[str, str]) -> dict[str, str]:
+    """Each column's description: the comment on it in the warehouse relation the Iceberg table mirrors (its
+    namespace and name are the relation's schema and name), and the digests'."""
+    comments = conn.execute(
+        "SELECT column_name, comment FROM duckdb_columns() WHERE database_name = current_database() "
+        "AND schema_name = ? AND table_name = ? AND comment IS NOT NULL AND comment <> ''",
+        list(identifier),
+    ).fetchall()
+    return {**dict(comments), **_DIGEST_DOCS}
+
+
+def _with_docs(schema: pa.Schema, docs: Mapping[str, str]) -> pa.Schema:
+    """`schema` with each described field's description in the Arrow metadata pyiceberg makes its `doc`."""
+    return pa.schema(
+        [
+            f.with_metadata({**(f.metadata or {}), _ARROW_DOC: docs[f.name].encode()}) if f.name in docs else f
+            for f in schema
+        ],
+        metadata=schema.metadata,
+    )
 
 
 def _digests(conn: duckdb.DuckDBPyConnection, select: str) -> str:
