@@ -55,8 +55,11 @@ def render() -> str:
         "load, with per-table counts; its view `lms._snapshot_seen` says when each complete pull of a snapshot "
         "table saw its rows); records that broke their schema are kept raw in `lms.quarantine`. "
         "The descriptions below (pipeline/contract/descriptions.py) are also each column's comment in the "
-        "warehouse and the published snapshot (`SELECT comment FROM duckdb_columns()`) and its description in "
-        "the Dagster UI; the models' columns are described in their YAML (dbt_like_sql/), the same way.\n\n"
+        "warehouse and the published snapshot (`SELECT comment FROM duckdb_columns()`), its Iceberg field's doc "
+        "and its description in the Dagster UI; the models' columns are described in their YAML (dbt_like_sql/), "
+        "the same way. A column of an API field says what the field means, then its name (`API field ...`): the "
+        "unit, range and values where the spec gives them; where it does not, what LessonSync's simulator sends "
+        "(named as such), or that the spec does not specify it.\n\n"
     )
     return header + "\n\n".join(table_section(s) for s in specs) + "\n"
 

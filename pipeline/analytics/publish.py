@@ -7,12 +7,14 @@ So after each successful build LessonSync publishes copies that nobody writes in
   `publish: false` is left out), plus `_builds` (when and for which `as_of` each model was built) and `_published`
   (when this file was written). It starts as a byte copy of the checkpointed warehouse file, so it holds the raw
   tables (schema `lms`) too, and a staging view over them stays a view there: copying a file costs what the disk
-  does, where materializing the views would rewrite every answer. The other models are copied as tables, and the warehouse's schema
-  `analytics` is dropped from the copy: in a file named analytics.duckdb, `analytics.<name>` would name the
-  catalog and the schema both, an error in DuckDB. Written to a temporary file in the same directory, then
-  `os.replace`d: a reader that has the old file open keeps reading it; the next open sees the new one. Open it
-  read-only.
-- `data/marts/<mart>.parquet`: one file per mart (temp file + `os.replace` each), and `_manifest.json`
+  does, where materializing the views would rewrite every answer. The other models are copied as tables, and the
+  warehouse's schema `analytics` is dropped from the copy: in a file named analytics.duckdb, `analytics.<name>`
+  would name the catalog and the schema both, an error in DuckDB. Of the warehouse's own bookkeeping in `lms`
+  (tables named `_...`) only the load log `_load_runs` stays. Every table and column left carries its description
+  as a comment. Written to a temporary file in the same directory, then `os.replace`d: a reader that has the old
+  file open keeps reading it; the next open sees the new one. Open it read-only.
+- `data/marts/<mart>.parquet`: one file per mart (temp file + `os.replace` each) carrying its descriptions
+  (comments.py: in each field's metadata, and all of them in the file's key-value metadata), and `_manifest.json`
   (what was published, when, row counts). Each file is always whole; two marts read one after the other can
   come from two consecutive publishes: use the snapshot database when they must agree. Read a file through
   one open handle (`pq.read_table(open(path, "rb"))`): pyarrow's reader given a path opens it once for the
@@ -143,6 +145,7 @@ def _write_snapshot(
         _copy(conn, _BUILDS, ordered=True)
         conn.execute(f"CREATE TABLE {_ALIAS}.main._published AS SELECT ?::TIMESTAMPTZ AS published_at", [at])
         conn.execute(f"DROP SCHEMA IF EXISTS {_ALIAS}.{quote(MODEL_SCHEMA)} CASCADE")
+        _drop_bookkeeping(conn)
         _describe_snapshot(conn, models)
         for name in [m.name for m in models] + [_BUILDS]:
             rows[name] = int(scalar(conn, f"SELECT count(*) FROM {_ALIAS}.main.{quote(name)}"))
@@ -154,6 +157,23 @@ def _write_snapshot(
     conn.execute(f"DETACH {_ALIAS}")
     _replace(temp, target)
     return rows, timings
+
+
+# The warehouse's bookkeeping tables in lms (cursors, the table registry, the Iceberg mirror's record, leftovers of
+# an interrupted migration) describe LessonSync's state, not the platform's data: the snapshot keeps only the load
+# log, which tells analysts when each stream's rows were loaded (described in the warehouse like the raw tables).
+_PUBLISHED_BOOKKEEPING = frozenset({"_load_runs"})
+
+
+def _drop_bookkeeping(conn: duckdb.DuckDBPyConnection) -> None:
+    """Drops from the copy every table of lms named `_...` but those in _PUBLISHED_BOOKKEEPING."""
+    for (name,) in conn.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = ? AND schema_name = ? "
+        "AND starts_with(table_name, '_')",
+        [_ALIAS, RAW_SCHEMA],
+    ).fetchall():
+        if name not in _PUBLISHED_BOOKKEEPING:
+            conn.execute(f"DROP TABLE {_ALIAS}.{quote(RAW_SCHEMA)}.{quote(name)}")
 
 
 # The snapshot's own tables, described like the models.

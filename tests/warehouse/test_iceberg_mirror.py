@@ -244,3 +244,31 @@ def test_rows_first_loaded_since_the_snapshot_are_appended_without_reading_its_f
     load_once(mirrored, "answers", [(ANSWERS, [answer("al1", "q1", valid=False, minutes=5)])])
     assert "answers" in reads  # a touched older row is compared with the table's digests
     assert assert_mirror_equals(mirrored.path, where)["answers"] == 3
+
+
+def test_each_iceberg_field_carries_its_warehouse_columns_description(tmp_path: Path, where) -> None:
+    """Other engines read a column's description as its Iceberg field's doc; a table mirrored before its
+    description changed gets the new one at its next sync."""
+    wh = make_warehouse(tmp_path)
+    wh.ensure_tables(ALL_SPECS)
+    load_only(wh, "groups", [(GROUPS, [group("g1"), group("g2", disabled=True)])], complete_snapshots={"groups"})
+    mirror = IcebergMirror(where)
+    with wh.connect() as conn:
+        mirror.sync_raw(conn, ["groups"])
+        described = dict(
+            conn.execute(
+                "SELECT column_name, comment FROM duckdb_columns() WHERE schema_name = 'lms' "
+                "AND table_name = 'groups' AND column_name <> 'last_loaded_at'"
+            ).fetchall()
+        )
+
+    def docs() -> dict[str, str | None]:
+        return {f.name: f.doc for f in open_catalog(where).load_table(("lms", "groups")).schema().fields}
+
+    assert {name: doc for name, doc in docs().items() if name in described} == described
+    assert all(docs().values()), docs()  # the digest columns too
+    with open_catalog(where).load_table(("lms", "groups")).update_schema() as update:
+        update.update_column("disabled", doc="an older description")
+    with wh.connect() as conn:
+        mirror.sync_raw(conn, ["groups"])
+    assert docs()["disabled"] == described["disabled"]

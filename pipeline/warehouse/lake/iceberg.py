@@ -39,11 +39,13 @@ from urllib.parse import urlparse
 from urllib.request import url2pathname
 
 import duckdb
+import pyarrow as pa
 
 from pipeline.warehouse import hooks
 from pipeline.warehouse.duck.arrow_types import q
 from pipeline.warehouse.duck.catalog import read_catalog
 from pipeline.warehouse.duck.connection import scalar
+from pipeline.warehouse.duck.schema import set_comments
 from pipeline.warehouse.duck.tabledef import DELETED_AT, FIRST_LOADED_AT, LAST_LOADED_AT, SCHEMA, TableDef
 from pipeline.warehouse.lake.lakestore import open_lake
 
@@ -480,14 +482,16 @@ class IcebergMirror:
         self, conn: duckdb.DuckDBPyConnection, identifier: tuple[str, str], select: str, recreate: str = ""
     ) -> tuple[Table, str]:
         """The Iceberg table, created from the query's Arrow schema or evolved to it (columns are only added,
-        as in the warehouse), and the damage that made it registered anew ("" when none). A table the catalog
-        registers outside this mirror's location (a moved data directory; a copy's catalog still naming the
-        original's files) or whose metadata cannot be read is registered anew here, and nothing is written
-        where the old entry pointed; so is one `recreate` names a reason for."""
+        as in the warehouse), each field's `doc` the warehouse column's description, and the damage that made it
+        registered anew ("" when none). A table the catalog registers outside this mirror's location (a moved data
+        directory; a copy's catalog still naming the original's files) or whose metadata cannot be read is
+        registered anew here, and nothing is written where the old entry pointed; so is one `recreate` names a
+        reason for."""
         from pyiceberg.exceptions import NoSuchTableError
 
         columns = ", ".join(q(c) for c in _written_columns(conn, select))
-        schema = conn.sql(f"SELECT {columns} FROM ({select}) LIMIT 0").to_arrow_table().schema
+        docs = _column_docs(conn, identifier)
+        schema = _with_docs(conn.sql(f"SELECT {columns} FROM ({select}) LIMIT 0").to_arrow_table().schema, docs)
         reason = recreate
         if not reason:
             try:
@@ -509,8 +513,8 @@ class IcebergMirror:
             with suppress(NoSuchTableError):
                 self.catalog.drop_table(identifier)  # the catalog's entry only: no file is deleted
             return self.catalog.create_table(identifier, schema=schema), reason
-        known = {f.name for f in ice.schema().fields}
-        if any(name not in known for name in schema.names):
+        known = {f.name: f.doc for f in ice.schema().fields}
+        if any(name not in known or (name in docs and known[name] != docs[name]) for name in schema.names):
             with ice.update_schema() as update:
                 update.union_by_name(schema)
             ice = ice.refresh()
@@ -680,6 +684,36 @@ def _row_digest(names: Iterable[str]) -> str:
     for term in terms[1:]:
         combined = f"xor({combined}, {term})"
     return f"({combined} >> 1)::BIGINT"
+
+
+# The digest columns' docs; every other field's is the warehouse's comment on its column.
+_DIGEST_DOCS = {
+    KEY_DIGEST: "LessonSync's digest of the row's key: how a changed row finds the one it replaces",
+    ROW_DIGEST: "LessonSync's digest of the row's non-null values: tells a changed row from an unchanged one",
+}
+_ARROW_DOC = b"doc"  # the Arrow field metadata pyiceberg makes a field's doc
+
+
+def _column_docs(conn: duckdb.DuckDBPyConnection, identifier: tuple[str, str]) -> dict[str, str]:
+    """Each column's description: the comment on it in the warehouse relation the Iceberg table mirrors (its
+    namespace and name are the relation's schema and name), and the digests'."""
+    comments = conn.execute(
+        "SELECT column_name, comment FROM duckdb_columns() WHERE database_name = current_database() "
+        "AND schema_name = ? AND table_name = ? AND comment IS NOT NULL AND comment <> ''",
+        list(identifier),
+    ).fetchall()
+    return {**dict(comments), **_DIGEST_DOCS}
+
+
+def _with_docs(schema: pa.Schema, docs: Mapping[str, str]) -> pa.Schema:
+    """`schema` with each described field's description in the Arrow metadata pyiceberg makes its `doc`."""
+    return pa.schema(
+        [
+            f.with_metadata({**(f.metadata or {}), _ARROW_DOC: docs[f.name].encode()}) if f.name in docs else f
+            for f in schema
+        ],
+        metadata=schema.metadata,
+    )
 
 
 def _digests(conn: duckdb.DuckDBPyConnection, select: str) -> str:
@@ -877,7 +911,7 @@ def _last_changes(conn: duckdb.DuckDBPyConnection, since: datetime) -> dict[str,
 def _current_by_record(conn: duckdb.DuckDBPyConnection, mirror_id: str) -> dict[TableDef, int]:
     """The tables (-> rows) whose Iceberg table the record shows equal to the warehouse now: no load changed them
     after the recorded load time, and they hold the recorded rows and columns."""
-    conn.execute(MIRROR_RECORD_DDL)
+    _ensure_record(conn)
     query = f"SELECT table_name, loaded_through, row_count, columns FROM {MIRROR_RECORD} WHERE mirror = ?"
     recorded = {
         name: (through, rows, cols) for name, through, rows, cols in conn.execute(query, [mirror_id]).fetchall()
@@ -906,9 +940,16 @@ def _record(conn: duckdb.DuckDBPyConnection, mirror_id: str, seen: Mapping[Table
     ]
     if not rows:
         return
-    conn.execute(MIRROR_RECORD_DDL)
+    _ensure_record(conn)
     values = ", ".join("(?, ?, ?::TIMESTAMPTZ, ?, ?)" for _ in rows)  # one statement: one transaction
     conn.execute(f"INSERT OR REPLACE INTO {MIRROR_RECORD} VALUES {values}", [v for row in rows for v in row])
+
+
+def _ensure_record(conn: duckdb.DuckDBPyConnection) -> None:
+    """The record table, described like the warehouse's other internal tables (the mirror step may create it after
+    the run's last schema change, which is when the warehouse describes its tables)."""
+    conn.execute(MIRROR_RECORD_DDL)
+    set_comments(conn, [])
 
 
 def _columns_signature(table: TableDef) -> str:
