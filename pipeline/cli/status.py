@@ -118,8 +118,13 @@ class StatusReport:
     errors: list[str] = field(default_factory=list)  # what could not be read, one line each (makes it UNKNOWN)
 
     @property
+    def synced(self) -> bool:
+        """Whether any stream has a committed load or a recorded run (events waiting in the inbox are not a sync)."""
+        return any(s.load.loads or s.run is not None for s in self.streams)
+
+    @property
     def state(self) -> State:
-        if not self.errors and not self.streams:
+        if not self.errors and not self.synced:
             return "CRITICAL"  # nothing loaded and no run recorded: nothing is fresh
         if any(s.state == "CRITICAL" for s in self.streams):
             return "CRITICAL"
@@ -142,7 +147,7 @@ class StatusReport:
         return "UNKNOWN: " + "; ".join(self.errors or unknown)
 
     def lines(self) -> list[str]:
-        if not self.streams:
+        if not self.synced:
             hint = [] if self.errors else ["no committed load and no run yet: run `lessonsync sync` first"]
             return [*self.notes, *self._inbox_lines(), *hint, self.verdict()]
         out = [
