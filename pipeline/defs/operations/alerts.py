@@ -2,9 +2,9 @@
 LESSONSYNC_ALERT_WEBHOOK_URL, so a failed night is noticed the same morning. Off when the URL is unset.
 
 Two senders, one payload (`failure_alert`) and one POST (`send_alert`): the run-failure sensor (the daemon) for
-runs a run worker executed, and the process of an in-process run (`lessonsync sync`, pipeline/sync.py) for its
-own, daemon or not. The sensor skips in-process runs, so an alert is sent once, unless the run's process died
-and recovery marked it failed (pipeline/defs/operations/runs/recovery.py): then only the sensor can tell.
+runs a run worker executed, and `lessonsync sync` (pipeline/cli/sync.py) for its own in-process run, daemon or
+not. The sensor skips in-process runs, so an alert is sent once, unless the run's process died and recovery
+marked it failed (pipeline/defs/operations/runs/recovery.py): then only the sensor can tell.
 
 The URL is a secret (chat webhooks carry their token in it): it is never logged, put in metadata or in the
 alert. The error text is the root cause Dagster recorded, with the app secret redacted in case a message
@@ -60,7 +60,7 @@ def send_alert(url: str, payload: dict[str, Any]) -> None:
     """POST the alert; a refusal or a network error raises AlertDeliveryError (the sensor tick shows it)."""
     try:
         response = httpx.post(url, json=payload, timeout=ALERT_TIMEOUT_SECONDS)
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
         raise AlertDeliveryError(f"the alert webhook could not be reached ({type(exc).__name__})") from None
     if not response.is_success:
         raise AlertDeliveryError(f"the alert webhook answered {response.status_code}")
