@@ -255,7 +255,7 @@ def collect(settings: Settings) -> StatusReport:
     """Everything the status shows, read from the lake, the Dagster instance, the warehouse and the inbox; what
     cannot be read is an error line of the report, never an exception."""
     from pipeline.contract.tables import QUARANTINE, TABLES  # imported when the command runs: `--help` is instant
-    from pipeline.warehouse import StreamStatus, TableRows, live_table_rows, stream_statuses
+    from pipeline.warehouse import TableRows, live_table_rows, stream_statuses
 
     now = datetime.now(UTC)
     errors: list[str] = []
@@ -275,52 +275,53 @@ def collect(settings: Settings) -> StatusReport:
     if runs_error:
         errors.append(runs_error)
 
-    named: dict[str, StreamStatus] = {}
-    for status in statuses:
-        if status.stream.startswith("certificate_inbox_"):
-            current = named.get(CERTIFICATES)
-            if inbox is not None and inbox.inbox_id is not None:
-                if status.stream == inbox.stream:
-                    named[CERTIFICATES] = status  # an earlier inbox's loads do not count: the current inbox's do
-            elif current is None or _later(status, current):
-                named[CERTIFICATES] = status
-        else:
-            named[status.stream] = status
-    covered = {t for s in named.values() for t in s.tables} | set(CERTIFICATE_TABLES)
-    certificates_known = (
-        CERTIFICATES in named
-        or inbox_error is not None
-        or (inbox is not None and (inbox.received > 0 or inbox.quarantined.get("inbox", 0) > 0))
-        or any(runs.get(t) is not None for t in CERTIFICATE_TABLES)
-    )
-    if certificates_known and CERTIFICATES not in named:
-        named[CERTIFICATES] = StreamStatus(CERTIFICATES, tables=CERTIFICATE_TABLES)
-    for table, last in runs.items():  # planned by a run, never loaded: its run's outcome is the news
-        if table not in covered and last is not None:
-            named[table] = StreamStatus(table, tables=(table,))
-
+    named = _streams(statuses, inbox, inbox_unreadable=inbox_error is not None, runs=runs)
     reports = []
     for name, status in sorted(named.items()):
-        tables = status.tables or ((CERTIFICATES,) if name == CERTIFICATES else (name,))
         if name == CERTIFICATES:
             freshness, age = _inbox_freshness(inbox, status, now, settings.freshness)
-        elif not lake_known:
-            freshness, age = "unknown", None
         else:
-            age = now - status.last_load_at if status.last_load_at else None
-            freshness = "never" if age is None else "fresh" if age <= settings.freshness else "STALE"
-        reports.append(
-            StreamReport(
-                name,
-                status,
-                {t: table_rows.rows.get(t) for t in tables},
-                _stream_run([runs.get(t) for t in tables]),
-                runs_error is None,
-                freshness,
-                age,
-            )
-        )
+            freshness, age = _load_freshness(status, now, settings.freshness) if lake_known else ("unknown", None)
+        tables = status.tables or (name,)
+        rows = {t: table_rows.rows.get(t) for t in tables}
+        run = _stream_run([runs.get(t) for t in tables])
+        reports.append(StreamReport(name, status, rows, run, runs_error is None, freshness, age))
     return StatusReport(now, settings.freshness, reports, table_rows.source, inbox, errors=errors)
+
+
+def _streams(
+    statuses: list[StreamStatus], inbox: InboxStatus | None, *, inbox_unreadable: bool, runs: dict[str, LastRun | None]
+) -> dict[str, StreamStatus]:
+    """The streams to show, by name: those with loads (every inbox's loads as `certificates`), the certificates
+    once anything of them is known, and tables a run planned that never loaded (their run's outcome is the news)."""
+    from pipeline.warehouse import StreamStatus
+
+    named: dict[str, StreamStatus] = {}
+    for status in statuses:
+        if not status.stream.startswith("certificate_inbox_"):
+            named[status.stream] = status
+        elif inbox is not None and inbox.inbox_id is not None:
+            if status.stream == inbox.stream:  # an earlier inbox's loads do not count: the current inbox's do
+                named[CERTIFICATES] = status
+        elif CERTIFICATES not in named or _later(status, named[CERTIFICATES]):
+            named[CERTIFICATES] = status  # the inbox unknown: its latest loads
+    delivered = inbox is not None and (inbox.received > 0 or inbox.quarantined.get("inbox", 0) > 0)
+    planned = any(runs.get(t) is not None for t in CERTIFICATE_TABLES)
+    if CERTIFICATES not in named and (inbox_unreadable or delivered or planned):
+        named[CERTIFICATES] = StreamStatus(CERTIFICATES, tables=CERTIFICATE_TABLES)
+    covered = {t for s in named.values() for t in s.tables} | set(CERTIFICATE_TABLES)
+    for table, last in runs.items():
+        if table not in covered and last is not None:
+            named[table] = StreamStatus(table, tables=(table,))
+    return named
+
+
+def _load_freshness(status: StreamStatus, now: datetime, window: timedelta) -> tuple[str, timedelta | None]:
+    """A synced stream is fresh while its last load is younger than the window; never loaded: `never`."""
+    if status.last_load_at is None:
+        return "never", None
+    age = now - status.last_load_at
+    return ("fresh" if age <= window else "STALE"), age
 
 
 def _later(status: StreamStatus, than: StreamStatus) -> bool:

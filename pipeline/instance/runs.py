@@ -12,17 +12,20 @@ import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from dagster import AssetKey, DagsterEventType, DagsterInstance, DagsterRun, DagsterRunStatus
 
 from pipeline.settings import Settings
 
+if TYPE_CHECKING:
+    from dagster_shared.error import SerializableErrorInfo  # the error of Dagster's failure events
+
 Outcome = Literal["succeeded", "failed", "running"]
 PARENT_RUN_TAG = "dagster/parent_run_id"  # the daemon's run retries: the run retried (also in DagsterRun.parent_run_id)
-# Root exception classes of a step stopped from outside (termination, SIGINT/SIGTERM): the step did not fail itself.
-_INTERRUPTIONS = {"DagsterExecutionInterruptedError", "KeyboardInterrupt"}
-_MAX_RETRY_CHAIN = 20  # a retry chain is a few runs long; the bound only guards against a cycle of tags
+# Root exception classes of a step stopped from outside (termination, SIGINT/SIGTERM; DuckDB's InterruptException
+# when the signal lands in a statement): the step did not fail itself.
+_INTERRUPTIONS = {"DagsterExecutionInterruptedError", "KeyboardInterrupt", "InterruptException"}
 _FINISHED_UNSUCCESSFULLY = {DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED}
 _UNFINISHED = {
     DagsterRunStatus.QUEUED,
@@ -93,7 +96,7 @@ def _root_cause(instance: DagsterInstance, run: DagsterRun, step_key: str | None
     failure of the run they retried (the cause), else the run's own."""
     own = _failure(instance, run, step_key)
     current, seen = run, {run.run_id}
-    while own.interrupted and len(seen) < _MAX_RETRY_CHAIN:
+    while own.interrupted:  # each run is visited once: a cycle of parents ends the walk
         parent_id = current.parent_run_id or current.tags.get(PARENT_RUN_TAG)
         parent = instance.get_run_by_id(parent_id) if parent_id and parent_id not in seen else None
         if parent is None:
@@ -114,16 +117,23 @@ def _failure(instance: DagsterInstance, run: DagsterRun, step_key: str | None) -
     for entry in ours or steps:
         data = entry.dagster_event.step_failure_data if entry.dagster_event else None
         if data is not None and data.error is not None:
-            error = data.error
-            while error.cause is not None:  # "Error occurred while executing op ..." wraps what happened
-                error = error.cause
+            error = _root(data.error)
             return _Failure(_first_line(error.message), error.cls_name in _INTERRUPTIONS)
     canceled = run.status == DagsterRunStatus.CANCELED
-    for entry in failures:
-        message = entry.dagster_event.message if entry.dagster_event else None
-        if message:
-            return _Failure(_first_line(message), canceled)
+    for entry in failures:  # no step failed: the run's own failure (an interrupt between steps lands here)
+        event = entry.dagster_event
+        if event is not None and event.message:
+            run_error = getattr(event.event_specific_data, "error", None)
+            interrupted = canceled or (run_error is not None and _root(run_error).cls_name in _INTERRUPTIONS)
+            return _Failure(_first_line(event.message), interrupted)
     return _Failure("the run was canceled" if canceled else None, canceled)
+
+
+def _root(error: SerializableErrorInfo) -> SerializableErrorInfo:
+    """What happened, under Dagster's wrappers ("Error occurred while executing op ...")."""
+    while error.cause is not None:
+        error = error.cause
+    return error
 
 
 def _first_line(text: str) -> str:
