@@ -1,7 +1,9 @@
 """Run the nightly sync now, in this process, without the Dagster daemon (for cron): every stream from its
 cursor (or all of it with --full-refresh), certificates from the webhook inbox, then the analytics marts.
 Prints what each table gained and exits non-zero when the run or a check fails; the run shows in the
-Dagster UI like a scheduled one."""
+Dagster UI like a scheduled one. A failed run is alerted to LESSONSYNC_ALERT_WEBHOOK_URL from here, daemon or not
+(the daemon's failure sensor leaves in-process runs to their process): an alert that cannot be delivered is one
+WARNING line, and the exit code stays the run's."""
 
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     # Dagster is imported here, not at the top, so that `lessonsync sync --help` answers at once.
     from pipeline.instance import ensure_dagster_home, print_source_logs_once
-    from pipeline.sync import run_sync
+    from pipeline.sync import run_sync, sync_job_name
 
     started = time.monotonic()
     settings = settings_from(args)
@@ -53,19 +55,32 @@ def run(args: argparse.Namespace) -> int:
         problem = os_failure(error, settings)
         if problem is None:
             raise
+        _alert(settings, None, sync_job_name(full_refresh=args.full_refresh), {}, problem)
         print(f"sync FAILED: {problem}; the run is marked failed by the next sync (or `lessonsync recover`)")
         return 1
     if stopped.signal is not None and not report.success:
         report.error = f"stopped by {stopped.signal} (the run is marked failed; the next sync starts from its cursors)"
+        report.step_errors = {}  # the steps' interruption is the stop, said above
     elif not report.success and report.error and (problem := os_failure(report.error, settings)):
         report.error = f"{problem} [{report.error.splitlines()[0][:300]}]"
     for line in summary_lines(report.materializations):
         print(line)
     for check in report.failed_checks:
         print(f"check failed: {check}")
+    if not report.success:
+        _alert(settings, report.run_id, report.job_name, report.step_errors, report.error or "the run failed")
     outcome = "succeeded" if report.success else f"FAILED: {report.error}"
     print(f"sync {outcome} in {time.monotonic() - started:.1f} s (run {report.run_id})")
     return 0 if report.success else 1
+
+
+def _alert(settings: Settings, run_id: str | None, job: str, step_errors: dict[str, str], error: str) -> None:
+    """The failure alert, sent from this process (no daemon needed); a delivery failure is a warning line only."""
+    from pipeline.defs.operations.alerts import alert_failed_sync
+
+    warning = alert_failed_sync(run_id, job, step_errors, error, settings)
+    if warning:
+        print(warning)
 
 
 def _whole_multi_assets(settings: Settings, select: list[str]) -> list[str]:
