@@ -213,6 +213,12 @@ class Settings(BaseSettings):
         description="Console log level of in-process runs (lessonsync sync, demo); DEBUG adds every "
         "Dagster engine event.",
     )
+    log_format: Literal["text", "json"] = Field(
+        "text",
+        description="Console log format of every command: text, one layout for LessonSync's and Dagster's lines; "
+        "json, one object per line (time, level, logger, message, run and step, progress fields) for a log "
+        "pipeline.",
+    )
 
     @property
     def freshness(self) -> timedelta:
@@ -221,6 +227,11 @@ class Settings(BaseSettings):
     @property
     def warehouse_path(self) -> Path:
         return self.data_dir / "warehouse.duckdb"
+
+    @field_validator("log_format", mode="before")
+    @classmethod
+    def _log_format(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value
 
     @field_validator("lake_url")
     @classmethod

@@ -10,6 +10,7 @@ from typing import Any
 
 from dagster import AssetKey, DagsterInstance, Definitions
 
+from pipeline.defs.operations.console import CONSOLE_LOGGER
 from pipeline.defs.operations.runs.identity import current_process
 from pipeline.defs.operations.runs.pool_wait import PoolWaitTimeout, wait_for_pool
 from pipeline.defs.operations.runs.recovery import recover_dead_runs
@@ -17,6 +18,7 @@ from pipeline.defs.operations.runs.retry_policy import IN_PROCESS_TAG
 from pipeline.defs.policy import POOL
 from pipeline.defs.selection import widen_to_whole_multi_assets
 from pipeline.instance import ensure_dagster_home
+from pipeline.logs import error_text
 from pipeline.settings import Settings
 
 log = logging.getLogger("lessonsync.sync")
@@ -89,9 +91,10 @@ def _execute(
     if backfill_range is not None:  # what the Launchpad sets for a backfill (pipeline/defs/progress/backfill.py)
         first, last = backfill_range
         backfill = {"resources": {"backfill": {"config": {"updated_from": first, "updated_to": last}}}}
-    # Dagster's console logger prints every engine event at DEBUG; cron users and the demo want the assets' own
+    # LessonSync's console logger (pipeline/defs/operations/console.py): the run's lines in the format of every other
+    # line of the process. Dagster logs every engine event at DEBUG; cron users and the demo want the assets' own
     # progress lines (INFO) and problems. LESSONSYNC_LOG_LEVEL=DEBUG brings the engine events back.
-    loggers = {"loggers": {"console": {"config": {"log_level": settings.log_level}}}}
+    loggers = {"loggers": {CONSOLE_LOGGER: {"config": {"log_level": settings.log_level}}}}
     # Before the run: this host's runs whose process is gone are failed and their slots freed, then the pool is
     # waited for (Dagster's in-process wait would spin without an end: pool_wait.py); the run is tagged with this
     # process from its creation, so a kill even before its first step leaves a run the next one can judge.
@@ -134,10 +137,11 @@ def _run_failure(result: Any) -> str:
 
 
 def _root_message(error: Any) -> str:
-    """The message of the exception that started it all, not Dagster's 'error occurred in op' wrapper."""
+    """The message of the exception that started it all, not Dagster's 'error occurred in op' wrapper, without its
+    class path (a Failure's description alone)."""
     while getattr(error, "cause", None) is not None:
         error = error.cause
-    return str(error.message).strip()
+    return error_text(error)
 
 
 def _selected_keys(defs: Definitions, select: Sequence[str]) -> list[AssetKey]:

@@ -1,5 +1,5 @@
-"""Run retries only for what can pass on retry: a real run with its retry hook on the shipped instance config;
-the daemon's decision (Dagster's `dagster/will_retry` tag, set when the run fails) is read back. A run that failed
+"""Run retries only for what can pass on retry: a real run on the retry policy's executor and the shipped instance
+config; the daemon's decision (Dagster's `dagster/will_retry` tag, set when the run fails) is read back. A run that failed
 because the platform was down is launched again by platform_retry_sensor after a back-off, not by the daemon at once:
 the real nightly_sync against a port nothing listens on, then the sensor evaluated as the daemon would."""
 
@@ -17,7 +17,6 @@ from dagster import (
     SkipReason,
     build_sensor_context,
     execute_job,
-    in_process_executor,
     job,
     op,
     reconstructable,
@@ -34,7 +33,7 @@ from pipeline.defs.operations.runs.retry_policy import (
     RETRY_OF_TAG,
     RETRY_TAG,
     retry_decision,
-    retry_policy_hook,
+    retry_policy_executor,
 )
 from pipeline.defs.operations.runs.retry_sensor import backoff_seconds
 from pipeline.instance import SHIPPED_CONFIG
@@ -63,7 +62,7 @@ def _failing_job(first: str, second: str | None = None):
         if second is not None:
             raise FAILURES[second]()
 
-    @job(name=f"fails_{first}_{second}", hooks={retry_policy_hook}, executor_def=in_process_executor)
+    @job(name=f"fails_{first}_{second}", executor_def=retry_policy_executor)
     def failing() -> None:
         fail_first()
         fail_second()
@@ -145,6 +144,14 @@ def test_in_process_runs_are_never_retried(instance: DagsterInstance) -> None:
     assert run is not None and run.tags.get("dagster/will_retry") == "false"
 
 
+def nightly_sync_job():
+    """The code location's nightly_sync, built from the LESSONSYNC_* settings of the test's environment."""
+    return build_definitions(load_settings()).resolve_job_def("nightly_sync")
+
+
+nightly_sync = reconstructable(nightly_sync_job)
+
+
 def _closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -163,15 +170,15 @@ def test_a_nightly_run_failed_on_a_platform_outage_is_launched_again_after_a_bac
     }.items():
         monkeypatch.setenv(f"LESSONSYNC_{name}", value)
     defs = build_definitions(load_settings())
-    nightly = defs.resolve_job_def("nightly_sync")
     retry_sensor = defs.resolve_sensor_def("platform_retry_sensor")
 
     def evaluate() -> object:
         return retry_sensor(build_sensor_context(instance=instance, definitions=defs))
 
     categories = [AssetKey(["lms", "categories"])]  # a run of part of the job: the retry asks for the same part
-    failed = nightly.execute_in_process(instance=instance, asset_selection=categories, raise_on_error=False)
-    assert not failed.success
+    # on the job's own executor, as the daemon runs it (execute_in_process would swap it for Dagster's in-process one)
+    with execute_job(nightly_sync, instance, asset_selection=categories, raise_on_error=False) as failed:
+        assert not failed.success
     run = instance.get_run_by_id(failed.run_id)
     assert run is not None and run.tags[RETRY_TAG] == AFTER_BACKOFF and run.tags["dagster/will_retry"] == "false"
 
@@ -191,14 +198,15 @@ def test_a_nightly_run_failed_on_a_platform_outage_is_launched_again_after_a_bac
     assert isinstance(evaluate(), SkipReason)  # asked for once
 
     # the retry, as the daemon would launch it, meets the outage again: its own retry waits twice as long
-    retried = nightly.execute_in_process(
-        instance=instance,
+    with execute_job(
+        nightly_sync,
+        instance,
         run_config=again.run_config,
         tags=again.tags,
         asset_selection=again.asset_selection,
         raise_on_error=False,
-    )
-    assert not retried.success
+    ) as retried:
+        assert not retried.success
     second = evaluate()
     assert isinstance(second, SkipReason) and f"{retried.run_id} (retry 2 in " in str(second.skip_message)
     assert backoff_seconds(budget, 2) == 2 * budget

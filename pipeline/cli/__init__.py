@@ -8,10 +8,10 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
-import logging
 import sys
 
 from pipeline.cli.options import CommandParser
+from pipeline.logs import configure_logging, log_format_from_environment
 from pipeline.simulator_extra import SimulatorNotInstalled, simulator_extra
 
 EPILOG = """\
@@ -71,13 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     rest = list(argv)
     rest.remove(command)
     args = command_parser.parse_args(rest)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    if not args.verbose:  # per-request and migration lines are noise; lessonsync.source logs progress
-        for noisy in ("httpx", "alembic"):
-            logging.getLogger(noisy).setLevel(logging.WARNING)
+    # One console for every logger (ours, Dagster's runs, uvicorn's), in LESSONSYNC_LOG_FORMAT (pipeline/logs.py)
+    configure_logging(log_format_from_environment(), verbose=args.verbose)
     try:  # a command may import the simulator only when it runs (the demo does, to keep --help light)
         with simulator_extra(f"lessonsync {command}"):
             return int(module.run(args) or 0)

@@ -68,14 +68,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from dagster import DagsterInstance
 
-    from pipeline.instance import ensure_dagster_home, print_source_logs_once
+    from pipeline.instance import ensure_dagster_home
     from pipeline.stack import local_stack
 
     settings = settings_from(args)  # the persistent Dagster home is the one of real syncs
     data_dir: Path = args.demo_dir or settings.data_dir / DEMO_SUBDIRECTORY
     if data_dir.exists():
         shutil.rmtree(data_dir)
-    print_source_logs_once(ensure_dagster_home(settings))
+    ensure_dagster_home(settings)
     instance = DagsterInstance.get()
     with local_stack(data_dir, seed=args.seed, scale=args.scale) as stack:
         counts = stack.sim.world.counts()
@@ -100,9 +100,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _timed_sync(stack: Stack, instance: DagsterInstance, label: str) -> tuple[SyncReport, float]:
+    from pipeline.cli.progress import live_progress
+
     print(f"\n{label} ...", flush=True)
     started = time.monotonic()
-    report = stack.sync(instance=instance)
+    with live_progress():  # a live line per stream on a terminal (pipeline/cli/progress.py)
+        report = stack.sync(instance=instance)
     seconds = time.monotonic() - started
     status = "ok" if report.success else f"FAILED: {report.error}"
     print(f"{label}: {status} in {seconds:.1f} s (Dagster run {report.run_id})")

@@ -62,10 +62,13 @@ def add_base_url(parser: argparse.ArgumentParser) -> None:
 def settings_from(args: argparse.Namespace) -> Settings:
     """The settings of the environment and .env, with this command's options on top; exits naming the bad
     setting when one does not validate."""
+    from pipeline.logs import register_settings_secrets
     from pipeline.settings import SettingsError, load_settings
 
     overrides = {name: value for name in SETTING_OPTIONS if (value := getattr(args, name, None)) is not None}
     try:
-        return load_settings(**overrides)
+        settings = load_settings(**overrides)
     except SettingsError as error:
         raise SystemExit(f"lessonsync {args.command}: {error}") from None
+    register_settings_secrets(settings)  # no log line of the command carries them
+    return settings

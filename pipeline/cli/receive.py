@@ -8,6 +8,7 @@ CREDENTIALS or _API_KEYS) come only from the environment or .env, so that they n
 from __future__ import annotations
 
 import argparse
+import base64
 import gc
 import sys
 from pathlib import Path
@@ -46,10 +47,19 @@ def _webhook_settings(args: argparse.Namespace) -> WebhookSettings:
     return load_webhook_settings(**overrides)
 
 
+def _credentials(settings: WebhookSettings) -> list[str]:
+    """Every credential the receiver accepts, a basic pair also as its password and as its header value."""
+    values = [secret.get_secret_value() for secret in (*settings.bearer_tokens, *settings.api_keys)]
+    for pair in (secret.get_secret_value() for secret in settings.basic_credentials):
+        values += [pair, pair.partition(":")[2], base64.b64encode(pair.encode()).decode()]
+    return values
+
+
 def run(args: argparse.Namespace) -> int:
     # The web server and the inbox are imported when the command runs, so that its --help answers at once.
     import uvicorn
 
+    from pipeline.logs import register_secrets
     from pipeline.settings import SettingsError
     from pipeline.webhooks.app import create_app
     from pipeline.webhooks.settings import WebhookConfigError
@@ -60,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
     except (WebhookConfigError, SettingsError) as exc:
         print(f"lessonsync receive: {exc}", file=sys.stderr)
         return 2
+    register_secrets(_credentials(settings))  # no log line carries one
     # Everything imported so far lives as long as the process: keep the collector from rescanning it,
     # which otherwise shows as latency spikes under load.
     gc.freeze()
@@ -73,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         on_close=app.state.metrics.connection_closed,
         access_log=args.access_log,
         log_level="debug" if args.verbose else "info",
-        log_config=None,  # keep the logging format set up by pipeline.cli
+        log_config=None,  # keep the console of pipeline.cli (pipeline/logs.py): uvicorn's lines in its format
         timeout_graceful_shutdown=10,
         proxy_headers=False,  # the client address is only logged; do not trust forwarding headers for it
         server_header=False,

@@ -18,6 +18,8 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from pipeline.logs import print_result
+
 log = logging.getLogger("lessonsync.cli")
 
 STOP_GRACE_SECONDS = 5.0
@@ -81,10 +83,10 @@ def _stop(name: str, what: str, grace: float) -> None:
 
 
 def _exit_now(name: str, what: str, grace: float) -> None:
-    print(
+    print_result(
         f"{what} FAILED: stopped by {name}; it did not end within {grace:.0f} s, so the process exits now "
         "(nothing half committed: DuckDB rolls back an open transaction; the next run marks this one failed)",
-        flush=True,
+        outcome="failed",
     )
     sys.stderr.flush()
     os._exit(EXIT_STATUS)

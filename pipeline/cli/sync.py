@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from pipeline.cli.options import add_base_url, add_data_dir, settings_from
 from pipeline.cli.os_failures import os_failure
 from pipeline.cli.stopping import stop_promptly_on_signals
+from pipeline.logs import print_result
 
 if TYPE_CHECKING:
     from pipeline.settings import Settings
@@ -37,7 +38,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # Dagster is imported here, not at the top, so that `lessonsync sync --help` answers at once.
-    from pipeline.instance import ensure_dagster_home, print_source_logs_once
+    from pipeline.cli.progress import live_progress
+    from pipeline.instance import ensure_dagster_home
     from pipeline.sync import run_sync, sync_job_name
 
     started = time.monotonic()
@@ -45,18 +47,22 @@ def run(args: argparse.Namespace) -> int:
     try:
         select = _whole_multi_assets(settings, args.select)
     except ValueError as exc:
-        print(f"lessonsync sync: {exc}")
+        print_result(f"lessonsync sync: {exc}", outcome="refused")
         return 2
     try:
-        print_source_logs_once(ensure_dagster_home(settings))
-        with stop_promptly_on_signals("sync") as stopped:
+        ensure_dagster_home(settings)
+        with stop_promptly_on_signals("sync") as stopped, live_progress():
             report = run_sync(settings, full_refresh=args.full_refresh, select=select)
     except Exception as error:  # Dagster's own storage refused a write: the run cannot even be marked failed here
         problem = os_failure(error, settings)
         if problem is None:
             raise
         _alert(settings, None, sync_job_name(full_refresh=args.full_refresh), {}, problem)
-        print(f"sync FAILED: {problem}; the run is marked failed by the next sync (or `lessonsync recover`)")
+        print_result(
+            f"sync FAILED: {problem}; the run is marked failed by the next sync (or `lessonsync recover`)",
+            outcome="failed",
+            error=problem,
+        )
         return 1
     if stopped.signal is not None and not report.success:
         report.error = f"stopped by {stopped.signal} (the run is marked failed; the next sync starts from its cursors)"
@@ -64,13 +70,20 @@ def run(args: argparse.Namespace) -> int:
     elif not report.success and report.error and (problem := os_failure(report.error, settings)):
         report.error = f"{problem} [{report.error.splitlines()[0][:300]}]"
     for line in summary_lines(report.materializations):
-        print(line)
+        print_result(line)
     for check in report.failed_checks:
-        print(f"check failed: {check}")
+        print_result(f"check failed: {check}", check=check)
     if not report.success:
         _alert(settings, report.run_id, report.job_name, report.step_errors, report.error or "the run failed")
     outcome = "succeeded" if report.success else f"FAILED: {report.error}"
-    print(f"sync {outcome} in {time.monotonic() - started:.1f} s (run {report.run_id})")
+    seconds = time.monotonic() - started
+    print_result(
+        f"sync {outcome} in {seconds:.1f} s (run {report.run_id})",
+        outcome="succeeded" if report.success else "failed",
+        run_id=report.run_id,
+        seconds=round(seconds, 1),
+        **({} if report.success else {"error": report.error}),
+    )
     return 0 if report.success else 1
 
 
@@ -80,7 +93,7 @@ def _alert(settings: Settings, run_id: str | None, job: str, step_errors: dict[s
 
     warning = alert_failed_sync(run_id, job, step_errors, error, settings)
     if warning:
-        print(warning)
+        print_result(warning)
 
 
 def _whole_multi_assets(settings: Settings, select: list[str]) -> list[str]:
@@ -92,9 +105,9 @@ def _whole_multi_assets(settings: Settings, select: list[str]) -> list[str]:
 
     widened = widen_to_whole_multi_assets(definitions_for(settings), select)
     for key, neighbours in widened.added.items():
-        print(f"selection widened: {key} is fetched together with {', '.join(neighbours)}, which run with it")
+        print_result(f"selection widened: {key} is fetched together with {', '.join(neighbours)}, which run with it")
     if widened.mirror is not None:
-        print(f"selection widened: {widened.mirror} mirrors the raw tables loaded, after them")
+        print_result(f"selection widened: {widened.mirror} mirrors the raw tables loaded, after them")
     return widened.select
 
 

@@ -3,6 +3,8 @@ warehouse takes, and the run tags jobs that write it carry."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from dagster import AssetsDefinition, AssetSpec, Definitions
 
 OWNERS = ["team:data-engineering"]
@@ -13,12 +15,19 @@ POOL = "warehouse"
 # from an asset's page ("Materialize") run Dagster's implicit asset job, which takes no tags: the `warehouse` pool
 # of every writing step is what keeps those to one writer.
 WRITES_WAREHOUSE = {"lessonsync/writes-warehouse": "true"}
-# Which kind of window the incremental streams read, shown in the UI (the window itself: pipeline/raw/windows.py).
+# Which kind of window the incremental streams read, shown in the UI (the window itself: pipeline/raw/windows.py):
+# from the cursors, everything from the beginning (cursors ignored, then moved to now), or a backfill's range.
 WINDOW_TAG = "lessonsync/window"
 CURSOR_WINDOW = {WINDOW_TAG: "cursor"}
+FULL_REFRESH_WINDOW = {WINDOW_TAG: "full-refresh"}
 BACKFILL_WINDOW = {WINDOW_TAG: "backfill"}
-# A run with this tag reads every incremental stream from the beginning (cursors ignored, then moved to now).
-FULL_REFRESH_TAG = "lessonsync/full-refresh"
+# What runs before `lessonsync/window: full-refresh` said it with (a retry of one carries it still).
+LEGACY_FULL_REFRESH_TAG = "lessonsync/full-refresh"
+
+
+def is_full_refresh(tags: Mapping[str, str]) -> bool:
+    """Whether a run with `tags` reads every incremental stream from the beginning."""
+    return tags.get(WINDOW_TAG) == FULL_REFRESH_WINDOW[WINDOW_TAG] or tags.get(LEGACY_FULL_REFRESH_TAG) == "true"
 
 
 def _owned(spec: AssetSpec) -> AssetSpec:

@@ -87,17 +87,6 @@ def ensure_dagster_home(settings: Settings) -> Path:
     return home
 
 
-def print_source_logs_once(home: Path) -> None:
-    """When the instance in `home` sends `lessonsync.*` logs to the run's event log (the shipped dagster.yaml),
-    Dagster's console logger prints them: keep them from the root handler too, or every line shows twice."""
-    from dagster import DagsterInstance
-
-    with DagsterInstance.from_config(str(home)) as instance:
-        managed = set(instance.managed_python_loggers)
-    if "lessonsync" in managed:
-        logging.getLogger("lessonsync").propagate = False
-
-
 def _postgres_configured(settings: Settings) -> bool:
     """Whether the settings ask for a Postgres instance. The URL is exported for Dagster's `env:` lookup (it
     may come from a .env file), with psycopg2 named as its driver."""

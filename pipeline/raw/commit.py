@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -35,9 +35,9 @@ RELEASE_AFTER_ROWS = 1_000_000
 class Log(Protocol):
     """Where the runner says what it does: Dagster's `context.log` in a run, a `logging.Logger` elsewhere."""
 
-    def info(self, msg: str) -> None: ...
+    def info(self, msg: str, *args: object, extra: Mapping[str, object] | None = None) -> None: ...
 
-    def warning(self, msg: str) -> None: ...
+    def warning(self, msg: str, *args: object, extra: Mapping[str, object] | None = None) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from pipeline.source.client import PlatformClient
 from pipeline.source.decoding import Batch
 from pipeline.source.slots import REQUEST_PRIORITY, URGENT
 from pipeline.source.stats import RunStats
+from pipeline.source.transport import RetryingRequest
 from pipeline.warehouse import Load, Warehouse, reached
 
 # How long cancel() waits for a cancelled fetch to stop: the client's batches stop within seconds (their requests
@@ -106,6 +107,10 @@ class BackgroundFetch:
                     self._done.set()
                     if self._on_end is not None:
                         self._on_end()
+
+    def retrying(self) -> tuple[RetryingRequest, ...]:
+        """The client's requests waiting for their next try now (this stream's among them, or the token)."""
+        return self._client.retrying()
 
     @property
     def ended(self) -> bool:

@@ -6,7 +6,6 @@ fetch ends, and the answers planned the moment the active-lessons listing ends (
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
@@ -19,6 +18,7 @@ from pipeline.raw.answer_versions import VERSIONS
 from pipeline.raw.answers import AnswersPlan, plan_answers
 from pipeline.raw.commit import Log, StreamLoad, begin_early_insert, commit_fetched
 from pipeline.raw.fetch import BackgroundFetch, Fetched
+from pipeline.raw.progress import ProgressReporter
 from pipeline.raw.windows import SNAPSHOT_WINDOW, UNBOUNDED, Window, cursor_window
 from pipeline.settings import Settings
 from pipeline.source.client import PlatformClient
@@ -76,6 +76,7 @@ class RawSync:
         self._answers: AnswersPlan | None = None
         self._decode_held = False
         self._wants_answers = False
+        self._progress = ProgressReporter(log)
 
     def run(self, streams: Iterable[str]) -> Iterator[StreamLoad]:
         """Fetch `streams` together and yield each one's commit as it is made; the first failure is raised once every
@@ -176,6 +177,7 @@ class RawSync:
                     done = self._commit(client, stream, fetched, early)
             except Exception as error:  # the other streams still commit; the run fails at the end
                 self.log.warning(f"{stream}: failed ({type(error).__name__}: {error}); no row of it committed")
+                self._progress.ended(fetch, "failed")
                 failures.append(error)
                 if isinstance(error, PlatformUnreachableError):
                     self._stop_fetches_waiting_on(error)
@@ -185,6 +187,7 @@ class RawSync:
             finally:
                 if stream == "answers" and self._answers is not None:
                     self._answers.close()
+            self._progress.ended(fetch, "committed")
             yield done
         if failures:
             raise failures[0]
@@ -267,10 +270,7 @@ class RawSync:
         )
 
     def _report_progress(self, fetch: BackgroundFetch) -> None:
-        seconds = max(time.monotonic() - fetch.started, 1e-9)
-        self.log.info(
-            f"{fetch.stream}: {fetch.pages:,} pages, {fetch.rows:,} rows, {fetch.rows / seconds:,.0f} rows/s so far"
-        )
+        self._progress.report(fetch)  # a line when its pages moved; else, once, what it waits for
 
     def _stop_fetches_waiting_on(self, failure: PlatformUnreachableError) -> None:
         """A request every stream waits on (the token) failed for good: no fetch still running can end well, so each

@@ -39,7 +39,7 @@ from pipeline.source.page_cache import PageCache
 from pipeline.source.paging import Request, UpdatedSinceFormat, fill_path, format_updated_since
 from pipeline.source.stats import Progress, RunStats
 from pipeline.source.sweeps import HandlePage, run_pool, sweep
-from pipeline.source.transport import json_body
+from pipeline.source.transport import RetryingRequest, json_body
 
 log = logging.getLogger("lessonsync.source")
 
@@ -307,6 +307,10 @@ class PlatformClient:
         if stats is None:
             raise RuntimeError("no stream has run to its end on this client in this thread yet")
         return stats
+
+    def retrying(self) -> tuple[RetryingRequest, ...]:
+        """The requests waiting for their next try now, any stream's (thread-safe)."""
+        return self._core.transport.retrying() if self._core is not None else ()
 
     def get_json(self, path: str, *, path_values: Mapping[str, str] | None = None, **params: str) -> Any:
         """One authenticated GET (single resources): `path` placeholders are filled from `path_values`,

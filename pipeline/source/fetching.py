@@ -194,7 +194,7 @@ class SourceCore:
     def start_stats(self, stream: str) -> RunStats:
         """Statistics of a stream run starting in the current task: its requests and retries are counted apart
         from those of other streams sharing this transport (transport.STREAM_COUNTER)."""
-        counter = TransportStats()
+        counter = TransportStats(stream=stream)
         STREAM_COUNTER.set(counter)
         return RunStats.begin(stream, counter)
 

@@ -6,13 +6,16 @@ New fields (schema drift the platform introduces: fields our models do not decla
 `extra` (JSON keyed by API path, pipeline/contract/columns.py); here they are counted per table and path, so a
 run can report them.
 
-Progress of long streams is logged on "lessonsync.source": pages, rows and rate, every N pages or seconds.
+Progress of a stream run goes to the progress listeners (a live display) as its pages arrive, and to
+"lessonsync.source": a DEBUG line every N pages or seconds, an INFO line with its totals at its end (the raw sync's
+runner logs the progress of a run's streams: pipeline/raw/runner.py).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -116,24 +119,79 @@ def paths_of(table: str, counts: dict[str, int]) -> list[str]:
     return sorted(name[len(prefix) :] for name in counts if name.startswith(prefix))
 
 
+@dataclass(frozen=True)
+class StreamProgress:
+    """One stream's fetch as it stands, for a live display (pipeline/cli/progress.py): pages and rows so far, the
+    pages planned when known (the answers' requests), and what it is doing or waiting for."""
+
+    stream: str
+    pages: int
+    rows: int
+    elapsed_s: float
+    total_pages: int | None = None
+    state: str = "fetching"  # fetching, waiting, fetched, committed, failed
+    note: str = ""  # what a waiting stream waits for
+
+    @property
+    def rate(self) -> float:
+        """Rows per second since the fetch started."""
+        return self.rows / max(self.elapsed_s, 1e-9)
+
+
+ProgressListener = Callable[[StreamProgress], None]
+_LISTENERS: list[ProgressListener] = []
+
+
+def listen_to_progress(listener: ProgressListener) -> Callable[[], None]:
+    """Call `listener` with every stream's progress from now on (from the threads that fetch); returns the remover."""
+    _LISTENERS.append(listener)
+    return lambda: _LISTENERS.remove(listener) if listener in _LISTENERS else None
+
+
+def publish_progress(progress: StreamProgress) -> None:
+    """Hand `progress` to every listener; a listener that fails is dropped, never the fetch."""
+    for listener in list(_LISTENERS):
+        try:
+            listener(progress)
+        except Exception:  # noqa: BLE001 - a display is never worth a failed sync
+            log.debug("progress listener failed; removed", exc_info=True)
+            _LISTENERS.remove(listener)
+
+
 class Progress:
+    """A stream run's pages and rows: each page published to the progress listeners (at most every
+    PUBLISH_EVERY_S), a DEBUG line every N pages or seconds, an INFO line with the totals at its end."""
+
+    PUBLISH_EVERY_S = 0.2
+
     def __init__(self, stream: str, *, every_pages: int = 100, every_seconds: float = 10.0) -> None:
         self._stream = stream
         self._every_pages, self._every_seconds = every_pages, every_seconds
-        self._started = self._last_report = time.monotonic()
+        self._started = self._last_report = self._last_publish = time.monotonic()
         self.pages = self.rows = 0
+        self.total_pages: int | None = None  # the requests planned, when known (answers.py)
 
     def page(self, rows: int) -> None:
         self.pages += 1
         self.rows += rows
         now = time.monotonic()
+        if _LISTENERS and now - self._last_publish >= self.PUBLISH_EVERY_S:
+            self._last_publish = now
+            self.publish("fetching")
         if self.pages % self._every_pages == 0 or now - self._last_report >= self._every_seconds:
             self._last_report = now
-            self.report("progress")
+            self.report("progress", logging.DEBUG)
 
-    def report(self, what: str) -> None:
+    def publish(self, state: str) -> None:
+        elapsed = time.monotonic() - self._started
+        publish_progress(StreamProgress(self._stream, self.pages, self.rows, elapsed, self.total_pages, state))
+
+    def report(self, what: str, level: int = logging.INFO) -> None:
         elapsed = max(time.monotonic() - self._started, 1e-9)
-        log.info(
+        if what == "done":
+            self.publish("fetched")
+        log.log(
+            level,
             "%s %s: %d pages, %d records, %.0f records/s, %.1f pages/s",
             self._stream,
             what,
@@ -141,4 +199,11 @@ class Progress:
             self.rows,
             self.rows / elapsed,
             self.pages / elapsed,
+            extra={
+                "stream": self._stream,
+                "event": "fetched" if what == "done" else "progress",
+                "pages": self.pages,
+                "rows": self.rows,
+                "rate": round(self.rows / elapsed, 1),
+            },
         )

@@ -73,6 +73,26 @@ Decode = Callable[[bytes], T | Awaitable[T]]
 class TransportStats:
     requests: int = 0
     retries: int = 0
+    stream: str = ""  # the stream run counted here, when it is one
+
+
+@dataclass(frozen=True)
+class RetryingRequest:
+    """A request between two tries: what the streams waiting on it wait for (pipeline/raw/runner.py says it)."""
+
+    method: str
+    path: str
+    attempt: int  # tries made so far
+    retry_deadline: float  # monotonic instant its retry budget ends
+    stream: str  # the stream run that sent it ("" when none did)
+
+    @property
+    def is_token(self) -> bool:
+        """The token exchange or refresh, which every stream of the run waits on."""
+        return self.path.startswith("/v1/token")
+
+    def budget_left(self) -> float:
+        return max(0.0, self.retry_deadline - time.monotonic())
 
 
 # The counter of the stream run whose task sends a request: several streams share one transport (and its
@@ -96,6 +116,11 @@ class Transport:
         self.stats = TransportStats()
         self._server_time: datetime | None = None
         self._open_marks: list[ClockMark] = []
+        self._retrying: dict[int, RetryingRequest] = {}  # by the id of the request's clock
+
+    def retrying(self) -> tuple[RetryingRequest, ...]:
+        """The requests waiting to be tried again now (read from any thread)."""
+        return tuple(self._retrying.values())
 
     def __repr__(self) -> str:
         return f"Transport(base_url={self._settings.base_url!r}, concurrency={self._settings.concurrency})"
@@ -137,7 +162,7 @@ class Transport:
             stop=stop_when_spent(clock, self._settings.max_attempts),
             wait=RetryAfterOrBackoff(self._settings.retry_max_wait, clock),
             retry=retry_if_exception_type(RetryableFailure),
-            before_sleep=lambda state: self._note_retry(method, path, state),
+            before_sleep=lambda state: self._note_retry(method, path, state, clock),
             reraise=True,
         )
         attempts = 0
@@ -159,21 +184,39 @@ class Transport:
                 retried_for=clock.spent(),
                 reason=failure.reason,
             ) from None
+        finally:
+            self._retrying.pop(id(clock), None)
         raise AssertionError("unreachable: tenacity either returns or raises")
 
-    def _note_retry(self, method: str, path: str, state: RetryCallState) -> None:
+    def _note_retry(self, method: str, path: str, state: RetryCallState, clock: RequestClock) -> None:
+        """One WARNING line per retry of a request (whichever streams wait on it), with what is left of its budget."""
         self.stats.retries += 1
-        if (own := STREAM_COUNTER.get()) is not None:
+        own = STREAM_COUNTER.get()
+        if own is not None:
             own.retries += 1
         failure = state.outcome.exception() if state.outcome else None
         wait = state.next_action.sleep if state.next_action else 0.0
-        log.info(
-            "retrying %s %s after %s (attempt %d, waiting %.2f s)",
+        left = max(0.0, clock.budget - clock.spent())
+        self._retrying[id(clock)] = RetryingRequest(
+            method, path, state.attempt_number, time.monotonic() + left, own.stream if own is not None else ""
+        )
+        log.warning(
+            "retrying %s %s after %s (attempt %d failed, next in %.2f s; %s of the %s retry budget left)",
             method,
             path,
             self.auth.redact(str(failure)),
             state.attempt_number,
             wait,
+            duration_text(left),
+            duration_text(clock.budget),
+            extra={
+                "event": "retry",
+                "method": method,
+                "path": path,
+                "attempt": state.attempt_number,
+                "wait_s": round(wait, 2),
+                "budget_left_s": round(left, 1),
+            },
         )
 
     async def _attempt(
@@ -314,6 +357,18 @@ def _why(failure: httpx.TransportError) -> str:
     if isinstance(failure, httpx.RemoteProtocolError):
         return "incomplete or malformed response"
     return "connection dropped"
+
+
+def duration_text(seconds: float) -> str:
+    """12 s, 4 min 30 s, 1 h 5 min: a duration as a person reads it."""
+    whole = round(seconds)
+    if whole < 60:
+        return f"{seconds:.0f} s" if seconds >= 1 or seconds == 0 else f"{seconds:.1f} s"
+    if whole < 3600:
+        minutes, rest = divmod(whole, 60)
+        return f"{minutes} min {rest} s" if rest else f"{minutes} min"
+    hours, rest = divmod(whole // 60, 60)
+    return f"{hours} h {rest} min" if rest else f"{hours} h"
 
 
 def address_shown(url: str) -> str:

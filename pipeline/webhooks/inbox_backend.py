@@ -66,6 +66,12 @@ class InboxCounts:
     def count_events(self) -> int:
         return self._count(f"SELECT count(*) FROM {self.EVENTS_TABLE}")
 
+    def count_events_between(self, after_sequence: int, up_to_sequence: int) -> int:
+        """Events with after_sequence < sequence <= up_to_sequence: sequences have gaps (a redelivery, a rolled back
+        write, PostgreSQL's sequence cache each use numbers no event keeps), so a difference of two is no count."""
+        low, high = int(after_sequence), int(up_to_sequence)
+        return self._count(f"SELECT count(*) FROM {self.EVENTS_TABLE} WHERE sequence > {low} AND sequence <= {high}")
+
     def count_quarantined(self) -> int:
         return self._count(f"SELECT count(*) FROM {self.QUARANTINE_TABLE}")
 
@@ -97,6 +103,8 @@ class InboxBackend(Protocol):
     def max_sequence(self) -> int: ...
 
     def count_events(self) -> int: ...
+
+    def count_events_between(self, after_sequence: int, up_to_sequence: int) -> int: ...
 
     def count_quarantined(self) -> int: ...
 

@@ -19,7 +19,7 @@ import pytest
 from dagster import DagsterInstance, DagsterRunStatus
 from stack_helpers import RAW, assert_warehouse_equals_platform
 
-from pipeline.defs.operations.runs.identity import PID_TAG
+from pipeline.defs.operations.runs.identity import recorded_process
 from pipeline.instance import SHIPPED_CONFIG
 from pipeline.stack import Stack, local_stack
 from pipeline.warehouse.lake.lake import list_manifests
@@ -73,9 +73,14 @@ def kill_when(sync: subprocess.Popen, moment: Callable[[str], bool], timeout: fl
 
 def killed_run(instance: DagsterInstance, pid: int):
     """The newest run of the sync with this pid (an earlier run may have had the same pid: reused)."""
-    runs = [r for r in instance.get_runs() if r.tags.get(PID_TAG) == str(pid)]
+    runs = [r for r in instance.get_runs() if _pid_of(r) == pid]
     assert runs, f"the killed sync (pid {pid}) created no run"
     return runs[0]
+
+
+def _pid_of(run) -> int | None:
+    process = recorded_process(run.run_id, run.tags)
+    return process.pid if process is not None else None
 
 
 def assert_recovered(stack: Stack, pid: int, rerun_select: tuple[str, ...] = RAW) -> None:
@@ -104,7 +109,7 @@ def test_a_sync_killed_at_any_moment_never_wedges_the_next_one(stack: Stack) -> 
     # 1. while Dagster starts the run: the run exists, its steps have not started or just have
     sync = start_sync(stack, "--select", RAW[0])
     deadline = time.monotonic() + 120
-    while not [r for r in instance.get_runs() if r.tags.get(PID_TAG) == str(sync.pid)]:
+    while not [r for r in instance.get_runs() if _pid_of(r) == sync.pid]:
         assert sync.poll() is None and time.monotonic() < deadline, "no run was created"
         time.sleep(0.02)
     sync.send_signal(signal.SIGKILL)

@@ -158,3 +158,17 @@ def test_the_sensors_job_loads_and_rebuilds_the_certificate_marts_before_any_syn
     )
     with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:
         assert conn.execute("SELECT count(*) FROM analytics.certificates").fetchone() == (2,)
+
+
+def test_the_sensor_counts_the_new_events_not_the_sequence_numbers(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    inbox = Inbox(tmp_path / "inbox.sqlite3")
+    for n in range(4):  # each event delivered twice: a redelivery keeps its row and spends a sequence number
+        deliver(inbox, certificate(f"c{n}"))
+        deliver(inbox, certificate(f"c{n}"))
+    assert inbox.count_events() == 4 and inbox.max_sequence() > 4
+    result, _ = tick(inbox, None)
+    assert isinstance(result, RunRequest)
+    said = [line for line in capfd.readouterr().err.splitlines() if "certificate inbox:" in line]  # its context.log
+    assert said and "certificate inbox: 4 new event(s) up to sequence" in said[0], said

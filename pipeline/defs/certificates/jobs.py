@@ -6,7 +6,7 @@ from dagster import AssetSelection, define_asset_job
 
 from pipeline.defs.certificates.assets import CERTIFICATES_KEY, EVENTS_KEY
 from pipeline.defs.lake.assets import RAW_MIRROR_SELECTION
-from pipeline.defs.operations.runs.retry_policy import retry_policy_hook
+from pipeline.defs.operations.runs.retry_policy import retry_policy_executor
 from pipeline.defs.policy import WRITES_WAREHOUSE
 
 # A certificates load and the models that read only certificate tables (their staging and the certificate marts,
@@ -24,5 +24,5 @@ load_certificates_job = define_asset_job(
     description="Load the webhook inbox's new certificate events, then rebuild the certificate marts in the "
     "warehouse (published copies and daily_activity: next sync) and mirror the raw tables to Iceberg.",
     tags=WRITES_WAREHOUSE,
-    hooks={retry_policy_hook},
+    executor_def=retry_policy_executor,
 )

@@ -70,8 +70,9 @@ def certificate_inbox_tick(context: SensorEvaluationContext, inbox: InboxResourc
             f"{backlog.depth} not loaded yet, oldest {lag:.0f} s)"
         )
     context.update_cursor(InboxCursor(inbox_id, high).dump())
+    new = box.count_events_between(seen, high)
     context.log.info(
-        f"certificate inbox: {high - seen} new event(s) up to sequence {high}; "
+        f"certificate inbox: {new} new event(s) up to sequence {high}; "
         f"depth {backlog.depth}, oldest unloaded {lag:.0f} s"
     )
     # The inbox id in the run key keeps a recreated inbox's sequences from matching old keys. The tags carry

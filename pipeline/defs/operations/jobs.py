@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dagster import AssetSelection, define_asset_job
 
-from pipeline.defs.operations.runs.retry_policy import retry_policy_hook
-from pipeline.defs.policy import CURSOR_WINDOW, FULL_REFRESH_TAG, WRITES_WAREHOUSE
+from pipeline.defs.operations.runs.retry_policy import retry_policy_executor
+from pipeline.defs.policy import CURSOR_WINDOW, FULL_REFRESH_WINDOW, WRITES_WAREHOUSE
 
 SYNC_SELECTION = AssetSelection.all()
 
@@ -16,15 +16,15 @@ nightly_sync_job = define_asset_job(
     description="Everything: incremental streams from their cursors, snapshots whole, certificates, marts, and "
     "their Iceberg mirror.",
     tags={**WRITES_WAREHOUSE, **CURSOR_WINDOW},
-    hooks={retry_policy_hook},
+    executor_def=retry_policy_executor,
 )
 
 full_refresh_job = define_asset_job(
     "full_refresh",
     selection=SYNC_SELECTION,
     description="Re-read every stream from the beginning (cursors ignored, then moved to now).",
-    tags={**WRITES_WAREHOUSE, **CURSOR_WINDOW, FULL_REFRESH_TAG: "true"},
-    hooks={retry_policy_hook},
+    tags={**WRITES_WAREHOUSE, **FULL_REFRESH_WINDOW},
+    executor_def=retry_policy_executor,
 )
 
 check_warehouse_job = define_asset_job(

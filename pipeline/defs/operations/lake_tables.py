@@ -1,9 +1,13 @@
 """Upkeep of the lake's Iceberg tables: a daily job that repairs damaged tables, compacts small files and expires
 old snapshots."""
 
+from typing import Any
+
 from dagster import (
+    ConfigurableResource,
     DefaultScheduleStatus,
     Failure,
+    JobDefinition,
     OpExecutionContext,
     Output,
     ScheduleDefinition,
@@ -49,12 +53,23 @@ def maintain_lake_tables(context: OpExecutionContext, warehouse: WarehouseResour
     )
 
 
-@job(tags=WRITES_WAREHOUSE, description="Compact the lake's Iceberg tables and expire their old snapshots.")
-def lake_maintenance() -> None:
-    maintain_lake_tables()
+def build_lake_maintenance_job(warehouse: ConfigurableResource[Any]) -> JobDefinition:
+    """The job with the one resource its op uses: its Launchpad offers that one, not every resource of the code
+    location (Definitions binds all of them to a job that does not bring its own)."""
+
+    @job(
+        name="lake_maintenance",
+        tags=WRITES_WAREHOUSE,
+        resource_defs={"warehouse": warehouse},
+        description="Compact the lake's Iceberg tables and expire their old snapshots.",
+    )
+    def lake_maintenance() -> None:
+        maintain_lake_tables()
+
+    return lake_maintenance
 
 
-def build_lake_maintenance_schedule() -> ScheduleDefinition:
+def build_lake_maintenance_schedule(lake_maintenance: JobDefinition) -> ScheduleDefinition:
     return ScheduleDefinition(
         name="lake_maintenance_schedule",
         job=lake_maintenance,

@@ -29,7 +29,7 @@ from pipeline.defs.common import (
     table_data_version,
     table_definition_metadata,
 )
-from pipeline.defs.policy import BACKFILL_WINDOW, FULL_REFRESH_TAG, POOL, WINDOW_TAG
+from pipeline.defs.policy import BACKFILL_WINDOW, POOL, WINDOW_TAG, is_full_refresh
 from pipeline.defs.progress.backfill import BackfillWindow
 from pipeline.defs.progress.clock_skew import clock_skew_metadata
 from pipeline.defs.progress.freshness import with_progress_freshness
@@ -101,7 +101,7 @@ def build_raw_sync(settings: Settings, rules: CheckRules) -> AssetsDefinition:
             return
         run = RawRun(
             context.run.run_id,
-            full_refresh=context.run.tags.get(FULL_REFRESH_TAG) == "true",
+            full_refresh=is_full_refresh(context.run.tags),
             backfill=backfill.window(backfill_run=context.run.tags.get(WINDOW_TAG) == BACKFILL_WINDOW[WINDOW_TAG]),
         )
         settings = platform.settings()

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter
 
-from pipeline.defs.operations.runs.identity import HOST_TAG, recorded_process, this_host
+from pipeline.defs.operations.runs.identity import recorded_process, this_host
 
 # On a run this module failed: who did (a run, the sensor, `lessonsync recover`). Its process, gone, sent no alert.
 MARKED_FAILED_BY_TAG = "lessonsync/marked-failed-by"
@@ -26,9 +26,10 @@ UNFINISHED = [
 def recover_dead_runs(instance: DagsterInstance, *, by: str = "lessonsync") -> list[str]:
     """Fail this host's unfinished runs whose process is gone, then free every slot a finished run still holds;
     returns what it did, one message per run."""
+    # Every unfinished run is looked at (a handful): the host is part of the process tag, not a tag of its own.
     messages = [
         fail_run(instance, record.dagster_run, by)
-        for record in instance.get_run_records(filters=RunsFilter(statuses=UNFINISHED, tags={HOST_TAG: this_host()}))
+        for record in instance.get_run_records(filters=RunsFilter(statuses=UNFINISHED))
         if _is_dead(record.dagster_run)
     ]
     return messages + _free_slots_of_finished_runs(instance)

@@ -1,8 +1,10 @@
 """Which failed runs are launched again, and when: only those that can pass on retry.
 
 The instance (pipeline/instance/dagster.yaml) retries no run by default (max_retries 0). A failed step tags its run
-(`retry_policy_hook`, on every job of the code location) with what its failure allows, the worst of every failed
-step's (the tag `lessonsync/retry`):
+with what its failure allows, the worst of every failed step's (the tag `lessonsync/retry`), as it fails: the jobs
+that may be retried run on `retry_policy_executor` (Dagster's in-process executor, reading each step's failure event
+as it passes), so the tags are on the run before Dagster decides on its own retry, and a step that succeeds adds
+nothing to the run's events (a failure hook would add a HOOK_SKIPPED event to every successful step):
 - `after-backoff`: the platform was unavailable for a whole retry budget (PlatformUnavailableError). Retrying at
   once would meet the same outage, so the daemon does not (`dagster/max_retries=0`): `retry_sensor.py` launches the
   run again once it has been over for a back-off (Dagster 1.13's run retries have no delay), at most
@@ -16,7 +18,19 @@ Runs of `lessonsync sync` (in-process) are never tagged: cron retries those."""
 
 from __future__ import annotations
 
-from dagster import HookContext, failure_hook
+from collections.abc import Iterator
+from typing import Any
+
+from dagster import (
+    DagsterEvent,
+    DagsterInstance,
+    Executor,
+    ExecutorDefinition,
+    Field,
+    InitExecutorContext,
+    Selector,
+    in_process_executor,
+)
 
 TRANSIENT_RETRIES = 2
 IN_PROCESS_TAG = "lessonsync/in-process"  # set on the runs of `lessonsync sync` (pipeline/sync.py): never re-launched
@@ -58,9 +72,23 @@ def exception_classes(error: BaseException | None) -> list[str]:
     return names
 
 
-def retry_decision(error: BaseException | None, tags: dict[str, str]) -> str:
-    """What a step failing on `error` allows its run (tagged `tags`), combined with what its other steps allowed."""
-    names = set(exception_classes(error))
+def recorded_classes(error: Any) -> list[str]:
+    """Class names of an error as Dagster records it (a step failure's error info) and of its causes and contexts."""
+    names: list[str] = []
+    pending = [error]
+    while pending:
+        item = pending.pop()
+        if item is None:
+            continue
+        names.append(str(getattr(item, "cls_name", "") or ""))
+        pending += [getattr(item, "cause", None), getattr(item, "context", None)]
+    return names
+
+
+def retry_decision(error: BaseException | list[str] | None, tags: dict[str, str]) -> str:
+    """What a step failing on `error` (an exception, or the class names of one and its causes) allows its run
+    (tagged `tags`), combined with what its other steps allowed."""
+    names = set(error if isinstance(error, list) else exception_classes(error))
     step = AFTER_BACKOFF if names & AFTER_BACKOFF_ERRORS else AT_ONCE if names & AT_ONCE_ERRORS else NEVER
     if step == AFTER_BACKOFF and int(tags.get(RETRY_NUMBER_TAG, "0")) >= TRANSIENT_RETRIES:
         step = NEVER  # its retries are used up
@@ -68,11 +96,51 @@ def retry_decision(error: BaseException | None, tags: dict[str, str]) -> str:
     return max(step, before, key=_WORST_LAST.index) if before in _WORST_LAST else step
 
 
-@failure_hook(name="lessonsync_retry_policy")
-def retry_policy_hook(context: HookContext) -> None:
-    """A failed step tags its run with what the failures of its steps so far allow (the module docstring)."""
-    instance = context.instance
-    run = instance.get_run_by_id(context.run_id)
+def tag_failed_step(instance: DagsterInstance, run_id: str, event: DagsterEvent) -> None:
+    """A step of run `run_id` failed (`event`): tag the run with what the failures of its steps so far allow."""
+    run = instance.get_run_by_id(run_id)
     if run is None or run.tags.get(IN_PROCESS_TAG) == "true":
         return  # never re-launched
-    instance.add_run_tags(context.run_id, retry_tags(retry_decision(context.op_exception, dict(run.tags))))
+    classes = recorded_classes(event.step_failure_data.error)
+    instance.add_run_tags(run_id, retry_tags(retry_decision(classes, dict(run.tags))))
+
+
+class RetryPolicyExecutor(Executor):
+    """An executor's steps, each failure tagging the run as its event passes (the module docstring)."""
+
+    def __init__(self, inner: Executor) -> None:
+        self._inner = inner
+
+    @property
+    def retries(self) -> Any:
+        return self._inner.retries
+
+    @property
+    def step_dependency_config(self) -> Any:
+        return self._inner.step_dependency_config
+
+    def execute(self, plan_context: Any, execution_plan: Any) -> Iterator[DagsterEvent]:
+        for event in self._inner.execute(plan_context, execution_plan):
+            if event.is_step_failure:
+                tag_failed_step(plan_context.instance, plan_context.run_id, event)
+            yield event
+
+
+def _create_executor(init_context: InitExecutorContext) -> Executor:
+    create = in_process_executor.executor_creation_fn
+    assert create is not None, "Dagster's in-process executor is created by a function"
+    return RetryPolicyExecutor(create(init_context))
+
+
+retry_policy_executor = ExecutorDefinition(
+    name="in_process",
+    config_schema={
+        "retries": Field(
+            Selector({"enabled": {}, "disabled": {}}),  # type: ignore[no-untyped-call]  # Dagster's own, untyped
+            default_value={"enabled": {}},
+            description="Step retries (op retry policies).",
+        )
+    },
+    executor_creation_fn=_create_executor,
+    description="Dagster's in-process executor; a failed step tags its run with the retries its failure allows.",
+)

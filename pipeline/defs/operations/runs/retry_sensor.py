@@ -36,7 +36,7 @@ from pipeline.defs.operations.runs.retry_policy import (
 from pipeline.defs.progress.jobs import backfill_progress_job
 from pipeline.settings import Settings
 
-# Every job whose runs retry_policy_hook tags
+# Every job whose runs retry_policy_executor tags
 RETRIED_JOBS = (nightly_sync_job, full_refresh_job, backfill_progress_job, load_certificates_job)
 
 RETRY_CHECK_SECONDS = 30
