@@ -8,7 +8,7 @@ and, for a Dagster event, its type. JSON: one object per line with `time`, `leve
 
 A run's lines reach the console once: Dagster hands the records of the loggers it manages (`lessonsync`, in the
 shipped dagster.yaml) to the run's loggers, so the root handler leaves every record a run has taken
-(`dagster_meta`) to the run's console logger (pipeline/defs/console.py), which writes through the same sink."""
+(`dagster_meta`) to the run's console logger (pipeline/defs/operations/console.py), which writes through the same sink."""
 
 from __future__ import annotations
 

@@ -26,6 +26,7 @@ EXAMPLES = {
     "first_page": ("0", "0"),
     "answers_refetch": ("window", "window"),
     "log_level": ("WARNING", "WARNING"),
+    "log_format": ("json", "json"),
     "duckdb_memory_limit": ("1GB", "1GB"),
     "analytics_as_of": ("2026-01-31T00:00:00Z", "2026-01-31T00:00:00Z"),
     "models_runner": ("dbt", "dbt"),

@@ -201,7 +201,7 @@ class Transport:
             method, path, state.attempt_number, time.monotonic() + left, own.stream if own is not None else ""
         )
         log.warning(
-            "retrying %s %s after %s (attempt %d failed, next in %.2f s; %s of the %s retry budget left)",
+            "retrying %s %s after %s (attempt %d failed, waiting %.2f s; %s of the %s retry budget left)",
             method,
             path,
             self.auth.redact(str(failure)),
