@@ -28,8 +28,10 @@ TEXT_LAYOUT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 # The logger a record of ours was made on, kept through Dagster's hand-over (which re-logs it under its own name).
 ORIGIN_ATTR = "lessonsync_logger"
 DAGSTER_META_ATTR = "dagster_meta"  # what Dagster's log handler attaches to a record a run has taken
-# Record attributes that are neither the standard ones nor fields worth a JSON key.
+# Record attributes that are neither the standard ones nor fields worth a JSON key (uvicorn's color_message: its
+# message again, with terminal colours).
 _INTERNAL = {ORIGIN_ATTR, DAGSTER_META_ATTR, "dagster_event", "dagster_event_batch_metadata", "message", "asctime"}
+_INTERNAL |= {"color_message"}
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__)
 
 # Secrets that no line may carry, besides those the patterns below catch (the app secret, webhook credentials, the
@@ -102,12 +104,19 @@ def event_error(meta: Mapping[str, Any]) -> tuple[str, str] | None:
 
 
 def error_text(error: Any) -> str:
-    """The message of a Dagster error record without its class prefix ("pipeline.x.SomeError: ..."), whose class
-    is still named when it is not ours or Dagster's Failure (whose description is the whole message)."""
-    message = str(getattr(error, "message", "") or "").strip()
-    cls_name = str(getattr(error, "cls_name", "") or "")
-    match = re.match(r"^(?P<path>[\w.]*?)(?P<cls>\w+): ", message)
-    if not match or (cls_name and match.group("cls") != cls_name):
+    """The message of a Dagster error record, without its class path (without_class_path)."""
+    return without_class_path(str(getattr(error, "message", "") or "").strip())
+
+
+_CLASS_PATH = re.compile(r"^(?P<path>(?:[A-Za-z_]\w*\.)+)(?P<cls>[A-Z]\w*): ")
+
+
+def without_class_path(message: str) -> str:
+    """An exception's message as Dagster records it ('module.Class: text'), for a person: our own errors and
+    Dagster's Failure are their text alone (written to stand alone), another keeps its class name without the
+    module ('IOException: text'); a message without a class path is left as it is."""
+    match = _CLASS_PATH.match(message)
+    if match is None:
         return message
     rest = message[match.end() :]
     own = match.group("path").startswith("pipeline.") or match.group("cls") == "Failure"

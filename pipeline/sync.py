@@ -18,7 +18,6 @@ from pipeline.defs.operations.runs.retry_policy import IN_PROCESS_TAG
 from pipeline.defs.policy import POOL
 from pipeline.defs.selection import widen_to_whole_multi_assets
 from pipeline.instance import ensure_dagster_home
-from pipeline.logs import error_text
 from pipeline.settings import Settings
 
 log = logging.getLogger("lessonsync.sync")
@@ -137,11 +136,10 @@ def _run_failure(result: Any) -> str:
 
 
 def _root_message(error: Any) -> str:
-    """The message of the exception that started it all, not Dagster's 'error occurred in op' wrapper, without its
-    class path (a Failure's description alone)."""
+    """The message of the exception that started it all, not Dagster's 'error occurred in op' wrapper."""
     while getattr(error, "cause", None) is not None:
         error = error.cause
-    return error_text(error)
+    return str(error.message).strip()
 
 
 def _selected_keys(defs: Definitions, select: Sequence[str]) -> list[AssetKey]:

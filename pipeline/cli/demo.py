@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipeline.cli.options import DEFAULT_DATA_DIR_TEXT, bounded_int, settings_from
+from pipeline.logs import without_class_path
 
 # Dagster, DuckDB, pandas and the simulator are imported inside the functions that use them, so that
 # `lessonsync demo --help` answers at once.
@@ -107,7 +108,7 @@ def _timed_sync(stack: Stack, instance: DagsterInstance, label: str) -> tuple[Sy
     with live_progress():  # a live line per stream on a terminal (pipeline/cli/progress.py)
         report = stack.sync(instance=instance)
     seconds = time.monotonic() - started
-    status = "ok" if report.success else f"FAILED: {report.error}"
+    status = "ok" if report.success else f"FAILED: {without_class_path(report.error or 'the run failed')}"
     print(f"{label}: {status} in {seconds:.1f} s (Dagster run {report.run_id})")
     for check in report.failed_checks:
         print(f"  check failed: {check}")

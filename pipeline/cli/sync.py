@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from pipeline.cli.options import add_base_url, add_data_dir, settings_from
 from pipeline.cli.os_failures import os_failure
 from pipeline.cli.stopping import stop_promptly_on_signals
-from pipeline.logs import print_result
+from pipeline.logs import print_result, without_class_path
 
 if TYPE_CHECKING:
     from pipeline.settings import Settings
@@ -75,14 +75,15 @@ def run(args: argparse.Namespace) -> int:
         print_result(f"check failed: {check}", check=check)
     if not report.success:
         _alert(settings, report.run_id, report.job_name, report.step_errors, report.error or "the run failed")
-    outcome = "succeeded" if report.success else f"FAILED: {report.error}"
+    cause = without_class_path(report.error or "the run failed")  # the description: a person reads this line
+    outcome = "succeeded" if report.success else f"FAILED: {cause}"
     seconds = time.monotonic() - started
     print_result(
         f"sync {outcome} in {seconds:.1f} s (run {report.run_id})",
         outcome="succeeded" if report.success else "failed",
         run_id=report.run_id,
         seconds=round(seconds, 1),
-        **({} if report.success else {"error": report.error}),
+        **({} if report.success else {"error": cause}),
     )
     return 0 if report.success else 1
 
