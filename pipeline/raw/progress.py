@@ -3,8 +3,9 @@ its last one, and a stream that did not move says once what it waits for (the pl
 on, a request of its own being retried, or its next page) and then nothing until that changes. A run stuck on the
 token therefore logs one waiting line per stream, and the transport's one WARNING per retry (transport.py).
 
-Every report also goes to the progress listeners (a live display: pipeline/cli/progress.py), which show the retry
-budget still left as it runs down."""
+What a waiting stream waits for also goes to the progress listeners at every report (a live display:
+pipeline/cli/progress.py shows the retry budget as it runs down), and so does a stream's end (committed, failed, stopped);
+its pages and rows reach them from the client (pipeline/source/stats.py)."""
 
 from __future__ import annotations
 
@@ -86,14 +87,11 @@ class ProgressReporter:
             )
             return
         wait = waiting_for(fetch.stream, fetch.pages, fetch.retrying())
-        publish_progress(
-            StreamProgress(fetch.stream, fetch.pages, fetch.rows, seconds, state="waiting", note=wait.text)
-        )
+        publish_progress(StreamProgress(fetch.stream, "waiting", note=wait.text))  # the figures: the client's own
         if wait.kind != said.wait:
             said.wait = wait.kind
             self._log.info(f"{fetch.stream}: waiting for {wait.text}", extra={**fields, "event": "waiting"})
 
     def ended(self, fetch: Watched, state: str) -> None:
-        """The stream is `state` (committed, failed): its line of a live display says so."""
-        seconds = max(time.monotonic() - fetch.started, 1e-9)
-        publish_progress(StreamProgress(fetch.stream, fetch.pages, fetch.rows, seconds, state=state))
+        """The stream is `state` (committed, failed, stopped): its line of a live display says so."""
+        publish_progress(StreamProgress(fetch.stream, state))

@@ -102,6 +102,7 @@ class RawSync:
         fetch = self._pending.pop(stream, None)
         if fetch is not None:
             fetch.cancel()
+            self._progress.ended(fetch, "stopped")
         self.log.warning(f"{stream}: not committed in this run: {reason}")
 
     def _start(self, client: PlatformClient, wanted: list[str]) -> None:
@@ -277,7 +278,9 @@ class RawSync:
         is stopped now, said in one line; a fetch that already ended whole still commits."""
         stopped = [stream for stream, fetch in self._pending.items() if not fetch.fetched_whole]
         for stream in stopped:
-            self._pending.pop(stream).cancel()
+            fetch = self._pending.pop(stream)
+            fetch.cancel()
+            self._progress.ended(fetch, "stopped")
         if stopped:
             self.log.warning(
                 f"{', '.join(stopped)}: stopped, nothing of them committed: every stream waits on "

@@ -264,7 +264,7 @@ async def run_answers(core: SourceCore, changed: pa.Table, updated_since: dateti
 async def _run_answers(core: SourceCore, changed: pa.Table, updated_since: datetime | None, emit: Emit) -> RunStats:
     stats, progress = core.start_stats("answers"), Progress("answers")
     plan = plan_answer_requests(changed, core.settings.page_size)
-    stats.planned_requests = progress.total_pages = plan.request_count
+    stats.planned_requests = progress.planned = plan.request_count
     # Pages worth a worker process: start it now, not at the first large page. Counted on the pairs to fetch: an
     # incremental run's window holds many active lessons whose answers are not needed, and its small pages would
     # keep a worker's memory for nothing.
@@ -289,6 +289,7 @@ async def _run_answers(core: SourceCore, changed: pa.Table, updated_since: datet
         request = Request(STREAMS[planned.stream], dict(planned.path_values), since, planned.covers + extra[planned])
         async for page in core.pages(request):
             await core.emit_page(page, emit, stats, progress)
+        progress.request_done()
 
     first_mark = core.transport.clock_mark()
     first_check: datetime | None = None

@@ -121,21 +121,23 @@ def paths_of(table: str, counts: dict[str, int]) -> list[str]:
 
 @dataclass(frozen=True)
 class StreamProgress:
-    """One stream's fetch as it stands, for a live display (pipeline/cli/progress.py): pages and rows so far, the
-    pages planned when known (the answers' requests), and what it is doing or waiting for."""
+    """One stream's fetch as it stands, for a live display (pipeline/cli/progress.py): pages and rows so far (None:
+    a change of state only), the requests planned and fetched when a plan is known (the answers), and what it is
+    doing or waiting for."""
 
     stream: str
-    pages: int
-    rows: int
-    elapsed_s: float
-    total_pages: int | None = None
     state: str = "fetching"  # fetching, waiting, fetched, committed, failed
+    pages: int | None = None
+    rows: int | None = None
+    elapsed_s: float = 0.0
+    planned: int | None = None  # requests planned (the answers' plan)
+    done: int = 0  # planned requests fetched whole
     note: str = ""  # what a waiting stream waits for
 
     @property
     def rate(self) -> float:
         """Rows per second since the fetch started."""
-        return self.rows / max(self.elapsed_s, 1e-9)
+        return (self.rows or 0) / max(self.elapsed_s, 1e-9)
 
 
 ProgressListener = Callable[[StreamProgress], None]
@@ -169,22 +171,32 @@ class Progress:
         self._every_pages, self._every_seconds = every_pages, every_seconds
         self._started = self._last_report = self._last_publish = time.monotonic()
         self.pages = self.rows = 0
-        self.total_pages: int | None = None  # the requests planned, when known (answers.py)
+        self.planned: int | None = None  # requests planned, when a plan is known (answers.py)
+        self.done = 0  # of them, fetched whole
 
     def page(self, rows: int) -> None:
         self.pages += 1
         self.rows += rows
+        self._publish_now_and_then()
         now = time.monotonic()
-        if _LISTENERS and now - self._last_publish >= self.PUBLISH_EVERY_S:
-            self._last_publish = now
-            self.publish("fetching")
         if self.pages % self._every_pages == 0 or now - self._last_report >= self._every_seconds:
             self._last_report = now
             self.report("progress", logging.DEBUG)
 
+    def request_done(self) -> None:
+        """A planned request fetched whole (its last page emitted)."""
+        self.done += 1
+        self._publish_now_and_then()
+
+    def _publish_now_and_then(self) -> None:
+        now = time.monotonic()
+        if _LISTENERS and now - self._last_publish >= self.PUBLISH_EVERY_S:
+            self._last_publish = now
+            self.publish("fetching")
+
     def publish(self, state: str) -> None:
         elapsed = time.monotonic() - self._started
-        publish_progress(StreamProgress(self._stream, self.pages, self.rows, elapsed, self.total_pages, state))
+        publish_progress(StreamProgress(self._stream, state, self.pages, self.rows, elapsed, self.planned, self.done))
 
     def report(self, what: str, level: int = logging.INFO) -> None:
         elapsed = max(time.monotonic() - self._started, 1e-9)
