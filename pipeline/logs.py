@@ -23,7 +23,6 @@ from datetime import UTC, datetime
 from typing import Any, Literal, TextIO
 
 LogFormat = Literal["text", "json"]
-LOG_FORMATS: tuple[LogFormat, ...] = ("text", "json")
 TEXT_LAYOUT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 # The logger a record of ours was made on, kept through Dagster's hand-over (which re-logs it under its own name).
 ORIGIN_ATTR = "lessonsync_logger"
