@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import tempfile
 from datetime import datetime, timedelta
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from pipeline.contract.evolution import DEFAULT_CONTRACT, SchemaContract
+from pipeline.contract.streams import SYNC_STREAMS
 from pipeline.settings_checks import (
     DAY,
     GIB,
@@ -200,6 +203,17 @@ class Settings(BaseSettings):
         description="postgresql://user:password@host:port/db: the certificate inbox lives in PostgreSQL, shared by "
         "several webhook receivers, the sensor and the load (docs/deploy.md). Unset: <data_dir>/inbox.sqlite3.",
     )
+    schema_contract: SchemaContract = Field(
+        DEFAULT_CONTRACT,
+        description="What a field the platform begins to send becomes: 'evolve' a typed column of its table on the "
+        "load that first sees it, 'freeze' a failure of its stream naming the field, 'discard_value' a value kept "
+        "in the row's extra JSON (docs/schema-evolution.md).",
+    )
+    schema_contract_by_stream: Annotated[dict[str, SchemaContract], NoDecode] = Field(
+        default_factory=dict,
+        description="Per-stream contracts overriding LESSONSYNC_SCHEMA_CONTRACT: active_lessons=freeze,lessons=evolve "
+        '(or JSON, {"active_lessons": "freeze"}); streams: ' + ", ".join(SYNC_STREAMS) + ".",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO",
         description="Console log level of in-process runs (lessonsync sync, demo); DEBUG adds every "
@@ -213,6 +227,35 @@ class Settings(BaseSettings):
     @property
     def warehouse_path(self) -> Path:
         return self.data_dir / "warehouse.duckdb"
+
+    def schema_contract_of(self, stream: str) -> SchemaContract:
+        """The schema contract of `stream` (one of SYNC_STREAMS): its own, else LESSONSYNC_SCHEMA_CONTRACT."""
+        return self.schema_contract_by_stream.get(stream, self.schema_contract)
+
+    @field_validator("schema_contract_by_stream", mode="before")
+    @classmethod
+    def _stream_pairs(cls, value: object) -> object:
+        """`stream=contract,...` or a JSON object, read from the variable's text."""
+        if not isinstance(value, str):
+            return value
+        text = value.strip()
+        if text.startswith("{"):
+            try:
+                return json.loads(text)
+            except ValueError as error:
+                raise ValueError(f"not a JSON object ({error}); write e.g. active_lessons=freeze") from None
+        pairs = [item.partition("=") for item in text.split(",") if item.strip()]
+        if any(not sep for _, sep, _ in pairs):
+            raise ValueError("write stream=contract pairs separated by commas, e.g. active_lessons=freeze,lessons=evolve")
+        return {name.strip(): contract.strip() for name, _, contract in pairs}
+
+    @field_validator("schema_contract_by_stream")
+    @classmethod
+    def _known_streams(cls, value: dict[str, SchemaContract]) -> dict[str, SchemaContract]:
+        unknown = sorted(set(value) - set(SYNC_STREAMS))
+        if unknown:
+            raise ValueError(f"unknown stream(s) {', '.join(unknown)}: name one of {', '.join(SYNC_STREAMS)}")
+        return value
 
     @field_validator("lake_url")
     @classmethod

@@ -170,4 +170,7 @@ STREAMS: dict[str, StreamSpec] = {
 }
 
 ANSWER_STREAMS = ("answers_by_lesson", "answers_by_user", "answers_by_user_lesson")
+# The streams a run syncs, by the names runs, `lessonsync status` and the settings use (pipeline/raw/runner.py
+# STREAM_TABLES: the tables each fills): the answer listings are one stream, the users of the groups are the groups'.
+SYNC_STREAMS = ("active_lessons", "answers", "categories", "groups", "lesson_sessions", "lessons")
 SNAPSHOT_STREAMS = ("categories", "groups", "lesson_sessions", "lessons")

@@ -12,6 +12,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from pipeline.contract.evolution import DiscoveredColumn, SchemaPolicy
 from pipeline.contract.streams import SNAPSHOT_STREAMS
 from pipeline.contract.tables import TABLES, TableSpec
 from pipeline.memory import sync_process_memory
@@ -39,6 +40,14 @@ PROGRESS_EVERY_S = 5.0
 # A larger active-lessons load commits before the answers start fetching: that commit sorts and stages millions of
 # rows within DuckDB's memory limit, and the answers' fetch buffers and decode worker would add up with it.
 OVERLAP_MAX_ROWS = 500_000
+
+
+def schema_policy(settings: Settings, discovered: tuple[DiscoveredColumn, ...]) -> SchemaPolicy:
+    """Each raw table's schema contract (its stream's: LESSONSYNC_SCHEMA_CONTRACT[_BY_STREAM]) and its columns
+    discovered so far, for the run's client (pipeline/source/evolution.py)."""
+    streams = {table: stream for stream, tables in STREAM_TABLES.items() for table in tables}
+    contracts = {table: settings.schema_contract_of(stream) for table, stream in streams.items()}
+    return SchemaPolicy(contracts, discovered, streams)
 
 
 def streams_of(tables: Iterable[str]) -> list[str]:
@@ -75,6 +84,7 @@ class RawSync:
         self._answers: AnswersPlan | None = None
         self._decode_held = False
         self._wants_answers = False
+        self.schema = SchemaPolicy()  # each table's contract and discovered columns, read when the run starts
 
     def run(self, streams: Iterable[str]) -> Iterator[StreamLoad]:
         """Fetch `streams` together and yield each one's commit as it is made; the first failure is raised once every
@@ -85,7 +95,8 @@ class RawSync:
             return
         self._wants_answers = "answers" in wanted
         with sync_process_memory():  # before the fetch threads start (pipeline/memory.py)
-            client = PlatformClient(self.settings, page_cache=self.settings.page_cache_dir)
+            self.schema = schema_policy(self.settings, self.warehouse.discovered_columns())
+            client = PlatformClient(self.settings, page_cache=self.settings.page_cache_dir, schema=self.schema)
             client.open()
             try:
                 self._start(client, wanted)
@@ -210,7 +221,7 @@ class RawSync:
         plan = self._answers
         if plan is None or plan.counts[0] > OVERLAP_MAX_ROWS:
             return ()
-        return (TABLES["answers"], TABLES["answer_results"])
+        return (self.schema.spec("answers"), self.schema.spec("answer_results"))
 
     def _commit(
         self, client: PlatformClient, stream: str, fetched: Fetched, early: EarlyFirstLoad | None

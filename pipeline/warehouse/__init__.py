@@ -49,6 +49,7 @@ from pipeline.warehouse.merge.checks import (
     row_count,
 )
 from pipeline.warehouse.merge.seen import content_versions, last_seen_sql, snapshot_seen
+from pipeline.warehouse.merge.state import read_discovered as discovered_columns
 from pipeline.warehouse.results import LoadResult, TableLoadStats
 from pipeline.warehouse.upkeep.rebuild import RebuildReport, rebuild_in_place, rebuild_into
 from pipeline.warehouse.upkeep.reset import reset_cursor
@@ -77,6 +78,7 @@ __all__ = [
     "catalog_unchanged",
     "check_parts",
     "content_versions",
+    "discovered_columns",
     "duplicate_keys",
     "duplicated_values",
     "field_type",

@@ -23,6 +23,7 @@ from typing import Any
 
 import duckdb
 
+from pipeline.contract.evolution import DiscoveredColumn
 from pipeline.warehouse import hooks
 from pipeline.warehouse.duck.schema import ensure_tables, table_def
 from pipeline.warehouse.errors import SchemaError
@@ -49,6 +50,7 @@ def commit_load(
     position: int | None = None,
     drop_before: tuple[str, ...] = (),
     early: EarlyCommit | None = None,
+    discovered: tuple[DiscoveredColumn, ...] = (),
 ) -> LoadResult:
     """`early`: the transaction begun before the load was written whole (early_insert.py); it is finished here,
     on its connection, unless an early insert failed (then the commit is the ordinary one, on that connection)."""
@@ -84,7 +86,7 @@ def commit_load(
                 raise
             conn.commit()
             conn.begin()
-        plan = replace(plan, position=position, drop_before=drop_before)
+        plan = replace(plan, position=position, drop_before=drop_before, discovered=discovered)
         try:
             outcome = apply_load(ctx, plan)
             hooks.reached("applied")
