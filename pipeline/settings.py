@@ -246,7 +246,9 @@ class Settings(BaseSettings):
                 raise ValueError(f"not a JSON object ({error}); write e.g. active_lessons=freeze") from None
         pairs = [item.partition("=") for item in text.split(",") if item.strip()]
         if any(not sep for _, sep, _ in pairs):
-            raise ValueError("write stream=contract pairs separated by commas, e.g. active_lessons=freeze,lessons=evolve")
+            raise ValueError(
+                "write stream=contract pairs separated by commas, e.g. active_lessons=freeze,lessons=evolve"
+            )
         return {name.strip(): contract.strip() for name, _, contract in pairs}
 
     @field_validator("schema_contract_by_stream")

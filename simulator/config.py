@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from collections.abc import Sequence
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 

@@ -31,7 +31,9 @@ class NewField:
 
     def __post_init__(self) -> None:
         if self.resource not in RESOURCES:
-            raise ValueError(f"new field {self.name!r}: resource {self.resource!r} is not one of {', '.join(RESOURCES)}")
+            raise ValueError(
+                f"new field {self.name!r}: resource {self.resource!r} is not one of {', '.join(RESOURCES)}"
+            )
         if not self.name or not self.name.isidentifier():
             raise ValueError(f"new field {self.name!r}: the name must be a plain API name, e.g. quizTimeSeconds")
         if self.kind not in KINDS:

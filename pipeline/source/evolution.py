@@ -137,9 +137,9 @@ class SchemaEvolution:
     def _read(self, batch: Batch, page: Page, stats: RunStats) -> _Read:
         table = self.table(batch.table.name)
         read = _Read(batch, table)
-        index = batch.records.schema.get_field_index(EXTRA_COLUMN)
-        if index < 0 or batch.records.column(index).null_count == batch.records.num_rows:
+        if not has_extras(batch.records):
             return read
+        index = batch.records.schema.get_field_index(EXTRA_COLUMN)
         unknown: dict[Path, list[tuple[int, Any]]] = {}
         leaves_of: dict[int, list[tuple[Path, Any]]] = {}
         for row, text in enumerate(batch.records.column(index).to_pylist()):
@@ -159,9 +159,7 @@ class SchemaEvolution:
         placed = {(c.row, c.path) for c in read.conflicts}
         for row, leaves in leaves_of.items():
             rest = {
-                ".".join(path): value
-                for path, value in leaves
-                if (row, path) not in placed and _stays(read, row, path)
+                ".".join(path): value for path, value in leaves if (row, path) not in placed and _stays(read, row, path)
             }
             if len(rest) != len(leaves):
                 read.extras[row] = orjson.dumps(rest).decode() if rest else None
@@ -244,7 +242,7 @@ class SchemaEvolution:
 def has_extras(records: pa.RecordBatch) -> bool:
     """Whether some row of `records` has fields the models do not declare (one null count)."""
     index = records.schema.get_field_index(EXTRA_COLUMN)
-    return index >= 0 and records.column(index).null_count < records.num_rows
+    return bool(index >= 0 and records.column(index).null_count < records.num_rows)
 
 
 def _leaves(extras: dict[str, Any]) -> Iterator[tuple[Path, Any]]:
@@ -344,9 +342,7 @@ class _RawRecords:
             try:
                 self._records = orjson.loads(self._body)
             except orjson.JSONDecodeError:  # a record the parser refuses elsewhere in the page: item by item
-                self._records = [
-                    item.decode("utf-8", errors="replace") for item in split_json_array(self._body) or []
-                ]
+                self._records = [item.decode("utf-8", errors="replace") for item in split_json_array(self._body) or []]
         record = self._records[index]
         return record if isinstance(record, str) else orjson.dumps(record).decode()
 

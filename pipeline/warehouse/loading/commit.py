@@ -86,6 +86,9 @@ def commit_load(
                 raise
             conn.commit()
             conn.begin()
+        # a column discovered only in rows that were all set aside never reached its table: not recorded
+        columns = {(t.name, c) for t in plan.catalog for c in t.column_names}
+        discovered = tuple(c for c in discovered if (c.table, c.column) in columns)
         plan = replace(plan, position=position, drop_before=drop_before, discovered=discovered)
         try:
             outcome = apply_load(ctx, plan)

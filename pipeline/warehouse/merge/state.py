@@ -169,7 +169,10 @@ def record_discovered(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, catalog: 
     """The columns `plan` discovered, in lms._discovered_columns and described on their table (COMMENT ON COLUMN):
     each the first time a load adds it, and only if its table has it (a load whose rows with it were all set aside
     wrote no batch of the new shape)."""
-    known = {(table, column) for table, column in conn.execute(f"SELECT table_name, column_name FROM {DISCOVERED}").fetchall()}
+    known = {
+        (table, column)
+        for table, column in conn.execute(f"SELECT table_name, column_name FROM {DISCOVERED}").fetchall()
+    }
     for found in plan.discovered:
         table = catalog.get(found.table)
         if (found.table, found.column) in known or table is None or found.column not in table.column_names:
