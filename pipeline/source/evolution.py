@@ -296,16 +296,14 @@ def _kept_rows(reads: list[_Read], quarantined: set[tuple[str, int]]) -> dict[in
 def _built(read: _Read, kept: pa.Array | None) -> Batch:
     """The batch in its table's schema now: its own columns, `extra` as read, each discovered column's values."""
     records, spec = read.batch.records, read.table.spec
-    rows = records.num_rows
-    arrays = []
-    for f in spec.schema:
-        if f.name == EXTRA_COLUMN and read.extras:
-            old = records.column(EXTRA_COLUMN).to_pylist()
-            arrays.append(pa.array([read.extras.get(r, old[r]) for r in range(rows)], type=pa.string()))
-        elif f.name in records.schema.names:
-            arrays.append(records.column(f.name))
-        else:
-            arrays.append(_column_array(read.values.get(f.name), rows, read.table, f.name))
+    rows, present = records.num_rows, records.schema.names
+    arrays = list(records.columns)  # the batch's own columns are the spec's first ones (the decoders' schema)
+    if read.extras:
+        old = arrays[present.index(EXTRA_COLUMN)].to_pylist()
+        extra = pa.array([read.extras.get(r, old[r]) for r in range(rows)], type=pa.string())
+        arrays[present.index(EXTRA_COLUMN)] = extra
+    for f in list(spec.schema)[len(present) :]:
+        arrays.append(_column_array(read.values.get(f.name), rows, read.table, f.name))
     batch = pa.RecordBatch.from_arrays(arrays, schema=spec.schema)
     if kept is not None and len(kept) < rows:
         batch = batch.take(kept)
