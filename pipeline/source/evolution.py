@@ -78,7 +78,8 @@ class _Conflict:
     row: int
     path: Path
     value: Any
-    column: DiscoveredColumn | None  # None: an object where the schema has no object
+    column: DiscoveredColumn | None  # None: a value where the schema has an object
+    object_sent: bool = False  # an object where `column` holds a value
 
 
 @dataclass
@@ -175,7 +176,7 @@ class SchemaEvolution:
             if at == path and holds(column.type, value):
                 read.values.setdefault(column.column, {})[row] = value
             else:  # a value of another type, or an object where the column holds a value
-                read.conflicts.append(_Conflict(row, at, value if at == path else "(object)", column))
+                read.conflicts.append(_Conflict(row, at, value, column, object_sent=at != path))
         elif table.has_columns_below(path):
             if value is not None:  # a value where the schema has an object
                 read.conflicts.append(_Conflict(row, path, value, None))
@@ -347,19 +348,17 @@ class _RawRecords:
 
 def _row(page: Page, index: int, prefix: str, conflict: _Conflict, raw: str) -> QuarantineRow:
     field_path = prefix + ".".join(conflict.path)
-    got = _kind(conflict.value)
+    got = "an object" if conflict.object_sent else _kind(conflict.value)
     if conflict.column is None:
         what = f"{got} where the schema has an object"
     else:
         where = f"lms.{conflict.column.table}.{conflict.column.column}"
         what = f"{got} where column {where} is {conflict.column.type}"
-    shown = f" (got {conflict.value!r:.60})" if not isinstance(conflict.value, dict | list) else ""
+    shown = "" if conflict.object_sent or isinstance(conflict.value, list) else f" (got {conflict.value!r:.60})"
     return quarantined_row(page.location, index, field_path, f"{field_path}: {what}{shown}", raw)
 
 
 def _kind(value: Any) -> str:
     kind = value_type(value)
     names = {"BOOLEAN": "a boolean", "BIGINT": "an integer", "DOUBLE": "a number", "VARCHAR": "a string"}
-    if value == "(object)":
-        return "an object"
     return names.get(kind or "", "an array" if kind == "JSON" else "a value")

@@ -202,3 +202,25 @@ def test_the_client_types_a_new_field_over_http() -> None:
         "new column `active_lessons.quiz_time_seconds` BIGINT (field quizTimeSeconds)"
     ]
     assert stats.quarantined == 1 and batches[2].records.column("field").to_pylist() == ["quizTimeSeconds"]
+
+
+def test_an_object_where_a_value_is_and_a_value_where_an_object_is_are_conflicts_null_objects_are_not() -> None:
+    time = DiscoveredColumn("active_lessons", "quiz_time_seconds", "quizTimeSeconds", "BIGINT", 3)
+    info = DiscoveredColumn("active_lessons", "quiz_info_attempts", "quizInfo.attempts", "BIGINT", 3)
+    records = [
+        active(0, quizTimeSeconds={"s": 1}),
+        active(1, quizInfo=5),
+        active(2, quizInfo=None, quizTimeSeconds=None),  # an absent object: its columns null
+        active(3, quizInfo={"attempts": 4}, quizTimeSeconds=9),
+    ]
+    page, _, _ = evolve(records, discovered=[time, info])
+    got = rows(page, "active_lessons")
+    assert [(r["user_id"], r["quiz_time_seconds"], r["quiz_info_attempts"], r["extra"]) for r in got] == [
+        ("u2", None, None, None),
+        ("u3", 9, 4, None),
+    ]
+    messages = [q["message"] for q in rows(page, "quarantine")]
+    assert messages == [
+        "quizTimeSeconds: an object where column lms.active_lessons.quiz_time_seconds is BIGINT",
+        "quizInfo: an integer where the schema has an object (got 5)",
+    ]
