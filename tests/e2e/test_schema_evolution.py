@@ -7,6 +7,7 @@ field (also when only some records carry it), named in the run's metadata, the a
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import duckdb
@@ -138,20 +139,27 @@ def test_a_new_field_becomes_a_typed_column_seen_everywhere_and_kept_by_later_ru
 
 
 def test_a_field_sent_on_some_records_only_is_null_on_the_others(tmp_path: Path) -> None:
-    with local_stack(tmp_path / "data", scale="tiny", new_fields=[(*QUIZ, 1, 0.5)]) as stack:
+    """A full refresh in small pages: the older active lessons come first, without the field, so the load discovers
+    the column midway; its earlier part keeps fewer columns, and the table is still exact."""
+    with local_stack(tmp_path / "data", scale="tiny", page_size=50, new_fields=[(*QUIZ, 1, 0.5)]) as stack:
         assert stack.sync(select=RAW).success
+        began = stack.sim.now()
         stack.advance(hours=24)
-        second = stack.sync(select=RAW)
-        assert second.success, second.error
+        refresh = stack.sync(select=RAW, full_refresh=True)
+        assert refresh.success, refresh.error
         assert_warehouse_equals_platform(stack)
         with duckdb.connect(str(stack.warehouse_path), read_only=True) as conn:
-            seq = load_seq(conn, second.run_id, "active_lessons")
-            with_value, without = conn.execute(
-                "SELECT count(quiz_time_seconds), count(*) - count(quiz_time_seconds) FROM lms.active_lessons "
-                "WHERE last_loaded_at = (SELECT committed_at FROM lms._load_runs WHERE load_seq = ?)",
-                [seq],
+            with_value, changed_without = conn.execute(
+                "SELECT count(quiz_time_seconds), count(*) FILTER (WHERE quiz_time_seconds IS NULL AND last_date >= ?) "
+                "FROM lms.active_lessons",
+                [began],
             ).fetchone()
-        assert with_value == len(sent(stack)) > 0 and without > 0  # changed in the advance, but not in the share
+            seq = load_seq(conn, refresh.run_id, "active_lessons")
+        assert with_value == len(sent(stack)) > 0 and changed_without > 0  # changed, but not in the share
+        lake = settings_of(stack).lake_location
+        (manifest,) = Path(lake, "_loads").glob(f"{seq:010d}-*.json")
+        parts = next(t for t in json.loads(manifest.read_text())["tables"] if t["name"] == "active_lessons")["parts"]
+        assert "quiz_time_seconds" not in parts[0]["columns"] and "columns" not in parts[-1]
 
 
 def test_freeze_fails_the_stream_naming_the_field_while_the_others_commit(tmp_path: Path) -> None:
