@@ -5,6 +5,10 @@ runs `lessonsync sync` from cron; what only an extra installs is imported inside
 from __future__ import annotations
 
 import importlib.util
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pipeline.settings import Settings
 
 # extra -> the top-level modules it installs that pipeline/ or its users need (tests/test_dependencies.py checks
 # that pipeline/ imports these only inside functions, and that pyproject.toml's extra declares them).
@@ -34,3 +38,20 @@ def require_extra(extra: str, needed_by: str, otherwise: str = "") -> None:
             f"{needed_by} needs the extra {extra!r}, which is not installed (no module {missing[0]!r}): "
             f"{install_command(extra)}" + (f" ({otherwise})" if otherwise else "")
         )
+
+
+def require_extras_of(settings: Settings) -> None:
+    """Every extra the settings ask for is installed, checked before a sync starts: otherwise its run would fail
+    part-way, where the extra's module is first imported, after a traceback."""
+    if settings.models_runner == "dbt":
+        require_extra("dbt", "LESSONSYNC_MODELS_RUNNER=dbt")
+    if settings.lake_url is not None:
+        require_extra("s3", "LESSONSYNC_LAKE_URL=s3://...")
+    if settings.dagster_postgres_url is not None and settings.dagster_postgres_url.get_secret_value().strip():
+        require_extra("postgres", "LESSONSYNC_DAGSTER_POSTGRES_URL (set)", otherwise="or unset it to keep SQLite")
+    for variable, url in (
+        ("LESSONSYNC_INBOX_URL", settings.inbox_url),
+        ("LESSONSYNC_ICEBERG_CATALOG_URL", settings.iceberg_catalog_url),
+    ):
+        if url is not None and url.get_secret_value().startswith("postgres"):
+            require_extra("postgres", f"{variable}=postgresql://...")

@@ -122,7 +122,7 @@ def is_postgres_url(location: str | Path | None) -> bool:
 def open_inbox(location: str | Path) -> InboxBackend:
     """The inbox at a postgresql:// URL, else the SQLite file at that path."""
     if is_postgres_url(location):
-        require_extra("postgres", "the inbox at a postgresql:// URL (LESSONSYNC_INBOX_URL)")
+        require_extra("postgres", "LESSONSYNC_INBOX_URL=postgresql://...")
         from pipeline.webhooks.inbox_postgres import PostgresInbox
 
         return PostgresInbox(str(location))
