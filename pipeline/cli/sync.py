@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from pipeline.cli.options import add_base_url, add_data_dir, settings_from
 from pipeline.cli.os_failures import os_failure
 from pipeline.cli.stopping import stop_promptly_on_signals
+from pipeline.extras import require_extras_of
 
 if TYPE_CHECKING:
     from pipeline.settings import Settings
@@ -36,12 +37,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    settings = settings_from(args)
+    require_extras_of(settings)  # a missing extra is one line now, not a run failing part-way
     # Dagster is imported here, not at the top, so that `lessonsync sync --help` answers at once.
     from pipeline.instance import ensure_dagster_home, print_source_logs_once
     from pipeline.sync import run_sync, sync_job_name
 
-    started = time.monotonic()
-    settings = settings_from(args)
     try:
         select = _whole_multi_assets(settings, args.select)
     except ValueError as exc:

@@ -54,6 +54,7 @@ from pipeline.analytics.sql import relation
 from pipeline.defs.analytics.checks import PUBLISHED_KEY, published_files_check
 from pipeline.defs.policy import POOL
 from pipeline.defs.resources import WarehouseResource
+from pipeline.extras import require_extra
 from pipeline.settings import Settings
 
 AS_OF_ENV = "LESSONSYNC_ANALYTICS_AS_OF"  # default `as_of` when the run config gives none (e.g. the demo's clock)
@@ -101,6 +102,7 @@ def build_analytics(settings: Settings) -> Analytics:
     Settings.analytics_as_of."""
     project = load_project(settings.models_dir)
     if settings.models_runner == "dbt":
+        require_extra("dbt", "LESSONSYNC_MODELS_RUNNER=dbt")
         from pipeline.defs.analytics.dbt_runner import dbt_models_asset  # the `dbt` extra, imported only when used
 
         # dbt runs in the models directory: its target (and logs) go to an absolute path under the data directory
