@@ -35,8 +35,6 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlparse
-from urllib.request import url2pathname
 
 import duckdb
 import pyarrow as pa
@@ -113,7 +111,7 @@ class IcebergLocation:
         cls, lake_location: Path | str, catalog_url: str, busy_timeout: float = DEFAULT_CATALOG_BUSY_TIMEOUT
     ) -> IcebergLocation:
         if isinstance(lake_location, Path):
-            location = (lake_location / "iceberg").resolve().as_uri()
+            location = _file_location((lake_location / "iceberg").resolve())
             return cls(catalog_url, location, busy_timeout=busy_timeout)
         return cls(catalog_url, f"{str(lake_location).rstrip('/')}/iceberg", s3_properties(), busy_timeout)
 
@@ -767,7 +765,8 @@ def _data_files(conn: duckdb.DuckDBPyConnection, ice: Table, where: IcebergLocat
         if task.delete_files:
             raise ValueError(f"{task.file.file_path} has delete files; the mirror writes copy-on-write only")
         path = task.file.file_path
-        files[url2pathname(urlparse(path).path) if path.startswith("file:") else path] = task.file
+        local = _local_path(path)
+        files[str(local) if local is not None else path] = task.file
     if any(not name.startswith("/") for name in files):  # object storage: the lake's filesystem, on the connection
         open_lake(where.location).attach(conn)
     return files
@@ -815,8 +814,8 @@ def _place(ice: Table, staged: Path) -> str:
     """Move a data file written locally into the table's data directory: renamed when the table is on a local
     disk, copied through the table's FileIO (object storage) otherwise."""
     target = f"{ice.location().rstrip('/')}/data/{uuid.uuid4()}.parquet"
-    if target.startswith("file:"):
-        local = Path(url2pathname(urlparse(target).path))
+    local = _local_path(target)
+    if local is not None:
         local.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(staged, local)  # a rename on the same filesystem, a copy across two
         return target
@@ -826,9 +825,17 @@ def _place(ice: Table, staged: Path) -> str:
     return target
 
 
+def _file_location(path: Path) -> str:
+    """A local directory as the file: location pyiceberg writes under. Not percent-encoded: pyiceberg's FileIO
+    takes a location's path as it is written, so `%2B` for a `+` in the path would name another directory."""
+    return f"file://{path}"
+
+
 def _local_path(location: str) -> Path | None:
-    """The file a file: URL names; None for object storage."""
-    return Path(url2pathname(urlparse(location).path)) if location.startswith("file:") else None
+    """The file a file: location names, read as pyiceberg reads it (no percent-decoding); None for object storage."""
+    if not location.startswith("file:"):
+        return None
+    return Path(location.removeprefix("file://") if location.startswith("file://") else location.removeprefix("file:"))
 
 
 def _damage(ice: Table, remote: bool) -> str:
