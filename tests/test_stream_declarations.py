@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,6 @@ from pipeline.contract.streams import (
 from pipeline.contract.tables import BUILDS, TABLES, record_table
 from pipeline.defs.code_location import build_definitions
 from pipeline.docs import render, render_sources
-from pipeline.raw.planners import planner_of
 from pipeline.raw.runner import RawRun, RawSync
 from pipeline.settings import Settings
 from pipeline.stack import local_stack
@@ -145,7 +145,7 @@ def test_an_incremental_stream_is_run_by_its_kind_with_a_cursor_of_its_own(
         assert warehouse.cursor("progress_log") > cursor
 
 
-def test_a_declaration_that_cannot_work_is_refused_naming_the_stream_and_what_is_wrong() -> None:
+def test_a_declaration_that_cannot_work_is_refused_naming_the_stream_and_what_is_wrong(tmp_path: Path) -> None:
     twin = SyncStream(
         "twin",
         "snapshot",
@@ -193,8 +193,14 @@ def test_a_declaration_that_cannot_work_is_refused_naming_the_stream_and_what_is
     ):
         register(notes)
     assert {"enabled_groups", "progress_notes"}.isdisjoint(SYNC_STREAMS) and "enabled_groups" not in TABLES
-    with pytest.raises(ValueError, match=r"no planner named 'notes' in pipeline/raw/planners.py \(planners: answers\)"):
-        planner_of(notes)
+    unplanned = replace(notes, planned=Planned(parent="active_lessons", planner="notes"))
+    with registered(unplanned):  # a planner that does not exist fails the run before anything is fetched
+        sync = RawSync(Warehouse(tmp_path / "warehouse.duckdb", tmp_path / "lake"), Settings(), log, RawRun("run-1"))
+        with pytest.raises(
+            ValueError, match=r"no planner named 'notes' in pipeline/raw/planners.py \(planners: answers"
+        ):
+            list(sync.run(["active_lessons", "progress_notes"]))
+    assert not (tmp_path / "lake").exists()
 
 
 def test_a_table_verify_cannot_derive_names_what_to_add() -> None:

@@ -179,7 +179,8 @@ STREAM_TABLES: dict[str, tuple[str, ...]] = {}  # every raw table, by the stream
 
 def register(*streams: SyncStream) -> None:
     """Add `streams` to the registry; ValueError naming the clash when a stream, endpoint or table name is taken,
-    or when what a stream refers to (its parent, its links' and deps' tables) is not declared."""
+    or when what a stream refers to (its parent, its links' and deps' tables) is not declared. The registries change
+    in place: streams are declared at import (declarations.py) or by a test or tool before it runs anything."""
     for stream in streams:
         problem = _clash(stream)
         if problem:

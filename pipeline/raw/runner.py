@@ -85,6 +85,9 @@ class RawSync:
         wanted = [stream for stream in SYNC_STREAMS if stream in set(streams)]
         if not wanted:
             return
+        for name in wanted:  # a planner that does not exist fails the run before anything is fetched
+            if SYNC_STREAMS[name].planned is not None:
+                planner_of(SYNC_STREAMS[name])
         self._wanted = set(wanted)
         with sync_process_memory():  # before the fetch threads start (pipeline/memory.py)
             client = PlatformClient(self.settings, page_cache=self.settings.page_cache_dir)
