@@ -24,21 +24,6 @@ if TYPE_CHECKING:
     from pipeline.stack import Stack
     from pipeline.sync import SyncReport
 
-RAW_TABLES = (
-    "active_lessons",
-    "answers",
-    "answer_results",
-    "groups",
-    "users",
-    "group_members",
-    "categories",
-    "lesson_sessions",
-    "lesson_session_registrations",
-    "lessons",
-    "lesson_questions",
-    "certificate_events",
-    "certificates",
-)
 DEMO_SUBDIRECTORY = "demo"  # of the data directory: the demo never touches the warehouse of real syncs
 
 
@@ -133,11 +118,13 @@ def _summary(stack: Stack, incremental: SyncReport, full_s: float, incremental_s
     import duckdb
 
     from pipeline.console import text_table
+    from pipeline.contract.streams import stream_tables
+    from pipeline.contract.tables import CERTIFICATE_EVENTS, CERTIFICATES
     from pipeline.webhooks.load import certificate_summary
 
     rows: list[tuple[object, ...]] = []
     with duckdb.connect(str(stack.warehouse_path)) as conn:  # no sync is running now
-        for table in RAW_TABLES:
+        for table in (*stream_tables(), CERTIFICATE_EVENTS.name, CERTIFICATES.name):
             live = "WHERE deleted_at IS NULL" if _has_column(conn, table, "deleted_at") else ""
             total = conn.execute(f"SELECT count(*) FROM lms.{table} {live}").fetchall()[0][0]
             changed = incremental.materializations.get(f"lms/{table}", {})
