@@ -40,7 +40,7 @@ def main() -> None:
 
         return run
 
-    iceberg.IcebergMirror.sync_after_load = timed(iceberg.IcebergMirror.sync_after_load, "raw")  # type: ignore[method-assign]
+    iceberg.IcebergMirror.sync_behind = timed(iceberg.IcebergMirror.sync_behind, "raw")  # type: ignore[method-assign]
     iceberg.IcebergMirror.sync_marts = timed(iceberg.IcebergMirror.sync_marts, "marts")  # type: ignore[method-assign]
     data = Path(tempfile.mkdtemp(prefix="iceberg-cost-")) / "data"
     with local_stack(data, scale=args.scale) as stack:

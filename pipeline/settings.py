@@ -13,8 +13,6 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from pipeline.contract.evolution import DEFAULT_CONTRACT, SchemaContract
-from pipeline.contract.streams import SYNC_STREAMS
 from pipeline.settings_checks import (
     DAY,
     GIB,
@@ -25,6 +23,9 @@ from pipeline.settings_checks import (
     duckdb_memory_limit_problem,
 )
 
+# The schema contracts of pipeline/contract/evolution.py, spelled here so that reading the settings loads no contract
+# (a test checks the two agree); the streams they name are checked against the registry when one is named.
+SchemaContract = Literal["evolve", "freeze", "discard_value"]
 # "auto" (pipeline.warehouse.duck.connection.AUTO_MEMORY_LIMIT): chosen from the machine when the warehouse is opened
 # (memory_limit_for_machine there; docs/warehouse.md, "Locks and limits")
 DEFAULT_MEMORY_LIMIT = "auto"
@@ -184,12 +185,20 @@ class Settings(BaseSettings):
     table_format: Literal["iceberg", "none"] = Field(
         "iceberg",
         description="iceberg: every raw table and published mart also kept as an Apache Iceberg table under "
-        "<lake>/iceberg, equal to the warehouse after each commit (docs/warehouse.md); none: no mirror.",
+        "<lake>/iceberg, brought up to the warehouse by a step of its own after the commits (docs/lake-tables.md); "
+        "none: no mirror.",
     )
     iceberg_catalog_url: SecretStr | None = Field(
         None,
         description="The Iceberg SQL catalog (sqlite:///path or postgresql://...). Unset: the Dagster instance's "
         "PostgreSQL database when LESSONSYNC_DAGSTER_POSTGRES_URL is set, else <data_dir>/iceberg_catalog.sqlite3.",
+    )
+    iceberg_catalog_busy_timeout: float = Field(
+        180.0,
+        gt=0,
+        le=900,
+        description="Seconds the Iceberg mirror waits for a SQLite catalog another process holds locked before its "
+        "step fails (the warehouse's write lock is held meanwhile; the loads are committed already).",
     )
     iceberg_snapshot_retention: timedelta = Field(
         timedelta(days=7),
@@ -204,7 +213,7 @@ class Settings(BaseSettings):
         "several webhook receivers, the sensor and the load (docs/deploy.md). Unset: <data_dir>/inbox.sqlite3.",
     )
     schema_contract: SchemaContract = Field(
-        DEFAULT_CONTRACT,
+        "evolve",
         description="What a field the platform begins to send becomes: 'evolve' a typed column of its table on the "
         "load that first sees it, 'freeze' a failure of its stream naming the field, 'discard_value' a value kept "
         "in the row's extra JSON (docs/schema-evolution.md).",
@@ -212,7 +221,7 @@ class Settings(BaseSettings):
     schema_contract_by_stream: Annotated[dict[str, SchemaContract], NoDecode] = Field(
         default_factory=dict,
         description="Per-stream contracts overriding LESSONSYNC_SCHEMA_CONTRACT: active_lessons=freeze,lessons=evolve "
-        '(or JSON, {"active_lessons": "freeze"}); streams: ' + ", ".join(SYNC_STREAMS) + ".",
+        '(or JSON, {"active_lessons": "freeze"}), keyed by the names of the streams a run syncs (lessonsync status).',
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO",
@@ -254,6 +263,10 @@ class Settings(BaseSettings):
     @field_validator("schema_contract_by_stream")
     @classmethod
     def _known_streams(cls, value: dict[str, SchemaContract]) -> dict[str, SchemaContract]:
+        if not value:
+            return value
+        from pipeline.contract.streams import SYNC_STREAMS  # the registry: only when a stream is named
+
         unknown = sorted(set(value) - set(SYNC_STREAMS))
         if unknown:
             raise ValueError(f"unknown stream(s) {', '.join(unknown)}: name one of {', '.join(SYNC_STREAMS)}")

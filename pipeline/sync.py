@@ -26,9 +26,16 @@ log = logging.getLogger("lessonsync.sync")
 class SyncReport:
     success: bool
     run_id: str
+    job_name: str = ""
     materializations: dict[str, dict[str, object]] = field(default_factory=dict)  # asset key -> metadata
     failed_checks: list[str] = field(default_factory=list)
     error: str | None = None
+    step_errors: dict[str, str] = field(default_factory=dict)  # failed step -> the message of its root exception
+
+
+def sync_job_name(*, full_refresh: bool = False, backfill: bool = False) -> str:
+    """The job a sync runs: a full refresh, a backfill over a range of days, else the nightly sync."""
+    return "full_refresh" if full_refresh else "backfill_progress" if backfill else "nightly_sync"
 
 
 def run_sync(
@@ -41,7 +48,7 @@ def run_sync(
 ) -> SyncReport:
     """Materialize the selected assets (default: everything) with their checks: cursor-based, or over
     `backfill_range` (first and last UTC day) as one sweep, the way a backfill launched from the UI runs."""
-    job_name = "full_refresh" if full_refresh else "backfill_progress" if backfill_range else "nightly_sync"
+    job_name = sync_job_name(full_refresh=full_refresh, backfill=backfill_range is not None)
     return run_job(job_name, settings, select=select, instance=instance, backfill_range=backfill_range)
 
 
@@ -94,7 +101,7 @@ def _execute(
     try:
         wait_for_pool(instance, POOL, timeout=settings.pool_wait_timeout, report=log.warning)
     except PoolWaitTimeout as error:
-        return SyncReport(success=False, run_id=run_id, error=str(error))
+        return SyncReport(success=False, run_id=run_id, job_name=job_name, error=str(error))
     result = job.execute_in_process(
         run_config={**loggers, **backfill},
         instance=instance,
@@ -103,7 +110,7 @@ def _execute(
         tags={**current_process().tags(run_id), IN_PROCESS_TAG: "true"},
         raise_on_error=False,
     )
-    report = SyncReport(success=result.success, run_id=result.run_id)
+    report = SyncReport(success=result.success, run_id=result.run_id, job_name=job_name)
     for event in result.get_asset_materialization_events():
         materialization = event.materialization
         report.materializations[materialization.asset_key.to_user_string()] = {
@@ -113,8 +120,9 @@ def _execute(
         if not evaluation.passed:
             report.failed_checks.append(f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}")
     if not result.success:
-        failure = next((e for e in result.all_events if e.is_step_failure), None)
-        report.error = _root_message(failure.step_failure_data.error) if failure else _run_failure(result)
+        failures = [e for e in result.all_events if e.is_step_failure]
+        report.step_errors = {e.step_key or "?": _root_message(e.step_failure_data.error) for e in failures}
+        report.error = _root_message(failures[0].step_failure_data.error) if failures else _run_failure(result)
     return report
 
 

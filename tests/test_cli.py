@@ -68,10 +68,19 @@ def test_the_data_dir_default_shown_in_help_is_the_settings_default():
 
 def test_a_bad_setting_stops_a_command_naming_it(tmp_path):
     env = {**clean_env(), "LESSONSYNC_LAKE_URL": "http://not-a-bucket"}
-    result = subprocess.run([LESSONSYNC, "status"], env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    result = subprocess.run(
+        [LESSONSYNC, "reset", "active_lessons"], env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
     assert result.returncode == 1
-    assert "lessonsync status: invalid settings" in result.stderr and "LESSONSYNC_LAKE_URL" in result.stderr
+    assert "lessonsync reset: invalid settings" in result.stderr and "LESSONSYNC_LAKE_URL" in result.stderr
     assert "Traceback" not in result.stderr
+    # `status` answers monitoring: UNKNOWN (exit 3), the same line as its verdict
+    result = subprocess.run([LESSONSYNC, "status"], env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert result.returncode == 3 and "Traceback" not in result.stderr
+    assert (
+        result.stdout.startswith("UNKNOWN: lessonsync status: invalid settings")
+        and "LESSONSYNC_LAKE_URL" in result.stdout
+    )
 
 
 @pytest.mark.slow

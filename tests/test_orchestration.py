@@ -12,9 +12,12 @@ from dagster import EnvVar, Failure, RunRequest, build_resources, build_schedule
 
 import pipeline.definitions
 from pipeline.definitions import defs
+from pipeline.defs.analytics.checks import PUBLISHED_KEY
 from pipeline.defs.code_location import build_definitions
+from pipeline.defs.lake.assets import MART_MIRROR_KEY, RAW_MIRROR_KEY
 from pipeline.defs.policy import WRITES_WAREHOUSE
 from pipeline.defs.progress.backfill import BackfillWindow
+from pipeline.defs.selection import widen_to_whole_multi_assets
 from pipeline.settings import load_settings
 
 SCHEDULE, SENSOR = "nightly_sync_schedule", "certificate_inbox_sensor"
@@ -79,6 +82,25 @@ def test_every_job_that_writes_carries_the_writer_tag_and_the_sensor_has_a_named
     assert not {"analytics/daily_activity", "analytics/published", "lms/answers"} & certificates_run
 
 
+def test_the_iceberg_mirror_is_a_step_of_its_own_after_the_raw_tables_in_every_job_that_loads_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("LESSONSYNC_TABLE_FORMAT", "iceberg")
+    built = build_definitions(load_settings())
+    graph = built.resolve_asset_graph()
+    raw = {key for key in graph.get_all_asset_keys() if key.path[0] == "lms"}
+    assert raw and raw <= graph.get(RAW_MIRROR_KEY).parent_keys  # the certificates too
+    assert graph.get(MART_MIRROR_KEY).parent_keys == {PUBLISHED_KEY}
+    assert not graph.get(RAW_MIRROR_KEY).child_keys and not graph.get(MART_MIRROR_KEY).child_keys
+    for name in ("nightly_sync", "full_refresh", "backfill_progress", "load_certificates"):
+        assert RAW_MIRROR_KEY in built.resolve_job_def(name).asset_layer.executable_asset_keys, name
+    steps = {node.name for node in built.resolve_job_def("nightly_sync").graph.nodes}
+    assert {"lms_raw", "certificates", "lake__iceberg_tables", "lake__iceberg_marts"} <= steps
+    assert widen_to_whole_multi_assets(built, ["key:lms/answers"]).mirror == "lake/iceberg_tables"
+    # off: no mirror asset at all
+    assert not [key for key in defs.resolve_asset_graph().get_all_asset_keys() if key.path[0] == "lake"]
+
+
 def test_every_asset_has_an_owner_and_every_step_an_explicit_name() -> None:
     graph = defs.resolve_asset_graph()
     unowned = [key.to_user_string() for key in graph.get_all_asset_keys() if not graph.get(key).owners]
@@ -91,6 +113,8 @@ def test_every_asset_has_an_owner_and_every_step_an_explicit_name() -> None:
 
 def test_backfill_window_from_launchpad_config() -> None:
     assert BackfillWindow().window() is None  # unset: a cursor run
+    with pytest.raises(Failure, match="a backfill needs its range: set resources.backfill.config.updated_from"):
+        BackfillWindow().window(backfill_run=True)  # unset in a run tagged as a backfill: refused
     window = BackfillWindow(updated_from="2025-06-01", updated_to="2025-06-07").window()
     assert window is not None and not window.moves_cursor
     assert (window.since, window.until) == (datetime(2025, 6, 1, tzinfo=UTC), datetime(2025, 6, 8, tzinfo=UTC))

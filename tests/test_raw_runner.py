@@ -1,11 +1,12 @@
 """The raw sync's runner (pipeline/raw/runner.py) against the simulator over HTTP and a real lake: every stream of the
 run fetched at once through one client; a run stopped before its commits stops its fetches and leaves nothing in the
-lake, the answers' spilled plan included; a stream that fails costs only itself; every raw table belongs to exactly
-one stream."""
+lake, the answers' spilled plan included; a stream that fails costs only itself, but a token that cannot be had fails
+every stream at once, within one retry budget; every raw table belongs to exactly one stream."""
 
 from __future__ import annotations
 
 import logging
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from pipeline.raw.runner import STREAM_TABLES, RawRun, RawSync, streams_of
 from pipeline.settings import Settings
 from pipeline.source.client import PlatformClient
 from pipeline.source.decoding import Batch
+from pipeline.source.errors import PlatformUnreachableError
 from pipeline.warehouse import Warehouse
 from pipeline.warehouse.lake.lake import list_manifests
 from simulator import SimulatorConfig, start_simulator
@@ -90,3 +92,52 @@ def test_a_stream_that_fails_lets_the_others_commit_and_fails_the_run_at_the_end
                 committed.append(done.stream)
         assert sorted(committed) == ["groups", "lessons"]
         assert [p for p in _files(tmp_path / "lake") if p.is_relative_to(tmp_path / "lake" / "categories")] == []
+
+
+class _Said(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then closed)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_token_nobody_answers_fails_every_stream_at_once_within_one_budget(tmp_path: Path) -> None:
+    """Every stream waits on the token exchange: when it fails for a whole retry budget (nothing listening), every
+    stream fails with that one error then, instead of each retrying it for a budget of its own, one after another."""
+    budget, port = 4.0, _closed_port()
+    settings = Settings(
+        base_url=f"http://operator:hunter2@127.0.0.1:{port}",  # a password in the address is never shown
+        app_secret="s3cret-app-secret",
+        retry_budget=budget,
+        retry_max_wait=1.0,
+        data_dir=str(tmp_path),
+    )
+    said = _Said()
+    log.addHandler(said)
+    warehouse = Warehouse(tmp_path / "warehouse.duckdb", tmp_path / "lake")
+    warehouse.ensure_tables(list(TABLES.values()))  # the DuckDB file's first creation is not the platform's time
+    started = time.monotonic()
+    try:
+        with pytest.raises(PlatformUnreachableError) as failure:
+            list(RawSync(warehouse, settings, log, RawRun("run-4")).run(list(STREAM_TABLES)))
+    finally:
+        log.removeHandler(said)
+    took = time.monotonic() - started
+    assert took <= budget * 1.1, f"the run failed {took:.1f} s after it started, retry budget {budget:.0f} s"
+    message = str(failure.value)
+    assert message.startswith(f"platform unreachable: POST /v1/token at http://127.0.0.1:{port} failed for "), message
+    assert "(connection refused); check LESSONSYNC_BASE_URL" in message and "\n" not in message
+    assert not [line for line in said.lines if "hunter2" in line or "s3cret-app-secret" in line]
+    assert "hunter2" not in message and "s3cret-app-secret" not in message
+    stopped = [line for line in said.lines if "stopped, nothing of them committed" in line]
+    assert len(stopped) == 1 and "every stream waits on POST /v1/token" in stopped[0], said.lines
+    assert list_manifests(tmp_path / "lake") == []

@@ -100,8 +100,11 @@ def test_a_wrong_setting_is_named_with_its_problem(
 def test_the_schema_contract_per_stream_names_the_streams_a_run_syncs(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from pipeline.raw.runner import STREAM_TABLES
+    from pipeline.contract.evolution import SCHEMA_CONTRACTS
+    from pipeline.contract.streams import STREAM_TABLES
+    from pipeline.settings import SchemaContract
 
+    assert typing.get_args(SchemaContract) == SCHEMA_CONTRACTS  # the settings spell the contract's names
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("LESSONSYNC_SCHEMA_CONTRACT", "discard_value")
     monkeypatch.setenv("LESSONSYNC_SCHEMA_CONTRACT_BY_STREAM", "active_lessons=freeze, lessons=evolve")

@@ -49,7 +49,7 @@ final as (
         coalesce(learners_per_lesson.in_progress, 0) as in_progress,
         coalesce(learners_per_lesson.succeeded, 0) as succeeded,
         coalesce(learners_per_lesson.failed, 0) as failed,
-        learners_per_lesson.succeeded / nullif(learners_per_lesson.started, 0) as success_rate,
+        {{ rate('learners_per_lesson.succeeded', 'learners_per_lesson.started') }} as success_rate,
         learners_per_lesson.median_hours_to_success,
         learners_per_lesson.median_time_spent_to_success
 

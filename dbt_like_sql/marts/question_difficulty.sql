@@ -98,8 +98,10 @@ final as (
         first_attempts_per_question.first_attempts,
         first_attempts_per_question.first_attempts_decided,
         first_attempts_per_question.first_attempts_correct,
-        first_attempts_per_question.first_attempts_correct
-        / nullif(first_attempts_per_question.first_attempts_decided, 0) as first_attempt_correct_rate,
+        {{ rate(
+            'first_attempts_per_question.first_attempts_correct',
+            'first_attempts_per_question.first_attempts_decided',
+        ) }} as first_attempt_correct_rate,
         cast(first_attempts_per_question.answers_all_attempts as bigint) as answers_all_attempts
 
     from first_attempts_per_question

@@ -61,8 +61,10 @@ final as (
             when sessions.quota_type in ('min', 'min-max')
                 then coalesce(registrations_per_session.approved, 0) < sessions.quota_min
         end as below_min_quota,
-        registrations_per_session.attended
-        / nullif(registrations_per_session.attended + registrations_per_session.absent, 0) as attendance_rate
+        {{ rate(
+            'registrations_per_session.attended',
+            'registrations_per_session.attended + registrations_per_session.absent',
+        ) }} as attendance_rate
 
     from sessions
 

@@ -1,7 +1,7 @@
 """Analyst models: SQL files under dbt_like_sql/ built into DuckDB schema `analytics`, tested, and published
 for analysts (data/analytics.duckdb, data/marts/*.parquet). Dagster assets: pipeline/defs/analytics/assets.py.
 
-    project = load_project()                        # files only; ModelError names the file and the table
+    project = load_project()                        # files only; a broken model keeps its problem (file, line)
     for result in build_models(conn, project, as_of=...):   # dependency order, atomic swap per model
         ...
     publish(conn, project, data_dir)                # snapshot database + Parquet marts, swapped atomically

@@ -3,8 +3,9 @@
 A model is built under a temporary name (`analytics.__build__<model>`), its data tests run against that
 build, and only if no error-severity test fails is it swapped in: one transaction drops the old relation and
 renames the build. A reader therefore sees the old table or the new one, never a half-built or failing one.
-When a model fails (SQL error or blocking test) its previous version stays and the models downstream of it
-are skipped, like `dbt build`.
+When a model fails (it cannot be rendered or parsed: `Model.problem`, a SQL error, a blocking test) its
+previous version stays and only the models downstream of it are skipped, like `dbt build`: every other model
+builds.
 
 Time-relative figures (certificates expiring in the next 30 days...) read `{{ var('as_of') }}`, compiled to the
 DuckDB variable `as_of` (`getvariable('as_of')`, refs.py) that is set once per build, so every model of a build agrees on "now" and tests can pin it.
@@ -83,7 +84,8 @@ def build_models(
         failed_upstream = sorted(d.name for d in model.deps if d.name in blocked and d.schema == MODEL_SCHEMA)
         if failed_upstream:
             blocked.add(model.name)
-            yield ModelResult(model, "skipped", error=f"upstream model(s) failed: {', '.join(failed_upstream)}")
+            reason = f"model {model.name} skipped: upstream model(s) failed: {', '.join(failed_upstream)}"
+            yield ModelResult(model, "skipped", error=reason)
             continue
         result = build_one(conn, model, as_of)
         if result.status != "built":
@@ -139,6 +141,8 @@ def models_built_ahead(
 
 def build_one(conn: duckdb.DuckDBPyConnection, model: Model, as_of: datetime) -> ModelResult:
     """Build `model` under its temporary name, test it, and swap it in if no blocking test fails."""
+    if model.problem is not None:
+        return ModelResult(model, "failed", error=f"model {model.name} cannot be built: {model.problem}")
     started = time.perf_counter()
     temp = relation(MODEL_SCHEMA, BUILD_PREFIX + model.name)
     drop_relation(conn, MODEL_SCHEMA, BUILD_PREFIX + model.name)  # left over by a killed build
@@ -156,12 +160,13 @@ def build_one(conn: duckdb.DuckDBPyConnection, model: Model, as_of: datetime) ->
         outcomes = run_tests(conn, model.tests, temp)
     except (duckdb.Error, ModelError) as error:
         drop_relation(conn, MODEL_SCHEMA, BUILD_PREFIX + model.name)
-        message = f"{model.sql_path}: model {model.name} failed to build: {error}"
+        # DuckDB's messages span lines (the SQL quoted under them): one line, for logs and the run's failure
+        message = f"model {model.name} failed to build ({model.sql_path}): {' '.join(str(error).split())}"
         return ModelResult(model, "failed", seconds=time.perf_counter() - started, error=message)
     if any(o.blocks for o in outcomes):
         drop_relation(conn, MODEL_SCHEMA, BUILD_PREFIX + model.name)
         failed = "; ".join(o.summary() for o in outcomes if o.blocks)
-        message = f"{model.name}: kept the previous build because data tests failed: {failed}"
+        message = f"model {model.name}: kept the previous build because data tests failed: {failed}"
         return ModelResult(model, "failed", None, columns, time.perf_counter() - started, outcomes, message)
     rows = int(scalar(conn, f"SELECT count(*) FROM {temp}"))
     swap_in(conn, model, rows, as_of)

@@ -14,6 +14,11 @@ from pipeline.analytics.sql import quote, string_literal
 
 PARQUET_DESCRIPTION_KEY = b"description"  # a field's and the file's description, as Arrow metadata
 PARQUET_MODEL_KEY = b"lessonsync.model"  # the file's model, with its YAML's column descriptions, as JSON
+# Every column of the file -> its description, as JSON in the file's key-value metadata: what readers that show
+# no Arrow field metadata (polars, DuckDB's parquet_kv_metadata) find.
+PARQUET_COLUMNS_KEY = b"lessonsync.column_descriptions"
+# pandas restores `df.attrs` from this key's "attributes" when pyarrow reads the file.
+PANDAS_METADATA_KEY = b"pandas"
 
 
 def comment_statements(relation: str, kind: str, description: str, columns: dict[str, str]) -> list[str]:
@@ -55,19 +60,32 @@ def execute_together(conn: duckdb.DuckDBPyConnection, statements: list[str]) -> 
 
 
 def described_schema(schema: pa.Schema, model: Model) -> pa.Schema:
-    """`schema` with each field's description and the model's, as Arrow metadata (kept in the Parquet file)."""
+    """`schema` with the model's descriptions as Arrow metadata, kept in the Parquet file: each field's in the
+    field's, and the model's and every column's in the file's key-value metadata (`described_file_metadata`)."""
     fields = [
         field.with_metadata({**(field.metadata or {}), PARQUET_DESCRIPTION_KEY: model.columns[field.name].encode()})
         if model.columns.get(field.name)
         else field
         for field in schema
     ]
+    return pa.schema(fields, metadata={**(schema.metadata or {}), **described_file_metadata(schema.names, model)})
+
+
+def described_file_metadata(columns: list[str], model: Model) -> dict[bytes, bytes]:
+    """The file-level key-value metadata describing a file of `model` with `columns`: the model's description, its
+    columns' descriptions as one JSON map, the model with them, and the same as pandas' `df.attrs`."""
+    described = {name: model.columns.get(name, "") for name in columns}
     about = {"name": model.name, "description": model.description, "columns": model.columns}
-    return pa.schema(
-        fields,
-        metadata={
-            **(schema.metadata or {}),
-            PARQUET_DESCRIPTION_KEY: model.description.encode(),
-            PARQUET_MODEL_KEY: json.dumps(about).encode(),
-        },
-    )
+    # pandas metadata naming no column and no index: pyarrow then converts every column as it does without it
+    pandas = {
+        "index_columns": [],
+        "column_indexes": [],
+        "columns": [],
+        "attributes": {"description": model.description, "column_descriptions": described},
+    }
+    return {
+        PARQUET_DESCRIPTION_KEY: model.description.encode(),
+        PARQUET_COLUMNS_KEY: json.dumps(described, ensure_ascii=False).encode(),
+        PARQUET_MODEL_KEY: json.dumps(about).encode(),
+        PANDAS_METADATA_KEY: json.dumps(pandas, ensure_ascii=False).encode(),
+    }

@@ -103,7 +103,7 @@ def materialization(result: ModelResult, as_of: datetime) -> MaterializeResult[A
 def log_line(result: ModelResult) -> str:
     if result.status == "built":
         return f"{result.model.name}: {result.rows} rows ({result.model.materialized}) in {result.seconds:.2f}s"
-    return f"{result.model.name}: {result.status}: {result.error}"
+    return f"{result.status}: {result.error}"  # the error names the model
 
 
 def _jsonable(values: list[Any]) -> list[Any]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import SqlglotError
+from sqlglot.errors import ParseError, SqlglotError
 
 from pipeline.analytics.errors import ModelError
 
@@ -38,8 +38,15 @@ def parse_select(sql: str, path: Path) -> exp.Query:
     """The one SELECT (or set operation / WITH ... SELECT) a model file must hold."""
     try:
         statements = [s for s in sqlglot.parse(sql, read="duckdb") if s is not None]
+    except ParseError as error:
+        first = error.errors[0] if error.errors else {}
+        at = f" at line {first['line']}, column {first['col']} of the rendered SQL" if "line" in first else ""
+        what = str(first.get("description", error)).split(" <Token", 1)[0]
+        raise ModelError(
+            f"{path}: the SQL does not parse{at} ({what} {first.get('highlight', '')!r}); fix it"
+        ) from None
     except SqlglotError as error:
-        raise ModelError(f"{path}: the SQL does not parse: {error}") from None
+        raise ModelError(f"{path}: the SQL does not parse: {error}; fix it") from None
     if len(statements) != 1:
         raise ModelError(f"{path}: holds {len(statements)} statements; a model is exactly one SELECT")
     statement = statements[0]

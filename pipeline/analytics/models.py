@@ -2,31 +2,37 @@
 its properties YAML beside it (config.py), and the raw tables it may read declared in `sources.yml`, all in
 dbt's schema.
 
-Loading is pure (files only, no database): a model that reads an unknown table, a broken YAML test or a
-dependency cycle fails here, when Dagster loads the code location, with the file and the table named.
+Loading is pure (files only, no database) and never fails for one model: a model that does not render
+(templating.py), does not parse, reads an unknown table, has a broken YAML or sits in a dependency cycle is kept
+with its `problem` (file, line, what to do), so that the code location loads and shows it as an asset whose build
+fails (build.py) while every model not downstream of it builds. Its dependencies are what can still be read: the
+rendered SQL's tables and the ref()/source() calls made, or, when it does not render, the calls written in it.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from functools import cached_property
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
+from typing import TypeVar
 
-from pipeline.analytics.config import Materialization, load_config
+from pipeline.analytics.config import Materialization, ModelConfig, load_config
 from pipeline.analytics.errors import ModelError
 from pipeline.analytics.lineage import (
     MODEL_SCHEMA,
+    RAW_SCHEMA,
     TableRef,
     check_known,
     parse_select,
     referenced_tables,
 )
 from pipeline.analytics.model_tests import ModelTest, resolve_tests
-from pipeline.analytics.refs import compile_sql
+from pipeline.analytics.refs import calls_in_text
 from pipeline.analytics.sources import load_sources
+from pipeline.analytics.templating import MACROS_DIR, Rendered, Templates
 
 # An installed wheel carries the models as package data beside this module (setup.py maps dbt_like_sql/ there);
 # a checkout, editable install included, reads them where they are written, at the repository's root.
@@ -35,8 +41,11 @@ _CHECKOUT_MODELS_DIR = Path(__file__).resolve().parents[2] / "dbt_like_sql"
 DEFAULT_MODELS_DIR = _PACKAGED_MODELS_DIR if _PACKAGED_MODELS_DIR.is_dir() else _CHECKOUT_MODELS_DIR
 MODELS_DIR_ENV = "LESSONSYNC_MODELS_DIR"
 MARTS_LAYER = "marts"
-# What dbt writes inside the project (compiled SQL, installed packages, logs): not models.
-DBT_OUTPUT_DIRS = frozenset({"target", "dbt_packages", "logs"})
+# What dbt writes inside the project (compiled SQL, installed packages, logs), and the macros: not models.
+NOT_MODEL_DIRS = frozenset({"target", "dbt_packages", "logs", MACROS_DIR})
+# Model names taken by LessonSync's own assets: analytics/published is the analysts' copy.
+RESERVED_NAMES = frozenset({"published"})
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -44,14 +53,15 @@ class Model:
     name: str
     layer: str  # the directory under dbt_like_sql/: staging, marts
     sql_path: Path
-    sql: str  # as it runs: the file with its ref() and source() compiled to table names (refs.py)
+    sql: str  # as it runs: the file rendered (templating.py); empty when it cannot be
     deps: tuple[TableRef, ...]
     materialized: Materialization
     publish: bool  # copied into the analysts' snapshot (and, for a mart, to Parquet)
     description: str
     columns: dict[str, str]
     tests: tuple[ModelTest, ...]
-    code_text: str  # the .sql and .yml files as written
+    code_text: str  # the .sql and .yml files as written, and the SQL rendered
+    problem: str | None = None  # why the model cannot be built (file, line, what to do); its build fails
 
     @property
     def is_mart(self) -> bool:
@@ -68,6 +78,7 @@ class AnalyticsProject:
     root: Path
     sources: dict[str, str]  # raw table in schema lms -> description
     models: dict[str, Model]  # in build order: every model after the models it reads
+    rejected: tuple[str, ...] = ()  # files that cannot be models at all (a name taken twice or reserved), and why
 
     @cached_property
     def marts(self) -> list[Model]:
@@ -78,6 +89,11 @@ class AnalyticsProject:
     def published(self) -> list[Model]:
         """Models copied into the analysts' snapshot database."""
         return [m for m in self.models.values() if m.publish]
+
+    @cached_property
+    def problems(self) -> dict[str, str]:
+        """Each model that cannot be built, and why."""
+        return {m.name: m.problem for m in self.models.values() if m.problem is not None}
 
     def in_build_order(self, names: Iterable[str]) -> list[Model]:
         wanted = set(names)
@@ -93,46 +109,70 @@ class AnalyticsProject:
 
 
 def load_project(root: Path | None = None) -> AnalyticsProject:
-    """Read every model under `root` (Settings.models_dir; None: dbt_like_sql/), validate it, and order it for
-    building."""
+    """Read every model under `root` (Settings.models_dir; None: dbt_like_sql/) and order it for building. Only
+    a directory without any model is an error; a model's own problem is kept on the model (module docstring)."""
     root = Path(root or DEFAULT_MODELS_DIR)
-    sources = load_sources(root / "sources.yml")
-    files = sorted(p for p in root.rglob("*.sql") if p.is_file() and not _dbt_output(p, root))
+    files = sorted(p for p in root.rglob("*.sql") if p.is_file() and not _outside_models(p, root))
     if not files:
         raise ModelError(f"{root}: holds no .sql model; set {MODELS_DIR_ENV} to the models directory")
-    _refuse_duplicate_names(files)
+    try:
+        sources, sources_problem = load_sources(root / "sources.yml"), None
+    except ModelError as error:
+        sources, sources_problem = {}, str(error)
+    files, rejected = _one_file_per_name(files)
     names = {p.stem for p in files}
-    parsed = {p.stem: _load_model(p, root, sources, names) for p in files}
-    order = _build_order(parsed, root)
+    templates = Templates(root)
+    parsed = {p.stem: _load_model(p, root, sources, sources_problem, names, templates) for p in files}
+    order, parsed = _build_order(parsed, root)
     models = {name: parsed[name] for name in order}
-    return AnalyticsProject(root, sources, models)
+    return AnalyticsProject(root, sources, models, tuple(rejected))
 
 
-def _dbt_output(path: Path, root: Path) -> bool:
+def _outside_models(path: Path, root: Path) -> bool:
     parts = path.relative_to(root).parts[:-1]
-    return bool(parts) and (parts[0] in DBT_OUTPUT_DIRS or any(part.startswith(".") for part in parts))
+    return bool(parts) and (parts[0] in NOT_MODEL_DIRS or any(part.startswith(".") for part in parts))
 
 
-def _refuse_duplicate_names(files: list[Path]) -> None:
-    seen: dict[str, Path] = {}
+def _one_file_per_name(files: list[Path]) -> tuple[list[Path], list[str]]:
+    """The files that can be models, and why each other one cannot: its name is reserved, or another file
+    (the first in path order) already has it."""
+    kept: dict[str, Path] = {}
+    rejected: list[str] = []
     for path in files:
-        if path.stem in seen:
-            raise ModelError(f"{path} and {seen[path.stem]}: two models named {path.stem!r}; rename one")
-        seen[path.stem] = path
+        if path.stem in RESERVED_NAMES:
+            rejected.append(f"{path}: the model name {path.stem!r} is reserved (analytics/{path.stem}); rename it")
+        elif path.stem in kept:
+            rejected.append(f"{path} and {kept[path.stem]}: two models named {path.stem!r}; rename one")
+        else:
+            kept[path.stem] = path
+    return list(kept.values()), rejected
 
 
-def _load_model(path: Path, root: Path, sources: dict[str, str], model_names: set[str]) -> Model:
+def _load_model(
+    path: Path,
+    root: Path,
+    sources: dict[str, str],
+    sources_problem: str | None,
+    model_names: set[str],
+    templates: Templates,
+) -> Model:
     text = path.read_text(encoding="utf-8")
-    sql = compile_sql(text, path)
-    deps = referenced_tables(parse_select(sql, path), path)
-    for ref in sorted(deps):
-        check_known(ref, str(path), sources, model_names, self_name=path.stem)
     config_path = path.with_suffix(".yml")
-    config = load_config(config_path, path.stem)
-    layer = path.parent.relative_to(root).parts[0] if path.parent != root else ""
-    tests = resolve_tests(path.stem, config.tests, sources, model_names, config_path)
-    materialized = config.materialized or ("view" if layer == "staging" else "table")
     config_text = config_path.read_text(encoding="utf-8") if config_path.exists() else ""
+    layer = path.parent.relative_to(root).parts[0] if path.parent != root else ""
+    problems: list[str] = []
+    config = _attempt(problems, lambda: load_config(config_path, path.stem)) or ModelConfig()
+    rendered: Rendered | None = _attempt(problems, lambda: templates.render(text, path, path.stem))
+    if rendered is None:
+        found = calls_in_text(text)
+    else:
+        found = set(rendered.calls)
+        found |= _attempt(problems, lambda: referenced_tables(parse_select(rendered.sql, path), path)) or set()
+    deps = _known_tables(found, path, sources, sources_problem, model_names, problems)
+    tests = _attempt(problems, lambda: resolve_tests(path.stem, config.tests, sources, model_names, config_path)) or ()
+    chosen = rendered.materialized if rendered is not None else None
+    materialized: Materialization = chosen or config.materialized or ("view" if layer == "staging" else "table")
+    sql = rendered.sql if rendered is not None else ""
     return Model(
         path.stem,
         layer,
@@ -144,26 +184,77 @@ def _load_model(path: Path, root: Path, sources: dict[str, str], model_names: se
         config.description,
         config.columns,
         tests,
-        text + "\0" + config_text,
+        "\0".join((text, config_text, sql)),  # the SQL as rendered: a macro's change is the models' it changes
+        "; ".join(dict.fromkeys(problems)) or None,
     )
 
 
-def _build_order(models: dict[str, Model], root: Path) -> list[str]:
-    # A relationships test reads its target model, so the target is built (and swapped in) first too.
-    graph = {
-        name: {d.name for d in m.deps if d.schema == MODEL_SCHEMA}
-        | {t.to.name for t in m.tests if t.to and t.to.schema == MODEL_SCHEMA and t.to.name != name}
-        for name, m in models.items()
-    }
-    sorter = TopologicalSorter(graph)
+def _known_tables(
+    found: set[TableRef],
+    path: Path,
+    sources: dict[str, str],
+    sources_problem: str | None,
+    model_names: set[str],
+    problems: list[str],
+) -> set[TableRef]:
+    """The tables of `found` that are declared raw tables or other models; why each other one is not, added to
+    `problems`."""
+    known = set()
+    for ref in sorted(found):
+        if ref.schema == RAW_SCHEMA and sources_problem is not None:
+            problems.append(sources_problem)
+            continue
+        try:
+            check_known(ref, str(path), sources, model_names, self_name=path.stem)
+        except ModelError as error:
+            problems.append(str(error))
+            continue
+        known.add(ref)
+    return known
+
+
+def _attempt(problems: list[str], step: Callable[[], _T]) -> _T | None:
+    """`step()`, or None with its ModelError added to `problems`."""
     try:
-        sorter.prepare()
-    except CycleError as error:
-        cycle = " -> ".join(error.args[1])
-        raise ModelError(f"{root}: models depend on each other in a cycle: {cycle}; break it") from None
+        return step()
+    except ModelError as error:
+        problems.append(str(error))
+        return None
+
+
+def _build_order(models: dict[str, Model], root: Path) -> tuple[list[str], dict[str, Model]]:
+    """The models in build order. Models in a dependency cycle are kept with the cycle as their problem and
+    without their references to each other, so that the rest still orders (and the asset graph has no cycle)."""
+    while True:
+        # A relationships test reads its target model, so the target is built (and swapped in) first too.
+        graph = {
+            name: {d.name for d in m.deps if d.schema == MODEL_SCHEMA}
+            | {t.to.name for t in m.tests if t.to and t.to.schema == MODEL_SCHEMA and t.to.name != name}
+            for name, m in models.items()
+        }
+        sorter = TopologicalSorter(graph)
+        try:
+            sorter.prepare()
+            break
+        except CycleError as error:
+            cycle = error.args[1]
+            message = f"{root}: models depend on each other in a cycle: {' -> '.join(cycle)}; break it"
+            models = {**models, **{name: _out_of_cycle(models[name], set(cycle), message) for name in set(cycle)}}
     order: list[str] = []
     while sorter.is_active():  # staging before marts, by name within a level: stable, readable logs
         ready = sorted(sorter.get_ready(), key=lambda n: (models[n].layer != "staging", n))
         order.extend(ready)
         sorter.done(*ready)
-    return order
+    return order, models
+
+
+def _out_of_cycle(model: Model, cycle: set[str], message: str) -> Model:
+    def in_cycle(ref: TableRef | None) -> bool:
+        return ref is not None and ref.schema == MODEL_SCHEMA and ref.name in cycle
+
+    return replace(
+        model,
+        deps=tuple(d for d in model.deps if not in_cycle(d)),
+        tests=tuple(t for t in model.tests if not in_cycle(t.to)),
+        problem="; ".join(p for p in (model.problem, message) if p),
+    )

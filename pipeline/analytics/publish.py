@@ -7,16 +7,22 @@ So after each successful build LessonSync publishes copies that nobody writes in
   `publish: false` is left out), plus `_builds` (when and for which `as_of` each model was built) and `_published`
   (when this file was written). It starts as a byte copy of the checkpointed warehouse file, so it holds the raw
   tables (schema `lms`) too, and a staging view over them stays a view there: copying a file costs what the disk
-  does, where materializing the views would rewrite every answer. The other models are copied as tables, and the warehouse's schema
-  `analytics` is dropped from the copy: in a file named analytics.duckdb, `analytics.<name>` would name the
-  catalog and the schema both, an error in DuckDB. Written to a temporary file in the same directory, then
-  `os.replace`d: a reader that has the old file open keeps reading it; the next open sees the new one. Open it
-  read-only.
-- `data/marts/<mart>.parquet`: one file per mart (temp file + `os.replace` each), and `_manifest.json`
+  does, where materializing the views would rewrite every answer. The other models are copied as tables, and the
+  warehouse's schema `analytics` is dropped from the copy: in a file named analytics.duckdb, `analytics.<name>`
+  would name the catalog and the schema both, an error in DuckDB. Of the warehouse's own bookkeeping in `lms`
+  (tables named `_...`) only the load log `_load_runs` stays. Every table and column left carries its description
+  as a comment. Written to a temporary file in the same directory, then `os.replace`d: a reader that has the old
+  file open keeps reading it; the next open sees the new one. Open it read-only.
+- `data/marts/<mart>.parquet`: one file per mart (temp file + `os.replace` each) carrying its descriptions
+  (comments.py: in each field's metadata, and all of them in the file's key-value metadata), and `_manifest.json`
   (what was published, when, row counts). Each file is always whole; two marts read one after the other can
   come from two consecutive publishes: use the snapshot database when they must agree. Read a file through
   one open handle (`pq.read_table(open(path, "rb"))`): pyarrow's reader given a path opens it once for the
   footer and again for the data, and a publish in between pairs one file's footer with the next's pages.
+
+A publish copies what the warehouse holds: a model whose last build failed is published as its previous build
+(kept by build.py), and a model never built (or whose copy fails) is left out, said in `PublishResult.left_out`,
+its previous Parquet file and manifest entry kept, so that one broken model never stops the others' publish.
 """
 
 from __future__ import annotations
@@ -70,25 +76,30 @@ class PublishResult:
     published_at: datetime
     seconds: float
     seconds_by_table: dict[str, float]  # copying each table into the snapshot
+    left_out: dict[str, str]  # published model -> why it is not in this publish (never built, copy failed)
 
 
 def publish(conn: duckdb.DuckDBPyConnection, project: AnalyticsProject, data_dir: Path) -> PublishResult:
     """Write the snapshot database and the marts' Parquet files from the warehouse's analytics schema."""
     started = time.perf_counter()
     published_at = datetime.now(UTC)
-    tables = _built_models(conn, project)
+    left_out = _never_built(conn, project)
     data_dir.mkdir(parents=True, exist_ok=True)
     _remove_leftovers(data_dir)
     snapshot = data_dir / SNAPSHOT_FILE
-    rows, timings = _write_snapshot(conn, [project.models[name] for name in tables], snapshot, published_at)
+    models = [m for m in project.published if m.name not in left_out]
+    rows, timings = _write_snapshot(conn, models, snapshot, published_at, left_out)
     marts_dir = data_dir / MARTS_DIR
     marts_dir.mkdir(parents=True, exist_ok=True)
-    parquet = {m.name: _write_parquet(conn, m, marts_dir) for m in project.marts}
-    _write_manifest(marts_dir, parquet, rows, published_at)
-    return PublishResult(snapshot, parquet, rows, published_at, time.perf_counter() - started, timings)
+    parquet = {m.name: _write_parquet(conn, m, marts_dir) for m in project.marts if m.name not in left_out}
+    _write_manifest(marts_dir, parquet, rows, published_at, {m.name for m in project.marts})
+    for name, why in left_out.items():
+        log.warning("published without model %s: %s", name, why)
+    return PublishResult(snapshot, parquet, rows, published_at, time.perf_counter() - started, timings, left_out)
 
 
-def _built_models(conn: duckdb.DuckDBPyConnection, project: AnalyticsProject) -> list[str]:
+def _never_built(conn: duckdb.DuckDBPyConnection, project: AnalyticsProject) -> dict[str, str]:
+    """Published models with no relation in the warehouse (a new model whose first build failed), and why."""
     existing = {
         name
         for (name,) in conn.execute(
@@ -97,20 +108,19 @@ def _built_models(conn: duckdb.DuckDBPyConnection, project: AnalyticsProject) ->
             [MODEL_SCHEMA],
         ).fetchall()
     }
-    missing = [m.name for m in project.published if m.name not in existing]
-    if missing:
-        raise ModelError(
-            f"cannot publish: models never built in the warehouse: {', '.join(missing)}; "
-            f"materialize the analytics assets first"
-        )
-    return [m.name for m in project.published]
+    return {
+        m.name: "never built in the warehouse (materialize it: its build says what is wrong)"
+        for m in project.published
+        if m.name not in existing
+    }
 
 
 def _write_snapshot(
-    conn: duckdb.DuckDBPyConnection, models: list[Model], target: Path, at: datetime
+    conn: duckdb.DuckDBPyConnection, models: list[Model], target: Path, at: datetime, left_out: dict[str, str]
 ) -> tuple[dict[str, int], dict[str, float]]:
     """A copy of the warehouse file holding `models` in schema main (module docstring), which then replaces
-    `target`; returns the rows of each relation in main and the seconds each took."""
+    `target`; returns the rows of each relation in main and the seconds each took. A model whose copy fails (its
+    previous view no longer reads the raw tables) is added to `left_out` and removed from `models`."""
     temp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.tmp")
     rows: dict[str, int] = {}
     timings: dict[str, float] = {}
@@ -120,16 +130,22 @@ def _write_snapshot(
         _warn_if_newer_than_promised(conn)
         _clear_main(conn)
         built_code = dict(conn.execute(f"SELECT model, code_version FROM {BUILDS_TABLE}").fetchall())
-        for model in models:
+        for model in list(models):
             started = time.perf_counter()
-            if _stays_a_view(model, built_code.get(model.name)):
-                conn.execute(f"CREATE VIEW {_ALIAS}.main.{quote(model.name)} AS\n{model.sql.strip().rstrip(';')}")
-            else:
-                _copy(conn, model.name, ordered=model.materialized != "view")
+            try:
+                if _stays_a_view(model, built_code.get(model.name)):
+                    conn.execute(f"CREATE VIEW {_ALIAS}.main.{quote(model.name)} AS\n{model.sql.strip().rstrip(';')}")
+                else:
+                    _copy(conn, model.name, ordered=model.materialized != "view")
+            except duckdb.Error as error:
+                left_out[model.name] = f"its copy failed: {' '.join(str(error).split())}"
+                models.remove(model)
+                continue
             timings[model.name] = round(time.perf_counter() - started, 3)
         _copy(conn, _BUILDS, ordered=True)
         conn.execute(f"CREATE TABLE {_ALIAS}.main._published AS SELECT ?::TIMESTAMPTZ AS published_at", [at])
         conn.execute(f"DROP SCHEMA IF EXISTS {_ALIAS}.{quote(MODEL_SCHEMA)} CASCADE")
+        _drop_bookkeeping(conn)
         _describe_snapshot(conn, models)
         for name in [m.name for m in models] + [_BUILDS]:
             rows[name] = int(scalar(conn, f"SELECT count(*) FROM {_ALIAS}.main.{quote(name)}"))
@@ -141,6 +157,23 @@ def _write_snapshot(
     conn.execute(f"DETACH {_ALIAS}")
     _replace(temp, target)
     return rows, timings
+
+
+# The warehouse's bookkeeping tables in lms (cursors, the table registry, the Iceberg mirror's record, leftovers of
+# an interrupted migration) describe LessonSync's state, not the platform's data: the snapshot keeps only the load
+# log, which tells analysts when each stream's rows were loaded (described in the warehouse like the raw tables).
+_PUBLISHED_BOOKKEEPING = frozenset({"_load_runs"})
+
+
+def _drop_bookkeeping(conn: duckdb.DuckDBPyConnection) -> None:
+    """Drops from the copy every table of lms named `_...` but those in _PUBLISHED_BOOKKEEPING."""
+    for (name,) in conn.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = ? AND schema_name = ? "
+        "AND starts_with(table_name, '_')",
+        [_ALIAS, RAW_SCHEMA],
+    ).fetchall():
+        if name not in _PUBLISHED_BOOKKEEPING:
+            conn.execute(f"DROP TABLE {_ALIAS}.{quote(RAW_SCHEMA)}.{quote(name)}")
 
 
 # The snapshot's own tables, described like the models.
@@ -254,6 +287,7 @@ def _stays_a_view(model: Model, built_code: str | None) -> bool:
     that reads no session variable (`as_of` is set only while models build; a copy keeps the build's value)."""
     return (
         model.materialized == "view"
+        and model.problem is None
         and all(dep.schema == RAW_SCHEMA for dep in model.deps)
         and built_code == model.code_version
         and not _SESSION_VARIABLE.search(model.sql)
@@ -288,14 +322,23 @@ def _write_parquet(conn: duckdb.DuckDBPyConnection, mart: Model, marts_dir: Path
     return target
 
 
-def _write_manifest(marts_dir: Path, parquet: dict[str, Path], rows: dict[str, int], at: datetime) -> None:
+def _write_manifest(
+    marts_dir: Path, parquet: dict[str, Path], rows: dict[str, int], at: datetime, marts: set[str]
+) -> None:
+    """The manifest of `parquet`, written now, and of the project's other marts (`marts`) the previous entry
+    whose file is still there (a mart left out of this publish keeps what was published)."""
     manifest_path = marts_dir / MANIFEST_FILE
-    previous = _read_manifest(manifest_path)
-    for stale in set(previous.get("marts", {})) - set(parquet):  # a mart removed from dbt_like_sql/
+    previous: dict[str, Any] = _read_manifest(manifest_path).get("marts", {})
+    for stale in set(previous) - marts:  # a mart removed from dbt_like_sql/
         _unlink(marts_dir / f"{stale}.parquet")
+    kept = {
+        name: entry
+        for name, entry in previous.items()
+        if name in marts and name not in parquet and (marts_dir / f"{name}.parquet").exists()
+    }
     manifest = {
         "published_at": at.isoformat(),
-        "marts": {name: {"file": path.name, "rows": rows[name]} for name, path in parquet.items()},
+        "marts": {**kept, **{name: {"file": path.name, "rows": rows[name]} for name, path in parquet.items()}},
     }
     temp = manifest_path.with_name(f".{MANIFEST_FILE}.{uuid.uuid4().hex[:12]}.tmp")
     temp.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")

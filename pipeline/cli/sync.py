@@ -1,7 +1,9 @@
 """Run the nightly sync now, in this process, without the Dagster daemon (for cron): every stream from its
 cursor (or all of it with --full-refresh), certificates from the webhook inbox, then the analytics marts.
 Prints what each table gained and exits non-zero when the run or a check fails; the run shows in the
-Dagster UI like a scheduled one."""
+Dagster UI like a scheduled one. A failed run is alerted to LESSONSYNC_ALERT_WEBHOOK_URL from here, daemon or not
+(the daemon's failure sensor leaves in-process runs to their process): an alert that cannot be delivered is one
+WARNING line, and the exit code stays the run's."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING
 from pipeline.cli.options import add_base_url, add_data_dir, settings_from
 from pipeline.cli.os_failures import os_failure
 from pipeline.cli.stopping import stop_promptly_on_signals
+from pipeline.extras import require_extras_of
 
 if TYPE_CHECKING:
     from pipeline.settings import Settings
@@ -34,12 +37,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    # Dagster is imported here, not at the top, so that `lessonsync sync --help` answers at once.
-    from pipeline.instance import ensure_dagster_home, print_source_logs_once
-    from pipeline.sync import run_sync
-
     started = time.monotonic()
     settings = settings_from(args)
+    require_extras_of(settings)  # a missing extra is one line now, not a run failing part-way
+    # Dagster is imported here, not at the top, so that `lessonsync sync --help` answers at once.
+    from pipeline.instance import ensure_dagster_home, print_source_logs_once
+    from pipeline.sync import run_sync, sync_job_name
+
     try:
         select = _whole_multi_assets(settings, args.select)
     except ValueError as exc:
@@ -53,19 +57,32 @@ def run(args: argparse.Namespace) -> int:
         problem = os_failure(error, settings)
         if problem is None:
             raise
+        _alert(settings, None, sync_job_name(full_refresh=args.full_refresh), {}, problem)
         print(f"sync FAILED: {problem}; the run is marked failed by the next sync (or `lessonsync recover`)")
         return 1
     if stopped.signal is not None and not report.success:
         report.error = f"stopped by {stopped.signal} (the run is marked failed; the next sync starts from its cursors)"
+        report.step_errors = {}  # the steps' interruption is the stop, said above
     elif not report.success and report.error and (problem := os_failure(report.error, settings)):
         report.error = f"{problem} [{report.error.splitlines()[0][:300]}]"
     for line in summary_lines(report.materializations):
         print(line)
     for check in report.failed_checks:
         print(f"check failed: {check}")
+    if not report.success:
+        _alert(settings, report.run_id, report.job_name, report.step_errors, report.error or "the run failed")
     outcome = "succeeded" if report.success else f"FAILED: {report.error}"
     print(f"sync {outcome} in {time.monotonic() - started:.1f} s (run {report.run_id})")
     return 0 if report.success else 1
+
+
+def _alert(settings: Settings, run_id: str | None, job: str, step_errors: dict[str, str], error: str) -> None:
+    """The failure alert, sent from this process (no daemon needed); a delivery failure is a warning line only."""
+    from pipeline.defs.operations.alerts import alert_failed_sync
+
+    warning = alert_failed_sync(run_id, job, step_errors, error, settings)
+    if warning:
+        print(warning)
 
 
 def _whole_multi_assets(settings: Settings, select: list[str]) -> list[str]:
@@ -78,6 +95,8 @@ def _whole_multi_assets(settings: Settings, select: list[str]) -> list[str]:
     widened = widen_to_whole_multi_assets(definitions_for(settings), select)
     for key, neighbours in widened.added.items():
         print(f"selection widened: {key} is fetched together with {', '.join(neighbours)}, which run with it")
+    if widened.mirror is not None:
+        print(f"selection widened: {widened.mirror} mirrors the raw tables loaded, after them")
     return widened.select
 
 
@@ -86,8 +105,15 @@ def summary_lines(materializations: Mapping[str, Mapping[str, object]]) -> list[
     lines, models = [], []
     for key, metadata in sorted(materializations.items()):
         fetched = metadata.get("rows_fetched", metadata.get("events_loaded"))
-        if fetched is None:  # not a load: an analytics model
-            models.append(f"{key.split('/')[-1]} {metadata.get('dagster/row_count', 0):,}")
+        if key.startswith("lake/"):  # the Iceberg mirror
+            written = metadata.get("tables_written")
+            names = ", ".join(str(name) for name in written) if isinstance(written, list) else ""
+            lines.append(f"{key:32} Iceberg tables written: {names or 'none'}")
+            continue
+        if fetched is None:  # not a load: an analytics model, or the published copy (which is no model)
+            if "published_at" not in metadata:
+                rows = metadata.get("dagster/row_count")
+                models.append(f"{key.split('/')[-1]} {rows:,}" if isinstance(rows, int) else f"{key.split('/')[-1]} ?")
             continue
         lines.append(
             f"{key:32} fetched {fetched!s:>10}  inserted {metadata.get('rows_inserted', '-')!s:>9}  "

@@ -14,8 +14,9 @@ POOL = "warehouse"
 # of every writing step is what keeps those to one writer.
 WRITES_WAREHOUSE = {"lessonsync/writes-warehouse": "true"}
 # Which kind of window the incremental streams read, shown in the UI (the window itself: pipeline/raw/windows.py).
-CURSOR_WINDOW = {"lessonsync/window": "cursor"}
-BACKFILL_WINDOW = {"lessonsync/window": "backfill"}
+WINDOW_TAG = "lessonsync/window"
+CURSOR_WINDOW = {WINDOW_TAG: "cursor"}
+BACKFILL_WINDOW = {WINDOW_TAG: "backfill"}
 # A run with this tag reads every incremental stream from the beginning (cursors ignored, then moved to now).
 FULL_REFRESH_TAG = "lessonsync/full-refresh"
 

@@ -1,7 +1,8 @@
 """`--select` for in-process runs: a Dagster selection widened to the assets written together. Tables fetched by
 one stream (answers with answer_results, groups with users and group_members, ...) are committed together, and
 a multi-asset that cannot be subset (can_subset=False) runs whole, so selecting one selects its neighbours, and
-the caller says so."""
+the caller says so. A selection that loads raw tables brings their Iceberg mirror (`lake/iceberg_tables`, when
+defined) too, as every job that loads them does."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from dataclasses import dataclass
 
 from dagster import AssetKey, AssetsDefinition, AssetSelection, Definitions
 
-from pipeline.raw.runner import STREAM_TABLES
+from pipeline.contract.streams import STREAM_TABLES
+from pipeline.defs.lake.assets import RAW_MIRROR_KEY
 
 
 @dataclass(frozen=True)
@@ -18,6 +20,7 @@ class WidenedSelection:
     select: list[str]  # selection strings for run_sync: the original ones, plus one per added key
     added: dict[str, list[str]]  # selected key -> the neighbours it brought in (user strings)
     keys: list[AssetKey]  # every asset the widened selection names, sorted
+    mirror: str | None = None  # the raw tables' Iceberg mirror, when the selection brought it in (user string)
 
 
 def widen_to_whole_multi_assets(defs: Definitions, select: Sequence[str]) -> WidenedSelection:
@@ -35,8 +38,15 @@ def widen_to_whole_multi_assets(defs: Definitions, select: Sequence[str]) -> Wid
         if missing:
             added[key.to_user_string()] = [k.to_user_string() for k in missing]
             extra.update(missing)
+    loads_raw = any(key.path[0] == "lms" for key in selected | extra)
+    mirror = RAW_MIRROR_KEY if loads_raw and graph.has(RAW_MIRROR_KEY) and RAW_MIRROR_KEY not in selected else None
+    if mirror is not None:
+        extra.add(mirror)
     return WidenedSelection(
-        [*select, *(f'key:"{k.to_user_string()}"' for k in sorted(extra))], added, sorted(selected | extra)
+        [*select, *(f'key:"{k.to_user_string()}"' for k in sorted(extra))],
+        added,
+        sorted(selected | extra),
+        mirror.to_user_string() if mirror is not None else None,
     )
 
 

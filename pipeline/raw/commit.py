@@ -125,6 +125,8 @@ def commit_fetched(
             complete=stats.complete,
             ceiling=ceiling,
         )
+        if not window.moves_cursor and cursor != fetched.cursor_before:
+            raise AssertionError(f"{stream}: a {window.label} window must leave the cursor where it is")
         if not stats.complete:
             log.warning(
                 f"{stream}: page drift did not settle after {stats.passes} passes; the cursor stays where it was "

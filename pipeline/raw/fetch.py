@@ -112,6 +112,11 @@ class BackgroundFetch:
         """Whether the fetch has ended (its commit will not wait for the network), successfully or not."""
         return self._done.is_set()
 
+    @property
+    def fetched_whole(self) -> bool:
+        """Whether the fetch has ended with every batch written to its load (its commit may go ahead)."""
+        return self._done.is_set() and self._error is None and self._stats is not None
+
     def wait(self, report: Callable[[BackgroundFetch], None], every: float) -> Fetched:
         """The finished fetch; `report(self)` every `every` seconds meanwhile. A failed fetch discards its
         parts and raises its error here."""

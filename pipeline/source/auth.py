@@ -1,5 +1,8 @@
 """Bearer tokens for the platform: exchange the app secret, refresh before expiry and on 401, fall back to
-a new exchange when a refresh is refused. One asyncio.Lock makes concurrent requests share one refresh.
+a new exchange when a refresh is refused. One asyncio.Lock makes concurrent requests share one refresh, and its
+failure: a token request that fails for good (the platform unavailable for a whole retry budget, the secret refused)
+is remembered and raised to every waiting and later caller at once, so the streams of a run fail together within
+one budget instead of each retrying the same request for a budget of its own, in turn.
 
 Token lifetimes are not shown in the spec, so the expiry is read from the JWT payload WITHOUT verifying
 it (we are not the audience that checks signatures; we only want `exp`). The lifetime is taken as
@@ -21,7 +24,7 @@ import jwt
 from pydantic import SecretStr
 
 from pipeline.contract.models import TokenResponse
-from pipeline.source.errors import PlatformAuthError, PlatformRequestError
+from pipeline.source.errors import PlatformAuthError, PlatformRequestError, SourceError
 
 log = logging.getLogger("lessonsync.source")
 
@@ -57,6 +60,7 @@ class TokenManager:
         self._refresh: SecretStr | None = None
         self._renew_at: float | None = None  # monotonic instant after which we renew proactively
         self._lock = asyncio.Lock()
+        self._failed: SourceError | None = None  # a token request that failed for good: no caller tries again
         self.exchanges = 0
         self.refreshes = 0
 
@@ -65,21 +69,35 @@ class TokenManager:
 
     async def bearer(self) -> str:
         """A valid access token, exchanging or refreshing first when none is held or it is about to expire."""
+        self._raise_if_failed()
         if self._access is None or self._expiring():
             async with self._lock:
+                self._raise_if_failed()
                 if self._access is None:
-                    await self._exchange()
+                    await self._remembering(self._exchange)
                 elif self._expiring():
-                    await self._refresh_or_exchange()
+                    await self._remembering(self._refresh_or_exchange)
         assert self._access is not None
         return self._access.get_secret_value()
 
     async def on_unauthorized(self, rejected: str) -> None:
         """The platform answered 401 to `rejected`: renew once, unless another request already did."""
         async with self._lock:
+            self._raise_if_failed()
             if self._access is not None and self._access.get_secret_value() != rejected:
                 return
-            await self._refresh_or_exchange()
+            await self._remembering(self._refresh_or_exchange)
+
+    async def _remembering(self, renew: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await renew()
+        except SourceError as failure:
+            self._failed = failure
+            raise
+
+    def _raise_if_failed(self) -> None:
+        if self._failed is not None:
+            raise self._failed.with_traceback(None)  # the one failure, not a new attempt with a budget of its own
 
     def redact(self, text: str) -> str:
         """`text` with every secret we hold replaced by ***."""

@@ -29,8 +29,9 @@ from typing import Any, TypeVar
 
 import pyarrow as pa
 
+from pipeline.contract.declarations import ANSWER_STREAMS
 from pipeline.contract.evolution import SchemaPolicy
-from pipeline.contract.streams import ANSWER_STREAMS, STREAMS, StreamSpec
+from pipeline.contract.streams import STREAMS, SYNC_STREAMS, StreamSpec
 from pipeline.settings import Settings, load_settings
 from pipeline.source.answers import run_answers
 from pipeline.source.decoding import Batch, Page
@@ -47,21 +48,20 @@ log = logging.getLogger("lessonsync.source")
 
 # Record-stream runs
 
-RUNNABLE = tuple(
-    name
-    for name, s in STREAMS.items()
-    if name not in ANSWER_STREAMS and not any(p.substream and p.substream.stream == name for p in STREAMS.values())
-)
+
+def runnable_streams() -> list[str]:
+    """The streams iter_stream runs: every declared stream but the planned ones (their planner runs them)."""
+    return [name for name, stream in SYNC_STREAMS.items() if stream.planned is None]
 
 
 def runnable_stream(name: str, updated_since: datetime | None) -> StreamSpec:
-    """The stream named `name`, checked for use with iter_stream; errors say what to call instead."""
+    """The listing of stream `name`, checked for use with iter_stream; errors say what to call instead."""
     if name == "answers" or name in ANSWER_STREAMS:
         raise ValueError(
             "answers are fetched for changed active lessons: use iter_answers(changed_pairs, updated_since=...)"
         )
-    if name not in RUNNABLE:
-        raise ValueError(f"unknown stream {name!r}; streams: {', '.join(RUNNABLE)}")
+    if name not in runnable_streams():
+        raise ValueError(f"unknown stream {name!r}; streams: {', '.join(runnable_streams())}")
     stream = STREAMS[name]
     if updated_since is not None and not stream.incremental:
         raise ValueError(f"stream {name} is a snapshot, pulled whole; call it without updated_since")
@@ -290,7 +290,7 @@ class PlatformClient:
             self._loop = self._thread = self._core = None
 
     def iter_stream(self, name: str, *, updated_since: datetime | None = None) -> Iterator[Batch]:
-        """Batches of stream `name` (see RUNNABLE); incremental streams take
+        """Batches of stream `name` (see runnable_streams); incremental streams take
         `updated_since` (aware datetime, the window start). Stats: last_run_stats() after the end."""
         runnable_stream(name, updated_since)  # fail here, not at the first next()
         return Batches(self, lambda emit: run_stream(self._ready(), name, updated_since, emit))

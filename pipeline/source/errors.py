@@ -23,9 +23,12 @@ class PlatformRequestError(SourceError):
         detail: str,
         *,
         retried_for: float | None = None,
+        reason: str | None = None,
     ) -> None:
         self.method, self.endpoint, self.params = method, endpoint, dict(params)
         self.status, self.attempts, self.detail = status, attempts, detail
+        self.retried_for = retried_for
+        self.reason = reason or (detail if status is None else f"last status {status}")  # a few words, for one line
         shown = "no response" if status is None else f"last status {status}"
         over = "" if retried_for is None else f" over {retried_for:.0f} s"
         super().__init__(
@@ -38,6 +41,33 @@ class PlatformRequestError(SourceError):
 class PlatformUnavailableError(PlatformRequestError):
     """Retries exhausted on failures that may pass later (timeouts, connection errors, 429, 5xx, bodies cut short):
     the platform was unavailable for the whole retry budget. The run that fails on it may be retried."""
+
+
+class PlatformUnreachableError(PlatformUnavailableError):
+    """A request every stream of a run waits on (the token exchange or its refresh) failed for the whole retry budget:
+    each stream fails with this one error at once, instead of each retrying it for a budget of its own. One line,
+    naming the request and the platform's address (without credentials)."""
+
+    def __init__(self, failure: PlatformRequestError, address: str) -> None:
+        super().__init__(
+            failure.method,
+            failure.endpoint,
+            failure.params,
+            failure.status,
+            failure.attempts,
+            failure.detail,
+            retried_for=failure.retried_for,
+            reason=failure.reason,
+        )
+        spent = f" for {failure.retried_for:.0f} s" if failure.retried_for is not None else ""
+        said = f"{failure.method} {failure.endpoint} at {address} failed{spent} ({self.reason})"
+        if failure.status is None:  # no answer at all: most often the wrong address
+            self.args = (f"platform unreachable: {said}; check LESSONSYNC_BASE_URL and that the platform is up",)
+        else:
+            self.args = (
+                f"platform unavailable: {said}; it is down or overloaded: raise LESSONSYNC_RETRY_BUDGET to ride out "
+                "longer outages",
+            )
 
 
 class PlatformAuthError(SourceError):
@@ -67,9 +97,12 @@ class SourceStopped(SourceError):
 class RetryableFailure(Exception):
     """Internal: one attempt failed in a way worth retrying (429, 5xx, transport error, truncated body)."""
 
-    def __init__(self, status: int | None, detail: str, retry_after: float | None = None) -> None:
+    def __init__(
+        self, status: int | None, detail: str, retry_after: float | None = None, reason: str | None = None
+    ) -> None:
         super().__init__(detail)
         self.status, self.detail, self.retry_after = status, detail, retry_after
+        self.reason = reason  # the cause in a few words ("connection refused"); None: the detail says it
 
 
 class TruncatedBody(Exception):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import socket
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from contextvars import ContextVar
@@ -25,7 +26,7 @@ from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from functools import cache, lru_cache
 from typing import Any, TypeVar
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import aiohttp
 import httpx
@@ -52,6 +53,7 @@ from pipeline.source.errors import (
     PlatformRequestError,
     PlatformResponseError,
     PlatformUnavailableError,
+    PlatformUnreachableError,
     RetryableFailure,
     TruncatedBody,
 )
@@ -120,7 +122,12 @@ class Transport:
         return await self._request("GET", path, params, None, decode, authenticated=True)
 
     async def _post_token(self, path: str, body: dict[str, str]) -> TokenResponse:
-        return await self._request("POST", path, {}, body, _token_pair, authenticated=False)
+        """The token exchange or refresh: every stream of the run waits on it, so its failure is the run's, said in
+        one line with the platform's address (auth.py hands it to every stream)."""
+        try:
+            return await self._request("POST", path, {}, body, _token_pair, authenticated=False)
+        except PlatformUnavailableError as failure:
+            raise PlatformUnreachableError(failure, address_shown(self._settings.base_url)) from None
 
     async def _request(
         self, method: str, path: str, params: Mapping[str, str], body: Any, decode: Decode[T], *, authenticated: bool
@@ -150,6 +157,7 @@ class Transport:
                 attempts,
                 self.auth.redact(failure.detail),
                 retried_for=clock.spent(),
+                reason=failure.reason,
             ) from None
         raise AssertionError("unreachable: tenacity either returns or raises")
 
@@ -214,11 +222,11 @@ class Transport:
                 method, path, params, headers=headers, content=content, deadline=clock.attempt_deadline()
             )
         except httpx.TimeoutException as exc:
-            raise RetryableFailure(None, f"timed out ({type(exc).__name__}: {exc})") from None
+            raise RetryableFailure(None, f"timed out ({type(exc).__name__}: {exc})", reason=_why(exc)) from None
         except httpx.TransportError as exc:
-            raise RetryableFailure(None, f"connection error ({type(exc).__name__}: {exc})") from None
+            raise RetryableFailure(None, f"connection error ({type(exc).__name__}: {exc})", reason=_why(exc)) from None
         except httpx.DecodingError as exc:  # a compressed body that does not decompress: cut short or garbled
-            raise RetryableFailure(None, f"undecodable body ({exc})") from None
+            raise RetryableFailure(None, f"undecodable body ({exc})", reason="undecodable body") from None
         self._note_date(response.headers.get("date"))
         return response
 
@@ -247,7 +255,9 @@ class Transport:
                 decoded = decode(response.content)
                 return await decoded if inspect.isawaitable(decoded) else decoded
             except TruncatedBody as exc:
-                raise RetryableFailure(status, f"incomplete or invalid JSON body ({exc})") from None
+                raise RetryableFailure(
+                    status, f"incomplete or invalid JSON body ({exc})", reason="incomplete or invalid JSON body"
+                ) from None
         detail = self.auth.redact(_error_detail(response))
         if 300 <= status < 400:
             where = response.headers.get("location") or "nowhere"
@@ -283,6 +293,37 @@ async def _answered(sending: Coroutine[Any, Any, httpx.Response]) -> httpx.Respo
         if not request.cancelled():
             request.exception()  # its failure no longer matters to anyone: retrieved, so asyncio does not log it
         raise
+
+
+def _why(failure: httpx.TransportError) -> str:
+    """A transport failure in a few words, for the one line that says the platform cannot be reached."""
+    cause = failure.__cause__
+    if isinstance(failure, httpx.ConnectTimeout):
+        return "timed out connecting"
+    if isinstance(failure, httpx.TimeoutException):
+        if isinstance(cause, TimeoutError) and not isinstance(cause, aiohttp.ClientError):
+            return "no complete response within the request's deadline"
+        return "timed out waiting for the response"
+    if isinstance(failure, httpx.ConnectError):
+        os_error = getattr(cause, "os_error", None)
+        if isinstance(os_error, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(os_error, socket.gaierror):
+            return "host name not found"
+        return f"cannot connect ({getattr(os_error, 'strerror', None) or type(cause or failure).__name__})"
+    if isinstance(failure, httpx.RemoteProtocolError):
+        return "incomplete or malformed response"
+    return "connection dropped"
+
+
+def address_shown(url: str) -> str:
+    """`url` as it may appear in logs and errors: without a user name or password."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port is not None else "")
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def json_body(body: bytes) -> Any:

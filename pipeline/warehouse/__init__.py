@@ -35,7 +35,14 @@ from pipeline.warehouse.errors import (
     WarehouseMissingError,
 )
 from pipeline.warehouse.hooks import on_point, reached
-from pipeline.warehouse.lake.iceberg import TableFormatError, maintain, table_summaries
+from pipeline.warehouse.lake.iceberg import (
+    CatalogUnavailable,
+    MaintenanceReport,
+    MirrorStats,
+    TableFormatError,
+    maintain,
+    table_summaries,
+)
 from pipeline.warehouse.lake.lake import check_parts
 from pipeline.warehouse.loading.early_insert import EARLY_PART_ROWS, EarlyFirstLoad
 from pipeline.warehouse.loading.links import ChildOf
@@ -60,11 +67,14 @@ __all__ = [
     "EARLY_PART_ROWS",
     "SCHEMA",
     "STORAGE_COMPATIBILITY_VERSION",
+    "CatalogUnavailable",
     "ChildOf",
     "EarlyFirstLoad",
     "LakeError",
     "Load",
     "LoadResult",
+    "MaintenanceReport",
+    "MirrorStats",
     "RebuildReport",
     "SchemaError",
     "StreamStatus",

@@ -1,7 +1,7 @@
-"""Named points in the commit path (`parts_written` also as `parts_written:<stream>`, right after it), and
-`fetch_ended:<stream>` where a background fetch ends. Crash-safety
-tests install a listener that SIGKILLs the process at one of them, ordering tests one that holds a thread
-there; in production nothing listens and reaching a point costs a function call."""
+"""Named points in the commit path (`parts_written` also as `parts_written:<stream>`, right after it),
+`fetch_ended:<stream>` where a background fetch ends, and `iceberg_catalog` where the Iceberg mirror opens its
+catalog. Crash-safety tests install a listener that SIGKILLs the process at one of them, ordering tests one that
+holds a thread there; in production nothing listens and reaching a point costs a function call."""
 
 from __future__ import annotations
 

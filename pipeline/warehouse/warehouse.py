@@ -69,7 +69,7 @@ class Warehouse:
         self.row_group_rows = row_group_rows
         self.clock = clock
         self._shared: duckdb.DuckDBPyConnection | None = None  # set within one_connection()
-        # Iceberg tables kept equal to this warehouse after each commit (lake/iceberg.py); None: no mirror
+        # Iceberg tables kept equal to this warehouse by the mirror step after the commits (lake/iceberg.py); None: none
         self.table_mirror = table_mirror
 
     @classmethod

@@ -20,12 +20,13 @@ from typing import Any
 
 import duckdb
 import pytest
-from dagster import DagsterInstance, materialize
+from dagster import AssetKey, DagsterInstance, materialize
 
 from pipeline.analytics.build import build_models
 from pipeline.analytics.dagster_specs import asset_key
 from pipeline.analytics.models import DEFAULT_MODELS_DIR, AnalyticsProject, load_project
 from pipeline.analytics.sql import quote
+from pipeline.cli.sync import summary_lines
 from pipeline.defs.analytics.assets import PUBLISHED_KEY, build_analytics
 from pipeline.defs.policy import OWNERS
 from pipeline.defs.resources import WarehouseResource
@@ -142,27 +143,35 @@ def test_dbt_persists_the_yaml_descriptions_as_comments(dbt_run: DbtRun) -> None
     assert {c: comments[f"learner_progress.{c}"] for c in mart.columns} == mart.columns
 
 
+def files_under(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file and directory under `root`: relative path -> (size, mtime_ns)."""
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")}
+
+
 def test_the_dagster_dbt_runner_builds_the_same_assets_then_publishes(
-    dbt_run: DbtRun, synced_tiny: Any, tmp_path: Path
+    dbt_run: DbtRun, synced_tiny: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """LESSONSYNC_MODELS_RUNNER=dbt: the models built by dbt through dagster-dbt's @dbt_assets, under the same
-    asset keys and owners, each YAML test a check, analytics/published after them; the marts equal the product's."""
-    data_dir = tmp_path / "data"
-    data_dir.mkdir()
-    shutil.copy2(synced_tiny.warehouse_path, data_dir / "warehouse.duckdb")
-    settings = Settings(
-        data_dir=data_dir,
-        models_dir=dbt_run.project_dir,
-        models_runner="dbt",
-        analytics_as_of=dbt_run.as_of.isoformat(),
-    )
+    """LESSONSYNC_MODELS_RUNNER=dbt at the default data directory (`data`, relative to the working directory): the
+    models built by dbt through dagster-dbt's @dbt_assets, under the same asset keys and owners, each YAML test a
+    check, analytics/published after them; the marts equal the product's; each model's row count is the table's;
+    and nothing is written into the models directory (dbt runs there, but its target and logs go to the data
+    directory)."""
+    monkeypatch.chdir(tmp_path)
+    Path("data").mkdir()
+    shutil.copy2(synced_tiny.warehouse_path, Path("data") / "warehouse.duckdb")
+    models_dir = tmp_path / "models"  # fresh: dbt never ran in it
+    shutil.copytree(DEFAULT_MODELS_DIR, models_dir, ignore=shutil.ignore_patterns("target", "dbt_packages", "logs"))
+    shutil.copytree(OFFLINE_DBT_UTILS, models_dir / "dbt_packages" / "dbt_utils")
+    before = files_under(models_dir)
+    settings = Settings(models_dir=models_dir, models_runner="dbt", analytics_as_of=dbt_run.as_of.isoformat())
+    assert settings.data_dir == Path("data")
     analytics = build_analytics(settings)
     models = {asset_key(m) for m in dbt_run.project.models.values()}
     assert set(analytics.models.keys) == models
     assert {tuple(analytics.models.specs_by_key[k].owners) for k in models} == {tuple(OWNERS)}
     result = materialize(
         [*analytics.assets, *analytics.checks],
-        resources={"warehouse": WarehouseResource(data_dir=str(data_dir))},
+        resources={"warehouse": WarehouseResource(data_dir=str(settings.data_dir))},
         instance=DagsterInstance.ephemeral(),
         raise_on_error=False,
     )
@@ -171,7 +180,45 @@ def test_the_dagster_dbt_runner_builds_the_same_assets_then_publishes(
     evaluations = result.get_asset_check_evaluations()
     assert len(evaluations) == sum(len(m.tests) for m in dbt_run.project.models.values()) + 1
     assert all(e.passed for e in evaluations)
-    assert_same_marts(dbt_run.project, dbt_run.product, data_dir / "warehouse.duckdb")
-    with duckdb.connect(str(data_dir / "analytics.duckdb"), read_only=True) as snapshot:
+    warehouse = tmp_path / "data" / "warehouse.duckdb"
+    assert_same_marts(dbt_run.project, dbt_run.product, warehouse)
+    with duckdb.connect(str(tmp_path / "data" / "analytics.duckdb"), read_only=True) as snapshot:
         builds = dict(snapshot.execute("SELECT model, as_of FROM _builds").fetchall())
     assert set(builds) == set(dbt_run.project.models) and set(builds.values()) == {dbt_run.as_of}
+    assert (tmp_path / "data" / "dbt_target" / "manifest.json").exists()
+
+    assert files_under(models_dir) == before  # no target/, logs/, data/, nor any file changed
+    summary = {
+        e.asset_key.to_user_string(): {k: v.value for k, v in e.materialization.metadata.items()}
+        for e in result.get_asset_materialization_events()
+    }
+    with duckdb.connect(str(warehouse), read_only=True) as conn:
+        counts = {m: conn.execute(f"SELECT count(*) FROM analytics.{quote(m)}").fetchone()[0] for m in builds}
+    assert {
+        k.split("/")[-1]: v["dagster/row_count"] for k, v in summary.items() if k != "analytics/published"
+    } == counts
+    assert sum(counts.values()) > 0, "the models hold rows: comparing zeros would prove nothing"
+    models_line = " ".join(summary_lines(summary))
+    assert f"learner_progress {counts['learner_progress']:,}" in models_line and "published" not in models_line
+
+
+def test_the_dagster_dbt_runner_loads_when_dbt_cannot_parse_and_its_build_says_why(tmp_path: Path) -> None:
+    """A model dbt cannot parse does not take the code location down (nor its schedule, sensor and jobs): the
+    models are assets, and building them fails with dbt's error naming the model."""
+    models_dir = tmp_path / "models"
+    shutil.copytree(DEFAULT_MODELS_DIR, models_dir, ignore=shutil.ignore_patterns("target", "dbt_packages", "logs"))
+    shutil.copytree(OFFLINE_DBT_UTILS, models_dir / "dbt_packages" / "dbt_utils")
+    (models_dir / "marts" / "unparsable.sql").write_text("select 1 as x\n{% if %}\n")
+    settings = Settings(data_dir=tmp_path / "data", models_dir=models_dir, models_runner="dbt")
+    analytics = build_analytics(settings)
+    assert AssetKey(["analytics", "unparsable"]) in analytics.models.keys
+    result = materialize(
+        analytics.assets,
+        resources={"warehouse": WarehouseResource(data_dir=str(settings.data_dir))},
+        instance=DagsterInstance.ephemeral(),
+        raise_on_error=False,
+    )
+    assert not result.success
+    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+    assert "dbt parse of" in str(failure.event_specific_data.error)
+    assert "Compilation Error in model unparsable" in str(failure.event_specific_data.error)

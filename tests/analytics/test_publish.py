@@ -209,12 +209,22 @@ def test_verify_reports_a_parquet_file_that_disagrees(
     assert rows["lesson_funnel"] == 3
 
 
-def test_publish_refuses_when_models_were_never_built(
+def test_publish_leaves_out_a_model_never_built_and_publishes_the_rest(
     warehouse_conn: duckdb.DuckDBPyConnection, project: AnalyticsProject, data_dir: Path
 ) -> None:
-    with pytest.raises(Exception, match="models never built in the warehouse: stg_active_lessons"):
-        publish(warehouse_conn, project, data_dir)
-    assert not (data_dir / "analytics.duckdb").exists()
+    """A new model whose first build failed has no table: the others are published, and it is said."""
+    others = [name for name in project.models if name != "question_difficulty"]
+    assert {r.status for r in build_models(warehouse_conn, project, others, as_of=AS_OF)} == {"built"}
+    result = publish(warehouse_conn, project, data_dir)
+    assert list(result.left_out) == ["question_difficulty"] and "never built" in result.left_out["question_difficulty"]
+    with duckdb.connect(str(data_dir / "analytics.duckdb"), read_only=True) as snapshot:
+        assert set(others) <= set(main_relations(snapshot)) and "question_difficulty" not in main_relations(snapshot)
+    assert set(result.parquet) == {m.name for m in project.marts} - {"question_difficulty"}
+    problems, _ = verify_published(project, data_dir)
+    assert problems == [
+        f"{data_dir / 'analytics.duckdb'}: model question_difficulty is missing",
+        f"{data_dir / 'marts' / 'question_difficulty.parquet'}: not published",
+    ]
 
 
 def test_demo_summary_reads_the_published_snapshot(

@@ -5,21 +5,19 @@ from datetime import timedelta
 
 import duckdb
 import pytest
+from dagster import AssetKey, DagsterInstance, DagsterInvalidConfigError
 from stack_helpers import RAW, assert_warehouse_equals_platform
 
-from pipeline.stack import local_stack
+from pipeline.contract.streams import SYNC_STREAMS
+from pipeline.defs.policy import BACKFILL_WINDOW
+from pipeline.defs.progress.backfill import NO_RANGE
+from pipeline.settings import load_settings
+from pipeline.stack import environment, local_stack
+from pipeline.sync import definitions_for
+from pipeline.verify import compare_warehouse
 from pipeline.warehouse import snapshot_seen
 
-SNAPSHOT_TABLES = (
-    "groups",
-    "users",
-    "group_members",
-    "lessons",
-    "lesson_questions",
-    "lesson_sessions",
-    "lesson_session_registrations",
-    "categories",
-)
+SNAPSHOT_TABLES = tuple(table for s in SYNC_STREAMS.values() if s.kind == "snapshot" for table in s.table_names)
 
 
 def _load_seqs(conn, run_id):
@@ -153,3 +151,46 @@ def test_a_thirty_day_backfill_is_one_sweep_and_leaves_the_cursor(tmp_path):
             ).fetchone()[0]
         assert cursor_after == cursor_before
         assert_warehouse_equals_platform(stack)
+
+
+def _cursors(stack):
+    with duckdb.connect(str(stack.warehouse_path), read_only=True) as conn:
+        return dict(conn.execute("SELECT stream, cursor FROM lms._sync_state").fetchall())
+
+
+@pytest.mark.slow
+def test_a_backfill_without_a_range_is_refused_and_a_backfill_never_moves_a_cursor(tmp_path):
+    with local_stack(tmp_path / "data", scale="tiny", page_size=50) as stack:
+        assert stack.sync(select=RAW).success
+        stack.advance(hours=6)  # newer rows: a cursor run now would move the cursors
+        cursors = _cursors(stack)
+        asked = len(stack.sim.request_log())
+
+        # Launched as the Launchpad prefills it (no range): refused before a run exists, naming what to fill in
+        with pytest.raises(DagsterInvalidConfigError, match=r"backfill.*config.*updated_from"):
+            stack.run_job("backfill_progress")
+        # A run tagged as a backfill some other way (the tag added by hand to an asset's run): refused before any fetch
+        with environment(stack.run_env()):
+            asset_job = definitions_for(load_settings()).resolve_job_def("__ASSET_JOB")
+            tagged = asset_job.execute_in_process(
+                instance=DagsterInstance.ephemeral(),
+                asset_selection=[AssetKey(["lms", "active_lessons"])],
+                tags=BACKFILL_WINDOW,
+                raise_on_error=False,
+            )
+        assert not tagged.success
+        failure = next(e for e in tagged.all_events if e.is_step_failure)
+        assert NO_RANGE in str(failure.step_failure_data.user_failure_data.description)
+        assert len(stack.sim.request_log()) == asked, "a refused backfill asks the platform nothing"
+        assert _cursors(stack) == cursors
+
+        # With a range: every row of the progress tables exact, no cursor moved
+        end = stack.sim.now().date()
+        backfill = stack.sync(
+            select=("group:progress",), backfill_range=((end - timedelta(days=3)).isoformat(), end.isoformat())
+        )
+        assert _metadata(backfill, "lms/active_lessons")["window"].startswith("backfill")
+        assert _cursors(stack) == cursors
+        with duckdb.connect(str(stack.warehouse_path), read_only=True) as conn:
+            diffs = compare_warehouse(conn, stack.sim, ("active_lessons", "answers", "answer_results"))
+        assert all(d.equal for d in diffs), [d.summary() for d in diffs if not d.equal]

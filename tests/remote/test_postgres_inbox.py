@@ -1,9 +1,14 @@
 """The certificate inbox in a real PostgreSQL (LESSONSYNC_INBOX_URL): the same reads and loads as the SQLite
 inbox, writes that commit in sequence order whatever the number of receivers, and two receiver processes
-behind one inbox that lose nothing and store nothing twice while one of them is SIGKILLed."""
+behind one inbox that lose nothing and store nothing twice while one of them is SIGKILLed; `lessonsync status`
+reports its backlog as it reports the SQLite inbox's."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -165,3 +170,46 @@ def test_a_poison_event_in_the_postgres_inbox_becomes_a_dead_letter_and_can_be_d
     resolve_dead_letter(inbox, 2, "discarded")
     assert count_dead_letters(inbox) == 0
     assert [d.status for d in list_dead_letters(inbox, status=None)] == ["discarded"]
+
+
+def test_status_reports_the_postgres_inbox_like_the_sqlite_one(postgres_url: str, tmp_path: Path) -> None:
+    # The same deliveries in both inboxes, two days old: 5 loaded into the warehouse, then 20 more not loaded.
+    first = datetime.now(UTC) - timedelta(days=2)
+    deliveries = [
+        to_delivery(orjson.dumps(_certificate(f"c{n}", FUTURE)), first + timedelta(seconds=n), "test")
+        for n in range(25)
+    ]
+    reports = {}
+    for name, url in (("pg", postgres_url), ("sqlite", None)):
+        data_dir = tmp_path / name
+        inbox = PostgresInbox(postgres_url) if url else Inbox(data_dir / "inbox.sqlite3")
+        inbox.append(deliveries[:5])
+        load_certificate_events(Warehouse(data_dir / "warehouse.duckdb", data_dir / "lake"), inbox)
+        inbox.append(deliveries[5:])
+        env = {**os.environ, "LESSONSYNC_DATA_DIR": str(data_dir), "DAGSTER_HOME": str(tmp_path / "no_home")}
+        if url:
+            env["LESSONSYNC_INBOX_URL"] = url
+        result = subprocess.run(
+            [sys.executable, "-m", "pipeline.cli", "status", "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert redacted(postgres_url) != postgres_url and postgres_url not in result.stdout + result.stderr
+        reports[name] = (result.returncode, json.loads(result.stdout), inbox.inbox_id())
+
+    for name, (code, report, inbox_id) in reports.items():
+        assert code == 1 and report["status"] == "CRITICAL", (name, report)  # an event two days old is not loaded
+        assert report["inbox"]["inbox_id"] == inbox_id
+        assert report["inbox"]["depth"] == 20 and report["inbox"]["loaded_up_to"] == 5, (name, report["inbox"])
+        assert report["inbox"]["received_up_to"] == 25
+        assert report["inbox"]["oldest_unloaded_at"] == (first + timedelta(seconds=5)).isoformat(timespec="seconds")
+        certificates = {s["stream"]: s for s in report["streams"]}["certificates"]
+        assert certificates["freshness"] == "STALE" and certificates["position"] == 5 and certificates["loads"] == 1
+    pg_inbox, sqlite_inbox = reports["pg"][1]["inbox"], reports["sqlite"][1]["inbox"]
+    assert pg_inbox["location"] == redacted(postgres_url)
+    different = {"inbox_id", "location"}
+    assert {k: v for k, v in pg_inbox.items() if k not in different} == {
+        k: v for k, v in sqlite_inbox.items() if k not in different
+    }

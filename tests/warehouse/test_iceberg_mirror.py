@@ -1,7 +1,7 @@
-"""The Iceberg mirror of the warehouse (pipeline/warehouse/lake/iceberg.py), load by load: inserts, updates, soft
-deletions, child replacement, schema evolution, a mirror left behind by a failure, rows removed outside a load,
-snapshot expiry and compaction. After each step every table read through pyiceberg and polars equals the
-warehouse."""
+"""The Iceberg mirror of the warehouse (pipeline/warehouse/lake/iceberg.py), load by load, each load followed by a
+mirror run as the mirror step follows the commits: inserts, updates, soft deletions, child replacement, schema
+evolution, a mirror run that failed, rows removed outside a load, snapshot expiry and compaction. After each step
+every table read through pyiceberg and polars equals the warehouse."""
 
 from __future__ import annotations
 
@@ -11,11 +11,26 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from iceberg_helpers import assert_mirror_equals, open_catalog
-from warehouse_helpers import ALL_SPECS, ANSWER_RESULTS, ANSWERS, GROUPS, answer, load_once, make_warehouse, result
+from warehouse_helpers import ALL_SPECS, ANSWER_RESULTS, ANSWERS, GROUPS, answer, make_warehouse, result
+from warehouse_helpers import load_once as load_only
 
 from pipeline.contract.tables import TableSpec
 from pipeline.warehouse import Warehouse
-from pipeline.warehouse.lake.iceberg import IcebergLocation, IcebergMirror, TableFormatError
+from pipeline.warehouse.lake.iceberg import CatalogUnavailable, IcebergLocation, IcebergMirror, TableFormatError
+
+
+def load_once(wh: Warehouse, stream: str, tables: list, **commit: object) -> object:
+    """One load, then a mirror run (what the mirror step does after a run's commits)."""
+    loaded = load_only(wh, stream, tables, **commit)
+    mirror_run(wh)
+    return loaded
+
+
+def mirror_run(wh: Warehouse) -> None:
+    assert wh.table_mirror is not None
+    with wh.connect() as conn:
+        failed = [stats.error for stats in wh.table_mirror.sync_behind(conn) if stats.error]
+    assert not failed, failed
 
 
 def group(gid: str, title: str = "G", disabled: bool = False) -> dict:
@@ -96,15 +111,18 @@ def test_a_new_column_evolves_the_table_without_rewriting_its_rows(mirrored: War
     assert_mirror_equals(mirrored.path, where)
 
 
-def test_a_mirror_left_behind_is_rolled_forward_by_the_next_commit(tmp_path: Path, where) -> None:
+def test_a_failed_mirror_run_leaves_the_load_committed_and_the_next_run_rolls_it_forward(tmp_path: Path, where) -> None:
     class Failing(IcebergMirror):
-        def sync_raw(self, conn, names=None):  # the process dies between the two commits
-            raise TableFormatError("simulated")
+        def sync_raw(self, conn, names=None, *, verify_files=False):  # the catalog cannot be used
+            raise CatalogUnavailable("simulated")
 
     wh = make_warehouse(tmp_path, table_mirror=Failing(where))
     wh.ensure_tables(ALL_SPECS)
+    load_only(wh, "groups", [(GROUPS, [group("g1"), group("g2")])], complete_snapshots={"groups"})
     with pytest.raises(TableFormatError):
-        load_once(wh, "groups", [(GROUPS, [group("g1"), group("g2")])], complete_snapshots={"groups"})
+        mirror_run(wh)
+    with wh.connect(read_only=True) as conn:
+        assert conn.execute("SELECT count(*) FROM lms.groups").fetchone() == (2,)  # the load stays committed
     healthy = make_warehouse(tmp_path, table_mirror=IcebergMirror(where), clock=wh.clock)
     load_once(healthy, "answers", [(ANSWERS, [answer("al1", "q1")])])
     counts = assert_mirror_equals(healthy.path, where)
@@ -162,13 +180,13 @@ def test_a_change_of_two_columns_holding_the_same_value_is_seen(mirrored: Wareho
 
 
 class OpeningCounter(IcebergMirror):
-    """Counts the Iceberg tables a commit opens."""
+    """Counts the Iceberg tables a mirror run opens."""
 
     opened: list[str]
 
-    def _table_for(self, conn, identifier, select):  # type: ignore[no-untyped-def]
+    def _table_for(self, conn, identifier, select, recreate=""):  # type: ignore[no-untyped-def]
         self.opened.append(identifier[1])
-        return super()._table_for(conn, identifier, select)
+        return super()._table_for(conn, identifier, select, recreate)
 
 
 def test_a_load_that_changed_nothing_opens_no_iceberg_table(tmp_path: Path, where) -> None:
@@ -181,7 +199,7 @@ def test_a_load_that_changed_nothing_opens_no_iceberg_table(tmp_path: Path, wher
     assert "groups" in counter.opened
     counter.opened.clear()
     load_once(wh, "groups", [(GROUPS, [group("g1"), group("g2")])], **snapshots)
-    assert counter.opened == [], "a commit that changed nothing opened Iceberg tables"
+    assert counter.opened == [], "a mirror run after a load that changed nothing opened Iceberg tables"
     restarted = OpeningCounter(where)  # a new process: the record lives in the warehouse
     restarted.opened = []
     again = make_warehouse(tmp_path, table_mirror=restarted, clock=wh.clock)
@@ -226,3 +244,48 @@ def test_rows_first_loaded_since_the_snapshot_are_appended_without_reading_its_f
     load_once(mirrored, "answers", [(ANSWERS, [answer("al1", "q1", valid=False, minutes=5)])])
     assert "answers" in reads  # a touched older row is compared with the table's digests
     assert assert_mirror_equals(mirrored.path, where)["answers"] == 3
+
+
+def test_each_iceberg_field_carries_its_warehouse_columns_description(tmp_path: Path, where) -> None:
+    """Other engines read a column's description as its Iceberg field's doc; a table mirrored before its
+    description changed gets the new one at its next sync."""
+    wh = make_warehouse(tmp_path)
+    wh.ensure_tables(ALL_SPECS)
+    load_only(wh, "groups", [(GROUPS, [group("g1"), group("g2", disabled=True)])], complete_snapshots={"groups"})
+    mirror = IcebergMirror(where)
+    with wh.connect() as conn:
+        mirror.sync_raw(conn, ["groups"])
+        described = dict(
+            conn.execute(
+                "SELECT column_name, comment FROM duckdb_columns() WHERE schema_name = 'lms' "
+                "AND table_name = 'groups' AND column_name <> 'last_loaded_at'"
+            ).fetchall()
+        )
+
+    def docs() -> dict[str, str | None]:
+        return {f.name: f.doc for f in open_catalog(where).load_table(("lms", "groups")).schema().fields}
+
+    assert {name: doc for name, doc in docs().items() if name in described} == described
+    assert all(docs().values()), docs()  # the digest columns too
+    with open_catalog(where).load_table(("lms", "groups")).update_schema() as update:
+        update.update_column("disabled", doc="an older description")
+    with wh.connect() as conn:
+        mirror.sync_raw(conn, ["groups"])
+    assert docs()["disabled"] == described["disabled"]
+
+
+def test_a_lake_under_a_path_with_reserved_characters_is_mirrored_where_it_lies(tmp_path: Path) -> None:
+    """pyiceberg reads a file: location's path as written: a `+` or a space in the data directory must name the same
+    directory for it and for the mirror's own file handling (rows changed later are found in those files)."""
+    home = tmp_path / "data+dir with space"
+    home.mkdir()
+    where = IcebergLocation.for_lake(home / "lake", f"sqlite:///{home / 'catalog.sqlite3'}")
+    wh = make_warehouse(home, table_mirror=IcebergMirror(where))
+    wh.ensure_tables(ALL_SPECS)
+    snapshots = {"complete_snapshots": {"groups"}}
+    load_once(wh, "groups", [(GROUPS, [group("g1"), group("g2")])], **snapshots)
+    load_once(wh, "groups", [(GROUPS, [group("g1", title="renamed"), group("g2")])], **snapshots)
+    assert assert_mirror_equals(wh.path, where)["groups"] == 2
+    files = list((home / "lake" / "iceberg" / "lms" / "groups" / "data").glob("*.parquet"))
+    assert files, "the data files lie under the data directory as it is named"
+    assert not list(tmp_path.glob("data%2B*")), "no directory named by the percent-encoded path"

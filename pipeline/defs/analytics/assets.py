@@ -4,15 +4,19 @@ Every model is its own asset `analytics/<model>` (group `analytics`), with upstr
 its SQL, so the graph shows lms/* -> staging -> marts. All models run in ONE step (a subsettable
 multi-asset): one DuckDB connection, in dependency order, instead of a process per model. Their YAML tests
 are asset checks of that step; an error-severity check that fails keeps the previous table and skips what
-is downstream of it. `analytics/published` then writes what analysts read while syncs run.
+is downstream of it. `analytics/published`, what analysts read while syncs run, is written by the same step
+after the models: a model that fails (it does not render, a SQL error, a blocking test) skips only what reads
+it, everything else is built and published, and then the step fails naming the model. (In a step of its own,
+`analytics/published` would be skipped by Dagster whenever any model failed.)
 
-`build_analytics(settings)` reads the models of Settings.models_dir (files only: a broken model fails the code
-location's load, naming file and table); its assets need the `WarehouseResource` under the key `warehouse`.
+`build_analytics(settings)` reads the models of Settings.models_dir (files only; a broken model does not stop
+the code location from loading: it is an asset whose build fails); its assets need the `WarehouseResource`
+under the key `warehouse`.
 """
 
 # No `from __future__ import annotations`: Dagster reads the Config and resource annotations at runtime.
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +27,7 @@ from dagster import (
     AssetChecksDefinition,
     AssetExecutionContext,
     AssetsDefinition,
+    AssetSpec,
     Config,
     Failure,
     MaterializeResult,
@@ -42,7 +47,6 @@ from pipeline.analytics.dagster_specs import (
     log_line,
     materialization,
 )
-from pipeline.analytics.errors import ModelError
 from pipeline.analytics.lineage import MODEL_SCHEMA
 from pipeline.analytics.models import AnalyticsProject, load_project
 from pipeline.analytics.publish import publish
@@ -50,6 +54,7 @@ from pipeline.analytics.sql import relation
 from pipeline.defs.analytics.checks import PUBLISHED_KEY, published_files_check
 from pipeline.defs.policy import POOL
 from pipeline.defs.resources import WarehouseResource
+from pipeline.extras import require_extra
 from pipeline.settings import Settings
 
 AS_OF_ENV = "LESSONSYNC_ANALYTICS_AS_OF"  # default `as_of` when the run config gives none (e.g. the demo's clock)
@@ -66,13 +71,13 @@ class AnalyticsBuildConfig(Config):
 @dataclass(frozen=True)
 class Analytics:
     project: AnalyticsProject
-    models: AssetsDefinition  # every model, one subsettable step
-    published: AssetsDefinition  # analytics/published
+    models: AssetsDefinition  # every model, one subsettable step (with analytics/published under our runner)
+    published: AssetsDefinition | None  # analytics/published as a step of its own, after dbt's (models_runner dbt)
     published_check: AssetChecksDefinition
 
     @property
     def assets(self) -> list[AssetsDefinition]:
-        return [self.models, self.published]
+        return [self.models, *([self.published] if self.published is not None else [])]
 
     @property
     def checks(self) -> list[AssetChecksDefinition]:
@@ -96,88 +101,123 @@ def build_analytics(settings: Settings) -> Analytics:
     """The models of Settings.models_dir (default dbt_like_sql/) as assets; `as_of` defaults to
     Settings.analytics_as_of."""
     project = load_project(settings.models_dir)
-    if "published" in project.models:
-        raise ModelError(f"{project.models['published'].sql_path}: the model name 'published' is reserved; rename it")
     if settings.models_runner == "dbt":
+        require_extra("dbt", "LESSONSYNC_MODELS_RUNNER=dbt")
         from pipeline.defs.analytics.dbt_runner import dbt_models_asset  # the `dbt` extra, imported only when used
 
-        models = dbt_models_asset(project, settings.data_dir / "dbt_target", settings.analytics_as_of)
-    else:
-        models = _models_asset(project, settings.analytics_as_of)
-    return Analytics(
-        project,
-        models,
-        _published_asset(project),
-        published_files_check(project),
-    )
+        # dbt runs in the models directory: its target (and logs) go to an absolute path under the data directory
+        target = settings.data_dir.absolute() / "dbt_target"
+        models = dbt_models_asset(project, target, settings.analytics_as_of)
+        return Analytics(project, models, _published_asset(project), published_files_check(project))
+    return Analytics(project, _models_asset(project, settings.analytics_as_of), None, published_files_check(project))
 
 
 def _models_asset(project: AnalyticsProject, default_as_of: str | None) -> AssetsDefinition:
+    publish_now = _publisher(project)
+
     @multi_asset(
         name="analytics_models",
-        specs=[asset_spec(m, project.root.parent) for m in project.models.values()],
+        specs=[*(asset_spec(m, project.root.parent) for m in project.models.values()), _published_spec(project)],
         check_specs=[spec for m in project.models.values() for spec in check_specs(m)],
         can_subset=True,
         pool=POOL,
-        description="Builds the selected dbt_like_sql models into DuckDB schema `analytics`, in dependency order.",
+        description="Builds the selected dbt_like_sql models into DuckDB schema `analytics`, in dependency order, "
+        "then publishes them for analysts (analytics/published), a failed model as its previous build.",
     )
     def analytics_models(
         context: AssetExecutionContext, config: AnalyticsBuildConfig, warehouse: WarehouseResource
     ) -> Iterator[MaterializeResult[Any] | AssetCheckResult]:
-        selected = {key.path[-1] for key in context.selected_asset_keys}
+        selected = {key.path[-1] for key in context.selected_asset_keys if key != PUBLISHED_KEY}
         as_of = _parse_as_of(config.as_of, default_as_of)
-        failures: list[str] = []
-        with warehouse.connect() as conn, models_built_ahead(conn, project, selected, as_of) as results:
-            for result in results:
-                context.log.info(log_line(result))
-                yield from check_results(result.outcomes, set(context.selected_asset_check_keys))
-                if result.status == "built":
-                    yield materialization(result, as_of)
-                else:
-                    failures.append(result.error or result.model.name)
+        failures = list(project.rejected)
+        if selected:
+            with warehouse.connect() as conn, models_built_ahead(conn, project, selected, as_of) as results:
+                for result in results:
+                    log = context.log.info if result.status == "built" else context.log.error
+                    log(log_line(result))
+                    yield from check_results(result.outcomes, set(context.selected_asset_check_keys))
+                    if result.status == "built":
+                        yield materialization(result, as_of)
+                    else:
+                        failures.append(result.error or result.model.name)
+        published, unpublished = False, ""
+        if PUBLISHED_KEY in context.selected_asset_keys:
+            try:
+                copy = publish_now(context, warehouse)
+            except Exception as error:
+                if not failures:
+                    raise
+                # e.g. the Iceberg mirror of a mart never built: said after the models that failed, not instead
+                unpublished = f" | analytics/published not written: {' '.join(str(error).split())}"
+            else:
+                published = True
+                yield MaterializeResult(asset_key=PUBLISHED_KEY, metadata=copy.metadata)
         if failures:
+            others = "every other model built and published" if published else "every other model built"
             raise Failure(
-                description=f"{len(failures)} analytics model(s) not rebuilt (previous tables kept): "
+                description=f"{len(failures)} analytics model(s) not rebuilt (their previous tables kept; {others}): "
                 + " | ".join(failures)
+                + unpublished
             )
 
     return analytics_models
 
 
 def mart_relations(project: AnalyticsProject) -> dict[str, str]:
-    """Each published mart and the warehouse relation that holds it (what the Iceberg mirror copies)."""
+    """Each published mart and the warehouse relation that holds it (what the Iceberg mirror copies:
+    pipeline/defs/lake/assets.py)."""
     return {m.name: relation(MODEL_SCHEMA, m.name) for m in project.marts}
 
 
+# Markdown in the UI: a path is code, or its `<mart>` would be taken for an HTML tag and vanish.
+PUBLISHED_DESCRIPTION = (
+    "What analysts query while syncs run: `data/analytics.duckdb` (a copy of every published model, swapped "
+    "atomically; open it read-only) and `data/marts/<mart>.parquet`."
+)
+
+
+def _published_spec(project: AnalyticsProject) -> AssetSpec:
+    return AssetSpec(
+        PUBLISHED_KEY,
+        deps=[asset_key(m) for m in project.published],
+        group_name=GROUP,
+        kinds={"duckdb", "parquet"},
+        description=PUBLISHED_DESCRIPTION,
+    )
+
+
 def _published_asset(project: AnalyticsProject) -> AssetsDefinition:
-    @asset(
+    """analytics/published as a step of its own: after dbt's step, when dbt builds the models."""
+    return asset(
         key=PUBLISHED_KEY,
         deps=[asset_key(m) for m in project.published],
         group_name=GROUP,
         kinds={"duckdb", "parquet"},
         pool=POOL,
-        # Markdown in the UI: a path is code, or its `<mart>` would be taken for an HTML tag and vanish.
-        description="What analysts query while syncs run: `data/analytics.duckdb` (a copy of every published model, "
-        "swapped atomically; open it read-only) and `data/marts/<mart>.parquet`.",
-    )
+        description=PUBLISHED_DESCRIPTION,
+    )(_publisher(project))
+
+
+def _publisher(
+    project: AnalyticsProject,
+) -> Callable[[AssetExecutionContext, WarehouseResource], MaterializeResult[Any]]:
+    """What materializes analytics/published: the snapshot and the Parquet marts of what the warehouse holds."""
+
     def analytics_published(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult[Any]:
-        mirror = warehouse.warehouse().table_mirror
         with warehouse.connect() as conn:
             result = publish(conn, project, Path(warehouse.data_dir))
-            mirrored = mirror.sync_marts(conn, mart_relations(project)) if mirror is not None else []
         context.log.info(
             f"published {len(result.rows)} tables and {len(result.parquet)} marts in {result.seconds:.2f}s"
         )
-        iceberg = {"iceberg_marts_written": sum(m.rewritten for m in mirrored)} if mirror is not None else {}
         return MaterializeResult(
             metadata={
-                **iceberg,
                 "snapshot": MetadataValue.path(str(result.snapshot)),
                 "snapshot_bytes": result.snapshot.stat().st_size,
                 "marts": MetadataValue.json({m: str(p) for m, p in result.parquet.items()}),
                 "rows": MetadataValue.json(result.rows),
                 "published_at": result.published_at.isoformat(),
                 "seconds": round(result.seconds, 3),
+                "left_out": MetadataValue.json(result.left_out),
             }
         )
 

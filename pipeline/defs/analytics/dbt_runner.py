@@ -2,10 +2,13 @@
 the same asset keys (`analytics/<model>`, sources `lms/<table>`), group and owners, the YAML tests as asset checks
 (dbt's test names), and `analytics/published` after it. LessonSync's own runner stays the default.
 
-dbt runs as a subprocess against the warehouse file (the example profiles.yml of the models directory, the
-path from the warehouse resource), holding the `warehouse` pool like every writer. After the build, each model
-dbt built is recorded in `analytics._builds` as LessonSync's runner records it, so the publish step and the
-snapshot's `_builds` read the same facts whichever runner built the models.
+dbt runs as a subprocess in the models directory against the warehouse file (the example profiles.yml of the
+models directory, given the warehouse's absolute path), holding the `warehouse` pool like every writer. Every path
+handed to dbt is absolute and under the data directory (its target and logs: `<data dir>/dbt_target/`): dbt
+resolves a relative one from the models directory, which it never writes into. After the build, each model dbt
+built is counted and recorded in `analytics._builds` as LessonSync's runner records it, so the publish step and
+the snapshot's `_builds` read the same facts whichever runner built the models, and each materialization carries
+its `dagster/row_count` (dbt-duckdb reports none).
 
 Needs the `dbt` extra (dagster-dbt, dbt-core, dbt-duckdb) and dbt_utils installed in the models directory
 (`dbt deps`; offline, any package named dbt_utils providing the tests used). The manifest is parsed when the
@@ -17,16 +20,32 @@ import json
 import os
 import sys
 from collections.abc import Iterator, Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from dagster import AssetExecutionContext, AssetKey, AssetsDefinition
-from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtCliResource, dbt_assets
+import duckdb
+from dagster import (
+    AssetExecutionContext,
+    AssetKey,
+    AssetMaterialization,
+    AssetsDefinition,
+    Failure,
+    Output,
+    multi_asset,
+)
+from dagster_dbt import (
+    DagsterDbtCliRuntimeError,
+    DagsterDbtTranslator,
+    DagsterDbtTranslatorSettings,
+    DbtCliResource,
+    dbt_assets,
+)
 
 from pipeline.analytics.build import BUILDS_DDL, BUILDS_TABLE
-from pipeline.analytics.dagster_specs import GROUP
+from pipeline.analytics.dagster_specs import GROUP, asset_spec
 from pipeline.analytics.lineage import MODEL_SCHEMA, RAW_SCHEMA
-from pipeline.analytics.models import AnalyticsProject
+from pipeline.analytics.models import AnalyticsProject, Model
 from pipeline.analytics.sql import relation
 from pipeline.defs.policy import OWNERS, POOL
 from pipeline.defs.resources import WarehouseResource
@@ -49,11 +68,10 @@ class LessonSyncTranslator(DagsterDbtTranslator):
         return list(OWNERS)
 
 
-def dbt_cli(project: AnalyticsProject, target: Path) -> DbtCliResource:
-    """dbt of this environment (beside its Python, else on PATH), its logs kept with its target, not in the models
-    directory."""
+def dbt_cli(project: AnalyticsProject) -> DbtCliResource:
+    """dbt of this environment (beside its Python, else on PATH). Each invocation is given an absolute target
+    path, which dagster-dbt makes dbt's log path too: nothing is written into the models directory."""
     beside = Path(sys.executable).with_name("dbt")
-    os.environ.setdefault("DBT_LOG_PATH", str(target / "logs"))
     os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
     return DbtCliResource(
         project_dir=str(project.root),
@@ -65,12 +83,19 @@ def dbt_cli(project: AnalyticsProject, target: Path) -> DbtCliResource:
 def parsed_manifest(project: AnalyticsProject, target: Path) -> Path:
     """`dbt parse` of the models directory into `target` (the code location's load: files only, no database)."""
     target.mkdir(parents=True, exist_ok=True)
-    dbt_cli(project, target).cli(["parse", "--quiet"], target_path=target, raise_on_error=True).wait()
+    dbt_cli(project).cli(["parse", "--quiet"], target_path=target, raise_on_error=True).wait()
     return target / "manifest.json"
 
 
 def dbt_models_asset(project: AnalyticsProject, target: Path, as_of_default: str | None) -> AssetsDefinition:
-    manifest = parsed_manifest(project, target)
+    """The models built by `dbt build`; `target` is an absolute path (dbt resolves a relative one from the
+    models directory)."""
+    if not target.is_absolute():
+        raise ValueError(f"dbt's target path must be absolute (got {target})")
+    try:
+        manifest = parsed_manifest(project, target)
+    except DagsterDbtCliRuntimeError as error:
+        return _unparsed_models_asset(project, error)
     translator = LessonSyncTranslator(settings=DagsterDbtTranslatorSettings(enable_asset_checks=True))
 
     @dbt_assets(manifest=manifest, dagster_dbt_translator=translator, name="analytics_models_dbt", pool=POOL)
@@ -78,26 +103,71 @@ def dbt_models_asset(project: AnalyticsProject, target: Path, as_of_default: str
         from pipeline.defs.analytics.assets import _parse_as_of  # the same default and parsing as our runner
 
         as_of = _parse_as_of(None, as_of_default)
-        os.environ[WAREHOUSE_ENV] = str(Path(warehouse.data_dir) / "warehouse.duckdb")
-        dbt = dbt_cli(project, target)
+        os.environ[WAREHOUSE_ENV] = str(Path(warehouse.data_dir).absolute() / "warehouse.duckdb")
         variables = json.dumps({"as_of": f"'{as_of.isoformat()}'::timestamptz"})
-        invocation = dbt.cli(["build", "--vars", variables], context=context, target_path=target, raise_on_error=False)
-        yield from invocation.stream()
+        invocation = dbt_cli(project).cli(
+            ["build", "--vars", variables], context=context, target_path=target, raise_on_error=False
+        )
+        # dbt's process holds the warehouse file until it ends (DuckDB: one writing process), so the rows of what
+        # it built are counted after, and its events held until then to carry them
+        events = list(invocation.stream())
         built = [
-            r["unique_id"].split(".")[-1]
+            project.models[r["unique_id"].split(".")[-1]]
             for r in invocation.get_artifact("run_results.json")["results"]
             if r["unique_id"].startswith("model.") and r["status"] == "success"
         ]
         with warehouse.connect() as conn:
-            conn.execute(BUILDS_DDL)
-            for name in built:
-                model = project.models[name]
-                rows = conn.execute(f"SELECT count(*) FROM {relation(MODEL_SCHEMA, name)}").fetchall()[0][0]
-                conn.execute(
-                    f"INSERT OR REPLACE INTO {BUILDS_TABLE} VALUES (?, ?, now(), ?, ?, ?)",
-                    [name, model.materialized, as_of, rows, model.code_version],
-                )
+            rows = _record_builds(conn, built, as_of)
+        for event in events:
+            yield _with_row_count(context, event, rows)
         if not invocation.is_successful():
             raise invocation.get_error() or RuntimeError("dbt build failed")
 
     return analytics_models_dbt
+
+
+def _unparsed_models_asset(project: AnalyticsProject, error: DagsterDbtCliRuntimeError) -> AssetsDefinition:
+    """When `dbt parse` fails, the code location still loads (its schedule, sensor and jobs with it): the models
+    are assets as LessonSync reads them, and materializing them fails with dbt's error."""
+    # dagster-dbt's message ends with the errors it read from dbt's log, after this line
+    reason = " ".join(str(error).split("Errors parsed from dbt logs:")[-1].split())
+
+    @multi_asset(
+        name="analytics_models_dbt",
+        specs=[asset_spec(m, project.root.parent, owners=list(OWNERS)) for m in project.models.values()],
+        can_subset=True,
+        pool=POOL,
+        description=f"dbt could not parse {project.root}: the models cannot be built until it does.",
+    )
+    def analytics_models_dbt(context: AssetExecutionContext) -> Iterator[Any]:
+        yield from ()  # a generator: Dagster reads a multi-asset's plain function as returning its outputs
+        raise Failure(f"dbt parse of {project.root} failed: {reason}; fix it, then reload the code location")
+
+    return analytics_models_dbt
+
+
+def _record_builds(conn: duckdb.DuckDBPyConnection, built: list[Model], as_of: datetime) -> dict[str, int]:
+    """Each model dbt built, counted and recorded in `analytics._builds`; returns the rows of each."""
+    conn.execute(BUILDS_DDL)
+    rows: dict[str, int] = {}
+    for model in built:
+        rows[model.name] = conn.execute(f"SELECT count(*) FROM {relation(MODEL_SCHEMA, model.name)}").fetchall()[0][0]
+        conn.execute(
+            f"INSERT OR REPLACE INTO {BUILDS_TABLE} VALUES (?, ?, now(), ?, ?, ?)",
+            [model.name, model.materialized, as_of, rows[model.name], model.code_version],
+        )
+    return rows
+
+
+def _with_row_count(context: AssetExecutionContext, event: Any, rows: dict[str, int]) -> Any:
+    """A model's materialization from dagster-dbt with the rows counted after the build (`dagster/row_count`,
+    what the UI and `lessonsync sync`'s summary read); any other event as it is."""
+    if isinstance(event, Output):
+        key = context.asset_key_for_output(event.output_name)
+    elif isinstance(event, AssetMaterialization):
+        key = event.asset_key
+    else:
+        return event
+    if key.path[0] != MODEL_SCHEMA or key.path[-1] not in rows:
+        return event
+    return event.with_metadata({**event.metadata, "dagster/row_count": rows[key.path[-1]]})

@@ -1,6 +1,11 @@
 """Failure alerts: when a run of this code location fails, POST a JSON summary (run, job, failed steps, error) to
 LESSONSYNC_ALERT_WEBHOOK_URL, so a failed night is noticed the same morning. Off when the URL is unset.
 
+Two senders, one payload (`failure_alert`) and one POST (`send_alert`): the run-failure sensor (the daemon) for
+runs a run worker executed, and `lessonsync sync` (pipeline/cli/sync.py) for its own in-process run, daemon or
+not. The sensor skips in-process runs, so an alert is sent once, unless the run's process died and recovery
+marked it failed (pipeline/defs/operations/runs/recovery.py): then only the sensor can tell.
+
 The URL is a secret (chat webhooks carry their token in it): it is never logged, put in metadata or in the
 alert. The error text is the root cause Dagster recorded, with the app secret redacted in case a message
 ever quoted it.
@@ -20,6 +25,8 @@ from dagster import (
     run_failure_sensor,
 )
 
+from pipeline.defs.operations.runs.recovery import MARKED_FAILED_BY_TAG
+from pipeline.defs.operations.runs.retry_policy import IN_PROCESS_TAG
 from pipeline.settings import Settings
 
 log = logging.getLogger("lessonsync.alerts")
@@ -33,7 +40,7 @@ class AlertDeliveryError(RuntimeError):
 
 
 def failure_alert(
-    run_id: str, job_name: str, step_errors: dict[str, str], run_error: str, settings: Settings
+    run_id: str | None, job_name: str, step_errors: dict[str, str], run_error: str, settings: Settings
 ) -> dict[str, Any]:
     """The JSON body of an alert: which run, which step(s) and why, secrets redacted."""
     steps = sorted(step_errors)
@@ -53,10 +60,30 @@ def send_alert(url: str, payload: dict[str, Any]) -> None:
     """POST the alert; a refusal or a network error raises AlertDeliveryError (the sensor tick shows it)."""
     try:
         response = httpx.post(url, json=payload, timeout=ALERT_TIMEOUT_SECONDS)
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
         raise AlertDeliveryError(f"the alert webhook could not be reached ({type(exc).__name__})") from None
     if not response.is_success:
         raise AlertDeliveryError(f"the alert webhook answered {response.status_code}")
+
+
+def alert_failed_sync(
+    run_id: str | None, job_name: str, step_errors: dict[str, str], run_error: str, settings: Settings
+) -> str | None:
+    """Alert the failure of an in-process run from its own process; returns the warning line when the alert
+    could not be delivered (None: delivered, or alerts off). Never raises: the run's outcome is the news."""
+    url = _alert_url(settings)
+    if not url:
+        return None
+    try:
+        send_alert(url, failure_alert(run_id, job_name, step_errors, run_error, settings))
+    except AlertDeliveryError as error:
+        return f"WARNING: failure alert not delivered to LESSONSYNC_ALERT_WEBHOOK_URL: {error}"
+    log.info("failure alert sent for run %s", run_id)
+    return None
+
+
+def _alert_url(settings: Settings) -> str:
+    return settings.alert_webhook_url.get_secret_value() if settings.alert_webhook_url is not None else ""
 
 
 def _redacted(text: str, settings: Settings) -> str:
@@ -90,10 +117,12 @@ def build_failure_alert_sensor(settings: Settings) -> SensorDefinition:
 
 
 def alert_failed_run(context: RunFailureSensorContext, settings: Settings) -> SkipReason | None:
-    url = settings.alert_webhook_url.get_secret_value() if settings.alert_webhook_url is not None else ""
+    url = _alert_url(settings)
     if not url:
         return SkipReason("LESSONSYNC_ALERT_WEBHOOK_URL is not set")
     run = context.dagster_run
+    if run.tags.get(IN_PROCESS_TAG) == "true" and MARKED_FAILED_BY_TAG not in run.tags:
+        return SkipReason(f"run {run.run_id} ran in-process: its own process sent the alert")
     step_errors = {e.step_key or "?": _root_error(e) for e in context.get_step_failure_events()}
     payload = failure_alert(run.run_id, run.job_name, step_errors, _root_error(context.failure_event), settings)
     send_alert(url, payload)

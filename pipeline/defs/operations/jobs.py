@@ -13,7 +13,8 @@ SYNC_SELECTION = AssetSelection.all()
 nightly_sync_job = define_asset_job(
     "nightly_sync",
     selection=SYNC_SELECTION,
-    description="Everything: incremental streams from their cursors, snapshots whole, certificates, marts.",
+    description="Everything: incremental streams from their cursors, snapshots whole, certificates, marts, and "
+    "their Iceberg mirror.",
     tags={**WRITES_WAREHOUSE, **CURSOR_WINDOW},
     hooks={retry_policy_hook},
 )

@@ -1,7 +1,9 @@
-"""Upkeep of the lake's Iceberg tables: a daily job that compacts small files and expires old snapshots."""
+"""Upkeep of the lake's Iceberg tables: a daily job that repairs damaged tables, compacts small files and expires
+old snapshots."""
 
 from dagster import (
     DefaultScheduleStatus,
+    Failure,
     OpExecutionContext,
     Output,
     ScheduleDefinition,
@@ -9,6 +11,8 @@ from dagster import (
     op,
 )
 
+from pipeline.analytics.models import load_project
+from pipeline.defs.analytics.assets import mart_relations
 from pipeline.defs.policy import POOL, WRITES_WAREHOUSE
 from pipeline.defs.resources import WarehouseResource
 from pipeline.warehouse import maintain
@@ -16,7 +20,8 @@ from pipeline.warehouse import maintain
 
 @op(
     pool=POOL,
-    description="Compact Iceberg tables spread over many small files, then expire snapshots older than "
+    description="Check every Iceberg table and its data files (one damaged or behind is rewritten from the "
+    "warehouse), compact those spread over many small files, then expire snapshots older than "
     "LESSONSYNC_ICEBERG_SNAPSHOT_RETENTION (the current snapshot always stays).",
 )
 def maintain_lake_tables(context: OpExecutionContext, warehouse: WarehouseResource) -> Output[None]:
@@ -24,11 +29,23 @@ def maintain_lake_tables(context: OpExecutionContext, warehouse: WarehouseResour
     if store.table_mirror is None:
         context.log.info("LESSONSYNC_TABLE_FORMAT=none: no Iceberg tables to maintain")
         return Output(None)
-    with store.connect() as conn:
-        report = maintain(store.table_mirror, conn, warehouse.settings().iceberg_snapshot_retention)
+    settings = warehouse.settings()
+    marts = mart_relations(load_project(settings.models_dir))
+    try:
+        with store.connect() as conn:
+            report = maintain(store.table_mirror, conn, settings.iceberg_snapshot_retention, marts)
+    finally:
+        store.table_mirror.close()
     context.log.info(report.summary())
+    if report.failed:
+        raise Failure(description=report.summary())
     return Output(
-        None, metadata={"snapshots_expired": sum(report.expired.values()), "tables_compacted": len(report.compacted)}
+        None,
+        metadata={
+            "snapshots_expired": sum(report.expired.values()),
+            "tables_compacted": len(report.compacted),
+            "tables_repaired": len(report.repaired),
+        },
     )
 
 

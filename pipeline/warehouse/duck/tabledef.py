@@ -10,7 +10,8 @@ FIRST_LOADED_AT = "first_loaded_at"
 LAST_LOADED_AT = "last_loaded_at"
 DELETED_AT = "deleted_at"
 META_COLUMNS = (FIRST_LOADED_AT, LAST_LOADED_AT, DELETED_AT)
-# The internal tables' descriptions (merge/state.py and schema.py create them), set as comments like the data tables'.
+# The internal tables' descriptions (merge/state.py, schema.py and lake/iceberg.py create them), set as comments like
+# the data tables' once they exist.
 INTERNAL_COMMENTS: dict[str, tuple[str, dict[str, str]]] = {
     "_sync_state": (
         "Sync state: one row per stream, where its next window starts.",
@@ -59,6 +60,16 @@ INTERNAL_COMMENTS: dict[str, tuple[str, dict[str, str]]] = {
             "cursor_field": "incremental tables: the last-update column",
             "parent": "child tables: the table whose rows own these rows",
             "key": "the table's unique key columns",
+        },
+    ),
+    "_iceberg_mirrored": (
+        "What each table's Iceberg mirror was last seen to hold (lake/iceberg.py creates it).",
+        {
+            "mirror": "the Iceberg location and a digest of its catalog URL",
+            "table_name": "the table in schema lms",
+            "loaded_through": "the newest warehouse load the Iceberg table equals",
+            "row_count": "the Iceberg table's rows then",
+            "columns": "the warehouse table's columns then",
         },
     ),
 }

@@ -1,16 +1,20 @@
 """Every warehouse table mirrored as an Apache Iceberg table, so any engine reads current state from the lake.
 
 The warehouse stays the writer and the Parquet change log (`lake/_loads/`) the source of truth for `rebuild`;
-an Iceberg table is derived from the warehouse and committed only after the DuckDB transaction it mirrors.
-Each snapshot records in its summary the load time it mirrors (`lessonsync.loaded-through`): a table whose
-snapshot lags the warehouse (a crash between the two commits) is rolled forward by the next commit or
-`lessonsync tables sync`. A mirror write never touches a row that did not change: the changed rows are found
-by comparing a digest of each candidate row with the digest stored beside it in the Iceberg table, and only
-the data files holding changed keys are rewritten (copy-on-write). DuckDB reads and writes the Parquet data files;
-pyiceberg commits them. A load that changed
-nothing writes nothing, and does not open the catalog: the warehouse records, per table, the load time and row
-count its Iceberg table was last seen to hold (`lms._iceberg_mirrored`), so a commit opens Iceberg only for the
-tables a load changed since, or that the record cannot vouch for.
+an Iceberg table is derived from the warehouse by a step of its own after the raw commits (pipeline/defs/lake/),
+never inside one: whatever happens to the Iceberg side, a load stays committed. Each snapshot records in its
+summary the load time it mirrors (`lessonsync.loaded-through`): a table whose snapshot lags the warehouse (the
+mirror failed, or never ran) is rolled forward by the next mirror run. Damage heals the same way, from the
+warehouse: an unreadable SQLite catalog is set aside and a new one made, a table whose metadata cannot be read or
+lives outside this mirror's location (a moved or copied data directory) is registered anew here, a table with a
+missing or damaged data file is rewritten whole. A mirror write never touches a row that did not change: the
+changed rows are found by comparing a digest of each candidate row with the digest stored beside it in the Iceberg
+table, and only the data files holding changed keys are rewritten (copy-on-write). DuckDB reads and writes the
+Parquet data files; pyiceberg commits them. A run after loads that changed nothing writes nothing, and does not load pyiceberg: the
+warehouse records, per table, the load time and row count its Iceberg table was last seen to hold
+(`lms._iceberg_mirrored`), so the mirror opens Iceberg only for the tables a load changed since, or that the
+record cannot vouch for (a SQLite catalog is read with the standard library to confirm each table is still
+registered here).
 """
 
 from __future__ import annotations
@@ -20,22 +24,26 @@ import json
 import logging
 import os
 import shutil
+import sqlite3
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import closing, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlparse
-from urllib.request import url2pathname
 
 import duckdb
+import pyarrow as pa
 
+from pipeline.warehouse import hooks
 from pipeline.warehouse.duck.arrow_types import q
 from pipeline.warehouse.duck.catalog import read_catalog
 from pipeline.warehouse.duck.connection import scalar
+from pipeline.warehouse.duck.schema import set_comments
 from pipeline.warehouse.duck.tabledef import DELETED_AT, FIRST_LOADED_AT, LAST_LOADED_AT, SCHEMA, TableDef
 from pipeline.warehouse.lake.lakestore import open_lake
 
@@ -60,6 +68,10 @@ COPY_CHUNK = 8 << 20
 # that hold them (changed keys spread over most files by then).
 REWRITE_FRACTION = 0.25
 MAX_ROWS_CHANGED = 200_000
+# How long a write waits for a SQLite catalog another process holds (a reader's open transaction, a writer) before
+# the mirror step fails; LESSONSYNC_ICEBERG_CATALOG_BUSY_TIMEOUT sets it. The warehouse's write lock is held
+# meanwhile, so it stays a few minutes at most.
+DEFAULT_CATALOG_BUSY_TIMEOUT = 180.0
 # Per mirror and table, what its Iceberg table was last seen to hold. Written only after the Iceberg commit (or a
 # check) it records, so a crash between the two leaves the record behind the table, never ahead: the next commit
 # opens that table and finds it current.
@@ -75,7 +87,13 @@ MIRROR_RECORD_DDL = f"""CREATE TABLE IF NOT EXISTS {MIRROR_RECORD} (
 
 
 class TableFormatError(RuntimeError):
-    """The warehouse committed; the Iceberg mirror did not follow. The next commit rolls it forward."""
+    """An Iceberg table could not be brought up to the warehouse. The warehouse holds every load: the next mirror
+    run rolls the table forward."""
+
+
+class CatalogUnavailable(TableFormatError):
+    """The catalog cannot be opened or written (locked past the bound, unreachable): no table can be, so the mirror
+    stops at once."""
 
 
 @dataclass(frozen=True)
@@ -86,13 +104,25 @@ class IcebergLocation:
     catalog_url: str
     location: str
     io_properties: Mapping[str, str] = field(default_factory=dict)
+    busy_timeout: float = DEFAULT_CATALOG_BUSY_TIMEOUT  # seconds a SQLite catalog held elsewhere is waited for
 
     @classmethod
-    def for_lake(cls, lake_location: Path | str, catalog_url: str) -> IcebergLocation:
+    def for_lake(
+        cls, lake_location: Path | str, catalog_url: str, busy_timeout: float = DEFAULT_CATALOG_BUSY_TIMEOUT
+    ) -> IcebergLocation:
         if isinstance(lake_location, Path):
-            location = (lake_location / "iceberg").resolve().as_uri()
-            return cls(catalog_url, location)
-        return cls(catalog_url, f"{str(lake_location).rstrip('/')}/iceberg", s3_properties())
+            location = _file_location((lake_location / "iceberg").resolve())
+            return cls(catalog_url, location, busy_timeout=busy_timeout)
+        return cls(catalog_url, f"{str(lake_location).rstrip('/')}/iceberg", s3_properties(), busy_timeout)
+
+    @property
+    def catalog_file(self) -> Path | None:
+        """The file of a SQLite catalog; None for another database."""
+        return sqlite_file(self.catalog_url)
+
+    def holds(self, location: str) -> bool:
+        """Whether a table or metadata location lies under this mirror's location (not another directory's)."""
+        return location.startswith(self.location.rstrip("/") + "/")
 
 
 def iceberg_location(settings: object) -> IcebergLocation | None:
@@ -100,7 +130,8 @@ def iceberg_location(settings: object) -> IcebergLocation | None:
     catalog = getattr(settings, "iceberg_catalog", None)
     if not isinstance(catalog, str):
         return None
-    return IcebergLocation.for_lake(settings.lake_location, catalog)  # type: ignore[attr-defined]
+    busy = getattr(settings, "iceberg_catalog_busy_timeout", DEFAULT_CATALOG_BUSY_TIMEOUT)
+    return IcebergLocation.for_lake(settings.lake_location, catalog, float(busy))  # type: ignore[attr-defined]
 
 
 def s3_properties() -> dict[str, str]:
@@ -118,21 +149,74 @@ def s3_properties() -> dict[str, str]:
     return properties
 
 
-def sqlalchemy_url(url: str) -> str:
-    """A postgresql:// URL as SQLAlchemy names its psycopg2 driver; anything else as given."""
+def sqlalchemy_url(url: str, busy_timeout: float | None = None) -> str:
+    """A postgresql:// URL as SQLAlchemy names its psycopg2 driver; a SQLite one with `busy_timeout` as its
+    `timeout` (SQLAlchemy hands it to sqlite3: how long a locked database is waited for); anything else as given."""
     for prefix in ("postgresql://", "postgres://"):
         if url.startswith(prefix):
             return "postgresql+psycopg2://" + url[len(prefix) :]
+    if busy_timeout is not None and url.startswith("sqlite:") and "timeout=" not in url:
+        return f"{url}{'&' if '?' in url else '?'}timeout={busy_timeout:g}"
     return url
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file a sqlite:///path URL names; None for any other URL, or an in-memory database."""
+    if not url.startswith("sqlite:///"):
+        return None
+    path = url[len("sqlite:///") :].split("?", 1)[0]
+    return Path(path) if path and path != ":memory:" else None
+
+
+def set_aside_if_unreadable(path: Path, busy_timeout: float) -> Path | None:
+    """A catalog file SQLite cannot read as a database (overwritten, truncated, corrupt) is renamed aside, with the
+    time in its name and its journal beside it (a hot journal must not meet the new file), and a WARNING names it;
+    the next open then creates an empty catalog. Returns where it went. A locked catalog is not unreadable: the
+    lock error is raised."""
+    if not path.exists():
+        return None
+    problem = _sqlite_problem(path, busy_timeout)
+    if problem is None:
+        return None
+    aside = path.with_name(f"{path.name}.unreadable-{datetime.now(UTC):%Y%m%dT%H%M%S%fZ}")
+    for suffix in ("", "-journal", "-wal", "-shm"):
+        with suppress(FileNotFoundError):
+            Path(f"{path}{suffix}").rename(f"{aside}{suffix}")
+    log.warning(
+        "Iceberg catalog %s is not a readable SQLite database (%s): kept as %s; a new catalog is created and every "
+        "table registered anew from the warehouse",
+        path,
+        problem,
+        aside.name,
+    )
+    return aside
+
+
+def _sqlite_problem(path: Path, busy_timeout: float) -> str | None:
+    """Why SQLite cannot read the file as a database, or None when it can."""
+    try:
+        with closing(_open_read_only(path, busy_timeout)) as db:
+            answer = db.execute("PRAGMA quick_check").fetchone()
+    except sqlite3.DatabaseError as error:
+        if getattr(error, "sqlite_errorname", "") in ("SQLITE_NOTADB", "SQLITE_CORRUPT"):
+            return str(error)
+        raise
+    return None if answer and answer[0] == "ok" else f"quick_check: {answer[0] if answer else 'no answer'}"
+
+
+def _open_read_only(path: Path, busy_timeout: float) -> sqlite3.Connection:
+    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=busy_timeout)
 
 
 @dataclass
 class MirrorStats:
-    table: str
+    table: str  # namespace.table, e.g. lms.answers
     rows_written: int = 0
     keys_deleted: int = 0
     rewritten: bool = False
     seconds: float = 0.0
+    repaired: str = ""  # the damage that made the table registered anew or rewritten whole, if any
+    error: str = ""  # why the table is still behind the warehouse, if it is
 
     @property
     def wrote(self) -> bool:
@@ -159,55 +243,136 @@ class IcebergMirror:
         if self._catalog is None:
             from pyiceberg.catalog.sql import SqlCatalog
 
-            self._catalog = SqlCatalog(
-                CATALOG_NAME,
-                uri=sqlalchemy_url(self.where.catalog_url),
-                warehouse=self.where.location,
-                **self.where.io_properties,
-            )
-            for namespace in (SCHEMA, MARTS_NAMESPACE):
-                self._catalog.create_namespace_if_not_exists(namespace)
+            hooks.reached("iceberg_catalog")
+            catalog: SqlCatalog | None = None
+            try:
+                path = self.where.catalog_file
+                if path is not None:
+                    set_aside_if_unreadable(path, self.where.busy_timeout)
+                catalog = SqlCatalog(
+                    CATALOG_NAME,
+                    uri=sqlalchemy_url(self.where.catalog_url, self.where.busy_timeout),
+                    warehouse=self.where.location,
+                    **self.where.io_properties,
+                )
+                for namespace in (SCHEMA, MARTS_NAMESPACE):
+                    catalog.create_namespace_if_not_exists(namespace)
+            except Exception as error:
+                if catalog is not None:
+                    catalog.engine.dispose()
+                raise self._unavailable(error) from error
+            self._catalog = catalog
         return self._catalog
+
+    def close(self) -> None:
+        """Close the catalog's database connections. A write that failed on a locked SQLite catalog keeps its lock
+        (and its journal) until its connection closes: every path that gives up on the catalog closes it."""
+        if self._catalog is not None:
+            self._catalog.engine.dispose()
+            self._catalog = None
+
+    def _unavailable(self, error: BaseException) -> CatalogUnavailable:
+        """The catalog's failure said plainly: which catalog (never its URL: it may hold a password), and why; the
+        catalog's connections closed."""
+        self.close()
+        path = self.where.catalog_file
+        name = f"Iceberg catalog {path}" if path is not None else "Iceberg catalog database"
+        if "locked" in str(error) or "busy" in str(error).lower():
+            return CatalogUnavailable(
+                f"{name} stayed locked by another process for {self.where.busy_timeout:g} s "
+                "(LESSONSYNC_ICEBERG_CATALOG_BUSY_TIMEOUT): end the reader or writer holding it"
+            )
+        return CatalogUnavailable(f"{name} cannot be used ({type(error).__name__}: {_first_line(error)})")
 
     # -- raw tables ---------------------------------------------------------------------------------------
 
-    def sync_after_load(self, conn: duckdb.DuckDBPyConnection) -> list[MirrorStats]:
-        """After a commit: every table whose Iceberg table the record cannot vouch for (a load changed it since, its
-        rows differ, it is new, or a process died between its two commits). A commit that changed nothing opens
-        no Iceberg table."""
+    def sync_behind(self, conn: duckdb.DuckDBPyConnection) -> list[MirrorStats]:
+        """Every table whose Iceberg table the record cannot vouch for (a load changed it since, its rows differ, it
+        is new, a mirror run failed or never came, or a SQLite catalog no longer registers it here). After loads
+        that changed nothing, no Iceberg table is opened and pyiceberg is not imported."""
         current = _current_by_record(conn, self.mirror_id)
+        registered = self._registered() if current else None
+        if registered is not None:
+            current = {t: rows for t, rows in current.items() if self._registered_here(registered.get(t.name))}
         latest = _latest_load_time(conn)
-        if current and latest is not None:  # moving the record on keeps the next commit's look-back short
+        if current and latest is not None:  # moving the record on keeps the next run's look-back short
             _record(conn, self.mirror_id, {table: (latest, rows) for table, rows in current.items()})
         behind = [table.name for table in read_catalog(conn) if table not in current]
         return self.sync_raw(conn, behind) if behind else []
 
-    def sync_raw(self, conn: duckdb.DuckDBPyConnection, names: Iterable[str] | None = None) -> list[MirrorStats]:
-        """Bring the Iceberg table of each warehouse table (default: every one) up to the warehouse, whatever the
-        record says. `conn` holds the warehouse's write lock, so no load commits meanwhile."""
-        wanted = set(names) if names is not None else None
-        results = []
-        for table in read_catalog(conn):
-            if wanted is None or table.name in wanted:
-                try:
-                    results.append(self._sync_table(conn, table))
-                except Exception as error:
-                    raise TableFormatError(
-                        f"Iceberg table {SCHEMA}.{table.name} not updated ({type(error).__name__}: {error}); the "
-                        "warehouse holds the load and the next commit or `lessonsync tables sync` rolls the table "
-                        "forward"
-                    ) from error
-        return results
+    def _registered(self) -> dict[str, str] | None:
+        """The raw tables a SQLite catalog registers, with their metadata locations, read with the standard
+        library: {} when the file is missing or unreadable (its tables are then opened, and the catalog judged and
+        repaired, by pyiceberg); None for a catalog in another database (the record is trusted)."""
+        path = self.where.catalog_file
+        if path is None:
+            return None
+        if not path.exists():
+            return {}
+        query = (
+            "SELECT table_name, metadata_location FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ?"
+        )
+        try:
+            with closing(_open_read_only(path, min(self.where.busy_timeout, 5.0))) as db:
+                return {name: location for name, location in db.execute(query, [CATALOG_NAME, SCHEMA]).fetchall()}
+        except sqlite3.Error:
+            return {}
 
-    def _sync_table(self, conn: duckdb.DuckDBPyConnection, table: TableDef) -> MirrorStats:
+    def _registered_here(self, metadata_location: str | None) -> bool:
+        """Whether a table's metadata lies under this mirror's location, and (on a local disk) exists."""
+        if metadata_location is None or not self.where.holds(metadata_location):
+            return False
+        local = _local_path(metadata_location)
+        return local is None or local.is_file()
+
+    def sync_raw(
+        self, conn: duckdb.DuckDBPyConnection, names: Iterable[str] | None = None, *, verify_files: bool = False
+    ) -> list[MirrorStats]:
+        """Bring the Iceberg table of each warehouse table (default: every one) up to the warehouse, whatever the
+        record says. `conn` holds the warehouse's write lock, so no load commits meanwhile. A table that fails
+        is reported in its stats (`error`) and the others go on; a catalog that cannot be used raises
+        CatalogUnavailable at once. `verify_files`: also check that the data files on object storage are there
+        whole (on a local disk they are checked whenever a table is opened)."""
+        wanted = set(names) if names is not None else None
+        return [
+            self._healing(f"{SCHEMA}.{table.name}", partial(self._sync_table, conn, table, verify_files))
+            for table in read_catalog(conn)
+            if wanted is None or table.name in wanted
+        ]
+
+    def _healing(self, name: str, sync: Callable[[str], MirrorStats]) -> MirrorStats:
+        """`sync("")`; when the table cannot be brought up in place because a file of it is missing or damaged (a
+        metadata, manifest or data file), once more with the table registered anew and rewritten whole from the
+        warehouse. Any other failure (out of memory, a conflicting commit) is reported, the table kept as it is."""
+        try:
+            return sync("")
+        except Exception as error:
+            if _is_catalog_error(error):
+                raise self._unavailable(error) from error
+            first = f"{type(error).__name__}: {_first_line(error)}"
+            if not _is_damage(error):
+                return MirrorStats(name, error=f"{name}: {first}")
+        log.warning("iceberg %s could not be updated in place (%s): registering it anew", name, first)
+        try:
+            return sync(f"not updatable in place ({first})")
+        except Exception as error:
+            if _is_catalog_error(error):
+                raise self._unavailable(error) from error
+            return MirrorStats(name, error=f"{name}: {type(error).__name__}: {_first_line(error)}")
+
+    def _sync_table(
+        self, conn: duckdb.DuckDBPyConnection, table: TableDef, verify_files: bool, recreate: str
+    ) -> MirrorStats:
         started = time.perf_counter()
-        stats = MirrorStats(table.name)
+        stats = MirrorStats(f"{SCHEMA}.{table.name}")
         select = _mirror_select(table)
-        ice = self._table_for(conn, (SCHEMA, table.name), select)
-        mirrored_through = _loaded_through(ice)
+        ice, stats.repaired = self._table_for(conn, (SCHEMA, table.name), select, recreate)
         latest = _latest_load_time(conn)
         if latest is None:
             return stats
+        if not stats.repaired:
+            stats.repaired = _damage(ice, verify_files)
+        mirrored_through = None if stats.repaired else _loaded_through(ice)
         if mirrored_through is not None and mirrored_through >= latest:
             _record(conn, self.mirror_id, {table: (mirrored_through, _iceberg_rows(ice))})
             return stats
@@ -232,9 +397,8 @@ class IcebergMirror:
         stats.seconds = time.perf_counter() - started
         if stats.wrote:
             log.info(
-                "iceberg %s.%s: %d rows written, %d keys replaced%s in %.2fs",
-                SCHEMA,
-                table.name,
+                "iceberg %s: %d rows written, %d keys replaced%s in %.2fs",
+                stats.table,
                 stats.rows_written,
                 stats.keys_deleted,
                 " (whole table)" if stats.rewritten else "",
@@ -312,56 +476,89 @@ class IcebergMirror:
         finally:
             conn.execute(f"DROP TABLE IF EXISTS {changed}")
 
-    def _table_for(self, conn: duckdb.DuckDBPyConnection, identifier: tuple[str, str], select: str) -> Table:
+    def _table_for(
+        self, conn: duckdb.DuckDBPyConnection, identifier: tuple[str, str], select: str, recreate: str = ""
+    ) -> tuple[Table, str]:
         """The Iceberg table, created from the query's Arrow schema or evolved to it (columns are only added,
-        as in the warehouse)."""
+        as in the warehouse), each field's `doc` the warehouse column's description, and the damage that made it
+        registered anew ("" when none). A table the catalog registers outside this mirror's location (a moved data
+        directory; a copy's catalog still naming the original's files) or whose metadata cannot be read is
+        registered anew here, and nothing is written where the old entry pointed; so is one `recreate` names a
+        reason for."""
         from pyiceberg.exceptions import NoSuchTableError
 
         columns = ", ".join(q(c) for c in _written_columns(conn, select))
-        schema = conn.sql(f"SELECT {columns} FROM ({select}) LIMIT 0").to_arrow_table().schema
-        try:
-            ice = self.catalog.load_table(identifier)
-        except NoSuchTableError:
-            return self.catalog.create_table(identifier, schema=schema)
-        known = {f.name for f in ice.schema().fields}
-        if any(name not in known for name in schema.names):
+        docs = _column_docs(conn, identifier)
+        schema = _with_docs(conn.sql(f"SELECT {columns} FROM ({select}) LIMIT 0").to_arrow_table().schema, docs)
+        reason = recreate
+        if not reason:
+            try:
+                ice = self.catalog.load_table(identifier)
+            except NoSuchTableError:
+                return self.catalog.create_table(identifier, schema=schema), ""
+            except (OSError, ValueError) as error:  # the metadata file it names is gone or damaged
+                reason = f"its metadata cannot be read ({type(error).__name__}: {_first_line(error)})"
+            else:
+                if not (self.where.holds(ice.metadata_location) and self.where.holds(ice.location())):
+                    reason = f"the catalog has it at {ice.location()}, outside {self.where.location}"
+        if reason:
+            log.warning(
+                "iceberg %s: %s; registered anew under %s and written whole from the warehouse",
+                ".".join(identifier),
+                reason,
+                self.where.location,
+            )
+            with suppress(NoSuchTableError):
+                self.catalog.drop_table(identifier)  # the catalog's entry only: no file is deleted
+            return self.catalog.create_table(identifier, schema=schema), reason
+        known = {f.name: f.doc for f in ice.schema().fields}
+        if any(name not in known or (name in docs and known[name] != docs[name]) for name in schema.names):
             with ice.update_schema() as update:
                 update.union_by_name(schema)
             ice = ice.refresh()
-        return ice
+        return ice, ""
 
     # -- marts --------------------------------------------------------------------------------------------
 
-    def sync_marts(self, conn: duckdb.DuckDBPyConnection, relations: Mapping[str, str]) -> list[MirrorStats]:
-        """Mirror each mart (name -> relation in the warehouse) whole, when its rows differ from the snapshot's."""
-        results = []
-        for name, relation in relations.items():
-            started = time.perf_counter()
-            stats = MirrorStats(name)
-            try:
-                select = f"SELECT * FROM {relation}"
-                digests = _digests(conn, select)
-                digest = str(scalar(conn, f"SELECT count(*) || ':' || coalesce(bit_xor(d), 0) FROM ({digests})"))
-                ice = self._table_for(conn, (MARTS_NAMESPACE, name), select)
-                snapshot = ice.current_snapshot()
-                if snapshot is None or snapshot.summary is None or snapshot.summary.get(CONTENT_DIGEST) != digest:
-                    stats.rows_written = _rewrite(conn, ice, select, {CONTENT_DIGEST: digest})
-                    stats.rewritten = True
-            except Exception as error:
-                raise TableFormatError(
-                    f"Iceberg table {MARTS_NAMESPACE}.{name} not updated ({type(error).__name__}: {error}); the "
-                    "warehouse and the published copy hold the build, and the next publish rolls the table forward"
-                ) from error
-            stats.seconds = time.perf_counter() - started
-            results.append(stats)
-        return results
+    def sync_marts(
+        self, conn: duckdb.DuckDBPyConnection, relations: Mapping[str, str], *, verify_files: bool = False
+    ) -> list[MirrorStats]:
+        """Mirror each mart (name -> relation in the warehouse) whole, when its rows differ from the snapshot's or
+        the table is damaged; failures as in sync_raw."""
+        return [
+            self._healing(f"{MARTS_NAMESPACE}.{name}", partial(self._sync_mart, conn, name, relation, verify_files))
+            for name, relation in relations.items()
+        ]
+
+    def _sync_mart(
+        self, conn: duckdb.DuckDBPyConnection, name: str, relation: str, verify_files: bool, recreate: str
+    ) -> MirrorStats:
+        started = time.perf_counter()
+        stats = MirrorStats(f"{MARTS_NAMESPACE}.{name}")
+        select = f"SELECT * FROM {relation}"
+        digests = _digests(conn, select)
+        digest = str(scalar(conn, f"SELECT count(*) || ':' || coalesce(bit_xor(d), 0) FROM ({digests})"))
+        ice, stats.repaired = self._table_for(conn, (MARTS_NAMESPACE, name), select, recreate)
+        if not stats.repaired:
+            stats.repaired = _damage(ice, verify_files)
+        snapshot = ice.current_snapshot()
+        summary = snapshot.summary if snapshot is not None else None
+        if stats.repaired or summary is None or summary.get(CONTENT_DIGEST) != digest:
+            stats.rows_written = _rewrite(conn, ice, select, {CONTENT_DIGEST: digest})
+            stats.rewritten = True
+        stats.seconds = time.perf_counter() - started
+        return stats
 
     # -- maintenance --------------------------------------------------------------------------------------
 
     def tables(self) -> Iterator[Table]:
+        """Every table this catalog registers under this mirror's location (one registered elsewhere is another
+        directory's: never written here; the next mirror run registers it anew)."""
         for namespace in (SCHEMA, MARTS_NAMESPACE):
             for identifier in self.catalog.list_tables(namespace):
-                yield self.catalog.load_table(identifier)
+                ice = self.catalog.load_table(identifier)
+                if self.where.holds(ice.metadata_location):
+                    yield ice
 
     def expire_snapshots(self, retention: timedelta, now: datetime | None = None) -> dict[str, int]:
         """Expire every snapshot older than `retention` (the current one always stays); returns how many per
@@ -388,6 +585,8 @@ class IcebergMirror:
                 ice = self.catalog.load_table((SCHEMA, name))
             except Exception:
                 continue
+            if not self.where.holds(ice.metadata_location):
+                continue  # another directory's table: never written here
             files = len(list(ice.scan().plan_files()))
             needed = max(1, -(-_iceberg_rows(ice) // BATCH_ROWS))
             if files >= min_files and files > 2 * needed:
@@ -403,29 +602,54 @@ class IcebergMirror:
 class MaintenanceReport:
     expired: Mapping[str, int]  # snapshots expired per table
     compacted: Mapping[str, int]  # data files before, per table rewritten
+    repaired: Mapping[str, str] = field(default_factory=dict)  # table -> the damage it was rewritten for
+    failed: Mapping[str, str] = field(default_factory=dict)  # table -> why it is still behind or damaged
 
     def summary(self) -> str:
         expired = sum(self.expired.values())
         compacted = ", ".join(f"{name} ({files} files)" for name, files in self.compacted.items()) or "none"
-        return f"{expired} snapshots expired over {len(self.expired)} tables; compacted: {compacted}"
+        repaired = "; ".join(f"{name} ({why})" for name, why in self.repaired.items()) or "none"
+        line = (
+            f"repaired: {repaired}; {expired} snapshots expired over {len(self.expired)} tables; compacted: {compacted}"
+        )
+        return line + "".join(f"\nNOT REPAIRED: {why}" for why in self.failed.values())
 
 
-def maintain(mirror: IcebergMirror, conn: duckdb.DuckDBPyConnection, retention: timedelta) -> MaintenanceReport:
-    """Compact, then expire: the snapshots compaction replaced age out with the rest."""
+def maintain(
+    mirror: IcebergMirror,
+    conn: duckdb.DuckDBPyConnection,
+    retention: timedelta,
+    marts: Mapping[str, str] | None = None,
+) -> MaintenanceReport:
+    """Repair, compact, then expire. Every raw table and mart (name -> warehouse relation) is checked first, its
+    data files included, and one that is damaged or behind is rewritten from the warehouse; then compaction, and
+    the snapshots it replaced age out with the rest."""
+    checked = mirror.sync_raw(conn, verify_files=True) + mirror.sync_marts(conn, marts or {}, verify_files=True)
+    repaired = {s.table: s.repaired for s in checked if s.repaired and not s.error}
+    failed = {s.table: s.error for s in checked if s.error}
     compacted = mirror.compact(conn)
-    return MaintenanceReport(mirror.expire_snapshots(retention), compacted)
+    return MaintenanceReport(mirror.expire_snapshots(retention), compacted, repaired, failed)
 
 
 def table_summaries(mirror: IcebergMirror) -> Iterator[str]:
-    for ice in mirror.tables():
-        snapshot = ice.current_snapshot()
-        summary = snapshot.summary if snapshot else None
-        mirrored = (summary.get(LOADED_THROUGH) or summary.get(CONTENT_DIGEST, "")[:12]) if summary else "-"
-        files = len(list(ice.scan().plan_files())) if snapshot else 0
-        yield (
-            f"{'.'.join(ice.name()):40} rows {_iceberg_rows(ice):>10,}  files {files:>4}  "
-            f"snapshots {len(ice.snapshots()):>4}  mirrors {mirrored}"
-        )
+    """One line per table the catalog registers; one that cannot be read, or lies in another directory, says so."""
+    for namespace in (SCHEMA, MARTS_NAMESPACE):
+        for identifier in mirror.catalog.list_tables(namespace):
+            name = ".".join(identifier)
+            try:
+                ice = mirror.catalog.load_table(identifier)
+                snapshot = ice.current_snapshot()
+                summary = snapshot.summary if snapshot else None
+                mirrored = (summary.get(LOADED_THROUGH) or summary.get(CONTENT_DIGEST, "")[:12]) if summary else "-"
+                files = len(list(ice.scan().plan_files())) if snapshot else 0
+            except (OSError, ValueError) as error:
+                yield f"{name:40} unreadable ({type(error).__name__}: {_first_line(error)}): the next mirror run rewrites it"
+                continue
+            elsewhere = "" if mirror.where.holds(ice.metadata_location) else f"  ELSEWHERE {ice.location()}"
+            yield (
+                f"{name:40} rows {_iceberg_rows(ice):>10,}  files {files:>4}  "
+                f"snapshots {len(ice.snapshots()):>4}  mirrors {mirrored}{elsewhere}"
+            )
 
 
 def _mirror_select(table: TableDef) -> str:
@@ -458,6 +682,36 @@ def _row_digest(names: Iterable[str]) -> str:
     for term in terms[1:]:
         combined = f"xor({combined}, {term})"
     return f"({combined} >> 1)::BIGINT"
+
+
+# The digest columns' docs; every other field's is the warehouse's comment on its column.
+_DIGEST_DOCS = {
+    KEY_DIGEST: "LessonSync's digest of the row's key: how a changed row finds the one it replaces",
+    ROW_DIGEST: "LessonSync's digest of the row's non-null values: tells a changed row from an unchanged one",
+}
+_ARROW_DOC = b"doc"  # the Arrow field metadata pyiceberg makes a field's doc
+
+
+def _column_docs(conn: duckdb.DuckDBPyConnection, identifier: tuple[str, str]) -> dict[str, str]:
+    """Each column's description: the comment on it in the warehouse relation the Iceberg table mirrors (its
+    namespace and name are the relation's schema and name), and the digests'."""
+    comments = conn.execute(
+        "SELECT column_name, comment FROM duckdb_columns() WHERE database_name = current_database() "
+        "AND schema_name = ? AND table_name = ? AND comment IS NOT NULL AND comment <> ''",
+        list(identifier),
+    ).fetchall()
+    return {**dict(comments), **_DIGEST_DOCS}
+
+
+def _with_docs(schema: pa.Schema, docs: Mapping[str, str]) -> pa.Schema:
+    """`schema` with each described field's description in the Arrow metadata pyiceberg makes its `doc`."""
+    return pa.schema(
+        [
+            f.with_metadata({**(f.metadata or {}), _ARROW_DOC: docs[f.name].encode()}) if f.name in docs else f
+            for f in schema
+        ],
+        metadata=schema.metadata,
+    )
 
 
 def _digests(conn: duckdb.DuckDBPyConnection, select: str) -> str:
@@ -511,7 +765,8 @@ def _data_files(conn: duckdb.DuckDBPyConnection, ice: Table, where: IcebergLocat
         if task.delete_files:
             raise ValueError(f"{task.file.file_path} has delete files; the mirror writes copy-on-write only")
         path = task.file.file_path
-        files[url2pathname(urlparse(path).path) if path.startswith("file:") else path] = task.file
+        local = _local_path(path)
+        files[str(local) if local is not None else path] = task.file
     if any(not name.startswith("/") for name in files):  # object storage: the lake's filesystem, on the connection
         open_lake(where.location).attach(conn)
     return files
@@ -559,8 +814,8 @@ def _place(ice: Table, staged: Path) -> str:
     """Move a data file written locally into the table's data directory: renamed when the table is on a local
     disk, copied through the table's FileIO (object storage) otherwise."""
     target = f"{ice.location().rstrip('/')}/data/{uuid.uuid4()}.parquet"
-    if target.startswith("file:"):
-        local = Path(url2pathname(urlparse(target).path))
+    local = _local_path(target)
+    if local is not None:
         local.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(staged, local)  # a rename on the same filesystem, a copy across two
         return target
@@ -568,6 +823,60 @@ def _place(ice: Table, staged: Path) -> str:
         shutil.copyfileobj(source, sink, COPY_CHUNK)
     staged.unlink()
     return target
+
+
+def _file_location(path: Path) -> str:
+    """A local directory as the file: location pyiceberg writes under. Not percent-encoded: pyiceberg's FileIO
+    takes a location's path as it is written, so `%2B` for a `+` in the path would name another directory."""
+    return f"file://{path}"
+
+
+def _local_path(location: str) -> Path | None:
+    """The file a file: location names, read as pyiceberg reads it (no percent-decoding); None for object storage."""
+    if not location.startswith("file:"):
+        return None
+    return Path(location.removeprefix("file://") if location.startswith("file://") else location.removeprefix("file:"))
+
+
+def _damage(ice: Table, remote: bool) -> str:
+    """What is wrong with the current snapshot's data files, "" when nothing: each must be there with the size
+    the table recorded. Files on a local disk are always checked (a stat each); on object storage (a request
+    each) only when `remote`."""
+    damaged = []
+    for task in ice.scan().plan_files():
+        path, size = task.file.file_path, task.file.file_size_in_bytes
+        local = _local_path(path)
+        if local is not None:
+            whole = local.is_file() and local.stat().st_size == size
+        elif remote:
+            source = ice.io.new_input(path)
+            whole = source.exists() and len(source) == size
+        else:
+            continue
+        if not whole:
+            damaged.append(path)
+    if not damaged:
+        return ""
+    reason = f"{len(damaged)} data file(s) missing or damaged, e.g. {damaged[0]}"
+    log.warning("iceberg %s: %s; rewritten whole from the warehouse", ".".join(ice.name()), reason)
+    return reason
+
+
+def _is_damage(error: BaseException) -> bool:
+    """An error reading one of the table's files: gone (OSError), not what it should be (a metadata file that does
+    not parse, a Parquet file DuckDB or Arrow cannot read)."""
+    return isinstance(error, OSError | ValueError | duckdb.IOException | duckdb.InvalidInputException)
+
+
+def _is_catalog_error(error: BaseException) -> bool:
+    """An error of the catalog's database (locked, unreachable), not of one table's files."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    return isinstance(error, SQLAlchemyError | sqlite3.Error)
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [""])[0][:300]
 
 
 def _loaded_through(ice: Table) -> datetime | None:
@@ -609,7 +918,7 @@ def _last_changes(conn: duckdb.DuckDBPyConnection, since: datetime) -> dict[str,
 def _current_by_record(conn: duckdb.DuckDBPyConnection, mirror_id: str) -> dict[TableDef, int]:
     """The tables (-> rows) whose Iceberg table the record shows equal to the warehouse now: no load changed them
     after the recorded load time, and they hold the recorded rows and columns."""
-    conn.execute(MIRROR_RECORD_DDL)
+    _ensure_record(conn)
     query = f"SELECT table_name, loaded_through, row_count, columns FROM {MIRROR_RECORD} WHERE mirror = ?"
     recorded = {
         name: (through, rows, cols) for name, through, rows, cols in conn.execute(query, [mirror_id]).fetchall()
@@ -638,9 +947,16 @@ def _record(conn: duckdb.DuckDBPyConnection, mirror_id: str, seen: Mapping[Table
     ]
     if not rows:
         return
-    conn.execute(MIRROR_RECORD_DDL)
+    _ensure_record(conn)
     values = ", ".join("(?, ?, ?::TIMESTAMPTZ, ?, ?)" for _ in rows)  # one statement: one transaction
     conn.execute(f"INSERT OR REPLACE INTO {MIRROR_RECORD} VALUES {values}", [v for row in rows for v in row])
+
+
+def _ensure_record(conn: duckdb.DuckDBPyConnection) -> None:
+    """The record table, described like the warehouse's other internal tables (the mirror step may create it after
+    the run's last schema change, which is when the warehouse describes its tables)."""
+    conn.execute(MIRROR_RECORD_DDL)
+    set_comments(conn, [])
 
 
 def _columns_signature(table: TableDef) -> str:

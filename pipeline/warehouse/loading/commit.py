@@ -11,7 +11,10 @@ A first load inserted while it was written (early_insert.py) did 1, evolved its 
 still ran; its commit goes on with 2's apply, in that transaction.
 
 A crash before 3 leaves the old warehouse and no manifest; between 3 and 4, the next writer replays the
-manifest; after 4 both agree. Either way: old cursor with old rows, or new cursor with new rows."""
+manifest; after 4 both agree. Either way: old cursor with old rows, or new cursor with new rows.
+
+The Iceberg mirror is not part of a commit: its own step follows the raw commits (pipeline/defs/lake/), so
+nothing on the Iceberg side can fail, delay or undo a load."""
 
 from __future__ import annotations
 
@@ -106,9 +109,6 @@ def commit_load(
                 warehouse.lake.remove_manifest(name)  # a clean failure; otherwise the next writer rolls forward
             raise
         hooks.reached("committed")
-        if warehouse.table_mirror is not None:
-            warehouse.table_mirror.sync_after_load(conn)
-            hooks.reached("mirrored")
     return LoadResult(
         plan.stream,
         plan.run_id,

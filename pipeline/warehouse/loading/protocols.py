@@ -13,7 +13,6 @@ import duckdb
 
 from pipeline.contract.tables import TableSpec
 from pipeline.warehouse.duck.connection import ConnectionSettings
-from pipeline.warehouse.lake.iceberg import IcebergMirror
 from pipeline.warehouse.lake.lakestore import LakeStore
 from pipeline.warehouse.merge.context import CommitContext
 from pipeline.warehouse.merge.protocols import EarlyInsert
@@ -34,9 +33,6 @@ class LoadTarget(Protocol):
 
     @property
     def clock(self) -> Callable[[], datetime]: ...
-
-    @property
-    def table_mirror(self) -> IcebergMirror | None: ...
 
     def connect(self, read_only: bool = False) -> AbstractContextManager[duckdb.DuckDBPyConnection]: ...
 

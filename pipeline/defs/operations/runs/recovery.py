@@ -12,6 +12,8 @@ from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter
 
 from pipeline.defs.operations.runs.identity import HOST_TAG, recorded_process, this_host
 
+# On a run this module failed: who did (a run, the sensor, `lessonsync recover`). Its process, gone, sent no alert.
+MARKED_FAILED_BY_TAG = "lessonsync/marked-failed-by"
 # NOT_STARTED too: an in-process run is created with its tags, then killed before its first event.
 UNFINISHED = [
     DagsterRunStatus.NOT_STARTED,
@@ -53,6 +55,7 @@ def fail_run(instance: DagsterInstance, run: DagsterRun, by: str) -> str:
         f"memory or a reboot. Marked failed by {by}; its pool slots are freed. The warehouse rolled back "
         "whatever that run had not committed: the next sync reads those windows again."
     )
+    instance.add_run_tags(run.run_id, {MARKED_FAILED_BY_TAG: by})
     instance.report_run_failed(run, message)
     instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
     return message
