@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from datetime import datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
@@ -161,8 +161,8 @@ class Settings(BaseSettings):
     )
     analytics_as_of: str | None = Field(
         None,
-        description="Reference instant of the marts' time-relative figures (ISO 8601 with offset); default: "
-        "when the run starts.",
+        description="Reference instant of the marts' time-relative figures: a date (midnight UTC) or an ISO 8601 "
+        "timestamp with offset; default: when the run starts.",
     )
     pool_wait_timeout: float = Field(
         1800.0,
@@ -324,12 +324,7 @@ class Settings(BaseSettings):
     def _as_of(cls, value: str | None) -> str | None:
         if value is None or not value.strip():
             return None
-        try:
-            instant = datetime.fromisoformat(value.strip())
-        except ValueError:
-            raise ValueError(f"{value!r} is not an ISO 8601 instant, e.g. 2026-01-31T00:00:00Z") from None
-        if instant.tzinfo is None:
-            raise ValueError(f"{value!r} has no UTC offset; add Z or +hh:mm") from None
+        parse_as_of(value)
         return value.strip()
 
     @property
@@ -366,6 +361,24 @@ class Settings(BaseSettings):
     def dagster_home(self) -> Path:
         """The Dagster home LessonSync creates when DAGSTER_HOME is unset (pipeline/instance)."""
         return self.data_dir / "dagster_home"
+
+
+def parse_as_of(text: str) -> datetime:
+    """An `as_of` as dbt users pass it: a date, meaning midnight UTC (2026-11-02), or an ISO 8601 timestamp with a
+    UTC offset (2026-11-02 00:00:00+00, 2026-11-02T00:00:00Z); dbt_like_sql/macros/as_of.sql reads it alike.
+    ValueError says what is wrong."""
+    text = text.strip()
+    try:
+        if len(text) == len("2026-11-02"):
+            return datetime.combine(date.fromisoformat(text), time(), UTC)
+        instant = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is neither a date nor an ISO 8601 timestamp, e.g. 2026-11-02 or 2026-11-02T00:00:00Z"
+        ) from None
+    if instant.tzinfo is None:
+        raise ValueError(f"{text!r} has no UTC offset; add Z or +hh:mm, or give a date (midnight UTC)")
+    return instant
 
 
 class SettingsError(ValueError):

@@ -7,7 +7,7 @@ When a model fails (it cannot be rendered or parsed: `Model.problem`, a SQL erro
 previous version stays and only the models downstream of it are skipped, like `dbt build`: every other model
 builds.
 
-Time-relative figures (certificates expiring in the next 30 days...) read `{{ var('as_of') }}`, compiled to the
+Time-relative figures (certificates expiring in the next 30 days...) read `{{ as_of() }}` (`var('as_of')`), compiled to the
 DuckDB variable `as_of` (`getvariable('as_of')`, refs.py) that is set once per build, so every model of a build agrees on "now" and tests can pin it.
 """
 

@@ -5,7 +5,8 @@ A model's file is rendered once, when the project loads (files only, no database
 - `{{ ref('<model>') }}` and `{{ source('lms', '<table>') }}`: the relations `analytics.<model>` and
   `lms.<table>`; each call is a dependency of the model, whatever the rendered SQL does with it;
 - `{{ this }}`: the model's own relation, `analytics.<model>`;
-- `{{ var('as_of') }}`: `getvariable('as_of')`, the DuckDB variable each build sets (build.py);
+- `{{ var('as_of') }}`: `getvariable('as_of')`, the DuckDB variable each build sets (build.py); models read it
+  through the project's macro `as_of()` (dbt_like_sql/macros/as_of.sql), which under dbt casts a date or timestamp;
   `{{ var('<name>', <default>) }}`: the variable of dbt_project.yml's `vars:`, else the default;
 - `{{ config(materialized='table') }}` (or 'view'): how the model is built, before its YAML's `config:`;
 - `is_incremental()`: false, every build being a full build;

@@ -14,7 +14,7 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -62,8 +62,8 @@ def dbt(project_dir: Path, *args: str, warehouse: Path) -> subprocess.CompletedP
 
 
 def as_of_var(as_of: datetime) -> str:
-    """--vars for dbt: as_of is a TIMESTAMPTZ expression (dbt_project.yml)."""
-    return json.dumps({"as_of": f"'{as_of.isoformat()}'::timestamptz"})
+    """--vars for dbt: as_of as an ISO 8601 timestamp with its offset (the macro as_of() casts it)."""
+    return json.dumps({"as_of": as_of.isoformat()})
 
 
 @pytest.fixture(scope="module")
@@ -141,6 +141,46 @@ def test_dbt_persists_the_yaml_descriptions_as_comments(dbt_run: DbtRun) -> None
         )
     mart = dbt_run.project.models["learner_progress"]
     assert {c: comments[f"learner_progress.{c}"] for c in mart.columns} == mart.columns
+
+
+@pytest.mark.parametrize(
+    ("given", "instant"),
+    [
+        ("{as_of: '2026-11-02'}", datetime(2026, 11, 2, tzinfo=UTC)),  # a date: midnight UTC
+        ("{as_of: '2026-11-02 06:00:00+00'}", datetime(2026, 11, 2, 6, tzinfo=UTC)),
+        ("{as_of: '2026-11-02T06:00:00Z'}", datetime(2026, 11, 2, 6, tzinfo=UTC)),
+    ],
+)
+def test_dbt_takes_as_of_as_a_date_or_a_timestamp(
+    dbt_run: DbtRun, tmp_path: Path, given: str, instant: datetime
+) -> None:
+    """`dbt build --vars "{as_of: '2026-11-02'}"`, as dbt users write it: the time-relative mart is built for that
+    instant, equal row for row to LessonSync's runner's build at the same instant."""
+    theirs, ours = tmp_path / "dbt.duckdb", tmp_path / "ours.duckdb"
+    shutil.copy2(dbt_run.dbt, theirs)
+    shutil.copy2(dbt_run.product, ours)
+    built = dbt(dbt_run.project_dir, "build", "--select", "certificates", "--vars", given, warehouse=theirs)
+    assert built.returncode == 0, built.stdout[-3000:]
+    with duckdb.connect(str(ours)) as conn:
+        assert [r.status for r in build_models(conn, dbt_run.project, ["certificates"], as_of=instant)] == ["built"]
+    with duckdb.connect(str(theirs), read_only=True) as conn:
+        assert conn.execute("SELECT DISTINCT as_of FROM analytics.certificates").fetchall() == [(instant,)]
+    assert_same_marts(dbt_run.project, ours, theirs)
+
+
+def test_dbt_names_an_as_of_without_an_offset(dbt_run: DbtRun, tmp_path: Path) -> None:
+    shutil.copy2(dbt_run.dbt, tmp_path / "dbt.duckdb")
+    built = dbt(
+        dbt_run.project_dir,
+        "build",
+        "--select",
+        "certificates",
+        "--vars",
+        "{as_of: '2026-11-02T06:00:00'}",
+        warehouse=tmp_path / "dbt.duckdb",
+    )
+    assert built.returncode != 0
+    assert "as_of '2026-11-02T06:00:00' has no UTC offset; add Z or +hh:mm" in built.stdout
 
 
 def files_under(root: Path) -> dict[str, tuple[int, int]]:

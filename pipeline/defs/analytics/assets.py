@@ -55,7 +55,7 @@ from pipeline.defs.analytics.checks import PUBLISHED_KEY, published_files_check
 from pipeline.defs.policy import POOL
 from pipeline.defs.resources import WarehouseResource
 from pipeline.extras import require_extra
-from pipeline.settings import Settings
+from pipeline.settings import Settings, parse_as_of
 
 AS_OF_ENV = "LESSONSYNC_ANALYTICS_AS_OF"  # default `as_of` when the run config gives none (e.g. the demo's clock)
 
@@ -63,8 +63,9 @@ AS_OF_ENV = "LESSONSYNC_ANALYTICS_AS_OF"  # default `as_of` when the run config 
 class AnalyticsBuildConfig(Config):
     as_of: str | None = Field(
         None,
-        description="Reference instant of time-relative figures (certificates expiring within 30 days...), "
-        f"ISO 8601 with a time zone, e.g. 2026-11-22T00:00:00Z. Default: ${AS_OF_ENV}, else when the run starts.",
+        description="Reference instant of time-relative figures (certificates expiring within 30 days...): a date "
+        f"(midnight UTC) or an ISO 8601 timestamp with offset, e.g. 2026-11-22 or 2026-11-22T00:00:00Z. Default: "
+        f"${AS_OF_ENV}, else when the run starts.",
     )
 
 
@@ -89,12 +90,9 @@ def _parse_as_of(text: str | None, default: str | None) -> datetime:
     if not text:
         return datetime.now(UTC)
     try:
-        value = datetime.fromisoformat(text)
-    except ValueError:
-        raise Failure(f"as_of {text!r} is not an ISO 8601 instant; use e.g. 2026-11-22T00:00:00Z") from None
-    if value.tzinfo is None:
-        raise Failure(f"as_of {text!r} has no time zone; add one, e.g. {text}Z")
-    return value
+        return parse_as_of(text)
+    except ValueError as error:
+        raise Failure(f"as_of {error}") from None
 
 
 def build_analytics(settings: Settings) -> Analytics:
