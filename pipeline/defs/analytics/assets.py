@@ -52,7 +52,7 @@ from pipeline.analytics.models import AnalyticsProject, load_project
 from pipeline.analytics.publish import publish
 from pipeline.analytics.sql import relation
 from pipeline.defs.analytics.checks import PUBLISHED_KEY, published_files_check
-from pipeline.defs.policy import POOL
+from pipeline.defs.policy import FULL_REFRESH_TAG, POOL
 from pipeline.defs.resources import WarehouseResource
 from pipeline.settings import Settings
 
@@ -64,6 +64,12 @@ class AnalyticsBuildConfig(Config):
         None,
         description="Reference instant of time-relative figures (certificates expiring within 30 days...), "
         f"ISO 8601 with a time zone, e.g. 2026-11-22T00:00:00Z. Default: ${AS_OF_ENV}, else when the run starts.",
+    )
+    full_refresh: bool = Field(
+        False,
+        description="Rebuild every selected model whole, even those whose inputs did not change since their last "
+        "build, incremental ones included. The full_refresh job sets it too, and then also writes every published "
+        "file anew.",
     )
 
 
@@ -127,14 +133,18 @@ def _models_asset(project: AnalyticsProject, default_as_of: str | None) -> Asset
     ) -> Iterator[MaterializeResult[Any] | AssetCheckResult]:
         selected = {key.path[-1] for key in context.selected_asset_keys if key != PUBLISHED_KEY}
         as_of = _parse_as_of(config.as_of, default_as_of)
+        full_refresh = config.full_refresh or context.run.tags.get(FULL_REFRESH_TAG) == "true"
         failures = list(project.rejected)
         if selected:
-            with warehouse.connect() as conn, models_built_ahead(conn, project, selected, as_of) as results:
+            with (
+                warehouse.connect() as conn,
+                models_built_ahead(conn, project, selected, as_of, full_refresh=full_refresh) as results,
+            ):
                 for result in results:
-                    log = context.log.info if result.status == "built" else context.log.error
+                    log = context.log.info if result.status in ("built", "unchanged") else context.log.error
                     log(log_line(result))
                     yield from check_results(result.outcomes, set(context.selected_asset_check_keys))
-                    if result.status == "built":
+                    if result.status in ("built", "unchanged"):
                         yield materialization(result, as_of)
                     else:
                         failures.append(result.error or result.model.name)
@@ -203,7 +213,8 @@ def _publisher(
     def analytics_published(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult[Any]:
         mirror = warehouse.warehouse().table_mirror
         with warehouse.connect() as conn:
-            result = publish(conn, project, Path(warehouse.data_dir))
+            rewrite = context.run.tags.get(FULL_REFRESH_TAG) == "true"
+            result = publish(conn, project, Path(warehouse.data_dir), rewrite=rewrite)
             mirrored = mirror.sync_marts(conn, mart_relations(project)) if mirror is not None else []
         context.log.info(
             f"published {len(result.rows)} tables and {len(result.parquet)} marts in {result.seconds:.2f}s"
