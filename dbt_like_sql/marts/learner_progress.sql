@@ -28,6 +28,18 @@ lessons as (
 
 ),
 
+-- when each lesson of the catalogue last changed, removed ones included (their deleted_at: a removal moves no
+-- last_loaded_at): load metadata, which staging leaves out
+catalogue_changes as (
+
+    select
+        id as lesson_id,
+        greatest(last_loaded_at, deleted_at) as changed_at
+
+    from {{ source('lms', 'lessons') }}
+
+),
+
 {% if is_incremental() %}
 
     computed_through as (
@@ -35,19 +47,6 @@ lessons as (
         select coalesce(max(_loaded_at), cast('-infinity' as timestamptz)) as loaded_at
 
         from {{ this }}
-
-    ),
-
-    -- a lesson removed from the catalogue gets deleted_at, not a new last_loaded_at
-    catalogue_changes as (
-
-        select catalogue.id as lesson_id
-
-        from {{ source('lms', 'lessons') }} as catalogue
-
-        cross join computed_through
-
-        where greatest(catalogue.last_loaded_at, catalogue.deleted_at) > computed_through.loaded_at
 
     ),
 
@@ -85,6 +84,10 @@ lessons as (
 
         inner join catalogue_changes
             on active_lessons.lesson_id = catalogue_changes.lesson_id
+
+        cross join computed_through
+
+        where catalogue_changes.changed_at > computed_through.loaded_at
 
     ),
 
@@ -165,7 +168,9 @@ final as (
         active_lessons.time_spent,
         active_lessons.started_at,
         active_lessons.last_activity_at,
-        greatest(active_lessons.last_loaded_at, exit_attempts_per_learner_lesson.loaded_at) as _loaded_at
+        greatest(
+            active_lessons.last_loaded_at, exit_attempts_per_learner_lesson.loaded_at, catalogue_changes.changed_at
+        ) as _loaded_at
 
     from progress_to_compute as active_lessons
 
@@ -176,6 +181,9 @@ final as (
 
     left join lessons
         on active_lessons.lesson_id = lessons.lesson_id
+
+    left join catalogue_changes
+        on active_lessons.lesson_id = catalogue_changes.lesson_id
 
 )
 

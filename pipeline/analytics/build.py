@@ -26,7 +26,7 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -47,14 +47,15 @@ BUILDS_TABLE = f"{MODEL_SCHEMA}._builds"
 BUILDS_DDL = (
     f"CREATE TABLE IF NOT EXISTS {BUILDS_TABLE} (model VARCHAR PRIMARY KEY, materialized VARCHAR NOT NULL, "
     "built_at TIMESTAMPTZ NOT NULL, as_of TIMESTAMPTZ NOT NULL, row_count BIGINT NOT NULL, code_version VARCHAR, "
-    "inputs VARCHAR, code_inputs VARCHAR)"
+    "inputs VARCHAR, code_inputs VARCHAR, tested_inputs VARCHAR)"
 )
 # Columns added since the table was first declared: a warehouse built before gets them in place (empty: each of
 # its models is built once more, then skipped while its inputs stay the same).
 BUILDS_MIGRATIONS = tuple(
-    f"ALTER TABLE {BUILDS_TABLE} ADD COLUMN IF NOT EXISTS {column} VARCHAR" for column in ("inputs", "code_inputs")
+    f"ALTER TABLE {BUILDS_TABLE} ADD COLUMN IF NOT EXISTS {column} VARCHAR"
+    for column in ("inputs", "code_inputs", "tested_inputs")
 )
-BUILDS_COLUMNS = "model, materialized, built_at, as_of, row_count, code_version, inputs, code_inputs"
+BUILDS_COLUMNS = "model, materialized, built_at, as_of, row_count, code_version, inputs, code_inputs, tested_inputs"
 BUILDS_DESCRIPTION = (
     "One row per model: when its current relation was built, for which as_of, from which code and inputs.",
     {
@@ -67,6 +68,8 @@ BUILDS_DESCRIPTION = (
         "inputs": "Digest of everything the build read: its code and the code upstream, the versions of the raw "
         "tables and models it reads, and as_of for a time-relative model; the model's data version.",
         "code_inputs": "Digest of the model's code and of every model's code upstream of it.",
+        "tested_inputs": "Digest of inputs and of what the model's relationships tests read: when only it changes, "
+        "the tests run again on the model as built.",
     },
 )
 BuildStatus = Literal["built", "unchanged", "failed", "skipped"]
@@ -135,8 +138,16 @@ def build_models(
             yield ModelResult(model, "skipped", error=reason)
             continue
         if not full_refresh and previous is not None and _unchanged(model, previous, current, relations):
+            assert previous.fingerprint is not None
             held[model.name] = current
-            yield ModelResult(model, "unchanged", previous.row_count, inputs=current.inputs, built_at=previous.built_at)
+            result = ModelResult(
+                model, "unchanged", previous.row_count, inputs=current.inputs, built_at=previous.built_at
+            )
+            if previous.fingerprint.tested != current.tested:  # what its relationships tests read changed
+                result = _retest(conn, model, current, result)
+            if result.status != "unchanged":
+                blocked.add(model.name)
+            yield result
             continue
         incremental = not full_refresh and _incremental_applies(model, previous, current, relations)
         result = build_one(conn, model, as_of, current, incremental=incremental)
@@ -151,10 +162,13 @@ def build_models(
 def _recorded_builds(conn: duckdb.DuckDBPyConnection) -> dict[str, _Recorded]:
     return {
         model: _Recorded(
-            materialized, built_at, rows, Fingerprint(code, inputs) if code is not None and inputs is not None else None
+            materialized,
+            built_at,
+            rows,
+            Fingerprint(code, inputs, tested or "") if code is not None and inputs is not None else None,
         )
-        for model, materialized, built_at, rows, code, inputs in conn.execute(
-            f"SELECT model, materialized, built_at, row_count, code_inputs, inputs FROM {BUILDS_TABLE}"
+        for model, materialized, built_at, rows, code, inputs, tested in conn.execute(
+            f"SELECT model, materialized, built_at, row_count, code_inputs, inputs, tested_inputs FROM {BUILDS_TABLE}"
         ).fetchall()
     }
 
@@ -179,10 +193,26 @@ def _unchanged(model: Model, previous: _Recorded, current: Fingerprint, relation
     """The warehouse holds a build of the model from the inputs it has now: building again would write the same."""
     return (
         model.problem is None
-        and previous.fingerprint == current
+        and previous.fingerprint is not None
+        and (previous.fingerprint.code, previous.fingerprint.inputs) == (current.code, current.inputs)
         and previous.materialized == model.materialized
         and relations.get(model.name) == _kind(model)
     )
+
+
+def _retest(conn: duckdb.DuckDBPyConnection, model: Model, current: Fingerprint, unchanged: ModelResult) -> ModelResult:
+    """The tests of an unchanged model run again on it as built, what they read besides having changed; recorded
+    when no blocking test fails (else it fails, and the next build tests it again)."""
+    started = time.perf_counter()
+    try:
+        outcomes = run_tests(conn, model.tests, relation(MODEL_SCHEMA, model.name))
+    except duckdb.Error as error:
+        return ModelResult(model, "failed", seconds=time.perf_counter() - started, error=_build_error(model, error))
+    seconds = time.perf_counter() - started
+    if any(o.blocks for o in outcomes):
+        return ModelResult(model, "failed", None, [], seconds, outcomes, _blocked_message(model, outcomes))
+    conn.execute(f"UPDATE {BUILDS_TABLE} SET tested_inputs = ? WHERE model = ?", [current.tested, model.name])
+    return replace(unchanged, seconds=seconds, outcomes=outcomes)
 
 
 def _incremental_applies(
@@ -378,8 +408,8 @@ def _record_build(
     conn: duckdb.DuckDBPyConnection, model: Model, rows: int, as_of: datetime, inputs: Fingerprint
 ) -> None:
     conn.execute(
-        f"INSERT OR REPLACE INTO {BUILDS_TABLE} ({BUILDS_COLUMNS}) VALUES (?, ?, now(), ?, ?, ?, ?, ?)",
-        [model.name, model.materialized, as_of, rows, model.code_version, inputs.inputs, inputs.code],
+        f"INSERT OR REPLACE INTO {BUILDS_TABLE} ({BUILDS_COLUMNS}) VALUES (?, ?, now(), ?, ?, ?, ?, ?, ?)",
+        [model.name, model.materialized, as_of, rows, model.code_version, inputs.inputs, inputs.code, inputs.tested],
     )
 
 

@@ -3,12 +3,13 @@
 - A raw table's version: the newest load that inserted, updated or deleted its rows (`<seq>-<load id>`,
   warehouse.content_version_ids: it moves exactly when the table's rows do; a load that only sees rows again
   moves nothing), and its columns.
-- A model's inputs, in two digests. `code`: its SQL as rendered and its YAML, its materialization, the columns of
-  the raw tables it reads and the `code` of the models it reads (and of its relationships tests' targets): every
-  piece of code upstream of it. `inputs`: `code` and the data: the raw tables' versions, the `inputs` of the models
-  it reads, and the build's `as_of` when the model reads it; a model that reads the clock gets a new one each
-  build. A model whose `inputs` equal its last build's holds what a build would write; an incremental model whose
-  `code` equals its last build's saw only raw rows change since, the one case its incremental SQL is written for.
+- A model's inputs, in three digests. `code`: its SQL as rendered and its YAML, its materialization, the columns
+  of the raw tables it reads and the `code` of the models it reads: every piece of code upstream of it. `inputs`:
+  `code` and the data: the raw tables' versions, the `inputs` of the models it reads, and the build's `as_of` when
+  the model reads it; a model that reads the clock gets a new one each build. `tested`: `inputs` and the versions
+  of what its relationships tests read. A model whose `inputs` equal its last build's holds what a build would
+  write (its tests are run again, on it, when only `tested` differs); an incremental model whose `code` equals its
+  last build's saw only raw rows change since, the one case its incremental SQL is written for.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 import duckdb
 
-from pipeline.analytics.lineage import MODEL_SCHEMA, RAW_SCHEMA, TableRef
+from pipeline.analytics.lineage import MODEL_SCHEMA, RAW_SCHEMA
 from pipeline.analytics.models import Model
 from pipeline.warehouse import content_version_ids
 
@@ -34,6 +35,7 @@ NEVER_BUILT = "never-built"  # the inputs of a model the warehouse does not hold
 class Fingerprint:
     code: str
     inputs: str  # the model's data version (Dagster's too)
+    tested: str = ""  # `inputs` and what its tests read besides (relationships targets): its tests' outcome
 
 
 @dataclass(frozen=True)
@@ -64,10 +66,9 @@ def raw_versions(conn: duckdb.DuckDBPyConnection, tables: Iterable[str]) -> RawV
 
 def fingerprint(model: Model, raw: RawVersions, upstream: Mapping[str, Fingerprint], as_of: datetime) -> Fingerprint:
     """The model's digests with `upstream` (model name -> the digests of what the warehouse holds for it)."""
-    read = read_refs(model)
-    models = [ref.name for ref in read if ref.schema == MODEL_SCHEMA]
-    tables = [ref.name for ref in read if ref.schema == RAW_SCHEMA]
     missing = Fingerprint(NEVER_BUILT, NEVER_BUILT)
+    models = sorted({d.name for d in model.deps if d.schema == MODEL_SCHEMA})
+    tables = sorted({d.name for d in model.deps if d.schema == RAW_SCHEMA})
     code = _digest(
         {
             "code": model.code_version,
@@ -85,13 +86,19 @@ def fingerprint(model: Model, raw: RawVersions, upstream: Mapping[str, Fingerpri
         data["as_of"] = as_of.isoformat()
     if model.reads_clock:
         data["build"] = uuid.uuid4().hex  # its result is the build's own
-    return Fingerprint(code, _digest({"code": code, "data": data}))
+    inputs = _digest({"code": code, "data": data})
+    targets = sorted({t.to for t in model.tests if t.to is not None and t.to.name != model.name})
+    tested = _digest(
+        {
+            "inputs": inputs,
+            "targets": {
+                str(t): (upstream.get(t.name, missing).inputs if t.schema == MODEL_SCHEMA else raw.of(t.name))
+                for t in targets
+            },
+        }
+    )
+    return Fingerprint(code, inputs, tested)
 
 
 def _digest(value: object) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def read_refs(model: Model) -> list[TableRef]:
-    """The models and raw tables a model's build reads: its dependencies and its relationships tests' targets."""
-    return sorted({*model.deps, *(t.to for t in model.tests if t.to is not None and t.to.name != model.name)})
