@@ -81,7 +81,7 @@ class PublishedFiles:
 
     def raw_select(self, conn: duckdb.DuckDBPyConnection, schema: str, table: str, version: str) -> str:
         """The SELECT over the files holding the raw table `schema.table` at `version` (the newest load that wrote
-        it; "0": none did, then the table is written anew each publish)."""
+        it; "0": none did, then the table is written anew each publish unless it is empty)."""
         columns = _columns(conn, schema, table)
         layout = _digest(columns)
         bases: dict[str, Any] = self._state["bases"]
@@ -89,9 +89,11 @@ class PublishedFiles:
         key = tuple(definition.key) if definition is not None else ()
         changed_at = _changed_at({c for c, _ in columns})
         source = relation(schema, table)
-        if version == "0" or not key or changed_at is None or _rows(conn, source) < DELTA_MIN_ROWS:
+        rows = _rows(conn, source)
+        if version == "0" or not key or changed_at is None or rows < DELTA_MIN_ROWS:
             bases.pop(table, None)
-            name = version if version != "0" else f"0-{uuid.uuid4().hex}"
+            # no load changed the table: empty (its one state), else rows written by hand, written anew each time
+            name = version if version != "0" else "0-empty" if rows == 0 else f"0-{uuid.uuid4().hex}"
             whole = f"lms/{table}/{name}-{layout}.parquet"
             self._write_if_missing(conn, whole, f"SELECT * FROM {source}", ordered=False)
             return self._select([whole], columns)

@@ -8,18 +8,21 @@ import logging
 import subprocess
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import duckdb
 import pyarrow.parquet as pq
 import pytest
-from analytics_world import AS_OF, create_raw_tables, insert, seed_small_world
+from analytics_world import AS_OF, create_raw_tables, insert, record_load, seed_small_world
 
+from pipeline.analytics import published_files
 from pipeline.analytics.build import build_models
 from pipeline.analytics.models import AnalyticsProject, load_project
-from pipeline.analytics.publish import publish
+from pipeline.analytics.publish import PublishResult, publish
 from pipeline.analytics.summary import mart_summary
 from pipeline.analytics.verify import verify_published
+from pipeline.warehouse import live_table_rows
 
 READER = r"""
 import json, sys, time
@@ -388,3 +391,103 @@ def storage_version(conn: duckdb.DuckDBPyConnection) -> str:
     return conn.execute("SELECT tags FROM duckdb_databases() WHERE database_name = current_database()").fetchone()[0][
         "storage_version"
     ]
+
+
+def written_dirs(result: PublishResult) -> set[str]:
+    """Where a publish wrote: `published/<schema>/<relation>` for the snapshot's files, `marts/<mart>.parquet`."""
+    return {"/".join(Path(path).parts[:3]) if path.startswith("published/") else path for path in result.written}
+
+
+def test_a_publish_writes_only_what_changed(
+    warehouse_conn: duckdb.DuckDBPyConnection, project: AnalyticsProject, data_dir: Path
+) -> None:
+    seed_small_world(warehouse_conn)
+    build_models_now = lambda: {r.model.name: r.status for r in build_models(warehouse_conn, project, as_of=AS_OF)}  # noqa: E731
+    build_models_now()
+    first = publish(warehouse_conn, project, data_dir)
+    assert {f"published/main/{m.name}" for m in project.published if m.materialized != "view"} <= written_dirs(first)
+    assert {f"marts/{m.name}.parquet" for m in project.marts} <= written_dirs(first)
+
+    assert set(build_models_now().values()) == {"unchanged"}
+    assert publish(warehouse_conn, project, data_dir).written == {}  # a new snapshot file, every Parquet file reused
+
+    add_learners(warehouse_conn, 0, count=1)
+    statuses = build_models_now()
+    rebuilt = {name for name, status in statuses.items() if status == "built"}
+    assert rebuilt == {"stg_active_lessons"} | project.downstream_of("stg_active_lessons")
+    third = publish(warehouse_conn, project, data_dir)
+    tables = {name for name in rebuilt if project.models[name].materialized != "view"}
+    marts = {name for name in tables if project.models[name].is_mart}
+    assert written_dirs(third) == {"published/lms/active_lessons"} | {f"published/main/{m}" for m in tables} | {
+        f"marts/{m}.parquet" for m in marts
+    }
+    with duckdb.connect(str(data_dir / "analytics.duckdb"), read_only=True) as snapshot:
+        assert_same_raw_tables(warehouse_conn, snapshot)
+        for model in project.published:
+            assert published_rows(snapshot, model.name) == warehouse_rows(warehouse_conn, model.name), model.name
+    assert verify_published(project, data_dir)[0] == []
+    # while a sync holds the warehouse, `lessonsync status` counts the raw tables in the snapshot
+    counted = live_table_rows(data_dir / "held-by-a-sync.duckdb", data_dir / "analytics.duckdb")
+    assert counted.rows["active_lessons"] == 7 and counted.source.startswith("published snapshot")
+
+
+def test_a_large_raw_table_is_published_as_a_base_and_the_rows_changed_since(
+    warehouse_conn: duckdb.DuckDBPyConnection,
+    project: AnalyticsProject,
+    data_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past DELTA_MIN_ROWS, a change writes the rows changed since the table's base (updated, inserted, marked
+    deleted), and the snapshot's view reads the base's other rows and those; past DELTA_SHARE, a new base."""
+    monkeypatch.setattr(published_files, "DELTA_MIN_ROWS", 0)
+    monkeypatch.setattr(published_files, "DELTA_SHARE", 0.5)  # a few rows of a tiny table
+    seed_small_world(warehouse_conn)
+    build_and_publish(warehouse_conn, project, data_dir)
+    at = record_load(warehouse_conn, {"active_lessons": {"updated": 1}, "groups": {"deleted": 1}})
+    warehouse_conn.execute(
+        "UPDATE lms.active_lessons SET time_spent = 999, last_loaded_at = ? WHERE user_id = 'U4' AND lesson_id = 'L1'",
+        [at],
+    )
+    warehouse_conn.execute("UPDATE lms.groups SET deleted_at = ? WHERE id = 'G3'", [at])  # a group without members
+    build_and_publish(warehouse_conn, project, data_dir)
+    with duckdb.connect(str(data_dir / "analytics.duckdb"), read_only=True) as snapshot:
+        views = dict(snapshot.execute("SELECT view_name, sql FROM duckdb_views() WHERE schema_name = 'lms'").fetchall())
+        assert ".delta-" in views["active_lessons"] and ".delta-" in views["groups"]
+        assert ".delta-" not in views["users"]  # no change: its base alone
+        assert_same_raw_tables(warehouse_conn, snapshot)
+        assert snapshot.execute("SELECT sum(learners) FROM lesson_funnel").fetchone()[0] == 6
+    monkeypatch.setattr(published_files, "DELTA_SHARE", 0.0)
+    add_learners(warehouse_conn, 0, count=1)
+    build_models(warehouse_conn, project, as_of=AS_OF)
+    result = publish(warehouse_conn, project, data_dir)
+    written = [p for p in result.written if p.startswith("published/lms/active_lessons/")]
+    assert len(written) == 1 and ".delta-" not in written[0]  # a new base
+    with duckdb.connect(str(data_dir / "analytics.duckdb"), read_only=True) as snapshot:
+        assert_same_raw_tables(warehouse_conn, snapshot)
+
+
+def test_files_no_snapshot_refers_to_stay_for_the_grace_then_go(
+    warehouse_conn: duckdb.DuckDBPyConnection, project: AnalyticsProject, data_dir: Path
+) -> None:
+    seed_small_world(warehouse_conn)
+    build_and_publish(warehouse_conn, project, data_dir)
+    reader = duckdb.connect(str(data_dir / "analytics.duckdb"), read_only=True)  # holds the first snapshot open
+    try:
+        before = reader.execute("SELECT count(*) FROM learner_progress").fetchone()[0]
+        add_learners(warehouse_conn, 0)
+        build_and_publish(warehouse_conn, project, data_dir)
+        # the previous snapshot's files outlive its replacement: the reader still reads what it opened
+        assert reader.execute("SELECT count(*) FROM learner_progress").fetchone()[0] == before
+        state = json.loads((data_dir / "published" / "_state.json").read_text())
+        assert any(path.startswith("main/learner_progress/") for path in state["retired"])
+        result = publish(warehouse_conn, project, data_dir, grace=timedelta(0))
+        assert any(path.startswith("main/learner_progress/") for path in result.deleted)
+        with pytest.raises(duckdb.IOException):  # past the grace: a reader of the old snapshot must reopen
+            reader.execute("SELECT count(*) FROM learner_progress").fetchone()
+    finally:
+        reader.close()
+    assert verify_published(project, data_dir)[0] == []  # every file the current snapshot reads is there
+    kept = {str(p.relative_to(data_dir / "published")) for p in (data_dir / "published").rglob("*.parquet")}
+    with duckdb.connect(str(data_dir / "analytics.duckdb"), read_only=True) as snapshot:
+        sql = " ".join(s for (s,) in snapshot.execute("SELECT sql FROM duckdb_views() WHERE NOT internal").fetchall())
+    assert all(path in sql for path in kept)  # nothing else is kept
