@@ -178,8 +178,9 @@ def mart_relations(project: AnalyticsProject) -> dict[str, str]:
 
 # Markdown in the UI: a path is code, or its `<mart>` would be taken for an HTML tag and vanish.
 PUBLISHED_DESCRIPTION = (
-    "What analysts query while syncs run: `data/analytics.duckdb` (a copy of every published model, swapped "
-    "atomically; open it read-only) and `data/marts/<mart>.parquet`."
+    "What analysts query while syncs run: `data/analytics.duckdb` (views over every published model and raw table, "
+    "their Parquet files under `data/published/` written where they changed; swapped atomically; open it "
+    "read-only) and `data/marts/<mart>.parquet`."
 )
 
 
@@ -225,6 +226,7 @@ def _publisher(
                 **iceberg,
                 "snapshot": MetadataValue.path(str(result.snapshot)),
                 "snapshot_bytes": result.snapshot.stat().st_size,
+                "bytes_written": sum(result.written.values()),
                 "marts": MetadataValue.json({m: str(p) for m, p in result.parquet.items()}),
                 "rows": MetadataValue.json(result.rows),
                 "published_at": result.published_at.isoformat(),
