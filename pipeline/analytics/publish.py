@@ -200,7 +200,7 @@ def _publish_raw_tables(conn: duckdb.DuckDBPyConnection, files: PublishedFiles) 
     """Schema lms of the snapshot: a view over the published files of each raw table (written where its rows
     changed since), and the internal `_` tables (load records, sync state: small) copied, with their comments."""
     conn.execute(f"CREATE SCHEMA {_ALIAS}.{RAW_SCHEMA}")
-    relations = _relations(conn, current_database(conn), RAW_SCHEMA)
+    relations = _relations(conn, _current_database(conn), RAW_SCHEMA)
     data = sorted(name for name in relations if not name.startswith("_"))
     versions = written_version_ids(conn, data)
     for name in data:
@@ -249,7 +249,7 @@ def _relations(conn: duckdb.DuckDBPyConnection, database: str, schema: str) -> d
     )
 
 
-def current_database(conn: duckdb.DuckDBPyConnection) -> str:
+def _current_database(conn: duckdb.DuckDBPyConnection) -> str:
     return str(scalar(conn, "SELECT current_database()"))
 
 

@@ -7,7 +7,9 @@
   table committed while the row was live (before its deleted_at): `last_seen_sql`.
 - Content version. The seq of the newest load that inserted, updated or deleted rows of a table: it moves exactly
   when the table's data does, survives restarts and rebuilds (the loads and their counts are replayed), and is
-  what a Dagster materialization reports as its data version."""
+  what a Dagster materialization reports as its data version (and what the analyst models' inputs count). The
+  written version also counts the loads that only saw rows again (moving their last_loaded_at): what a copy of the
+  rows, load times included, is a function of (the analysts' published files)."""
 
 from __future__ import annotations
 
