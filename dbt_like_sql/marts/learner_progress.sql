@@ -10,13 +10,14 @@
 
 with
 
-active_lessons as (
+-- NOT MATERIALIZED: an incremental build reads these twice, which would copy every row first (question_difficulty)
+active_lessons as not materialized (
 
     select * from {{ ref('stg_active_lessons') }}
 
 ),
 
-answers as (
+answers as not materialized (
 
     select * from {{ ref('stg_answers') }}
 
@@ -28,15 +29,9 @@ lessons as (
 
 ),
 
--- when each lesson of the catalogue last changed, removed ones included (their deleted_at: a removal moves no
--- last_loaded_at): load metadata, which staging leaves out
 catalogue_changes as (
 
-    select
-        id as lesson_id,
-        greatest(last_loaded_at, deleted_at) as changed_at
-
-    from {{ source('lms', 'lessons') }}
+    select * from {{ ref('stg_lesson_loads') }}
 
 ),
 

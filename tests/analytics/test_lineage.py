@@ -92,6 +92,7 @@ def test_some_deps_spelled_out(project: AnalyticsProject) -> None:
     assert deps["learner_progress"] == {
         "analytics.stg_active_lessons",
         "analytics.stg_answers",
+        "analytics.stg_lesson_loads",
         "analytics.stg_lessons",
     }
 
