@@ -138,12 +138,11 @@ def build_models(
             yield ModelResult(model, "skipped", error=reason)
             continue
         if not full_refresh and previous is not None and _unchanged(model, previous, current, relations):
-            assert previous.fingerprint is not None
             held[model.name] = current
             result = ModelResult(
                 model, "unchanged", previous.row_count, inputs=current.inputs, built_at=previous.built_at
             )
-            if previous.fingerprint.tested != current.tested:  # what its relationships tests read changed
+            if previous.fingerprint != current:  # only what its relationships tests read changed
                 result = _retest(conn, model, current, result)
             if result.status != "unchanged":
                 blocked.add(model.name)
