@@ -165,6 +165,9 @@ def test_a_change_rebuilds_exactly_what_reads_it_and_equals_a_full_build(
     assert rebuilt(results) == expected
     progress = results["learner_progress"]
     assert progress.replaced is not None and 0 < progress.replaced < progress.rows  # incremental: a few pairs
+    if change == "new_answer":  # one record's rows of the intermediate recomputed (each of its questions)
+        firsts = results["int_first_attempts"]
+        assert firsts.replaced is not None and 0 < firsts.replaced < firsts.rows
     if change == "lesson_renamed":  # its relationships test reads stg_lessons: tested again, not rebuilt
         questions = results["stg_lesson_questions"]
         assert questions.status == "unchanged" and questions.outcomes and all(o.passed for o in questions.outcomes)
