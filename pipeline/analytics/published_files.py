@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import uuid
 from collections.abc import Iterable, Iterator
@@ -45,8 +44,6 @@ RETIRED_GRACE = timedelta(hours=24)
 DELTA_MIN_ROWS = 500_000  # a smaller raw table is written whole when it changes
 DELTA_SHARE = 0.10  # a delta larger than this share of its base's rows: a new base instead
 _LOADED_AT, _DELETED_AT = "last_loaded_at", "deleted_at"
-
-log = logging.getLogger("lessonsync.analytics")
 
 
 @dataclass
