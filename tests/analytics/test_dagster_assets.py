@@ -7,7 +7,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from analytics_world import AS_OF, seed_small_world
+from analytics_world import AS_OF, record_load, seed_small_world
 from dagster import AssetKey, DagsterInstance, Definitions, materialize
 
 from pipeline.analytics.build import build_models
@@ -78,6 +78,7 @@ def test_failing_check_skips_only_downstream_and_the_rest_is_published(seeded: P
     build_and_publish_directly(seeded, project)
     conn = duckdb.connect(str(seeded / "warehouse.duckdb"))
     conn.execute("UPDATE lms.lesson_sessions SET status = 'archived' WHERE id = 'S1'")
+    record_load(conn, {"lesson_sessions": {"updated": 1}})
     conn.close()
     published_before = (seeded / "analytics.duckdb").stat().st_mtime_ns
 
@@ -99,7 +100,8 @@ def test_failing_check_skips_only_downstream_and_the_rest_is_published(seeded: P
 @pytest.mark.slow
 def test_a_subset_builds_only_what_was_selected(seeded: Path, project: AnalyticsProject) -> None:
     build_and_publish_directly(seeded, project)
-    result = run(seeded, selection=[AssetKey(["analytics", "lesson_funnel"])])
+    full_refresh = {"ops": {"analytics_models": {"config": {"as_of": AS_OF.isoformat(), "full_refresh": True}}}}
+    result = run(seeded, selection=[AssetKey(["analytics", "lesson_funnel"])], run_config=full_refresh)
     assert result.success
     assert materialized(result) == {AssetKey(["analytics", "lesson_funnel"])}
     assert set(checks(result)) == {

@@ -20,6 +20,7 @@ from typing import Any
 
 import duckdb
 import pytest
+from analytics_world import record_load
 from dagster import AssetKey, DagsterInstance, materialize
 
 from pipeline.analytics.build import build_models
@@ -262,3 +263,51 @@ def test_the_dagster_dbt_runner_loads_when_dbt_cannot_parse_and_its_build_says_w
     failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
     assert "dbt parse of" in str(failure.event_specific_data.error)
     assert "Compilation Error in model unparsable" in str(failure.event_specific_data.error)
+
+
+LOADED = "TIMESTAMPTZ '2099-01-01 00:00:00+00'"  # after every load of the synced warehouse, the same in both copies
+CHANGE = (  # new exit-quiz answers (an attempt 100) of a few learners, and their progress records moved on
+    f"INSERT INTO lms.answers SELECT * REPLACE (attempt_index + 100 AS attempt_index, {LOADED} AS first_loaded_at, "
+    f"{LOADED} AS last_loaded_at) FROM lms.answers WHERE quiz_type = 'exit' AND hash(user_id, lesson_id) % 5 = 0",
+    f"UPDATE lms.active_lessons SET time_spent = coalesce(time_spent, 0) + 1, last_loaded_at = {LOADED} "
+    "WHERE hash(user_id, lesson_id) % 5 = 0",
+)
+
+
+def test_the_incremental_model_runs_incrementally_under_dbt_as_under_ours(dbt_run: DbtRun, tmp_path: Path) -> None:
+    """learner_progress's SQL with is_incremental() true, run by dbt-duckdb's incremental materialization (delete+insert
+    on unique_key) and by LessonSync's runner after the same change: the same table, which a full build equals."""
+    ours, theirs, scratch = tmp_path / "ours.duckdb", tmp_path / "theirs.duckdb", tmp_path / "scratch.duckdb"
+    shutil.copy2(dbt_run.product, ours)
+    shutil.copy2(dbt_run.dbt, theirs)
+    for path in (ours, theirs):
+        with duckdb.connect(str(path)) as conn:
+            for statement in CHANGE:
+                conn.execute(statement)
+            if path == ours:  # what a load records with its rows: the tables' content versions move
+                record_load(conn, {"answers": {"inserted": 1}, "active_lessons": {"updated": 1}})
+    ran = dbt(
+        dbt_run.project_dir, "run", "--select", "learner_progress", "--vars", as_of_var(dbt_run.as_of), warehouse=theirs
+    )
+    assert ran.returncode == 0, ran.stdout[-3000:]
+    target = dbt_run.project_dir / "target"
+    assert "changed_pairs" in next((target / "compiled").rglob("learner_progress.sql")).read_text()
+    assert "delete from" in next((target / "run").rglob("learner_progress.sql")).read_text()  # delete+insert
+    with duckdb.connect(str(ours)) as conn:
+        results = {r.model.name: r for r in build_models(conn, dbt_run.project, as_of=dbt_run.as_of)}
+    progress = results["learner_progress"]
+    assert progress.replaced is not None and 0 < progress.replaced < progress.rows
+    shutil.copy2(ours, scratch)
+    with duckdb.connect(str(scratch)) as conn:
+        assert {r.status for r in build_models(conn, dbt_run.project, as_of=dbt_run.as_of, full_refresh=True)} == {
+            "built"
+        }
+    for one, other in ((ours, theirs), (ours, scratch)):
+        with duckdb.connect() as conn:
+            conn.execute(f"ATTACH '{one}' AS a (READ_ONLY)")
+            conn.execute(f"ATTACH '{other}' AS b (READ_ONLY)")
+            for x, y in (("a", "b"), ("b", "a")):
+                extra = conn.execute(
+                    f"SELECT * FROM {x}.analytics.learner_progress EXCEPT ALL SELECT * FROM {y}.analytics.learner_progress"
+                ).fetchall()
+                assert extra == [], f"{other.name}: {extra[:3]}"

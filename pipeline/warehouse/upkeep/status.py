@@ -77,11 +77,11 @@ def live_table_rows(warehouse: Path, snapshot: Path) -> TableRows:
             continue
         try:
             with duckdb.connect(str(path), read_only=True) as conn:
-                tables = [
+                tables = [  # views over Parquet files in the published snapshot
                     name
                     for (name,) in conn.execute(
-                        "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() "
-                        "AND schema_name = ? AND NOT starts_with(table_name, '_') ORDER BY table_name",
+                        "SELECT table_name FROM information_schema.tables WHERE table_catalog = current_database() "
+                        "AND table_schema = ? AND NOT starts_with(table_name, '_') ORDER BY table_name",
                         [SCHEMA],
                     ).fetchall()
                 ]
