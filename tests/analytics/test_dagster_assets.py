@@ -14,6 +14,7 @@ from pipeline.analytics.build import build_models
 from pipeline.analytics.models import AnalyticsProject
 from pipeline.analytics.publish import publish
 from pipeline.defs.analytics.assets import PUBLISHED_KEY, build_analytics
+from pipeline.defs.policy import CURSOR_WINDOW, FULL_REFRESH_WINDOW
 from pipeline.defs.resources import WarehouseResource
 from pipeline.settings import load_settings
 
@@ -109,6 +110,25 @@ def test_a_subset_builds_only_what_was_selected(seeded: Path, project: Analytics
         "lesson_funnel.not_null__lesson_id",
         "lesson_funnel.not_null__learners",
     }
+
+
+@pytest.mark.parametrize(("window", "rebuilt"), [(CURSOR_WINDOW, False), (FULL_REFRESH_WINDOW, True)])
+def test_the_full_refresh_job_rebuilds_an_unchanged_model(
+    seeded: Path, project: AnalyticsProject, window: dict[str, str], rebuilt: bool
+) -> None:
+    """A run tagged as the full_refresh job's runs are rebuilds the models its inputs left unchanged; the nightly
+    sync's skips them."""
+    build_and_publish_directly(seeded, project)
+    result = materialize(
+        analytics_assets,
+        resources={"warehouse": WarehouseResource(data_dir=str(seeded))},
+        run_config=RUN_CONFIG,
+        selection=[AssetKey(["analytics", "lesson_funnel"])],
+        instance=DagsterInstance.ephemeral(),
+        tags=window,
+    )
+    funnel = result.asset_materializations_for_node("analytics_models")
+    assert [m.metadata["rebuilt"].value for m in funnel] == [rebuilt]
 
 
 def test_bad_as_of_fails_with_what_to_do(seeded: Path) -> None:

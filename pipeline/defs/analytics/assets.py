@@ -52,7 +52,7 @@ from pipeline.analytics.models import AnalyticsProject, load_project
 from pipeline.analytics.publish import publish
 from pipeline.analytics.sql import relation
 from pipeline.defs.analytics.checks import PUBLISHED_KEY, published_files_check
-from pipeline.defs.policy import FULL_REFRESH_TAG, POOL
+from pipeline.defs.policy import POOL, is_full_refresh
 from pipeline.defs.resources import WarehouseResource
 from pipeline.extras import require_extra
 from pipeline.settings import Settings, parse_as_of
@@ -133,7 +133,7 @@ def _models_asset(project: AnalyticsProject, default_as_of: str | None) -> Asset
     ) -> Iterator[MaterializeResult[Any] | AssetCheckResult]:
         selected = {key.path[-1] for key in context.selected_asset_keys if key != PUBLISHED_KEY}
         as_of = _parse_as_of(config.as_of, default_as_of)
-        full_refresh = config.full_refresh or context.run.tags.get(FULL_REFRESH_TAG) == "true"
+        full_refresh = config.full_refresh or is_full_refresh(context.run.tags)
         failures = list(project.rejected)
         if selected:
             with (
@@ -214,7 +214,7 @@ def _publisher(
 
     def analytics_published(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult[Any]:
         with warehouse.connect() as conn:
-            rewrite = context.run.tags.get(FULL_REFRESH_TAG) == "true"
+            rewrite = is_full_refresh(context.run.tags)
             result = publish(conn, project, Path(warehouse.data_dir), rewrite=rewrite)
         context.log.info(
             f"published {len(result.rows)} tables and {len(result.parquet)} marts in {result.seconds:.2f}s"
