@@ -22,7 +22,10 @@ from typing import Any
 
 import pytest
 from dagster import DagsterInstance
+from stack_helpers import RAW
 
+from pipeline.contract.streams import SYNC_STREAMS
+from pipeline.source.stats import StreamProgress, listen_to_progress
 from pipeline.stack import local_stack
 
 LESSONSYNC = str(Path(sys.executable).with_name("lessonsync"))
@@ -176,6 +179,26 @@ def test_on_a_terminal_each_stream_has_a_live_line(tmp_path: Path) -> None:
     assert logged and all(TEXT_LINE.match(line) for line in logged), [
         line for line in logged if not TEXT_LINE.match(line)
     ]
+
+
+def test_the_display_gets_each_streams_figures_from_the_client_and_its_end_from_the_runner(tmp_path: Path) -> None:
+    """What a live display is handed during a real sync: pages and rows as they arrive, the answers' planned
+    requests and how many are fetched (its bar and ETA), and every stream's end as the runner commits it."""
+    seen: list[StreamProgress] = []
+    with local_stack(tmp_path / "data", scale="tiny") as stack:
+        stop_listening = listen_to_progress(seen.append)
+        try:
+            report = stack.sync(select=RAW)
+        finally:
+            stop_listening()
+    assert report.success, report.error
+    ends = {p.stream: p.state for p in seen if p.state in ("committed", "failed", "stopped")}
+    assert ends == dict.fromkeys(SYNC_STREAMS, "committed")
+    answers = [p for p in seen if p.stream == "answers" and p.state == "fetched"]
+    assert len(answers) == 1 and answers[0].rows and answers[0].pages
+    assert answers[0].planned and answers[0].done == answers[0].planned  # every planned request, fetched whole
+    fetched = {p.stream for p in seen if p.state == "fetched" and p.rows is not None}
+    assert fetched == set(SYNC_STREAMS)
 
 
 ANSI_AT_START = re.compile(r"^(\x1b\[[0-9;?]*[A-Za-z])+")
