@@ -19,6 +19,7 @@ from pipeline.contract.tables import TABLES, TableSpec
 from pipeline.memory import sync_process_memory
 from pipeline.raw.commit import Log, StreamLoad, begin_early_insert, commit_fetched
 from pipeline.raw.fetch import BackgroundFetch, Fetched
+from pipeline.raw.mirror import MirrorWorker
 from pipeline.raw.planners import Plan, planner_of, state_tables
 from pipeline.raw.windows import SNAPSHOT_WINDOW, UNBOUNDED, Window, cursor_window
 from pipeline.settings import Settings
@@ -77,6 +78,7 @@ class RawSync:
         self._plans: dict[str, Plan] = {}  # planned stream -> its plan, once planned
         self._decode_held = False
         self._wanted: set[str] = set()
+        self._mirror: MirrorWorker | None = None  # the Iceberg mirror of what has committed (pipeline/raw/mirror.py)
 
     def run(self, streams: Iterable[str]) -> Iterator[StreamLoad]:
         """Fetch `streams` together and yield each one's commit as it is made; the first failure is raised once every
@@ -92,12 +94,30 @@ class RawSync:
         with sync_process_memory():  # before the fetch threads start (pipeline/memory.py)
             client = PlatformClient(self.settings, page_cache=self.settings.page_cache_dir)
             client.open()
+            self._mirror = MirrorWorker.start(self.warehouse)
+            catch_up = True
             try:
                 self._start(client, wanted)
                 yield from self._commits(client)
+            except Exception:  # what committed is mirrored all the same
+                raise
+            except BaseException:  # stopped, or the caller closed the run early: nothing more is started
+                catch_up = False
+                raise
             finally:
                 self._stop_pending()
                 client.close()
+                self._end_mirror(catch_up)
+
+    def _end_mirror(self, catch_up: bool) -> None:
+        """The background mirror told the run's commits are over. It goes on after the raw step (the mirror of the
+        last stream's tables is not part of the step's time); the next step that opens the warehouse waits for it."""
+        if self._mirror is None:
+            return
+        if catch_up:
+            self._mirror.finish()
+        else:
+            self._mirror.stop()
 
     def drop(self, stream: str, reason: str) -> None:
         """`stream` will not commit in this run: its fetch, if started, is cancelled and its parts discarded."""
@@ -113,9 +133,11 @@ class RawSync:
         wh = self.warehouse
         streams = [SYNC_STREAMS[name] for name in wanted]
         incremental = [s.name for s in streams if s.kind == "incremental"]
-        with wh.one_connection():
+        with wh.one_connection() as conn:
             wh.ensure_tables([*TABLES.values(), *state_tables()])
             cursors = {name: wh.cursor(name) for name in incremental}
+            if self._mirror is not None:
+                self._mirror.mirror.prepare(conn)
         for name in incremental:
             window = self.raw_run.incremental_window(cursors[name], self.settings)
             self._fetch(client, name, window, cursors[name], URGENT)
@@ -200,6 +222,8 @@ class RawSync:
                 plan = self._plans.get(name)
                 if plan is not None:
                     plan.close()
+            if self._mirror is not None:
+                self._mirror.committed(stream.table_names)
             yield done
         if failures:
             raise failures[0]

@@ -290,15 +290,33 @@ class IcebergMirror:
         """Every table whose Iceberg table the record cannot vouch for (a load changed it since, its rows differ, it
         is new, a mirror run failed or never came, or a SQLite catalog no longer registers it here). After loads
         that changed nothing, no Iceberg table is opened and pyiceberg is not imported."""
-        current = _current_by_record(conn, self.mirror_id)
-        registered = self._registered() if current else None
-        if registered is not None:
-            current = {t: rows for t, rows in current.items() if self._registered_here(registered.get(t.name))}
+        current = self._current(conn)
         latest = _latest_load_time(conn)
         if current and latest is not None:  # moving the record on keeps the next run's look-back short
             _record(conn, self.mirror_id, {table: (latest, rows) for table, rows in current.items()})
         behind = [table.name for table in read_catalog(conn) if table not in current]
         return self.sync_raw(conn, behind) if behind else []
+
+    def sync_tables_behind(self, conn: duckdb.DuckDBPyConnection, names: Iterable[str]) -> list[MirrorStats]:
+        """sync_behind for the tables `names` only, while loads of other tables may commit on other connections:
+        the record of a table it vouches for is left as it is (moving it to the newest load time could vouch for a
+        load committed meanwhile), and each table brought up records the load time read before its rows."""
+        current = {table.name for table in self._current(conn)}
+        behind = [name for name in names if name not in current]
+        return self.sync_raw(conn, behind) if behind else []
+
+    def prepare(self, conn: duckdb.DuckDBPyConnection) -> None:
+        """The record table created and described now, before commits run beside the mirror on other connections
+        (a catalog change there and here at once would conflict)."""
+        _ensure_record(conn)
+
+    def _current(self, conn: duckdb.DuckDBPyConnection) -> dict[TableDef, int]:
+        """The tables (-> rows) the record vouches for, and a SQLite catalog still registers here."""
+        current = _current_by_record(conn, self.mirror_id)
+        registered = self._registered() if current else None
+        if registered is not None:
+            current = {t: rows for t, rows in current.items() if self._registered_here(registered.get(t.name))}
+        return current
 
     def _registered(self) -> dict[str, str] | None:
         """The raw tables a SQLite catalog registers, with their metadata locations, read with the standard
