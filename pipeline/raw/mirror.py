@@ -24,8 +24,8 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Iterable
-from contextlib import ExitStack, suppress
+from collections.abc import Iterable, Iterator
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,8 +35,8 @@ from pipeline.warehouse import CatalogUnavailable, MirrorStats, Warehouse, reach
 
 log = logging.getLogger("lessonsync.mirror")  # a managed logger: its lines reach the run's event log
 NICENESS = 19  # the mirror's thread yields the CPU to the fetches and commits beside it
-_CATCH_UP = "catch-up"  # the queue's last item: every table the record cannot vouch for, after the last commit
-_STOP = "stop"  # the run stopped early: nothing more is started
+_CATCH_UP = "<catch-up>"  # the queue's last item: every table the record cannot vouch for, after the last commit
+_STOP = "<stop>"  # the run stopped early: nothing more is started
 
 
 @dataclass
@@ -52,7 +52,8 @@ class BackgroundMirror:
 
 class MirrorWorker:
     """The background mirror of one raw sync: `committed(tables)` after each commit, `finish()` after the last
-    (or `stop()` when the run ends early). Registered per warehouse file until a step collects it."""
+    (or `stop()` when the run ends early); `paused()` around the raw step's own DuckDB work. Registered per
+    warehouse file until a step collects it."""
 
     def __init__(self, warehouse: Warehouse, conn: duckdb.DuckDBPyConnection, connection: ExitStack) -> None:
         mirror = warehouse.table_mirror
@@ -60,8 +61,11 @@ class MirrorWorker:
         self.warehouse, self.mirror, self.conn = warehouse, mirror, conn
         self.report = BackgroundMirror()
         self._connection = connection  # closes `conn` when the thread ends
-        self._queue: queue.SimpleQueue[tuple[str, ...] | str] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[str] = queue.SimpleQueue()
         self._stopped = threading.Event()
+        self._turn = threading.Condition()  # guards _pauses and _busy
+        self._pauses = 0
+        self._busy = False
         self._thread = threading.Thread(target=self._run, name="lessonsync-iceberg-mirror")
 
     @classmethod
@@ -84,8 +88,9 @@ class MirrorWorker:
         return worker
 
     def committed(self, tables: Iterable[str]) -> None:
-        """Mirror these tables (of a stream just committed) when the thread gets to them."""
-        self._queue.put(tuple(tables))
+        """Mirror these tables (of a stream just committed) when the thread gets to them, one at a time."""
+        for table in tables:
+            self._queue.put(table)
 
     def finish(self) -> None:
         """Every commit of the run is made: after what is queued, every table the record cannot vouch for."""
@@ -96,6 +101,21 @@ class MirrorWorker:
         brings up the rest)."""
         self._stopped.set()
         self._queue.put(_STOP)
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Within the block no table is started, and the block begins once the table in progress is done: a commit
+        and the checks after it never share DuckDB's memory and the cores with a mirror write."""
+        with self._turn:
+            self._pauses += 1
+            while self._busy:
+                self._turn.wait()
+        try:
+            yield
+        finally:
+            with self._turn:
+                self._pauses -= 1
+                self._turn.notify_all()
 
     def join(self) -> BackgroundMirror:
         self._thread.join()
@@ -109,29 +129,38 @@ class MirrorWorker:
                 item = self._queue.get()
                 if item == _STOP or self._stopped.is_set():
                     return
-                if not self._mirrored(item) or item == _CATCH_UP:  # a catalog that failed fails every table
+                with self._turn:  # the raw step's own DuckDB work first
+                    while self._pauses:
+                        self._turn.wait()
+                    self._busy = True
+                try:
+                    going_on = self._mirrored(item)
+                finally:
+                    with self._turn:
+                        self._busy = False
+                        self._turn.notify_all()
+                reached(f"background_mirrored:{item}")
+                if not going_on or item == _CATCH_UP:  # a catalog that failed fails every table
                     return
         finally:
             self.mirror.close()
             self._connection.close()
             self.report.finished_at = time.time()
 
-    def _mirrored(self, item: tuple[str, ...] | str) -> bool:
-        """Bring up one queued item; False when the catalog cannot be used (no table can be: the mirror step
-        reports it), or anything unexpected failed."""
+    def _mirrored(self, item: str) -> bool:
+        """Bring up one table (or, at the end, every table behind); False when the catalog cannot be used (no
+        table can be: the mirror step reports it), or anything unexpected failed."""
         started = time.perf_counter()
         try:
             if item == _CATCH_UP:
                 stats = self.mirror.sync_behind(self.conn)
             else:
-                stats = self.mirror.sync_tables_behind(self.conn, item)
-                for table in item:
-                    reached(f"background_mirrored:{table}")
+                stats = self.mirror.sync_tables_behind(self.conn, [item])
         except CatalogUnavailable as error:
             self._failed("catalog", str(error))
             return False
         except Exception as error:  # a bulkhead: nothing of the mirror reaches the raw step
-            self._failed(", ".join(item) if isinstance(item, tuple) else item, f"{type(error).__name__}: {error}")
+            self._failed(item, f"{type(error).__name__}: {error}")
             return False
         finally:
             self.report.seconds += time.perf_counter() - started

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from contextlib import ExitStack
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -108,6 +108,10 @@ class RawSync:
                 self._stop_pending()
                 client.close()
                 self._end_mirror(catch_up)
+
+    def _mirror_paused(self) -> AbstractContextManager[None]:
+        """The background mirror held while this thread does DuckDB work of its own (pipeline/raw/mirror.py)."""
+        return self._mirror.paused() if self._mirror is not None else nullcontext()
 
     def _end_mirror(self, catch_up: bool) -> None:
         """The background mirror told the run's commits are over. It goes on after the raw step (the mirror of the
@@ -208,7 +212,8 @@ class RawSync:
                     finally:
                         if early is not None:
                             early.stop()  # the commit finishes the inserts, on this thread
-                    done = self._commit(client, stream, fetched, early)
+                    with self._mirror_paused():
+                        done = self._commit(client, stream, fetched, early)
             except Exception as error:  # the other streams still commit; the run fails at the end
                 self.log.warning(f"{name}: failed ({type(error).__name__}: {error}); no row of it committed")
                 failures.append(error)
@@ -222,9 +227,10 @@ class RawSync:
                 plan = self._plans.get(name)
                 if plan is not None:
                     plan.close()
+            with self._mirror_paused():  # the caller reports the commit and checks its tables meanwhile
+                yield done
             if self._mirror is not None:
                 self._mirror.committed(stream.table_names)
-            yield done
         if failures:
             raise failures[0]
 
