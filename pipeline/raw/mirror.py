@@ -69,14 +69,17 @@ class MirrorWorker:
         self._thread = threading.Thread(target=self._run, name="lessonsync-iceberg-mirror")
 
     @classmethod
-    def start(cls, warehouse: Warehouse) -> MirrorWorker | None:
+    def start(cls, warehouse: Warehouse, opened: duckdb.DuckDBPyConnection) -> MirrorWorker | None:
         """A running worker for `warehouse`, registered in place of one a previous run left (waited for first);
-        None when the warehouse keeps no Iceberg mirror."""
-        if warehouse.table_mirror is None:
+        None when the warehouse keeps no Iceberg mirror. `opened`: a connection of the run, on this thread, to the
+        instance the worker's own connection joins (its record table is created on it, before any commit)."""
+        mirror = warehouse.table_mirror
+        if mirror is None:
             return None
         await_background_mirror(warehouse.path, collect=True)
         connection = ExitStack()
         try:
+            mirror.prepare(opened)
             conn = connection.enter_context(warehouse.private_connection())
         except Exception as error:  # a bulkhead: the raw step goes on, the mirror step does the mirroring
             log.warning(f"background Iceberg mirror not started ({type(error).__name__}: {error})")

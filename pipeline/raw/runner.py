@@ -94,7 +94,6 @@ class RawSync:
         with sync_process_memory():  # before the fetch threads start (pipeline/memory.py)
             client = PlatformClient(self.settings, page_cache=self.settings.page_cache_dir)
             client.open()
-            self._mirror = MirrorWorker.start(self.warehouse)
             catch_up = True
             try:
                 self._start(client, wanted)
@@ -140,8 +139,7 @@ class RawSync:
         with wh.one_connection() as conn:
             wh.ensure_tables([*TABLES.values(), *state_tables()])
             cursors = {name: wh.cursor(name) for name in incremental}
-            if self._mirror is not None:
-                self._mirror.mirror.prepare(conn)
+            self._mirror = MirrorWorker.start(wh, conn)  # once the file is open: a lock is waited for only once
         for name in incremental:
             window = self.raw_run.incremental_window(cursors[name], self.settings)
             self._fetch(client, name, window, cursors[name], URGENT)

@@ -972,7 +972,15 @@ def _record(conn: duckdb.DuckDBPyConnection, mirror_id: str, seen: Mapping[Table
 
 def _ensure_record(conn: duckdb.DuckDBPyConnection) -> None:
     """The record table, described like the warehouse's other internal tables (the mirror step may create it after
-    the run's last schema change, which is when the warehouse describes its tables)."""
+    the run's last schema change, which is when the warehouse describes its tables). Nothing when it exists: the
+    background mirror asks while commits run on other connections, and a catalog change there and here would
+    conflict."""
+    exists = (
+        "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = ? "
+        "AND table_name = ?"
+    )
+    if scalar(conn, exists, [SCHEMA, MIRROR_RECORD.split(".")[-1]]):
+        return
     conn.execute(MIRROR_RECORD_DDL)
     set_comments(conn, [])
 
