@@ -109,16 +109,24 @@ class MirrorWorker:
     def paused(self) -> Iterator[None]:
         """Within the block no table is started, and the block begins once the table in progress is done: a commit
         and the checks after it never share DuckDB's memory and the cores with a mirror write."""
+        self.hold()
         with self._turn:
-            self._pauses += 1
             while self._busy:
                 self._turn.wait()
         try:
             yield
         finally:
-            with self._turn:
-                self._pauses -= 1
-                self._turn.notify_all()
+            self.release()
+
+    def hold(self) -> None:
+        """No table is started until as many release(); the table in progress, if any, goes on."""
+        with self._turn:
+            self._pauses += 1
+
+    def release(self) -> None:
+        with self._turn:
+            self._pauses -= 1
+            self._turn.notify_all()
 
     def join(self) -> BackgroundMirror:
         self._thread.join()

@@ -79,6 +79,7 @@ class RawSync:
         self._decode_held = False
         self._wanted: set[str] = set()
         self._mirror: MirrorWorker | None = None  # the Iceberg mirror of what has committed (pipeline/raw/mirror.py)
+        self._mirror_waits_for: set[str] = set()  # planned streams the mirror is held for (_hold_mirror_for_plans)
 
     def run(self, streams: Iterable[str]) -> Iterator[StreamLoad]:
         """Fetch `streams` together and yield each one's commit as it is made; the first failure is raised once every
@@ -98,10 +99,10 @@ class RawSync:
             try:
                 self._start(client, wanted)
                 yield from self._commits(client)
-            except Exception:  # what committed is mirrored all the same
-                raise
-            except BaseException:  # stopped, or the caller closed the run early: nothing more is started
-                catch_up = False
+            except BaseException as error:
+                # a failed stream: what committed is mirrored all the same; stopped, or the caller closed the run
+                # early: nothing more is started
+                catch_up = isinstance(error, Exception)
                 raise
             finally:
                 self._stop_pending()
@@ -112,11 +113,32 @@ class RawSync:
         """The background mirror held while this thread does DuckDB work of its own (pipeline/raw/mirror.py)."""
         return self._mirror.paused() if self._mirror is not None else nullcontext()
 
+    def _hold_mirror_for_plans(self, streams: list[SyncStream]) -> None:
+        """The background mirror starts no table until each planned stream whose parent is in the run is planned
+        small (then it runs beside that fetch) or has committed: a plan too large to overlap its parent's commit
+        or to be inserted while fetched (`overlap_max_rows`) also keeps the mirror's work, and pyiceberg's memory,
+        from adding up with that fetch and its commit; the mirror then runs after it."""
+        if self._mirror is None:
+            return
+        self._mirror_waits_for = {s.name for s in streams if s.planned is not None and s.planned.parent in self._wanted}
+        if self._mirror_waits_for:
+            self._mirror.hold()
+
+    def _mirror_need_not_wait_for(self, stream: str) -> None:
+        """`stream` was planned small, committed, failed or dropped: the mirror no longer waits for it."""
+        if self._mirror is None or stream not in self._mirror_waits_for:
+            return
+        self._mirror_waits_for.discard(stream)
+        if not self._mirror_waits_for:
+            self._mirror.release()
+
     def _end_mirror(self, catch_up: bool) -> None:
         """The background mirror told the run's commits are over. It goes on after the raw step (the mirror of the
         last stream's tables is not part of the step's time); the next step that opens the warehouse waits for it."""
         if self._mirror is None:
             return
+        for stream in list(self._mirror_waits_for):
+            self._mirror_need_not_wait_for(stream)
         if catch_up:
             self._mirror.finish()
         else:
@@ -125,6 +147,7 @@ class RawSync:
     def drop(self, stream: str, reason: str) -> None:
         """`stream` will not commit in this run: its fetch, if started, is cancelled and its parts discarded."""
         self._dropped.add(stream)
+        self._mirror_need_not_wait_for(stream)
         fetch = self._pending.pop(stream, None)
         if fetch is not None:
             fetch.cancel()
@@ -140,6 +163,7 @@ class RawSync:
             wh.ensure_tables([*TABLES.values(), *state_tables()])
             cursors = {name: wh.cursor(name) for name in incremental}
             self._mirror = MirrorWorker.start(wh, conn)  # once the file is open: a lock is waited for only once
+        self._hold_mirror_for_plans(streams)
         for name in incremental:
             window = self.raw_run.incremental_window(cursors[name], self.settings)
             self._fetch(client, name, window, cursors[name], URGENT)
@@ -176,6 +200,8 @@ class RawSync:
         window = self.raw_run.incremental_window(cursor, self.settings)
         plan = planner_of(stream).plan(wh, window, self.settings, loading=loading, ceiling=ceiling)
         self._plans[stream.name] = plan
+        if plan.parent_rows <= stream.planned.overlap_max_rows:  # small enough to mirror beside its fetch
+            self._mirror_need_not_wait_for(stream.name)
         batches, planned = plan.fetch(client)
         others = any(name != stream.name for name in self._pending) or loading is not None
         if others:
@@ -225,6 +251,7 @@ class RawSync:
                 plan = self._plans.get(name)
                 if plan is not None:
                     plan.close()
+                self._mirror_need_not_wait_for(name)  # committed or failed
             with self._mirror_paused():  # the caller reports the commit and checks its tables meanwhile
                 yield done
             if self._mirror is not None:
