@@ -4,7 +4,9 @@ with the simulator's ground truth, which is served in API shape.
 Deliberately independent of the client's flattening (pipeline/contract/columns.py): it derives the expected
 rows from the API dicts with the naming rule alone (camelCase -> snake_case, leading underscores dropped,
 nested objects prefixed by their parent, lists of objects as JSON, unknown fields in `extra` by their
-dotted API path), so a bug in the client cannot hide itself here. Used by the end-to-end tests and the demo.
+dotted API path), so a bug in the client cannot hide itself here. A column the warehouse added for a field the
+platform began sending (lms._discovered_columns) is compared like any other, its integers exactly, and must be
+named by the rule and typed as its values are. Used by the end-to-end tests and the demo.
 """
 
 from __future__ import annotations
@@ -170,6 +172,7 @@ def expected_rows(table: str) -> Expected:
 def compare_table(conn: duckdb.DuckDBPyConnection, truth: GroundTruth, table: str, max_examples: int = 20) -> TableDiff:
     rows_of = expected_rows(table)
     columns, key = _columns(conn, table), _table_key(conn, table)
+    types = _column_types(conn, table)
     live = "WHERE deleted_at IS NULL" if "deleted_at" in columns else ""
     data_columns = [c for c in columns if c not in LOAD_METADATA and c not in DERIVED.get(table, ())]
     cursor = conn.execute(f"SELECT {', '.join(_q(c) for c in data_columns)} FROM lms.{_q(table)} {live}")
@@ -179,6 +182,10 @@ def compare_table(conn: duckdb.DuckDBPyConnection, truth: GroundTruth, table: st
             row = dict(zip(data_columns, values, strict=True))
             actual[tuple(_normal(row[k]) for k in key)] = row
     diff = TableDiff(table, actual_rows=len(actual))
+    discovered, problems = _discovered(conn, table, types)
+    diff.mismatch_count += len(problems)
+    diff.mismatches += problems
+    integers = {c for c, t in types.items() if t in INTEGER_TYPES}
     for fixed, api_object in rows_of(truth):
         expected = _expected_row(table, fixed, api_object, data_columns)
         diff.expected_rows += 1
@@ -188,7 +195,11 @@ def compare_table(conn: duckdb.DuckDBPyConnection, truth: GroundTruth, table: st
             diff.missing.append(row_key)
             continue
         for column in data_columns:
-            want, got = _normal(expected.get(column)), _normal(found[column])
+            exact = column in integers  # an integer column holds the API's integers exactly, not as doubles
+            want, got = _normal(expected.get(column), exact), _normal(found[column], exact)
+            sent = expected.get(column)
+            if column in discovered and sent is not None and not _HOLDS[discovered[column]](sent):
+                want = f"{sent!r}, which a {discovered[column]} column does not hold"
             if want != got:
                 diff.mismatch_count += 1
                 if len(diff.mismatches) < max_examples:
@@ -226,8 +237,10 @@ def _expected_row(table: str, fixed: dict[str, Any], api_object: dict[str, Any],
     return row
 
 
-def _normal(value: Any) -> Any:
-    """One comparable form for API values and DuckDB values."""
+def _normal(value: Any, exact_int: bool = False) -> Any:
+    """One comparable form for API values and DuckDB values (integers as they are when `exact_int`)."""
+    if exact_int and value.__class__ is int:
+        return value
     if isinstance(value, datetime):
         return value.astimezone(UTC).replace(tzinfo=UTC)
     if isinstance(value, str) and _looks_like_timestamp(value):
@@ -253,6 +266,46 @@ _TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\
 
 def _looks_like_timestamp(text: str) -> bool:
     return bool(_TIMESTAMP.match(text))
+
+
+INTEGER_TYPES = {"BIGINT", "INTEGER", "SMALLINT", "TINYINT", "HUGEINT"}
+# The type a discovered column must have for the API values it holds (bool before int: a bool is an int in Python).
+_HOLDS: dict[str, Callable[[Any], bool]] = {
+    "BOOLEAN": lambda v: isinstance(v, bool),
+    "BIGINT": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "DOUBLE": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    "VARCHAR": lambda v: isinstance(v, str),
+    "JSON": lambda v: isinstance(v, list),
+}
+
+
+def _discovered(conn: duckdb.DuckDBPyConnection, table: str, types: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """The columns the warehouse discovered for `table` (lms._discovered_columns: column -> type), and what is wrong
+    with them: each must be a column of the table, of the type it records, named from its API path by the naming
+    rule (the platform's values must fit that type: compare_table checks each)."""
+    try:
+        found = conn.execute(
+            "SELECT column_name, api_path, type FROM lms._discovered_columns WHERE table_name = ?", [table]
+        ).fetchall()
+    except duckdb.CatalogException:
+        return {}, []
+    problems = []
+    for column, api_path, kind in found:
+        named = "_".join(column_name(part) for part in api_path.split("."))
+        if named != column or types.get(column) != kind or kind not in _HOLDS:
+            problems.append(
+                f"discovered column {table}.{column} (field {api_path}, {kind}): the warehouse has "
+                f"{types.get(column, 'no such column')}, the naming rule says {named}"
+            )
+    return {column: kind for column, _, kind in found if kind in _HOLDS}, problems
+
+
+def _column_types(conn: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
+    rows = conn.execute(
+        "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = 'lms' AND table_name = ?",
+        [table],
+    ).fetchall()
+    return dict(rows)
 
 
 def _columns(conn: duckdb.DuckDBPyConnection, table: str) -> list[str]:

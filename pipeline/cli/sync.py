@@ -102,7 +102,7 @@ def _whole_multi_assets(settings: Settings, select: list[str]) -> list[str]:
 
 def summary_lines(materializations: Mapping[str, Mapping[str, object]]) -> list[str]:
     """One line per asset that loads rows (synced tables, certificates), then the models' build in a few lines."""
-    lines, models = [], []
+    lines, models, unchanged = [], [], 0
     for key, metadata in sorted(materializations.items()):
         fetched = metadata.get("rows_fetched", metadata.get("events_loaded"))
         if key.startswith("lake/"):  # the Iceberg mirror
@@ -111,7 +111,9 @@ def summary_lines(materializations: Mapping[str, Mapping[str, object]]) -> list[
             lines.append(f"{key:32} Iceberg tables written: {names or 'none'}")
             continue
         if fetched is None:  # not a load: an analytics model, or the published copy (which is no model)
-            if "published_at" not in metadata:
+            if metadata.get("rebuilt") is False:  # inputs unchanged since its last build: not rebuilt
+                unchanged += 1
+            elif "published_at" not in metadata:
                 rows = metadata.get("dagster/row_count")
                 models.append(f"{key.split('/')[-1]} {rows:,}" if isinstance(rows, int) else f"{key.split('/')[-1]} ?")
             continue
@@ -131,4 +133,6 @@ def summary_lines(materializations: Mapping[str, Mapping[str, object]]) -> list[
         lines += textwrap.wrap(
             f"models built: {len(models)} (rows) " + ", ".join(models), width=110, subsequent_indent="  "
         )
+    if unchanged:
+        lines.append(f"models unchanged since their last build (inputs the same): {unchanged}")
     return lines

@@ -16,6 +16,7 @@ import typing
 from pydantic import BaseModel
 
 from pipeline.contract import models as m
+from pipeline.contract.evolution import DESCRIPTION_METADATA
 from pipeline.contract.streams import STREAMS
 from pipeline.contract.tables import TABLES, TableSpec
 
@@ -333,6 +334,10 @@ def column_descriptions(spec: TableSpec) -> dict[str, str]:
             )
             for f in spec.schema
         }
+    # a column the platform began sending says so itself (contract/evolution.py), once its load is known
+    for f in spec.schema:
+        if f.metadata and DESCRIPTION_METADATA in f.metadata:
+            described[f.name] = f.metadata[DESCRIPTION_METADATA].decode()
     loaded = LOAD_COLUMNS | (SNAPSHOT_LOAD_COLUMNS if spec.kind == "snapshot" else {})
     return {name: text for name, text in described.items() if text} | loaded
 

@@ -67,8 +67,8 @@ def table_check_specs(table: str, rules: CheckRules) -> list[AssetCheckSpec]:
         AssetCheckSpec(
             CONTRACT_CHECK,
             asset=key,
-            description="This run's load saw no field the models do not declare and quarantined no "
-            "record (warns: the platform's contract moved).",
+            description="This run's load saw no field the models do not declare (kept in extra or become a "
+            "column) and quarantined no record (warns: the platform's contract moved).",
         ),
     ]
 
@@ -209,14 +209,16 @@ def _contract_result(table: str, metadata: Metadata | None) -> AssetCheckResult:
             metadata={"checked": "not loaded by this run"},
         )
     new_fields, quarantined = int(metadata.get("new_fields") or 0), int(metadata.get("quarantined") or 0)
+    new_columns = list(metadata.get("new_columns") or [])  # fields that became columns (contract/evolution.py)
     return AssetCheckResult(
         check_name=CONTRACT_CHECK,
         asset_key=lms_key(table),
-        passed=new_fields == 0 and quarantined == 0,
+        passed=new_fields == 0 and quarantined == 0 and not new_columns,
         severity=AssetCheckSeverity.WARN,
         metadata={
             "new_fields": new_fields,
             "new_field_paths": metadata.get("new_field_paths") or [],
+            "new_columns": new_columns,
             "quarantined_in_stream": quarantined,
             "next_step": "see lms.quarantine and the run's warnings; docs/exactness.md, 'Bad records'",
         },

@@ -14,6 +14,7 @@ from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from pipeline.contract.evolution import DiscoveredColumn, SchemaPolicy
 from pipeline.contract.streams import STREAM_TABLES, SYNC_STREAMS, SyncStream, planned_from
 from pipeline.contract.tables import TABLES, TableSpec
 from pipeline.memory import sync_process_memory
@@ -30,6 +31,14 @@ from pipeline.source.stats import RunStats
 from pipeline.warehouse import EARLY_PART_ROWS, EarlyFirstLoad, Load, Warehouse
 
 PROGRESS_EVERY_S = 5.0
+
+
+def schema_policy(settings: Settings, discovered: tuple[DiscoveredColumn, ...]) -> SchemaPolicy:
+    """Each raw table's schema contract (its stream's: LESSONSYNC_SCHEMA_CONTRACT[_BY_STREAM]) and its columns
+    discovered so far, for the run's client (pipeline/source/evolution.py)."""
+    streams = {table: stream for stream, tables in STREAM_TABLES.items() for table in tables}
+    contracts = {table: settings.schema_contract_of(stream) for table, stream in streams.items()}
+    return SchemaPolicy(contracts, discovered, streams)
 
 
 def streams_of(tables: Iterable[str]) -> list[str]:
@@ -80,6 +89,7 @@ class RawSync:
         self._wanted: set[str] = set()
         self._mirror: MirrorWorker | None = None  # the Iceberg mirror of what has committed (pipeline/raw/mirror.py)
         self._mirror_waits_for: set[str] = set()  # planned streams the mirror is held for (_hold_mirror_for_plans)
+        self.schema = SchemaPolicy()  # each table's contract and discovered columns, read when the run starts
 
     def run(self, streams: Iterable[str]) -> Iterator[StreamLoad]:
         """Fetch `streams` together and yield each one's commit as it is made; the first failure is raised once every
@@ -93,7 +103,8 @@ class RawSync:
                 planner_of(SYNC_STREAMS[name])
         self._wanted = set(wanted)
         with sync_process_memory():  # before the fetch threads start (pipeline/memory.py)
-            client = PlatformClient(self.settings, page_cache=self.settings.page_cache_dir)
+            self.schema = schema_policy(self.settings, self.warehouse.discovered_columns())
+            client = PlatformClient(self.settings, page_cache=self.settings.page_cache_dir, schema=self.schema)
             client.open()
             catch_up = True
             try:
@@ -284,7 +295,7 @@ class RawSync:
         plan = self._plans.get(stream.name)
         if stream.planned is None or plan is None or plan.parent_rows > stream.planned.overlap_max_rows:
             return ()
-        return stream.specs
+        return tuple(self.schema.spec(name) for name in stream.table_names)
 
     def _commit(
         self, client: PlatformClient, stream: SyncStream, fetched: Fetched, early: EarlyFirstLoad | None

@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 import pyarrow as pa
 
 from pipeline.contract.declarations import ANSWER_STREAMS
+from pipeline.contract.evolution import SchemaPolicy
 from pipeline.contract.streams import STREAMS, SYNC_STREAMS, StreamSpec
 from pipeline.settings import Settings, load_settings
 from pipeline.source.answers import run_answers
@@ -215,6 +216,8 @@ class PlatformClient:
     updated_since_format: how updatedSince is written ("iso8601", "iso8601-z" or "epoch-ms"); the spec
     does not show it.
     page_cache: a directory keeping decoded snapshot pages (page_cache.py), or None: decode every page.
+    schema: each table's schema contract and discovered columns (evolution.py); None: fields the models do not
+    declare stay in `extra` and no batch has more than the declared columns.
     """
 
     def __init__(
@@ -225,6 +228,7 @@ class PlatformClient:
         queue_batches: int = 16,
         updated_since_format: UpdatedSinceFormat = "iso8601",
         page_cache: Path | None = None,
+        schema: SchemaPolicy | None = None,
     ) -> None:
         if max_passes < 1 or queue_batches < 1:
             raise ValueError(f"max_passes ({max_passes}) and queue_batches ({queue_batches}) must be at least 1")
@@ -233,6 +237,7 @@ class PlatformClient:
             "max_passes": max_passes,
             "updated_since_format": updated_since_format,
             "page_cache": None if page_cache is None else PageCache(page_cache),
+            "schema": schema,
         }
         self._queue_batches = queue_batches
         self._loop: asyncio.AbstractEventLoop | None = None
