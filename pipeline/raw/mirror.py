@@ -153,10 +153,14 @@ class MirrorWorker:
                 reached(f"background_mirrored:{item}")
                 if not going_on or item == _CATCH_UP:  # a catalog that failed fails every table
                     return
+        except Exception as error:  # a bulkhead: whatever escapes the tables' own handling stays on this thread
+            self._failed("remaining tables", f"{type(error).__name__}: {error}")
         finally:
-            self.mirror.close()
-            self._connection.close()
-            self.report.finished_at = time.time()
+            try:
+                self.mirror.close()
+            finally:
+                self._connection.close()
+                self.report.finished_at = time.time()
 
     def _mirrored(self, item: str) -> bool:
         """Bring up one table (or, at the end, every table behind); False when the catalog cannot be used (no

@@ -421,6 +421,7 @@ class IcebergMirror:
             properties = {LOADED_THROUGH: latest.isoformat()} if latest is not None else {}
             created, stats.rows_written = self._create(conn, ice, select, properties)
             stats.rewritten = True
+            hooks.reached("iceberg_committed")
             if latest is not None:
                 _record(conn, self.mirror_id, {table: (latest, _iceberg_rows(created))})
             return _logged(stats, started)
@@ -452,6 +453,7 @@ class IcebergMirror:
         if _iceberg_rows(ice.refresh()) != warehouse_rows:  # rows removed from the warehouse outside a load
             stats.rows_written = _rewrite(conn, ice, select, properties)
             stats.rewritten = True
+        hooks.reached("iceberg_committed")
         _record(conn, self.mirror_id, {table: (latest, _iceberg_rows(ice.refresh()))})
         return _logged(stats, started)
 
