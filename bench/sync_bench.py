@@ -18,6 +18,13 @@ leaves the file alone).
     .venv/bin/python -m bench.sync_bench --scale large                     # raw tables + certificates
     .venv/bin/python -m bench.sync_bench --scale small --select group:progress --select 'key:lms/*'
     .venv/bin/python -m bench.sync_bench --scale medium --latency-ms 40 --page-size 100  # as over a network
+    .venv/bin/python -m bench.sync_bench --scale large --mirror-off-too    # the defaults beside TABLE_FORMAT=none
+
+`--mirror-off-too` runs each run kind twice, at the defaults and with `LESSONSYNC_TABLE_FORMAT=none` (each on a
+data dir of its own, one right after the other, against the same simulator state), and prints the goals' ratios
+taken in that one run: full at the defaults over full with the mirror off, each run kind over its floor, and the
+peaks. A run's time includes every step of it: `lms_raw`, its checks and the mirror step `lake/iceberg_tables`
+(the selection of raw tables brings it along, as `lessonsync sync` does).
 """
 
 from __future__ import annotations
@@ -130,6 +137,9 @@ def summarize(report: dict[str, Any]) -> dict[str, Any]:
     streams: dict[str, Any] = {}
     requests_by_load: dict[tuple[str, str], int] = {}  # tables of one load share its request count
     for key, meta in report.pop("materializations").items():
+        if key == "lake/iceberg_tables":  # the mirror step, and what the raw step's background mirror did before it
+            report["mirror"] = {name: value for name, value in meta.items() if name != "repaired"}
+            continue
         table = key.split("/")[-1]
         fetched = meta.get("rows_fetched", meta.get("events_loaded"))
         streams[table] = {
@@ -158,61 +168,144 @@ def summarize(report: dict[str, Any]) -> dict[str, Any]:
     return report
 
 
-def bench_selection(select: list[str], base_url: str, work_dir: Path, label: str, save: Any) -> dict[str, Any]:
+MIRROR_OFF = "mirror_off"  # the variant with LESSONSYNC_TABLE_FORMAT=none (--mirror-off-too)
+
+
+def bench_selection(
+    select: list[str], base_url: str, work_dir: Path, label: str, save: Any, mirror_off_too: bool = False
+) -> dict[str, Any]:
     """The three run kinds of `select`, one after another on one data dir, each followed by its floor: the
     bare download of exactly the GETs it made (bench/common.py), so what the API's shape imposes on a run
-    (its requests, downloaded with nothing else to do) and what LessonSync adds above it are told apart."""
+    (its requests, downloaded with nothing else to do) and what LessonSync adds above it are told apart. With
+    `mirror_off_too`, each run kind also runs right after with LESSONSYNC_TABLE_FORMAT=none on a data dir of its
+    own (same simulator state, same load on the machine), kept under runs["variants"]["mirror_off"], and the
+    goals' ratios under runs["ratios"]."""
     from pipeline.settings import load_settings
 
     concurrency = load_settings().concurrency  # the sync's own limit of requests in flight
-    data_dir = work_dir / label
+    variants = {"": {}, **({MIRROR_OFF: {"LESSONSYNC_TABLE_FORMAT": "none"}} if mirror_off_too else {})}
+    envs = {
+        name: _sync_env(base_url, work_dir, label + (f"_{name}" if name else ""), extra)
+        for name, extra in variants.items()
+    }
+    runs: dict[str, Any] = {"select": select}
+    if mirror_off_too:
+        runs["variants"] = {MIRROR_OFF: {}}
+    for kind in RUN_KINDS:
+        if kind == "one_percent":
+            activity = httpx.post(f"{base_url}/_sim/advance", params={"hours": 24}, timeout=600).json()
+            runs["advance_activity"] = activity.get("activity")
+        for variant, env in envs.items():
+            into = runs["variants"][variant] if variant else runs
+            name = f"{label}{f' ({variant})' if variant else ''}"
+            into[kind] = run = _run_with_floor(
+                select, env, work_dir / f"{label}_{variant}_{kind}.urls", base_url, concurrency, name, kind
+            )
+            save(label, runs)
+            if "error" in run:
+                return runs
+    for into in [runs, *runs.get("variants", {}).values()]:
+        full = into["full"]["run_seconds"]
+        for kind in RUN_KINDS[1:]:
+            into[kind]["share_of_full"] = round(into[kind]["run_seconds"] / full, 4)
+            if "error" not in into[kind]["floor"]:
+                into[kind]["floor_share_of_full"] = round(into[kind]["floor"]["run_seconds"] / full, 4)
+    if mirror_off_too:
+        runs["ratios"] = goal_ratios(runs)
+    save(label, runs)
+    return runs
+
+
+def _sync_env(base_url: str, work_dir: Path, label: str, extra: dict[str, str]) -> dict[str, str]:
     env = {
         **os.environ,
         "LESSONSYNC_BASE_URL": base_url,
-        "LESSONSYNC_DATA_DIR": str(data_dir),
+        "LESSONSYNC_DATA_DIR": str(work_dir / label),
         "DAGSTER_HOME": str(work_dir / f"{label}_dagster_home"),
         # Bytecode kept like any installed deployment keeps it (pip compiles it): without it (this sandbox sets
         # PYTHONDONTWRITEBYTECODE=1) every sync process compiled ~730 modules from source, 2-4 s of each run.
         # A private prefix: the shared .venv is left alone; the first (full) sync fills it.
         "PYTHONPYCACHEPREFIX": str(work_dir / "pycache"),
+        **extra,
     }
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     Path(env["DAGSTER_HOME"]).mkdir(parents=True, exist_ok=True)
-    runs: dict[str, Any] = {"select": select}
-    for kind in RUN_KINDS:
-        if kind == "one_percent":
-            activity = httpx.post(f"{base_url}/_sim/advance", params={"hours": 24}, timeout=600).json()
-            runs["advance_activity"] = activity.get("activity")
-        print(f"[{label}] {kind} sync ...", file=sys.stderr, flush=True)
-        urls_file = str(work_dir / f"{label}_{kind}.urls")
-        runs[kind] = run_sync_child(select, env, urls_file)
-        if "error" in runs[kind]:
-            print(f"[{label}] {kind} FAILED: {runs[kind]['error']}", file=sys.stderr, flush=True)
-            save(label, runs)
-            return runs
-        print(
-            f"[{label}] {kind}: {runs[kind]['process_seconds']} s, peak {runs[kind]['peak_rss_mib']} MiB, "
-            f"load average {runs[kind]['load_average_after']}; its floor ...",
-            file=sys.stderr,
-            flush=True,
+    return env
+
+
+def _run_with_floor(
+    select: list[str], env: dict[str, str], urls_file: Path, base_url: str, concurrency: int, label: str, kind: str
+) -> dict[str, Any]:
+    """One sync of `kind` in a child process, then its floor (the bare download of its GETs)."""
+    print(f"[{label}] {kind} sync ...", file=sys.stderr, flush=True)
+    run = run_sync_child(select, env, str(urls_file))
+    if "error" in run:
+        print(f"[{label}] {kind} FAILED: {run['error']}", file=sys.stderr, flush=True)
+        return run
+    print(
+        f"[{label}] {kind}: {run['process_seconds']} s, peak {run['peak_rss_mib']} MiB, steps {run['steps']}, "
+        f"load average {run['load_average_after']}; its floor ...",
+        file=sys.stderr,
+        flush=True,
+    )
+    # The simulator's state is what the sync saw (GETs change nothing): the same URLs, the same pages.
+    run["floor"] = floor = run_bare_download(base_url, str(urls_file), concurrency)
+    if "error" not in floor:
+        run["overhead_over_floor_s"] = round(run["run_seconds"] - floor["run_seconds"], 2)
+    print(
+        f"[{label}] {kind} floor: {floor.get('run_seconds', 'FAILED')} s for {floor.get('requests')} requests",
+        file=sys.stderr,
+        flush=True,
+    )
+    return run
+
+
+def goal_ratios(runs: dict[str, Any]) -> dict[str, Any]:
+    """The goals' figures from one invocation: full at the defaults over full with the mirror off, each run kind
+    over its floor (both variants), and each run's peak RSS (the process's; the process tree's)."""
+    off = runs["variants"][MIRROR_OFF]
+
+    def over_floor(run: dict[str, Any]) -> float | None:
+        floor = run.get("floor", {}).get("run_seconds")
+        return round(run["run_seconds"] / floor, 2) if floor else None
+
+    return {
+        "full_over_mirror_off": round(runs["full"]["run_seconds"] / off["full"]["run_seconds"], 3),
+        # CPU seconds of the whole sync process: on a loaded machine, unlike wall time, barely moved by other work
+        "cpu_over_mirror_off": {
+            kind: round(runs[kind]["cpu_seconds"] / off[kind]["cpu_seconds"], 3) for kind in RUN_KINDS
+        },
+        "over_floor": {kind: over_floor(runs[kind]) for kind in RUN_KINDS},
+        "over_floor_mirror_off": {kind: over_floor(off[kind]) for kind in RUN_KINDS},
+        "peak_rss_mib": {kind: [runs[kind]["peak_rss_mib"], runs[kind].get("peak_tree_rss_mib")] for kind in RUN_KINDS},
+        "peak_rss_mib_mirror_off": {
+            kind: [off[kind]["peak_rss_mib"], off[kind].get("peak_tree_rss_mib")] for kind in RUN_KINDS
+        },
+        "mirror_step_seconds": {kind: runs[kind]["steps"].get("lake__iceberg_tables") for kind in RUN_KINDS},
+        "raw_step_seconds": {
+            kind: [runs[kind]["steps"].get("lms_raw"), off[kind]["steps"].get("lms_raw")] for kind in RUN_KINDS
+        },
+    }
+
+
+def ratios_markdown(results: dict[str, Any]) -> str:
+    """The goals' ratios of every selection run with --mirror-off-too, one line each."""
+    lines = []
+    for label, runs in results["selections"].items():
+        ratios = runs.get("ratios")
+        if ratios is None:
+            continue
+        floors = ratios["over_floor"]
+        lines.append(
+            f"{label}: full defaults / mirror off {ratios['full_over_mirror_off']}x "
+            f"({runs['full']['run_seconds']} s / {runs['variants'][MIRROR_OFF]['full']['run_seconds']} s), CPU "
+            f"defaults / mirror off {ratios['cpu_over_mirror_off']}; "
+            f"over the floor: full {floors['full']}x, no change {floors['no_change']}x, 1% change "
+            f"{floors['one_percent']}x (mirror off: {ratios['over_floor_mirror_off']}); peak RSS MiB (process, tree) "
+            f"{ratios['peak_rss_mib']} (mirror off: {ratios['peak_rss_mib_mirror_off']}); steps lms_raw "
+            f"(defaults, off) {ratios['raw_step_seconds']}, lake/iceberg_tables {ratios['mirror_step_seconds']}"
         )
-        # The simulator's state is what the sync saw (GETs change nothing): the same URLs, the same pages.
-        runs[kind]["floor"] = floor = run_bare_download(base_url, urls_file, concurrency)
-        if "error" not in floor:
-            runs[kind]["overhead_over_floor_s"] = round(runs[kind]["run_seconds"] - floor["run_seconds"], 2)
-        print(
-            f"[{label}] {kind} floor: {floor.get('run_seconds', 'FAILED')} s for {floor.get('requests')} requests",
-            file=sys.stderr,
-            flush=True,
-        )
-        save(label, runs)
-    full = runs["full"]["run_seconds"]
-    for kind in RUN_KINDS[1:]:
-        runs[kind]["share_of_full"] = round(runs[kind]["run_seconds"] / full, 4)
-        if "error" not in runs[kind]["floor"]:
-            runs[kind]["floor_share_of_full"] = round(runs[kind]["floor"]["run_seconds"] / full, 4)
-    save(label, runs)
-    return runs
+    return "\n".join(lines)
 
 
 def markdown(results: dict[str, Any]) -> str:
@@ -332,6 +425,11 @@ def main() -> int:
     )
     parser.add_argument("--page-size", type=int, help="LESSONSYNC_PAGE_SIZE of the syncs (default: the product's)")
     parser.add_argument("--no-docs", action="store_true", help="do not touch docs/BENCHMARKS.md")
+    parser.add_argument(
+        "--mirror-off-too",
+        action="store_true",
+        help="run each run kind also with LESSONSYNC_TABLE_FORMAT=none and print the goals' ratios",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--urls", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -342,16 +440,22 @@ def main() -> int:
         print(json.dumps(sync_child(selections, args.urls), default=str))
         return 0
     with tempfile.TemporaryDirectory(prefix="sync_bench_", dir=args.work_dir) as work:
-        results = run_all(args.scale, selections, args.repeat, Path(work), args.latency_ms)
+        results = run_all(args.scale, selections, args.repeat, Path(work), args.latency_ms, args.mirror_off_too)
     print(markdown(results))
     print(requests_markdown(results))
+    print(ratios_markdown(results))
     if not args.no_docs and not os.environ.get("LESSONSYNC_DUCKDB_MEMORY_LIMIT"):  # the default limit's figures
         write_doc_section(DOC, *_markers(_variant(args.scale, args.latency_ms)), render_section(results))
     return 0
 
 
 def run_all(
-    scale: str, selections: list[str], repeat: int, work_dir: Path, latency_ms: float | None = None
+    scale: str,
+    selections: list[str],
+    repeat: int,
+    work_dir: Path,
+    latency_ms: float | None = None,
+    mirror_off_too: bool = False,
 ) -> dict[str, Any]:
     port = free_port()
     began = time.perf_counter()
@@ -388,6 +492,7 @@ def run_all(
                     work_dir,
                     label.replace("/", "_").replace(":", "_").replace("*", "all").replace(" #", "_"),
                     save,
+                    mirror_off_too,
                 )
     finally:
         server.terminate()

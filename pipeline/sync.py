@@ -18,6 +18,7 @@ from pipeline.defs.operations.runs.retry_policy import IN_PROCESS_TAG
 from pipeline.defs.policy import POOL
 from pipeline.defs.selection import widen_to_whole_multi_assets
 from pipeline.instance import ensure_dagster_home
+from pipeline.raw.mirror import await_background_mirror
 from pipeline.settings import Settings
 
 log = logging.getLogger("lessonsync.sync")
@@ -112,6 +113,7 @@ def _execute(
         tags={**current_process().tags(run_id), IN_PROCESS_TAG: "true"},
         raise_on_error=False,
     )
+    await_background_mirror(settings.warehouse_path)  # a run whose mirror step did not run ends with its mirror
     report = SyncReport(success=result.success, run_id=result.run_id, job_name=job_name)
     for event in result.get_asset_materialization_events():
         materialization = event.materialization

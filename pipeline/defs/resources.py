@@ -15,6 +15,7 @@ from dagster import ConfigurableResource, EnvVar, InitResourceContext
 from pydantic import Field, PrivateAttr
 
 from pipeline.defs.operations.runs.identity import current_process, recorded_process
+from pipeline.raw.mirror import await_background_mirror
 from pipeline.settings import Settings, load_settings
 from pipeline.source.client import PlatformClient
 from pipeline.warehouse import Warehouse
@@ -62,7 +63,11 @@ class WarehouseResource(RunSettingsResource):
         return self.settings().warehouse_path
 
     def warehouse(self) -> Warehouse:
-        return Warehouse.from_settings(self.settings())
+        """The warehouse, once the background Iceberg mirror of a raw step of this process is done with it: no step
+        writes or checkpoints the file beside it (pipeline/raw/mirror.py)."""
+        settings = self.settings()
+        await_background_mirror(settings.warehouse_path)
+        return Warehouse.from_settings(settings)
 
     @contextmanager
     def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:

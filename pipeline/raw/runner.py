@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Iterator
-from contextlib import ExitStack
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -19,6 +19,7 @@ from pipeline.contract.tables import TABLES, TableSpec
 from pipeline.memory import sync_process_memory
 from pipeline.raw.commit import Log, StreamLoad, begin_early_insert, commit_fetched
 from pipeline.raw.fetch import BackgroundFetch, Fetched
+from pipeline.raw.mirror import MirrorWorker
 from pipeline.raw.planners import Plan, planner_of, state_tables
 from pipeline.raw.progress import ProgressReporter
 from pipeline.raw.windows import SNAPSHOT_WINDOW, UNBOUNDED, Window, cursor_window
@@ -86,6 +87,8 @@ class RawSync:
         self._plans: dict[str, Plan] = {}  # planned stream -> its plan, once planned
         self._decode_held = False
         self._wanted: set[str] = set()
+        self._mirror: MirrorWorker | None = None  # the Iceberg mirror of what has committed (pipeline/raw/mirror.py)
+        self._mirror_waits_for: set[str] = set()  # planned streams the mirror is held for (_hold_mirror_for_plans)
         self.schema = SchemaPolicy()  # each table's contract and discovered columns, read when the run starts
         self._progress = ProgressReporter(log)
 
@@ -104,16 +107,59 @@ class RawSync:
             self.schema = schema_policy(self.settings, self.warehouse.discovered_columns())
             client = PlatformClient(self.settings, page_cache=self.settings.page_cache_dir, schema=self.schema)
             client.open()
+            catch_up = True
             try:
                 self._start(client, wanted)
                 yield from self._commits(client)
+            except BaseException as error:
+                # a failed stream: what committed is mirrored all the same; stopped, or the caller closed the run
+                # early: nothing more is started
+                catch_up = isinstance(error, Exception)
+                raise
             finally:
                 self._stop_pending()
                 client.close()
+                self._end_mirror(catch_up)
+
+    def _mirror_paused(self) -> AbstractContextManager[None]:
+        """The background mirror held while this thread does DuckDB work of its own (pipeline/raw/mirror.py)."""
+        return self._mirror.paused() if self._mirror is not None else nullcontext()
+
+    def _hold_mirror_for_plans(self, streams: list[SyncStream]) -> None:
+        """The background mirror starts no table until each planned stream whose parent is in the run is planned
+        small (then it runs beside that fetch) or has committed: a plan too large to overlap its parent's commit
+        or to be inserted while fetched (`overlap_max_rows`) also keeps the mirror's work, and pyiceberg's memory,
+        from adding up with that fetch and its commit; the mirror then runs after it."""
+        if self._mirror is None:
+            return
+        self._mirror_waits_for = {s.name for s in streams if s.planned is not None and s.planned.parent in self._wanted}
+        if self._mirror_waits_for:
+            self._mirror.hold()
+
+    def _mirror_need_not_wait_for(self, stream: str) -> None:
+        """`stream` was planned small, committed, failed or dropped: the mirror no longer waits for it."""
+        if self._mirror is None or stream not in self._mirror_waits_for:
+            return
+        self._mirror_waits_for.discard(stream)
+        if not self._mirror_waits_for:
+            self._mirror.release()
+
+    def _end_mirror(self, catch_up: bool) -> None:
+        """The background mirror told the run's commits are over. It goes on after the raw step (the mirror of the
+        last stream's tables is not part of the step's time); the next step that opens the warehouse waits for it."""
+        if self._mirror is None:
+            return
+        for stream in list(self._mirror_waits_for):
+            self._mirror_need_not_wait_for(stream)
+        if catch_up:
+            self._mirror.finish()
+        else:
+            self._mirror.stop()
 
     def drop(self, stream: str, reason: str) -> None:
         """`stream` will not commit in this run: its fetch, if started, is cancelled and its parts discarded."""
         self._dropped.add(stream)
+        self._mirror_need_not_wait_for(stream)
         fetch = self._pending.pop(stream, None)
         if fetch is not None:
             fetch.cancel()
@@ -126,9 +172,11 @@ class RawSync:
         wh = self.warehouse
         streams = [SYNC_STREAMS[name] for name in wanted]
         incremental = [s.name for s in streams if s.kind == "incremental"]
-        with wh.one_connection():
+        with wh.one_connection() as conn:
             wh.ensure_tables([*TABLES.values(), *state_tables()])
             cursors = {name: wh.cursor(name) for name in incremental}
+            self._mirror = MirrorWorker.start(wh, conn)  # once the file is open: a lock is waited for only once
+        self._hold_mirror_for_plans(streams)
         for name in incremental:
             window = self.raw_run.incremental_window(cursors[name], self.settings)
             self._fetch(client, name, window, cursors[name], URGENT)
@@ -165,6 +213,8 @@ class RawSync:
         window = self.raw_run.incremental_window(cursor, self.settings)
         plan = planner_of(stream).plan(wh, window, self.settings, loading=loading, ceiling=ceiling)
         self._plans[stream.name] = plan
+        if plan.parent_rows <= stream.planned.overlap_max_rows:  # small enough to mirror beside its fetch
+            self._mirror_need_not_wait_for(stream.name)
         batches, planned = plan.fetch(client)
         others = any(name != stream.name for name in self._pending) or loading is not None
         if others:
@@ -199,7 +249,8 @@ class RawSync:
                     finally:
                         if early is not None:
                             early.stop()  # the commit finishes the inserts, on this thread
-                    done = self._commit(client, stream, fetched, early)
+                    with self._mirror_paused():
+                        done = self._commit(client, stream, fetched, early)
             except Exception as error:  # the other streams still commit; the run fails at the end
                 self.log.warning(f"{name}: failed ({type(error).__name__}: {error}); no row of it committed")
                 self._progress.ended(fetch, "failed")
@@ -214,8 +265,12 @@ class RawSync:
                 plan = self._plans.get(name)
                 if plan is not None:
                     plan.close()
+                self._mirror_need_not_wait_for(name)  # committed or failed
             self._progress.ended(fetch, "committed")
-            yield done
+            with self._mirror_paused():  # the caller reports the commit and checks its tables meanwhile
+                yield done
+            if self._mirror is not None:
+                self._mirror.committed(stream.table_names)
         if failures:
             raise failures[0]
 

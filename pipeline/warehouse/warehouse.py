@@ -104,6 +104,18 @@ class Warehouse:
             conn.close()
 
     @contextmanager
+    def private_connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A read-write connection of the calling thread's own, closed on exit, even within another thread's
+        one_connection() (whose connection must not be used from two threads at once): for work on a thread beside
+        the commits, the background Iceberg mirror. Same process, so the same DuckDB database instance, its memory
+        limit shared; each connection's statements see committed data (MVCC)."""
+        conn = open_connection(self.path, self.connection_settings, read_only=False)
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+    @contextmanager
     def one_connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """Within the block every connect() (read-only or not) yields ONE read-write connection, opened at the
         start and closed at the end: a step's consecutive look-ups (tables, cursor, window plan) open the file

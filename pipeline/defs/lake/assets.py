@@ -32,6 +32,7 @@ from pipeline.analytics.models import load_project
 from pipeline.defs.analytics.assets import mart_relations
 from pipeline.defs.policy import POOL
 from pipeline.defs.resources import WarehouseResource
+from pipeline.raw.mirror import BackgroundMirror, await_background_mirror
 from pipeline.warehouse import CatalogUnavailable, MirrorStats
 
 GROUP = "lake"
@@ -95,8 +96,14 @@ def _mirrored(
     key: AssetKey,
     sync: Callable[[Any, duckdb.DuckDBPyConnection], list[MirrorStats]],
 ) -> MaterializeResult[Any]:
-    """Run `sync` on the warehouse's write connection; its result as metadata, or a Failure naming the step."""
+    """Run `sync` on the warehouse's write connection; its result as metadata, or a Failure naming the step. The
+    raw tables' step first waits for the background mirror of the raw step (pipeline/raw/mirror.py), which has
+    brought up what it could: the step finds those tables current, and does the rest."""
     step = key.to_user_string()
+    background = await_background_mirror(warehouse.path, collect=True) if key == RAW_MIRROR_KEY else None
+    if background is not None:
+        for table, why in background.failed.items():
+            context.log.warning(f"{step}: the background mirror left {table} behind ({why}); brought up now")
     store = warehouse.warehouse()
     mirror = store.table_mirror
     if mirror is None:
@@ -112,7 +119,7 @@ def _mirrored(
     for stat in stats:
         if stat.repaired:
             context.log.warning(f"{step}: {stat.table} rebuilt from the warehouse: {stat.repaired}")
-    metadata = _metadata(stats, time.perf_counter() - started)
+    metadata = {**_metadata(stats, time.perf_counter() - started), **_background_metadata(background)}
     failed = [stat.error for stat in stats if stat.error]
     if failed:
         raise Failure(
@@ -123,6 +130,18 @@ def _mirrored(
     written = [stat.table for stat in stats if stat.wrote]
     context.log.info(f"{step}: {len(stats)} tables checked, {len(written)} written: {', '.join(written) or '-'}")
     return MaterializeResult(metadata=metadata)
+
+
+def _background_metadata(background: BackgroundMirror | None) -> dict[str, Any]:
+    """What the raw step's background mirror wrote (while the streams fetched, and after the last commit)."""
+    if background is None:
+        return {}
+    return {
+        "background_tables_written": MetadataValue.json(sorted(background.written)),
+        "background_failed": MetadataValue.json(background.failed),
+        "background_seconds": round(background.seconds, 3),
+        "background_finished_at": MetadataValue.timestamp(background.finished_at),
+    }
 
 
 def _metadata(stats: list[MirrorStats], seconds: float) -> dict[str, Any]:

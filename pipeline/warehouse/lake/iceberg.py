@@ -321,15 +321,33 @@ class IcebergMirror:
         """Every table whose Iceberg table the record cannot vouch for (a load changed it since, its rows differ, it
         is new, a mirror run failed or never came, or a SQLite catalog no longer registers it here). After loads
         that changed nothing, no Iceberg table is opened and pyiceberg is not imported."""
-        current = _current_by_record(conn, self.mirror_id)
-        registered = self._registered() if current else None
-        if registered is not None:
-            current = {t: rows for t, rows in current.items() if self._registered_here(registered.get(t.name))}
+        current = self._current(conn)
         latest = _latest_load_time(conn)
         if current and latest is not None:  # moving the record on keeps the next run's look-back short
             _record(conn, self.mirror_id, {table: (latest, rows) for table, rows in current.items()})
         behind = [table.name for table in read_catalog(conn) if table not in current]
         return self.sync_raw(conn, behind) if behind else []
+
+    def sync_tables_behind(self, conn: duckdb.DuckDBPyConnection, names: Iterable[str]) -> list[MirrorStats]:
+        """sync_behind for the tables `names` only, while loads of other tables may commit on other connections:
+        the record of a table it vouches for is left as it is (moving it to the newest load time could vouch for a
+        load committed meanwhile), and each table brought up records the load time read before its rows."""
+        current = {table.name for table in self._current(conn)}
+        behind = [name for name in names if name not in current]
+        return self.sync_raw(conn, behind) if behind else []
+
+    def prepare(self, conn: duckdb.DuckDBPyConnection) -> None:
+        """The record table created and described now, before commits run beside the mirror on other connections
+        (a catalog change there and here at once would conflict)."""
+        _ensure_record(conn)
+
+    def _current(self, conn: duckdb.DuckDBPyConnection) -> dict[TableDef, int]:
+        """The tables (-> rows) the record vouches for, and a SQLite catalog still registers here."""
+        current = _current_by_record(conn, self.mirror_id)
+        registered = self._registered() if current else None
+        if registered is not None:
+            current = {t: rows for t, rows in current.items() if self._registered_here(registered.get(t.name))}
+        return current
 
     def _registered(self) -> dict[str, str] | None:
         """The raw tables a SQLite catalog registers, with their metadata locations, read with the standard
@@ -403,6 +421,7 @@ class IcebergMirror:
             properties = {LOADED_THROUGH: latest.isoformat()} if latest is not None else {}
             created, stats.rows_written = self._create(conn, ice, select, properties)
             stats.rewritten = True
+            hooks.reached("iceberg_committed")
             if latest is not None:
                 _record(conn, self.mirror_id, {table: (latest, _iceberg_rows(created))})
             return _logged(stats, started)
@@ -434,6 +453,7 @@ class IcebergMirror:
         if _iceberg_rows(ice.refresh()) != warehouse_rows:  # rows removed from the warehouse outside a load
             stats.rows_written = _rewrite(conn, ice, select, properties)
             stats.rewritten = True
+        hooks.reached("iceberg_committed")
         _record(conn, self.mirror_id, {table: (latest, _iceberg_rows(ice.refresh()))})
         return _logged(stats, started)
 
@@ -1032,7 +1052,15 @@ def _record(conn: duckdb.DuckDBPyConnection, mirror_id: str, seen: Mapping[Table
 
 def _ensure_record(conn: duckdb.DuckDBPyConnection) -> None:
     """The record table, described like the warehouse's other internal tables (the mirror step may create it after
-    the run's last schema change, which is when the warehouse describes its tables)."""
+    the run's last schema change, which is when the warehouse describes its tables). Nothing when it exists: the
+    background mirror asks while commits run on other connections, and a catalog change there and here would
+    conflict."""
+    exists = (
+        "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = ? "
+        "AND table_name = ?"
+    )
+    if scalar(conn, exists, [SCHEMA, MIRROR_RECORD.split(".")[-1]]):
+        return
     conn.execute(MIRROR_RECORD_DDL)
     set_comments(conn, [])
 

@@ -1,0 +1,218 @@
+"""The Iceberg mirror in the background of the raw step (pipeline/raw/mirror.py), against the simulator over HTTP
+with real DuckDB, Iceberg and Dagster: each stream's tables are brought up as it commits, on a thread of the
+`lms_raw` step's process, which goes on after the step has ended; the mirror step `lake/iceberg_tables` then
+finds every table current and writes nothing. A failure of the background mirror never fails `lms_raw`, and the
+mirror step heals what it left behind."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+
+import duckdb
+import pytest
+from dagster import DagsterEventType, DagsterInstance
+from iceberg_helpers import ICEBERG_ENV, assert_iceberg_equals_warehouse
+from stack_helpers import RAW, assert_warehouse_equals_platform
+
+from pipeline.contract.streams import SYNC_STREAMS, stream_tables
+from pipeline.settings import Settings, load_settings
+from pipeline.stack import Stack, environment, local_stack
+from pipeline.sync import SyncReport
+from pipeline.verify import compare_warehouse, verified_tables
+from pipeline.warehouse import hooks
+
+pytestmark = pytest.mark.slow
+
+MIRROR_STEP = "lake/iceberg_tables"
+STREAMS_ONLY = tuple(f"key:lms/{table}" for table in stream_tables())  # no certificates: nothing loads after lms_raw
+WORKER_THREAD = "lessonsync-iceberg-mirror"
+KILL_WORKER = Path(__file__).with_name("sync_kill_worker.py")
+
+
+def settings_of(stack: Stack) -> Settings:
+    with environment(stack.run_env()):
+        return load_settings()
+
+
+def assert_streams_equal_the_platform(stack: Stack) -> None:
+    """The stream tables (the certificates are not selected here) equal the simulator's records."""
+    tables = [table for table in verified_tables() if table in stream_tables()]
+    with duckdb.connect(str(stack.warehouse_path), read_only=True) as conn:
+        unequal = [d.summary() for d in compare_warehouse(conn, stack.sim, tables) if not d.equal]
+    assert not unequal, "warehouse differs from the platform:\n" + "\n".join(unequal)
+
+
+def mirror_step(report: SyncReport) -> dict[str, object]:
+    assert report.success, report.error
+    assert {f"lms/{table}" for table in stream_tables()} <= set(report.materializations)
+    return report.materializations[MIRROR_STEP]
+
+
+def raw_step_ended_at(instance: DagsterInstance, run_id: str) -> float:
+    ends = [
+        record.timestamp
+        for record in instance.all_logs(run_id, of_type=DagsterEventType.STEP_SUCCESS)
+        if record.step_key == "lms_raw"
+    ]
+    assert len(ends) == 1
+    return ends[0]
+
+
+@contextmanager
+def listening(listener: Callable[[str], None]) -> Iterator[None]:
+    hooks.on_point(listener)
+    try:
+        yield
+    finally:
+        hooks.on_point(None)
+
+
+def test_each_stream_is_mirrored_in_the_background_and_the_mirror_step_then_writes_nothing(tmp_path: Path) -> None:
+    with local_stack(tmp_path / "data", scale="tiny") as stack:
+        stack.env.update(ICEBERG_ENV)
+        # The background mirror holds after its first stream until a later step waits for it: the raw step never
+        # does, so it ends while the mirror still has every other stream's tables to bring up.
+        awaited, held, mirrored_by = threading.Event(), threading.Event(), set()
+
+        def hold_until_awaited(point: str) -> None:
+            if point.startswith("background_mirrored:"):
+                mirrored_by.add(threading.current_thread().name)
+                if not held.is_set():
+                    held.set()
+                    assert awaited.wait(60), "the background mirror was never waited for"
+            elif point == "background_mirror_awaited" and held.is_set():  # a step after lms_raw waits for it
+                awaited.set()
+
+        instance = DagsterInstance.ephemeral()
+        with listening(hold_until_awaited):
+            full = stack.sync(select=STREAMS_ONLY, instance=instance)
+        step = mirror_step(full)
+        assert mirrored_by == {WORKER_THREAD}
+        assert step["tables_written"] == [], step  # every table was current when the mirror step ran
+        assert set(step["background_tables_written"]) >= {f"lms.{table}" for table in stream_tables()}
+        assert step["background_failed"] == {}
+        assert step["background_finished_at"] > raw_step_ended_at(instance, full.run_id)
+        assert_streams_equal_the_platform(stack)
+        rows = assert_iceberg_equals_warehouse(settings_of(stack))
+        assert rows["answers"] > 0 and rows["active_lessons"] > 0
+
+        stack.advance(hours=24)
+        incremental = mirror_step(stack.sync(select=STREAMS_ONLY))
+        assert incremental["tables_written"] == [], incremental
+        assert {"lms.active_lessons", "lms.answers"} <= set(incremental["background_tables_written"])
+        assert_streams_equal_the_platform(stack)
+        assert_iceberg_equals_warehouse(settings_of(stack))
+
+
+def test_a_failing_background_mirror_never_fails_the_raw_step_and_the_mirror_step_heals_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with local_stack(tmp_path / "data", scale="tiny") as stack:
+        stack.env.update(ICEBERG_ENV)
+        catalog = settings_of(stack).data_dir / "iceberg_catalog.sqlite3"
+        garbage = b"this is not a SQLite database\n" * 100
+        damaged = threading.Event()
+
+        def damage_the_catalog_mid_run(point: str) -> None:  # after the first stream's tables, in the background
+            if point.startswith("background_mirrored:") and not damaged.is_set():
+                damaged.set()
+                catalog.write_bytes(garbage)
+
+        with caplog.at_level(logging.WARNING, logger="lessonsync.mirror"), listening(damage_the_catalog_mid_run):
+            report = stack.sync(select=STREAMS_ONLY)
+        assert damaged.is_set()
+        step = mirror_step(report)  # lms_raw succeeded: every stream's tables materialized
+        assert "catalog" in step["background_failed"], step
+        assert any("background Iceberg mirror" in r.message and r.levelno == logging.WARNING for r in caplog.records)
+        assert step["failed"] == {} and step["tables_written"], step  # healed by the mirror step, in this run
+        kept = [p for p in catalog.parent.iterdir() if p.name.startswith("iceberg_catalog.sqlite3.unreadable-")]
+        assert [p.read_bytes() for p in kept] == [garbage]
+        assert_streams_equal_the_platform(stack)
+        assert_iceberg_equals_warehouse(settings_of(stack))
+
+
+def test_an_unexpected_error_on_the_mirror_thread_is_the_mirror_steps_warning_never_the_raw_steps(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with local_stack(tmp_path / "data", scale="tiny") as stack:
+        stack.env.update(ICEBERG_ENV)
+
+        def fail_on_the_mirror_thread(point: str) -> None:  # outside any table's own handling
+            if point.startswith("background_mirrored:"):
+                raise RuntimeError("unexpected")
+
+        with caplog.at_level(logging.WARNING, logger="lessonsync.mirror"), listening(fail_on_the_mirror_thread):
+            report = stack.sync(select=STREAMS_ONLY)
+        step = mirror_step(report)  # lms_raw succeeded: every stream's tables materialized
+        assert step["background_failed"] == {"remaining tables": "RuntimeError: unexpected"}, step
+        assert step["failed"] == {} and step["tables_written"], step  # the mirror step brought up the rest
+        assert any("remaining tables not brought up (RuntimeError: unexpected)" in r.message for r in caplog.records)
+        assert_streams_equal_the_platform(stack)
+        assert_iceberg_equals_warehouse(settings_of(stack))
+
+
+@pytest.mark.parametrize("planned", ["small", "large"])
+def test_the_background_mirror_runs_beside_a_small_plans_fetch_and_after_a_large_ones_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, planned: str
+) -> None:
+    if planned == "large":  # above its overlap_max_rows: planned from the committed active lessons, no early insert
+        answers = SYNC_STREAMS["answers"]
+        assert answers.planned is not None
+        monkeypatch.setitem(
+            SYNC_STREAMS, "answers", replace(answers, planned=replace(answers.planned, overlap_max_rows=0))
+        )
+    with local_stack(tmp_path / "data", scale="tiny") as stack:
+        stack.env.update(ICEBERG_ENV)
+        # The answers' fetch is held at its end until a table is mirrored (the active lessons' are queued by then),
+        # for a bounded time: a large plan's fetch ends without a mirror write beside it.
+        mirrored, beside_the_fetch = threading.Event(), []
+
+        def hold_the_answers_fetch(point: str) -> None:
+            if point.startswith("background_mirrored:"):
+                mirrored.set()
+            elif point == "fetch_ended:answers":
+                beside_the_fetch.append(mirrored.wait(30 if planned == "small" else 5))
+
+        with listening(hold_the_answers_fetch):
+            step = mirror_step(stack.sync(select=STREAMS_ONLY))
+        assert beside_the_fetch == [planned == "small"]
+        assert step["tables_written"] == [] and step["background_failed"] == {}, step
+        assert_streams_equal_the_platform(stack)
+        assert_iceberg_equals_warehouse(settings_of(stack))
+
+
+def test_a_sync_killed_while_the_background_mirror_writes_is_healed_by_the_next(tmp_path: Path) -> None:
+    with local_stack(tmp_path / "data", scale="tiny") as stack:
+        stack.env.update(ICEBERG_ENV)
+        home = tmp_path / "dagster_home"
+        home.mkdir()
+        env = {**os.environ, **stack.run_env(), "DAGSTER_HOME": str(home), "PYTHONPATH": str(KILL_WORKER.parents[2])}
+        # killed once the background mirror has brought up its first table and before it records it, the answers
+        # still fetching (held at their fetch's end): a state of the raw step with loads both made and not yet made
+        killed = subprocess.run(
+            [sys.executable, str(KILL_WORKER), "iceberg_committed:1", "--select", *RAW],
+            env={**env, "HOLD_AT": "fetch_ended:answers"},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert killed.returncode == -signal.SIGKILL, killed.stdout[-2000:] + killed.stderr[-2000:]
+        with duckdb.connect(str(stack.warehouse_path), read_only=True) as conn:
+            committed = {stream for (stream,) in conn.execute("SELECT DISTINCT stream FROM lms._load_runs").fetchall()}
+        assert "active_lessons" in committed and "answers" not in committed, committed
+        settings = settings_of(stack)
+        assert any((settings.lake_dir / "iceberg").rglob("*.metadata.json")), "no Iceberg table written before the kill"
+
+        rerun = stack.sync(instance=DagsterInstance.ephemeral(), select=RAW)
+        assert rerun.success, rerun.error
+        assert_warehouse_equals_platform(stack)
+        assert_iceberg_equals_warehouse(settings)
