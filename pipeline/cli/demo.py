@@ -75,8 +75,9 @@ def run(args: argparse.Namespace) -> int:
     data_dir: Path = args.demo_dir or settings.data_dir / DEMO_SUBDIRECTORY
     if data_dir.exists():
         shutil.rmtree(data_dir)
-    print_source_logs_once(ensure_dagster_home(settings))
+    ensure_dagster_home(settings)
     instance = DagsterInstance.get()
+    print_source_logs_once(instance)
     with local_stack(data_dir, seed=args.seed, scale=args.scale) as stack:
         counts = stack.sim.world.counts()
         print(

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING
 
 from pipeline.cli.options import add_base_url, add_data_dir, settings_from
 from pipeline.cli.os_failures import os_failure
-from pipeline.cli.stopping import stop_promptly_on_signals
+from pipeline.cli.stopping import Received, stop_promptly_on_signals
 
 if TYPE_CHECKING:
+    from pipeline.raw.prefetch import Prefetch
     from pipeline.settings import Settings
 
 
@@ -36,21 +37,43 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    # Dagster is imported here, not at the top, so that `lessonsync sync --help` answers at once.
-    from pipeline.instance import ensure_dagster_home, print_source_logs_once
-    from pipeline.sync import run_sync, sync_job_name
+    from pipeline.raw.prefetch import fetch_ahead  # Dagster-free, and light until its thread starts
 
     started = time.monotonic()
     settings = settings_from(args)
+    with stop_promptly_on_signals("sync") as stopped:
+        # The run's first fetches start now, while Dagster is imported and the run is set up: its raw step adopts
+        # them when it reads the same windows (pipeline/raw/prefetch.py). Not for a selection: which streams it
+        # syncs is known only from the definitions.
+        prefetch = None if args.select else fetch_ahead(settings, full_refresh=args.full_refresh)
+        if prefetch is not None:  # its imports first: both sides hold the GIL, so the requests go out sooner
+            prefetch.started()
+        try:
+            return _run(args, settings, started, stopped, prefetch)
+        finally:
+            if prefetch is not None:  # nothing left behind when the run ended before its raw step
+                prefetch.discard("the run ended before its raw step")
+
+
+def _run(
+    args: argparse.Namespace, settings: Settings, started: float, stopped: Received, prefetch: Prefetch | None
+) -> int:
+    # Dagster is imported here, not at the top, so that `lessonsync sync --help` answers at once.
+    from dagster import DagsterInstance
+
+    from pipeline.instance import ensure_dagster_home, print_source_logs_once
+    from pipeline.sync import run_sync, sync_job_name
+
     try:
         select = _whole_multi_assets(settings, args.select)
     except ValueError as exc:
         print(f"lessonsync sync: {exc}")
         return 2
     try:
-        print_source_logs_once(ensure_dagster_home(settings))
-        with stop_promptly_on_signals("sync") as stopped:
-            report = run_sync(settings, full_refresh=args.full_refresh, select=select)
+        ensure_dagster_home(settings)
+        instance = DagsterInstance.get()
+        print_source_logs_once(instance)
+        report = run_sync(settings, full_refresh=args.full_refresh, select=select, instance=instance, prefetch=prefetch)
     except Exception as error:  # Dagster's own storage refused a write: the run cannot even be marked failed here
         problem = os_failure(error, settings)
         if problem is None:

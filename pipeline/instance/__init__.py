@@ -11,8 +11,12 @@ import importlib.util
 import logging
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipeline.settings import Settings  # settings import nothing of Dagster; keep this module light
+
+if TYPE_CHECKING:
+    from dagster import DagsterInstance
 
 SHIPPED_CONFIG = Path(__file__).with_name("dagster.yaml")
 POSTGRES_URL_VARIABLE = "LESSONSYNC_DAGSTER_POSTGRES_URL"
@@ -87,14 +91,11 @@ def ensure_dagster_home(settings: Settings) -> Path:
     return home
 
 
-def print_source_logs_once(home: Path) -> None:
-    """When the instance in `home` sends `lessonsync.*` logs to the run's event log (the shipped dagster.yaml),
-    Dagster's console logger prints them: keep them from the root handler too, or every line shows twice."""
-    from dagster import DagsterInstance
-
-    with DagsterInstance.from_config(str(home)) as instance:
-        managed = set(instance.managed_python_loggers)
-    if "lessonsync" in managed:
+def print_source_logs_once(instance: DagsterInstance) -> None:
+    """When `instance` sends `lessonsync.*` logs to the run's event log (the shipped dagster.yaml), Dagster's
+    console logger prints them: keep them from the root handler too, or every line shows twice. The instance is
+    the one the runs use (one instance a command: each costs its storage's setup)."""
+    if "lessonsync" in set(instance.managed_python_loggers):
         logging.getLogger("lessonsync").propagate = False
 
 

@@ -19,6 +19,7 @@ from pipeline.raw.answer_versions import VERSIONS
 from pipeline.raw.answers import AnswersPlan, plan_answers
 from pipeline.raw.commit import Log, StreamLoad, begin_early_insert, commit_fetched
 from pipeline.raw.fetch import BackgroundFetch, Fetched
+from pipeline.raw.prefetch import Prefetch, take_prefetch
 from pipeline.raw.windows import SNAPSHOT_WINDOW, UNBOUNDED, Window, cursor_window
 from pipeline.settings import Settings
 from pipeline.source.client import PlatformClient
@@ -76,6 +77,8 @@ class RawSync:
         self._answers: AnswersPlan | None = None
         self._decode_held = False
         self._wants_answers = False
+        self._prefetch: Prefetch | None = None  # started with `lessonsync sync` (prefetch.py)
+        self._adopted: dict[str, BackgroundFetch] = {}  # its fetches, until _start installs them
 
     def run(self, streams: Iterable[str]) -> Iterator[StreamLoad]:
         """Fetch `streams` together and yield each one's commit as it is made; the first failure is raised once every
@@ -86,12 +89,19 @@ class RawSync:
             return
         self._wants_answers = "answers" in wanted
         with sync_process_memory():  # before the fetch threads start (pipeline/memory.py)
-            client = PlatformClient(self.settings, page_cache=self.settings.page_cache_dir)
+            prefetch = self._prefetch = take_prefetch(self.raw_run, self.warehouse, self.settings, wanted, self.log)
+            client = (
+                prefetch.client
+                if prefetch and prefetch.client
+                else PlatformClient(self.settings, page_cache=self.settings.page_cache_dir)
+            )
             client.open()
             try:
                 self._start(client, wanted)
                 yield from self._commits(client)
             finally:
+                if prefetch is not None:  # not adopted: its fetches cancelled, their parts removed
+                    prefetch.discard("the raw step ended before adopting them", self.log)
                 self._stop_pending()
                 client.close()
 
@@ -108,6 +118,8 @@ class RawSync:
         with wh.one_connection():
             wh.ensure_tables([*TABLES.values(), VERSIONS])
             cursor = wh.cursor("active_lessons") if "active_lessons" in wanted else None
+            if self._prefetch is not None:  # on this connection, after the recovery: the loads committed since
+                self._adopted = self._prefetch.adopt(wh, self._woken.set, self.log)
         if "active_lessons" in wanted:
             window = self.raw_run.incremental_window(cursor, self.settings)
             self._fetch(client, "active_lessons", window, cursor, URGENT)
@@ -125,6 +137,12 @@ class RawSync:
         self, client: PlatformClient, stream: str, window: Window, cursor: datetime | None, priority: int
     ) -> None:
         self.log.info(f"{stream}: reading {window.describe()}")
+        adopted = self._adopted.pop(stream, None)
+        if adopted is not None and (adopted.window, adopted.cursor_before) == (window, cursor):
+            self._pending[stream] = adopted
+            return
+        if adopted is not None:  # planned from the same cursor, so never; kept exact all the same
+            adopted.cancel()
         batches = client.iter_stream(stream, updated_since=window.since)
         self._pending[stream] = BackgroundFetch(
             self.warehouse, client, stream, self.raw_run.run_id, window, cursor, batches, priority,

@@ -1,0 +1,218 @@
+"""The first fetches of a `lessonsync sync` run, started when the command starts rather than when Dagster has
+imported, built the definitions, created the run and reached the `lms_raw` step (seconds later).
+
+`fetch_ahead` (called by the CLI before it imports Dagster) starts a thread that opens the platform client (the
+token exchange and the first-page probe go out at once), reads from the warehouse the cursor and last load of each
+stream it fetches (read-only, never waiting for a lock: a warehouse in use means no prefetch), and starts the
+fetches the step starts first: the active lessons from their cursor and every snapshot, each into a load of the
+run's id, written to the lake as they arrive (pipeline/raw/fetch.py). It never writes DuckDB: the run's single
+writer, taken after the pool wait, does.
+
+The step adopts them (`take_prefetch`, then `Prefetch.adopt` once it has the warehouse) only when it would have
+read exactly the same: the same run, settings, warehouse and streams, and, read on the step's own connection after
+its recovery, the same cursor and last load of every prefetched stream (no run committed one meanwhile). Anything
+else discards the prefetch (its fetches cancelled, their lake parts removed) and the step fetches as it always does.
+Runs the daemon launches never have one (the registry is this process's)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from pipeline.settings import Settings
+
+if TYPE_CHECKING:
+    from pipeline.raw.commit import Log
+    from pipeline.raw.fetch import BackgroundFetch
+    from pipeline.raw.runner import RawRun
+    from pipeline.source.client import PlatformClient
+    from pipeline.warehouse import Warehouse
+
+log = logging.getLogger("lessonsync.raw")
+
+Marks = dict[str, tuple[datetime | None, int]]  # stream -> its stored cursor and last load's sequence number
+
+_started: dict[str, Prefetch] = {}  # run id -> the prefetch of that run, until its step takes it or it is discarded
+_registry = threading.Lock()
+
+
+def fetch_ahead(settings: Settings, *, full_refresh: bool = False) -> Prefetch:
+    """Start the first fetches of the run about to be created in this process (its id: `Prefetch.run_id`)."""
+    from pipeline.memory import tune_process_memory
+
+    tune_process_memory()  # binds the arenas of threads created after it: before the prefetch's (pipeline/memory.py)
+    prefetch = Prefetch(settings, full_refresh=full_refresh)
+    with _registry:
+        _started[prefetch.run_id] = prefetch
+    prefetch.start()
+    return prefetch
+
+
+def take_prefetch(
+    run: RawRun, warehouse: Warehouse, settings: Settings, streams: Iterable[str], log: Log
+) -> Prefetch | None:
+    """The prefetch of `run` if this process started one that reads what the step would (its windows are checked
+    later, by `adopt`); one that does not is discarded, said in one line."""
+    with _registry:
+        prefetch = _started.pop(run.run_id, None)
+    if prefetch is None:
+        return None
+    prefetch.started()
+    problem = prefetch.mismatch(run, warehouse, settings, set(streams))
+    if problem is not None:
+        prefetch.discard(problem, log)
+        return None
+    return prefetch
+
+
+class Prefetch:
+    """The first fetches of one run (the active lessons and the snapshots), started in a thread of their own; see the module docstring."""
+
+    def __init__(self, settings: Settings, *, full_refresh: bool = False) -> None:
+        # as RawSync keeps them: the page cache in the warehouse's directory
+        self.settings = settings.model_copy(update={"data_dir": settings.warehouse_path.parent})
+        self.run_id = str(uuid.uuid4())
+        self.full_refresh = full_refresh
+        self.began = time.monotonic()
+        self.client: PlatformClient | None = None
+        self.fetches: dict[str, BackgroundFetch] = {}
+        self.marks: Marks = {}
+        self.failure: str | None = None  # why nothing was started
+        self._listener: Callable[[], None] | None = None  # told when a fetch ends, once adopted
+        self._lock = threading.Lock()
+        self._closed = False  # adopted or discarded: nothing more to do here
+        self._thread = threading.Thread(target=self._start, name="lessonsync-prefetch", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def started(self) -> None:
+        """Wait until the fetches have started (or the prefetch gave up): its look at the warehouse is over, so
+        a step may open the file (one process may not hold it read-only and read-write at once)."""
+        self._thread.join()
+
+    def _start(self) -> None:
+        try:
+            self._fetch()
+        except Exception as error:  # the step fetches as usual, and meets the same problem there if it lasts
+            self.failure = f"{type(error).__name__}: {error}"
+            log.info("not fetched ahead (%s); the run's raw step fetches as usual", self.failure)
+            self._close()
+
+    def _fetch(self) -> None:
+        from pipeline.contract.streams import SNAPSHOT_STREAMS
+        from pipeline.memory import keep_pandas_out
+        from pipeline.raw.fetch import BackgroundFetch
+        from pipeline.raw.runner import RawRun
+        from pipeline.raw.windows import SNAPSHOT_WINDOW
+        from pipeline.source.client import PlatformClient
+        from pipeline.source.slots import BACKGROUND, URGENT
+        from pipeline.warehouse import Warehouse
+
+        keep_pandas_out()
+        settings = self.settings
+        client = self.client = PlatformClient(settings, page_cache=settings.page_cache_dir)
+        client.open()
+        # The token exchange and the first-page probe, which every stream waits for, while DuckDB is opened.
+        threading.Thread(target=_warm_up, args=(client,), name="lessonsync-prefetch-token", daemon=True).start()
+        # Read-only, and never waiting: a warehouse another process holds is being written, so no prefetch.
+        # The streams a run fetches first; the answers wait for the active lessons' commit.
+        self.marks = Warehouse.from_settings(settings, lock_timeout=0.0).last_loads(
+            ["active_lessons", *SNAPSHOT_STREAMS]
+        )
+        warehouse = Warehouse.from_settings(settings)
+        cursor = self.marks.get("active_lessons", (None, 0))[0]
+        window = RawRun(self.run_id, full_refresh=self.full_refresh).incremental_window(cursor, settings)
+        plan = [("active_lessons", window, cursor, URGENT)]
+        plan += [(stream, SNAPSHOT_WINDOW, None, BACKGROUND) for stream in SNAPSHOT_STREAMS]
+        with self._lock:
+            if self._closed:  # discarded while starting
+                return
+            for stream, stream_window, stream_cursor, priority in plan:
+                batches = client.iter_stream(stream, updated_since=stream_window.since)
+                self.fetches[stream] = BackgroundFetch(
+                    warehouse, client, stream, self.run_id, stream_window, stream_cursor, batches, priority,
+                    on_end=self._ended,
+                )  # fmt: skip
+
+    def _ended(self) -> None:
+        listener = self._listener
+        if listener is not None:
+            listener()
+
+    def mismatch(self, run: RawRun, warehouse: Warehouse, settings: Settings, streams: set[str]) -> str | None:
+        """Why the step of `run` cannot adopt this prefetch, None when it can (the windows are `adopt`'s to check)."""
+        from pipeline.raw.runner import RawRun
+
+        if self.failure is not None:
+            return f"it did not start ({self.failure})"
+        if run != RawRun(self.run_id, full_refresh=self.full_refresh):
+            return "the run reads other windows (a backfill, or another full-refresh flag)"
+        if not set(self.fetches) <= streams:
+            return f"the run does not sync {', '.join(sorted(set(self.fetches) - streams))}"
+        if warehouse.path != self.settings.warehouse_path or settings != self.settings:
+            fields = type(settings).model_fields
+            differing = [name for name in fields if getattr(settings, name) != getattr(self.settings, name)]
+            return f"the run's settings differ ({', '.join(differing) or 'the warehouse'})"  # names, never values
+        return None
+
+    def adopt(self, warehouse: Warehouse, on_end: Callable[[], None], log: Log) -> dict[str, BackgroundFetch]:
+        """The fetches, for the step to commit, if no load of their streams was committed since they were planned
+        (read on `warehouse`, the step's, after its recovery: within its one connection); else they are
+        discarded and {} is returned. `on_end` is told whenever one of them ends from now on."""
+        now = warehouse.last_loads(self.fetches)
+        if now != self.marks:
+            moved = sorted(s for s in self.fetches if now.get(s) != self.marks.get(s))
+            self._cancel_fetches(
+                f"{', '.join(moved)} committed a load since the fetch started ahead (another run)", log
+            )
+            return {}
+        with self._lock:
+            self._closed = True
+            self._listener = on_end
+            fetches, self.fetches = self.fetches, {}
+        for fetch in fetches.values():
+            # committed through the step's warehouse (its one connection), an equal one: same settings, same files
+            fetch.load.warehouse = warehouse
+        states = ", ".join(f"{s} ({'fetched' if f.ended else 'fetching'})" for s, f in fetches.items())
+        log.info(f"adopted the fetches started {time.monotonic() - self.began:.1f} s ago, with the command: {states}")
+        return fetches
+
+    def discard(self, reason: str, log: Log | logging.Logger = log) -> None:
+        """Cancel what was started (lake parts removed) and close the client; nothing if adopted or discarded."""
+        with _registry:
+            _started.pop(self.run_id, None)
+        self.started()
+        if self._closed:
+            return
+        self._cancel_fetches(reason, log)
+        self._close()
+
+    def _cancel_fetches(self, reason: str, log: Log | logging.Logger) -> None:
+        with self._lock:
+            self._closed = True
+            fetches, self.fetches = self.fetches, {}
+        for fetch in fetches.values():
+            fetch.cancel()
+        if fetches:
+            log.info(f"discarded the fetches started ahead ({', '.join(fetches)}): {reason}; they are fetched again")
+
+    def _close(self) -> None:
+        with self._lock:
+            self._closed = True
+            client, self.client = self.client, None
+        if client is not None:
+            client.close()
+
+
+def _warm_up(client: PlatformClient) -> None:
+    """The token exchange and (LESSONSYNC_FIRST_PAGE=auto) the probe; a failure is the streams' to report."""
+    try:
+        client.first_page()
+    except Exception as error:
+        log.debug("warming up the client: %s", error)
