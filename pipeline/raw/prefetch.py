@@ -20,6 +20,7 @@ import logging
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("lessonsync.raw")
 
 Marks = dict[str, tuple[datetime | None, int]]  # stream -> its stored cursor and last load's sequence number
+SOURCE_LOGGER = "lessonsync.source"  # the client's: progress, retries, drift, quarantine
+HELD_RECORDS = 1_000  # the client's lines held for the step, the newest kept
 
 _started: dict[str, Prefetch] = {}  # run id -> the prefetch of that run, until its step takes it or it is discarded
 _registry = threading.Lock()
@@ -47,6 +50,7 @@ def fetch_ahead(settings: Settings, *, full_refresh: bool = False) -> Prefetch:
 
     tune_process_memory()  # binds the arenas of threads created after it: before the prefetch's (pipeline/memory.py)
     prefetch = Prefetch(settings, full_refresh=full_refresh)
+    logging.getLogger(SOURCE_LOGGER).addFilter(prefetch.held)
     with _registry:
         _started[prefetch.run_id] = prefetch
     prefetch.start()
@@ -71,7 +75,7 @@ def take_prefetch(
 
 
 class Prefetch:
-    """The first fetches of one run (the active lessons and the snapshots), started in a thread of their own; see the module docstring."""
+    """The first fetches of one run (the active lessons and the snapshots), started in a thread of its own."""
 
     def __init__(self, settings: Settings, *, full_refresh: bool = False) -> None:
         # as RawSync keeps them: the page cache in the warehouse's directory
@@ -84,6 +88,7 @@ class Prefetch:
         self.marks: Marks = {}
         self.failure: str | None = None  # why nothing was started
         self._listener: Callable[[], None] | None = None  # told when a fetch ends, once adopted
+        self.held = HeldLogs()
         self._lock = threading.Lock()
         self._closed = False  # adopted or discarded: nothing more to do here
         self._thread = threading.Thread(target=self._start, name="lessonsync-prefetch", daemon=True)
@@ -102,24 +107,28 @@ class Prefetch:
         except Exception as error:  # the step fetches as usual, and meets the same problem there if it lasts
             self.failure = f"{type(error).__name__}: {error}"
             log.info("not fetched ahead (%s); the run's raw step fetches as usual", self.failure)
+            self._cancel_fetches(self.failure, log)
             self._close()
 
     def _fetch(self) -> None:
+        from pipeline.source.client import PlatformClient
+
+        settings = self.settings
+        client = self.client = PlatformClient(settings, page_cache=settings.page_cache_dir)
+        client.open()
+        # The token exchange and the first-page probe, which every stream waits for, go out before anything else is
+        # imported or opened (the warehouse, DuckDB).
+        threading.Thread(target=_warm_up, args=(client,), name="lessonsync-prefetch-token", daemon=True).start()
+
         from pipeline.contract.streams import SNAPSHOT_STREAMS
         from pipeline.memory import keep_pandas_out
         from pipeline.raw.fetch import BackgroundFetch
         from pipeline.raw.runner import RawRun
         from pipeline.raw.windows import SNAPSHOT_WINDOW
-        from pipeline.source.client import PlatformClient
         from pipeline.source.slots import BACKGROUND, URGENT
         from pipeline.warehouse import Warehouse
 
-        keep_pandas_out()
-        settings = self.settings
-        client = self.client = PlatformClient(settings, page_cache=settings.page_cache_dir)
-        client.open()
-        # The token exchange and the first-page probe, which every stream waits for, while DuckDB is opened.
-        threading.Thread(target=_warm_up, args=(client,), name="lessonsync-prefetch-token", daemon=True).start()
+        keep_pandas_out()  # before the first page is decoded (pipeline/memory.py)
         # Read-only, and never waiting: a warehouse another process holds is being written, so no prefetch.
         # The streams a run fetches first; the answers wait for the active lessons' commit.
         self.marks = Warehouse.from_settings(settings, lock_timeout=0.0).last_loads(
@@ -181,6 +190,7 @@ class Prefetch:
             fetch.load.warehouse = warehouse
         states = ", ".join(f"{s} ({'fetched' if f.ended else 'fetching'})" for s, f in fetches.items())
         log.info(f"adopted the fetches started {time.monotonic() - self.began:.1f} s ago, with the command: {states}")
+        self.held.release(log)  # what the client said of them meanwhile
         return fetches
 
     def discard(self, reason: str, log: Log | logging.Logger = log) -> None:
@@ -199,8 +209,9 @@ class Prefetch:
             fetches, self.fetches = self.fetches, {}
         for fetch in fetches.values():
             fetch.cancel()
-        if fetches:
-            log.info(f"discarded the fetches started ahead ({', '.join(fetches)}): {reason}; they are fetched again")
+        if fetches:  # the run reads those pages again
+            log.warning(f"discarded the fetches started ahead ({', '.join(fetches)}): {reason}; they are fetched again")
+        self.held.release(log)
 
     def _close(self) -> None:
         with self._lock:
@@ -208,6 +219,42 @@ class Prefetch:
             client, self.client = self.client, None
         if client is not None:
             client.close()
+
+
+class HeldLogs(logging.Filter):
+    """On the client's logger while a prefetch is not yet adopted: its lines (any thread but the main one, where
+    Dagster runs; the client's are the prefetch's until the step opens its own) are held, then said by the step
+    (`release`), in its run's event log and on the console once, as a step that fetched them itself says them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: deque[logging.LogRecord] = deque(maxlen=HELD_RECORDS)
+        self.seen = 0
+        self.released = False
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if threading.current_thread() is threading.main_thread():
+            return True
+        with self._lock:
+            if self.released:
+                return True
+            self.records.append(record)
+            self.seen += 1
+            return False
+
+    def release(self, log: Log | logging.Logger) -> None:
+        """Say the held lines through `log`, once; from then on the client's lines pass."""
+        with self._lock:
+            if self.released:
+                return
+            self.released = True
+            records, seen = list(self.records), self.seen
+        logging.getLogger(SOURCE_LOGGER).removeFilter(self)
+        if seen > len(records):
+            log.warning(f"{seen - len(records)} earlier line(s) of the fetches started ahead not shown")
+        for record in records:
+            (log.warning if record.levelno >= logging.WARNING else log.info)(record.getMessage())
 
 
 def _warm_up(client: PlatformClient) -> None:

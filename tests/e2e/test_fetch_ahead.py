@@ -3,6 +3,7 @@ adopts them when it reads the same windows, and discards them, leaving nothing b
 meanwhile; either way the warehouse equals the platform."""
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -39,6 +40,9 @@ def test_lessonsync_sync_adopts_the_fetches_it_started_and_the_warehouse_equals_
         assert adopted, done.stdout[-3000:]
         assert all(stream in adopted[0] for stream in ("active_lessons", "categories", "groups", "lessons"))
         assert "discarded the fetches" not in done.stdout
+        # What the client said while fetching ahead is said by the run's raw step, once (in its event log too).
+        said = [line for line in done.stdout.splitlines() if re.search(r"(?<![a-z_])lessons done: ", line)]
+        assert len(said) == 1 and " - lms_raw - " in said[0], said
         assert_warehouse_equals_platform(stack)
 
 
