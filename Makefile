@@ -5,17 +5,20 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# The wheel's extras the venv gets (pyproject.toml; docs/deploy.md, "Installing"): dev brings ui, postgres, s3 and dbt,
+# what the tests and `make dev` use. E.g. `make EXTRAS=dev,simulator,k8s`.
+EXTRAS ?= dev,simulator
 
 .PHONY: demo test lint bench dev clean bytecode
 
 $(VENV)/.installed: pyproject.toml setup.py simulator/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet uv
-	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e ./simulator -e '.[dev,simulator,dg]' || $(BIN)/python -m pip install --quiet -e ./simulator -e '.[dev,simulator,dg]'
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e ./simulator -e '.[$(EXTRAS)]' || $(BIN)/python -m pip install --quiet -e ./simulator -e '.[$(EXTRAS)]'
 	touch $@
 
 $(VENV)/.installed-bench: $(VENV)/.installed
-	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e ./simulator -e '.[dev,simulator,dg,bench]' || $(BIN)/python -m pip install --quiet -e ./simulator -e '.[dev,simulator,dg,bench]'
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e ./simulator -e '.[$(EXTRAS),bench]' || $(BIN)/python -m pip install --quiet -e ./simulator -e '.[$(EXTRAS),bench]'
 	touch $@
 
 # Our own packages' bytecode (site-packages' is compiled at install); instant when nothing changed.

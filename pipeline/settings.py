@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import tempfile
-from datetime import datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from pipeline.settings_checks import (
     DAY,
@@ -22,6 +23,9 @@ from pipeline.settings_checks import (
     duckdb_memory_limit_problem,
 )
 
+# The schema contracts of pipeline/contract/evolution.py, spelled here so that reading the settings loads no contract
+# (a test checks the two agree); the streams they name are checked against the registry when one is named.
+SchemaContract = Literal["evolve", "freeze", "discard_value"]
 # "auto" (pipeline.warehouse.duck.connection.AUTO_MEMORY_LIMIT): chosen from the machine when the warehouse is opened
 # (memory_limit_for_machine there; docs/warehouse.md, "Locks and limits")
 DEFAULT_MEMORY_LIMIT = "auto"
@@ -157,8 +161,8 @@ class Settings(BaseSettings):
     )
     analytics_as_of: str | None = Field(
         None,
-        description="Reference instant of the marts' time-relative figures (ISO 8601 with offset); default: "
-        "when the run starts.",
+        description="Reference instant of the marts' time-relative figures: a date (midnight UTC) or an ISO 8601 "
+        "timestamp with offset; default: when the run starts.",
     )
     pool_wait_timeout: float = Field(
         1800.0,
@@ -208,6 +212,17 @@ class Settings(BaseSettings):
         description="postgresql://user:password@host:port/db: the certificate inbox lives in PostgreSQL, shared by "
         "several webhook receivers, the sensor and the load (docs/deploy.md). Unset: <data_dir>/inbox.sqlite3.",
     )
+    schema_contract: SchemaContract = Field(
+        "evolve",
+        description="What a field the platform begins to send becomes: 'evolve' a typed column of its table on the "
+        "load that first sees it, 'freeze' a failure of its stream naming the field, 'discard_value' a value kept "
+        "in the row's extra JSON (docs/schema-evolution.md).",
+    )
+    schema_contract_by_stream: Annotated[dict[str, SchemaContract], NoDecode] = Field(
+        default_factory=dict,
+        description="Per-stream contracts overriding LESSONSYNC_SCHEMA_CONTRACT: active_lessons=freeze,lessons=evolve "
+        '(or JSON, {"active_lessons": "freeze"}), keyed by the names of the streams a run syncs (lessonsync status).',
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO",
         description="Console log level of in-process runs (lessonsync sync, demo); DEBUG adds every "
@@ -221,6 +236,41 @@ class Settings(BaseSettings):
     @property
     def warehouse_path(self) -> Path:
         return self.data_dir / "warehouse.duckdb"
+
+    def schema_contract_of(self, stream: str) -> SchemaContract:
+        """The schema contract of `stream` (one of SYNC_STREAMS): its own, else LESSONSYNC_SCHEMA_CONTRACT."""
+        return self.schema_contract_by_stream.get(stream, self.schema_contract)
+
+    @field_validator("schema_contract_by_stream", mode="before")
+    @classmethod
+    def _stream_pairs(cls, value: object) -> object:
+        """`stream=contract,...` or a JSON object, read from the variable's text."""
+        if not isinstance(value, str):
+            return value
+        text = value.strip()
+        if text.startswith("{"):
+            try:
+                return json.loads(text)
+            except ValueError as error:
+                raise ValueError(f"not a JSON object ({error}); write e.g. active_lessons=freeze") from None
+        pairs = [item.partition("=") for item in text.split(",") if item.strip()]
+        if any(not sep for _, sep, _ in pairs):
+            raise ValueError(
+                "write stream=contract pairs separated by commas, e.g. active_lessons=freeze,lessons=evolve"
+            )
+        return {name.strip(): contract.strip() for name, _, contract in pairs}
+
+    @field_validator("schema_contract_by_stream")
+    @classmethod
+    def _known_streams(cls, value: dict[str, SchemaContract]) -> dict[str, SchemaContract]:
+        if not value:
+            return value
+        from pipeline.contract.streams import SYNC_STREAMS  # the registry: only when a stream is named
+
+        unknown = sorted(set(value) - set(SYNC_STREAMS))
+        if unknown:
+            raise ValueError(f"unknown stream(s) {', '.join(unknown)}: name one of {', '.join(SYNC_STREAMS)}")
+        return value
 
     @field_validator("lake_url")
     @classmethod
@@ -274,12 +324,7 @@ class Settings(BaseSettings):
     def _as_of(cls, value: str | None) -> str | None:
         if value is None or not value.strip():
             return None
-        try:
-            instant = datetime.fromisoformat(value.strip())
-        except ValueError:
-            raise ValueError(f"{value!r} is not an ISO 8601 instant, e.g. 2026-01-31T00:00:00Z") from None
-        if instant.tzinfo is None:
-            raise ValueError(f"{value!r} has no UTC offset; add Z or +hh:mm") from None
+        parse_as_of(value)
         return value.strip()
 
     @property
@@ -316,6 +361,24 @@ class Settings(BaseSettings):
     def dagster_home(self) -> Path:
         """The Dagster home LessonSync creates when DAGSTER_HOME is unset (pipeline/instance)."""
         return self.data_dir / "dagster_home"
+
+
+def parse_as_of(text: str) -> datetime:
+    """An `as_of` as dbt users pass it: a date, meaning midnight UTC (2026-11-02), or an ISO 8601 timestamp with a
+    UTC offset (2026-11-02 00:00:00+00, 2026-11-02T00:00:00Z); dbt_like_sql/macros/as_of.sql reads it alike.
+    ValueError says what is wrong."""
+    text = text.strip()
+    try:
+        if len(text) == len("2026-11-02"):
+            return datetime.combine(date.fromisoformat(text), time(), UTC)
+        instant = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is neither a date nor an ISO 8601 timestamp, e.g. 2026-11-02 or 2026-11-02T00:00:00Z"
+        ) from None
+    if instant.tzinfo is None:
+        raise ValueError(f"{text!r} has no UTC offset; add Z or +hh:mm, or give a date (midnight UTC)")
+    return instant
 
 
 class SettingsError(ValueError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,8 +67,10 @@ def local_stack(
     faults: str = "",
     order: Literal["last_date", "key"] = "last_date",
     page_size: int | None = None,
+    new_fields: Sequence[Any] = (),
 ) -> Iterator[Stack]:
-    """Start simulator and receiver; `Stack.env` holds the LESSONSYNC_* settings that point at them."""
+    """Start simulator and receiver; `Stack.env` holds the LESSONSYNC_* settings that point at them. `new_fields`:
+    fields the platform begins to send after an advance (simulator/newfields.py)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     token = secrets.token_urlsafe(24)  # a fresh webhook credential per stack; never printed
     receiver_settings = WebhookSettings(
@@ -88,6 +90,7 @@ def local_stack(
                     app_secret=DEFAULT_APP_SECRET,
                     webhook_url=receiver.base_url + receiver_settings.path,
                     webhook_auth=f"bearer:{token}",
+                    new_fields=new_fields,
                 )
             )
         )

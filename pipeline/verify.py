@@ -4,7 +4,9 @@ with the simulator's ground truth, which is served in API shape.
 Deliberately independent of the client's flattening (pipeline/contract/columns.py): it derives the expected
 rows from the API dicts with the naming rule alone (camelCase -> snake_case, leading underscores dropped,
 nested objects prefixed by their parent, lists of objects as JSON, unknown fields in `extra` by their
-dotted API path), so a bug in the client cannot hide itself here. Used by the end-to-end tests and the demo.
+dotted API path), so a bug in the client cannot hide itself here. A column the warehouse added for a field the
+platform began sending (lms._discovered_columns) is compared like any other, its integers exactly, and must be
+named by the rule and typed as its values are. Used by the end-to-end tests and the demo.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any, Protocol
 
 import duckdb
 
+from pipeline.contract.streams import stream_of, stream_tables
 from pipeline.warehouse import read_table_def
 
 LOAD_METADATA = {"first_loaded_at", "last_loaded_at", "deleted_at"}
@@ -125,8 +128,10 @@ def _results(truth: GroundTruth) -> Iterator[tuple[dict[str, Any], dict[str, Any
             yield {**_answer_key(answer), "result_index": index}, result
 
 
-# table -> expected rows as (fixed columns, API object to flatten); questions are flattened under "question_"
-EXPECTED: dict[str, Callable[[GroundTruth], Iterator[tuple[dict[str, Any], dict[str, Any]]]]] = {
+Expected = Callable[[GroundTruth], Iterator[tuple[dict[str, Any], dict[str, Any]]]]
+# table -> expected rows as (fixed columns, API object to flatten); questions are flattened under "question_". A
+# stream of one table needs no entry: its rows are the platform's records of the resource named as the table.
+EXPECTED: dict[str, Expected] = {
     "active_lessons": _plain("active_lessons"),
     "answers": _plain("answers", drop=("results",)),
     "answer_results": _results,
@@ -142,10 +147,32 @@ EXPECTED: dict[str, Callable[[GroundTruth], Iterator[tuple[dict[str, Any], dict[
 }
 # Columns LessonSync derives itself, with no counterpart in the platform's records.
 DERIVED = {"certificates": {"state", "last_event_id", "last_event_type", "last_received_at"}}
+WEBHOOK_TABLES = ("certificates",)  # compared too (certificate_events holds deliveries: the platform has no truth of)
+
+
+def verified_tables() -> tuple[str, ...]:
+    """What compare_warehouse compares by default: every table a declared stream fills, then the certificates."""
+    return (*stream_tables(), *WEBHOOK_TABLES)
+
+
+def expected_rows(table: str) -> Expected:
+    """How `table`'s rows derive from the platform's records: EXPECTED's entry, else for the one table of a stream
+    the records of the resource named as the table; LookupError naming what to add for any other."""
+    if table in EXPECTED:
+        return EXPECTED[table]
+    stream = stream_of(table)
+    if stream is not None and stream.table_names == (table,):
+        return _plain(table)
+    raise LookupError(
+        f"table lms.{table}: pipeline/verify.py has no ground truth for it; add to EXPECTED how its rows derive "
+        "from the platform's records (docs/adding-a-stream.md)"
+    )
 
 
 def compare_table(conn: duckdb.DuckDBPyConnection, truth: GroundTruth, table: str, max_examples: int = 20) -> TableDiff:
+    rows_of = expected_rows(table)
     columns, key = _columns(conn, table), _table_key(conn, table)
+    types = _column_types(conn, table)
     live = "WHERE deleted_at IS NULL" if "deleted_at" in columns else ""
     data_columns = [c for c in columns if c not in LOAD_METADATA and c not in DERIVED.get(table, ())]
     cursor = conn.execute(f"SELECT {', '.join(_q(c) for c in data_columns)} FROM lms.{_q(table)} {live}")
@@ -155,7 +182,11 @@ def compare_table(conn: duckdb.DuckDBPyConnection, truth: GroundTruth, table: st
             row = dict(zip(data_columns, values, strict=True))
             actual[tuple(_normal(row[k]) for k in key)] = row
     diff = TableDiff(table, actual_rows=len(actual))
-    for fixed, api_object in EXPECTED[table](truth):
+    discovered, problems = _discovered(conn, table, types)
+    diff.mismatch_count += len(problems)
+    diff.mismatches += problems
+    integers = {c for c, t in types.items() if t in INTEGER_TYPES}
+    for fixed, api_object in rows_of(truth):
         expected = _expected_row(table, fixed, api_object, data_columns)
         diff.expected_rows += 1
         row_key = tuple(_normal(expected.get(k)) for k in key)
@@ -164,7 +195,11 @@ def compare_table(conn: duckdb.DuckDBPyConnection, truth: GroundTruth, table: st
             diff.missing.append(row_key)
             continue
         for column in data_columns:
-            want, got = _normal(expected.get(column)), _normal(found[column])
+            exact = column in integers  # an integer column holds the API's integers exactly, not as doubles
+            want, got = _normal(expected.get(column), exact), _normal(found[column], exact)
+            sent = expected.get(column)
+            if column in discovered and sent is not None and not _HOLDS[discovered[column]](sent):
+                want = f"{sent!r}, which a {discovered[column]} column does not hold"
             if want != got:
                 diff.mismatch_count += 1
                 if len(diff.mismatches) < max_examples:
@@ -174,9 +209,10 @@ def compare_table(conn: duckdb.DuckDBPyConnection, truth: GroundTruth, table: st
 
 
 def compare_warehouse(
-    conn: duckdb.DuckDBPyConnection, truth: GroundTruth, tables: Iterable[str] = tuple(EXPECTED)
+    conn: duckdb.DuckDBPyConnection, truth: GroundTruth, tables: Iterable[str] | None = None
 ) -> list[TableDiff]:
-    return [compare_table(conn, truth, table) for table in tables]
+    """Every table of `tables` (default: verified_tables()) compared with the platform's records."""
+    return [compare_table(conn, truth, table) for table in (verified_tables() if tables is None else tables)]
 
 
 def _expected_row(table: str, fixed: dict[str, Any], api_object: dict[str, Any], columns: list[str]) -> dict[str, Any]:
@@ -201,8 +237,10 @@ def _expected_row(table: str, fixed: dict[str, Any], api_object: dict[str, Any],
     return row
 
 
-def _normal(value: Any) -> Any:
-    """One comparable form for API values and DuckDB values."""
+def _normal(value: Any, exact_int: bool = False) -> Any:
+    """One comparable form for API values and DuckDB values (integers as they are when `exact_int`)."""
+    if exact_int and value.__class__ is int:
+        return value
     if isinstance(value, datetime):
         return value.astimezone(UTC).replace(tzinfo=UTC)
     if isinstance(value, str) and _looks_like_timestamp(value):
@@ -228,6 +266,46 @@ _TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\
 
 def _looks_like_timestamp(text: str) -> bool:
     return bool(_TIMESTAMP.match(text))
+
+
+INTEGER_TYPES = {"BIGINT", "INTEGER", "SMALLINT", "TINYINT", "HUGEINT"}
+# The type a discovered column must have for the API values it holds (bool before int: a bool is an int in Python).
+_HOLDS: dict[str, Callable[[Any], bool]] = {
+    "BOOLEAN": lambda v: isinstance(v, bool),
+    "BIGINT": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "DOUBLE": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    "VARCHAR": lambda v: isinstance(v, str),
+    "JSON": lambda v: isinstance(v, list),
+}
+
+
+def _discovered(conn: duckdb.DuckDBPyConnection, table: str, types: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """The columns the warehouse discovered for `table` (lms._discovered_columns: column -> type), and what is wrong
+    with them: each must be a column of the table, of the type it records, named from its API path by the naming
+    rule (the platform's values must fit that type: compare_table checks each)."""
+    try:
+        found = conn.execute(
+            "SELECT column_name, api_path, type FROM lms._discovered_columns WHERE table_name = ?", [table]
+        ).fetchall()
+    except duckdb.CatalogException:
+        return {}, []
+    problems = []
+    for column, api_path, kind in found:
+        named = "_".join(column_name(part) for part in api_path.split("."))
+        if named != column or types.get(column) != kind or kind not in _HOLDS:
+            problems.append(
+                f"discovered column {table}.{column} (field {api_path}, {kind}): the warehouse has "
+                f"{types.get(column, 'no such column')}, the naming rule says {named}"
+            )
+    return {column: kind for column, _, kind in found if kind in _HOLDS}, problems
+
+
+def _column_types(conn: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
+    rows = conn.execute(
+        "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = 'lms' AND table_name = ?",
+        [table],
+    ).fetchall()
+    return dict(rows)
 
 
 def _columns(conn: duckdb.DuckDBPyConnection, table: str) -> list[str]:

@@ -6,6 +6,16 @@ schemas.py, and `lint-imports` (.importlinter) holds the rule."""
 
 from simulator.config import SCALES, SimulatorConfig
 from simulator.faults import FaultSpec, parse_faults
+from simulator.newfields import NewField
 from simulator.server import SimulatorHandle, launch, start_simulator
 
-__all__ = ["SCALES", "FaultSpec", "SimulatorConfig", "SimulatorHandle", "launch", "parse_faults", "start_simulator"]
+__all__ = [
+    "SCALES",
+    "FaultSpec",
+    "NewField",
+    "SimulatorConfig",
+    "SimulatorHandle",
+    "launch",
+    "parse_faults",
+    "start_simulator",
+]

@@ -49,6 +49,7 @@ def play_activity(world: World, ms: int) -> tuple[dict[str, int], list[Certifica
     rng = generator(world.seed, 7, world.advances)  # vector draws
     draw = pyrandom(world.seed, 8, world.advances)  # one-at-a-time draws
     world.advances += 1
+    world.start_new_fields(t0)
     days = ms / MS_PER_DAY
     summary: Counter[str] = Counter()
     events: list[CertificateEvent] = []

@@ -12,6 +12,7 @@ import uvicorn
 from simulator.app import build_app
 from simulator.config import DEFAULT_APP_SECRET, DEFAULT_START, SCALES, SimulatorConfig, redact_url
 from simulator.faults import parse_faults
+from simulator.newfields import KINDS, NewField, parse_new_field
 from simulator.server import UVICORN_OPTIONS, build_platform
 from simulator.serving import listening_socket
 
@@ -31,6 +32,13 @@ def _faults(text: str) -> str:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text
+
+
+def _new_field(text: str) -> NewField:
+    try:
+        return parse_new_field(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -66,6 +74,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--webhook-url", default=None, help="receiver of certificate_completed/expired deliveries")
     parser.add_argument("--webhook-auth", default=None, help="bearer:TOKEN | basic:USER:PASSWORD | header:NAME:VALUE")
     parser.add_argument("--webhook-source", default="lessonsync-simulator", help="X-Webhook-Source header value")
+    parser.add_argument(
+        "--new-field",
+        dest="new_fields",
+        action="append",
+        type=_new_field,
+        default=[],
+        metavar="RESOURCE:NAME[:KIND[:ADVANCE[:SHARE]]]",
+        help="a field the platform begins to send from that simulated-time advance on (repeatable), e.g. "
+        "active_lessons:quizTimeSeconds:int:1:0.5 (kinds: " + ", ".join(KINDS) + ")",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -84,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
             webhook_source=args.webhook_source,
             host=args.host,
             port=args.port,
+            new_fields=args.new_fields,
         )
     except ValueError as exc:
         log.error("%s", exc)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from simulator.faults import FaultSpec, parse_faults
+from simulator.newfields import NewField, parse_new_fields
 from simulator.webhooks import auth_headers
 
 ScaleName = Literal["tiny", "small", "medium", "large"]
@@ -68,8 +70,11 @@ class SimulatorConfig:
     webhook_max_attempts: int = 8
     webhook_backoff_seconds: float = 0.05  # first retry delay; doubles per attempt, capped at 2 s
     webhook_duplicate_rate: float = 0.05
+    # fields the platform begins to send after an advance (newfields.py), as NewField, tuples or "resource:name:kind"
+    new_fields: Sequence[NewField | tuple[Any, ...] | str] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "new_fields", parse_new_fields(self.new_fields))  # frozen: normalized once
         if self.scale not in SCALES:
             raise ValueError(f"scale {self.scale!r} is unknown: choose one of {', '.join(SCALES)}")
         if self.first_page not in (0, 1):
@@ -94,7 +99,8 @@ class SimulatorConfig:
     def __repr__(self) -> str:  # the app secret and webhook credential never reach logs through a repr
         return (
             f"SimulatorConfig(seed={self.seed}, scale={self.scale!r}, first_page={self.first_page}, "
-            f"order={self.order!r}, faults={str(self.faults)!r}, webhook_url={redact_url(self.webhook_url)!r}, "
+            f"order={self.order!r}, faults={str(self.faults)!r}, new_fields={len(self.new_fields)}, "
+            f"webhook_url={redact_url(self.webhook_url)!r}, "
             f"app_secret='***', webhook_auth={'***' if self.webhook_auth else None})"
         )
 

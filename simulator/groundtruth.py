@@ -15,6 +15,7 @@ import numpy as np
 import orjson
 
 from simulator.catalog import Catalog
+from simulator.newfields import NewField
 from simulator.render import active_lesson_id, active_lesson_records, answer_records
 from simulator.store import ActiveLessonStore
 from simulator.world import World
@@ -44,6 +45,7 @@ class _Frozen:
     users: list[dict[str, Any]]
     planted_active_lessons: dict[int, dict[str, Any]]
     planted_answers: dict[tuple[int, int, int], dict[str, Any]]
+    new_fields: list[tuple[NewField, int]]
 
 
 def ground_truth(world: World, resource: str) -> Iterator[dict[str, Any]]:
@@ -59,6 +61,7 @@ def ground_truth(world: World, resource: str) -> Iterator[dict[str, Any]]:
                 [dict(u) for u in world.users],
                 dict(world.planted_active_lessons),
                 dict(world.planted_answers),
+                list(world.new_fields),
             )
         else:
             records = _copy(_small_resource(world, resource))

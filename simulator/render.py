@@ -15,6 +15,7 @@ import orjson
 
 from simulator.attempts import answer_outcomes, answer_times, ragged_arange
 from simulator.fixedwidth import answer_tails, supported
+from simulator.newfields import NewField, add_new_fields
 from simulator.rng import object_id
 from simulator.store import NO_SCORE, SLOTS, SUCCEEDED
 from simulator.timeutil import iso, iso_many
@@ -34,6 +35,7 @@ class World(Protocol):
     users: list[dict[str, Any]]
     planted_active_lessons: dict[int, dict[str, Any]]
     planted_answers: dict[tuple[int, int, int], dict[str, Any]]
+    new_fields: list[tuple[NewField, int]]
 
 
 KIND_ACTIVE_LESSON = 8
@@ -64,6 +66,8 @@ def active_lesson_records(world: World, idx: np.ndarray) -> list[dict[str, Any]]
         strict=False,
     )
     owner, titles, lesson_ids = world.owner_id, catalog.lesson_titles, catalog.lesson_ids
+    started = world.new_fields
+    last_ms = store.last_ms[idx].tolist() if started else []
     records = []
     for (
         i,
@@ -104,6 +108,8 @@ def active_lesson_records(world: World, idx: np.ndarray) -> list[dict[str, Any]]
             record["score"] = score
         if n_exit and correct + incorrect:
             record["successRate"] = round(correct / (correct + incorrect), 4)
+        if started:
+            add_new_fields(record, started, world.seed, i, last_ms[len(records)])
         override = world.planted_active_lessons.get(i)
         if override:
             record.update(override)

@@ -18,6 +18,7 @@ from simulator.certificates import CertificateEvent, CertificateStore
 from simulator.config import SimulatorConfig
 from simulator.directory import build_directory
 from simulator.genprogress import generate_active_lessons
+from simulator.newfields import NewField
 from simulator.render import active_lesson_id
 from simulator.rng import object_id, pyrandom
 from simulator.sessions import SessionStore
@@ -53,6 +54,7 @@ class World:
         self.certificates = CertificateStore(config.seed, self.owner_id)
         self.planted_active_lessons: dict[int, dict[str, Any]] = {}
         self.planted_answers: dict[tuple[int, int, int], dict[str, Any]] = {}
+        self.new_fields: list[tuple[NewField, int]] = []  # fields sent so far, with the instant each started (ms)
         self.revoked_callbacks: set[int] = set()
         self.logged_in_users: set[str] = {u["id"] for u in self.users[::2]}  # users holding a platform token
         self._listeners: list[CertificateListener] = []
@@ -197,6 +199,14 @@ class World:
         store.last_ms[picks] = self.clock_ms
         store.touched()
         return len(picks)
+
+    def start_new_fields(self, at_ms: int) -> None:
+        """At the start of an advance (`advances` counts it already): the new fields that start with it."""
+        started = {new for new, _ in self.new_fields}
+        for new in self.config.new_fields:
+            assert isinstance(new, NewField)
+            if new not in started and new.from_advance <= self.advances:
+                self.new_fields.append((new, at_ms))
 
     def advance_ms(self, ms: int) -> dict[str, int]:
         """Move the simulated clock forward by `ms` and play the activity of that span."""

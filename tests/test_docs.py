@@ -2,11 +2,31 @@ import ast
 import re
 from pathlib import Path
 
-from pipeline.docs import TARGET, render
+import yaml
+
+from pipeline.contract.streams import stream_tables
+from pipeline.docs import SOURCES_TARGET, TARGET, render, render_sources
 
 
 def test_tables_doc_is_current():
     assert TARGET.read_text() == render(), "docs/TABLES.md is stale: run `python -m pipeline.docs`"
+
+
+def test_sources_yml_is_current_and_lists_every_declared_table():
+    current = SOURCES_TARGET.read_text()
+    assert current == render_sources(current), "dbt_like_sql/sources.yml is stale: run `python -m pipeline.docs`"
+    tables = yaml.safe_load(current)["sources"][0]["tables"]
+    assert [t["name"] for t in tables] == [*stream_tables(), "certificate_events", "certificates"]
+
+
+def test_generating_sources_yml_keeps_what_a_table_entry_adds():
+    """Columns and tests written by hand for a table survive the next generation; the description is the contract's."""
+    current = SOURCES_TARGET.read_text()
+    entry = "      - name: groups\n        description: User groups, disabled ones included.\n"
+    assert entry in current
+    edited = current.replace(entry, entry.replace("disabled ones", "DISABLED ones") + "        tests: [exists]\n")
+    groups = yaml.safe_load(render_sources(edited))["sources"][0]["tables"][3]
+    assert groups == {"name": "groups", "description": "User groups, disabled ones included.", "tests": ["exists"]}
 
 
 def test_every_column_is_documented():

@@ -32,6 +32,8 @@ EXAMPLES = {
     "table_format": ("none", "none"),
     "nightly_cron": ("0 5 * * *", "0 5 * * *"),
     "lake_url": ("s3://lessonsync-lake/prod", "s3://lessonsync-lake/prod"),
+    "schema_contract": ("freeze", "freeze"),
+    "schema_contract_by_stream": ("active_lessons=discard_value", {"active_lessons": "discard_value"}),
 }
 
 

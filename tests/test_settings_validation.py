@@ -69,6 +69,13 @@ BAD = {
     "LESSONSYNC_LOOKBACK": [("P400D", "less than or equal to 1 day"), ("-PT10M", "greater than or equal to 0")],
     "LESSONSYNC_SAFETY_MARGIN": [("-PT30S", "greater than or equal to 0")],
     "LESSONSYNC_ICEBERG_SNAPSHOT_RETENTION": [("P100000D", "less than or equal to 3650 days")],
+    "LESSONSYNC_SCHEMA_CONTRACT": [("strict", "'evolve', 'freeze' or 'discard_value'")],
+    "LESSONSYNC_SCHEMA_CONTRACT_BY_STREAM": [
+        ("active=freeze", "unknown stream(s) active: name one of active_lessons, answers"),
+        ("lessons=frozen", "'evolve', 'freeze' or 'discard_value'"),
+        ("lessons", "stream=contract pairs"),
+        ('{"lessons": ', "not a JSON object"),
+    ],
 }
 CASES = [(name, value, problem) for name, values in BAD.items() for value, problem in values]
 
@@ -88,6 +95,28 @@ def test_a_wrong_setting_is_named_with_its_problem(
         load_settings()
     message = str(failure.value)
     assert "\n" not in message and f"{name}: " in message and problem in message, message
+
+
+def test_the_schema_contract_per_stream_names_the_streams_a_run_syncs(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from pipeline.contract.evolution import SCHEMA_CONTRACTS
+    from pipeline.contract.streams import STREAM_TABLES
+    from pipeline.settings import SchemaContract
+
+    assert typing.get_args(SchemaContract) == SCHEMA_CONTRACTS  # the settings spell the contract's names
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LESSONSYNC_SCHEMA_CONTRACT", "discard_value")
+    monkeypatch.setenv("LESSONSYNC_SCHEMA_CONTRACT_BY_STREAM", "active_lessons=freeze, lessons=evolve")
+    settings = load_settings()
+    assert [settings.schema_contract_of(s) for s in STREAM_TABLES] == [
+        "freeze", "discard_value", "discard_value", "discard_value", "discard_value", "evolve"
+    ]  # fmt: skip
+    monkeypatch.setenv("LESSONSYNC_SCHEMA_CONTRACT_BY_STREAM", '{"answers": "freeze"}')
+    assert load_settings().schema_contract_of("answers") == "freeze"
+    for stream in STREAM_TABLES:  # every stream of a run can be named
+        monkeypatch.setenv("LESSONSYNC_SCHEMA_CONTRACT_BY_STREAM", f"{stream}=freeze")
+        assert load_settings().schema_contract_of(stream) == "freeze"
 
 
 # The receiver's limits (LESSONSYNC_WEBHOOK_*): the values reported to switch them off or to make every delivery 408.

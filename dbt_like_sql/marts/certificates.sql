@@ -23,16 +23,16 @@ final as (
         expires_at,
         case
             when is_disabled then 'revoked'
-            when expires_at <= {{ var('as_of') }} then 'expired'
+            when expires_at <= {{ as_of() }} then 'expired'
             else 'active'
         end as state,
         coalesce(
             not is_disabled
-            and expires_at > {{ var('as_of') }}
-            and expires_at <= {{ var('as_of') }} + interval 30 day,
+            and expires_at > {{ as_of() }}
+            and expires_at <= {{ as_of() }} + interval 30 day,
             false
         ) as expiring_within_30_days,
-        {{ var('as_of') }} as as_of
+        {{ as_of() }} as as_of
 
     from certificates
 

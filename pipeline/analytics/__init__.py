@@ -2,9 +2,9 @@
 for analysts (data/analytics.duckdb, data/marts/*.parquet). Dagster assets: pipeline/defs/analytics/assets.py.
 
     project = load_project()                        # files only; a broken model keeps its problem (file, line)
-    for result in build_models(conn, project, as_of=...):   # dependency order, atomic swap per model
-        ...
-    publish(conn, project, data_dir)                # snapshot database + Parquet marts, swapped atomically
+    for result in build_models(conn, project, as_of=...):   # dependency order, atomic swap per model; a model
+        ...                                                 # whose inputs did not change is `unchanged`
+    publish(conn, project, data_dir)                # snapshot of views over Parquet files written where they changed
 """
 
 from pipeline.analytics.build import ModelResult, build_models

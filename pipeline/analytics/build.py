@@ -7,7 +7,14 @@ When a model fails (it cannot be rendered or parsed: `Model.problem`, a SQL erro
 previous version stays and only the models downstream of it are skipped, like `dbt build`: every other model
 builds.
 
-Time-relative figures (certificates expiring in the next 30 days...) read `{{ var('as_of') }}`, compiled to the
+A build costs what changed: a model whose inputs (inputs.py: its code, the code upstream, the versions of the raw
+tables and models it reads, `as_of` if it reads it) are those recorded for its last build in `analytics._builds` is
+`unchanged`, not rebuilt, its result carrying the inputs' digest as before (its data version); `full_refresh`
+rebuilds every model. An incremental model (`config(materialized='incremental', unique_key=...)`) whose code and
+upstream code are its last build's runs its SQL rendered with is_incremental() true and replaces the rows of the
+keys it gives (dbt's delete+insert), tested and recorded in one transaction; otherwise it is built whole.
+
+Time-relative figures (certificates expiring in the next 30 days...) read `{{ as_of() }}` (`var('as_of')`), compiled to the
 DuckDB variable `as_of` (`getvariable('as_of')`, refs.py) that is set once per build, so every model of a build agrees on "now" and tests can pin it.
 """
 
@@ -16,9 +23,10 @@ from __future__ import annotations
 import queue
 import threading
 import time
+import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -27,30 +35,44 @@ import duckdb
 from pipeline.analytics.checks import TestOutcome, run_tests
 from pipeline.analytics.comments import comment_statements, execute_together, model_comment_statements
 from pipeline.analytics.errors import ModelError
+from pipeline.analytics.inputs import NEVER_BUILT, Fingerprint, fingerprint, raw_versions
 from pipeline.analytics.lineage import MODEL_SCHEMA
 from pipeline.analytics.models import AnalyticsProject, Model
 from pipeline.analytics.sql import quote, relation
 from pipeline.warehouse import scalar
 
 BUILD_PREFIX = "__build__"
-# One row per model: when its current relation was swapped in, for which `as_of`, and from which code.
+# One row per model: when its current relation was swapped in, for which `as_of`, from which code and inputs.
 BUILDS_TABLE = f"{MODEL_SCHEMA}._builds"
 BUILDS_DDL = (
     f"CREATE TABLE IF NOT EXISTS {BUILDS_TABLE} (model VARCHAR PRIMARY KEY, materialized VARCHAR NOT NULL, "
-    "built_at TIMESTAMPTZ NOT NULL, as_of TIMESTAMPTZ NOT NULL, row_count BIGINT NOT NULL, code_version VARCHAR)"
+    "built_at TIMESTAMPTZ NOT NULL, as_of TIMESTAMPTZ NOT NULL, row_count BIGINT NOT NULL, code_version VARCHAR, "
+    "inputs VARCHAR, code_inputs VARCHAR, tested_inputs VARCHAR)"
 )
+# Columns added since the table was first declared: a warehouse built before gets them in place (empty: each of
+# its models is built once more, then skipped while its inputs stay the same).
+BUILDS_MIGRATIONS = tuple(
+    f"ALTER TABLE {BUILDS_TABLE} ADD COLUMN IF NOT EXISTS {column} VARCHAR"
+    for column in ("inputs", "code_inputs", "tested_inputs")
+)
+BUILDS_COLUMNS = "model, materialized, built_at, as_of, row_count, code_version, inputs, code_inputs, tested_inputs"
 BUILDS_DESCRIPTION = (
-    "One row per model: when its current relation was built, for which as_of, and from which code.",
+    "One row per model: when its current relation was built, for which as_of, from which code and inputs.",
     {
         "model": "The model.",
-        "materialized": "table or view (in the warehouse).",
-        "built_at": "When the build was swapped in.",
+        "materialized": "table, view or incremental (in the warehouse).",
+        "built_at": "When the build was swapped in (a build that found the inputs unchanged keeps the row).",
         "as_of": "The reference instant of the build (time-relative marts).",
         "row_count": "Rows of the model when built.",
         "code_version": "Digest of the model's SQL and YAML.",
+        "inputs": "Digest of everything the build read: its code and the code upstream, the versions of the raw "
+        "tables and models it reads, and as_of for a time-relative model; the model's data version.",
+        "code_inputs": "Digest of the model's code and of every model's code upstream of it.",
+        "tested_inputs": "Digest of inputs and of what the model's relationships tests read: when only it changes, "
+        "the tests run again on the model as built.",
     },
 )
-BuildStatus = Literal["built", "failed", "skipped"]
+BuildStatus = Literal["built", "unchanged", "failed", "skipped"]
 
 
 @dataclass
@@ -62,6 +84,19 @@ class ModelResult:
     seconds: float = 0.0
     outcomes: list[TestOutcome] = field(default_factory=list)
     error: str | None = None
+    inputs: str | None = None  # built or unchanged: the digest of its inputs, its data version
+    built_at: datetime | None = None  # unchanged: when the build it keeps was swapped in
+    replaced: int | None = None  # built incrementally: the rows its incremental SQL gave (each replacing its key's)
+
+
+@dataclass(frozen=True)
+class _Recorded:
+    """A model's row of analytics._builds."""
+
+    materialized: str
+    built_at: datetime
+    row_count: int
+    fingerprint: Fingerprint | None  # None: built by dbt, or before inputs were recorded
 
 
 def build_models(
@@ -69,28 +104,146 @@ def build_models(
     project: AnalyticsProject,
     selected: Iterable[str] | None = None,
     as_of: datetime | None = None,
+    *,
+    full_refresh: bool = False,
 ) -> Iterator[ModelResult]:
-    """Build the selected models (default: all) in dependency order, yielding one result per model."""
+    """Build the selected models (default: all) in dependency order, yielding one result per model. A model whose
+    inputs are those of its last build is `unchanged` (not rebuilt), unless `full_refresh`; an incremental model
+    whose code and upstream code are its last build's runs its incremental SQL."""
     as_of = as_of or datetime.now(UTC)
     if as_of.tzinfo is None:
         raise ValueError(f"as_of must carry a time zone (got {as_of.isoformat()}); e.g. 2026-11-22T00:00:00Z")
     conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(MODEL_SCHEMA)}")
-    conn.execute(BUILDS_DDL)
+    for statement in (BUILDS_DDL, *BUILDS_MIGRATIONS):
+        conn.execute(statement)
     execute_together(conn, comment_statements(BUILDS_TABLE, "TABLE", *BUILDS_DESCRIPTION))
     conn.execute("SET VARIABLE as_of = ?::TIMESTAMPTZ", [as_of])
-    names = project.models.keys() if selected is None else selected
+    names = set(project.models if selected is None else selected)
+    recorded = _recorded_builds(conn)
+    relations = _relation_kinds(conn)
+    raw = raw_versions(conn, project.sources)
+    held: dict[str, Fingerprint] = {}  # what the warehouse holds for each model, as digests
     blocked: set[str] = set()
-    for model in project.in_build_order(names):
+    for model in project.models.values():  # build order
+        current = fingerprint(model, raw, held, as_of)
+        previous = recorded.get(model.name)
+        if model.name not in names:
+            held[model.name] = _held(model, previous, current, relations)
+            continue
         failed_upstream = sorted(d.name for d in model.deps if d.name in blocked and d.schema == MODEL_SCHEMA)
         if failed_upstream:
             blocked.add(model.name)
+            held[model.name] = _held(model, previous, current, relations)
             reason = f"model {model.name} skipped: upstream model(s) failed: {', '.join(failed_upstream)}"
             yield ModelResult(model, "skipped", error=reason)
             continue
-        result = build_one(conn, model, as_of)
-        if result.status != "built":
+        if not full_refresh and previous is not None and _unchanged(model, previous, current, relations):
+            held[model.name] = current
+            result = ModelResult(
+                model, "unchanged", previous.row_count, inputs=current.inputs, built_at=previous.built_at
+            )
+            if previous.fingerprint != current:  # only what its relationships tests read changed
+                result = _retest(conn, model, current, result)
+            if result.status != "unchanged":
+                blocked.add(model.name)
+            yield result
+            continue
+        incremental = not full_refresh and _incremental_applies(model, previous, current, relations)
+        result = build_one(conn, model, as_of, current, incremental=incremental)
+        if result.status == "built":
+            held[model.name] = current
+        else:
             blocked.add(model.name)
+            held[model.name] = _held(model, previous, current, relations)
         yield result
+
+
+def _recorded_builds(conn: duckdb.DuckDBPyConnection) -> dict[str, _Recorded]:
+    return {
+        model: _Recorded(
+            materialized,
+            built_at,
+            rows,
+            Fingerprint(code, inputs, tested or "") if code is not None and inputs is not None else None,
+        )
+        for model, materialized, built_at, rows, code, inputs, tested in conn.execute(
+            f"SELECT model, materialized, built_at, row_count, code_inputs, inputs, tested_inputs FROM {BUILDS_TABLE}"
+        ).fetchall()
+    }
+
+
+def _relation_kinds(conn: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """TABLE or VIEW, for each relation of schema analytics."""
+    return dict(
+        conn.execute(
+            "SELECT table_name, 'TABLE' FROM duckdb_tables() WHERE database_name = current_database() "
+            "AND schema_name = $schema UNION ALL SELECT view_name, 'VIEW' FROM duckdb_views() "
+            "WHERE database_name = current_database() AND schema_name = $schema",
+            {"schema": MODEL_SCHEMA},
+        ).fetchall()
+    )
+
+
+def _kind(model: Model) -> str:
+    return "VIEW" if model.materialized == "view" else "TABLE"
+
+
+def _unchanged(model: Model, previous: _Recorded, current: Fingerprint, relations: dict[str, str]) -> bool:
+    """The warehouse holds a build of the model from the inputs it has now: building again would write the same."""
+    return (
+        model.problem is None
+        and previous.fingerprint is not None
+        and (previous.fingerprint.code, previous.fingerprint.inputs) == (current.code, current.inputs)
+        and previous.materialized == model.materialized
+        and relations.get(model.name) == _kind(model)
+    )
+
+
+def _retest(conn: duckdb.DuckDBPyConnection, model: Model, current: Fingerprint, unchanged: ModelResult) -> ModelResult:
+    """The tests of an unchanged model run again on it as built, what they read besides having changed; recorded
+    when no blocking test fails (else it fails, and the next build tests it again)."""
+    started = time.perf_counter()
+    try:
+        outcomes = run_tests(conn, model.tests, relation(MODEL_SCHEMA, model.name))
+    except duckdb.Error as error:
+        return ModelResult(model, "failed", seconds=time.perf_counter() - started, error=_build_error(model, error))
+    seconds = time.perf_counter() - started
+    if any(o.blocks for o in outcomes):
+        return ModelResult(model, "failed", None, [], seconds, outcomes, _blocked_message(model, outcomes))
+    conn.execute(f"UPDATE {BUILDS_TABLE} SET tested_inputs = ? WHERE model = ?", [current.tested, model.name])
+    return replace(unchanged, seconds=seconds, outcomes=outcomes)
+
+
+def _incremental_applies(
+    model: Model, previous: _Recorded | None, current: Fingerprint, relations: dict[str, str]
+) -> bool:
+    """An incremental model's table holds a build from the same code, its own and upstream (so only raw rows
+    changed since: the change its incremental SQL finds), and the build's instant is none of its inputs."""
+    return (
+        model.materialized == "incremental"
+        and previous is not None
+        and previous.materialized == "incremental"
+        and previous.fingerprint is not None
+        and previous.fingerprint.code == current.code
+        and relations.get(model.name) == "TABLE"
+        and not (model.time_relative or model.reads_clock)
+    )
+
+
+def _held(model: Model, previous: _Recorded | None, current: Fingerprint, relations: dict[str, str]) -> Fingerprint:
+    """The digests of what the warehouse holds for a model not built now (not selected, failed, or skipped): its
+    last build's. A view reads the raw tables as they are now, so it holds `current` data under its last build's
+    code. Nothing recorded (built by dbt) digests as never seen before, so that what reads it is rebuilt."""
+    if model.name not in relations:
+        return Fingerprint(NEVER_BUILT, NEVER_BUILT)
+    if previous is None or previous.fingerprint is None:
+        unknown = f"unrecorded-{uuid.uuid4().hex}"
+        return Fingerprint(unknown, unknown)
+    if relations[model.name] == "VIEW":
+        if previous.fingerprint.code == current.code:
+            return current
+        return Fingerprint(previous.fingerprint.code, f"{previous.fingerprint.code}-{current.inputs}")
+    return previous.fingerprint
 
 
 @contextmanager
@@ -99,6 +252,8 @@ def models_built_ahead(
     project: AnalyticsProject,
     selected: Iterable[str] | None = None,
     as_of: datetime | None = None,
+    *,
+    full_refresh: bool = False,
 ) -> Iterator[Iterator[ModelResult]]:
     """`build_models` on a thread of its own, so that DuckDB builds the next model while the caller turns the last
     result into Dagster events (several event-log writes a model, Python that would leave DuckDB idle). Results come in build order; an error of the build is raised where the caller takes the
@@ -110,7 +265,7 @@ def models_built_ahead(
 
     def build() -> None:
         try:
-            for result in build_models(conn, project, selected, as_of):
+            for result in build_models(conn, project, selected, as_of, full_refresh=full_refresh):
                 results.put(result)
                 if stop.is_set():
                     break
@@ -139,17 +294,31 @@ def models_built_ahead(
         builder.join()
 
 
-def build_one(conn: duckdb.DuckDBPyConnection, model: Model, as_of: datetime) -> ModelResult:
-    """Build `model` under its temporary name, test it, and swap it in if no blocking test fails."""
+def build_one(
+    conn: duckdb.DuckDBPyConnection,
+    model: Model,
+    as_of: datetime,
+    inputs: Fingerprint,
+    *,
+    incremental: bool = False,
+) -> ModelResult:
+    """Build `model` under its temporary name, test it, and swap it in if no blocking test fails; `incremental`: run
+    its incremental SQL and replace the rows of the keys it gives, in the model's table (a full build instead when
+    what it gives no longer has the table's columns)."""
     if model.problem is not None:
         return ModelResult(model, "failed", error=f"model {model.name} cannot be built: {model.problem}")
     started = time.perf_counter()
     temp = relation(MODEL_SCHEMA, BUILD_PREFIX + model.name)
     drop_relation(conn, MODEL_SCHEMA, BUILD_PREFIX + model.name)  # left over by a killed build
-    kind = "VIEW" if model.materialized == "view" else "TABLE"
+    kind = _kind(model)
     try:
+        if incremental:
+            merged = _merge_increment(conn, model, as_of, inputs)
+            if merged is not None:
+                merged.seconds = time.perf_counter() - started
+                return merged
         conn.execute(f"CREATE {kind} {temp} AS\n{model.sql.strip().rstrip(';')}")
-        columns = [(r[0], r[1]) for r in conn.execute(f"DESCRIBE SELECT * FROM {temp}").fetchall()]
+        columns = _columns(conn, temp)
         missing = sorted(set(model.columns) - {name for name, _ in columns})
         if missing:
             raise ModelError(
@@ -160,34 +329,87 @@ def build_one(conn: duckdb.DuckDBPyConnection, model: Model, as_of: datetime) ->
         outcomes = run_tests(conn, model.tests, temp)
     except (duckdb.Error, ModelError) as error:
         drop_relation(conn, MODEL_SCHEMA, BUILD_PREFIX + model.name)
-        # DuckDB's messages span lines (the SQL quoted under them): one line, for logs and the run's failure
-        message = f"model {model.name} failed to build ({model.sql_path}): {' '.join(str(error).split())}"
-        return ModelResult(model, "failed", seconds=time.perf_counter() - started, error=message)
+        return ModelResult(model, "failed", seconds=time.perf_counter() - started, error=_build_error(model, error))
     if any(o.blocks for o in outcomes):
         drop_relation(conn, MODEL_SCHEMA, BUILD_PREFIX + model.name)
-        failed = "; ".join(o.summary() for o in outcomes if o.blocks)
-        message = f"model {model.name}: kept the previous build because data tests failed: {failed}"
-        return ModelResult(model, "failed", None, columns, time.perf_counter() - started, outcomes, message)
+        return ModelResult(
+            model, "failed", None, columns, time.perf_counter() - started, outcomes, _blocked_message(model, outcomes)
+        )
     rows = int(scalar(conn, f"SELECT count(*) FROM {temp}"))
-    swap_in(conn, model, rows, as_of)
-    return ModelResult(model, "built", rows, columns, time.perf_counter() - started, outcomes)
+    swap_in(conn, model, rows, as_of, inputs)
+    return ModelResult(model, "built", rows, columns, time.perf_counter() - started, outcomes, inputs=inputs.inputs)
 
 
-def swap_in(conn: duckdb.DuckDBPyConnection, model: Model, rows: int, as_of: datetime) -> None:
+def _merge_increment(
+    conn: duckdb.DuckDBPyConnection, model: Model, as_of: datetime, inputs: Fingerprint
+) -> ModelResult | None:
+    """dbt's delete+insert: the incremental SQL's rows (under the temporary name), then in one transaction the
+    table's rows of their keys deleted, the rows inserted, the tests run on the table and the build recorded, or
+    everything rolled back when a blocking test fails. None, nothing changed, when the rows' columns are not the
+    table's (an upstream model's types changed): the caller builds the model whole."""
+    target, temp = relation(MODEL_SCHEMA, model.name), relation(MODEL_SCHEMA, BUILD_PREFIX + model.name)
+    conn.execute(f"CREATE TABLE {temp} AS\n{model.incremental_sql.strip().rstrip(';')}")
+    columns = _columns(conn, temp)
+    if columns != _columns(conn, target):
+        drop_relation(conn, MODEL_SCHEMA, BUILD_PREFIX + model.name)
+        return None
+    same_key = " AND ".join(f"t.{quote(k)} IS NOT DISTINCT FROM n.{quote(k)}" for k in model.unique_key)
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        conn.execute(f"DELETE FROM {target} AS t USING {temp} AS n WHERE {same_key}")
+        replaced = int(conn.execute(f"INSERT INTO {target} SELECT * FROM {temp}").fetchall()[0][0])
+        outcomes = run_tests(conn, model.tests, target)
+        if any(o.blocks for o in outcomes):
+            conn.execute("ROLLBACK")
+            drop_relation(conn, MODEL_SCHEMA, BUILD_PREFIX + model.name)
+            return ModelResult(model, "failed", None, columns, 0.0, outcomes, _blocked_message(model, outcomes))
+        rows = int(scalar(conn, f"SELECT count(*) FROM {target}"))
+        _record_build(conn, model, rows, as_of, inputs)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        drop_relation(conn, MODEL_SCHEMA, BUILD_PREFIX + model.name)
+        raise
+    drop_relation(conn, MODEL_SCHEMA, BUILD_PREFIX + model.name)
+    return ModelResult(model, "built", rows, columns, 0.0, outcomes, inputs=inputs.inputs, replaced=replaced)
+
+
+def _columns(conn: duckdb.DuckDBPyConnection, rel: str) -> list[tuple[str, str]]:
+    return [(r[0], r[1]) for r in conn.execute(f"DESCRIBE SELECT * FROM {rel}").fetchall()]
+
+
+def _build_error(model: Model, error: BaseException) -> str:
+    # DuckDB's messages span lines (the SQL quoted under them): one line, for logs and the run's failure
+    return f"model {model.name} failed to build ({model.sql_path}): {' '.join(str(error).split())}"
+
+
+def _blocked_message(model: Model, outcomes: list[TestOutcome]) -> str:
+    failed = "; ".join(o.summary() for o in outcomes if o.blocks)
+    return f"model {model.name}: kept the previous build because data tests failed: {failed}"
+
+
+def swap_in(conn: duckdb.DuckDBPyConnection, model: Model, rows: int, as_of: datetime, inputs: Fingerprint) -> None:
     """Replace the model's relation by its build, and record the build, in one transaction."""
-    kind = "VIEW" if model.materialized == "view" else "TABLE"
     conn.execute("BEGIN TRANSACTION")
     try:
         drop_relation(conn, MODEL_SCHEMA, model.name)
-        conn.execute(f"ALTER {kind} {relation(MODEL_SCHEMA, BUILD_PREFIX + model.name)} RENAME TO {quote(model.name)}")
         conn.execute(
-            f"INSERT OR REPLACE INTO {BUILDS_TABLE} VALUES (?, ?, now(), ?, ?, ?)",
-            [model.name, model.materialized, as_of, rows, model.code_version],
+            f"ALTER {_kind(model)} {relation(MODEL_SCHEMA, BUILD_PREFIX + model.name)} RENAME TO {quote(model.name)}"
         )
+        _record_build(conn, model, rows, as_of, inputs)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+
+
+def _record_build(
+    conn: duckdb.DuckDBPyConnection, model: Model, rows: int, as_of: datetime, inputs: Fingerprint
+) -> None:
+    conn.execute(
+        f"INSERT OR REPLACE INTO {BUILDS_TABLE} ({BUILDS_COLUMNS}) VALUES (?, ?, now(), ?, ?, ?, ?, ?, ?)",
+        [model.name, model.materialized, as_of, rows, model.code_version, inputs.inputs, inputs.code, inputs.tested],
+    )
 
 
 def drop_relation(conn: duckdb.DuckDBPyConnection, schema: str, name: str) -> None:

@@ -1,6 +1,6 @@
 """A model's properties file in dbt's own schema, `<model>.yml` beside `<model>.sql` (as jaffle-shop keeps them):
-`version: 2`, then `models:` with the model's `name`, `description`, `config` (`materialized: table|view`,
-default view in staging/ and table elsewhere; `meta: {publish: false}`, LessonSync's own key, keeps it out of the
+`version: 2`, then `models:` with the model's `name`, `description`, `config` (`materialized: table|view|incremental`,
+default view in staging/ and table elsewhere; `unique_key` of an incremental model; `meta: {publish: false}`, LessonSync's own key, keeps it out of the
 analysts' snapshot), model-level `data_tests` and `columns` with their `description` and `data_tests`. The
 format, with an example: dbt_like_sql/README.md.
 
@@ -24,7 +24,7 @@ from pipeline.analytics.refs import parse_call
 
 TestKind = Literal["unique", "not_null", "accepted_values", "relationships"]
 Severity = Literal["error", "warn"]
-Materialization = Literal["table", "view"]
+Materialization = Literal["table", "view", "incremental"]
 
 # YAML test name -> (kind it runs as, its arguments: name -> required)
 COLUMN_TESTS: dict[str, tuple[TestKind, dict[str, bool]]] = {
@@ -58,6 +58,7 @@ class TestDecl:
 class ModelConfig:
     description: str = ""
     materialized: Materialization | None = None
+    unique_key: tuple[str, ...] = ()
     publish: bool = True
     columns: dict[str, str] = field(default_factory=dict)  # column -> description
     tests: tuple[TestDecl, ...] = ()
@@ -103,7 +104,7 @@ def _model_config(entry: Any, model: str, where: Where) -> ModelConfig:
     where.expect("tests" not in entry, "tests", _RENAMED)
     where.expect(set(entry) <= _MODEL_KEYS, "", f"only {', '.join(sorted(_MODEL_KEYS))} (got {sorted(entry)})")
     where.expect(entry.get("name") == model, "name", f"{model!r}, the model of the .sql file beside it")
-    materialized, publish = _model_settings(entry.get("config") or {}, where.at("config"))
+    materialized, unique_key, publish = _model_settings(entry.get("config") or {}, where.at("config"))
     tests = [
         _test(item, MODEL_TESTS, None, where.at(f"data_tests[{i}]"))
         for i, item in enumerate(_list(entry, "data_tests", where))
@@ -114,7 +115,8 @@ def _model_config(entry: Any, model: str, where: Where) -> ModelConfig:
         where.expect(name not in columns, f"columns[{index}].name", f"a column listed once ({name!r} is listed twice)")
         columns[name] = description
         tests += column_tests
-    return ModelConfig(str(entry.get("description") or "").strip(), materialized, publish, columns, tuple(tests))
+    description = str(entry.get("description") or "").strip()
+    return ModelConfig(description, materialized, unique_key, publish, columns, tuple(tests))
 
 
 def _column(column: Any, at_index: Where, model: Where) -> tuple[str, str, list[TestDecl]]:
@@ -135,19 +137,32 @@ def _column(column: Any, at_index: Where, model: Where) -> tuple[str, str, list[
     return name, str(column.get("description") or "").strip(), tests
 
 
-def _model_settings(config: Any, where: Where) -> tuple[Materialization | None, bool]:
+def _model_settings(config: Any, where: Where) -> tuple[Materialization | None, tuple[str, ...], bool]:
     where.expect(
-        isinstance(config, dict) and set(config) <= {"materialized", "meta"},
+        isinstance(config, dict) and set(config) <= {"materialized", "unique_key", "meta"},
         "",
-        "a mapping of materialized and/or meta",
+        "a mapping of materialized, unique_key and/or meta",
     )
     materialized = config.get("materialized")
-    where.expect(materialized in (None, "table", "view"), "materialized", "'table' or 'view'")
+    where.expect(
+        materialized in (None, "table", "view", "incremental"), "materialized", "'table', 'view' or 'incremental'"
+    )
+    unique_key: tuple[str, ...] = ()
+    if "unique_key" in config:
+        unique_key = unique_key_columns(config["unique_key"], str(where.at("unique_key")))
     meta = config.get("meta") or {}
     where.expect(isinstance(meta, dict) and set(meta) <= {"publish"}, "meta", "a mapping of publish only")
     publish = meta.get("publish", True)
     where.expect(isinstance(publish, bool), "meta.publish", "true or false")
-    return materialized, publish
+    return materialized, unique_key, publish
+
+
+def unique_key_columns(value: Any, where: str) -> tuple[str, ...]:
+    """An incremental model's `unique_key` (a column or a list of columns) as a tuple of column names."""
+    columns = [value] if isinstance(value, str) else value
+    if not isinstance(columns, list | tuple) or not columns or not all(isinstance(c, str) and c for c in columns):
+        raise ModelError(f"{where}: expected a column name or a list of column names (got {value!r})")
+    return tuple(columns)
 
 
 def _list(mapping: dict[str, Any], key: str, where: Where) -> list[Any]:

@@ -15,6 +15,7 @@ from dagster import (
     AssetCheckSpec,
     AssetKey,
     AssetSpec,
+    DataVersion,
     MaterializeResult,
     MetadataValue,
     TableColumn,
@@ -84,8 +85,20 @@ def check_results(outcomes: list[TestOutcome], selected: set[AssetCheckKey]) -> 
 
 
 def materialization(result: ModelResult, as_of: datetime) -> MaterializeResult[Any]:
+    """A model built, or unchanged since its last build: its data version is the digest of its inputs either way,
+    so what reads an unchanged model is not marked stale."""
+    version = DataVersion(result.inputs) if result.inputs is not None else None
+    if result.status == "unchanged":
+        built_at = result.built_at.isoformat() if result.built_at is not None else None
+        return MaterializeResult(
+            asset_key=asset_key(result.model),
+            data_version=version,
+            metadata={"dagster/row_count": result.rows or 0, "unchanged_since": built_at, "rebuilt": False},
+        )
+    incremental = {"rows_replaced": result.replaced} if result.replaced is not None else {}
     return MaterializeResult(
         asset_key=asset_key(result.model),
+        data_version=version,
         metadata={
             "dagster/row_count": result.rows or 0,
             "dagster/column_schema": TableSchema(
@@ -96,13 +109,22 @@ def materialization(result: ModelResult, as_of: datetime) -> MaterializeResult[A
             ),
             "seconds": round(result.seconds, 3),
             "as_of": as_of.isoformat(),
+            "rebuilt": True,
+            **incremental,
         },
     )
 
 
 def log_line(result: ModelResult) -> str:
+    name = result.model.name
+    if result.status == "unchanged":
+        when = f"{result.built_at:%Y-%m-%d %H:%M:%S %Z}" if result.built_at is not None else "?"
+        return f"{name}: unchanged since build at {when}, skipped"
     if result.status == "built":
-        return f"{result.model.name}: {result.rows} rows ({result.model.materialized}) in {result.seconds:.2f}s"
+        how: str = result.model.materialized
+        if result.replaced is not None:
+            how = f"incremental: {result.replaced} rows replaced"
+        return f"{name}: {result.rows} rows ({how}) in {result.seconds:.2f}s"
     return f"{result.status}: {result.error}"  # the error names the model
 
 

@@ -19,6 +19,9 @@ from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 from typing import TypeVar
 
+import sqlglot
+from sqlglot import exp
+
 from pipeline.analytics.config import Materialization, ModelConfig, load_config
 from pipeline.analytics.errors import ModelError
 from pipeline.analytics.lineage import (
@@ -62,6 +65,10 @@ class Model:
     tests: tuple[ModelTest, ...]
     code_text: str  # the .sql and .yml files as written, and the SQL rendered
     problem: str | None = None  # why the model cannot be built (file, line, what to do); its build fails
+    incremental_sql: str = ""  # an incremental model's SQL rendered with is_incremental() true
+    unique_key: tuple[str, ...] = ()  # an incremental model's key: the rows a build replaces
+    time_relative: bool = False  # reads `as_of` (var('as_of')): the build's `as_of` is one of its inputs
+    reads_clock: bool = False  # reads the clock (now(), current_date...) or randomness: every build rebuilds it
 
     @property
     def is_mart(self) -> bool:
@@ -168,11 +175,23 @@ def _load_model(
     else:
         found = set(rendered.calls)
         found |= _attempt(problems, lambda: referenced_tables(parse_select(rendered.sql, path), path)) or set()
-    deps = _known_tables(found, path, sources, sources_problem, model_names, problems)
-    tests = _attempt(problems, lambda: resolve_tests(path.stem, config.tests, sources, model_names, config_path)) or ()
     chosen = rendered.materialized if rendered is not None else None
     materialized: Materialization = chosen or config.materialized or ("view" if layer == "staging" else "table")
+    incremental = _incremental_rendering(text, path, templates, problems) if materialized == "incremental" else None
+    if incremental is not None:
+        found |= incremental.calls | incremental.reads
+    deps = _known_tables(found, path, sources, sources_problem, model_names, problems)
+    tests = _attempt(problems, lambda: resolve_tests(path.stem, config.tests, sources, model_names, config_path)) or ()
+    unique_key = (rendered.unique_key if rendered is not None else ()) or config.unique_key
+    if materialized == "incremental" and not unique_key:
+        problems.append(
+            f"{path}: an incremental model needs a unique_key (config(unique_key=...) in the SQL, or unique_key under "
+            "config: in its YAML): the columns whose rows each build replaces; add it"
+        )
     sql = rendered.sql if rendered is not None else ""
+    incremental_sql = incremental.sql if incremental is not None else ""
+    reads = [time_reads(q) for q in (sql, incremental_sql) if q]
+    reads_as_of = any(r is not None and r.reads_as_of for r in (rendered, incremental)) or any(a for a, _ in reads)
     return Model(
         path.stem,
         layer,
@@ -184,9 +203,64 @@ def _load_model(
         config.description,
         config.columns,
         tests,
-        "\0".join((text, config_text, sql)),  # the SQL as rendered: a macro's change is the models' it changes
+        # the SQL as rendered: a macro's change is the models' it changes
+        "\0".join((text, config_text, sql, incremental_sql)),
         "; ".join(dict.fromkeys(problems)) or None,
+        incremental_sql,
+        unique_key,
+        reads_as_of,
+        any(clock for _, clock in reads),
     )
+
+
+@dataclass(frozen=True)
+class _Incremental:
+    sql: str
+    calls: frozenset[TableRef]
+    reads: set[TableRef]  # the tables its SQL reads, the model's own ({{ this }}) left out
+    reads_as_of: bool
+
+
+def _incremental_rendering(text: str, path: Path, templates: Templates, problems: list[str]) -> _Incremental | None:
+    """An incremental model rendered with is_incremental() true: what a build runs once the table exists. It may
+    read the model's own table ({{ this }}), which is no dependency."""
+    rendered = _attempt(problems, lambda: templates.render(text, path, path.stem, incremental=True))
+    if rendered is None:
+        return None
+    try:
+        reads = referenced_tables(parse_select(rendered.sql, path), path)
+    except ModelError as error:
+        problems.append(f"{error} (the SQL rendered with is_incremental() true)")
+        return None
+    return _Incremental(rendered.sql, rendered.calls, reads - {TableRef(MODEL_SCHEMA, path.stem)}, rendered.reads_as_of)
+
+
+# What reads the instant of the build or randomness rather than the model's inputs (sqlglot's names, DuckDB dialect).
+_CLOCK_EXPRESSIONS = (exp.CurrentTimestamp, exp.CurrentDate, exp.CurrentTime, exp.Rand, exp.Uuid)
+_CLOCK_FUNCTIONS = frozenset({"now", "get_current_timestamp", "get_current_time", "transaction_timestamp"})
+
+
+def time_reads(sql: str) -> tuple[bool, bool]:
+    """Whether the SQL reads the build's `as_of` (`getvariable('as_of')`, what var('as_of') renders to), and
+    whether it reads the clock, another session variable or randomness. SQL that does not parse is no model
+    anyway: neither."""
+    try:
+        query = sqlglot.parse_one(sql, read="duckdb")
+    except sqlglot.errors.SqlglotError:
+        return False, False
+    as_of = clock = False
+    for node in query.walk():
+        if isinstance(node, exp.Anonymous) and str(node.name).lower() == "getvariable":
+            argument = node.expressions[0] if node.expressions else None
+            if isinstance(argument, exp.Literal) and argument.this == "as_of":
+                as_of = True
+            else:
+                clock = True
+        elif isinstance(node, _CLOCK_EXPRESSIONS) or (
+            isinstance(node, exp.Anonymous) and str(node.name).lower() in _CLOCK_FUNCTIONS
+        ):
+            clock = True
+    return as_of, clock
 
 
 def _known_tables(

@@ -1,24 +1,32 @@
 """Publishing for analysts, who must be able to query while the next sync holds the warehouse.
 
 DuckDB allows one read-write process per file and, while it holds the file, no reader from another process.
-So after each successful build LessonSync publishes copies that nobody writes in place:
+So after each build LessonSync publishes files that nobody writes in place, and each publish writes only what
+changed since the last one:
 
-- `data/analytics.duckdb`: every published analytics model in schema `main` (a model whose YAML says
-  `publish: false` is left out), plus `_builds` (when and for which `as_of` each model was built) and `_published`
-  (when this file was written). It starts as a byte copy of the checkpointed warehouse file, so it holds the raw
-  tables (schema `lms`) too, and a staging view over them stays a view there: copying a file costs what the disk
-  does, where materializing the views would rewrite every answer. The other models are copied as tables, and the
-  warehouse's schema `analytics` is dropped from the copy: in a file named analytics.duckdb, `analytics.<name>`
-  would name the catalog and the schema both, an error in DuckDB. Of the warehouse's own bookkeeping in `lms`
-  (tables named `_...`) only the load log `_load_runs` stays. Every table and column left carries its description
-  as a comment. Written to a temporary file in the same directory, then `os.replace`d: a reader that has the old
-  file open keeps reading it; the next open sees the new one. Open it read-only.
-- `data/marts/<mart>.parquet`: one file per mart (temp file + `os.replace` each) carrying its descriptions
-  (comments.py: in each field's metadata, and all of them in the file's key-value metadata), and `_manifest.json`
-  (what was published, when, row counts). Each file is always whole; two marts read one after the other can
-  come from two consecutive publishes: use the snapshot database when they must agree. Read a file through
-  one open handle (`pq.read_table(open(path, "rb"))`): pyarrow's reader given a path opens it once for the
-  footer and again for the data, and a publish in between pairs one file's footer with the next's pages.
+- `data/published/`: Parquet files, each written once under a name that says what it holds (published_files.py):
+  every raw table of schema `lms` (a large one as a base file and the rows changed since), and every published
+  model as its last build (its version: the digest of the build's inputs). Columns whose name starts with `_` are
+  a model's own bookkeeping (an incremental model's high-water mark) and are not published.
+- `data/analytics.duckdb`: a small DuckDB file of views over those files, rewritten whole by every publish: the
+  raw tables in schema `lms` (of the warehouse's own bookkeeping, tables named `_...`, only the load log
+  `_load_runs`, copied as a table), every published analytics model in
+  schema `main` (a model whose YAML says `publish: false` is left out), a staging view over the raw tables as its
+  own view over the snapshot's `lms`, plus `_builds` (when, for which `as_of` and from which inputs each model was
+  built) and `_published` (when this file was written); the descriptions as COMMENT ON each view and column.
+  Written in DuckDB's v1.4.0 storage format to a temporary file in the same directory, then `os.replace`d: a
+  reader that has the old file open keeps reading it, and the files its views read stay RETIRED_GRACE (24 hours)
+  after the next publish replaced it; the next open sees the new one. Open it read-only. Its views name the files
+  by absolute path: read it where LessonSync writes it (the same path on another machine or in a container).
+  (In a file named analytics.duckdb, `analytics.<name>` would name the catalog and the schema both, an error in
+  DuckDB: the models are in `main`.)
+- `data/marts/<mart>.parquet`: one file per mart, written when the mart's version changed (temp file +
+  `os.replace`), carrying its descriptions (comments.py: in each field's metadata, and all of them in the file's
+  key-value metadata), and `_manifest.json` (what was published, when, row counts, versions). Each file is always whole;
+  two marts read one after the other can come from two consecutive publishes: use the snapshot database when
+  they must agree. Read a file through one open handle (`pq.read_table(open(path, "rb"))`): pyarrow's reader
+  given a path opens it once for the footer and again for the data, and a publish in between pairs one file's
+  footer with the next's pages.
 
 A publish copies what the warehouse holds: a model whose last build failed is published as its previous build
 (kept by build.py), and a model never built (or whose copy fails) is left out, said in `PublishResult.left_out`,
@@ -27,17 +35,14 @@ its previous Parquet file and manifest entry kept, so that one broken model neve
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
-import os
 import re
-import subprocess
-import sys
 import time
 import uuid
-from contextlib import nullcontext
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -52,11 +57,11 @@ from pipeline.analytics.comments import (
     execute_together,
     model_comment_statements,
 )
-from pipeline.analytics.errors import ModelError
 from pipeline.analytics.lineage import MODEL_SCHEMA, RAW_SCHEMA
 from pipeline.analytics.models import AnalyticsProject, Model
+from pipeline.analytics.published_files import PUBLISHED_DIR, RETIRED_GRACE, PublishedFiles, durable_replace
 from pipeline.analytics.sql import quote, relation, string_literal
-from pipeline.warehouse import STORAGE_COMPATIBILITY_VERSION, insertion_order_not_kept, scalar
+from pipeline.warehouse import STORAGE_COMPATIBILITY_VERSION, scalar, written_version_ids
 
 SNAPSHOT_FILE = "analytics.duckdb"
 MARTS_DIR = "marts"
@@ -71,31 +76,58 @@ log = logging.getLogger("lessonsync.analytics")
 @dataclass(frozen=True)
 class PublishResult:
     snapshot: Path
-    parquet: dict[str, Path]  # mart -> file
-    rows: dict[str, int]  # table in the snapshot -> rows
+    parquet: dict[str, Path]  # mart -> file (written now or kept from a publish of the same version)
+    rows: dict[str, int]  # model of the snapshot, and _builds -> rows
     published_at: datetime
     seconds: float
-    seconds_by_table: dict[str, float]  # copying each table into the snapshot
+    seconds_by_table: dict[str, float]  # each model's view and, if it changed, its file
     left_out: dict[str, str]  # published model -> why it is not in this publish (never built, copy failed)
+    written: dict[str, int] = field(default_factory=dict)  # file under data/published and data/marts -> bytes
+    deleted: list[str] = field(default_factory=list)  # files under data/published retired for longer than the grace
 
 
-def publish(conn: duckdb.DuckDBPyConnection, project: AnalyticsProject, data_dir: Path) -> PublishResult:
-    """Write the snapshot database and the marts' Parquet files from the warehouse's analytics schema."""
+def publish(
+    conn: duckdb.DuckDBPyConnection,
+    project: AnalyticsProject,
+    data_dir: Path,
+    *,
+    rewrite: bool = False,
+    grace: timedelta = RETIRED_GRACE,
+) -> PublishResult:
+    """Write the snapshot database and the marts' Parquet files from the warehouse, each file only where what it
+    holds changed since the last publish (`rewrite`: every file anew); files no snapshot has referred to for
+    `grace` are deleted."""
     started = time.perf_counter()
     published_at = datetime.now(UTC)
     left_out = _never_built(conn, project)
     data_dir.mkdir(parents=True, exist_ok=True)
     _remove_leftovers(data_dir)
+    files = PublishedFiles(data_dir, rewrite)
+    files.remove_leftovers()
     snapshot = data_dir / SNAPSHOT_FILE
     models = [m for m in project.published if m.name not in left_out]
-    rows, timings = _write_snapshot(conn, models, snapshot, published_at, left_out)
+    rows, timings = _write_snapshot(conn, models, files, snapshot, published_at, left_out)
+    deleted = files.retire_and_save(published_at, grace)
     marts_dir = data_dir / MARTS_DIR
     marts_dir.mkdir(parents=True, exist_ok=True)
-    parquet = {m.name: _write_parquet(conn, m, marts_dir) for m in project.marts if m.name not in left_out}
-    _write_manifest(marts_dir, parquet, rows, published_at, {m.name for m in project.marts})
+    versions = _published_versions(conn)
+    kept = _read_manifest(marts_dir / MANIFEST_FILE).get("marts", {})
+    parquet: dict[str, Path] = {}
+    written = {f"{PUBLISHED_DIR}/{path}": size for path, size in files.written.items()}
+    for mart in project.marts:
+        if mart.name in left_out:
+            continue
+        path = marts_dir / f"{mart.name}.parquet"
+        if rewrite or kept.get(mart.name, {}).get("version") != versions[mart.name] or not path.exists():
+            path = _write_parquet(conn, mart, marts_dir)
+            written[f"{MARTS_DIR}/{path.name}"] = path.stat().st_size
+        parquet[mart.name] = path
+    _write_manifest(marts_dir, parquet, rows, versions, published_at, {m.name for m in project.marts})
     for name, why in left_out.items():
         log.warning("published without model %s: %s", name, why)
-    return PublishResult(snapshot, parquet, rows, published_at, time.perf_counter() - started, timings, left_out)
+    return PublishResult(
+        snapshot, parquet, rows, published_at, time.perf_counter() - started, timings, left_out, written, deleted
+    )
 
 
 def _never_built(conn: duckdb.DuckDBPyConnection, project: AnalyticsProject) -> dict[str, str]:
@@ -116,39 +148,46 @@ def _never_built(conn: duckdb.DuckDBPyConnection, project: AnalyticsProject) -> 
 
 
 def _write_snapshot(
-    conn: duckdb.DuckDBPyConnection, models: list[Model], target: Path, at: datetime, left_out: dict[str, str]
+    conn: duckdb.DuckDBPyConnection,
+    models: list[Model],
+    files: PublishedFiles,
+    target: Path,
+    at: datetime,
+    left_out: dict[str, str],
 ) -> tuple[dict[str, int], dict[str, float]]:
-    """A copy of the warehouse file holding `models` in schema main (module docstring), which then replaces
-    `target`; returns the rows of each relation in main and the seconds each took. A model whose copy fails (its
-    previous view no longer reads the raw tables) is added to `left_out` and removed from `models`."""
+    """The snapshot database of views over the published files (module docstring), which then replaces `target`;
+    returns the rows of each model and of `_builds`, and the seconds each model took. A model whose files cannot be
+    written (its previous view no longer reads the raw tables) is added to `left_out` and removed from `models`."""
     temp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.tmp")
     rows: dict[str, int] = {}
     timings: dict[str, float] = {}
-    _copy_file_elsewhere(_checkpointed_file(conn), temp)
-    conn.execute(f"ATTACH {string_literal(str(temp))} AS {_ALIAS}")
+    conn.execute(
+        f"ATTACH {string_literal(str(temp))} AS {_ALIAS} (STORAGE_VERSION {string_literal(STORAGE_COMPATIBILITY_VERSION)})"
+    )
     try:
-        _warn_if_newer_than_promised(conn)
-        _clear_main(conn)
+        _publish_raw_tables(conn, files)
+        versions = _published_versions(conn)
         built_code = dict(conn.execute(f"SELECT model, code_version FROM {BUILDS_TABLE}").fetchall())
         for model in list(models):
             started = time.perf_counter()
             try:
                 if _stays_a_view(model, built_code.get(model.name)):
-                    conn.execute(f"CREATE VIEW {_ALIAS}.main.{quote(model.name)} AS\n{model.sql.strip().rstrip(';')}")
+                    select = model.sql.strip().rstrip(";")
                 else:
-                    _copy(conn, model.name, ordered=model.materialized != "view")
+                    columns = _published_columns(conn, model.name)
+                    select = files.model_select(conn, MODEL_SCHEMA, model.name, versions[model.name], columns)
+                conn.execute(f"CREATE VIEW {_ALIAS}.main.{quote(model.name)} AS\n{select}")
             except duckdb.Error as error:
                 left_out[model.name] = f"its copy failed: {' '.join(str(error).split())}"
                 models.remove(model)
                 continue
             timings[model.name] = round(time.perf_counter() - started, 3)
-        _copy(conn, _BUILDS, ordered=True)
+        conn.execute(f"CREATE TABLE {_ALIAS}.main.{quote(_BUILDS)} AS SELECT * FROM {BUILDS_TABLE} ORDER BY model")
         conn.execute(f"CREATE TABLE {_ALIAS}.main._published AS SELECT ?::TIMESTAMPTZ AS published_at", [at])
-        conn.execute(f"DROP SCHEMA IF EXISTS {_ALIAS}.{quote(MODEL_SCHEMA)} CASCADE")
-        _drop_bookkeeping(conn)
         _describe_snapshot(conn, models)
-        for name in [m.name for m in models] + [_BUILDS]:
-            rows[name] = int(scalar(conn, f"SELECT count(*) FROM {_ALIAS}.main.{quote(name)}"))
+        for name in [m.name for m in models]:
+            rows[name] = int(scalar(conn, f"SELECT count(*) FROM {relation(MODEL_SCHEMA, name)}"))
+        rows[_BUILDS] = int(scalar(conn, f"SELECT count(*) FROM {BUILDS_TABLE}"))
         conn.execute(f"CHECKPOINT {_ALIAS}")
     except BaseException:
         conn.execute(f"DETACH {_ALIAS}")
@@ -165,15 +204,81 @@ def _write_snapshot(
 _PUBLISHED_BOOKKEEPING = frozenset({"_load_runs"})
 
 
-def _drop_bookkeeping(conn: duckdb.DuckDBPyConnection) -> None:
-    """Drops from the copy every table of lms named `_...` but those in _PUBLISHED_BOOKKEEPING."""
-    for (name,) in conn.execute(
-        "SELECT table_name FROM duckdb_tables() WHERE database_name = ? AND schema_name = ? "
-        "AND starts_with(table_name, '_')",
-        [_ALIAS, RAW_SCHEMA],
+def _publish_raw_tables(conn: duckdb.DuckDBPyConnection, files: PublishedFiles) -> None:
+    """Schema lms of the snapshot: a view over the published files of each raw table (written where its rows
+    changed since), and the load log copied (_PUBLISHED_BOOKKEEPING), with their comments."""
+    conn.execute(f"CREATE SCHEMA {_ALIAS}.{RAW_SCHEMA}")
+    relations = _relations(conn, _current_database(conn), RAW_SCHEMA)
+    data = sorted(name for name in relations if not name.startswith("_"))
+    versions = written_version_ids(conn, data)
+    for name in data:
+        select = files.raw_select(conn, RAW_SCHEMA, name, versions.get(name, "0"))
+        conn.execute(f"CREATE VIEW {_ALIAS}.{RAW_SCHEMA}.{quote(name)} AS\n{select}")
+    for name in sorted(set(relations) & _PUBLISHED_BOOKKEEPING):
+        conn.execute(f"CREATE TABLE {_ALIAS}.{RAW_SCHEMA}.{quote(name)} AS SELECT * FROM {relation(RAW_SCHEMA, name)}")
+    execute_together(conn, _raw_comment_statements(conn))
+
+
+def _raw_comment_statements(conn: duckdb.DuckDBPyConnection) -> list[str]:
+    """The warehouse's comments on its raw tables and their columns, for their copies in the snapshot."""
+    kinds = _relations(conn, _ALIAS, RAW_SCHEMA)
+    statements = []
+    for table, comment in conn.execute(
+        "SELECT table_name, comment FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = ? "
+        "AND comment IS NOT NULL UNION ALL SELECT view_name, comment FROM duckdb_views() WHERE "
+        "database_name = current_database() AND schema_name = ? AND comment IS NOT NULL",
+        [RAW_SCHEMA, RAW_SCHEMA],
     ).fetchall():
-        if name not in _PUBLISHED_BOOKKEEPING:
-            conn.execute(f"DROP TABLE {_ALIAS}.{quote(RAW_SCHEMA)}.{quote(name)}")
+        if table in kinds:
+            statements.append(
+                f"COMMENT ON {kinds[table]} {_ALIAS}.{RAW_SCHEMA}.{quote(table)} IS {string_literal(comment)}"
+            )
+    for table, column, comment in conn.execute(
+        "SELECT table_name, column_name, comment FROM duckdb_columns() WHERE database_name = current_database() "
+        "AND schema_name = ? AND comment IS NOT NULL",
+        [RAW_SCHEMA],
+    ).fetchall():
+        if table in kinds:
+            statements.append(
+                f"COMMENT ON COLUMN {_ALIAS}.{RAW_SCHEMA}.{quote(table)}.{quote(column)} IS {string_literal(comment)}"
+            )
+    return statements
+
+
+def _relations(conn: duckdb.DuckDBPyConnection, database: str, schema: str) -> dict[str, str]:
+    """TABLE or VIEW, for each relation of `database.schema`."""
+    return dict(
+        conn.execute(
+            "SELECT table_name, 'TABLE' FROM duckdb_tables() WHERE database_name = $db AND schema_name = $schema "
+            "UNION ALL SELECT view_name, 'VIEW' FROM duckdb_views() WHERE database_name = $db "
+            "AND schema_name = $schema AND NOT internal",
+            {"db": database, "schema": schema},
+        ).fetchall()
+    )
+
+
+def _current_database(conn: duckdb.DuckDBPyConnection) -> str:
+    return str(scalar(conn, "SELECT current_database()"))
+
+
+def _published_versions(conn: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """Each built model's published version: the digest of its build's inputs, or, for a build recorded without
+    them (dbt's), of when it was built and from which code."""
+    return {
+        model: inputs or hashlib.sha256(f"{built_at.isoformat()}|{code}".encode()).hexdigest()[:16]
+        for model, inputs, built_at, code in conn.execute(
+            f"SELECT model, inputs, built_at, code_version FROM {BUILDS_TABLE}"
+        ).fetchall()
+    }
+
+
+def _published_columns(conn: duckdb.DuckDBPyConnection, model: str) -> list[tuple[str, str]]:
+    """The model's columns but its bookkeeping ones (named `_...`), with their types."""
+    return [
+        (name, type_)
+        for name, type_, *_ in conn.execute(f"DESCRIBE {relation(MODEL_SCHEMA, model)}").fetchall()
+        if not name.startswith("_")
+    ]
 
 
 # The snapshot's own tables, described like the models.
@@ -184,15 +289,8 @@ _SNAPSHOT_TABLES = {
 
 
 def _describe_snapshot(conn: duckdb.DuckDBPyConnection, models: list[Model]) -> None:
-    """COMMENT ON every relation of the snapshot's main and its columns (the raw tables keep the warehouse's)."""
-    kinds = dict(
-        conn.execute(
-            "SELECT view_name, 'VIEW' FROM duckdb_views() WHERE database_name = ? AND schema_name = 'main' "
-            "AND NOT internal UNION ALL SELECT table_name, 'TABLE' FROM duckdb_tables() WHERE database_name = ? "
-            "AND schema_name = 'main'",
-            [_ALIAS, _ALIAS],
-        ).fetchall()
-    )
+    """COMMENT ON every relation of the snapshot's main and its columns."""
+    kinds = _relations(conn, _ALIAS, "main")
     columns: dict[str, list[str]] = {}
     for table, column in conn.execute(
         "SELECT table_name, column_name FROM duckdb_columns() WHERE database_name = ? AND schema_name = 'main'",
@@ -211,80 +309,13 @@ def _describe_snapshot(conn: duckdb.DuckDBPyConnection, models: list[Model]) -> 
     execute_together(conn, statements)
 
 
-def _warn_if_newer_than_promised(conn: duckdb.DuckDBPyConnection) -> None:
-    """A warehouse created before its files were written in STORAGE_COMPATIBILITY_VERSION keeps its newer format,
-    and so does its copy: say so, and how to get a readable one (a rebuild writes a new file)."""
-    tags = scalar(conn, "SELECT tags FROM duckdb_databases() WHERE database_name = ?", [_ALIAS]) or {}
-    version = str(tags.get("storage_version", ""))
-    if version and not version.startswith(STORAGE_COMPATIBILITY_VERSION):
-        log.warning(
-            "the warehouse file is in DuckDB's %s storage format, so only DuckDB readers of that version open the "
-            "published %s; `lessonsync rebuild` writes a warehouse in the %s format that DuckDB 1.4 reads",
-            version,
-            SNAPSHOT_FILE,
-            STORAGE_COMPATIBILITY_VERSION,
-        )
-
-
-def _checkpointed_file(conn: duckdb.DuckDBPyConnection) -> Path:
-    """The warehouse's file, every committed change written into it (no WAL left), so that a byte copy of it is
-    the warehouse as committed. Nothing else writes meanwhile: a publish holds the warehouse pool."""
-    path = scalar(conn, "SELECT path FROM duckdb_databases() WHERE database_name = current_database()")
-    if not path:
-        raise ModelError(
-            "cannot publish an in-memory warehouse: the snapshot starts as a copy of the warehouse "
-            "file; open the warehouse from a file"
-        )
-    conn.execute("CHECKPOINT")
-    wal = Path(f"{path}.wal")
-    if wal.exists() and wal.stat().st_size > 0:
-        raise ModelError(
-            f"cannot publish: {wal} still holds changes after a CHECKPOINT (another connection of "
-            "this process has a transaction open); publish when the warehouse is idle"
-        )
-    return Path(path)
-
-
-def _copy_file_elsewhere(source: Path, target: Path) -> None:
-    """`source` copied to `target` by a child process. Not here: DuckDB holds the warehouse's write lock as a POSIX
-    record lock, which belongs to the process and goes the moment the process closes ANY descriptor of that file, as
-    copying it would (another process could then open the warehouse while this one writes it)."""
-    copier = subprocess.run(
-        [
-            sys.executable,
-            "-I",
-            "-S",
-            "-c",
-            "import shutil, sys; shutil.copyfile(*sys.argv[1:])",
-            str(source),
-            str(target),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if copier.returncode != 0:
-        raise ModelError(f"cannot publish: copying {source} to {target} failed: {copier.stderr.strip()[-500:]}")
-
-
-def _clear_main(conn: duckdb.DuckDBPyConnection) -> None:
-    """Empties the copy's schema main (the warehouse keeps nothing there, unless someone created it by hand)."""
-    for kind, name in conn.execute(
-        "SELECT 'VIEW', view_name FROM duckdb_views() WHERE database_name = ? AND schema_name = 'main' "
-        "AND NOT internal UNION ALL SELECT 'TABLE', table_name FROM duckdb_tables() WHERE database_name = ? "
-        "AND schema_name = 'main'",
-        [_ALIAS, _ALIAS],
-    ).fetchall():
-        conn.execute(f"DROP {kind} IF EXISTS {_ALIAS}.main.{quote(name)} CASCADE")
-
-
 _SESSION_VARIABLE = re.compile(r"\bgetvariable\s*\(", re.IGNORECASE)
 
 
 def _stays_a_view(model: Model, built_code: str | None) -> bool:
-    """Whether the model is published as its own view over the raw tables of the copy: a view that reads only
-    raw tables, whose warehouse build came from the code it has now (else its SQL is not the one built), and
-    that reads no session variable (`as_of` is set only while models build; a copy keeps the build's value)."""
+    """Whether the model is published as its own view over the snapshot's raw tables: a view that reads only raw
+    tables, whose warehouse build came from the code it has now (else its SQL is not the one built), and that reads
+    no session variable (`as_of` is set only while models build; its file keeps the build's value)."""
     return (
         model.materialized == "view"
         and model.problem is None
@@ -294,21 +325,14 @@ def _stays_a_view(model: Model, built_code: str | None) -> bool:
     )
 
 
-def _copy(conn: duckdb.DuckDBPyConnection, name: str, *, ordered: bool) -> None:
-    """The model `name` copied from the warehouse into the snapshot as a table. A view's rows have no order, so
-    they are copied without keeping one, which lets DuckDB write on every core; a table keeps the order its SQL gave
-    its rows (daily_activity is ordered by day)."""
-    with nullcontext() if ordered else insertion_order_not_kept(conn):
-        conn.execute(f"CREATE TABLE {_ALIAS}.main.{quote(name)} AS SELECT * FROM {relation(MODEL_SCHEMA, name)}")
-
-
 def _write_parquet(conn: duckdb.DuckDBPyConnection, mart: Model, marts_dir: Path) -> Path:
     """The mart as Parquet (zstd), its YAML descriptions as the file's and each field's Arrow metadata; written
     batch by batch (memory bounded by a row group, whatever the mart's size)."""
     target = marts_dir / f"{mart.name}.parquet"
     temp = marts_dir / f".{mart.name}.parquet.{uuid.uuid4().hex[:12]}.tmp"
     try:
-        reader = conn.sql(f"SELECT * FROM {relation(MODEL_SCHEMA, mart.name)}").to_arrow_reader(_PARQUET_ROWS)
+        listed = ", ".join(quote(name) for name, _ in _published_columns(conn, mart.name))
+        reader = conn.sql(f"SELECT {listed} FROM {relation(MODEL_SCHEMA, mart.name)}").to_arrow_reader(_PARQUET_ROWS)
         schema = described_schema(reader.schema, mart)
         with pq.ParquetWriter(temp, schema, compression="zstd") as writer:
             for batch in reader:
@@ -323,9 +347,14 @@ def _write_parquet(conn: duckdb.DuckDBPyConnection, mart: Model, marts_dir: Path
 
 
 def _write_manifest(
-    marts_dir: Path, parquet: dict[str, Path], rows: dict[str, int], at: datetime, marts: set[str]
+    marts_dir: Path,
+    parquet: dict[str, Path],
+    rows: dict[str, int],
+    versions: dict[str, str],
+    at: datetime,
+    marts: set[str],
 ) -> None:
-    """The manifest of `parquet`, written now, and of the project's other marts (`marts`) the previous entry
+    """The manifest of `parquet`, published now, and of the project's other marts (`marts`) the previous entry
     whose file is still there (a mart left out of this publish keeps what was published)."""
     manifest_path = marts_dir / MANIFEST_FILE
     previous: dict[str, Any] = _read_manifest(manifest_path).get("marts", {})
@@ -336,10 +365,10 @@ def _write_manifest(
         for name, entry in previous.items()
         if name in marts and name not in parquet and (marts_dir / f"{name}.parquet").exists()
     }
-    manifest = {
-        "published_at": at.isoformat(),
-        "marts": {**kept, **{name: {"file": path.name, "rows": rows[name]} for name, path in parquet.items()}},
+    published = {
+        name: {"file": path.name, "rows": rows[name], "version": versions[name]} for name, path in parquet.items()
     }
+    manifest = {"published_at": at.isoformat(), "marts": {**kept, **published}}
     temp = manifest_path.with_name(f".{MANIFEST_FILE}.{uuid.uuid4().hex[:12]}.tmp")
     temp.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     _replace(temp, manifest_path)
@@ -354,15 +383,7 @@ def _read_manifest(path: Path) -> dict[str, Any]:
 
 
 def _replace(temp: Path, target: Path) -> None:
-    """Durable atomic replacement: the data reaches the disk before the name points at it."""
-    with open(temp, "rb+") as handle:
-        os.fsync(handle.fileno())
-    os.replace(temp, target)
-    directory = os.open(target.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
+    durable_replace(temp, target)
 
 
 def _remove_leftovers(data_dir: Path) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 import duckdb
 
 from pipeline.analytics.publish import SNAPSHOT_FILE
+from pipeline.console import text_table
 from pipeline.warehouse import scalar
 
 # (title, query) over the snapshot's tables; each answers one analyst question in a few rows.
@@ -42,7 +43,8 @@ def mart_summary(data_dir: Path) -> str:
         published = scalar(conn, "SELECT published_at FROM _published")
         parts = [f"Analytics published at {published:%Y-%m-%d %H:%M:%S %Z} ({snapshot})"]
         for title, query in SUMMARY_QUERIES:
-            table = conn.sql(query).to_arrow_table().to_pandas().to_string(index=False, na_rep="-")
+            result = conn.sql(query)
+            table = text_table(result.columns, result.fetchall())
             parts.append(f"\n{title}\n{table}")
         return "\n".join(parts)
     finally:

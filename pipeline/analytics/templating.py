@@ -5,10 +5,14 @@ A model's file is rendered once, when the project loads (files only, no database
 - `{{ ref('<model>') }}` and `{{ source('lms', '<table>') }}`: the relations `analytics.<model>` and
   `lms.<table>`; each call is a dependency of the model, whatever the rendered SQL does with it;
 - `{{ this }}`: the model's own relation, `analytics.<model>`;
-- `{{ var('as_of') }}`: `getvariable('as_of')`, the DuckDB variable each build sets (build.py);
+- `{{ var('as_of') }}`: `getvariable('as_of')`, the DuckDB variable each build sets (build.py); models read it
+  through the project's macro `as_of()` (dbt_like_sql/macros/as_of.sql), which under dbt casts a date or timestamp;
+  a model that calls it is time-relative (`Rendered.reads_as_of`): rebuilt by every build, whatever else changed;
   `{{ var('<name>', <default>) }}`: the variable of dbt_project.yml's `vars:`, else the default;
-- `{{ config(materialized='table') }}` (or 'view'): how the model is built, before its YAML's `config:`;
-- `is_incremental()`: false, every build being a full build;
+- `{{ config(materialized='table') }}` ('view', or 'incremental' with `unique_key=`): how the model is built,
+  before its YAML's `config:`;
+- `is_incremental()`: false, except in the second rendering of an incremental model (`render(...,
+  incremental=True)`), the SQL a build runs when the model's table exists and only raw data changed since;
 - the macros of `macros/*.sql` (`{% macro %}` blocks), callable from models and from each other;
 - Jinja itself: `{% set %}`, `{% if %}`, `{% for %}`, `{% macro %}`, `{% do %}`, comments, filters.
 
@@ -28,15 +32,15 @@ import jinja2
 from jinja2 import nodes
 from jinja2.sandbox import SandboxedEnvironment
 
-from pipeline.analytics.config import Materialization, read_yaml
+from pipeline.analytics.config import Materialization, read_yaml, unique_key_columns
 from pipeline.analytics.errors import ModelError
 from pipeline.analytics.lineage import MODEL_SCHEMA, RAW_SCHEMA, TableRef
 from pipeline.analytics.refs import VARIABLES, qualified
 
 MACROS_DIR = "macros"
 BUILTINS = ("ref", "source", "this", "var", "config", "is_incremental")
-MATERIALIZATIONS = ("table", "view")
-_CONFIG_KEYS = ("materialized",)
+MATERIALIZATIONS = ("table", "view", "incremental")
+_CONFIG_KEYS = ("materialized", "unique_key")
 _NO_DEFAULT = object()
 _MACRO_NAME = re.compile(r"\{%-?\s*macro\s+([A-Za-z_][A-Za-z0-9_]*)")
 _WHAT_TO_DO = (
@@ -65,14 +69,18 @@ class Rendered:
     sql: str
     calls: frozenset[TableRef]  # every ref() and source() the rendering called
     materialized: Materialization | None  # config(materialized=...), if the model set it
+    unique_key: tuple[str, ...] = ()  # config(unique_key=...), if the model set it
+    reads_as_of: bool = False  # the rendering called var('as_of')
 
 
 @dataclass
 class _Calls:
-    """What one rendering records: its references and its config()."""
+    """What one rendering records: its references, its config() and whether it read `as_of`."""
 
     tables: set[TableRef] = field(default_factory=set)
     materialized: Materialization | None = None
+    unique_key: tuple[str, ...] = ()
+    reads_as_of: bool = False
 
 
 @dataclass(frozen=True)
@@ -115,8 +123,9 @@ class Templates:
     def macro_names(self) -> list[str]:
         return sorted(name for f in self._macro_files for name in f.names)
 
-    def render(self, text: str, path: Path, model: str) -> Rendered:
-        """The model's SQL rendered; ModelError naming the file and line of what failed, and what to do."""
+    def render(self, text: str, path: Path, model: str, *, incremental: bool = False) -> Rendered:
+        """The model's SQL rendered (`incremental`: with is_incremental() true); ModelError naming the file and
+        line of what failed, and what to do."""
         self._texts[str(path)] = text
         shadowing = [problem for name, problem in self._macro_problems.items() if name in BUILTINS]
         if shadowing:  # dbt would call the project's macro where this runner calls its own: every model differs
@@ -126,9 +135,9 @@ class Templates:
             "ref": lambda *args, **kwargs: self._ref(calls, args, kwargs),
             "source": lambda *args, **kwargs: self._source(calls, args, kwargs),
             "this": Relation(MODEL_SCHEMA, model),
-            "var": self._var,
+            "var": lambda *args, **kwargs: self._var(calls, *args, **kwargs),
             "config": lambda *args, **kwargs: _config(calls, args, kwargs),
-            "is_incremental": lambda: False,
+            "is_incremental": lambda: incremental,
         }
         try:
             context.update(self._macros(context))
@@ -148,7 +157,7 @@ class Templates:
             raise ModelError(
                 f"{self._where(error, path)}: rendering failed: {type(error).__name__}: {error}; fix the Jinja"
             ) from None
-        return Rendered(sql, frozenset(calls.tables), calls.materialized)
+        return Rendered(sql, frozenset(calls.tables), calls.materialized, calls.unique_key, calls.reads_as_of)
 
     def _ref(self, calls: _Calls, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Relation:
         if kwargs or len(args) != 1 or not isinstance(args[0], str):
@@ -167,8 +176,9 @@ class Templates:
         calls.tables.add(TableRef(RAW_SCHEMA, args[1]))
         return Relation(RAW_SCHEMA, args[1])
 
-    def _var(self, name: str, default: Any = _NO_DEFAULT) -> Any:
+    def _var(self, calls: _Calls, name: str, default: Any = _NO_DEFAULT) -> Any:
         if name in VARIABLES:
+            calls.reads_as_of = calls.reads_as_of or name == "as_of"
             return VARIABLES[name]
         if self._variables_problem is not None:
             raise ModelError(self._variables_problem)
@@ -251,17 +261,19 @@ def _config(calls: _Calls, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str
     if args or unknown:
         given = ", ".join(unknown) or "positional arguments"
         raise ModelError(
-            f"config({given}=...): LessonSync's runner reads config(materialized='table' or 'view') only; "
-            f"drop the rest, or {_WHAT_TO_DO}"
+            f"config({given}=...): LessonSync's runner reads config(materialized='table', 'view' or 'incremental', "
+            f"unique_key=...) only; drop the rest, or {_WHAT_TO_DO}"
         )
     materialized = kwargs.get("materialized")
     if materialized is not None:
         if materialized not in MATERIALIZATIONS:
             raise ModelError(
-                f"config(materialized={materialized!r}): LessonSync's runner builds a 'table' or a 'view' (each "
-                f"build is a full build: no incremental, no ephemeral); choose one, or {_WHAT_TO_DO}"
+                f"config(materialized={materialized!r}): LessonSync's runner builds a 'table', a 'view' or an "
+                f"'incremental' table (no ephemeral, no materialized view); choose one, or {_WHAT_TO_DO}"
             )
         calls.materialized = materialized
+    if "unique_key" in kwargs:
+        calls.unique_key = unique_key_columns(kwargs["unique_key"], "config(unique_key=...)")
     return ""
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import duckdb
 
+from pipeline.analytics.lineage import RAW_SCHEMA
 from pipeline.analytics.models import AnalyticsProject
 from pipeline.analytics.publish import MANIFEST_FILE, MARTS_DIR, SNAPSHOT_FILE
 from pipeline.analytics.sql import quote
@@ -32,11 +33,28 @@ def verify_published(project: AnalyticsProject, data_dir: Path) -> tuple[list[st
             if name not in relations:
                 problems.append(f"{snapshot}: model {name} is missing")
                 continue
-            rows[name] = scalar(conn, f"SELECT count(*) FROM {quote(name)}")
+            try:
+                rows[name] = scalar(conn, f"SELECT count(*) FROM {quote(name)}")
+            except duckdb.Error as error:  # a file its view reads is gone or damaged
+                problems.append(f"{snapshot}: model {name} is unreadable: {' '.join(str(error).split())}")
+        problems += _check_raw_tables(snapshot, conn)
         problems += _check_parquet(project, data_dir / MARTS_DIR, rows, conn)
     finally:
         conn.close()
     return problems, rows
+
+
+def _check_raw_tables(snapshot: Path, conn: duckdb.DuckDBPyConnection) -> list[str]:
+    """Every raw table of the snapshot opens: the files its view reads are there (their footers are read)."""
+    problems = []
+    for (name,) in conn.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = ?", [RAW_SCHEMA]
+    ).fetchall():
+        try:
+            conn.execute(f"SELECT * FROM {RAW_SCHEMA}.{quote(name)} LIMIT 0").fetchall()
+        except duckdb.Error as error:
+            problems.append(f"{snapshot}: raw table {name} is unreadable: {' '.join(str(error).split())}")
+    return problems
 
 
 def _check_parquet(

@@ -12,6 +12,7 @@ import logging
 import sys
 
 from pipeline.cli.options import CommandParser
+from pipeline.extras import ExtraNotInstalled
 from pipeline.simulator_extra import SimulatorNotInstalled, simulator_extra
 
 EPILOG = """\
@@ -83,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
             return int(module.run(args) or 0)
     except SimulatorNotInstalled as exc:
         parser.exit(2, f"{exc}\n")
+    except ExtraNotInstalled as exc:  # a setting asks for an extra that is not installed
+        parser.exit(2, f"lessonsync {command}: {exc}\n")
     finally:
         # The command is done: the interpreter's final garbage collection would walk every object Dagster and the
         # run left (seconds, after the verdict is printed); frozen objects are left to the process's end.

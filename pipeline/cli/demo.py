@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from pipeline.cli.options import DEFAULT_DATA_DIR_TEXT, bounded_int, settings_from
 
-# Dagster, DuckDB, pandas and the simulator are imported inside the functions that use them, so that
+# Dagster, DuckDB and the simulator are imported inside the functions that use them, so that
 # `lessonsync demo --help` answers at once.
 if TYPE_CHECKING:
     from dagster import DagsterInstance
@@ -24,21 +24,6 @@ if TYPE_CHECKING:
     from pipeline.stack import Stack
     from pipeline.sync import SyncReport
 
-RAW_TABLES = (
-    "active_lessons",
-    "answers",
-    "answer_results",
-    "groups",
-    "users",
-    "group_members",
-    "categories",
-    "lesson_sessions",
-    "lesson_session_registrations",
-    "lessons",
-    "lesson_questions",
-    "certificate_events",
-    "certificates",
-)
 DEMO_SUBDIRECTORY = "demo"  # of the data directory: the demo never touches the warehouse of real syncs
 
 
@@ -132,28 +117,30 @@ def _verify(stack: Stack) -> bool:
 
 def _summary(stack: Stack, incremental: SyncReport, full_s: float, incremental_s: float) -> None:
     import duckdb
-    import pandas as pd
 
+    from pipeline.console import text_table
+    from pipeline.contract.streams import stream_tables
+    from pipeline.contract.tables import CERTIFICATE_EVENTS, CERTIFICATES
     from pipeline.webhooks.load import certificate_summary
 
-    rows = []
+    rows: list[tuple[object, ...]] = []
     with duckdb.connect(str(stack.warehouse_path)) as conn:  # no sync is running now
-        for table in RAW_TABLES:
+        for table in (*stream_tables(), CERTIFICATE_EVENTS.name, CERTIFICATES.name):
             live = "WHERE deleted_at IS NULL" if _has_column(conn, table, "deleted_at") else ""
             total = conn.execute(f"SELECT count(*) FROM lms.{table} {live}").fetchall()[0][0]
             changed = incremental.materializations.get(f"lms/{table}", {})
             rows.append(
-                {
-                    "table": f"lms.{table}",
-                    "rows": total,
-                    "inserted": changed.get("rows_inserted", changed.get("events_loaded", 0)),
-                    "updated": changed.get("rows_updated", changed.get("certificates_changed", 0)),
-                    "deleted": changed.get("rows_deleted", 0),
-                }
+                (
+                    f"lms.{table}",
+                    total,
+                    changed.get("rows_inserted", changed.get("events_loaded", 0)),
+                    changed.get("rows_updated", changed.get("certificates_changed", 0)),
+                    changed.get("rows_deleted", 0),
+                )
             )
         certificates = certificate_summary(conn)
     print("\nTables after the incremental sync (inserted/updated/deleted: what the incremental run changed)")
-    print(pd.DataFrame(rows).to_string(index=False))
+    print(text_table(("table", "rows", "inserted", "updated", "deleted"), rows))
     print(
         f"\nTime: full sync {full_s:.1f} s, incremental {incremental_s:.1f} s "
         f"({100 * incremental_s / full_s:.0f}% of the full sync, Dagster overhead included)"

@@ -165,6 +165,7 @@ class StatusReport:
                 out.append(f"{'':16} {failure_text(s.run)}")
             if s.load.last_reset_at is not None:
                 out.append(f"{'':16} cursor reset at {when(s.load.last_reset_at)}")
+            out += [f"{'':16} {column}" for column in s.load.new_columns]
         out.append("")
         out.append(f"rows now ({self.rows_source}):")
         for s in self.streams:
@@ -232,6 +233,7 @@ class StatusReport:
                     "loads": s.load.loads,
                     "quarantined": s.load.quarantined,
                     "cursor_reset_at": iso(s.load.last_reset_at),
+                    "new_columns": s.load.new_columns,
                     "rows": s.rows,
                 }
                 for s in self.streams

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from pipeline.cli.options import add_base_url, add_data_dir, settings_from
 from pipeline.cli.os_failures import os_failure
 from pipeline.cli.stopping import Received, stop_promptly_on_signals
+from pipeline.extras import require_extras_of
 
 if TYPE_CHECKING:
     from pipeline.raw.prefetch import Prefetch
@@ -41,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
 
     started = time.monotonic()
     settings = settings_from(args)
+    require_extras_of(settings)  # a missing extra is one line now, not a run failing part-way (nor a prefetch)
     with stop_promptly_on_signals("sync") as stopped:
         # The run's first fetches start now, while Dagster is imported and the run is set up: its raw step adopts
         # them when it reads the same windows (pipeline/raw/prefetch.py). Not for a selection: which streams it
@@ -123,7 +125,7 @@ def _whole_multi_assets(settings: Settings, select: list[str]) -> list[str]:
 
 def summary_lines(materializations: Mapping[str, Mapping[str, object]]) -> list[str]:
     """One line per asset that loads rows (synced tables, certificates), then the models' build in a few lines."""
-    lines, models = [], []
+    lines, models, unchanged = [], [], 0
     for key, metadata in sorted(materializations.items()):
         fetched = metadata.get("rows_fetched", metadata.get("events_loaded"))
         if key.startswith("lake/"):  # the Iceberg mirror
@@ -132,7 +134,9 @@ def summary_lines(materializations: Mapping[str, Mapping[str, object]]) -> list[
             lines.append(f"{key:32} Iceberg tables written: {names or 'none'}")
             continue
         if fetched is None:  # not a load: an analytics model, or the published copy (which is no model)
-            if "published_at" not in metadata:
+            if metadata.get("rebuilt") is False:  # inputs unchanged since its last build: not rebuilt
+                unchanged += 1
+            elif "published_at" not in metadata:
                 rows = metadata.get("dagster/row_count")
                 models.append(f"{key.split('/')[-1]} {rows:,}" if isinstance(rows, int) else f"{key.split('/')[-1]} ?")
             continue
@@ -152,4 +156,6 @@ def summary_lines(materializations: Mapping[str, Mapping[str, object]]) -> list[
         lines += textwrap.wrap(
             f"models built: {len(models)} (rows) " + ", ".join(models), width=110, subsequent_indent="  "
         )
+    if unchanged:
+        lines.append(f"models unchanged since their last build (inputs the same): {unchanged}")
     return lines

@@ -16,9 +16,12 @@ import typing
 from pydantic import BaseModel
 
 from pipeline.contract import models as m
+from pipeline.contract.evolution import DESCRIPTION_METADATA
+from pipeline.contract.streams import STREAMS
 from pipeline.contract.tables import TABLES, TableSpec
 
-# Which API record each table's own columns come from, the prefix its columns carry, and where it is read.
+# Which API record each table's own columns come from, the prefix its columns carry, and where it is read; a table
+# not named here is described from the endpoint listing that fills it (source_of).
 SOURCES: dict[str, tuple[type[BaseModel], str, str]] = {
     "active_lessons": (m.ActiveLesson, "", "GET /v1/active-lessons"),
     "answers": (
@@ -300,16 +303,26 @@ def api_paths(model: type[BaseModel], prefix: str = "", api_prefix: str = "") ->
     return paths
 
 
+def source_of(table: str) -> tuple[type[BaseModel], str, str] | None:
+    """SOURCES' entry of `table`, else its listing's record model and request (a table whose stream was added by its
+    declaration alone); None for a table no listing fills (the quarantine)."""
+    if table in SOURCES:
+        return SOURCES[table]
+    listing = next((endpoint for endpoint in STREAMS.values() if endpoint.table == table), None)
+    return None if listing is None else (listing.model, "", listing.where())
+
+
 def column_descriptions(spec: TableSpec) -> dict[str, str]:
     """Every data column of `spec` -> its description, then the load metadata columns (each table has the ones
     its kind keeps); a column nobody described is missing (undocumented_columns lists them). A table the
     contract does not know (a test's) gets the notes that apply by name."""
+    source = source_of(spec.name)
     if spec.name == "quarantine":
         described = dict(QUARANTINE_COLUMNS)
-    elif spec.name not in SOURCES:
+    elif source is None:
         described = OTHER_TABLES.get(spec.name) or {f.name: NOTES.get(f.name, "") for f in spec.schema}
     else:
-        model, prefix, _ = SOURCES[spec.name]
+        model, prefix, _ = source
         paths = api_paths(model, prefix)
         parents = PARENT_COLUMNS.get(spec.name, {})
         meanings = MEANINGS.get(model, {})
@@ -321,6 +334,10 @@ def column_descriptions(spec: TableSpec) -> dict[str, str]:
             )
             for f in spec.schema
         }
+    # a column the platform began sending says so itself (contract/evolution.py), once its load is known
+    for f in spec.schema:
+        if f.metadata and DESCRIPTION_METADATA in f.metadata:
+            described[f.name] = f.metadata[DESCRIPTION_METADATA].decode()
     loaded = LOAD_COLUMNS | (SNAPSHOT_LOAD_COLUMNS if spec.kind == "snapshot" else {})
     return {name: text for name, text in described.items() if text} | loaded
 

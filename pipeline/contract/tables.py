@@ -2,6 +2,9 @@
 its batch. The contract between the source client (which yields Arrow record batches for a table) and the
 warehouse (which creates, upserts and snapshots it). Import `TABLES` (name -> TableSpec) from here.
 
+A table a stream fills is declared with its stream (declarations.py: `record_table`, `child_table`), which
+registers it in `TABLES` and `BUILDS`; the tables no stream fills (the quarantine, the certificates) are here.
+
 Column names follow the models: the API field in snake_case without leading underscores, nested objects
 flattened with the parent name as prefix (columns.py). Load metadata columns (first/last loaded, deleted)
 are the warehouse's business and are not part of `schema`.
@@ -54,7 +57,7 @@ class TableSpec:
 ChildRow = tuple[int, tuple[Any, ...], Any]  # (index of the parent in its page, context values, child dict)
 
 
-def _spec(
+def table_spec(
     name: str,
     fields: list[pa.Field],
     key: tuple[str, ...],
@@ -110,7 +113,7 @@ class ChildTable:
         return pa.RecordBatch.from_arrays([*front, *records], schema=self.spec.schema)
 
 
-def _child(
+def child_table(
     name: str,
     parent: RecordTable,
     parent_key: tuple[tuple[str, str], ...],
@@ -124,7 +127,7 @@ def _child(
 ) -> ChildTable:
     key_fields = [parent.spec.schema.field(source).with_name(target) for source, target in parent_key]
     front = [*context, *key_fields] if context_first else [*key_fields, *context]
-    spec = _spec(
+    spec = table_spec(
         name,
         [*front, *(columns.fields if columns else [])],
         key,
@@ -135,7 +138,7 @@ def _child(
     return ChildTable(spec, parent_key, tuple(context), columns, context_first)
 
 
-def _record_table(
+def record_table(
     name: str,
     model: type[m.ApiModel],
     key: tuple[str, ...],
@@ -146,96 +149,10 @@ def _record_table(
     cursor: str | None = None,
 ) -> RecordTable:
     columns = ModelColumns(model, exclude=exclude)
-    return RecordTable(_spec(name, columns.fields, key, kind, description, cursor=cursor), columns)
+    return RecordTable(table_spec(name, columns.fields, key, kind, description, cursor=cursor), columns)
 
 
-ANSWER_KEY = ("active_lesson_id", "quiz_type", "attempt_index", "question_id")
-
-ACTIVE_LESSONS = _record_table(
-    "active_lessons",
-    m.ActiveLesson,
-    ("owner_id", "user_id", "lesson_id"),
-    "incremental",
-    "Progress of one user on one lesson.",
-    cursor="last_date",
-)
-ANSWERS = _record_table(
-    "answers",
-    m.Answer,
-    ANSWER_KEY,
-    "incremental",
-    "One answer of a user to one question, every attempt of entry and exit quizzes.",
-    exclude=frozenset({"results"}),
-    cursor="last_date",
-)
-ANSWER_RESULTS = _child(
-    "answer_results",
-    ANSWERS,
-    tuple((k, k) for k in ANSWER_KEY),
-    [pa.field("result_index", pa.int64())],
-    ModelColumns(m.AnswerResult),
-    (*ANSWER_KEY, "result_index"),
-    "One result (choice, text, number...) of an answer.",
-)
-GROUPS = _record_table("groups", m.UserGroup, ("id",), "snapshot", "User groups, disabled ones included.")
-USERS = _record_table(
-    "users",
-    m.User,
-    ("id",),
-    "snapshot",
-    "Users of the groups; a user in several groups is "
-    "one row (the client yields it once per group: dedupe on the key).",
-)
-GROUP_MEMBERS = _child(
-    "group_members",
-    USERS,
-    (("id", "user_id"),),
-    [pa.field("group_id", pa.string())],
-    None,
-    ("group_id", "user_id"),
-    "Which user belongs to which group.",
-    context_first=True,
-    linked=False,
-)
-CATEGORIES = _record_table("categories", m.Category, ("id",), "snapshot", "Lesson categories.")
-SESSIONS = _record_table(
-    "lesson_sessions",
-    m.LessonSession,
-    ("id",),
-    "snapshot",
-    "Scheduled sessions of lessons.",
-    exclude=frozenset({"registrations"}),
-)
-REGISTRATIONS = _child(
-    "lesson_session_registrations",
-    SESSIONS,
-    (("id", "session_id"),),
-    [],
-    ModelColumns(m.LessonSessionRegistration),
-    ("session_id", "user_id"),
-    "Users registered to a lesson session.",
-)
-LESSONS = _record_table(
-    "lessons", m.Lesson, ("id",), "snapshot", "Lessons of the catalogue; notions kept whole as JSON."
-)
-LESSON_QUESTIONS = _child(
-    "lesson_questions",
-    LESSONS,
-    (("id", "lesson_id"),),
-    [
-        pa.field("notion_index", pa.int64()),
-        pa.field("notion_title", pa.string()),
-        pa.field("quiz", pa.string()),  # "entry" (entryQuizz) or "exit" (exitQuizz)
-        pa.field("quizz_type", pa.string()),
-        pa.field("quizz_life_number", pa.float64()),
-        pa.field("question_index", pa.int64()),
-    ],
-    ModelColumns(m.LessonQuizzQuestion, prefix="question_"),
-    ("lesson_id", "notion_index", "quiz", "question_index"),
-    "Quiz questions of every lesson notion (entry and exit quizzes), for question-level analysis.",
-)
-
-QUARANTINE = _spec(
+QUARANTINE = table_spec(
     "quarantine",
     [
         pa.field("seen_at", TIMESTAMP),
@@ -273,14 +190,14 @@ CURRENT_STATE_FIELDS = [
     pa.field("last_received_at", TIMESTAMP, nullable=False),
 ]
 _PAYLOAD_FIELDS = [f.with_nullable(False) if f.name == "id" else f for f in CERTIFICATE_COLUMNS.fields]  # _id required
-CERTIFICATE_EVENTS = _spec(
+CERTIFICATE_EVENTS = table_spec(
     "certificate_events",
     [*DELIVERY_FIELDS, *_PAYLOAD_FIELDS],
     ("event_id",),
     "append",
     "Every distinct certificate webhook delivery (completed or expired), in inbox order.",
 )
-CERTIFICATES = _spec(
+CERTIFICATES = table_spec(
     "certificates",
     [*CERTIFICATE_COLUMNS.fields, *CURRENT_STATE_FIELDS],
     ("id",),
@@ -296,22 +213,9 @@ def quarantine_batch(rows: Sequence[Any]) -> pa.RecordBatch:
     return pa.RecordBatch.from_pylist([vars(row) for row in rows], schema=QUARANTINE.schema)
 
 
-_BUILT: list[RecordTable | ChildTable] = [
-    ACTIVE_LESSONS,
-    ANSWERS,
-    ANSWER_RESULTS,
-    GROUPS,
-    USERS,
-    GROUP_MEMBERS,
-    CATEGORIES,
-    SESSIONS,
-    REGISTRATIONS,
-    LESSONS,
-    LESSON_QUESTIONS,
-]
-BUILDS: dict[str, RecordTable | ChildTable] = {b.spec.name: b for b in _BUILT}
-TABLES: dict[str, TableSpec] = {
-    **{name: b.spec for name, b in BUILDS.items()},
-    "quarantine": QUARANTINE,
-    **{spec.name: spec for spec in (CERTIFICATE_EVENTS, CERTIFICATES)},
-}
+# The registries: the tables of every declared stream (streams.py fills these when a stream is registered, in
+# declaration order; the package imports declarations.py first, so they are whole whichever module is imported),
+# then the tables no stream fills: the quarantine, and the certificates the webhook inbox fills.
+TABLES_WITHOUT_STREAM = (QUARANTINE, CERTIFICATE_EVENTS, CERTIFICATES)
+BUILDS: dict[str, RecordTable | ChildTable] = {}  # how a page's records become each stream table's batch
+TABLES: dict[str, TableSpec] = {spec.name: spec for spec in TABLES_WITHOUT_STREAM}

@@ -1,8 +1,9 @@
 """LessonSync's Dagster definitions, one folder per domain (dagster-open-platform's `defs/<domain>/` layout).
 
-- raw/          every raw table of the API as one subsettable multi-asset (`lms_raw`) over pipeline/raw/
+- raw/          every raw table of the API as one subsettable multi-asset (`lms_raw`) over pipeline/raw/, each
+                 table in its stream's group with its deps and the links its checks verify, from the stream
+                 declarations (pipeline/contract/declarations.py)
 - progress/      the progress tables' freshness, backfill config and job, their clock-skew report
-- directory/, sessions/, progress/checks.py   the links between each domain's tables, which the raw checks verify
 - certificates/  the webhook inbox's certificates: asset, inbox sensor, load_certificates job
 - analytics/     the SQL models of dbt_like_sql/ as assets, their tests as checks, the published copy
 - operations/    what spans every domain: nightly schedule, sync/refresh/check jobs, failure alerts, dead runs,

@@ -9,33 +9,31 @@ from __future__ import annotations
 
 from dagster import Definitions
 
+from pipeline.contract.streams import stream_links
 from pipeline.defs.analytics import definitions as analytics
 from pipeline.defs.certificates import definitions as certificates
-from pipeline.defs.directory import checks as directory_checks
 from pipeline.defs.lake import definitions as lake
 from pipeline.defs.operations import definitions as operations
 from pipeline.defs.policy import with_policy
-from pipeline.defs.progress import checks as progress_checks
 from pipeline.defs.progress import definitions as progress
 from pipeline.defs.raw import definitions as raw
 from pipeline.defs.raw_checks import build_webhook_table_checks
 from pipeline.defs.resources import build_resources
-from pipeline.defs.sessions import checks as sessions_checks
 from pipeline.settings import Settings
-
-LINKS = (*progress_checks.LINKS, *sessions_checks.LINKS, *directory_checks.LINKS)
 
 
 def build_definitions(settings: Settings) -> Definitions:
-    """The code location for `settings` (nothing opened: files and sockets wait for a run)."""
+    """The code location for `settings` (nothing opened: files and sockets wait for a run), from the streams declared
+    now (pipeline/contract/streams.py SYNC_STREAMS): their tables, groups, deps and the links their checks verify."""
+    links = stream_links()
     return with_policy(
         Definitions.merge(
-            raw.build_defs(settings, LINKS),
+            raw.build_defs(settings, links),
             progress.build_defs(),
             certificates.build_defs(settings),
             analytics.build_defs(settings),
             lake.build_defs(settings),
             operations.build_defs(settings),
-            Definitions(asset_checks=build_webhook_table_checks(settings, LINKS), resources=build_resources(settings)),
+            Definitions(asset_checks=build_webhook_table_checks(settings, links), resources=build_resources(settings)),
         )
     )

@@ -5,7 +5,7 @@ unexpectedly. The raw sync runs its tables' checks right after each stream commi
 They cost what the load cost, not what the table holds: after a run that loaded the table the key and link
 checks look at the rows that run's loads wrote (pipeline.warehouse.merge.checks explains why that finds every
 duplicate key and every orphan a load can make). A run that did not load the table (the `check_warehouse`
-job) checks every row. Each domain declares the links of its tables (its checks.py)."""
+job) checks every row. Each stream declares the links of its tables (`Link`, pipeline/contract/declarations.py)."""
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -24,6 +24,7 @@ from dagster import (
     multi_asset_check,
 )
 
+from pipeline.contract.streams import Link
 from pipeline.contract.tables import TABLES
 from pipeline.defs.common import Metadata, lms_key
 from pipeline.defs.policy import POOL
@@ -33,19 +34,6 @@ from pipeline.warehouse import catalog_unchanged, duplicate_keys, last_load_coun
 
 CHECKED_TABLES = tuple(name for name, spec in TABLES.items() if spec.kind != "append")
 CONTRACT_CHECK = "contract_unchanged"
-
-
-@dataclass(frozen=True)
-class Link:
-    """Every live row of lms.<child> has its lms.<parent> row (a check of the child, named for the parent)."""
-
-    child: str
-    parent: str
-    on: dict[str, str]  # child column -> parent column
-
-    @property
-    def check_name(self) -> str:
-        return f"links_to_{self.parent}"
 
 
 @dataclass(frozen=True)
@@ -79,8 +67,8 @@ def table_check_specs(table: str, rules: CheckRules) -> list[AssetCheckSpec]:
         AssetCheckSpec(
             CONTRACT_CHECK,
             asset=key,
-            description="This run's load saw no field the models do not declare and quarantined no "
-            "record (warns: the platform's contract moved).",
+            description="This run's load saw no field the models do not declare (kept in extra or become a "
+            "column) and quarantined no record (warns: the platform's contract moved).",
         ),
     ]
 
@@ -221,14 +209,16 @@ def _contract_result(table: str, metadata: Metadata | None) -> AssetCheckResult:
             metadata={"checked": "not loaded by this run"},
         )
     new_fields, quarantined = int(metadata.get("new_fields") or 0), int(metadata.get("quarantined") or 0)
+    new_columns = list(metadata.get("new_columns") or [])  # fields that became columns (contract/evolution.py)
     return AssetCheckResult(
         check_name=CONTRACT_CHECK,
         asset_key=lms_key(table),
-        passed=new_fields == 0 and quarantined == 0,
+        passed=new_fields == 0 and quarantined == 0 and not new_columns,
         severity=AssetCheckSeverity.WARN,
         metadata={
             "new_fields": new_fields,
             "new_field_paths": metadata.get("new_field_paths") or [],
+            "new_columns": new_columns,
             "quarantined_in_stream": quarantined,
             "next_step": "see lms.quarantine and the run's warnings; docs/exactness.md, 'Bad records'",
         },

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from dagster import AssetKey, AssetsDefinition, AssetSelection, Definitions
 
+from pipeline.contract.streams import STREAM_TABLES
 from pipeline.defs.lake.assets import RAW_MIRROR_KEY
-from pipeline.raw.runner import STREAM_TABLES
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,12 @@ block names the environment variable, never its value, so the password is in no 
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pipeline.extras import require_extra
 from pipeline.settings import Settings  # settings import nothing of Dagster; keep this module light
 
 if TYPE_CHECKING:
@@ -40,10 +40,6 @@ DEPLOYED_HEADER = f"""# Written at install (deploy/install.sh): every Dagster pr
 log = logging.getLogger(__name__)
 
 
-class InstanceConfigError(RuntimeError):
-    """The Dagster instance cannot be configured as the settings ask."""
-
-
 def instance_config(postgres: bool) -> str:
     """The dagster.yaml LessonSync writes: the shipped file, plus Postgres storage when asked."""
     shipped = SHIPPED_CONFIG.read_text(encoding="utf-8")
@@ -57,11 +53,7 @@ def deployed_instance_config() -> str:
 
 def write_deployed_config(home: Path) -> Path:
     """Writes deployed_instance_config() into `home` (replacing any dagster.yaml there); needs dagster-postgres."""
-    if importlib.util.find_spec("dagster_postgres") is None:
-        raise InstanceConfigError(
-            "the PostgreSQL instance config needs dagster-postgres, which is not installed: "
-            "pip install 'lessonsync[postgres]'"
-        )
+    require_extra("postgres", "the PostgreSQL instance config")
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     config.write_text(deployed_instance_config(), encoding="utf-8")
@@ -105,11 +97,7 @@ def _postgres_configured(settings: Settings) -> bool:
     url = settings.dagster_postgres_url
     if url is None or not url.get_secret_value().strip():
         return False
-    if importlib.util.find_spec("dagster_postgres") is None:
-        raise InstanceConfigError(
-            f"{POSTGRES_URL_VARIABLE} is set but dagster-postgres is not installed: "
-            "pip install 'lessonsync[postgres]' (or unset it to keep SQLite)."
-        )
+    require_extra("postgres", f"{POSTGRES_URL_VARIABLE} (set)", otherwise="or unset it to keep SQLite")
     os.environ[POSTGRES_URL_VARIABLE] = with_psycopg2_driver(url.get_secret_value().strip())
     return True
 

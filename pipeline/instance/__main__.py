@@ -12,7 +12,8 @@ import os
 import sys
 from pathlib import Path
 
-from pipeline.instance import InstanceConfigError, ensure_dagster_home, write_deployed_config
+from pipeline.extras import ExtraNotInstalled
+from pipeline.instance import ensure_dagster_home, write_deployed_config
 from pipeline.settings import load_settings
 
 
@@ -31,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         print(write_deployed_config(Path(home).resolve()))
-    except InstanceConfigError as error:
+    except ExtraNotInstalled as error:
         print(f"python -m pipeline.instance --postgres: {error}", file=sys.stderr)
         return 2
     return 0

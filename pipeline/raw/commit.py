@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
+from pipeline.contract.evolution import DiscoveredColumn
 from pipeline.contract.tables import TableSpec
 from pipeline.raw.fetch import BackgroundFetch, Fetched
 from pipeline.raw.windows import UNBOUNDED, Window, next_cursor
@@ -24,6 +25,7 @@ from pipeline.warehouse import (
     Warehouse,
     WarehouseLockedError,
     content_versions,
+    discovered_columns,
     row_count,
 )
 
@@ -55,6 +57,13 @@ class StreamLoad:
     extra: dict[str, object] = field(default_factory=dict)  # what the stream adds (the answers: their plan)
     # per table after the commit: the seq of the newest load that changed its rows (warehouse.content_versions)
     versions: dict[str, int] = field(default_factory=dict)
+    # the columns of the counted tables that loads added for fields the platform began sending, this one's included
+    discovered: tuple[DiscoveredColumn, ...] = ()
+
+    @property
+    def new_columns(self) -> tuple[DiscoveredColumn, ...]:
+        """The columns this load added (first seen in it)."""
+        return tuple(c for c in self.discovered if c.first_seen_load == self.result.seq)
 
 
 def begin_early_insert(
@@ -132,11 +141,21 @@ def commit_fetched(
             release_free_memory()
         committing = time.monotonic()
         with warehouse.one_connection() as conn:  # one open for the commit and the row counts after it
-            result = load.commit(cursor=cursor, complete_snapshots=complete, stats=stats.as_metadata(), early=early)
+            result = load.commit(
+                cursor=cursor,
+                complete_snapshots=complete,
+                stats=stats.as_metadata(),
+                early=early,
+                discovered=stats.new_columns,
+            )
             done = time.monotonic()
             counted = sorted({*tables, *snapshot_tables})
             row_counts = {table: row_count(conn, table) for table in counted}
             versions = content_versions(conn, counted)
+            discovered = tuple(c for c in discovered_columns(conn) if c.table in counted)
+    for column in discovered:
+        if column.first_seen_load == result.seq:
+            log.warning(f"{stream}: {column.summary()}: {column.description} (docs/schema-evolution.md)")
     if result.repeat_of is not None:
         log.info(
             f"{stream}: the same snapshot as load {result.repeat_of}; its rows were neither compared again nor "
@@ -153,6 +172,7 @@ def commit_fetched(
         row_counts,
         early_rows,
         versions=versions,
+        discovered=discovered,
     )
 
 
@@ -172,7 +192,9 @@ def snapshot_tables_to_close(
 
 
 def report_new_fields(log: Log, stream: str, stats: RunStats) -> None:
-    """Once per stream and run: the fields the platform sent that our models do not declare (kept in `extra`)."""
+    """Once per stream and run: the fields the platform sent that our models do not declare and that stay in
+    `extra` (the stream's contract is discard_value, or the field cannot be a column yet); those that became
+    columns are reported with their load's number after the commit."""
     if stats.new_fields:
         listed = ", ".join(f"{path} ({count:,} records)" for path, count in sorted(stats.new_fields.items()))
         log.warning(

@@ -3,16 +3,18 @@ imported, built the definitions, created the run and reached the `lms_raw` step 
 
 `fetch_ahead` (called by the CLI before it imports Dagster) starts a thread that opens the platform client (the
 token exchange and the first-page probe go out at once), reads from the warehouse the cursor and last load of each
-stream it fetches (read-only, never waiting for a lock: a warehouse in use means no prefetch), and starts the
-fetches the step starts first: the active lessons from their cursor and every snapshot, each into a load of the
-run's id, written to the lake as they arrive (pipeline/raw/fetch.py). It never writes DuckDB: the run's single
-writer, taken after the pool wait, does.
+stream it fetches and the columns discovered so far (read-only, never waiting for a lock: a warehouse in use means
+no prefetch), and starts the fetches the step starts first, by their declarations' kind: the incremental streams
+from their cursors and every snapshot, each into a load of the run's id, written to the lake as they arrive
+(pipeline/raw/fetch.py), through the schema step the step's client would apply. It never writes DuckDB: the run's
+single writer, taken after the pool wait, does.
 
 The step adopts them (`take_prefetch`, then `Prefetch.adopt` once it has the warehouse) only when it would have
-read exactly the same: the same run, settings, warehouse and streams, and, read on the step's own connection after
-its recovery, the same cursor and last load of every prefetched stream (no run committed one meanwhile). Anything
-else discards the prefetch (its fetches cancelled, their lake parts removed) and the step fetches as it always does.
-Runs the daemon launches never have one (the registry is this process's)."""
+read exactly the same: the same run, settings, warehouse, streams and discovered columns, and, read on the step's
+own connection after its recovery, the same cursor and last load of every prefetched stream (no run committed one
+meanwhile) and so the same windows. Anything else discards the prefetch (its fetches cancelled, their lake parts
+removed, its client closed) and the step fetches as it always does, with a client of its own. Runs the daemon
+launches never have one (the registry is this process's)."""
 
 from __future__ import annotations
 
@@ -28,15 +30,18 @@ from typing import TYPE_CHECKING
 from pipeline.settings import Settings
 
 if TYPE_CHECKING:
+    from pipeline.contract.evolution import SchemaPolicy
     from pipeline.raw.commit import Log
     from pipeline.raw.fetch import BackgroundFetch
     from pipeline.raw.runner import RawRun
+    from pipeline.raw.windows import Window
     from pipeline.source.client import PlatformClient
     from pipeline.warehouse import Warehouse
 
 log = logging.getLogger("lessonsync.raw")
 
 Marks = dict[str, tuple[datetime | None, int]]  # stream -> its stored cursor and last load's sequence number
+Windows = dict[str, tuple["Window", datetime | None]]  # stream -> the window the step reads and its cursor
 SOURCE_LOGGER = "lessonsync.source"  # the client's: progress, retries, drift, quarantine
 HELD_RECORDS = 1_000  # the client's lines held for the step, the newest kept
 
@@ -58,7 +63,7 @@ def fetch_ahead(settings: Settings, *, full_refresh: bool = False) -> Prefetch:
 
 
 def take_prefetch(
-    run: RawRun, warehouse: Warehouse, settings: Settings, streams: Iterable[str], log: Log
+    run: RawRun, warehouse: Warehouse, settings: Settings, schema: SchemaPolicy, streams: Iterable[str], log: Log
 ) -> Prefetch | None:
     """The prefetch of `run` if this process started one that reads what the step would (its windows are checked
     later, by `adopt`); one that does not is discarded, said in one line."""
@@ -67,7 +72,7 @@ def take_prefetch(
     if prefetch is None:
         return None
     prefetch.started()
-    problem = prefetch.mismatch(run, warehouse, settings, set(streams))
+    problem = prefetch.mismatch(run, warehouse, settings, schema, set(streams))
     if problem is not None:
         prefetch.discard(problem, log)
         return None
@@ -75,7 +80,7 @@ def take_prefetch(
 
 
 class Prefetch:
-    """The first fetches of one run (the active lessons and the snapshots), started in a thread of its own."""
+    """The first fetches of one run (the incremental streams and the snapshots), started in a thread of its own."""
 
     def __init__(self, settings: Settings, *, full_refresh: bool = False) -> None:
         # as RawSync keeps them: the page cache in the warehouse's directory
@@ -86,6 +91,7 @@ class Prefetch:
         self.client: PlatformClient | None = None
         self.fetches: dict[str, BackgroundFetch] = {}
         self.marks: Marks = {}
+        self.schema: SchemaPolicy | None = None  # the schema step its client applies (the warehouse's, when read)
         self.failure: str | None = None  # why nothing was started
         self._listener: Callable[[], None] | None = None  # told when a fetch ends, once adopted
         self.held = HeldLogs()
@@ -120,25 +126,30 @@ class Prefetch:
         # imported or opened (the warehouse, DuckDB).
         threading.Thread(target=_warm_up, args=(client,), name="lessonsync-prefetch-token", daemon=True).start()
 
-        from pipeline.contract.streams import SNAPSHOT_STREAMS
+        from pipeline.contract.streams import SYNC_STREAMS
         from pipeline.memory import keep_pandas_out
         from pipeline.raw.fetch import BackgroundFetch
-        from pipeline.raw.runner import RawRun
+        from pipeline.raw.runner import RawRun, schema_policy
         from pipeline.raw.windows import SNAPSHOT_WINDOW
         from pipeline.source.slots import BACKGROUND, URGENT
         from pipeline.warehouse import Warehouse
 
         keep_pandas_out()  # before the first page is decoded (pipeline/memory.py)
+        # The streams a run fetches first, in the step's order; a planned stream waits for its parent's commit.
+        incremental = [s.name for s in SYNC_STREAMS.values() if s.kind == "incremental"]
+        snapshots = [s.name for s in SYNC_STREAMS.values() if s.kind == "snapshot"]
         # Read-only, and never waiting: a warehouse another process holds is being written, so no prefetch.
-        # The streams a run fetches first; the answers wait for the active lessons' commit.
-        self.marks = Warehouse.from_settings(settings, lock_timeout=0.0).last_loads(
-            ["active_lessons", *SNAPSHOT_STREAMS]
-        )
+        looking = Warehouse.from_settings(settings, lock_timeout=0.0)
+        self.marks = looking.last_loads([*incremental, *snapshots])
+        self.schema = schema_policy(settings, looking.discovered_columns())
+        client.use_schema(self.schema)
         warehouse = Warehouse.from_settings(settings)
-        cursor = self.marks.get("active_lessons", (None, 0))[0]
-        window = RawRun(self.run_id, full_refresh=self.full_refresh).incremental_window(cursor, settings)
-        plan = [("active_lessons", window, cursor, URGENT)]
-        plan += [(stream, SNAPSHOT_WINDOW, None, BACKGROUND) for stream in SNAPSHOT_STREAMS]
+        run = RawRun(self.run_id, full_refresh=self.full_refresh)
+        plan = []
+        for stream in incremental:
+            cursor = self.marks.get(stream, (None, 0))[0]
+            plan.append((stream, run.incremental_window(cursor, settings), cursor, URGENT))
+        plan += [(stream, SNAPSHOT_WINDOW, None, BACKGROUND) for stream in snapshots]
         with self._lock:
             if self._closed:  # discarded while starting
                 return
@@ -154,7 +165,9 @@ class Prefetch:
         if listener is not None:
             listener()
 
-    def mismatch(self, run: RawRun, warehouse: Warehouse, settings: Settings, streams: set[str]) -> str | None:
+    def mismatch(
+        self, run: RawRun, warehouse: Warehouse, settings: Settings, schema: SchemaPolicy, streams: set[str]
+    ) -> str | None:
         """Why the step of `run` cannot adopt this prefetch, None when it can (the windows are `adopt`'s to check)."""
         from pipeline.raw.runner import RawRun
 
@@ -168,18 +181,24 @@ class Prefetch:
             fields = type(settings).model_fields
             differing = [name for name in fields if getattr(settings, name) != getattr(self.settings, name)]
             return f"the run's settings differ ({', '.join(differing) or 'the warehouse'})"  # names, never values
+        if schema != self.schema:  # the client's schema step would place the new fields otherwise
+            return "the warehouse's discovered columns changed since (another run)"
         return None
 
-    def adopt(self, warehouse: Warehouse, on_end: Callable[[], None], log: Log) -> dict[str, BackgroundFetch]:
+    def adopt(
+        self, warehouse: Warehouse, windows: Windows, on_end: Callable[[], None], log: Log
+    ) -> dict[str, BackgroundFetch]:
         """The fetches, for the step to commit, if no load of their streams was committed since they were planned
-        (read on `warehouse`, the step's, after its recovery: within its one connection); else they are
-        discarded and {} is returned. `on_end` is told whenever one of them ends from now on."""
+        (read on `warehouse`, the step's, after its recovery: within its one connection) and each reads the window
+        the step would (`windows`); else they are discarded, the client closed, and {} is returned. `on_end` is
+        told whenever one of them ends from now on."""
         now = warehouse.last_loads(self.fetches)
-        if now != self.marks:
-            moved = sorted(s for s in self.fetches if now.get(s) != self.marks.get(s))
-            self._cancel_fetches(
-                f"{', '.join(moved)} committed a load since the fetch started ahead (another run)", log
-            )
+        moved = sorted(s for s in self.fetches if now.get(s) != self.marks.get(s))
+        other = sorted(s for s, f in self.fetches.items() if windows.get(s) != (f.window, f.cursor_before))
+        if moved or other:
+            why = f"{', '.join(moved)} committed a load since the fetch started ahead (another run)" if moved else ""
+            self._cancel_fetches(why or f"the run reads other windows of {', '.join(other)}", log)
+            self._close()  # its client has seen pages no load commits: the step opens its own
             return {}
         with self._lock:
             self._closed = True

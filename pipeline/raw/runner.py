@@ -1,7 +1,9 @@
 """The raw sync of one run, without Dagster: the selected streams fetched at once through one client (one limit of
 LESSONSYNC_CONCURRENCY requests in flight for all of them), each load committed on this thread as soon as its
-fetch ends, and the answers planned the moment the active-lessons listing ends (pipeline/raw/answers.py).
-`RawSync.run` yields one `StreamLoad` per committed stream, in commit order, for the caller to report."""
+fetch ends, and a planned stream planned the moment its parent's listing ends (the answers from the active lessons:
+pipeline/raw/answers.py). What to do with each stream follows from its declaration's kind (pipeline/contract/
+streams.py), never from its name. `RawSync.run` yields one `StreamLoad` per committed stream, in commit order, for
+the caller to report."""
 
 from __future__ import annotations
 
@@ -12,13 +14,13 @@ from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from pipeline.contract.streams import SNAPSHOT_STREAMS
+from pipeline.contract.evolution import DiscoveredColumn, SchemaPolicy
+from pipeline.contract.streams import STREAM_TABLES, SYNC_STREAMS, SyncStream, planned_from
 from pipeline.contract.tables import TABLES, TableSpec
 from pipeline.memory import sync_process_memory
-from pipeline.raw.answer_versions import VERSIONS
-from pipeline.raw.answers import AnswersPlan, plan_answers
 from pipeline.raw.commit import Log, StreamLoad, begin_early_insert, commit_fetched
 from pipeline.raw.fetch import BackgroundFetch, Fetched
+from pipeline.raw.planners import Plan, planner_of, state_tables
 from pipeline.raw.prefetch import Prefetch, take_prefetch
 from pipeline.raw.windows import SNAPSHOT_WINDOW, UNBOUNDED, Window, cursor_window
 from pipeline.settings import Settings
@@ -28,25 +30,33 @@ from pipeline.source.slots import BACKGROUND, URGENT
 from pipeline.source.stats import RunStats
 from pipeline.warehouse import EARLY_PART_ROWS, EarlyFirstLoad, Load, Warehouse
 
-# Every raw table, by the stream that fills it; a stream runs when any of its tables is asked for.
-STREAM_TABLES: dict[str, tuple[str, ...]] = {
-    "active_lessons": ("active_lessons",),
-    "answers": ("answers", "answer_results"),
-    "categories": ("categories",),
-    "groups": ("groups", "users", "group_members"),
-    "lesson_sessions": ("lesson_sessions", "lesson_session_registrations"),
-    "lessons": ("lessons", "lesson_questions"),
-}
 PROGRESS_EVERY_S = 5.0
-# A larger active-lessons load commits before the answers start fetching: that commit sorts and stages millions of
-# rows within DuckDB's memory limit, and the answers' fetch buffers and decode worker would add up with it.
-OVERLAP_MAX_ROWS = 500_000
+
+
+def schema_policy(settings: Settings, discovered: tuple[DiscoveredColumn, ...]) -> SchemaPolicy:
+    """Each raw table's schema contract (its stream's: LESSONSYNC_SCHEMA_CONTRACT[_BY_STREAM]) and its columns
+    discovered so far, for the run's client (pipeline/source/evolution.py)."""
+    streams = {table: stream for stream, tables in STREAM_TABLES.items() for table in tables}
+    contracts = {table: settings.schema_contract_of(stream) for table, stream in streams.items()}
+    return SchemaPolicy(contracts, discovered, streams)
 
 
 def streams_of(tables: Iterable[str]) -> list[str]:
-    """The streams that fill `tables`, in STREAM_TABLES order."""
+    """The streams that fill `tables`, in declaration order."""
     wanted = set(tables)
     return [stream for stream, filled in STREAM_TABLES.items() if wanted & set(filled)]
+
+
+def commit_rank(stream: str) -> int:
+    """Which ended fetch commits first: a stream others are planned from (the critical path), then a planned stream,
+    then the rest."""
+    if planned_from(stream):
+        return 0
+    return 1 if SYNC_STREAMS[stream].kind == "planned" else 2
+
+
+def _label(stream: str) -> str:
+    return stream.replace("_", " ")
 
 
 @dataclass(frozen=True)
@@ -65,7 +75,7 @@ class RawRun:
 
 class RawSync:
     """The streams of one run; `run()` iterates their commits. `drop(stream)` between two commits stops a stream
-    that must not commit any more (the answers, when a blocking check of the active lessons failed)."""
+    that must not commit any more (a planned stream, when a blocking check of its parent failed)."""
 
     def __init__(self, warehouse: Warehouse, settings: Settings, log: Log, run: RawRun) -> None:
         # the page cache lives in the warehouse's data directory (a CLI --data-dir reaches the warehouse only)
@@ -74,36 +84,41 @@ class RawSync:
         self._pending: dict[str, BackgroundFetch] = {}
         self._dropped: set[str] = set()
         self._woken = threading.Event()
-        self._answers: AnswersPlan | None = None
+        self._plans: dict[str, Plan] = {}  # planned stream -> its plan, once planned
         self._decode_held = False
-        self._wants_answers = False
+        self._wanted: set[str] = set()
+        self.schema = SchemaPolicy()  # each table's contract and discovered columns, read when the run starts
         self._prefetch: Prefetch | None = None  # started with `lessonsync sync` (prefetch.py)
         self._adopted: dict[str, BackgroundFetch] = {}  # its fetches, until _start installs them
+        self._client: PlatformClient | None = None  # the run's one client, opened by _start
 
     def run(self, streams: Iterable[str]) -> Iterator[StreamLoad]:
         """Fetch `streams` together and yield each one's commit as it is made; the first failure is raised once every
         other stream has committed. A run stopped early (the caller closes the iterator, or an error) cancels what
         is still fetching and discards its lake parts."""
-        wanted = [stream for stream in STREAM_TABLES if stream in set(streams)]
+        wanted = [stream for stream in SYNC_STREAMS if stream in set(streams)]
         if not wanted:
             return
-        self._wants_answers = "answers" in wanted
+        for name in wanted:  # a planner that does not exist fails the run before anything is fetched
+            if SYNC_STREAMS[name].planned is not None:
+                planner_of(SYNC_STREAMS[name])
+        self._wanted = set(wanted)
         with sync_process_memory():  # before the fetch threads start (pipeline/memory.py)
-            prefetch = self._prefetch = take_prefetch(self.raw_run, self.warehouse, self.settings, wanted, self.log)
-            client = (
-                prefetch.client
-                if prefetch and prefetch.client
-                else PlatformClient(self.settings, page_cache=self.settings.page_cache_dir)
+            self.schema = schema_policy(self.settings, self.warehouse.discovered_columns())
+            prefetch = self._prefetch = take_prefetch(
+                self.raw_run, self.warehouse, self.settings, self.schema, wanted, self.log
             )
-            client.open()
             try:
-                self._start(client, wanted)
+                client = self._start(wanted)
                 yield from self._commits(client)
             finally:
                 if prefetch is not None:  # not adopted: its fetches cancelled, their parts removed
                     prefetch.discard("the raw step ended before adopting them", self.log)
+                self._pending.update(self._adopted)  # adopted, not yet started by _start: stopped with the rest
+                self._adopted.clear()
                 self._stop_pending()
-                client.close()
+                if self._client is not None:
+                    self._client.close()
 
     def drop(self, stream: str, reason: str) -> None:
         """`stream` will not commit in this run: its fetch, if started, is cancelled and its parts discarded."""
@@ -113,79 +128,98 @@ class RawSync:
             fetch.cancel()
         self.log.warning(f"{stream}: not committed in this run: {reason}")
 
-    def _start(self, client: PlatformClient, wanted: list[str]) -> None:
+    def _start(self, wanted: list[str]) -> PlatformClient:
+        """The incremental streams' fetches first, then the snapshots' (they take the slots the progress streams
+        leave); a planned stream whose parent is not in the run is planned now, from the parent's committed records.
+        The client they share is the prefetch's when its fetches are adopted, else a new one: a discarded prefetch's
+        client has seen pages no load will commit (the columns they discovered, among others)."""
         wh = self.warehouse
+        streams = [SYNC_STREAMS[name] for name in wanted]
+        incremental = [s.name for s in streams if s.kind == "incremental"]
         with wh.one_connection():
-            wh.ensure_tables([*TABLES.values(), VERSIONS])
-            cursor = wh.cursor("active_lessons") if "active_lessons" in wanted else None
+            wh.ensure_tables([*TABLES.values(), *state_tables()])
+            cursors = {name: wh.cursor(name) for name in incremental}
+            windows = {
+                name: (self.raw_run.incremental_window(cursors[name], self.settings), cursors[name])
+                for name in incremental
+            }
+            snapshots = [s.name for s in streams if s.kind == "snapshot"]
+            windows |= {name: (SNAPSHOT_WINDOW, None) for name in snapshots}
             if self._prefetch is not None:  # on this connection, after the recovery: the loads committed since
-                self._adopted = self._prefetch.adopt(wh, self._woken.set, self.log)
-        if "active_lessons" in wanted:
-            window = self.raw_run.incremental_window(cursor, self.settings)
-            self._fetch(client, "active_lessons", window, cursor, URGENT)
-        for stream in wanted:
-            if stream in SNAPSHOT_STREAMS:  # they take the slots the progress streams leave
-                self._fetch(client, stream, SNAPSHOT_WINDOW, None, BACKGROUND)
-        if "answers" in wanted and "active_lessons" not in wanted:
-            self._plan_answers(client, loading=None, ceiling=wh.cursor("active_lessons"))
+                self._adopted = self._prefetch.adopt(wh, windows, self._woken.set, self.log)
+        adopted_client = self._prefetch.client if self._prefetch is not None and self._adopted else None
+        client = self._client = adopted_client or PlatformClient(
+            self.settings, page_cache=self.settings.page_cache_dir, schema=self.schema
+        )
+        client.open()
+        for name in incremental:
+            self._fetch(client, name, *windows[name], URGENT)
+        for name in snapshots:
+            self._fetch(client, name, *windows[name], BACKGROUND)
+        for stream in streams:
+            if stream.planned is not None and stream.planned.parent not in self._wanted:
+                self._plan(client, stream, loading=None, ceiling=wh.cursor(stream.planned.parent))
         self.log.info(
             f"fetching {', '.join(self._pending)} at once, {self.settings.concurrency} requests in flight at most "
             "across every stream of the run"
         )
+        return client
 
     def _fetch(
         self, client: PlatformClient, stream: str, window: Window, cursor: datetime | None, priority: int
     ) -> None:
         self.log.info(f"{stream}: reading {window.describe()}")
-        adopted = self._adopted.pop(stream, None)
-        if adopted is not None and (adopted.window, adopted.cursor_before) == (window, cursor):
+        adopted = self._adopted.pop(stream, None)  # the prefetch's fetch of this very window (Prefetch.adopt)
+        if adopted is not None:
             self._pending[stream] = adopted
             return
-        if adopted is not None:  # planned from the same cursor, so never; kept exact all the same
-            adopted.cancel()
         batches = client.iter_stream(stream, updated_since=window.since)
         self._pending[stream] = BackgroundFetch(
             self.warehouse, client, stream, self.raw_run.run_id, window, cursor, batches, priority,
             on_end=self._woken.set,
         )  # fmt: skip
 
-    def _plan_answers(self, client: PlatformClient, *, loading: Load | None, ceiling: datetime | None) -> None:
-        """Plan the answers (from the committed active lessons and, when given, the sweep's uncommitted `loading`)
-        and start their fetch. While other commits remain, their pages are decoded on the client's own thread: a
-        decode worker process beside those commits would add up with them in memory."""
+    def _plan(
+        self, client: PlatformClient, stream: SyncStream, *, loading: Load | None, ceiling: datetime | None
+    ) -> None:
+        """Plan `stream` (from its parent's committed records and, when given, the parent's uncommitted `loading`)
+        and start its fetch. While other commits remain, its pages are decoded on the client's own thread: a decode
+        worker process beside those commits would add up with them in memory."""
+        assert stream.planned is not None
         wh = self.warehouse
-        cursor = wh.cursor("answers")
+        cursor = wh.cursor(stream.name)
         window = self.raw_run.incremental_window(cursor, self.settings)
-        plan = self._answers = plan_answers(wh, window, self.settings, loading=loading, ceiling=ceiling)
-        planner_input = plan.lessons.planner_input()
-        others = any(stream != "answers" for stream in self._pending) or loading is not None
+        plan = planner_of(stream).plan(wh, window, self.settings, loading=loading, ceiling=ceiling)
+        self._plans[stream.name] = plan
+        batches, planned = plan.fetch(client)
+        others = any(name != stream.name for name in self._pending) or loading is not None
         if others:
             client.hold_decode_workers()
             self._decode_held = True
+        parent = _label(stream.planned.parent)
         self.log.info(
-            f"answers: reading {window.describe()}; planned from the {planner_input.num_rows:,} active lessons "
-            "of their window, "
-            + ("fetching while the active lessons commit" if loading is not None else "fetching from now")
+            f"{stream.name}: reading {window.describe()}; {planned}, "
+            + (f"fetching while the {parent} commit" if loading is not None else "fetching from now")
         )
-        self._pending["answers"] = BackgroundFetch(
-            wh, client, "answers", self.raw_run.run_id, window, cursor,
-            client.iter_answers(planner_input, updated_since=window.since),
-            URGENT, plan=plan, part_rows=EARLY_PART_ROWS, on_end=self._woken.set,
+        self._pending[stream.name] = BackgroundFetch(
+            wh, client, stream.name, self.raw_run.run_id, window, cursor, batches, URGENT, plan=plan,
+            part_rows=EARLY_PART_ROWS if stream.early_insert else None, on_end=self._woken.set,
         )  # fmt: skip
 
     def _commits(self, client: PlatformClient) -> Iterator[StreamLoad]:
         failures: list[BaseException] = []
         while self._pending:
-            stream = self._next_ended()
-            fetch = self._pending.pop(stream)
+            name = self._next_ended()
+            stream = SYNC_STREAMS[name]
+            fetch = self._pending.pop(name)
             try:
                 with ExitStack() as holding:
                     early = None
-                    if stream == "answers" and self._decode_held:  # nothing else commits beside them any more
+                    if stream.kind == "planned" and self._decode_held:  # nothing else commits beside it any more
                         client.hold_decode_workers(False)
                         self._decode_held = False
-                    if stream == "answers" and not fetch.ended:  # nothing else commits until they have
-                        early = begin_early_insert(self.log, self.warehouse, fetch, self._early_tables(), holding)
+                    if stream.early_insert and not fetch.ended:  # nothing else commits until it has
+                        early = begin_early_insert(self.log, self.warehouse, fetch, self._early_tables(stream), holding)
                     try:
                         fetched = fetch.wait(self._report_progress, PROGRESS_EVERY_S)
                     finally:
@@ -193,96 +227,96 @@ class RawSync:
                             early.stop()  # the commit finishes the inserts, on this thread
                     done = self._commit(client, stream, fetched, early)
             except Exception as error:  # the other streams still commit; the run fails at the end
-                self.log.warning(f"{stream}: failed ({type(error).__name__}: {error}); no row of it committed")
+                self.log.warning(f"{name}: failed ({type(error).__name__}: {error}); no row of it committed")
                 failures.append(error)
                 if isinstance(error, PlatformUnreachableError):
                     self._stop_fetches_waiting_on(error)
-                if stream == "active_lessons" and self._wants_answers and "answers" not in self._dropped:
-                    self.drop("answers", "the active lessons they are planned from did not commit")
+                for child in planned_from(name):
+                    if child.name in self._wanted and child.name not in self._dropped:
+                        self.drop(child.name, f"the {_label(name)} they are planned from did not commit")
                 continue
             finally:
-                if stream == "answers" and self._answers is not None:
-                    self._answers.close()
+                plan = self._plans.get(name)
+                if plan is not None:
+                    plan.close()
             yield done
         if failures:
             raise failures[0]
 
     def _next_ended(self) -> str:
-        """The stream to commit next: one whose fetch has ended (the active lessons first, the critical path); else
-        the answers, the longest fetch, waited for with their decode workers on and their first load inserted while
-        fetched, the snapshots still fetching meanwhile and committed after them; else, when a single fetch remains,
-        that one. While none is ready, progress every PROGRESS_EVERY_S."""
+        """The stream to commit next: one whose fetch has ended (by commit_rank: a parent first, the critical path);
+        else a planned stream, the longest fetch, waited for with its decode workers on and its first load inserted
+        while fetched, the snapshots still fetching meanwhile and committed after it; else, when a single fetch
+        remains, that one. While none is ready, progress every PROGRESS_EVERY_S."""
         while True:
             self._woken.clear()
             ended = [stream for stream, fetch in self._pending.items() if fetch.ended]
             if ended:
-                return min(ended, key=lambda s: (s != "active_lessons", s != "answers", s))
-            if "answers" in self._pending:
-                return "answers"
+                return min(ended, key=lambda s: (commit_rank(s), s))
+            planned = [stream for stream in self._pending if SYNC_STREAMS[stream].kind == "planned"]
+            if planned:
+                return planned[0]
             if len(self._pending) == 1:
                 return next(iter(self._pending))
             if not self._woken.wait(PROGRESS_EVERY_S):
                 for fetch in self._pending.values():
                     self._report_progress(fetch)
 
-    def _early_tables(self) -> tuple[TableSpec, ...]:
-        """The answers' tables, inserted part by part while fetched when this is their first load, unless the
-        window is too large to add that DuckDB work beside the fetch."""
-        plan = self._answers
-        if plan is None or plan.counts[0] > OVERLAP_MAX_ROWS:
+    def _early_tables(self, stream: SyncStream) -> tuple[TableSpec, ...]:
+        """A planned stream's tables, inserted part by part while fetched when this is their first load, unless its
+        plan is too large to add that DuckDB work beside the fetch."""
+        plan = self._plans.get(stream.name)
+        if stream.planned is None or plan is None or plan.parent_rows > stream.planned.overlap_max_rows:
             return ()
-        return (TABLES["answers"], TABLES["answer_results"])
+        return tuple(self.schema.spec(name) for name in stream.table_names)
 
     def _commit(
-        self, client: PlatformClient, stream: str, fetched: Fetched, early: EarlyFirstLoad | None
+        self, client: PlatformClient, stream: SyncStream, fetched: Fetched, early: EarlyFirstLoad | None
     ) -> StreamLoad:
         wh, settings, log = self.warehouse, self.settings, self.log
-        tables = STREAM_TABLES[stream]
-        if stream in SNAPSHOT_STREAMS:
+        tables = stream.table_names
+        if stream.kind == "snapshot":
             return commit_fetched(log, wh, settings, fetched, snapshot_tables=tables)
-        if stream == "active_lessons":
-            plan_ahead = "answers" not in self._dropped and self._answers is None and self._wants_answers
-            loading: list[Load] = []
+        if stream.kind == "incremental":
+            return self._commit_parent(client, stream, fetched)
+        plan = self._plans.get(stream.name)
+        assert plan is not None, "a planned stream is committed only after it was planned"
+        done = commit_fetched(
+            log, wh, settings, fetched, early=early, tables=tables, before_commit=plan.before_commit,
+            ceiling=plan.ceiling,
+        )  # fmt: skip
+        said, extra = plan.committed(done)
+        log.info(said)
+        return replace(done, extra=extra)
 
-            def plan_from_load(load: Load, stats: RunStats) -> None:
-                if fetched.stats.rows.get("active_lessons", 0) <= OVERLAP_MAX_ROWS:
-                    self._plan_answers(client, loading=load, ceiling=UNBOUNDED)
-                    loading.append(load)
+    def _commit_parent(self, client: PlatformClient, stream: SyncStream, fetched: Fetched) -> StreamLoad:
+        """An incremental stream's commit. The planned streams of the run planned from it are planned from its
+        uncommitted load before the commit (their fetch runs while it commits), or, above their overlap_max_rows,
+        from the committed table after it; either way capped by the cursor this commit sets."""
+        ahead = [
+            child
+            for child in planned_from(stream.name)
+            if child.name in self._wanted and child.name not in self._dropped and child.name not in self._plans
+        ]
+        overlapped: list[str] = []
 
-            done = commit_fetched(
-                log, wh, settings, fetched, tables=tables, before_commit=plan_from_load if plan_ahead else None
-            )
-            if plan_ahead and not loading:  # too large to overlap its commit: planned from the committed table now
-                self._plan_answers(client, loading=None, ceiling=done.result.cursor_after)
-            elif self._answers is not None and loading:
-                self._answers.ceiling = done.result.cursor_after  # the cursor of exactly the lessons it planned from
-            return done
-        plan = self._answers
-        assert plan is not None, "the answers are committed only after they were planned"
-        in_window, refetched = plan.counts
-
-        def record_versions(load: Load, stats: RunStats) -> None:
-            # Only a complete run holds the answers of every planned active lesson: an incomplete one records
-            # nothing, so the next run asks for them again.
-            if stats.complete:
-                for versions in plan.lessons.fetched_versions():
-                    load.write(VERSIONS, versions)
+        def plan_from_load(load: Load, stats: RunStats) -> None:
+            for child in ahead:
+                assert child.planned is not None
+                if fetched.stats.rows.get(stream.table, 0) <= child.planned.overlap_max_rows:
+                    self._plan(client, child, loading=load, ceiling=UNBOUNDED)
+                    overlapped.append(child.name)
 
         done = commit_fetched(
-            log, wh, settings, fetched, early=early, tables=tables, before_commit=record_versions, ceiling=plan.ceiling
-        )
-        log.info(
-            f"answers: {refetched:,} of the window's {in_window:,} active lessons needed their answers; "
-            f"{done.stats.planned_requests:,} requests planned"
-        )
-        return replace(
-            done,
-            extra={
-                "planned_requests": done.stats.planned_requests,
-                "window_active_lessons": in_window,
-                "refetched_active_lessons": refetched,
-            },
-        )
+            self.log, self.warehouse, self.settings, fetched, tables=stream.table_names,
+            before_commit=plan_from_load if ahead else None,
+        )  # fmt: skip
+        for child in ahead:
+            if child.name in overlapped:  # the cursor of exactly the records it planned from
+                self._plans[child.name].ceiling = done.result.cursor_after
+            else:  # too large to overlap the commit: planned from the committed table now
+                self._plan(client, child, loading=None, ceiling=done.result.cursor_after)
+        return done
 
     def _report_progress(self, fetch: BackgroundFetch) -> None:
         seconds = max(time.monotonic() - fetch.started, 1e-9)
@@ -308,7 +342,7 @@ class RawSync:
         for fetch in self._pending.values():
             fetch.cancel()
         self._pending.clear()
-        if self._answers is not None:
-            self._answers.close()
+        for plan in self._plans.values():
+            plan.close()
         if stopped:
             self.log.warning(f"stopped the fetch of {', '.join(stopped)}: the run ended before they were committed")

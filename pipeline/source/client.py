@@ -29,11 +29,14 @@ from typing import Any, TypeVar
 
 import pyarrow as pa
 
-from pipeline.contract.streams import ANSWER_STREAMS, STREAMS, StreamSpec
+from pipeline.contract.declarations import ANSWER_STREAMS
+from pipeline.contract.evolution import SchemaPolicy
+from pipeline.contract.streams import STREAMS, SYNC_STREAMS, StreamSpec
 from pipeline.settings import Settings, load_settings
 from pipeline.source.answers import run_answers
 from pipeline.source.decoding import Batch, Page
 from pipeline.source.errors import SourceStopped
+from pipeline.source.evolution import SchemaEvolution
 from pipeline.source.fetching import Emit, SourceCore, release_free_memory
 from pipeline.source.page_cache import PageCache
 from pipeline.source.paging import Request, UpdatedSinceFormat, fill_path, format_updated_since
@@ -46,21 +49,20 @@ log = logging.getLogger("lessonsync.source")
 
 # Record-stream runs
 
-RUNNABLE = tuple(
-    name
-    for name, s in STREAMS.items()
-    if name not in ANSWER_STREAMS and not any(p.substream and p.substream.stream == name for p in STREAMS.values())
-)
+
+def runnable_streams() -> list[str]:
+    """The streams iter_stream runs: every declared stream but the planned ones (their planner runs them)."""
+    return [name for name, stream in SYNC_STREAMS.items() if stream.planned is None]
 
 
 def runnable_stream(name: str, updated_since: datetime | None) -> StreamSpec:
-    """The stream named `name`, checked for use with iter_stream; errors say what to call instead."""
+    """The listing of stream `name`, checked for use with iter_stream; errors say what to call instead."""
     if name == "answers" or name in ANSWER_STREAMS:
         raise ValueError(
             "answers are fetched for changed active lessons: use iter_answers(changed_pairs, updated_since=...)"
         )
-    if name not in RUNNABLE:
-        raise ValueError(f"unknown stream {name!r}; streams: {', '.join(RUNNABLE)}")
+    if name not in runnable_streams():
+        raise ValueError(f"unknown stream {name!r}; streams: {', '.join(runnable_streams())}")
     stream = STREAMS[name]
     if updated_since is not None and not stream.incremental:
         raise ValueError(f"stream {name} is a snapshot, pulled whole; call it without updated_since")
@@ -215,6 +217,8 @@ class PlatformClient:
     updated_since_format: how updatedSince is written ("iso8601", "iso8601-z" or "epoch-ms"); the spec
     does not show it.
     page_cache: a directory keeping decoded snapshot pages (page_cache.py), or None: decode every page.
+    schema: each table's schema contract and discovered columns (evolution.py); None: fields the models do not
+    declare stay in `extra` and no batch has more than the declared columns.
     """
 
     def __init__(
@@ -225,6 +229,7 @@ class PlatformClient:
         queue_batches: int = 16,
         updated_since_format: UpdatedSinceFormat = "iso8601",
         page_cache: Path | None = None,
+        schema: SchemaPolicy | None = None,
     ) -> None:
         if max_passes < 1 or queue_batches < 1:
             raise ValueError(f"max_passes ({max_passes}) and queue_batches ({queue_batches}) must be at least 1")
@@ -233,6 +238,7 @@ class PlatformClient:
             "max_passes": max_passes,
             "updated_since_format": updated_since_format,
             "page_cache": None if page_cache is None else PageCache(page_cache),
+            "schema": schema,
         }
         self._queue_batches = queue_batches
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -285,7 +291,7 @@ class PlatformClient:
             self._loop = self._thread = self._core = None
 
     def iter_stream(self, name: str, *, updated_since: datetime | None = None) -> Iterator[Batch]:
-        """Batches of stream `name` (see RUNNABLE); incremental streams take
+        """Batches of stream `name` (see runnable_streams); incremental streams take
         `updated_since` (aware datetime, the window start). Stats: last_run_stats() after the end."""
         runnable_stream(name, updated_since)  # fail here, not at the first next()
         return Batches(self, lambda emit: run_stream(self._ready(), name, updated_since, emit))
@@ -321,6 +327,13 @@ class PlatformClient:
     def first_page(self) -> int:
         """The API's first pageNumber (probed once when LESSONSYNC_FIRST_PAGE=auto)."""
         return self._call(self._ready().first_page())
+
+    def use_schema(self, schema: SchemaPolicy) -> None:
+        """The schema step of the streams fetched from now on, for a client opened (its token exchange under way)
+        before the warehouse's discovered columns were read; call it before the first stream is fetched."""
+        self._options["schema"] = schema
+        if self._core is not None:
+            self._core.evolution = SchemaEvolution(schema)
 
     def _ready(self) -> SourceCore:
         if self._core is None:

@@ -33,7 +33,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from pipeline.contract.streams import ANSWER_STREAMS, STREAMS
+from pipeline.contract.declarations import ANSWER_STREAMS
+from pipeline.contract.streams import STREAMS
 from pipeline.contract.tables import TABLES
 from pipeline.memory import keep_pandas_out
 from pipeline.source.decoding import Batch, Page, PageLocation

@@ -88,6 +88,10 @@ class Page:
     key_hashes: np.ndarray | None = None  # hashes of the records' keys (drift detection of record sweeps)
     own: pa.RecordBatch | None = None  # the own table's batch, for reading ids of sub-requests
     from_cache: bool = False  # read from the page cache (page_cache.py), not decoded
+    # Only while a page with unknown fields waits for the schema step (source/evolution.py), which may quarantine a
+    # record and keeps it as served: the body, and where each row's record sat in it (None: in order, none left out).
+    body: bytes | None = None
+    positions: list[int] | None = None
 
 
 def record_key_fields(stream: StreamSpec) -> tuple[str, ...]:
@@ -126,7 +130,9 @@ def arrow_page(request: Request, page: DecodedPage, key: Callable[[Any], Any] | 
     if key is not None:
         hashes = np.fromiter((hash(key(r)) for r in page.records), dtype=np.int64, count=len(page.records))
     own = batches[0].records if page.records else None
-    return Page(page.location, page.served, batches, len(page.records), len(page.quarantined), hashes, own)
+    decoded = Page(page.location, page.served, batches, len(page.records), len(page.quarantined), hashes, own)
+    decoded.positions = page.positions
+    return decoded
 
 
 def page_batches(request: Request, page: DecodedPage) -> list[Batch]:
@@ -333,10 +339,10 @@ def _describe(errors: Sequence[Mapping[str, Any]], item: Any) -> tuple[str, str]
 
 def quarantine_row(where: PageLocation, index: int, item: Any, errors: Sequence[Mapping[str, Any]]) -> QuarantineRow:
     field, message = _describe(errors, item)
-    return _quarantined(where, index, field, message, _json_text(item))
+    return quarantined_row(where, index, field, message, raw_json_text(item))
 
 
-def _json_text(item: Any) -> str:
+def raw_json_text(item: Any) -> str:
     try:
         return orjson.dumps(item, default=str).decode()
     except TypeError:  # what orjson cannot write (an integer past 64 bits, nesting past 254 levels)
@@ -437,10 +443,10 @@ def unreadable_row(where: PageLocation, index: int, item: bytes, message: str) -
     text = item.decode("utf-8", errors="replace")
     field = _unreadable_field(text)
     message = f"{field}: unreadable JSON ({message}): an unpaired surrogate or nesting too deep"
-    return _quarantined(where, index, field, message, text)
+    return quarantined_row(where, index, field, message, text)
 
 
-def _quarantined(where: PageLocation, index: int, field: str, message: str, raw: str) -> QuarantineRow:
+def quarantined_row(where: PageLocation, index: int, field: str, message: str, raw: str) -> QuarantineRow:
     return QuarantineRow(
         seen_at=datetime.now(UTC),
         stream=where.stream,

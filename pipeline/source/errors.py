@@ -107,3 +107,16 @@ class RetryableFailure(Exception):
 
 class TruncatedBody(Exception):
     """Internal: a 200 body that is not complete JSON; the request is retried."""
+
+
+class SchemaContractError(SourceError):
+    """A field the schema does not have, in a stream whose schema contract is `freeze`: the stream stops, nothing of
+    it commits (contract/evolution.py)."""
+
+    def __init__(self, stream: str, table: str, paths: list[str], where: str) -> None:
+        self.stream, self.table, self.paths = stream, table, paths
+        super().__init__(
+            f"{stream}: the platform sent field(s) {', '.join(paths)} in {table} records ({where}), which the schema "
+            f"does not have, and the stream's schema contract is freeze; set LESSONSYNC_SCHEMA_CONTRACT_BY_STREAM="
+            f"{stream}=evolve (a typed column) or {stream}=discard_value (kept in extra) to load it"
+        )

@@ -24,6 +24,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from pipeline.contract.evolution import SchemaPolicy
 from pipeline.contract.streams import StreamSpec
 from pipeline.settings import Settings
 from pipeline.source.decode_workers import DecodeWorkers
@@ -37,6 +38,7 @@ from pipeline.source.decoding import (
     record_key_fields,
 )
 from pipeline.source.errors import PlatformRequestError
+from pipeline.source.evolution import SchemaEvolution, has_extras
 from pipeline.source.fast_decoding import FastPages
 from pipeline.source.page_cache import PageCache, cacheable
 from pipeline.source.paging import (
@@ -77,9 +79,12 @@ class SourceCore:
         max_passes: int = 3,
         updated_since_format: UpdatedSinceFormat = "iso8601",
         page_cache: PageCache | None = None,
+        schema: SchemaPolicy | None = None,
     ) -> None:
         self.settings = settings
         self.page_cache = page_cache
+        # what fields the models do not declare become (evolution.py); None: they stay in `extra`, nothing else
+        self.evolution = None if schema is None else SchemaEvolution(schema)
         self.transport = Transport(settings)
         self.max_passes = max_passes
         self.updated_since_format = updated_since_format
@@ -150,19 +155,19 @@ class SourceCore:
                 # retried attempt, so dicts or Structs never wait in line
                 page = None if fast is None else fast.page(request, body, where, key is not None)
                 if page is not None:
-                    return page
+                    return keep_body(page, body)
                 with gc_paused():
-                    return arrow_page(request, decoder.decode(body, where), key)
+                    return keep_body(arrow_page(request, decoder.decode(body, where), key), body)
 
             async def decode_in_worker(body: bytes) -> Page:
                 # the same fast path in a worker process (decode_workers.py); whatever it does not hand back is
                 # decoded here, so quarantine, extras and errors stay the validated path's, raised here
                 page = await self.decode_workers.page(request, body, where)
-                return page if page is not None else decode_here(body)
+                return keep_body(page, body) if page is not None else decode_here(body)
 
             def decode(body: bytes) -> Page | Awaitable[Page]:
                 if cache is not None:  # a snapshot page served as before is not decoded again
-                    return cache.page(where, body, key_fields, decode_here)
+                    return keep_body(cache.page(where, body, key_fields, decode_here), body)
                 return decode_in_worker(body) if self.decode_workers.takes(request, body) else decode_here(body)
 
             return await self.transport.get(endpoint, params, decode)
@@ -183,6 +188,8 @@ class SourceCore:
         return itemgetter(*[fields[k].alias or k for k in record_key_fields(stream)])
 
     async def emit_page(self, page: Page, emit: Emit, stats: RunStats, progress: Progress) -> None:
+        if self.evolution is not None:
+            page = self.evolution.apply(page, stats)
         stats.note_page(page)
         progress.page(page.records)
         for batch in page.batches:
@@ -197,6 +204,14 @@ class SourceCore:
         counter = TransportStats()
         STREAM_COUNTER.set(counter)
         return RunStats.begin(stream, counter)
+
+
+def keep_body(page: Page, body: bytes) -> Page:
+    """The page, holding its body until the schema step when it has unknown fields (a record that step quarantines
+    is kept as served); any other page holds no more than its batches."""
+    if any(has_extras(batch.records) for batch in page.batches):
+        page.body = body
+    return page
 
 
 # Handing freed memory back to the OS

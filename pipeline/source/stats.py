@@ -2,9 +2,9 @@
 quarantined records, new fields the platform added, sweep passes, whether the result is complete, the server
 time it started and the newest lastDate it listed (the two clocks the cursor rule of pipeline/raw/windows.py weighs).
 
-New fields (schema drift the platform introduces: fields our models do not declare) are kept in each row's
-`extra` (JSON keyed by API path, pipeline/contract/columns.py); here they are counted per table and path, so a
-run can report them.
+New fields (schema drift the platform introduces: fields our models do not declare) that stay in each row's
+`extra` (JSON keyed by API path, pipeline/contract/columns.py) are counted here per table and path, so a run can
+report them; those that became columns (pipeline/source/evolution.py) are listed in `new_columns`.
 
 Progress of long streams is logged on "lessonsync.source": pages, rows and rate, every N pages or seconds.
 """
@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.contract.columns import EXTRA_COLUMN
+from pipeline.contract.evolution import DiscoveredColumn
 from pipeline.source.decoding import Page
 from pipeline.source.transport import TransportStats
 
@@ -39,6 +40,8 @@ class RunStats:
     rows: dict[str, int] = field(default_factory=dict)  # rows yielded per table
     quarantined: int = 0
     new_fields: dict[str, int] = field(default_factory=dict)  # "table.api.path" -> records with that new field
+    # columns this run added for fields the platform began sending (source/evolution.py); the commit records them
+    new_columns: list[DiscoveredColumn] = field(default_factory=list)
     passes: int = 0  # sweeps of the window (more than 1 when page drift was seen)
     complete: bool = True  # False: drift persisted; do not advance the cursor past this window
     planned_requests: int = 0  # answers: requests in the plan (before re-sweeps)
@@ -87,6 +90,7 @@ class RunStats:
     def as_metadata(self) -> dict[str, Any]:
         """Plain values (no private fields), e.g. for Dagster materialization metadata."""
         values = {k: v for k, v in asdict(self).items() if not k.startswith("_")}
+        values["new_columns"] = [column.summary() for column in self.new_columns]
         for name in ("server_time_at_start", "newest_last_date"):
             instant = values[name]
             values[name] = instant.isoformat() if instant is not None else None

@@ -55,7 +55,15 @@ from pipeline.warehouse.merge.checks import (
     orphans,
     row_count,
 )
-from pipeline.warehouse.merge.seen import content_versions, last_seen_sql, snapshot_seen
+from pipeline.warehouse.merge.seen import (
+    content_version_ids,
+    content_versions,
+    is_committed_load,
+    last_seen_sql,
+    snapshot_seen,
+    written_version_ids,
+)
+from pipeline.warehouse.merge.state import read_discovered as discovered_columns
 from pipeline.warehouse.results import LoadResult, TableLoadStats
 from pipeline.warehouse.upkeep.rebuild import RebuildReport, rebuild_in_place, rebuild_into
 from pipeline.warehouse.upkeep.reset import reset_cursor
@@ -86,11 +94,14 @@ __all__ = [
     "WarehouseMissingError",
     "catalog_unchanged",
     "check_parts",
+    "content_version_ids",
     "content_versions",
+    "discovered_columns",
     "duplicate_keys",
     "duplicated_values",
     "field_type",
     "insertion_order_not_kept",
+    "is_committed_load",
     "keeps_deleted_rows",
     "last_load_counts",
     "last_seen_sql",
@@ -110,4 +121,5 @@ __all__ = [
     "stream_statuses",
     "table_def",
     "table_summaries",
+    "written_version_ids",
 ]

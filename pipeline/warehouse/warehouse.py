@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 import duckdb
 
+from pipeline.contract.evolution import DiscoveredColumn
 from pipeline.contract.tables import TableSpec
 from pipeline.warehouse.duck.connection import (
     DEFAULT_LOCK_TIMEOUT,
@@ -25,7 +26,13 @@ from pipeline.warehouse.lake.lakestore import LocalLake, open_lake
 from pipeline.warehouse.loading.load import Load
 from pipeline.warehouse.merge.context import CommitContext, Upsert
 from pipeline.warehouse.merge.recovery import recover
-from pipeline.warehouse.merge.state import ensure_state_tables, read_cursor, read_last_loads, read_position
+from pipeline.warehouse.merge.state import (
+    ensure_state_tables,
+    read_cursor,
+    read_discovered,
+    read_last_loads,
+    read_position,
+)
 from pipeline.warehouse.merge.upsert import upsert_stage
 
 
@@ -176,6 +183,13 @@ class Warehouse:
                 return None
             except duckdb.CatalogException:  # no load committed yet
                 return None
+
+    def discovered_columns(self) -> tuple[DiscoveredColumn, ...]:
+        """The columns loads added for fields the platform began sending (lms._discovered_columns), in order."""
+        if not self.path.exists():
+            return ()
+        with self.connect(read_only=True) as conn:
+            return read_discovered(conn)
 
     def load(self, stream: str, run_id: str, started_at: datetime, part_rows: int | None = None) -> Load:
         """A new load for `stream`; use it as a context manager and call commit() at the end. `part_rows`: rows

@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from pipeline.extras import require_extra
 from pipeline.webhooks.events import Delivery, Rejected
 from pipeline.webhooks.inbox_writer import AppendOutcome
 
@@ -121,6 +122,7 @@ def is_postgres_url(location: str | Path | None) -> bool:
 def open_inbox(location: str | Path) -> InboxBackend:
     """The inbox at a postgresql:// URL, else the SQLite file at that path."""
     if is_postgres_url(location):
+        require_extra("postgres", "LESSONSYNC_INBOX_URL=postgresql://...")
         from pipeline.webhooks.inbox_postgres import PostgresInbox
 
         return PostgresInbox(str(location))

@@ -3,8 +3,10 @@ warehouse layer's own DDL (plus the certificate tables), and a small world of ha
 
 from __future__ import annotations
 
+import json
+import uuid
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +14,6 @@ import duckdb
 
 from pipeline.contract.tables import TABLES
 from pipeline.warehouse import Warehouse
-
-LOADED_AT = datetime(2026, 11, 1, tzinfo=UTC)
 
 
 def create_raw_tables(path: Path) -> None:
@@ -23,12 +23,29 @@ def create_raw_tables(path: Path) -> None:
 
 
 def insert(conn: duckdb.DuckDBPyConnection, table: str, rows: Sequence[dict[str, Any]]) -> None:
-    """Insert hand-made rows (missing columns NULL; load timestamps filled)."""
+    """Insert hand-made rows as one load would (missing columns NULL): stamped with its commit time, and the load
+    recorded in lms._load_runs, so that the table's content version moves as a sync's would move it."""
+    loaded_at = record_load(conn, {table: {"inserted": len(rows)}})
     for row in rows:
-        row = {"first_loaded_at": LOADED_AT, "last_loaded_at": LOADED_AT, **row}
+        row = {"first_loaded_at": loaded_at, "last_loaded_at": loaded_at, **row}
         names = ", ".join(f'"{c}"' for c in row)
         marks = ", ".join("?" for _ in row)
         conn.execute(f"INSERT INTO lms.{table} ({names}) VALUES ({marks})", list(row.values()))
+
+
+def record_load(conn: duckdb.DuckDBPyConnection, counts: dict[str, dict[str, int]]) -> datetime:
+    """A load's record in lms._load_runs with its per-table `counts` (inserted, updated, deleted...); returns its
+    commit time, later than every earlier load's (loads commit one after another)."""
+    seq, previous = conn.execute(
+        "SELECT coalesce(max(load_seq), 0) + 1, max(committed_at) FROM lms._load_runs"
+    ).fetchone()
+    committed = max(datetime.now(UTC), previous + timedelta(microseconds=1)) if previous else datetime.now(UTC)
+    conn.execute(
+        "INSERT INTO lms._load_runs (load_seq, load_id, stream, run_id, started_at, committed_at, complete_snapshots, "
+        "tables, stats) VALUES (?, ?, 'by-hand', 'test', ?, ?, [], ?, '{}')",
+        [seq, f"test-{uuid.uuid4().hex[:8]}", committed, committed, json.dumps(counts)],
+    )
+    return committed
 
 
 # --- A small hand-made world, with figures worked out by hand in test_marts_small.py ------------------------

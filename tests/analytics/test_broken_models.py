@@ -164,9 +164,15 @@ def model_yml(body: str, name: str = "broken") -> str:
             ),
             "arguments.combination_of_columns: expected a list of column names",
         ),
-        (model_yml("config: {materialized: ephemeral}"), "models[0].config.materialized: expected 'table' or 'view'"),
+        (
+            model_yml("config: {materialized: ephemeral}"),
+            "models[0].config.materialized: expected 'table', 'view' or 'incremental'",
+        ),
         (model_yml("config: {meta: {publish: maybe}}"), "models[0].config.meta.publish: expected true or false"),
-        (model_yml("config: {schema: other}"), "models[0].config: expected a mapping of materialized and/or meta"),
+        (
+            model_yml("config: {schema: other}"),
+            "models[0].config: expected a mapping of materialized, unique_key and/or meta",
+        ),
         (model_yml("description: x", name="other"), "models[0].name: expected 'broken'"),
         (model_yml("description: x") + "  - name: broken2\n", "models: expected a list of one entry"),
         ("version: 1\nmodels: [{name: broken}]\n", "version: expected 2"),
@@ -220,8 +226,12 @@ def test_yaml_in_dbts_schema_is_read_whole(models_dir: Path) -> None:
         ("select 1 as x from {{ source('lms', 'nope') }}", "unknown table lms.nope"),
         ("select 1 as x from {{ ref('broken') }}", "reads itself"),
         (
-            "select\n{{ config(materialized='incremental') }}\n1 as x",
-            ":2: config(materialized='incremental'): LessonSync's runner builds a 'table' or a 'view'",
+            "select\n{{ config(materialized='ephemeral') }}\n1 as x",
+            ":2: config(materialized='ephemeral'): LessonSync's runner builds a 'table', a 'view' or an 'incremental'",
+        ),
+        (
+            "{{ config(materialized='incremental') }}\nselect 1 as x",
+            "an incremental model needs a unique_key (config(unique_key=...) in the SQL, or unique_key under config:",
         ),
         (
             "select 1 as x\n{% if true %} from {{ adapter.get_relation('x') }} {% endif %}",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from analytics_world import AS_OF, seed_small_world
+from analytics_world import AS_OF, record_load, seed_small_world
 
 from pipeline.analytics.build import BUILD_PREFIX, build_models, models_built_ahead
 from pipeline.analytics.models import AnalyticsProject, load_project
@@ -79,8 +79,8 @@ def test_reader_sees_old_or_new_table_never_partial(numbers_db: duckdb.DuckDBPyC
     assert [r.status for r in build_models(numbers_db, project)] == ["built"]
 
     def rebuild(generation: int) -> None:
-        fill(numbers_db, generation)
-        assert [r.status for r in build_models(numbers_db, project)] == ["built"]
+        fill(numbers_db, generation)  # by hand, not a load: no version moves, so the build is forced
+        assert [r.status for r in build_models(numbers_db, project, full_refresh=True)] == ["built"]
 
     seen = run_reader_during(numbers_db, rebuild, rounds=12)
     whole = {(ROWS[g], g, g) for g in ROWS}
@@ -123,6 +123,7 @@ def test_failing_test_keeps_previous_table_and_skips_downstream(
     small_built.execute(
         "INSERT INTO lms.lesson_sessions (id, presenters, on_site, is_live) VALUES ('S4', [], false, false)"
     )
+    record_load(small_built, {"lesson_sessions": {"inserted": 1, "updated": 1}})
     results = {r.model.name: r for r in build_models(small_built, project, as_of=AS_OF)}
 
     failed = results["stg_lesson_sessions"]
@@ -133,7 +134,7 @@ def test_failing_test_keeps_previous_table_and_skips_downstream(
     assert results["session_attendance"].status == "skipped"
     assert "upstream model(s) failed: stg_lesson_sessions" in results["session_attendance"].error
     assert count(small_built, "session_attendance") == before  # the new session S4 did not reach it
-    assert results["lesson_funnel"].status == "built"  # unrelated models still built
+    assert results["lesson_funnel"].status == "unchanged"  # unrelated models are not blocked (nor changed)
 
 
 def test_warn_severity_reports_without_blocking(tmp_path: Path, numbers_db: duckdb.DuckDBPyConnection) -> None:
@@ -217,7 +218,7 @@ def test_models_built_ahead_come_in_build_order_like_build_models(
 ) -> None:
     seed_small_world(warehouse_conn)
     in_turn = [(r.model.name, r.status, r.rows) for r in build_models(warehouse_conn, project, as_of=AS_OF)]
-    with models_built_ahead(warehouse_conn, project, as_of=AS_OF) as results:
+    with models_built_ahead(warehouse_conn, project, as_of=AS_OF, full_refresh=True) as results:
         ahead = [(r.model.name, r.status, r.rows) for r in results]
     assert ahead == in_turn and len(ahead) == len(project.models)
 

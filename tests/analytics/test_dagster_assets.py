@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
 import pytest
-from analytics_world import AS_OF, seed_small_world
+from analytics_world import AS_OF, record_load, seed_small_world
 from dagster import AssetKey, DagsterInstance, Definitions, materialize
 
 from pipeline.analytics.build import build_models
@@ -77,6 +78,7 @@ def test_failing_check_skips_only_downstream_and_the_rest_is_published(seeded: P
     build_and_publish_directly(seeded, project)
     conn = duckdb.connect(str(seeded / "warehouse.duckdb"))
     conn.execute("UPDATE lms.lesson_sessions SET status = 'archived' WHERE id = 'S1'")
+    record_load(conn, {"lesson_sessions": {"updated": 1}})
     conn.close()
     published_before = (seeded / "analytics.duckdb").stat().st_mtime_ns
 
@@ -98,7 +100,8 @@ def test_failing_check_skips_only_downstream_and_the_rest_is_published(seeded: P
 @pytest.mark.slow
 def test_a_subset_builds_only_what_was_selected(seeded: Path, project: AnalyticsProject) -> None:
     build_and_publish_directly(seeded, project)
-    result = run(seeded, selection=[AssetKey(["analytics", "lesson_funnel"])])
+    full_refresh = {"ops": {"analytics_models": {"config": {"as_of": AS_OF.isoformat(), "full_refresh": True}}}}
+    result = run(seeded, selection=[AssetKey(["analytics", "lesson_funnel"])], run_config=full_refresh)
     assert result.success
     assert materialized(result) == {AssetKey(["analytics", "lesson_funnel"])}
     assert set(checks(result)) == {
@@ -109,10 +112,38 @@ def test_a_subset_builds_only_what_was_selected(seeded: Path, project: Analytics
 
 
 def test_bad_as_of_fails_with_what_to_do(seeded: Path) -> None:
-    result = run(seeded, run_config={"ops": {"analytics_models": {"config": {"as_of": "2026-11-22"}}}})
+    result = run(seeded, run_config={"ops": {"analytics_models": {"config": {"as_of": "2026-11-22T00:00:00"}}}})
     assert not result.success
     failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
-    assert "has no time zone" in str(failure.event_specific_data.error)
+    assert "has no UTC offset; add Z or +hh:mm, or give a date" in str(failure.event_specific_data.error)
+
+
+CERTIFICATES = [AssetKey(["analytics", "stg_certificates"]), AssetKey(["analytics", "certificates"])]
+
+
+@pytest.mark.parametrize("given", ["2026-11-02", "2026-11-02 00:00:00+00", "2026-11-02T00:00:00Z"])
+@pytest.mark.parametrize("where", ["environment", "run config"])
+def test_as_of_may_be_a_date_or_a_timestamp_as_dbt_users_write_it(
+    seeded: Path, monkeypatch: pytest.MonkeyPatch, where: str, given: str
+) -> None:
+    """LESSONSYNC_ANALYTICS_AS_OF or the run config's as_of: a date is midnight UTC; the time-relative mart and its
+    materialization are built for that instant."""
+    monkeypatch.setenv("LESSONSYNC_ANALYTICS_AS_OF", given if where == "environment" else "")
+    analytics = build_analytics(load_settings())
+    result = materialize(
+        analytics.assets,
+        resources={"warehouse": WarehouseResource(data_dir=str(seeded))},
+        run_config={"ops": {"analytics_models": {"config": {"as_of": given}}}} if where == "run config" else None,
+        selection=CERTIFICATES,
+        instance=DagsterInstance.ephemeral(),
+        raise_on_error=False,
+    )
+    assert result.success
+    instant = datetime(2026, 11, 2, tzinfo=UTC)
+    built = result.asset_materializations_for_node("analytics_models")
+    assert {m.metadata["as_of"].value for m in built} == {instant.isoformat()}
+    with duckdb.connect(str(seeded / "warehouse.duckdb"), read_only=True) as conn:
+        assert conn.execute("SELECT DISTINCT as_of FROM analytics.certificates").fetchall() == [(instant,)]
 
 
 def test_definitions_load_with_the_lms_upstreams(project: AnalyticsProject) -> None:

@@ -14,12 +14,13 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pytest
+from analytics_world import record_load
 from dagster import AssetKey, DagsterInstance, materialize
 
 from pipeline.analytics.build import build_models
@@ -62,8 +63,8 @@ def dbt(project_dir: Path, *args: str, warehouse: Path) -> subprocess.CompletedP
 
 
 def as_of_var(as_of: datetime) -> str:
-    """--vars for dbt: as_of is a TIMESTAMPTZ expression (dbt_project.yml)."""
-    return json.dumps({"as_of": f"'{as_of.isoformat()}'::timestamptz"})
+    """--vars for dbt: as_of as an ISO 8601 timestamp with its offset (the macro as_of() casts it)."""
+    return json.dumps({"as_of": as_of.isoformat()})
 
 
 @pytest.fixture(scope="module")
@@ -141,6 +142,46 @@ def test_dbt_persists_the_yaml_descriptions_as_comments(dbt_run: DbtRun) -> None
         )
     mart = dbt_run.project.models["learner_progress"]
     assert {c: comments[f"learner_progress.{c}"] for c in mart.columns} == mart.columns
+
+
+@pytest.mark.parametrize(
+    ("given", "instant"),
+    [
+        ("{as_of: '2026-11-02'}", datetime(2026, 11, 2, tzinfo=UTC)),  # a date: midnight UTC
+        ("{as_of: '2026-11-02 06:00:00+00'}", datetime(2026, 11, 2, 6, tzinfo=UTC)),
+        ("{as_of: '2026-11-02T06:00:00Z'}", datetime(2026, 11, 2, 6, tzinfo=UTC)),
+    ],
+)
+def test_dbt_takes_as_of_as_a_date_or_a_timestamp(
+    dbt_run: DbtRun, tmp_path: Path, given: str, instant: datetime
+) -> None:
+    """`dbt build --vars "{as_of: '2026-11-02'}"`, as dbt users write it: the time-relative mart is built for that
+    instant, equal row for row to LessonSync's runner's build at the same instant."""
+    theirs, ours = tmp_path / "dbt.duckdb", tmp_path / "ours.duckdb"
+    shutil.copy2(dbt_run.dbt, theirs)
+    shutil.copy2(dbt_run.product, ours)
+    built = dbt(dbt_run.project_dir, "build", "--select", "certificates", "--vars", given, warehouse=theirs)
+    assert built.returncode == 0, built.stdout[-3000:]
+    with duckdb.connect(str(ours)) as conn:
+        assert [r.status for r in build_models(conn, dbt_run.project, ["certificates"], as_of=instant)] == ["built"]
+    with duckdb.connect(str(theirs), read_only=True) as conn:
+        assert conn.execute("SELECT DISTINCT as_of FROM analytics.certificates").fetchall() == [(instant,)]
+    assert_same_marts(dbt_run.project, ours, theirs)
+
+
+def test_dbt_names_an_as_of_without_an_offset(dbt_run: DbtRun, tmp_path: Path) -> None:
+    shutil.copy2(dbt_run.dbt, tmp_path / "dbt.duckdb")
+    built = dbt(
+        dbt_run.project_dir,
+        "build",
+        "--select",
+        "certificates",
+        "--vars",
+        "{as_of: '2026-11-02T06:00:00'}",
+        warehouse=tmp_path / "dbt.duckdb",
+    )
+    assert built.returncode != 0
+    assert "as_of '2026-11-02T06:00:00' has no UTC offset; add Z or +hh:mm" in built.stdout
 
 
 def files_under(root: Path) -> dict[str, tuple[int, int]]:
@@ -222,3 +263,51 @@ def test_the_dagster_dbt_runner_loads_when_dbt_cannot_parse_and_its_build_says_w
     failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
     assert "dbt parse of" in str(failure.event_specific_data.error)
     assert "Compilation Error in model unparsable" in str(failure.event_specific_data.error)
+
+
+LOADED = "TIMESTAMPTZ '2099-01-01 00:00:00+00'"  # after every load of the synced warehouse, the same in both copies
+CHANGE = (  # new exit-quiz answers (an attempt 100) of a few learners, and their progress records moved on
+    f"INSERT INTO lms.answers SELECT * REPLACE (attempt_index + 100 AS attempt_index, {LOADED} AS first_loaded_at, "
+    f"{LOADED} AS last_loaded_at) FROM lms.answers WHERE quiz_type = 'exit' AND hash(user_id, lesson_id) % 5 = 0",
+    f"UPDATE lms.active_lessons SET time_spent = coalesce(time_spent, 0) + 1, last_loaded_at = {LOADED} "
+    "WHERE hash(user_id, lesson_id) % 5 = 0",
+)
+
+
+def test_the_incremental_model_runs_incrementally_under_dbt_as_under_ours(dbt_run: DbtRun, tmp_path: Path) -> None:
+    """learner_progress's SQL with is_incremental() true, run by dbt-duckdb's incremental materialization (delete+insert
+    on unique_key) and by LessonSync's runner after the same change: the same table, which a full build equals."""
+    ours, theirs, scratch = tmp_path / "ours.duckdb", tmp_path / "theirs.duckdb", tmp_path / "scratch.duckdb"
+    shutil.copy2(dbt_run.product, ours)
+    shutil.copy2(dbt_run.dbt, theirs)
+    for path in (ours, theirs):
+        with duckdb.connect(str(path)) as conn:
+            for statement in CHANGE:
+                conn.execute(statement)
+            if path == ours:  # what a load records with its rows: the tables' content versions move
+                record_load(conn, {"answers": {"inserted": 1}, "active_lessons": {"updated": 1}})
+    ran = dbt(
+        dbt_run.project_dir, "run", "--select", "learner_progress", "--vars", as_of_var(dbt_run.as_of), warehouse=theirs
+    )
+    assert ran.returncode == 0, ran.stdout[-3000:]
+    target = dbt_run.project_dir / "target"
+    assert "changed_pairs" in next((target / "compiled").rglob("learner_progress.sql")).read_text()
+    assert "delete from" in next((target / "run").rglob("learner_progress.sql")).read_text()  # delete+insert
+    with duckdb.connect(str(ours)) as conn:
+        results = {r.model.name: r for r in build_models(conn, dbt_run.project, as_of=dbt_run.as_of)}
+    progress = results["learner_progress"]
+    assert progress.replaced is not None and 0 < progress.replaced < progress.rows
+    shutil.copy2(ours, scratch)
+    with duckdb.connect(str(scratch)) as conn:
+        assert {r.status for r in build_models(conn, dbt_run.project, as_of=dbt_run.as_of, full_refresh=True)} == {
+            "built"
+        }
+    for one, other in ((ours, theirs), (ours, scratch)):
+        with duckdb.connect() as conn:
+            conn.execute(f"ATTACH '{one}' AS a (READ_ONLY)")
+            conn.execute(f"ATTACH '{other}' AS b (READ_ONLY)")
+            for x, y in (("a", "b"), ("b", "a")):
+                extra = conn.execute(
+                    f"SELECT * FROM {x}.analytics.learner_progress EXCEPT ALL SELECT * FROM {y}.analytics.learner_progress"
+                ).fetchall()
+                assert extra == [], f"{other.name}: {extra[:3]}"

@@ -28,7 +28,7 @@ def test_every_sql_file_is_one_model_with_its_yaml(project: AnalyticsProject) ->
     for model in project.models.values():
         assert model.sql_path.with_suffix(".yml").exists(), f"{model.name} has no YAML beside it"
         assert model.description, f"{model.name}: its YAML has no description"
-    assert {m.layer for m in project.models.values()} == {"staging", "marts"}
+    assert {m.layer for m in project.models.values()} == {"staging", "intermediate", "marts"}
 
 
 def _tables_in_parse_tree(node: object, found: set[str]) -> set[str]:
@@ -92,6 +92,7 @@ def test_some_deps_spelled_out(project: AnalyticsProject) -> None:
     assert deps["learner_progress"] == {
         "analytics.stg_active_lessons",
         "analytics.stg_answers",
+        "analytics.stg_lesson_loads",
         "analytics.stg_lessons",
     }
 
@@ -129,7 +130,8 @@ def test_dagster_asset_graph_follows_the_sql(project: AnalyticsProject) -> None:
         assert spec.code_version == model.code_version
     published = {AssetKey(["analytics", m.name]) for m in project.published}
     assert analytics_models.asset_deps[PUBLISHED_KEY] == published
-    assert published == keys  # no model of the project says publish: false (test_publish.py tests the option)
+    # an intermediate model says publish: false (what a mart counts, not for analysts)
+    assert published == keys - {AssetKey(["analytics", "int_first_attempts"])}
     assert analytics_models.can_subset and analytics_models.op.pool == "warehouse"
 
 

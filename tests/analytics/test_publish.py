@@ -8,19 +8,21 @@ import logging
 import subprocess
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import duckdb
 import pyarrow.parquet as pq
 import pytest
-from analytics_world import AS_OF, create_raw_tables, insert, seed_small_world
+from analytics_world import AS_OF, create_raw_tables, insert, record_load, seed_small_world
 
+from pipeline.analytics import published_files
 from pipeline.analytics.build import build_models
-from pipeline.analytics.errors import ModelError
 from pipeline.analytics.models import AnalyticsProject, load_project
-from pipeline.analytics.publish import publish
+from pipeline.analytics.publish import PublishResult, publish
 from pipeline.analytics.summary import mart_summary
 from pipeline.analytics.verify import verify_published
+from pipeline.warehouse import live_table_rows
 
 READER = r"""
 import json, sys, time
@@ -73,9 +75,46 @@ def main_relations(snapshot: duckdb.DuckDBPyConnection) -> dict[str, str]:
 
 
 def build_and_publish(conn: duckdb.DuckDBPyConnection, project: AnalyticsProject, data_dir: Path) -> int:
-    assert {r.status for r in build_models(conn, project, as_of=AS_OF)} == {"built"}
+    assert {r.status for r in build_models(conn, project, as_of=AS_OF)} <= {"built", "unchanged"}
     publish(conn, project, data_dir)
     return conn.execute("SELECT count(*) FROM analytics.learner_progress").fetchone()[0]
+
+
+def published_columns(conn: duckdb.DuckDBPyConnection, model: str) -> list[str]:
+    """The model's columns but its bookkeeping ones (`_...`): what is published of it."""
+    return [r[0] for r in conn.execute(f"DESCRIBE analytics.{model}").fetchall() if not r[0].startswith("_")]
+
+
+def warehouse_rows(conn: duckdb.DuckDBPyConnection, model: str) -> list[tuple]:
+    columns = ", ".join(f'"{c}"' for c in published_columns(conn, model))
+    return conn.execute(f"SELECT {columns} FROM analytics.{model} ORDER BY ALL").fetchall()
+
+
+def published_rows(snapshot: duckdb.DuckDBPyConnection, model: str) -> list[tuple]:
+    return snapshot.execute(f"SELECT * FROM main.{model} ORDER BY ALL").fetchall()
+
+
+def assert_same_raw_tables(warehouse: duckdb.DuckDBPyConnection, snapshot: duckdb.DuckDBPyConnection) -> None:
+    """Every raw table of the warehouse's schema lms, and its load log, is in the snapshot's, with the same columns,
+    types and rows; the rest of the warehouse's bookkeeping (cursors, markers, discovered columns) is not published."""
+    names = [
+        r[0]
+        for r in warehouse.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'lms'"
+        ).fetchall()
+    ]
+    published = [n for n in names if not n.startswith("_") or n == "_load_runs"]
+    assert "_load_runs" in published and any(not n.startswith("_") for n in names)
+    for name in sorted(set(names) - set(published)):
+        assert not snapshot.execute(
+            "SELECT 1 FROM information_schema.tables WHERE table_schema = 'lms' AND table_name = ?", [name]
+        ).fetchall(), name
+    names = published
+    for name in names:
+        described = f'SELECT column_name, column_type FROM (DESCRIBE lms."{name}")'  # a view has no NOT NULL
+        assert snapshot.execute(described).fetchall() == warehouse.execute(described).fetchall(), name
+        rows = f'SELECT * FROM lms."{name}" ORDER BY ALL'
+        assert snapshot.execute(rows).fetchall() == warehouse.execute(rows).fetchall(), name
 
 
 def add_learners(conn: duckdb.DuckDBPyConnection, round_: int, count: int = 50) -> None:
@@ -105,29 +144,28 @@ def test_publish_writes_every_model_and_every_mart(
     build_and_publish(warehouse_conn, project, data_dir)
     snapshot = duckdb.connect(str(data_dir / "analytics.duckdb"), read_only=True)
     try:
-        assert main_relations(snapshot) == {
-            m.name: "VIEW" if m.materialized == "view" else "BASE TABLE" for m in project.published
-        } | {"_builds": "BASE TABLE", "_published": "BASE TABLE"}
-        # the staging views read the raw tables the file holds; the warehouse's schema analytics is not there (in a
-        # file named analytics.duckdb, `analytics.x` would be ambiguous)
+        # every model a view over the published files (a staging view over the snapshot's raw tables)
+        assert main_relations(snapshot) == {m.name: "VIEW" for m in project.published} | {
+            "_builds": "BASE TABLE",
+            "_published": "BASE TABLE",
+        }
+        # the raw tables are there, as the warehouse holds them; the warehouse's schema analytics is not (in a file
+        # named analytics.duckdb, `analytics.x` would be ambiguous)
         schemas = {
             r[0] for r in snapshot.execute("SELECT schema_name FROM duckdb_schemas() WHERE NOT internal").fetchall()
         }
         assert "lms" in schemas and "analytics" not in schemas
+        assert_same_raw_tables(warehouse_conn, snapshot)
         for model in project.published:
-            in_snapshot = snapshot.execute(f"SELECT * FROM {model.name} ORDER BY ALL").fetchall()
-            assert (
-                in_snapshot == warehouse_conn.execute(f"SELECT * FROM analytics.{model.name} ORDER BY ALL").fetchall()
-            )
+            assert published_rows(snapshot, model.name) == warehouse_rows(warehouse_conn, model.name), model.name
         assert snapshot.execute("SELECT count(*) FROM stg_active_lessons").fetchone()[0] == 6
         for mart in project.marts:
-            in_snapshot = snapshot.execute(f"SELECT * FROM {mart.name} ORDER BY ALL").fetchall()
-            in_warehouse = warehouse_conn.execute(f"SELECT * FROM analytics.{mart.name} ORDER BY ALL").fetchall()
-            assert in_snapshot == in_warehouse, mart.name
             table = pq.read_table(data_dir / "marts" / f"{mart.name}.parquet")
-            assert table.num_rows == len(in_warehouse) and table.column_names == [
-                r[0] for r in warehouse_conn.execute(f"DESCRIBE analytics.{mart.name}").fetchall()
-            ]
+            assert table.num_rows == len(warehouse_rows(warehouse_conn, mart.name))
+            assert table.column_names == published_columns(warehouse_conn, mart.name)
+        # an incremental model's bookkeeping (_loaded_at) stays in the warehouse
+        assert "_loaded_at" not in published_columns(warehouse_conn, "learner_progress")
+        assert "_loaded_at" in [r[0] for r in warehouse_conn.execute("DESCRIBE analytics.learner_progress").fetchall()]
     finally:
         snapshot.close()
     # the snapshot is a copy of the warehouse file, made without this process letting go of the file's lock
@@ -143,7 +181,8 @@ def test_publish_writes_every_model_and_every_mart(
     )
     assert opened.returncode != 0 and "lock" in opened.stderr.lower()
     manifest = json.loads((data_dir / "marts" / "_manifest.json").read_text())
-    assert manifest["marts"]["lesson_funnel"] == {"file": "lesson_funnel.parquet", "rows": 3}
+    version = warehouse_conn.execute("SELECT inputs FROM analytics._builds WHERE model = 'lesson_funnel'").fetchone()[0]
+    assert manifest["marts"]["lesson_funnel"] == {"file": "lesson_funnel.parquet", "rows": 3, "version": version}
     problems, rows = verify_published(project, data_dir)
     assert problems == [] and rows["lesson_funnel"] == 3 and rows["learner_progress"] == 6
     assert not list(data_dir.rglob("*.tmp*"))
@@ -218,7 +257,8 @@ def test_publish_leaves_out_a_model_never_built_and_publishes_the_rest(
     result = publish(warehouse_conn, project, data_dir)
     assert list(result.left_out) == ["question_difficulty"] and "never built" in result.left_out["question_difficulty"]
     with duckdb.connect(str(data_dir / "analytics.duckdb"), read_only=True) as snapshot:
-        assert set(others) <= set(main_relations(snapshot)) and "question_difficulty" not in main_relations(snapshot)
+        published = {m.name for m in project.published} - {"question_difficulty"}
+        assert published <= set(main_relations(snapshot)) and "question_difficulty" not in main_relations(snapshot)
     assert set(result.parquet) == {m.name for m in project.marts} - {"question_difficulty"}
     problems, _ = verify_published(project, data_dir)
     assert problems == [
@@ -272,8 +312,9 @@ def small_project(root: Path, models: dict[str, str]) -> AnalyticsProject:
 
 
 def test_a_view_is_copied_as_built_when_a_view_of_the_file_would_not_read_the_same(tmp_path: Path) -> None:
-    """A staging view stays a view in the snapshot only when its SQL there reads what the warehouse's view reads:
-    not when the code changed since it was built, not when it reads another model or the build's `as_of`."""
+    """A staging view stays a view (over the snapshot's raw tables) only when its SQL there reads what the
+    warehouse's view reads: not when the code changed since it was built, not when it reads another model or the
+    build's `as_of`; then its rows are published as a file."""
     root = tmp_path / "models"
     project = small_project(
         root,
@@ -292,14 +333,10 @@ def test_a_view_is_copied_as_built_when_a_view_of_the_file_would_not_read_the_sa
     conn.close()
     snapshot = duckdb.connect(str(tmp_path / "analytics.duckdb"), read_only=True)
     try:
-        assert main_relations(snapshot) == {
-            "plain": "VIEW",
-            "changed": "BASE TABLE",
-            "on_a_model": "BASE TABLE",
-            "dated": "BASE TABLE",
-            "_builds": "BASE TABLE",
-            "_published": "BASE TABLE",
-        }
+        views = {name: sql for name, sql in snapshot.execute("SELECT view_name, sql FROM duckdb_views()").fetchall()}
+        assert "read_parquet" not in views["plain"] and "lms.numbers" in views["plain"]
+        for copied in ("changed", "on_a_model", "dated"):  # the rows the warehouse's build holds, published
+            assert "read_parquet" in views[copied], views[copied]
         assert snapshot.execute("SELECT n FROM changed").fetchall() == [(1,)]  # as built, not as the code says now
         assert snapshot.execute("SELECT n FROM on_a_model").fetchall() == [(10,)]
         assert snapshot.execute("SELECT as_of FROM dated").fetchone()[0] == AS_OF
@@ -312,14 +349,16 @@ def test_a_view_is_copied_as_built_when_a_view_of_the_file_would_not_read_the_sa
     other.close()
 
 
-def test_publish_refuses_an_in_memory_warehouse(tmp_path: Path) -> None:
+def test_an_in_memory_warehouse_publishes_like_a_file(tmp_path: Path) -> None:
+    """The snapshot reads files written from the warehouse's rows, never the warehouse's own file."""
     project = small_project(tmp_path / "models", {"plain": "SELECT n FROM {{ source('lms', 'numbers') }}"})
     conn = duckdb.connect()
     conn.execute("CREATE SCHEMA lms; CREATE TABLE lms.numbers AS SELECT 1 AS n")
     assert {r.status for r in build_models(conn, project, as_of=AS_OF)} == {"built"}
-    with pytest.raises(ModelError, match="cannot publish an in-memory warehouse"):
-        publish(conn, project, tmp_path)
-    assert not list(tmp_path.glob("*.duckdb*"))
+    publish(conn, project, tmp_path)
+    conn.close()
+    with duckdb.connect(str(tmp_path / "analytics.duckdb"), read_only=True) as snapshot:
+        assert snapshot.execute("SELECT n FROM plain").fetchall() == [(1,)]
 
 
 def test_the_snapshot_is_in_the_storage_format_duckdb_1_4_reads(
@@ -337,26 +376,126 @@ def test_the_snapshot_is_in_the_storage_format_duckdb_1_4_reads(
         assert storage_version(snapshot) == "v1.4.0+"
 
 
-def test_a_warehouse_in_a_newer_format_publishes_with_a_warning(
+def test_a_warehouse_in_a_newer_format_still_publishes_what_duckdb_1_4_reads(
     tmp_path: Path, project: AnalyticsProject, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A warehouse file created in DuckDB 2's own format keeps it: its copy needs DuckDB 2, and the publish says so."""
+    """A warehouse file created in DuckDB 2's own format: the snapshot is a file of its own, in the v1.4.0 format."""
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     warehouse = data_dir / "warehouse.duckdb"
     duckdb.connect(str(warehouse), config={"storage_compatibility_version": "v2.0.0"}).close()
     create_raw_tables(warehouse)
     with duckdb.connect(str(warehouse)) as conn:
+        assert storage_version(conn) == "v2.0.0+"
         seed_small_world(conn)
         with caplog.at_level(logging.WARNING, logger="lessonsync.analytics"):
             build_and_publish(conn, project, data_dir)
-    (record,) = caplog.records
-    assert "v2.0.0" in record.getMessage() and "lessonsync rebuild" in record.getMessage()
+    assert caplog.records == []
     with duckdb.connect(str(data_dir / "analytics.duckdb"), read_only=True) as snapshot:
-        assert storage_version(snapshot) == "v2.0.0+"
+        assert storage_version(snapshot) == "v1.4.0+"
 
 
 def storage_version(conn: duckdb.DuckDBPyConnection) -> str:
     return conn.execute("SELECT tags FROM duckdb_databases() WHERE database_name = current_database()").fetchone()[0][
         "storage_version"
     ]
+
+
+def written_dirs(result: PublishResult) -> set[str]:
+    """Where a publish wrote: `published/<schema>/<relation>` for the snapshot's files, `marts/<mart>.parquet`."""
+    return {"/".join(Path(path).parts[:3]) if path.startswith("published/") else path for path in result.written}
+
+
+def test_a_publish_writes_only_what_changed(
+    warehouse_conn: duckdb.DuckDBPyConnection, project: AnalyticsProject, data_dir: Path
+) -> None:
+    seed_small_world(warehouse_conn)
+    build_models_now = lambda: {r.model.name: r.status for r in build_models(warehouse_conn, project, as_of=AS_OF)}  # noqa: E731
+    build_models_now()
+    first = publish(warehouse_conn, project, data_dir)
+    assert {f"published/main/{m.name}" for m in project.published if m.materialized != "view"} <= written_dirs(first)
+    assert {f"marts/{m.name}.parquet" for m in project.marts} <= written_dirs(first)
+
+    assert set(build_models_now().values()) == {"unchanged"}
+    assert publish(warehouse_conn, project, data_dir).written == {}  # a new snapshot file, every Parquet file reused
+
+    add_learners(warehouse_conn, 0, count=1)
+    statuses = build_models_now()
+    rebuilt = {name for name, status in statuses.items() if status == "built"}
+    assert rebuilt == {"stg_active_lessons"} | project.downstream_of("stg_active_lessons")
+    third = publish(warehouse_conn, project, data_dir)
+    tables = {name for name in rebuilt if project.models[name].materialized != "view"}
+    marts = {name for name in tables if project.models[name].is_mart}
+    assert written_dirs(third) == {"published/lms/active_lessons"} | {f"published/main/{m}" for m in tables} | {
+        f"marts/{m}.parquet" for m in marts
+    }
+    with duckdb.connect(str(data_dir / "analytics.duckdb"), read_only=True) as snapshot:
+        assert_same_raw_tables(warehouse_conn, snapshot)
+        for model in project.published:
+            assert published_rows(snapshot, model.name) == warehouse_rows(warehouse_conn, model.name), model.name
+    assert verify_published(project, data_dir)[0] == []
+    # while a sync holds the warehouse, `lessonsync status` counts the raw tables in the snapshot
+    counted = live_table_rows(data_dir / "held-by-a-sync.duckdb", data_dir / "analytics.duckdb")
+    assert counted.rows["active_lessons"] == 7 and counted.source.startswith("published snapshot")
+
+
+def test_a_large_raw_table_is_published_as_a_base_and_the_rows_changed_since(
+    warehouse_conn: duckdb.DuckDBPyConnection,
+    project: AnalyticsProject,
+    data_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past DELTA_MIN_ROWS, a change writes the rows changed since the table's base (updated, inserted, marked
+    deleted), and the snapshot's view reads the base's other rows and those; past DELTA_SHARE, a new base."""
+    monkeypatch.setattr(published_files, "DELTA_MIN_ROWS", 0)
+    monkeypatch.setattr(published_files, "DELTA_SHARE", 0.5)  # a few rows of a tiny table
+    seed_small_world(warehouse_conn)
+    build_and_publish(warehouse_conn, project, data_dir)
+    at = record_load(warehouse_conn, {"active_lessons": {"updated": 1}, "groups": {"deleted": 1}})
+    warehouse_conn.execute(
+        "UPDATE lms.active_lessons SET time_spent = 999, last_loaded_at = ? WHERE user_id = 'U4' AND lesson_id = 'L1'",
+        [at],
+    )
+    warehouse_conn.execute("UPDATE lms.groups SET deleted_at = ? WHERE id = 'G3'", [at])  # a group without members
+    build_and_publish(warehouse_conn, project, data_dir)
+    with duckdb.connect(str(data_dir / "analytics.duckdb"), read_only=True) as snapshot:
+        views = dict(snapshot.execute("SELECT view_name, sql FROM duckdb_views() WHERE schema_name = 'lms'").fetchall())
+        assert ".delta-" in views["active_lessons"] and ".delta-" in views["groups"]
+        assert ".delta-" not in views["users"]  # no change: its base alone
+        assert_same_raw_tables(warehouse_conn, snapshot)
+        assert snapshot.execute("SELECT sum(learners) FROM lesson_funnel").fetchone()[0] == 6
+    monkeypatch.setattr(published_files, "DELTA_SHARE", 0.0)
+    add_learners(warehouse_conn, 0, count=1)
+    build_models(warehouse_conn, project, as_of=AS_OF)
+    result = publish(warehouse_conn, project, data_dir)
+    written = [p for p in result.written if p.startswith("published/lms/active_lessons/")]
+    assert len(written) == 1 and ".delta-" not in written[0]  # a new base
+    with duckdb.connect(str(data_dir / "analytics.duckdb"), read_only=True) as snapshot:
+        assert_same_raw_tables(warehouse_conn, snapshot)
+
+
+def test_files_no_snapshot_refers_to_stay_for_the_grace_then_go(
+    warehouse_conn: duckdb.DuckDBPyConnection, project: AnalyticsProject, data_dir: Path
+) -> None:
+    seed_small_world(warehouse_conn)
+    build_and_publish(warehouse_conn, project, data_dir)
+    reader = duckdb.connect(str(data_dir / "analytics.duckdb"), read_only=True)  # holds the first snapshot open
+    try:
+        before = reader.execute("SELECT count(*) FROM learner_progress").fetchone()[0]
+        add_learners(warehouse_conn, 0)
+        build_and_publish(warehouse_conn, project, data_dir)
+        # the previous snapshot's files outlive its replacement: the reader still reads what it opened
+        assert reader.execute("SELECT count(*) FROM learner_progress").fetchone()[0] == before
+        state = json.loads((data_dir / "published" / "_state.json").read_text())
+        assert any(path.startswith("main/learner_progress/") for path in state["retired"])
+        result = publish(warehouse_conn, project, data_dir, grace=timedelta(0))
+        assert any(path.startswith("main/learner_progress/") for path in result.deleted)
+        with pytest.raises(duckdb.IOException):  # past the grace: a reader of the old snapshot must reopen
+            reader.execute("SELECT count(*) FROM learner_progress").fetchone()
+    finally:
+        reader.close()
+    assert verify_published(project, data_dir)[0] == []  # every file the current snapshot reads is there
+    kept = {str(p.relative_to(data_dir / "published")) for p in (data_dir / "published").rglob("*.parquet")}
+    with duckdb.connect(str(data_dir / "analytics.duckdb"), read_only=True) as snapshot:
+        sql = " ".join(s for (s,) in snapshot.execute("SELECT sql FROM duckdb_views() WHERE NOT internal").fetchall())
+    assert all(path in sql for path in kept)  # nothing else is kept

@@ -1,8 +1,9 @@
-"""LessonSync installed the way production installs it: deploy/install.sh (the Dockerfile's commands) builds the
-wheel and installs it, not editable, into a new virtual environment; from a directory that is not the checkout,
-that install syncs a tiny simulated platform exactly (the SQL models found inside the wheel), loads its
-definitions with `dagster definitions validate` and `dg check defs`, holds no simulator, and its published
-snapshot opens in the oldest DuckDB the README promises (1.4), in a virtual environment of its own."""
+"""LessonSync installed the way production installs it: deploy/install.sh (the Dockerfile's commands) installs the
+wheel (built once per session by deploy/build_wheel.sh, which install.sh runs on a checkout) with its default
+extras, not editable, into a new virtual environment; from a directory that is not the checkout, that install syncs
+a tiny simulated platform exactly (the SQL models found inside the wheel), loads its definitions with `dagster
+definitions validate` and `dg check defs`, holds no simulator, and its published snapshot opens in the oldest
+DuckDB the README promises (1.4), in a virtual environment of its own."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -20,14 +20,13 @@ from pathlib import Path
 
 import pytest
 from stack_helpers import assert_warehouse_equals_platform
+from wheel_helpers import UV, install, outside_env
 
 from pipeline.analytics.models import load_project
 from pipeline.stack import Stack, local_stack
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
-UV = Path(sys.executable).with_name("uv")
 OLDEST_DUCKDB = "1.4.*"  # README: "DuckDB 1.4 or newer opens data/analytics.duckdb"
 
 
@@ -50,14 +49,9 @@ class Installed:
         )
 
 
-def _outside_env() -> dict[str, str]:
-    drop = ("LESSONSYNC_", "DAGSTER_HOME", "VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")
-    return {k: v for k, v in os.environ.items() if not k.startswith(drop)}
-
-
-def test_installed_like_production(tmp_path: Path) -> None:
+def test_installed_like_production(tmp_path: Path, lessonsync_wheel: Path, dev_constraints: Path) -> None:
     """One test, so that one install serves every check whichever worker (pytest-xdist) runs it."""
-    with installed_from_the_wheel(tmp_path) as installed:
+    with installed_from_the_wheel(tmp_path, lessonsync_wheel, dev_constraints) as installed:
         check_the_sync_is_exact_from_outside_the_checkout(installed)
         check_the_wheel_holds_pipeline_and_its_models_and_no_simulator(installed)
         check_dagster_and_dg_load_the_installed_definitions(installed, tmp_path)
@@ -66,25 +60,16 @@ def test_installed_like_production(tmp_path: Path) -> None:
 
 
 @contextmanager
-def installed_from_the_wheel(tmp_path: Path) -> Iterator[Installed]:
+def installed_from_the_wheel(tmp_path: Path, wheel: Path, constraints: Path) -> Iterator[Installed]:
     root = tmp_path / "wheel"
     root.mkdir()
     venv = root / "venv"
-    env = {**_outside_env(), "UV": str(UV), "PYTHON": "3.11"}
-    done = subprocess.run(
-        ["sh", str(REPO / "deploy" / "install.sh"), str(REPO), str(venv)],
-        env=env,
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    install(wheel, venv, constraints)  # the script's default extras
     cwd = root / "elsewhere"
     cwd.mkdir()
     with local_stack(root / "data", scale="tiny") as stack:
         stack.advance(hours=48)
-        run_env = {**_outside_env(), **stack.run_env()}
+        run_env = {**outside_env(), **stack.run_env()}
         sync = subprocess.run(
             [str(venv / "bin" / "lessonsync"), "sync"],
             env=run_env,
@@ -173,7 +158,7 @@ def check_the_published_snapshot_opens_in_the_oldest_duckdb_promised(installed: 
         [str(UV), "venv", "--quiet", "--python", "3.11", str(reader)],
         [str(UV), "pip", "install", "--quiet", "--python", str(reader / "bin" / "python"), f"duckdb=={OLDEST_DUCKDB}"],
     ):
-        done = subprocess.run(command, env=_outside_env(), capture_output=True, text=True, timeout=300)
+        done = subprocess.run(command, env=outside_env(), capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
     marts = [m.name for m in load_project().published]
     code = (
@@ -184,7 +169,7 @@ def check_the_published_snapshot_opens_in_the_oldest_duckdb_promised(installed: 
     snapshot = installed.stack.data_dir / "analytics.duckdb"
     done = subprocess.run(
         [str(reader / "bin" / "python"), "-c", code, str(snapshot), json.dumps(marts)],
-        env=_outside_env(),
+        env=outside_env(),
         capture_output=True,
         text=True,
         timeout=120,

@@ -21,8 +21,8 @@ from iceberg_helpers import ICEBERG_ENV, assert_iceberg_equals_warehouse, assert
 from stack_helpers import assert_warehouse_equals_platform
 
 from pipeline.analytics.models import load_project
+from pipeline.contract.streams import stream_tables
 from pipeline.contract.tables import CERTIFICATE_EVENTS, CERTIFICATES
-from pipeline.defs.raw.assets import RAW_TABLES
 from pipeline.settings import Settings, load_settings
 from pipeline.stack import Stack, environment, local_stack
 from pipeline.sync import SyncReport
@@ -33,7 +33,7 @@ from pipeline.warehouse.lake.iceberg import iceberg_location
 pytestmark = pytest.mark.slow
 
 MIRROR_STEP = "lake/iceberg_tables"
-LOADED = {f"lms/{name}" for name in (*RAW_TABLES, CERTIFICATE_EVENTS.name, CERTIFICATES.name)}
+LOADED = {f"lms/{name}" for name in (*stream_tables(), CERTIFICATE_EVENTS.name, CERTIFICATES.name)}
 
 
 def settings_of(stack: Stack) -> Settings:

@@ -96,3 +96,21 @@ def test_a_sync_killed_between_the_two_commits_is_rolled_forward_by_the_next(tmp
         assert rerun.success, rerun.error
         assert_warehouse_equals_platform(stack)
         assert_iceberg_equals_warehouse(settings)
+
+
+def test_a_column_the_platform_began_sending_reaches_the_iceberg_table(tmp_path):
+    """The warehouse's new column (docs/schema-evolution.md) is added to the Iceberg table's schema, its values there."""
+    with local_stack(
+        tmp_path / "data", scale="tiny", new_fields=[("active_lessons", "quizTimeSeconds", "int")]
+    ) as stack:
+        stack.env.update(ICEBERG_ENV)
+        assert stack.sync(select=RAW).success
+        stack.advance(hours=24)
+        assert stack.sync(select=RAW).success
+        settings = settings_of(stack)
+        assert_iceberg_equals_warehouse(settings)
+        ice = open_catalog(settings).load_table((SCHEMA, "active_lessons"))
+        assert str(ice.schema().find_field("quiz_time_seconds").field_type) == "long"
+        values = ice.scan(selected_fields=("quiz_time_seconds",)).to_arrow().column(0).drop_null().to_pylist()
+        sent = [r["quizTimeSeconds"] for r in stack.sim.ground_truth("active_lessons") if "quizTimeSeconds" in r]
+        assert sorted(values) == sorted(sent) and sent

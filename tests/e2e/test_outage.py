@@ -6,11 +6,13 @@ import time
 import duckdb
 import pytest
 from alert_receiver import alert_receiver, evaluate_failure_sensor
-from dagster import DagsterInstance
+from dagster import DagsterInstance, SkipReason
 from stack_helpers import RAW, assert_warehouse_equals_platform
 
+from pipeline.defs.operations.alerts import alert_failed_sync
 from pipeline.instance import SHIPPED_CONFIG
-from pipeline.stack import Stack, local_stack
+from pipeline.settings import load_settings
+from pipeline.stack import Stack, environment, local_stack
 from pipeline.sync import SyncReport
 from pipeline.warehouse import hooks
 
@@ -65,8 +67,13 @@ def test_an_outage_longer_than_the_budget_fails_clearly_and_keeps_the_cursor(tmp
         assert "last status 503" in report.error and " /v1/" in report.error, report.error
         assert "LESSONSYNC_RETRY_BUDGET" in report.error
         assert _cursors(stack) == cursors
+        # An in-process run is alerted by its own process (as `lessonsync sync` does); the daemon's sensor skips it.
         with alert_receiver() as receiver:
-            evaluate_failure_sensor(instance, report.run_id, {"LESSONSYNC_ALERT_WEBHOOK_URL": receiver.url})
+            env = {"LESSONSYNC_ALERT_WEBHOOK_URL": receiver.url}
+            assert isinstance(evaluate_failure_sensor(instance, report.run_id, env), SkipReason)
+            with environment({**stack.env, **env}):
+                settings = load_settings()
+            assert alert_failed_sync(report.run_id, report.job_name, report.step_errors, report.error, settings) is None
         assert [alert["run_id"] for alert in receiver.bodies] == [report.run_id]
         assert "last status 503" in receiver.bodies[0]["error"]
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from urllib.parse import parse_qs, urlsplit
 
 import psutil
@@ -14,6 +15,7 @@ import pytest
 from dagster import DagsterInstance
 from stack_helpers import RAW, assert_warehouse_equals_platform
 
+from pipeline.contract.streams import SYNC_STREAMS
 from pipeline.raw import runner
 from pipeline.source import answers
 from pipeline.source.client import PlatformClient
@@ -130,9 +132,13 @@ def test_streams_are_fetched_together_within_the_limit_and_stay_exact(tmp_path):
 
 
 def test_a_large_active_lessons_load_commits_before_the_answers_start_and_stays_exact(tmp_path, monkeypatch):
-    """Above OVERLAP_MAX_ROWS the answers are planned from the committed active lessons and fetched only after
-    that commit (runner.py: the two would add up in memory), and committed after their last page, still exact."""
-    monkeypatch.setattr(runner, "OVERLAP_MAX_ROWS", 0)
+    """Above their declaration's overlap_max_rows the answers are planned from the committed active lessons and
+    fetched only after that commit (runner.py: the two would add up in memory), and committed after their last page,
+    still exact."""
+    answers_stream = SYNC_STREAMS["answers"]
+    assert answers_stream.planned is not None
+    planned = replace(answers_stream.planned, overlap_max_rows=0)
+    monkeypatch.setitem(SYNC_STREAMS, "answers", replace(answers_stream, planned=planned))
     with local_stack(tmp_path / "data", scale="tiny", faults="latency_ms=5", page_size=20) as stack:
         full, at_first_commit = sync_holding_the_first_commit(stack, seconds=3)
         assert full.success, full.error

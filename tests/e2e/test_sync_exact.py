@@ -8,6 +8,7 @@ import pytest
 from dagster import AssetKey, DagsterInstance, DagsterInvalidConfigError
 from stack_helpers import RAW, assert_warehouse_equals_platform
 
+from pipeline.contract.streams import SYNC_STREAMS
 from pipeline.defs.policy import BACKFILL_WINDOW
 from pipeline.defs.progress.backfill import NO_RANGE
 from pipeline.settings import load_settings
@@ -16,16 +17,7 @@ from pipeline.sync import definitions_for
 from pipeline.verify import compare_warehouse
 from pipeline.warehouse import snapshot_seen
 
-SNAPSHOT_TABLES = (
-    "groups",
-    "users",
-    "group_members",
-    "lessons",
-    "lesson_questions",
-    "lesson_sessions",
-    "lesson_session_registrations",
-    "categories",
-)
+SNAPSHOT_TABLES = tuple(table for s in SYNC_STREAMS.values() if s.kind == "snapshot" for table in s.table_names)
 
 
 def _load_seqs(conn, run_id):

@@ -14,12 +14,13 @@ import numpy as np
 import pytest
 from conftest import client_settings, rows_by_table, truth
 
+from pipeline.contract.streams import SYNC_STREAMS
 from pipeline.source import page_cache
 from pipeline.source.client import PlatformClient
 from pipeline.source.page_cache import PageCache
 from simulator import SimulatorHandle
 
-SNAPSHOTS = ("groups", "lessons", "lesson_sessions", "categories")
+SNAPSHOTS = tuple(name for name, stream in SYNC_STREAMS.items() if stream.kind == "snapshot")
 
 
 def pull(

@@ -8,27 +8,18 @@ import pytest
 from conftest import all_pairs, client_settings, rows_by_table, truth
 from source_expect import assert_same_table, expected_tables
 
+from pipeline.contract.streams import SYNC_STREAMS
 from pipeline.source.client import PlatformClient
 from simulator import SimulatorConfig, start_simulator
 
 
 def test_snapshot_streams_equal_ground_truth(sim, client):
+    snapshots = [stream for stream in SYNC_STREAMS.values() if stream.kind == "snapshot"]
     expected = expected_tables(
         truth(sim, "categories", "groups", "users", "group_members", "lesson_sessions", "lessons")
     )
-    got = rows_by_table(
-        b for name in ("categories", "groups", "lesson_sessions", "lessons") for b in client.iter_stream(name)
-    )
-    for table in (
-        "categories",
-        "groups",
-        "users",
-        "group_members",
-        "lesson_sessions",
-        "lesson_session_registrations",
-        "lessons",
-        "lesson_questions",
-    ):
+    got = rows_by_table(b for stream in snapshots for b in client.iter_stream(stream.name))
+    for table in (table for stream in snapshots for table in stream.table_names):
         assert_same_table(table, got[table], expected[table])
     assert len(got["users"]) > len({r["id"] for r in got["users"]})  # yielded once per group, as documented
     assert len(expected["lesson_questions"]) > 0 and len(expected["lesson_session_registrations"]) > 0

@@ -309,3 +309,20 @@ def test_a_mart_that_did_not_change_opens_no_iceberg_table(tmp_path: Path, where
     open_catalog(where).drop_table(("analytics", "funnel"))  # the catalog's entry gone: the record cannot vouch
     assert mirror_marts() == ["funnel"]
     assert mirror_marts() == []
+
+
+def test_a_lake_under_a_path_with_reserved_characters_is_mirrored_where_it_lies(tmp_path: Path) -> None:
+    """pyiceberg reads a file: location's path as written: a `+` or a space in the data directory must name the same
+    directory for it and for the mirror's own file handling (rows changed later are found in those files)."""
+    home = tmp_path / "data+dir with space"
+    home.mkdir()
+    where = IcebergLocation.for_lake(home / "lake", f"sqlite:///{home / 'catalog.sqlite3'}")
+    wh = make_warehouse(home, table_mirror=IcebergMirror(where))
+    wh.ensure_tables(ALL_SPECS)
+    snapshots = {"complete_snapshots": {"groups"}}
+    load_once(wh, "groups", [(GROUPS, [group("g1"), group("g2")])], **snapshots)
+    load_once(wh, "groups", [(GROUPS, [group("g1", title="renamed"), group("g2")])], **snapshots)
+    assert assert_mirror_equals(wh.path, where)["groups"] == 2
+    files = list((home / "lake" / "iceberg" / "lms" / "groups" / "data").glob("*.parquet"))
+    assert files, "the data files lie under the data directory as it is named"
+    assert not list(tmp_path.glob("data%2B*")), "no directory named by the percent-encoded path"

@@ -52,9 +52,10 @@ from pipeline.analytics.models import AnalyticsProject, load_project
 from pipeline.analytics.publish import publish
 from pipeline.analytics.sql import relation
 from pipeline.defs.analytics.checks import PUBLISHED_KEY, published_files_check
-from pipeline.defs.policy import POOL
+from pipeline.defs.policy import FULL_REFRESH_TAG, POOL
 from pipeline.defs.resources import WarehouseResource
-from pipeline.settings import Settings
+from pipeline.extras import require_extra
+from pipeline.settings import Settings, parse_as_of
 
 AS_OF_ENV = "LESSONSYNC_ANALYTICS_AS_OF"  # default `as_of` when the run config gives none (e.g. the demo's clock)
 
@@ -62,8 +63,15 @@ AS_OF_ENV = "LESSONSYNC_ANALYTICS_AS_OF"  # default `as_of` when the run config 
 class AnalyticsBuildConfig(Config):
     as_of: str | None = Field(
         None,
-        description="Reference instant of time-relative figures (certificates expiring within 30 days...), "
-        f"ISO 8601 with a time zone, e.g. 2026-11-22T00:00:00Z. Default: ${AS_OF_ENV}, else when the run starts.",
+        description="Reference instant of time-relative figures (certificates expiring within 30 days...): a date "
+        f"(midnight UTC) or an ISO 8601 timestamp with offset, e.g. 2026-11-22 or 2026-11-22T00:00:00Z. Default: "
+        f"${AS_OF_ENV}, else when the run starts.",
+    )
+    full_refresh: bool = Field(
+        False,
+        description="Rebuild every selected model whole, even those whose inputs did not change since their last "
+        "build, incremental ones included. The full_refresh job sets it too, and then also writes every published "
+        "file anew.",
     )
 
 
@@ -88,12 +96,9 @@ def _parse_as_of(text: str | None, default: str | None) -> datetime:
     if not text:
         return datetime.now(UTC)
     try:
-        value = datetime.fromisoformat(text)
-    except ValueError:
-        raise Failure(f"as_of {text!r} is not an ISO 8601 instant; use e.g. 2026-11-22T00:00:00Z") from None
-    if value.tzinfo is None:
-        raise Failure(f"as_of {text!r} has no time zone; add one, e.g. {text}Z")
-    return value
+        return parse_as_of(text)
+    except ValueError as error:
+        raise Failure(f"as_of {error}") from None
 
 
 def build_analytics(settings: Settings) -> Analytics:
@@ -101,6 +106,7 @@ def build_analytics(settings: Settings) -> Analytics:
     Settings.analytics_as_of."""
     project = load_project(settings.models_dir)
     if settings.models_runner == "dbt":
+        require_extra("dbt", "LESSONSYNC_MODELS_RUNNER=dbt")
         from pipeline.defs.analytics.dbt_runner import dbt_models_asset  # the `dbt` extra, imported only when used
 
         # dbt runs in the models directory: its target (and logs) go to an absolute path under the data directory
@@ -127,14 +133,18 @@ def _models_asset(project: AnalyticsProject, default_as_of: str | None) -> Asset
     ) -> Iterator[MaterializeResult[Any] | AssetCheckResult]:
         selected = {key.path[-1] for key in context.selected_asset_keys if key != PUBLISHED_KEY}
         as_of = _parse_as_of(config.as_of, default_as_of)
+        full_refresh = config.full_refresh or context.run.tags.get(FULL_REFRESH_TAG) == "true"
         failures = list(project.rejected)
         if selected:
-            with warehouse.connect() as conn, models_built_ahead(conn, project, selected, as_of) as results:
+            with (
+                warehouse.connect() as conn,
+                models_built_ahead(conn, project, selected, as_of, full_refresh=full_refresh) as results,
+            ):
                 for result in results:
-                    log = context.log.info if result.status == "built" else context.log.error
+                    log = context.log.info if result.status in ("built", "unchanged") else context.log.error
                     log(log_line(result))
                     yield from check_results(result.outcomes, set(context.selected_asset_check_keys))
-                    if result.status == "built":
+                    if result.status in ("built", "unchanged"):
                         yield materialization(result, as_of)
                     else:
                         failures.append(result.error or result.model.name)
@@ -169,8 +179,9 @@ def mart_relations(project: AnalyticsProject) -> dict[str, str]:
 
 # Markdown in the UI: a path is code, or its `<mart>` would be taken for an HTML tag and vanish.
 PUBLISHED_DESCRIPTION = (
-    "What analysts query while syncs run: `data/analytics.duckdb` (a copy of every published model, swapped "
-    "atomically; open it read-only) and `data/marts/<mart>.parquet`."
+    "What analysts query while syncs run: `data/analytics.duckdb` (views over every published model and raw table, "
+    "their Parquet files under `data/published/` written where they changed; swapped atomically; open it "
+    "read-only) and `data/marts/<mart>.parquet`."
 )
 
 
@@ -203,7 +214,8 @@ def _publisher(
 
     def analytics_published(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult[Any]:
         with warehouse.connect() as conn:
-            result = publish(conn, project, Path(warehouse.data_dir))
+            rewrite = context.run.tags.get(FULL_REFRESH_TAG) == "true"
+            result = publish(conn, project, Path(warehouse.data_dir), rewrite=rewrite)
         context.log.info(
             f"published {len(result.rows)} tables and {len(result.parquet)} marts in {result.seconds:.2f}s"
         )
@@ -211,6 +223,7 @@ def _publisher(
             metadata={
                 "snapshot": MetadataValue.path(str(result.snapshot)),
                 "snapshot_bytes": result.snapshot.stat().st_size,
+                "bytes_written": sum(result.written.values()),
                 "marts": MetadataValue.json({m: str(p) for m, p in result.parquet.items()}),
                 "rows": MetadataValue.json(result.rows),
                 "published_at": result.published_at.isoformat(),

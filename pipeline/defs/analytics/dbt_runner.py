@@ -42,7 +42,7 @@ from dagster_dbt import (
     dbt_assets,
 )
 
-from pipeline.analytics.build import BUILDS_DDL, BUILDS_TABLE
+from pipeline.analytics.build import BUILDS_COLUMNS, BUILDS_DDL, BUILDS_MIGRATIONS, BUILDS_TABLE
 from pipeline.analytics.dagster_specs import GROUP, asset_spec
 from pipeline.analytics.lineage import MODEL_SCHEMA, RAW_SCHEMA
 from pipeline.analytics.models import AnalyticsProject, Model
@@ -147,13 +147,15 @@ def _unparsed_models_asset(project: AnalyticsProject, error: DagsterDbtCliRuntim
 
 
 def _record_builds(conn: duckdb.DuckDBPyConnection, built: list[Model], as_of: datetime) -> dict[str, int]:
-    """Each model dbt built, counted and recorded in `analytics._builds`; returns the rows of each."""
-    conn.execute(BUILDS_DDL)
+    """Each model dbt built, counted and recorded in `analytics._builds` (no inputs: LessonSync's runner, if it
+    builds next, builds each of them once); returns the rows of each."""
+    for statement in (BUILDS_DDL, *BUILDS_MIGRATIONS):
+        conn.execute(statement)
     rows: dict[str, int] = {}
     for model in built:
         rows[model.name] = conn.execute(f"SELECT count(*) FROM {relation(MODEL_SCHEMA, model.name)}").fetchall()[0][0]
         conn.execute(
-            f"INSERT OR REPLACE INTO {BUILDS_TABLE} VALUES (?, ?, now(), ?, ?, ?)",
+            f"INSERT OR REPLACE INTO {BUILDS_TABLE} ({BUILDS_COLUMNS}) VALUES (?, ?, now(), ?, ?, ?, NULL, NULL, NULL)",
             [model.name, model.materialized, as_of, rows[model.name], model.code_version],
         )
     return rows

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from dagster import AssetSpec, FreshnessPolicy
 
+from pipeline.contract.streams import SYNC_STREAMS
 from pipeline.defs.common import lms_key
 from pipeline.settings import Settings
 
-# The tables a nightly run must have refreshed; answer_results follows answers (one fetch), so it needs no policy.
-FRESH_TABLES = ("active_lessons", "answers")
+
+def fresh_tables() -> tuple[str, ...]:
+    """The tables a nightly run must have refreshed: the own table of every stream with a cursor (incremental or
+    planned); a child table follows its parent (one fetch: answer_results, answers), so it needs no policy."""
+    return tuple(stream.table for stream in SYNC_STREAMS.values() if stream.kind != "snapshot")
 
 
 def progress_freshness(settings: Settings) -> FreshnessPolicy:
@@ -17,7 +21,7 @@ def progress_freshness(settings: Settings) -> FreshnessPolicy:
 
 
 def with_progress_freshness(spec: AssetSpec, settings: Settings) -> AssetSpec:
-    """`spec` with the progress freshness policy if it is one of FRESH_TABLES, else unchanged."""
-    if spec.key not in {lms_key(table) for table in FRESH_TABLES}:
+    """`spec` with the progress freshness policy if it is one of fresh_tables(), else unchanged."""
+    if spec.key not in {lms_key(table) for table in fresh_tables()}:
         return spec
     return spec.replace_attributes(freshness_policy=progress_freshness(settings))

@@ -21,6 +21,7 @@ from dagster import (
     multi_asset,
 )
 
+from pipeline.contract.streams import STREAM_TABLES, SYNC_STREAMS, planned_from, stream_tables
 from pipeline.contract.tables import TABLES
 from pipeline.defs.common import (
     DATA_VERSION_TAG,
@@ -37,50 +38,40 @@ from pipeline.defs.raw.metadata import contract_facts, table_metadata
 from pipeline.defs.raw_checks import CheckRules, raw_check_results, selected_checks, table_check_specs
 from pipeline.defs.resources import PlatformResource, WarehouseResource
 from pipeline.raw.commit import StreamLoad
-from pipeline.raw.runner import STREAM_TABLES, RawRun, RawSync, streams_of
+from pipeline.raw.runner import RawRun, RawSync, streams_of
 from pipeline.settings import Settings
 from pipeline.warehouse import Warehouse, catalog_unchanged
 
-# The UI's groups, by stream: the domain each table belongs to.
-STREAM_GROUPS = {
-    "active_lessons": "progress",
-    "answers": "progress",
-    "categories": "catalog",
-    "groups": "directory",
-    "lesson_sessions": "sessions",
-    "lessons": "catalog",
-}
-RAW_TABLES = tuple(table for tables in STREAM_TABLES.values() for table in tables)
-# Within a stream a child table follows its parent; across streams, the answers follow the lessons they answer.
-TABLE_DEPS = {"answers": ("active_lessons",), "answer_results": ("answers",)}
 BLOCKING_CHECK = "key_unique_not_null"
 
 
 def raw_table_specs(settings: Settings) -> list[AssetSpec]:
+    """Every declared stream's tables, in its group, with its declared deps (pipeline/contract/declarations.py)."""
     return [
         with_progress_freshness(
             AssetSpec(
                 lms_key(table),
-                deps=[lms_key(dep) for dep in TABLE_DEPS.get(table, ())],
+                deps=[lms_key(dep) for dep in stream.deps.get(table, ())],
                 description=TABLES[table].description,
-                group_name=STREAM_GROUPS[stream],
+                group_name=stream.group,
                 kinds={"duckdb", "parquet"},
                 metadata=table_definition_metadata(TABLES[table]),
             ),
             settings,
         )
-        for stream, tables in STREAM_TABLES.items()
-        for table in tables
+        for stream in SYNC_STREAMS.values()
+        for table in stream.table_names
     ]
 
 
 def build_raw_sync(settings: Settings, rules: CheckRules) -> AssetsDefinition:
-    """The `lms_raw` multi-asset with every raw table's spec and checks."""
+    """The `lms_raw` multi-asset with every raw table's spec and checks, from the streams declared now."""
+    raw_tables = stream_tables()
 
     @multi_asset(
         name="lms_raw",
         specs=raw_table_specs(settings),
-        check_specs=[spec for table in RAW_TABLES for spec in table_check_specs(table, rules)],
+        check_specs=[spec for table in raw_tables for spec in table_check_specs(table, rules)],
         can_subset=True,
         pool=POOL,
         description="Every raw table of the platform's API, in one step: the selected tables' streams fetched at "
@@ -97,7 +88,7 @@ def build_raw_sync(settings: Settings, rules: CheckRules) -> AssetsDefinition:
         selected_tables = {key.path[-1] for key in context.selected_asset_keys}
         checks = selected_checks(context.selected_asset_check_keys)
         if not selected_tables:  # checks only (the check_warehouse job): the warehouse as it is
-            yield from _checks(wh, RAW_TABLES, checks, rules, context.run.run_id, {})
+            yield from _checks(wh, raw_tables, checks, rules, context.run.run_id, {})
             return
         run = RawRun(
             context.run.run_id,
@@ -112,8 +103,9 @@ def build_raw_sync(settings: Settings, rules: CheckRules) -> AssetsDefinition:
             loaded = {table: contract_facts(done, table) for table in tables}
             results = list(_checks(wh, tables, checks, rules, context.run.run_id, loaded))
             yield from results
-            if done.stream == "active_lessons" and _blocked(results):
-                sync.drop("answers", f"the blocking check {BLOCKING_CHECK} of lms/active_lessons failed")
+            blocked = _blocked(results)
+            for child in planned_from(done.stream) if blocked else ():  # nothing is planned from a broken table
+                sync.drop(child.name, f"the blocking check {BLOCKING_CHECK} of lms/{blocked[0]} failed")
 
     return lms_raw
 
@@ -124,9 +116,10 @@ def _reported(
     """One result per selected table of the stream; a table written with them but not selected (its stream fills
     several) is reported as a runtime materialization, so the UI shows every table the commit changed. Each
     carries the table's data version: a load that changed nothing leaves what reads the table up to date."""
-    for table in STREAM_TABLES[done.stream]:
+    stream = SYNC_STREAMS[done.stream]
+    for table in stream.table_names:
         metadata = table_metadata(done, table)
-        if table == "active_lessons":
+        if stream.kind == "incremental" and table == stream.table:  # the listing of lastDates, by updatedSince
             metadata.update(clock_skew_metadata(context, done.stats, settings.lookback))
         version = table_data_version(done.versions, table)
         if table in selected:
@@ -151,7 +144,13 @@ def _checks(
         yield from raw_check_results(conn, tables, checks, rules, run_id, loaded)
 
 
-def _blocked(results: list[AssetCheckResult]) -> bool:
-    return any(
-        r.check_name == BLOCKING_CHECK and not r.passed and r.severity == AssetCheckSeverity.ERROR for r in results
-    )
+def _blocked(results: list[AssetCheckResult]) -> list[str]:
+    """The tables whose blocking check failed."""
+    return [
+        r.asset_key.path[-1]
+        for r in results
+        if r.check_name == BLOCKING_CHECK
+        and not r.passed
+        and r.severity == AssetCheckSeverity.ERROR
+        and r.asset_key is not None
+    ]

@@ -1,4 +1,4 @@
-"""The raw sync's definitions: the `lms_raw` multi-asset, its checks built from every domain's links."""
+"""The raw sync's definitions: the `lms_raw` multi-asset, its checks built from every stream's links."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ from collections.abc import Iterable
 
 from dagster import Definitions
 
+from pipeline.contract.streams import Link
 from pipeline.defs.raw.assets import build_raw_sync
-from pipeline.defs.raw_checks import Link, check_rules
+from pipeline.defs.raw_checks import check_rules
 from pipeline.settings import Settings
 
 

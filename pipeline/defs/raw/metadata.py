@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from dagster import MetadataValue
 
-from pipeline.defs.common import Metadata
+from pipeline.contract.evolution import evolved_spec
+from pipeline.contract.tables import TABLES
+from pipeline.defs.common import Metadata, raw_column_schema
 from pipeline.raw.commit import StreamLoad
 from pipeline.source.stats import paths_of
 from pipeline.warehouse import TableLoadStats
@@ -45,10 +47,20 @@ def table_metadata(done: StreamLoad, table: str) -> Metadata:
         metadata["rows_inserted_while_fetching"] = done.rows_while_fetching[table]
     if table == done.stream:  # the stream's own table carries what the stream adds (the answers: their plan)
         metadata.update(done.extra)
+    discovered = [c for c in done.discovered if c.table == table]
+    if discovered:  # columns the platform's new fields became: the table's schema is no longer its declaration's
+        metadata["new_columns"] = MetadataValue.json([c.summary() for c in discovered if c in done.new_columns])
+        metadata["dagster/column_schema"] = raw_column_schema(evolved_spec(TABLES[table], discovered))
     return metadata
 
 
 def contract_facts(done: StreamLoad, table: str) -> dict[str, object]:
-    """What the contract check of `table` reads of this load: new fields met, records quarantined."""
+    """What the contract check of `table` reads of this load: new fields met (kept in `extra`, or become columns),
+    records quarantined."""
     new_fields = paths_of(table, done.stats.new_fields)
-    return {"new_fields": len(new_fields), "new_field_paths": new_fields, "quarantined": done.stats.quarantined}
+    return {
+        "new_fields": len(new_fields),
+        "new_field_paths": new_fields,
+        "new_columns": [c.summary() for c in done.new_columns if c.table == table],
+        "quarantined": done.stats.quarantined,
+    }

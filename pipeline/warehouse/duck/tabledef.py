@@ -41,6 +41,17 @@ INTERNAL_COMMENTS: dict[str, tuple[str, dict[str, str]]] = {
             "stats": "what the caller reported (requests, retries...)",
         },
     ),
+    "_discovered_columns": (
+        "Columns no declaration has: added by a load for a field the platform began sending (docs/schema-evolution.md).",
+        {
+            "table_name": "the table in schema lms",
+            "column_name": "the column, named from the field by the naming rule",
+            "api_path": "the field's dotted API path",
+            "type": "the column's type, from the values: BOOLEAN, BIGINT, DOUBLE, VARCHAR or JSON",
+            "first_seen_load": "load_seq of the load that added it (lms._load_runs)",
+            "first_seen_at": "when that load committed",
+        },
+    ),
     "_tables": (
         "The table registry: what each data table's declaration says.",
         {

@@ -34,9 +34,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
-from urllib.parse import urlparse
-from urllib.request import url2pathname
+from typing import TYPE_CHECKING, Protocol
 
 import duckdb
 import pyarrow as pa
@@ -51,6 +49,7 @@ from pipeline.warehouse.lake.lakestore import open_lake
 
 if TYPE_CHECKING:
     from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.io import FileIO
     from pyiceberg.manifest import DataFile
     from pyiceberg.table import Table, Transaction
 
@@ -60,6 +59,7 @@ KEY_DIGEST = "_lessonsync_key_hash"  # a digest of the row's key: how a changed 
 ROW_DIGEST = "_lessonsync_row_hash"  # a digest of the row's non-null values: tells a changed row from a touched one
 LOADED_THROUGH = "lessonsync.loaded-through"  # snapshot summary: the warehouse load time this snapshot mirrors
 CONTENT_DIGEST = "lessonsync.content-digest"  # snapshot summary of a mart: its row count and rows' digests XORed
+EMPTY_DIGEST = "0:0"  # the content digest of a mart without rows
 MARTS_NAMESPACE = "analytics"
 # The SQL catalog keeps many catalogs in one database, told apart by this name: a reader (pyiceberg, Trino's and
 # Spark's JDBC catalog) names it too.
@@ -115,7 +115,7 @@ class IcebergLocation:
         cls, lake_location: Path | str, catalog_url: str, busy_timeout: float = DEFAULT_CATALOG_BUSY_TIMEOUT
     ) -> IcebergLocation:
         if isinstance(lake_location, Path):
-            location = (lake_location / "iceberg").resolve().as_uri()
+            location = _file_location((lake_location / "iceberg").resolve())
             return cls(catalog_url, location, busy_timeout=busy_timeout)
         return cls(catalog_url, f"{str(lake_location).rstrip('/')}/iceberg", s3_properties(), busy_timeout)
 
@@ -225,6 +225,35 @@ class MirrorStats:
     @property
     def wrote(self) -> bool:
         return self.rows_written > 0 or self.keys_deleted > 0 or self.rewritten
+
+
+@dataclass(frozen=True)
+class _NewTable:
+    """A table to register under this mirror: created with its first rows in one commit (Iceberg's create-table
+    transaction), so a reader never finds it registered without them and its history starts with them. `replaces`:
+    the catalog's entry of that name (elsewhere, unreadable) is dropped just before the commit."""
+
+    identifier: tuple[str, str]
+    schema: pa.Schema
+    replaces: bool = False
+
+
+class _DataLocation(Protocol):
+    """Where a table's data files are placed: a Table, or one about to be created (_NewLocation)."""
+
+    @property
+    def io(self) -> FileIO: ...
+
+    def location(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class _NewLocation:
+    root: str
+    io: FileIO
+
+    def location(self) -> str:
+        return self.root
 
 
 class IcebergMirror:
@@ -372,6 +401,13 @@ class IcebergMirror:
         select = _mirror_select(table)
         ice, stats.repaired = self._table_for(conn, (SCHEMA, table.name), select, recreate)
         latest = _latest_load_time(conn)
+        if isinstance(ice, _NewTable):
+            properties = {LOADED_THROUGH: latest.isoformat()} if latest is not None else {}
+            created, stats.rows_written = self._create(conn, ice, select, properties)
+            stats.rewritten = True
+            if latest is not None:
+                _record(conn, self.mirror_id, {table: (latest, _iceberg_rows(created))})
+            return _logged(stats, started)
         if latest is None:
             return stats
         if not stats.repaired:
@@ -388,6 +424,9 @@ class IcebergMirror:
         ):
             _record(conn, self.mirror_id, {table: (latest, warehouse_rows)})
             return stats  # every load since reported nothing inserted, updated or deleted
+        if warehouse_rows == 0 and ice.current_snapshot() is None:  # its first snapshot comes with its first rows
+            _record(conn, self.mirror_id, {table: (latest, 0)})
+            return stats
         properties = {LOADED_THROUGH: latest.isoformat()}
         if mirrored_through is None or _iceberg_rows(ice) == 0:
             stats.rows_written = _rewrite(conn, ice, select, properties)
@@ -398,17 +437,7 @@ class IcebergMirror:
             stats.rows_written = _rewrite(conn, ice, select, properties)
             stats.rewritten = True
         _record(conn, self.mirror_id, {table: (latest, _iceberg_rows(ice.refresh()))})
-        stats.seconds = time.perf_counter() - started
-        if stats.wrote:
-            log.info(
-                "iceberg %s: %d rows written, %d keys replaced%s in %.2fs",
-                stats.table,
-                stats.rows_written,
-                stats.keys_deleted,
-                " (whole table)" if stats.rewritten else "",
-                stats.seconds,
-            )
-        return stats
+        return _logged(stats, started)
 
     def _apply_changes(
         self,
@@ -482,13 +511,13 @@ class IcebergMirror:
 
     def _table_for(
         self, conn: duckdb.DuckDBPyConnection, identifier: tuple[str, str], select: str, recreate: str = ""
-    ) -> tuple[Table, str]:
-        """The Iceberg table, created from the query's Arrow schema or evolved to it (columns are only added,
-        as in the warehouse), each field's `doc` the warehouse column's description, and the damage that made it
-        registered anew ("" when none). A table the catalog registers outside this mirror's location (a moved data
-        directory; a copy's catalog still naming the original's files) or whose metadata cannot be read is
-        registered anew here, and nothing is written where the old entry pointed; so is one `recreate` names a
-        reason for."""
+    ) -> tuple[Table | _NewTable, str]:
+        """The Iceberg table evolved to the query's Arrow schema (columns are only added, as in the warehouse), or
+        the table to create with it (_NewTable: `_create` registers it with its rows), each field's `doc` the
+        warehouse column's description, and the damage that made it registered anew ("" when none). A table the
+        catalog registers outside this mirror's location (a moved data directory; a copy's catalog still naming the
+        original's files) or whose metadata cannot be read is registered anew here, and nothing is written where the
+        old entry pointed; so is one `recreate` names a reason for."""
         from pyiceberg.exceptions import NoSuchTableError
 
         columns = ", ".join(q(c) for c in _written_columns(conn, select))
@@ -499,7 +528,7 @@ class IcebergMirror:
             try:
                 ice = self.catalog.load_table(identifier)
             except NoSuchTableError:
-                return self.catalog.create_table(identifier, schema=schema), ""
+                return _NewTable(identifier, schema), ""
             except (OSError, ValueError) as error:  # the metadata file it names is gone or damaged
                 reason = f"its metadata cannot be read ({type(error).__name__}: {_first_line(error)})"
             else:
@@ -512,15 +541,35 @@ class IcebergMirror:
                 reason,
                 self.where.location,
             )
-            with suppress(NoSuchTableError):
-                self.catalog.drop_table(identifier)  # the catalog's entry only: no file is deleted
-            return self.catalog.create_table(identifier, schema=schema), reason
+            return _NewTable(identifier, schema, replaces=True), reason
         known = {f.name: f.doc for f in ice.schema().fields}
         if any(name not in known or (name in docs and known[name] != docs[name]) for name in schema.names):
             with ice.update_schema() as update:
                 update.union_by_name(schema)
             ice = ice.refresh()
         return ice, ""
+
+    def _create(
+        self, conn: duckdb.DuckDBPyConnection, new: _NewTable, select: str, properties: dict[str, str]
+    ) -> tuple[Table, int]:
+        """Register `new` here with the query's rows as its first snapshot, in one commit, and return it with the
+        rows written. A table with no rows is registered without a snapshot (an empty Iceberg table); its first
+        snapshot comes with its first rows."""
+        from pyiceberg.exceptions import NoSuchTableError
+        from pyiceberg.io import load_file_io
+
+        create = self.catalog.create_table_transaction(new.identifier, schema=new.schema)
+        root = create.table_metadata.location
+        where = _NewLocation(root, load_file_io({**self.catalog.properties, **create.table_metadata.properties}, root))
+        with tempfile.TemporaryDirectory(prefix="lessonsync-iceberg-", dir=_staging_dir(conn)) as staging:
+            files, rows = _write_data_files(conn, where, _written_rows(conn, select), f"{staging}/rows")
+            if files:
+                create.add_files(files, snapshot_properties=properties, check_duplicate_files=False)
+            if new.replaces:  # dropped only now: until this commit, readers keep the entry they had
+                with suppress(NoSuchTableError):
+                    self.catalog.drop_table(new.identifier)  # the catalog's entry only: no file is deleted
+            create.commit_transaction()
+        return self.catalog.load_table(new.identifier), rows
 
     # -- marts --------------------------------------------------------------------------------------------
 
@@ -567,13 +616,18 @@ class IcebergMirror:
         stats = MirrorStats(f"{MARTS_NAMESPACE}.{name}")
         select = f"SELECT * FROM {relation}"
         ice, stats.repaired = self._table_for(conn, (MARTS_NAMESPACE, name), select, recreate)
-        if not stats.repaired:
-            stats.repaired = _damage(ice, verify_files)
-        snapshot = ice.current_snapshot()
-        summary = snapshot.summary if snapshot is not None else None
-        if stats.repaired or summary is None or summary.get(CONTENT_DIGEST) != digest:
-            stats.rows_written = _rewrite(conn, ice, select, {CONTENT_DIGEST: digest})
+        if isinstance(ice, _NewTable):
+            stats.rows_written = self._create(conn, ice, select, {CONTENT_DIGEST: digest})[1]
             stats.rewritten = True
+        else:
+            if not stats.repaired:
+                stats.repaired = _damage(ice, verify_files)
+            snapshot = ice.current_snapshot()
+            # a table without a snapshot holds no rows: its digest is that of an empty mart
+            held = (snapshot.summary.get(CONTENT_DIGEST) if snapshot.summary else None) if snapshot else EMPTY_DIGEST
+            if stats.repaired or held != digest:
+                stats.rows_written = _rewrite(conn, ice, select, {CONTENT_DIGEST: digest})
+                stats.rewritten = True
         _record_mart(conn, self.mirror_id, name, state, int(digest.split(":", 1)[0]))
         stats.seconds = time.perf_counter() - started
         return stats
@@ -759,20 +813,26 @@ def _rewrite(conn: duckdb.DuckDBPyConnection, ice: Table, select: str, propertie
     passes through Arrow in this process."""
     from pyiceberg.expressions import AlwaysTrue
 
-    columns = ", ".join(q(c) for c in _written_columns(conn, select))
     with tempfile.TemporaryDirectory(prefix="lessonsync-iceberg-", dir=_staging_dir(conn)) as staging:
-        files, rows = _write_data_files(conn, ice, f"SELECT {columns} FROM ({select})", f"{staging}/rows")
+        files, rows = _write_data_files(conn, ice, _written_rows(conn, select), f"{staging}/rows")
         with ice.transaction() as tx:
             if _iceberg_rows(ice) > 0:
                 tx.delete(AlwaysTrue(), snapshot_properties=properties)
             if files:
                 tx.add_files(files, snapshot_properties=properties, check_duplicate_files=False)
-            else:  # an empty table still gets a snapshot that records what it mirrors
+            elif ice.current_snapshot() is not None:  # emptied: a snapshot records what it mirrors
                 tx.append(ice.schema().as_arrow().empty_table(), snapshot_properties=properties)
     return rows
 
 
-def _write_data_files(conn: duckdb.DuckDBPyConnection, ice: Table, query: str, staging: str) -> tuple[list[str], int]:
+def _written_rows(conn: duckdb.DuckDBPyConnection, select: str) -> str:
+    """The query's rows as the table holds them (its written columns)."""
+    return f"SELECT {', '.join(q(c) for c in _written_columns(conn, select))} FROM ({select})"
+
+
+def _write_data_files(
+    conn: duckdb.DuckDBPyConnection, ice: _DataLocation, query: str, staging: str
+) -> tuple[list[str], int]:
     """DuckDB writes the query's rows as Parquet files of at most BATCH_ROWS rows (a copy-on-write delete rewrites
     at most that many a file), each then placed in the table's data directory; returns them and the rows."""
     rows = int(
@@ -794,7 +854,8 @@ def _data_files(conn: duckdb.DuckDBPyConnection, ice: Table, where: IcebergLocat
         if task.delete_files:
             raise ValueError(f"{task.file.file_path} has delete files; the mirror writes copy-on-write only")
         path = task.file.file_path
-        files[url2pathname(urlparse(path).path) if path.startswith("file:") else path] = task.file
+        local = _local_path(path)
+        files[str(local) if local is not None else path] = task.file
     if any(not name.startswith("/") for name in files):  # object storage: the lake's filesystem, on the connection
         open_lake(where.location).attach(conn)
     return files
@@ -838,12 +899,12 @@ def _staging_dir(conn: duckdb.DuckDBPyConnection) -> str:
     return str(temp)
 
 
-def _place(ice: Table, staged: Path) -> str:
+def _place(ice: _DataLocation, staged: Path) -> str:
     """Move a data file written locally into the table's data directory: renamed when the table is on a local
     disk, copied through the table's FileIO (object storage) otherwise."""
     target = f"{ice.location().rstrip('/')}/data/{uuid.uuid4()}.parquet"
-    if target.startswith("file:"):
-        local = Path(url2pathname(urlparse(target).path))
+    local = _local_path(target)
+    if local is not None:
         local.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(staged, local)  # a rename on the same filesystem, a copy across two
         return target
@@ -853,9 +914,17 @@ def _place(ice: Table, staged: Path) -> str:
     return target
 
 
+def _file_location(path: Path) -> str:
+    """A local directory as the file: location pyiceberg writes under. Not percent-encoded: pyiceberg's FileIO
+    takes a location's path as it is written, so `%2B` for a `+` in the path would name another directory."""
+    return f"file://{path}"
+
+
 def _local_path(location: str) -> Path | None:
-    """The file a file: URL names; None for object storage."""
-    return Path(url2pathname(urlparse(location).path)) if location.startswith("file:") else None
+    """The file a file: location names, read as pyiceberg reads it (no percent-decoding); None for object storage."""
+    if not location.startswith("file:"):
+        return None
+    return Path(location.removeprefix("file://") if location.startswith("file://") else location.removeprefix("file:"))
 
 
 def _damage(ice: Table, remote: bool) -> str:
@@ -893,6 +962,21 @@ def _is_catalog_error(error: BaseException) -> bool:
     from sqlalchemy.exc import SQLAlchemyError
 
     return isinstance(error, SQLAlchemyError | sqlite3.Error)
+
+
+def _logged(stats: MirrorStats, started: float) -> MirrorStats:
+    """`stats` with the seconds since `started`, logged when the table was written."""
+    stats.seconds = time.perf_counter() - started
+    if stats.wrote:
+        log.info(
+            "iceberg %s: %d rows written, %d keys replaced%s in %.2fs",
+            stats.table,
+            stats.rows_written,
+            stats.keys_deleted,
+            " (whole table)" if stats.rewritten else "",
+            stats.seconds,
+        )
+    return stats
 
 
 def _first_line(error: BaseException) -> str:

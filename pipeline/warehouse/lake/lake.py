@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import suppress
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -152,7 +153,15 @@ class PartWriter:
         self._closed()
         if self.parts:
             self.lake.sync_directory(self.directory)
-        return tuple(self.parts)
+        every = tuple(self.schema.names)  # a part written before a widen() names its fewer columns
+        return tuple(replace(part, columns=None if part.columns == every else part.columns) for part in self.parts)
+
+    def widen(self, schema: pa.Schema) -> None:
+        """Write the rows from now on with `schema`, the current one with columns appended (the load discovered a
+        column): the rows buffered so far end the current part, which keeps its columns (PartFile.columns)."""
+        self._flush()
+        self._close_part()
+        self.schema = schema
 
     def discard(self) -> None:
         """Forget everything this writer wrote (the load is abandoned)."""
@@ -198,7 +207,8 @@ class PartWriter:
         if self._writer is None or self._spooled is None:
             self._written()
             return
-        part = (self._writer, self._spooled, self._part_name(self._started_parts - 1), self._rows_in_part)
+        columns = tuple(self._writer.schema.names)
+        part = (self._writer, self._spooled, self._part_name(self._started_parts - 1), self._rows_in_part, columns)
         self._writer, self._spooled, self._rows_in_part = None, None, 0
         # self._writing stays: the next part's first row group waits for this part's last, as any row group does
         self._closing = _PUBLISHING.submit(self._publish, *part, self._writing, self._closing)
@@ -209,6 +219,7 @@ class PartWriter:
         spooled: Path,
         name: str,
         rows: int,
+        columns: tuple[str, ...],
         last_row_group: Future[None] | None,
         previous_part: Future[None] | None,
     ) -> None:
@@ -218,7 +229,7 @@ class PartWriter:
             last_row_group.result()
         writer.close()
         size = self.lake.publish_part(spooled, self.directory, name)
-        self.parts.append(PartFile(f"{self.directory}/{name}", rows, size))
+        self.parts.append(PartFile(f"{self.directory}/{name}", rows, size, columns))
         hooks.reached("part_stored")
         hooks.reached(f"part_stored:{self.directory.split('/')[0]}")
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from pipeline.contract.evolution import DiscoveredColumn
 from pipeline.warehouse.duck.tabledef import TableDef
 from pipeline.warehouse.errors import LakeError
 from pipeline.warehouse.results import TableLoadStats
@@ -22,6 +23,9 @@ class PartFile:
     path: str  # relative to the lake directory, '/'-separated
     rows: int
     bytes: int
+    # the part's columns when they are fewer than its table's in the load (written before the load discovered a
+    # column: contract/evolution.py); None: every column of the table
+    columns: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,12 @@ class TableLoad:
     parts: tuple[PartFile, ...]
     order_by: tuple[str, ...] = ()  # TableSpec.order_by: which version of a key wins (empty: the cursor field)
     content: str | None = None  # snapshot tables: the digest of the rows written (loading/content.py), else None
+
+    def scan(self, options: str = "") -> str:
+        """What reads the parts (the parameter $files) in SQL, with read_parquet's `options`: by column name when
+        the parts differ in their columns (a load that discovered a column: a part lacks it, its values null)."""
+        mixed = ", union_by_name = true" if any(part.columns is not None for part in self.parts) else ""
+        return f"read_parquet($files{mixed}{', ' + options if options else ''})"
 
 
 @dataclass(frozen=True)
@@ -62,6 +72,8 @@ class LoadPlan:
     children: tuple[ChildLink, ...]
     catalog: tuple[TableDef, ...]
     stats: Mapping[str, Any] = field(default_factory=dict)
+    # columns this load added for fields the platform began sending (lms._discovered_columns): written with the load
+    discovered: tuple[DiscoveredColumn, ...] = ()
     cursor_reset: bool = False  # an operator's `lessonsync reset`: the cursor is SET to `cursor` (moved back)
     position: int | None = None  # a stream read from an ordered log (the certificate inbox): its position
     drop_before: tuple[str, ...] = ()  # tables dropped before the rows go in (adopting tables written outside the lake)
@@ -106,6 +118,10 @@ def to_json(plan: LoadPlan, outcome: LoadOutcome) -> bytes:
         doc["outcome"]["position_after"] = outcome.position_after
     if plan.drop_before:
         doc["drop_before"] = list(plan.drop_before)
+    if plan.discovered:  # only then: manifests of loads that discovered nothing stay as they were
+        doc["discovered"] = [
+            {"table": c.table, "column": c.column, "api_path": c.api_path, "type": c.type} for c in plan.discovered
+        ]
     if outcome.repeat_of is not None:
         doc["outcome"]["repeat_of"] = outcome.repeat_of
     return json.dumps(doc, indent=1, sort_keys=False).encode()
@@ -137,6 +153,9 @@ def from_json(raw: bytes, where: str) -> tuple[LoadPlan, LoadOutcome]:
             cursor_reset=bool(doc.get("cursor_reset", False)),
             position=_int(doc.get("position")),
             drop_before=tuple(doc.get("drop_before", ())),
+            discovered=tuple(
+                DiscoveredColumn(c["table"], c["column"], c["api_path"], c["type"]) for c in doc.get("discovered", ())
+            ),
         )
         out = doc["outcome"]
         outcome = LoadOutcome(
@@ -165,7 +184,7 @@ def _table_doc(t: TableLoad) -> dict[str, Any]:
         "cursor_field": t.cursor_field,
         "parent": t.parent,
         "columns": list(t.columns),
-        "parts": [{"path": p.path, "rows": p.rows, "bytes": p.bytes} for p in t.parts],
+        "parts": [_part_doc(p) for p in t.parts],
     }
     doc |= {"order_by": list(t.order_by)} if t.order_by else {}
     return doc | ({"content": t.content} if t.content else {})
@@ -179,10 +198,20 @@ def _table_from(d: dict[str, Any]) -> TableLoad:
         d["cursor_field"],
         d["parent"],
         tuple(d["columns"]),
-        tuple(PartFile(p["path"], p["rows"], p["bytes"]) for p in d["parts"]),
+        tuple(_part_from(p) for p in d["parts"]),
         tuple(d.get("order_by", ())),
         d.get("content"),
     )
+
+
+def _part_doc(p: PartFile) -> dict[str, Any]:
+    doc: dict[str, Any] = {"path": p.path, "rows": p.rows, "bytes": p.bytes}
+    return doc if p.columns is None else doc | {"columns": list(p.columns)}
+
+
+def _part_from(d: dict[str, Any]) -> PartFile:
+    columns = d.get("columns")
+    return PartFile(d["path"], d["rows"], d["bytes"], None if columns is None else tuple(columns))
 
 
 def _table_def_doc(t: TableDef) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from typing import Any
 
 import duckdb
 
+from pipeline.contract.evolution import DiscoveredColumn
 from pipeline.warehouse import hooks
 from pipeline.warehouse.duck.schema import ensure_tables, table_def
 from pipeline.warehouse.errors import SchemaError
@@ -52,6 +53,7 @@ def commit_load(
     position: int | None = None,
     drop_before: tuple[str, ...] = (),
     early: EarlyCommit | None = None,
+    discovered: tuple[DiscoveredColumn, ...] = (),
 ) -> LoadResult:
     """`early`: the transaction begun before the load was written whole (early_insert.py); it is finished here,
     on its connection, unless an early insert failed (then the commit is the ordinary one, on that connection)."""
@@ -87,7 +89,10 @@ def commit_load(
                 raise
             conn.commit()
             conn.begin()
-        plan = replace(plan, position=position, drop_before=drop_before)
+        # a column discovered only in rows that were all set aside never reached its table: not recorded
+        columns = {(t.name, c) for t in plan.catalog for c in t.column_names}
+        discovered = tuple(c for c in discovered if (c.table, c.column) in columns)
+        plan = replace(plan, position=position, drop_before=drop_before, discovered=discovered)
         try:
             outcome = apply_load(ctx, plan)
             hooks.reached("applied")

@@ -15,6 +15,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from pipeline.contract.evolution import DiscoveredColumn, widens
 from pipeline.contract.tables import TableSpec
 from pipeline.warehouse import hooks
 from pipeline.warehouse.duck.schema import check_identifier, table_def
@@ -81,10 +82,19 @@ class Load:
             if spec.kind == "snapshot":
                 self._contents[spec.name] = ContentDigest(spec.schema)
         elif known != spec:
-            raise WarehouseError(
-                f"table {spec.name} was written with two different specs in load "
-                f"{self.load_id}; write each table with one spec per load."
-            )
+            if widens(known, spec):  # the load discovered a column: the rows from now on have it
+                table_def(spec)
+                self._specs[spec.name] = spec
+                self._writers[spec.name].widen(_lake_schema(spec, self.load_id))
+                self._contents.pop(spec.name, None)  # its rows are of two shapes: no digest to repeat
+            elif widens(spec, known):  # a batch made before the discovery: its new columns null
+                batch = _padded(batch, known)
+                spec = known
+            else:
+                raise WarehouseError(
+                    f"table {spec.name} was written with two different specs in load "
+                    f"{self.load_id}; write each table with one spec per load (or one that only appends columns)."
+                )
         content = self._contents.get(spec.name)
         for piece in conform_batch(spec, batch):
             self._writers[spec.name].write(piece)
@@ -109,6 +119,7 @@ class Load:
         position: int | None = None,
         drop_before: Iterable[str] = (),
         early: EarlyCommit | None = None,
+        discovered: Iterable[DiscoveredColumn] = (),
     ) -> LoadResult:
         """Make everything written visible in the warehouse with the stream's new cursor, atomically.
 
@@ -124,6 +135,8 @@ class Load:
             spec: a one-time adoption of tables written outside the lake, whose rows this load carries.
         early: the transaction in which this load's first load went in while it was written (early_insert.py);
             the commit finishes it.
+        discovered: columns the load's specs gained for fields the platform began sending (contract/evolution.py):
+            recorded in lms._discovered_columns with this load's seq, and in its manifest.
         """
         self._require_open()
         if cursor is not None:
@@ -160,6 +173,7 @@ class Load:
                 position=position,
                 drop_before=drop_before,
                 early=early,
+                discovered=tuple(discovered),
             )
         except BaseException as error:
             if not self._has_manifest():  # once the manifest exists the parts belong to a committed load
@@ -230,6 +244,17 @@ def table_load(spec: TableSpec, parts: tuple[PartFile, ...], content: str | None
         tuple(spec.order_by),
         content,
     )
+
+
+def _padded(batch: pa.RecordBatch | pa.Table, spec: TableSpec) -> pa.RecordBatch | pa.Table:
+    """`batch` with `spec`'s columns it lacks (appended ones) added as nulls."""
+    present = set(batch.schema.names)
+    columns = [
+        batch.column(f.name) if f.name in present else pa.nulls(batch.num_rows, type=f.type) for f in spec.schema
+    ]
+    if isinstance(batch, pa.Table):
+        return pa.Table.from_arrays(columns, schema=spec.schema)
+    return pa.RecordBatch.from_arrays(columns, schema=spec.schema)
 
 
 def _lake_schema(spec: TableSpec, load_id: str) -> pa.Schema:

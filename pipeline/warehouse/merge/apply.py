@@ -30,7 +30,7 @@ from pipeline.warehouse.merge.staging import (
     mark_stale_children,
     target_is_empty,
 )
-from pipeline.warehouse.merge.state import advance_cursor, advance_position, record_load
+from pipeline.warehouse.merge.state import advance_cursor, advance_position, record_discovered, record_load
 from pipeline.warehouse.merge.upsert import insert_first_load
 from pipeline.warehouse.results import TableLoadStats
 
@@ -57,6 +57,7 @@ def _apply_load(ctx: CommitContext, plan: LoadPlan) -> LoadOutcome:
     repeat_of = repeat.of if repeat is not None else None
     outcome = LoadOutcome(before, after, stats, *advance_position(conn, plan), repeat_of=repeat_of)
     record_load(conn, plan, outcome)
+    record_discovered(conn, plan, catalog)
     return outcome
 
 
@@ -188,12 +189,12 @@ def _append(
     columns = ", ".join(q(c) for c in load.columns)
     casts = ", ".join(f"CAST({q(c)} AS {types[c]}) AS {q(c)}" for c in load.columns)
     ts = ts_literal(plan.loaded_at)
-    source = f"SELECT {casts} FROM read_parquet($files)"
+    source = f"SELECT {casts} FROM {load.scan()}"
     if target.key:
         keys = ", ".join(q(k) for k in target.key)
         source = f"""WITH src AS (
                 SELECT {casts}, _lake_file, file_row_number
-                FROM read_parquet($files, filename = '_lake_file', file_row_number = true))
+                FROM {load.scan("filename = '_lake_file', file_row_number = true")})
             SELECT {columns} FROM src AS s
             WHERE NOT EXISTS (SELECT 1 FROM {table_ref(load.name)} AS t WHERE {join_on(target.key, "s", "t")})
             QUALIFY row_number() OVER (PARTITION BY {keys} ORDER BY _lake_file, file_row_number) = 1"""

@@ -103,7 +103,7 @@ def _keys_of(
     key = ", ".join(q(k) for k in table.key)
     keys, conflicting = conn.execute(
         f"SELECT count(*), count(*) FILTER (WHERE versions > 1) FROM ("
-        f"SELECT {key}, count(*) AS versions FROM (SELECT DISTINCT * FROM read_parquet($files)) GROUP BY ALL)",
+        f"SELECT {key}, count(*) AS versions FROM (SELECT DISTINCT * FROM {table.scan()}) GROUP BY ALL)",
         {"files": files},
     ).fetchall()[0]
     return None if conflicting else int(keys)

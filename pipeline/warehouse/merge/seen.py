@@ -7,7 +7,9 @@
   table committed while the row was live (before its deleted_at): `last_seen_sql`.
 - Content version. The seq of the newest load that inserted, updated or deleted rows of a table: it moves exactly
   when the table's data does, survives restarts and rebuilds (the loads and their counts are replayed), and is
-  what a Dagster materialization reports as its data version."""
+  what a Dagster materialization reports as its data version (and what the analyst models' inputs count). The
+  written version also counts the loads that only saw rows again (moving their last_loaded_at): what a copy of the
+  rows, load times included, is a function of (the analysts' published files)."""
 
 from __future__ import annotations
 
@@ -48,16 +50,59 @@ def snapshot_seen(conn: duckdb.DuckDBPyConnection, table: str) -> tuple[int, dat
 def content_versions(conn: duckdb.DuckDBPyConnection, tables: Iterable[str]) -> dict[str, int]:
     """Per table, the seq of the newest load that inserted, updated or deleted rows of it; a table no load changed
     (or a warehouse with no load yet) is absent. One pass over lms._load_runs, whose rows are one per load."""
+    return _newest_loads(conn, tables, _CHANGED)
+
+
+def content_version_ids(conn: duckdb.DuckDBPyConnection, tables: Iterable[str]) -> dict[str, str]:
+    """`content_versions` as `<seq>-<load id>`: a warehouse synced anew numbers its loads from 1 again, while a
+    rebuild replays the same loads, ids included, into the same rows. A table no load changed is absent."""
+    return _with_load_ids(conn, content_versions(conn, tables))
+
+
+def written_version_ids(conn: duckdb.DuckDBPyConnection, tables: Iterable[str]) -> dict[str, str]:
+    """Like `content_version_ids`, counting also the loads that only saw rows again: outside a complete snapshot
+    such a load moves their last_loaded_at (merge/upsert.py touch_rows). What a copy of a table's rows, load times
+    included, is a function of."""
+    seen_again = (
+        "(coalesce(CAST(t.value ->> 'unchanged' AS BIGINT), 0) > 0 AND NOT list_contains(r.complete_snapshots, t.key))"
+    )
+    return _with_load_ids(conn, _newest_loads(conn, tables, f"{_CHANGED} OR {seen_again}"))
+
+
+_CHANGED = "(" + " OR ".join(f"coalesce(CAST(t.value ->> '{count}' AS BIGINT), 0) > 0" for count in CHANGES) + ")"
+
+
+def _newest_loads(conn: duckdb.DuckDBPyConnection, tables: Iterable[str], condition: str) -> dict[str, int]:
     wanted = sorted(set(tables))
     if not wanted or not _has_load_runs(conn):
         return {}
-    changed = " OR ".join(f"coalesce(CAST(t.value ->> '{count}' AS BIGINT), 0) > 0" for count in CHANGES)
     rows = conn.execute(
         f"SELECT t.key, max(r.load_seq) FROM {LOAD_RUNS} AS r, json_each(r.tables) AS t "
-        f"WHERE t.key IN (SELECT unnest($tables)) AND ({changed}) GROUP BY t.key",
+        f"WHERE t.key IN (SELECT unnest($tables)) AND {condition} GROUP BY t.key",
         {"tables": wanted},
     ).fetchall()
     return {str(name): int(seq) for name, seq in rows}
+
+
+def _with_load_ids(conn: duckdb.DuckDBPyConnection, versions: dict[str, int]) -> dict[str, str]:
+    if not versions:
+        return {}
+    ids = dict(
+        conn.execute(
+            f"SELECT load_seq, load_id FROM {LOAD_RUNS} WHERE load_seq IN (SELECT unnest($seqs))",
+            {"seqs": sorted(set(versions.values()))},
+        ).fetchall()
+    )
+    return {table: f"{seq}-{ids[seq]}" for table, seq in versions.items()}
+
+
+def is_committed_load(conn: duckdb.DuckDBPyConnection, version_id: str) -> bool:
+    """Whether the load a content version id names (`content_version_ids`) is committed in this warehouse."""
+    seq, _, load_id = version_id.partition("-")
+    if not seq.isdigit() or not load_id or not _has_load_runs(conn):
+        return False
+    found = conn.execute(f"SELECT count(*) FROM {LOAD_RUNS} WHERE load_seq = ? AND load_id = ?", [int(seq), load_id])
+    return bool(found.fetchall()[0][0])
 
 
 def _has_load_runs(conn: duckdb.DuckDBPyConnection) -> bool:

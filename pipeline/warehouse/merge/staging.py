@@ -142,14 +142,14 @@ def duplicate_keys_of(
     window over whole rows, which sorts them, and its groups are a tenth of the key's size (22M keys at scale
     large). Two keys sharing a hash only send both through the window, which partitions by the key itself: the
     result is exact either way."""
-    if not repeats_any(conn, key_hash(load, target), "read_parquet($files)", {"files": files}):
+    if not repeats_any(conn, key_hash(load, target), load.scan(), {"files": files}):
         yield None
         return
     name = f"_duplicate_keys_{load.name}"
     conn.execute(f"DROP TABLE IF EXISTS temp.{q(name)}")
     conn.execute(
         f"CREATE TEMP TABLE {q(name)} AS SELECT {key_hash(load, target)} AS key_hash "
-        "FROM read_parquet($files) GROUP BY ALL HAVING count(*) > 1",
+        f"FROM {load.scan()} GROUP BY ALL HAVING count(*) > 1",
         {"files": files},
     )
     found = conn.execute(f"SELECT count(*) > 0 FROM temp.{q(name)}").fetchall()[0][0]
@@ -176,16 +176,16 @@ def deduped_sql(load: TableLoad, target: TableDef, duplicates: str | None) -> st
     columns = ", ".join(q(c) for c in load.columns)
     casts = ", ".join(f"CAST({q(c)} AS {types[c]}) AS {q(c)}" for c in load.columns)
     if duplicates is None:
-        return f"SELECT {casts} FROM read_parquet($files)"
+        return f"SELECT {casts} FROM {load.scan()}"
     order = [f"{q(c)} DESC NULLS LAST" for c in ordering(load)]
     order += ["_lake_file DESC", "file_row_number DESC"]  # ties: the last written row wins
     duplicated = f"{key_hash(load, target, 's')} IN (SELECT key_hash FROM temp.{q(duplicates)})"
     # the parts are read twice rather than through one CTE, which DuckDB could materialize whole
-    return f"""SELECT {columns} FROM (SELECT {casts} FROM read_parquet($files)) AS s WHERE NOT ({duplicated})
+    return f"""SELECT {columns} FROM (SELECT {casts} FROM {load.scan()}) AS s WHERE NOT ({duplicated})
         UNION ALL
         SELECT {columns} FROM (
             SELECT {casts}, _lake_file, file_row_number
-            FROM read_parquet($files, filename = '_lake_file', file_row_number = true)) AS s
+            FROM {load.scan("filename = '_lake_file', file_row_number = true")}) AS s
         WHERE {duplicated}
         QUALIFY row_number() OVER (PARTITION BY {", ".join(q(k) for k in load.key)}
                                    ORDER BY {", ".join(order)}) = 1"""

@@ -1,24 +1,28 @@
 """Sync state kept inside the warehouse, so it commits in the same transaction as the rows it covers:
-lms._sync_state (one cursor per stream, never moving backwards) and lms._load_runs (one row per load), with the
-view lms._snapshot_seen over the latter (what each complete snapshot saw: merge/seen.py)."""
+lms._sync_state (one cursor per stream, never moving backwards), lms._load_runs (one row per load), with the
+view lms._snapshot_seen over the latter (what each complete snapshot saw: merge/seen.py), and
+lms._discovered_columns (the columns loads added for fields the platform began sending)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import duckdb
 
+from pipeline.contract.evolution import DiscoveredColumn
+from pipeline.warehouse.duck.arrow_types import q
 from pipeline.warehouse.duck.schema import REGISTRY_DDL, REGISTRY_KEY_COLUMN
-from pipeline.warehouse.duck.tabledef import SCHEMA
+from pipeline.warehouse.duck.tabledef import SCHEMA, TableDef
 from pipeline.warehouse.lake.manifest import LoadOutcome, LoadPlan
 
 SYNC_STATE = f"{SCHEMA}._sync_state"
 LOAD_RUNS = f"{SCHEMA}._load_runs"
 SNAPSHOT_SEEN = f"{SCHEMA}._snapshot_seen"
+DISCOVERED = f"{SCHEMA}._discovered_columns"
 
 _DDL = (
     f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}",
@@ -44,6 +48,16 @@ _DDL = (
         tables JSON NOT NULL,          -- per table: fetched, inserted, updated, unchanged, deleted, stale; and
                                        -- for snapshot tables `content`, the digest of its rows (repeats.py)
         stats JSON NOT NULL)           -- what the caller reported (requests, retries...)""",
+    # columns no declaration has, added for fields the platform began sending (contract/evolution.py); written by
+    # the load that added each, from its manifest, so a replay or a rebuild writes them again
+    f"""CREATE TABLE IF NOT EXISTS {DISCOVERED} (
+        table_name VARCHAR NOT NULL,
+        column_name VARCHAR NOT NULL,
+        api_path VARCHAR NOT NULL,
+        type VARCHAR NOT NULL,
+        first_seen_load BIGINT NOT NULL,
+        first_seen_at TIMESTAMPTZ NOT NULL,
+        PRIMARY KEY (table_name, column_name))""",
 )
 LOADS_PER_READ = 64  # newest loads first, a batch at a time: each run's loads name every table it wrote
 # A view, not a table: derived from the load records alone, it holds after a replay, a roll-forward or a rebuild
@@ -158,6 +172,40 @@ def record_load(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, outcome: LoadOu
             json.dumps(dict(plan.stats)),
         ],
     )
+
+
+def record_discovered(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, catalog: Mapping[str, TableDef]) -> None:
+    """The columns `plan` discovered, in lms._discovered_columns and described on their table (COMMENT ON COLUMN):
+    each the first time a load adds it, and only if its table has it (a load whose rows with it were all set aside
+    wrote no batch of the new shape)."""
+    known = {
+        (table, column)
+        for table, column in conn.execute(f"SELECT table_name, column_name FROM {DISCOVERED}").fetchall()
+    }
+    for found in plan.discovered:
+        table = catalog.get(found.table)
+        if (found.table, found.column) in known or table is None or found.column not in table.column_names:
+            continue
+        column = found.committed(plan.seq, plan.loaded_at)
+        conn.execute(
+            f"INSERT INTO {DISCOVERED} VALUES (?, ?, ?, ?, ?, ?)",
+            [column.table, column.column, column.api_path, column.type, plan.seq, plan.loaded_at],
+        )
+        text = column.description.replace("'", "''")
+        conn.execute(f"COMMENT ON COLUMN {SCHEMA}.{q(column.table)}.{q(column.column)} IS '{text}'")
+        known.add((found.table, found.column))
+
+
+def read_discovered(conn: duckdb.DuckDBPyConnection) -> tuple[DiscoveredColumn, ...]:
+    """Every discovered column of the warehouse, in the order the loads added them (none before the table exists)."""
+    try:
+        rows = conn.execute(
+            f"SELECT table_name, column_name, api_path, type, first_seen_load, first_seen_at FROM {DISCOVERED} "
+            "ORDER BY first_seen_load, rowid"
+        ).fetchall()
+    except duckdb.CatalogException:  # a file from before discovered columns, read-only: none
+        return ()
+    return tuple(DiscoveredColumn(t, c, p, k, seq, utc(at)) for t, c, p, k, seq, at in rows)
 
 
 @dataclass(frozen=True)

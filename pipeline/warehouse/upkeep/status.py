@@ -4,7 +4,7 @@ each table holds now (the warehouse read-only, else the published snapshot's cop
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -33,6 +33,9 @@ class StreamStatus:
     loads: int = 0
     last_reset_at: datetime | None = None
     tables: tuple[str, ...] = ()  # the tables its loads wrote (quarantine apart), in the order first written
+    # columns its loads added for fields the platform began sending: "new column `t.c` TYPE (field f), first seen in
+    # load N" (contract/evolution.py)
+    new_columns: list[str] = field(default_factory=list)
 
 
 def stream_statuses(location: LakeLocation) -> list[StreamStatus]:
@@ -47,6 +50,7 @@ def stream_statuses(location: LakeLocation) -> list[StreamStatus]:
         if plan.cursor_reset:
             status.last_reset_at = plan.loaded_at
             continue
+        status.new_columns += [column.committed(plan.seq, plan.loaded_at).summary() for column in plan.discovered]
         fetched = {name: stats.fetched for name, stats in outcome.tables.items()}
         quarantined = fetched.pop(QUARANTINE_TABLE, 0)
         status.tables += tuple(name for name in fetched if name not in status.tables)
@@ -73,11 +77,11 @@ def live_table_rows(warehouse: Path, snapshot: Path) -> TableRows:
             continue
         try:
             with duckdb.connect(str(path), read_only=True) as conn:
-                tables = [
+                tables = [  # views over Parquet files in the published snapshot
                     name
                     for (name,) in conn.execute(
-                        "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() "
-                        "AND schema_name = ? AND NOT starts_with(table_name, '_') ORDER BY table_name",
+                        "SELECT table_name FROM information_schema.tables WHERE table_catalog = current_database() "
+                        "AND table_schema = ? AND NOT starts_with(table_name, '_') ORDER BY table_name",
                         [SCHEMA],
                     ).fetchall()
                 ]

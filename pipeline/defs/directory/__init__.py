@@ -1,1 +1,0 @@
-"""The directory domain: groups, users and who belongs to which group."""

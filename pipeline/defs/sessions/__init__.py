@@ -1,1 +1,0 @@
-"""The sessions domain: scheduled lesson sessions and their registrations."""
