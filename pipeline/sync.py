@@ -113,7 +113,9 @@ def _execute(
         return SyncReport(success=False, run_id=run_id, job_name=job_name, error=str(error))
     if prefetch is not None:
         if waited:  # another writer held the warehouse meanwhile: fetched before it, not judged but discarded
-            prefetch.discard(f"the pool '{POOL}' was busy for {waited:.0f} s (another run)")
+            prefetch.discard(
+                f"the pool '{POOL}' was busy for {waited:.0f} s (another run); the step fetches them itself"
+            )
         prefetch.started()  # its read-only look at the warehouse is over before a step opens the file
     result = job.execute_in_process(
         run_config={**loggers, **backfill},

@@ -47,11 +47,20 @@ def run(args: argparse.Namespace) -> int:
         # The run's first fetches start now, while Dagster is imported and the run is set up: its raw step adopts
         # them when it reads the same windows (pipeline/raw/prefetch.py). Not for a selection: which streams it
         # syncs is known only from the definitions.
-        prefetch = None if args.select else fetch_ahead(settings, full_refresh=args.full_refresh)
-        if prefetch is not None:  # its imports first: both sides hold the GIL, so the requests go out sooner
-            prefetch.started()
+        prefetch = None
         try:
+            if not args.select:
+                prefetch = fetch_ahead(settings, full_refresh=args.full_refresh)
+                prefetch.started()  # its imports first: both sides hold the GIL, so the requests go out sooner
             return _run(args, settings, started, stopped, prefetch)
+        except KeyboardInterrupt:  # stopped outside the run's steps (Dagster reports a stop within them)
+            name = stopped.wait(1.0)
+            if name is None:
+                raise
+            if prefetch is not None:  # said before the last line
+                prefetch.discard(f"stopped by {name}")
+            print(f"sync FAILED: stopped by {name} (the next sync starts from its cursors)")
+            return 1
         finally:
             if prefetch is not None:  # nothing left behind when the run ended before its raw step
                 prefetch.discard("the run ended before its raw step")

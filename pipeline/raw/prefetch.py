@@ -74,7 +74,7 @@ def take_prefetch(
     prefetch.started()
     problem = prefetch.mismatch(run, warehouse, settings, schema, set(streams))
     if problem is not None:
-        prefetch.discard(problem, log)
+        prefetch.discard(f"{problem}; the step fetches them itself", log)
         return None
     return prefetch
 
@@ -181,7 +181,9 @@ class Prefetch:
             fields = type(settings).model_fields
             differing = [name for name in fields if getattr(settings, name) != getattr(self.settings, name)]
             return f"the run's settings differ ({', '.join(differing) or 'the warehouse'})"  # names, never values
-        if schema != self.schema:  # the client's schema step would place the new fields otherwise
+        # The step's streams share this client: a column another run discovered since, in any table (a stream not
+        # fetched ahead too), must be known to its schema step, or that step would place the field otherwise.
+        if schema != self.schema:
             return "the warehouse's discovered columns changed since (another run)"
         return None
 
@@ -197,7 +199,8 @@ class Prefetch:
         other = sorted(s for s, f in self.fetches.items() if windows.get(s) != (f.window, f.cursor_before))
         if moved or other:
             why = f"{', '.join(moved)} committed a load since the fetch started ahead (another run)" if moved else ""
-            self._cancel_fetches(why or f"the run reads other windows of {', '.join(other)}", log)
+            why = why or f"the run reads other windows of {', '.join(other)}"
+            self._cancel_fetches(f"{why}; the step fetches them itself", log)
             self._close()  # its client has seen pages no load commits: the step opens its own
             return {}
         with self._lock:
@@ -229,7 +232,7 @@ class Prefetch:
         for fetch in fetches.values():
             fetch.cancel()
         if fetches:  # the run reads those pages again
-            log.warning(f"discarded the fetches started ahead ({', '.join(fetches)}): {reason}; they are fetched again")
+            log.warning(f"discarded the fetches started ahead ({', '.join(fetches)}): {reason}")
         self.held.release(log)
 
     def _close(self) -> None:

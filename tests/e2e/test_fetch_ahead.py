@@ -4,10 +4,12 @@ meanwhile; either way the warehouse equals the platform."""
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
 
+import duckdb
 import pytest
 from dagster import DagsterInstance
 from iceberg_helpers import ICEBERG_ENV
@@ -70,6 +72,81 @@ def test_a_prefetch_another_run_committed_after_is_discarded_without_a_trace_and
         assert_warehouse_equals_platform(stack)
         lake = stack.data_dir / "lake"
         assert not [path for path in lake.rglob("*") if any(load in str(path) for load in loads)]
+
+
+QUIZ = ("active_lessons", "quizTimeSeconds", "int")  # sent by the simulator from its first advance on
+
+
+def discovered(stack) -> list[tuple[str, str, str]]:
+    with duckdb.connect(str(stack.warehouse_path), read_only=True) as conn:
+        return conn.execute("SELECT table_name, column_name, type FROM lms._discovered_columns").fetchall()
+
+
+def test_an_adopted_fetch_makes_a_new_field_a_column_as_the_step_would(tmp_path):
+    """The fetch started ahead reads the warehouse's schema as the step does: a field the platform began to send is
+    a typed column on the load that adopts it, field for field."""
+    with local_stack(tmp_path / "data", scale="tiny", new_fields=[QUIZ]) as stack, environment(stack.run_env()):
+        assert stack.sync(select=RAW).success
+        stack.advance(hours=24)  # the changed active lessons carry quizTimeSeconds now
+        prefetch = fetch_ahead(load_settings())
+        instance = DagsterInstance.ephemeral()
+        report = run_sync(load_settings(), select=RAW, instance=instance, prefetch=prefetch)
+        assert report.success, report.error
+        messages = [record.user_message for record in instance.all_logs(report.run_id)]
+        assert any(ADOPTED in m and "active_lessons" in m for m in messages)
+        assert discovered(stack) == [("active_lessons", "quiz_time_seconds", "BIGINT")]
+        assert_warehouse_equals_platform(stack)  # the new column too, field for field
+
+
+def test_a_prefetch_read_before_another_run_discovered_a_column_is_discarded_and_the_run_stays_exact(tmp_path):
+    """Another run commits the new column between the look ahead and the step: the prefetch's client placed the
+    field by the older schema, so the step discards it and fetches with a client of its own, exactly."""
+    with local_stack(tmp_path / "data", scale="tiny", new_fields=[QUIZ]) as stack, environment(stack.run_env()):
+        assert stack.sync(select=RAW).success
+        stack.advance(hours=24)
+        prefetch = fetch_ahead(load_settings())
+        prefetch.started()
+        loads = [fetch.load.load_id for fetch in prefetch.fetches.values()]
+        assert stack.sync(select=RAW).success  # discovers quiz_time_seconds and commits it
+        stack.advance(hours=24)
+        instance = DagsterInstance.ephemeral()
+        report = run_sync(load_settings(), select=RAW, instance=instance, prefetch=prefetch)
+        assert report.success, report.error
+        messages = [record.user_message for record in instance.all_logs(report.run_id)]
+        assert any("discarded the fetches started ahead" in m and "discovered columns" in m for m in messages)
+        assert discovered(stack) == [("active_lessons", "quiz_time_seconds", "BIGINT")]
+        assert_warehouse_equals_platform(stack)
+        lake = stack.data_dir / "lake"
+        assert not [path for path in lake.rglob("*") if any(load in str(path) for load in loads)]
+
+
+def test_a_command_stopped_while_fetching_ahead_says_so_in_one_line_and_discards_what_it_fetched(tmp_path):
+    """SIGTERM while the fetches started with the command are under way, before its run's raw step: the command
+    ends within its grace with the FAILED line (no traceback), and what it fetched ahead is discarded (cancelled,
+    lake parts removed: pipeline/raw/prefetch.py) rather than left to the process's end."""
+    with local_stack(tmp_path / "data", scale="tiny", faults="latency_ms=200", page_size=5) as stack:
+        env = {**os.environ, **stack.run_env(), "DAGSTER_HOME": str(tmp_path / "dagster_home")}
+        began = time.monotonic()
+        command = subprocess.Popen(
+            [sys.executable, "-m", "pipeline.cli", "sync"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # the fetches ahead are reading several listings
+            listings = {
+                r.path.split("?")[0] for r in stack.sim.request_log() if r.arrived >= began and "page" in r.path
+            }
+            if len(listings) >= 3 or command.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert command.poll() is None, "the command ended before the test could stop it"
+        signalled = time.monotonic()
+        command.send_signal(signal.SIGTERM)
+        output = command.communicate(timeout=60)[0].decode()
+        assert time.monotonic() - signalled < 15, output[-3000:]
+        assert command.returncode == 1, output[-3000:]
+        assert "Traceback" not in output, output[-3000:]
+        assert output.strip().splitlines()[-1].startswith("sync FAILED: stopped by SIGTERM"), output[-3000:]
+        assert "discarded the fetches started ahead" in output, output[-3000:]
 
 
 # Needed by none of a no-change `lessonsync sync`: the Iceberg library (no mart or table changed), the webhook
