@@ -6,7 +6,7 @@ import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dagster import AssetKey, DagsterInstance, Definitions
 
@@ -20,6 +20,9 @@ from pipeline.defs.selection import widen_to_whole_multi_assets
 from pipeline.instance import ensure_dagster_home
 from pipeline.raw.mirror import await_background_mirror
 from pipeline.settings import Settings
+
+if TYPE_CHECKING:
+    from pipeline.raw.prefetch import Prefetch
 
 log = logging.getLogger("lessonsync.sync")
 
@@ -47,11 +50,15 @@ def run_sync(
     select: Sequence[str] = (),
     instance: DagsterInstance | None = None,
     backfill_range: tuple[str, str] | None = None,
+    prefetch: Prefetch | None = None,
 ) -> SyncReport:
     """Materialize the selected assets (default: everything) with their checks: cursor-based, or over
-    `backfill_range` (first and last UTC day) as one sweep, the way a backfill launched from the UI runs."""
+    `backfill_range` (first and last UTC day) as one sweep, the way a backfill launched from the UI runs. With
+    `prefetch` (`lessonsync sync`: pipeline/raw/prefetch.py), the run takes its id, and its raw step its fetches."""
     job_name = sync_job_name(full_refresh=full_refresh, backfill=backfill_range is not None)
-    return run_job(job_name, settings, select=select, instance=instance, backfill_range=backfill_range)
+    return run_job(
+        job_name, settings, select=select, instance=instance, backfill_range=backfill_range, prefetch=prefetch
+    )
 
 
 def run_job(
@@ -61,10 +68,11 @@ def run_job(
     select: Sequence[str] = (),
     instance: DagsterInstance | None = None,
     backfill_range: tuple[str, str] | None = None,
+    prefetch: Prefetch | None = None,
 ) -> SyncReport:
     """Execute a job of the code location configured by `settings` in this process and summarise what it did
     (on `instance`, default: the persistent one of `ensure_dagster_home`)."""
-    return _execute(job_name, settings, select, instance, backfill_range)
+    return _execute(job_name, settings, select, instance, backfill_range, prefetch)
 
 
 def definitions_for(settings: Settings) -> Definitions:
@@ -80,6 +88,7 @@ def _execute(
     select: Sequence[str],
     instance: DagsterInstance | None,
     backfill_range: tuple[str, str] | None,
+    prefetch: Prefetch | None,
 ) -> SyncReport:
     defs = definitions_for(settings)
     job = defs.resolve_job_def(job_name)
@@ -98,13 +107,19 @@ def _execute(
     # Before the run: this host's runs whose process is gone are failed and their slots freed, then the pool is
     # waited for (Dagster's in-process wait would spin without an end: pool_wait.py); the run is tagged with this
     # process from its creation, so a kill even before its first step leaves a run the next one can judge.
-    run_id = str(uuid.uuid4())
+    run_id = prefetch.run_id if prefetch is not None else str(uuid.uuid4())
     for message in recover_dead_runs(instance, by=f"run {run_id}"):
         log.warning(message)
     try:
-        wait_for_pool(instance, POOL, timeout=settings.pool_wait_timeout, report=log.warning)
+        waited = wait_for_pool(instance, POOL, timeout=settings.pool_wait_timeout, report=log.warning)
     except PoolWaitTimeout as error:
         return SyncReport(success=False, run_id=run_id, job_name=job_name, error=str(error))
+    if prefetch is not None:
+        if waited:  # another writer held the warehouse meanwhile: fetched before it, not judged but discarded
+            prefetch.discard(
+                f"the pool '{POOL}' was busy for {waited:.0f} s (another run); the step fetches them itself"
+            )
+        prefetch.started()  # its read-only look at the warehouse is over before a step opens the file
     result = job.execute_in_process(
         run_config={**loggers, **backfill},
         instance=instance,

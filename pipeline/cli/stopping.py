@@ -32,6 +32,18 @@ class Received:
 
     signal: str | None = None
 
+    def __init__(self) -> None:
+        self._known = threading.Event()
+
+    def record(self, name: str) -> None:
+        self.signal = name
+        self._known.set()
+
+    def wait(self, timeout: float) -> str | None:
+        """The signal, once the watcher has read it (the interrupt may reach the main thread first)."""
+        self._known.wait(timeout)
+        return self.signal
+
 
 @contextmanager
 def stop_promptly_on_signals(what: str, grace: float = STOP_GRACE_SECONDS) -> Iterator[Received]:
@@ -65,7 +77,7 @@ def _watch(read_end: int, what: str, grace: float, received: Received) -> None:
         while data := os.read(read_end, 64):
             names = [STOPPING[number] for number in data if number in STOPPING]
             if names:
-                received.signal = names[0]
+                received.record(names[0])
                 _stop(names[0], what, grace)
                 return
     finally:

@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING
 
 from pipeline.cli.options import add_base_url, add_data_dir, settings_from
 from pipeline.cli.os_failures import os_failure
-from pipeline.cli.stopping import stop_promptly_on_signals
+from pipeline.cli.stopping import Received, stop_promptly_on_signals
 from pipeline.extras import require_extras_of
 from pipeline.logs import print_result, without_class_path
 
 if TYPE_CHECKING:
+    from pipeline.raw.prefetch import Prefetch
     from pipeline.settings import Settings
 
 
@@ -38,10 +39,40 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pipeline.raw.prefetch import fetch_ahead  # Dagster-free, and light until its thread starts
+
     started = time.monotonic()
     settings = settings_from(args)
-    require_extras_of(settings)  # a missing extra is one line now, not a run failing part-way
+    require_extras_of(settings)  # a missing extra is one line now, not a run failing part-way (nor a prefetch)
+    with stop_promptly_on_signals("sync") as stopped:
+        # The run's first fetches start now, while Dagster is imported and the run is set up: its raw step adopts
+        # them when it reads the same windows (pipeline/raw/prefetch.py). Not for a selection: which streams it
+        # syncs is known only from the definitions.
+        prefetch = None
+        try:
+            if not args.select:
+                prefetch = fetch_ahead(settings, full_refresh=args.full_refresh)
+                prefetch.started()  # its imports first: both sides hold the GIL, so the requests go out sooner
+            return _run(args, settings, started, stopped, prefetch)
+        except KeyboardInterrupt:  # stopped outside the run's steps (Dagster reports a stop within them)
+            name = stopped.wait(1.0)
+            if name is None:
+                raise
+            if prefetch is not None:  # said before the last line
+                prefetch.discard(f"stopped by {name}")
+            print_result(f"sync FAILED: stopped by {name} (the next sync starts from its cursors)", outcome="failed")
+            return 1
+        finally:
+            if prefetch is not None:  # nothing left behind when the run ended before its raw step
+                prefetch.discard("the run ended before its raw step")
+
+
+def _run(
+    args: argparse.Namespace, settings: Settings, started: float, stopped: Received, prefetch: Prefetch | None
+) -> int:
     # Dagster is imported here, not at the top, so that `lessonsync sync --help` answers at once.
+    from dagster import DagsterInstance
+
     from pipeline.cli.progress import live_progress
     from pipeline.instance import ensure_dagster_home
     from pipeline.sync import run_sync, sync_job_name
@@ -53,8 +84,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         ensure_dagster_home(settings)
-        with stop_promptly_on_signals("sync") as stopped, live_progress():
-            report = run_sync(settings, full_refresh=args.full_refresh, select=select)
+        instance = DagsterInstance.get()
+        with live_progress():
+            report = run_sync(
+                settings, full_refresh=args.full_refresh, select=select, instance=instance, prefetch=prefetch
+            )
     except Exception as error:  # Dagster's own storage refused a write: the run cannot even be marked failed here
         problem = os_failure(error, settings)
         if problem is None:

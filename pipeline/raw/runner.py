@@ -21,6 +21,7 @@ from pipeline.raw.commit import Log, StreamLoad, begin_early_insert, commit_fetc
 from pipeline.raw.fetch import BackgroundFetch, Fetched
 from pipeline.raw.mirror import MirrorWorker
 from pipeline.raw.planners import Plan, planner_of, state_tables
+from pipeline.raw.prefetch import Prefetch, take_prefetch
 from pipeline.raw.progress import ProgressReporter
 from pipeline.raw.windows import SNAPSHOT_WINDOW, UNBOUNDED, Window, cursor_window
 from pipeline.settings import Settings
@@ -91,6 +92,9 @@ class RawSync:
         self._mirror_waits_for: set[str] = set()  # planned streams the mirror is held for (_hold_mirror_for_plans)
         self.schema = SchemaPolicy()  # each table's contract and discovered columns, read when the run starts
         self._progress = ProgressReporter(log)
+        self._prefetch: Prefetch | None = None  # started with `lessonsync sync` (prefetch.py)
+        self._adopted: dict[str, BackgroundFetch] = {}  # its fetches, until _start installs them
+        self._client: PlatformClient | None = None  # the run's one client, opened by _start
 
     def run(self, streams: Iterable[str]) -> Iterator[StreamLoad]:
         """Fetch `streams` together and yield each one's commit as it is made; the first failure is raised once every
@@ -105,11 +109,12 @@ class RawSync:
         self._wanted = set(wanted)
         with sync_process_memory():  # before the fetch threads start (pipeline/memory.py)
             self.schema = schema_policy(self.settings, self.warehouse.discovered_columns())
-            client = PlatformClient(self.settings, page_cache=self.settings.page_cache_dir, schema=self.schema)
-            client.open()
+            prefetch = self._prefetch = take_prefetch(
+                self.raw_run, self.warehouse, self.settings, self.schema, wanted, self.log
+            )
             catch_up = True
             try:
-                self._start(client, wanted)
+                client = self._start(wanted)
                 yield from self._commits(client)
             except BaseException as error:
                 # a failed stream: what committed is mirrored all the same; stopped, or the caller closed the run
@@ -117,8 +122,13 @@ class RawSync:
                 catch_up = isinstance(error, Exception)
                 raise
             finally:
+                if prefetch is not None:  # not adopted: its fetches cancelled, their parts removed
+                    prefetch.discard("the raw step ended before adopting them", self.log)
+                self._pending.update(self._adopted)  # adopted, not yet started by _start: stopped with the rest
+                self._adopted.clear()
                 self._stop_pending()
-                client.close()
+                if self._client is not None:
+                    self._client.close()
                 self._end_mirror(catch_up)
 
     def _mirror_paused(self) -> AbstractContextManager[None]:
@@ -166,23 +176,36 @@ class RawSync:
             self._progress.ended(fetch, "stopped")
         self.log.warning(f"{stream}: not committed in this run: {reason}")
 
-    def _start(self, client: PlatformClient, wanted: list[str]) -> None:
+    def _start(self, wanted: list[str]) -> PlatformClient:
         """The incremental streams' fetches first, then the snapshots' (they take the slots the progress streams
-        leave); a planned stream whose parent is not in the run is planned now, from the parent's committed records."""
+        leave); a planned stream whose parent is not in the run is planned now, from the parent's committed records.
+        The client they share is the prefetch's when its fetches are adopted, else a new one: a discarded prefetch's
+        client has seen pages no load will commit (the columns they discovered, among others)."""
         wh = self.warehouse
         streams = [SYNC_STREAMS[name] for name in wanted]
         incremental = [s.name for s in streams if s.kind == "incremental"]
         with wh.one_connection() as conn:
             wh.ensure_tables([*TABLES.values(), *state_tables()])
             cursors = {name: wh.cursor(name) for name in incremental}
+            windows = {
+                name: (self.raw_run.incremental_window(cursors[name], self.settings), cursors[name])
+                for name in incremental
+            }
+            snapshots = [s.name for s in streams if s.kind == "snapshot"]
+            windows |= {name: (SNAPSHOT_WINDOW, None) for name in snapshots}
+            if self._prefetch is not None:  # on this connection, after the recovery: the loads committed since
+                self._adopted = self._prefetch.adopt(wh, windows, self._woken.set, self.log)
             self._mirror = MirrorWorker.start(wh, conn)  # once the file is open: a lock is waited for only once
+        adopted_client = self._prefetch.client if self._prefetch is not None and self._adopted else None
+        client = self._client = adopted_client or PlatformClient(
+            self.settings, page_cache=self.settings.page_cache_dir, schema=self.schema
+        )
+        client.open()
         self._hold_mirror_for_plans(streams)
         for name in incremental:
-            window = self.raw_run.incremental_window(cursors[name], self.settings)
-            self._fetch(client, name, window, cursors[name], URGENT)
-        for stream in streams:
-            if stream.kind == "snapshot":
-                self._fetch(client, stream.name, SNAPSHOT_WINDOW, None, BACKGROUND)
+            self._fetch(client, name, *windows[name], URGENT)
+        for name in snapshots:
+            self._fetch(client, name, *windows[name], BACKGROUND)
         for stream in streams:
             if stream.planned is not None and stream.planned.parent not in self._wanted:
                 self._plan(client, stream, loading=None, ceiling=wh.cursor(stream.planned.parent))
@@ -190,11 +213,16 @@ class RawSync:
             f"fetching {', '.join(self._pending)} at once, {self.settings.concurrency} requests in flight at most "
             "across every stream of the run"
         )
+        return client
 
     def _fetch(
         self, client: PlatformClient, stream: str, window: Window, cursor: datetime | None, priority: int
     ) -> None:
         self.log.info(f"{stream}: reading {window.describe()}")
+        adopted = self._adopted.pop(stream, None)  # the prefetch's fetch of this very window (Prefetch.adopt)
+        if adopted is not None:
+            self._pending[stream] = adopted
+            return
         batches = client.iter_stream(stream, updated_since=window.since)
         self._pending[stream] = BackgroundFetch(
             self.warehouse, client, stream, self.raw_run.run_id, window, cursor, batches, priority,

@@ -36,6 +36,7 @@ from pipeline.settings import Settings, load_settings
 from pipeline.source.answers import run_answers
 from pipeline.source.decoding import Batch, Page
 from pipeline.source.errors import SourceStopped
+from pipeline.source.evolution import SchemaEvolution
 from pipeline.source.fetching import Emit, SourceCore, release_free_memory
 from pipeline.source.page_cache import PageCache
 from pipeline.source.paging import Request, UpdatedSinceFormat, fill_path, format_updated_since
@@ -330,6 +331,13 @@ class PlatformClient:
     def first_page(self) -> int:
         """The API's first pageNumber (probed once when LESSONSYNC_FIRST_PAGE=auto)."""
         return self._call(self._ready().first_page())
+
+    def use_schema(self, schema: SchemaPolicy) -> None:
+        """The schema step of the streams fetched from now on, for a client opened (its token exchange under way)
+        before the warehouse's discovered columns were read; call it before the first stream is fetched."""
+        self._options["schema"] = schema
+        if self._core is not None:
+            self._core.evolution = SchemaEvolution(schema)
 
     def _ready(self) -> SourceCore:
         if self._core is None:

@@ -26,7 +26,13 @@ from pipeline.warehouse.lake.lakestore import LocalLake, open_lake
 from pipeline.warehouse.loading.load import Load
 from pipeline.warehouse.merge.context import CommitContext, Upsert
 from pipeline.warehouse.merge.recovery import recover
-from pipeline.warehouse.merge.state import ensure_state_tables, read_cursor, read_discovered, read_position
+from pipeline.warehouse.merge.state import (
+    ensure_state_tables,
+    read_cursor,
+    read_discovered,
+    read_last_loads,
+    read_position,
+)
 from pipeline.warehouse.merge.upsert import upsert_stage
 
 
@@ -166,6 +172,17 @@ class Warehouse:
                 return read_cursor(conn, stream)
             except duckdb.CatalogException:  # no load committed yet
                 return None
+
+    def last_loads(self, streams: Iterable[str]) -> dict[str, tuple[datetime | None, int]]:
+        """Each of `streams` that has committed a load: its stored cursor and the sequence number of its last load
+        (any load committed since changes the latter). {} before the first load."""
+        if not self.path.exists():
+            return {}
+        with self.connect(read_only=True) as conn:
+            try:
+                return read_last_loads(conn, streams)
+            except duckdb.CatalogException:  # no load committed yet
+                return {}
 
     def position(self, stream: str) -> int | None:
         """The stored log position of `stream` (Load.commit(position=...)); None before its first load."""

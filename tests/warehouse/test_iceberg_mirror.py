@@ -274,6 +274,43 @@ def test_each_iceberg_field_carries_its_warehouse_columns_description(tmp_path: 
     assert docs()["disabled"] == described["disabled"]
 
 
+def test_a_mart_that_did_not_change_opens_no_iceberg_table(tmp_path: Path, where) -> None:
+    """The marts' mirror trusts its record like the raw tables' does: only a mart whose rows, columns or
+    descriptions changed since (or that the catalog no longer registers here) is opened and written."""
+    wh = make_warehouse(tmp_path)
+    wh.ensure_tables(ALL_SPECS)
+    with wh.connect() as conn:
+        conn.execute("CREATE SCHEMA analytics")
+        conn.execute("CREATE TABLE analytics.funnel AS SELECT 'l1' AS lesson_id, 3 AS learners")
+        conn.execute("CREATE TABLE analytics.activity AS SELECT DATE '2026-11-01' AS day, 7 AS answers")
+    marts = {"funnel": "analytics.funnel", "activity": "analytics.activity"}
+
+    def mirror_marts() -> list[str]:
+        counter = OpeningCounter(where)  # a new process each time: the record lives in the warehouse
+        counter.opened = []
+        with wh.connect() as conn:
+            stats = counter.sync_marts(conn, marts)
+        assert not [s.error for s in stats if s.error] and len(stats) == 2
+        return counter.opened
+
+    assert sorted(mirror_marts()) == ["activity", "funnel"]
+    assert mirror_marts() == []
+    with wh.connect() as conn:
+        conn.execute("UPDATE analytics.funnel SET learners = 4")
+    assert mirror_marts() == ["funnel"]
+    with wh.connect() as conn:
+        conn.execute("COMMENT ON COLUMN analytics.activity.answers IS 'answers given that day'")
+    assert mirror_marts() == ["activity"]
+    fields = {f.name: f.doc for f in open_catalog(where).load_table(("analytics", "activity")).schema().fields}
+    assert fields["answers"] == "answers given that day"
+    assert open_catalog(where).load_table(("analytics", "funnel")).scan().to_arrow().column("learners").to_pylist() == [
+        4
+    ]
+    open_catalog(where).drop_table(("analytics", "funnel"))  # the catalog's entry gone: the record cannot vouch
+    assert mirror_marts() == ["funnel"]
+    assert mirror_marts() == []
+
+
 def test_a_lake_under_a_path_with_reserved_characters_is_mirrored_where_it_lies(tmp_path: Path) -> None:
     """pyiceberg reads a file: location's path as written: a `+` or a space in the data directory must name the same
     directory for it and for the mirror's own file handling (rows changed later are found in those files)."""

@@ -78,6 +78,8 @@ DEFAULT_CATALOG_BUSY_TIMEOUT = 180.0
 # check) it records, so a crash between the two leaves the record behind the table, never ahead: the next commit
 # opens that table and finds it current.
 MIRROR_RECORD = f"{SCHEMA}._iceberg_mirrored"
+MART_RECORD_PREFIX = f"{MARTS_NAMESPACE}."  # a mart's row in the record: its table name, namespaced
+MART_STATE = "mart state "  # a mart's row keeps its state (_mart_state) in `columns`
 MIRROR_RECORD_DDL = f"""CREATE TABLE IF NOT EXISTS {MIRROR_RECORD} (
     mirror VARCHAR NOT NULL,  -- the Iceberg location and a digest of the catalog URL (never the URL: it may hold a password)
     table_name VARCHAR NOT NULL,
@@ -344,15 +346,15 @@ class IcebergMirror:
     def _current(self, conn: duckdb.DuckDBPyConnection) -> dict[TableDef, int]:
         """The tables (-> rows) the record vouches for, and a SQLite catalog still registers here."""
         current = _current_by_record(conn, self.mirror_id)
-        registered = self._registered() if current else None
+        registered = self._registered(SCHEMA) if current else None
         if registered is not None:
             current = {t: rows for t, rows in current.items() if self._registered_here(registered.get(t.name))}
         return current
 
-    def _registered(self) -> dict[str, str] | None:
-        """The raw tables a SQLite catalog registers, with their metadata locations, read with the standard
-        library: {} when the file is missing or unreadable (its tables are then opened, and the catalog judged and
-        repaired, by pyiceberg); None for a catalog in another database (the record is trusted)."""
+    def _registered(self, namespace: str) -> dict[str, str] | None:
+        """The tables of `namespace` a SQLite catalog registers, with their metadata locations, read with the
+        standard library: {} when the file is missing or unreadable (its tables are then opened, and the catalog
+        judged and repaired, by pyiceberg); None for a catalog in another database (the record is trusted)."""
         path = self.where.catalog_file
         if path is None:
             return None
@@ -363,7 +365,7 @@ class IcebergMirror:
         )
         try:
             with closing(_open_read_only(path, min(self.where.busy_timeout, 5.0))) as db:
-                return {name: location for name, location in db.execute(query, [CATALOG_NAME, SCHEMA]).fetchall()}
+                return {name: location for name, location in db.execute(query, [CATALOG_NAME, namespace]).fetchall()}
         except sqlite3.Error:
             return {}
 
@@ -595,34 +597,58 @@ class IcebergMirror:
         self, conn: duckdb.DuckDBPyConnection, relations: Mapping[str, str], *, verify_files: bool = False
     ) -> list[MirrorStats]:
         """Mirror each mart (name -> relation in the warehouse) whole, when its rows differ from the snapshot's or
-        the table is damaged; failures as in sync_raw."""
+        the table is damaged; failures as in sync_raw. A mart the record shows mirrored with the same rows,
+        columns and descriptions (and, in a SQLite catalog, still registered here) is not opened: when no mart
+        changed, pyiceberg is not imported."""
+        digests = {name: _rows_digest(conn, f"SELECT * FROM {relation}") for name, relation in relations.items()}
+        states = {name: _mart_state(conn, name, relation, digests[name]) for name, relation in relations.items()}
+        current = set() if verify_files else self._marts_current(conn, states)
         return [
-            self._healing(f"{MARTS_NAMESPACE}.{name}", partial(self._sync_mart, conn, name, relation, verify_files))
+            MirrorStats(f"{MARTS_NAMESPACE}.{name}")
+            if name in current
+            else self._healing(
+                f"{MARTS_NAMESPACE}.{name}",
+                partial(self._sync_mart, conn, name, relation, digests[name], states[name], verify_files),
+            )
             for name, relation in relations.items()
         ]
 
+    def _marts_current(self, conn: duckdb.DuckDBPyConnection, states: Mapping[str, str]) -> set[str]:
+        """The marts whose recorded state is `states`' and whose Iceberg table a SQLite catalog still registers here."""
+        recorded = _mart_records(conn, self.mirror_id)
+        current = {name for name, state in states.items() if recorded.get(name) == state}
+        registered = self._registered(MARTS_NAMESPACE) if current else None
+        if registered is None:
+            return current
+        return {name for name in current if self._registered_here(registered.get(name))}
+
     def _sync_mart(
-        self, conn: duckdb.DuckDBPyConnection, name: str, relation: str, verify_files: bool, recreate: str
+        self,
+        conn: duckdb.DuckDBPyConnection,
+        name: str,
+        relation: str,
+        digest: str,
+        state: str,
+        verify_files: bool,
+        recreate: str,
     ) -> MirrorStats:
         started = time.perf_counter()
         stats = MirrorStats(f"{MARTS_NAMESPACE}.{name}")
         select = f"SELECT * FROM {relation}"
-        digests = _digests(conn, select)
-        digest = str(scalar(conn, f"SELECT count(*) || ':' || coalesce(bit_xor(d), 0) FROM ({digests})"))
         ice, stats.repaired = self._table_for(conn, (MARTS_NAMESPACE, name), select, recreate)
         if isinstance(ice, _NewTable):
             stats.rows_written = self._create(conn, ice, select, {CONTENT_DIGEST: digest})[1]
             stats.rewritten = True
-            stats.seconds = time.perf_counter() - started
-            return stats
-        if not stats.repaired:
-            stats.repaired = _damage(ice, verify_files)
-        snapshot = ice.current_snapshot()
-        # a table without a snapshot holds no rows: its digest is that of an empty mart
-        held = (snapshot.summary.get(CONTENT_DIGEST) if snapshot.summary else None) if snapshot else EMPTY_DIGEST
-        if stats.repaired or held != digest:
-            stats.rows_written = _rewrite(conn, ice, select, {CONTENT_DIGEST: digest})
-            stats.rewritten = True
+        else:
+            if not stats.repaired:
+                stats.repaired = _damage(ice, verify_files)
+            snapshot = ice.current_snapshot()
+            # a table without a snapshot holds no rows: its digest is that of an empty mart
+            held = (snapshot.summary.get(CONTENT_DIGEST) if snapshot.summary else None) if snapshot else EMPTY_DIGEST
+            if stats.repaired or held != digest:
+                stats.rows_written = _rewrite(conn, ice, select, {CONTENT_DIGEST: digest})
+                stats.rewritten = True
+        _record_mart(conn, self.mirror_id, name, state, int(digest.split(":", 1)[0]))
         stats.seconds = time.perf_counter() - started
         return stats
 
@@ -1017,9 +1043,13 @@ def _current_by_record(conn: duckdb.DuckDBPyConnection, mirror_id: str) -> dict[
     """The tables (-> rows) whose Iceberg table the record shows equal to the warehouse now: no load changed them
     after the recorded load time, and they hold the recorded rows and columns."""
     _ensure_record(conn)
-    query = f"SELECT table_name, loaded_through, row_count, columns FROM {MIRROR_RECORD} WHERE mirror = ?"
+    query = (
+        f"SELECT table_name, loaded_through, row_count, columns FROM {MIRROR_RECORD} WHERE mirror = ? "
+        "AND NOT starts_with(table_name, ?)"
+    )
     recorded = {
-        name: (through, rows, cols) for name, through, rows, cols in conn.execute(query, [mirror_id]).fetchall()
+        name: (through, rows, cols)
+        for name, through, rows, cols in conn.execute(query, [mirror_id, MART_RECORD_PREFIX]).fetchall()
     }
     if not recorded:
         return {}
@@ -1048,6 +1078,35 @@ def _record(conn: duckdb.DuckDBPyConnection, mirror_id: str, seen: Mapping[Table
     _ensure_record(conn)
     values = ", ".join("(?, ?, ?::TIMESTAMPTZ, ?, ?)" for _ in rows)  # one statement: one transaction
     conn.execute(f"INSERT OR REPLACE INTO {MIRROR_RECORD} VALUES {values}", [v for row in rows for v in row])
+
+
+def _rows_digest(conn: duckdb.DuckDBPyConnection, select: str) -> str:
+    """The query's row count and the XOR of its rows' digests: a mart's snapshot summary (CONTENT_DIGEST)."""
+    return str(scalar(conn, f"SELECT count(*) || ':' || coalesce(bit_xor(d), 0) FROM ({_digests(conn, select)})"))
+
+
+def _mart_state(conn: duckdb.DuckDBPyConnection, name: str, relation: str, rows_digest: str) -> str:
+    """What a mart's Iceberg table must equal, as one digest: its columns and their types, their descriptions (its
+    fields' docs) and its rows."""
+    parts = [_column_types(conn, f"SELECT * FROM {relation}"), _column_docs(conn, (MARTS_NAMESPACE, name)), rows_digest]
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def _mart_records(conn: duckdb.DuckDBPyConnection, mirror_id: str) -> dict[str, str]:
+    """Each mart's recorded state (`_mart_state` when its Iceberg table was last written or checked)."""
+    _ensure_record(conn)
+    query = f"SELECT table_name, columns FROM {MIRROR_RECORD} WHERE mirror = ? AND starts_with(table_name, ?)"
+    rows = conn.execute(query, [mirror_id, MART_RECORD_PREFIX]).fetchall()
+    return {name.removeprefix(MART_RECORD_PREFIX): state.removeprefix(MART_STATE) for name, state in rows}
+
+
+def _record_mart(conn: duckdb.DuckDBPyConnection, mirror_id: str, name: str, state: str, rows: int) -> None:
+    """Record that the mart's Iceberg table holds `state`; in the raw tables' record, its name namespaced (no raw
+    table has a dot in its name) and its state where a raw table keeps its columns, so the record's columns stay
+    the ones every version writes."""
+    _ensure_record(conn)
+    row = [mirror_id, MART_RECORD_PREFIX + name, datetime.now(UTC), rows, MART_STATE + state]
+    conn.execute(f"INSERT OR REPLACE INTO {MIRROR_RECORD} VALUES (?, ?, ?::TIMESTAMPTZ, ?, ?)", row)
 
 
 def _ensure_record(conn: duckdb.DuckDBPyConnection) -> None:

@@ -106,6 +106,15 @@ def read_cursor(conn: duckdb.DuckDBPyConnection, stream: str) -> datetime | None
     return utc(rows[0][0]) if rows and rows[0][0] is not None else None
 
 
+def read_last_loads(conn: duckdb.DuckDBPyConnection, streams: Iterable[str]) -> dict[str, tuple[datetime | None, int]]:
+    """Each of `streams` that has committed a load: its cursor and the sequence number of its last load."""
+    wanted = sorted(set(streams))
+    rows = conn.execute(
+        f"SELECT stream, cursor, last_load_seq FROM {SYNC_STATE} WHERE list_contains(?, stream)", [wanted]
+    ).fetchall()
+    return {stream: (utc(cursor) if cursor is not None else None, int(seq)) for stream, cursor, seq in rows}
+
+
 def advance_cursor(conn: duckdb.DuckDBPyConnection, plan: LoadPlan) -> tuple[datetime | None, datetime | None]:
     """Store max(stored cursor, requested cursor) for the plan's stream; return (before, after). A cursor reset
     (`lessonsync reset`, checked there never to move forward) stores the requested cursor as it is."""

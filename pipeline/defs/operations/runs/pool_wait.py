@@ -31,21 +31,21 @@ def wait_for_pool(
     timeout: float,
     report: Callable[[str], None],
     report_every: float = REPORT_EVERY_SECONDS,
-) -> None:
-    """Return once `pool` has a free slot (or has no limit); `report(message)` every `report_every` seconds while
-    it waits; PoolWaitTimeout after `timeout` seconds."""
+) -> float:
+    """Return once `pool` has a free slot (or has no limit), with the seconds waited (0.0: it was free at once);
+    `report(message)` every `report_every` seconds while it waits; PoolWaitTimeout after `timeout` seconds."""
     storage = instance.event_log_storage
     if not storage.supports_global_concurrency_limits:
-        return
+        return 0.0
     started = time.monotonic()
     last_report = None
     while True:
         info = storage.get_concurrency_info(pool)
+        waited = time.monotonic() - started
         if len(info.claimed_slots) < info.slot_count or (info.slot_count == 0 and not info.claimed_slots):
             if last_report is not None:
                 report(f"a slot of pool '{pool}' is free now")
-            return
-        waited = time.monotonic() - started
+            return waited if last_report is not None else 0.0
         if waited >= timeout:
             raise PoolWaitTimeout(
                 f"waited {waited:.0f} s (LESSONSYNC_POOL_WAIT_TIMEOUT) for a slot of pool '{pool}', "

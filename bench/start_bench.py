@@ -1,0 +1,247 @@
+"""Benchmark of the whole `lessonsync sync` command, interpreter start to exit (not a test): against ONE local
+stack (simulator and webhook receiver, pipeline/stack.py) started once in this process, a full sync into a fresh
+data dir, then at once a no-change sync, then after 24 simulated hours (~1% of active lessons change) a 1%-change
+sync, each the installed console script in a child process.
+
+Time to first request: the simulator's request log stamps every request's arrival on the machine's monotonic clock,
+the clock this process reads right before it starts the command; no marker in the command is needed. Per run: the
+command's wall and CPU seconds and peak RSS (os.wait4), the time from its start to its first request (the token
+exchange) and to its first GET, the requests the simulator answered, whether the warehouse then equals the platform,
+and the run's floor: the bare download of the same GETs by bench/common.py (page 0 of the first-page probe, which
+answers 400, and the token left out). Then the ratios the issue sets: no-change / full (at most 0.25) and
+1%-change / full (at most 0.50), and each run's wall time over its floor (the latency-bound target: 1.35 at scale
+medium, 40 ms a request, page size 100).
+
+Results go to bench/results/start_<scale>[_<latency>ms].json; the summary is printed. Seconds on a loaded machine
+are only indicative (the load average is recorded): the ratios, requests, CPU seconds and peak RSS hold better.
+
+    .venv/bin/python -m bench.start_bench                                      # scale small
+    .venv/bin/python -m bench.start_bench --scale medium --latency-ms 40 --page-size 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench.common import ChildRun, load_average, run_bare_download
+
+RESULTS = Path(__file__).resolve().parent / "results"
+RUN_KINDS = ("full", "no_change", "one_percent")
+TARGETS = {"no_change": 0.25, "one_percent": 0.50}  # share of the full sync's wall time
+FLOOR_TARGET = 1.35  # the whole command over the bare download of its pages, latency-bound (scale medium, 40 ms)
+TOKEN_PATH = "/v1/token"
+SAMPLE_SECONDS = 0.01  # how often the command's CPU time is read (the kernel counts it in 10 ms ticks)
+
+
+def run_command(stack: Any, data_dir: Path, work: Path, kind: str, concurrency: int) -> dict[str, Any]:
+    """One `lessonsync sync` in a child process: its wall time from just before the start, first requests, peak RSS,
+    CPU seconds, exactness, and the bare download of its GETs."""
+    env = {
+        **os.environ,
+        **stack.run_env(),
+        "DAGSTER_HOME": str(work / "dagster_home"),
+        # Bytecode kept as an installed deployment keeps it (pip compiles it), in a private prefix the first run fills.
+        "PYTHONPYCACHEPREFIX": str(work / "pycache"),
+    }
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    command = [str(Path(sys.executable).with_name("lessonsync")), "sync"]
+    requests_before = len(stack.sim.request_log())
+    load_before = load_average()
+    began = time.monotonic()
+    child, cpu_at = run_sampled(command, env)
+    sides = {
+        "load_average_before": load_before,
+        "load_average_after": load_average(),
+        "peak_rss_mib": child.peak_rss_mib,
+        "process_seconds": child.seconds,
+        "cpu_seconds": child.cpu_seconds,
+    }
+    requests = [r for r in stack.sim.request_log() if r.arrived >= began]
+    if len(requests) + requests_before >= 100_000:
+        print(f"[{kind}] the simulator's request log is full: first-request times may be missing", file=sys.stderr)
+    result: dict[str, Any] = {"returncode": child.returncode, **sides}
+    if child.returncode != 0:
+        return {**result, "error": child.stderr_tail}
+    gets = [r for r in requests if r.path.split("?", 1)[0] != TOKEN_PATH and "pageNumber=0&" not in r.path + "&"]
+    result.update(
+        {
+            "first_request_s": round(min(r.arrived for r in requests) - began, 3) if requests else None,
+            # the command's own CPU seconds by then: on a busy machine, what the wall time would be on a quiet one
+            "first_request_cpu_s": _cpu_by(cpu_at, min(r.arrived for r in requests)) if requests else None,
+            "first_get_s": round(min(r.arrived for r in gets) - began, 3) if gets else None,
+            "last_answer_to_exit_s": round(began + child.seconds - max(r.answered for r in requests), 3)
+            if requests
+            else None,
+            "requests": len(requests),
+            "exact": _exact(stack, data_dir),
+        }
+    )
+    urls_file = work / f"{kind}.urls"
+    urls_file.write_text("\n".join(r.path for r in gets))
+    floor = run_bare_download(stack.sim.base_url, str(urls_file), concurrency)
+    result["floor"] = floor
+    if "error" not in floor and floor["run_seconds"] > 0:
+        result["over_floor"] = round(child.seconds / floor["run_seconds"], 2)
+    return result
+
+
+def run_sampled(argv: list[str], env: dict[str, str]) -> tuple[ChildRun, list[tuple[float, float]]]:
+    """bench/common.py's run_measured, with the child's CPU seconds (user + system, from /proc) sampled every
+    SAMPLE_SECONDS meanwhile: (monotonic instant, CPU seconds so far)."""
+    samples: list[tuple[float, float]] = []
+    ticks = os.sysconf("SC_CLK_TCK")
+    began = time.perf_counter()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        child = subprocess.Popen(argv, stdout=out, stderr=err, env=env)
+        stat = Path(f"/proc/{child.pid}/stat")
+
+        def sample() -> None:
+            while True:
+                try:
+                    fields = stat.read_text().rsplit(")", 1)[1].split()
+                except (OSError, IndexError):
+                    return
+                if fields[0] == "Z":  # exited, not yet waited for
+                    return
+                samples.append((time.monotonic(), (int(fields[11]) + int(fields[12])) / ticks))
+                time.sleep(SAMPLE_SECONDS)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        _, status, usage = os.wait4(child.pid, 0)
+        seconds = time.perf_counter() - began
+        sampler.join()
+        err.seek(0)
+        tail = "\n".join(err.read().decode(errors="replace").strip().splitlines()[-12:])
+        out.seek(0)
+        run = ChildRun(
+            os.waitstatus_to_exitcode(status),
+            out.read(),
+            tail,
+            round(seconds, 2),
+            round(usage.ru_maxrss / 1024, 1),
+            round(usage.ru_utime + usage.ru_stime, 2),
+        )
+    return run, samples
+
+
+def _cpu_by(samples: list[tuple[float, float]], instant: float) -> float | None:
+    """The CPU seconds of the last sample taken before `instant`."""
+    before = [cpu for at, cpu in samples if at <= instant]
+    return round(before[-1], 2) if before else None
+
+
+def _exact(stack: Any, data_dir: Path) -> bool:
+    import duckdb
+
+    from pipeline.settings import load_settings
+    from pipeline.verify import compare_warehouse
+
+    with duckdb.connect(str(load_settings(data_dir=data_dir).warehouse_path), read_only=True) as conn:
+        return all(diff.equal for diff in compare_warehouse(conn, stack.sim))
+
+
+def measure(scale: str, latency_ms: float | None, page_size: int | None, work: Path) -> dict[str, Any]:
+    from pipeline.settings import load_settings
+    from pipeline.stack import local_stack
+
+    concurrency = load_settings().concurrency
+    faults = f"latency_ms={latency_ms:g}" if latency_ms else ""
+    result: dict[str, Any] = {
+        "scale": scale,
+        "latency_ms": latency_ms,
+        "page_size": page_size,
+        "cpus": os.cpu_count(),
+        "started": datetime.now(UTC).isoformat(timespec="seconds"),
+        "load_average_at_start": load_average(),
+        "runs": {},
+    }
+    data_dir = work / "data"
+    with local_stack(data_dir, scale=scale, faults=faults, page_size=page_size) as stack:
+        for kind in RUN_KINDS:
+            if kind == "one_percent":
+                result["advance_activity"] = stack.advance(hours=24)
+            print(f"[{scale}] {kind} sync ...", file=sys.stderr, flush=True)
+            run = result["runs"][kind] = run_command(stack, data_dir, work, kind, concurrency)
+            print(f"[{scale}] {kind}: {_line(run)}", file=sys.stderr, flush=True)
+            if "error" in run:
+                break
+    result["load_average_at_end"] = load_average()
+    full = result["runs"]["full"].get("process_seconds")
+    for kind, target in TARGETS.items():
+        run = result["runs"].get(kind, {})
+        if full and "error" not in run and "process_seconds" in run:
+            run["share_of_full"] = round(run["process_seconds"] / full, 3)
+            run["share_target"] = target
+    return result
+
+
+def _line(run: dict[str, Any]) -> str:
+    if "error" in run:
+        return f"FAILED after {run['process_seconds']} s: {run['error'].splitlines()[-1][:200]}"
+    return (
+        f"{run['process_seconds']} s (CPU {run['cpu_seconds']} s), first request {run['first_request_s']} s "
+        f"({run['first_request_cpu_s']} s CPU), "
+        f"first GET {run['first_get_s']} s, {run['requests']} requests, peak RSS {run['peak_rss_mib']} MiB, "
+        f"floor {run['floor'].get('run_seconds', 'FAILED')} s (x{run.get('over_floor', '?')}), exact {run['exact']}"
+    )
+
+
+def summary(result: dict[str, Any]) -> str:
+    where = f", {result['latency_ms']:g} ms a request" if result["latency_ms"] else ""
+    lines = [
+        f"`lessonsync sync`, whole command, scale {result['scale']}{where}; load average "
+        f"{result['load_average_at_start'][0]} at the start, {result['load_average_at_end'][0]} at the end "
+        f"({result['cpus']} cores)",
+        "| run | wall s | CPU s | first request s (CPU s by then) | first GET s | requests | peak RSS MiB | floor s | "
+        "x floor | "
+        "share of full (target) | exact |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for kind, run in result["runs"].items():
+        if "error" in run:
+            lines.append(f"| {kind} | FAILED after {run['process_seconds']} | | | | | {run['peak_rss_mib']} | | | | |")
+            continue
+        share = f"{run['share_of_full']:.2f} ({run['share_target']:.2f})" if "share_of_full" in run else "-"
+        lines.append(
+            f"| {kind} | {run['process_seconds']} | {run['cpu_seconds']} | {run['first_request_s']} "
+            f"({run['first_request_cpu_s']}) | "
+            f"{run['first_get_s']} | {run['requests']:,} | {run['peak_rss_mib']} | "
+            f"{run['floor'].get('run_seconds', '-')} | {run.get('over_floor', '-')} | {share} | {run['exact']} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scale", default="small", choices=("tiny", "small", "medium", "large"))
+    parser.add_argument("--latency-ms", type=float, default=None, help="every request's latency at the simulator")
+    parser.add_argument("--page-size", type=int, default=None, help="LESSONSYNC_PAGE_SIZE (default: the setting's)")
+    parser.add_argument("--work-dir", type=Path, default=None, help="kept afterwards (default: a temp dir)")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="start_bench_") as temp:
+        work = args.work_dir or Path(temp)
+        work.mkdir(parents=True, exist_ok=True)
+        result = measure(args.scale, args.latency_ms, args.page_size, work)
+    RESULTS.mkdir(exist_ok=True)
+    suffix = f"_{args.latency_ms:g}ms" if args.latency_ms else ""
+    out = RESULTS / f"start_{args.scale}{suffix}.json"
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(summary(result))
+    print(f"results: {out}", file=sys.stderr)
+    failed = any("error" in run or not run.get("exact") for run in result["runs"].values())
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
