@@ -133,7 +133,7 @@ def _logger_name(record: logging.LogRecord) -> str:
     return str(getattr(record, ORIGIN_ATTR, None) or record.name)
 
 
-def _fields(record: logging.LogRecord) -> dict[str, Any]:
+def record_fields(record: logging.LogRecord) -> dict[str, Any]:
     """The scalar `extra` fields of a log call."""
     return {
         key: value
@@ -181,7 +181,7 @@ class JsonFormatter(logging.Formatter):
                 entry["dagster_event"] = event
             if error := event_error(meta):
                 entry["error_class"], entry["error"] = error
-        entry.update({k: v for k, v in _fields(record).items() if k not in entry})
+        entry.update({k: v for k, v in record_fields(record).items() if k not in entry})
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(_redacted(entry), ensure_ascii=False, default=str)

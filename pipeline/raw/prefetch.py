@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from pipeline.logs import record_fields
 from pipeline.settings import Settings
 
 if TYPE_CHECKING:
@@ -275,8 +276,9 @@ class HeldLogs(logging.Filter):
         logging.getLogger(SOURCE_LOGGER).removeFilter(self)
         if seen > len(records):
             log.warning(f"{seen - len(records)} earlier line(s) of the fetches started ahead not shown")
-        for record in records:
-            (log.warning if record.levelno >= logging.WARNING else log.info)(record.getMessage())
+        for record in records:  # with their fields (a retry's attempt and budget left, a stream's counts)
+            say = log.warning if record.levelno >= logging.WARNING else log.info
+            say(record.getMessage(), extra=record_fields(record))
 
 
 def _warm_up(client: PlatformClient) -> None:
