@@ -140,7 +140,12 @@ def check_the_image_command_serves_the_code_location(installed: Installed) -> No
         start_new_session=True,  # its own group: the gRPC server it starts goes with it
     )
     try:
+        # The port accepts connections once the definitions are loaded; a health check (a CLI paying Dagster's
+        # imports) before then would only be repeated.
         deadline = time.monotonic() + 120
+        while not port_accepts(port) and time.monotonic() < deadline:
+            assert server.poll() is None, "the code server exited"
+            time.sleep(0.2)
         while True:
             check = installed.run("dagster", "api", "grpc-health-check", "-p", str(port))
             if check.returncode == 0 or time.monotonic() > deadline:
@@ -182,6 +187,12 @@ def check_the_published_snapshot_opens_in_the_oldest_duckdb_promised(installed: 
     with duckdb.connect(str(snapshot), read_only=True) as conn:
         expected = {t: conn.execute(f'SELECT count(*) FROM main."{t}"').fetchone()[0] for t in marts}
     assert rows == expected and any(rows.values())
+
+
+def port_accepts(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(1)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 def stop_group(process: subprocess.Popen) -> None:
