@@ -15,7 +15,7 @@ from pipeline.contract.evolution import DiscoveredColumn
 from pipeline.contract.tables import TableSpec
 from pipeline.raw.fetch import BackgroundFetch, Fetched
 from pipeline.raw.windows import UNBOUNDED, Window, next_cursor
-from pipeline.settings import Settings
+from pipeline.settings import SyncSettings
 from pipeline.source.fetching import release_free_memory
 from pipeline.source.stats import RunStats
 from pipeline.warehouse import (
@@ -94,7 +94,7 @@ def begin_early_insert(
 def commit_fetched(
     log: Log,
     warehouse: Warehouse,
-    settings: Settings,
+    settings: SyncSettings,
     fetched: Fetched,
     *,
     early: EarlyFirstLoad | None = None,

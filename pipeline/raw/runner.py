@@ -22,7 +22,7 @@ from pipeline.raw.commit import Log, StreamLoad, begin_early_insert, commit_fetc
 from pipeline.raw.fetch import BackgroundFetch, Fetched
 from pipeline.raw.planners import Plan, planner_of, state_tables
 from pipeline.raw.windows import SNAPSHOT_WINDOW, UNBOUNDED, Window, cursor_window
-from pipeline.settings import Settings
+from pipeline.settings import Settings, SyncSettings
 from pipeline.source.client import PlatformClient
 from pipeline.source.errors import PlatformUnreachableError
 from pipeline.source.slots import BACKGROUND, URGENT
@@ -32,7 +32,7 @@ from pipeline.warehouse import EARLY_PART_ROWS, EarlyFirstLoad, Load, Warehouse
 PROGRESS_EVERY_S = 5.0
 
 
-def schema_policy(settings: Settings, discovered: tuple[DiscoveredColumn, ...]) -> SchemaPolicy:
+def schema_policy(settings: SyncSettings, discovered: tuple[DiscoveredColumn, ...]) -> SchemaPolicy:
     """Each raw table's schema contract (its stream's: LESSONSYNC_SCHEMA_CONTRACT[_BY_STREAM]) and its columns
     discovered so far, for the run's client (pipeline/source/evolution.py)."""
     streams = {table: stream for stream, tables in STREAM_TABLES.items() for table in tables}
@@ -66,7 +66,7 @@ class RawRun:
     full_refresh: bool = False
     backfill: Window | None = None  # a backfill's range; None reads from the cursors
 
-    def incremental_window(self, cursor: datetime | None, settings: Settings) -> Window:
+    def incremental_window(self, cursor: datetime | None, settings: SyncSettings) -> Window:
         if self.backfill is not None:
             return self.backfill
         return cursor_window(cursor, settings.lookback, full_refresh=self.full_refresh)
@@ -100,7 +100,7 @@ class RawSync:
                 planner_of(SYNC_STREAMS[name])
         self._wanted = set(wanted)
         with sync_process_memory():  # before the fetch threads start (pipeline/memory.py)
-            self.schema = schema_policy(self.settings, self.warehouse.discovered_columns())
+            self.schema = schema_policy(self.settings.sync, self.warehouse.discovered_columns())
             client = PlatformClient(self.settings, page_cache=self.settings.page_cache_dir, schema=self.schema)
             client.open()
             try:
@@ -128,7 +128,7 @@ class RawSync:
             wh.ensure_tables([*TABLES.values(), *state_tables()])
             cursors = {name: wh.cursor(name) for name in incremental}
         for name in incremental:
-            window = self.raw_run.incremental_window(cursors[name], self.settings)
+            window = self.raw_run.incremental_window(cursors[name], self.settings.sync)
             self._fetch(client, name, window, cursors[name], URGENT)
         for stream in streams:
             if stream.kind == "snapshot":
@@ -160,8 +160,8 @@ class RawSync:
         assert stream.planned is not None
         wh = self.warehouse
         cursor = wh.cursor(stream.name)
-        window = self.raw_run.incremental_window(cursor, self.settings)
-        plan = planner_of(stream).plan(wh, window, self.settings, loading=loading, ceiling=ceiling)
+        window = self.raw_run.incremental_window(cursor, self.settings.sync)
+        plan = planner_of(stream).plan(wh, window, self.settings.sync, loading=loading, ceiling=ceiling)
         self._plans[stream.name] = plan
         batches, planned = plan.fetch(client)
         others = any(name != stream.name for name in self._pending) or loading is not None
@@ -245,7 +245,7 @@ class RawSync:
     def _commit(
         self, client: PlatformClient, stream: SyncStream, fetched: Fetched, early: EarlyFirstLoad | None
     ) -> StreamLoad:
-        wh, settings, log = self.warehouse, self.settings, self.log
+        wh, settings, log = self.warehouse, self.settings.sync, self.log
         tables = stream.table_names
         if stream.kind == "snapshot":
             return commit_fetched(log, wh, settings, fetched, snapshot_tables=tables)
@@ -280,7 +280,7 @@ class RawSync:
                     overlapped.append(child.name)
 
         done = commit_fetched(
-            self.log, self.warehouse, self.settings, fetched, tables=stream.table_names,
+            self.log, self.warehouse, self.settings.sync, fetched, tables=stream.table_names,
             before_commit=plan_from_load if ahead else None,
         )  # fmt: skip
         for child in ahead:
