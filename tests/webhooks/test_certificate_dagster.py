@@ -15,12 +15,12 @@ from webhook_helpers import FUTURE, PAST, certificate
 
 from pipeline.definitions import defs
 from pipeline.defs.certificates.assets import certificates
+from pipeline.defs.certificates.resource import InboxResource
 from pipeline.defs.certificates.sensors import build_certificate_inbox_sensor
 from pipeline.defs.resources import WarehouseResource
 from pipeline.settings import Settings, load_settings
 from pipeline.webhooks.events import to_delivery
 from pipeline.webhooks.inbox import Inbox
-from pipeline.webhooks.resource import InboxResource
 
 certificate_inbox_sensor = defs.resolve_sensor_def("certificate_inbox_sensor")  # the one the code location ships
 

@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 from dagster import DefaultSensorStatus, RunRequest, SensorDefinition, SensorEvaluationContext, SkipReason, sensor
 
 from pipeline.defs.certificates.jobs import load_certificates_job
+from pipeline.defs.certificates.resource import InboxResource
 from pipeline.settings import Settings
-from pipeline.webhooks.resource import InboxResource
 
 
 @dataclass(frozen=True)
