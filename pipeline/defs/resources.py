@@ -17,7 +17,7 @@ from pydantic import Field, PrivateAttr
 from pipeline.defs.certificates.resource import InboxResource
 from pipeline.defs.operations.runs.identity import current_process, recorded_process
 from pipeline.settings import Settings, load_settings
-from pipeline.source.client import PlatformClient
+from pipeline.source import PlatformClient
 from pipeline.warehouse import Warehouse
 
 

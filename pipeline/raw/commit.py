@@ -16,8 +16,7 @@ from pipeline.contract.tables import TableSpec
 from pipeline.raw.fetch import BackgroundFetch, Fetched
 from pipeline.raw.windows import UNBOUNDED, Window, next_cursor
 from pipeline.settings import SyncSettings
-from pipeline.source.fetching import release_free_memory
-from pipeline.source.stats import RunStats
+from pipeline.source import RunStats, release_free_memory
 from pipeline.warehouse import (
     EarlyFirstLoad,
     Load,

@@ -16,9 +16,7 @@ from pipeline.raw.answers import plan_answers
 from pipeline.raw.commit import StreamLoad
 from pipeline.raw.windows import Window
 from pipeline.settings import SyncSettings
-from pipeline.source.client import PlatformClient
-from pipeline.source.decoding import Batch
-from pipeline.source.stats import RunStats
+from pipeline.source import Batch, PlatformClient, RunStats
 from pipeline.warehouse import Load, Warehouse
 
 

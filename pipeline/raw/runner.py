@@ -23,10 +23,7 @@ from pipeline.raw.fetch import BackgroundFetch, Fetched
 from pipeline.raw.planners import Plan, planner_of, state_tables
 from pipeline.raw.windows import SNAPSHOT_WINDOW, UNBOUNDED, Window, cursor_window
 from pipeline.settings import Settings, SyncSettings
-from pipeline.source.client import PlatformClient
-from pipeline.source.errors import PlatformUnreachableError
-from pipeline.source.slots import BACKGROUND, URGENT
-from pipeline.source.stats import RunStats
+from pipeline.source import BACKGROUND, URGENT, PlatformClient, PlatformUnreachableError, RunStats
 from pipeline.warehouse import EARLY_PART_ROWS, EarlyFirstLoad, Load, Warehouse
 
 PROGRESS_EVERY_S = 5.0
