@@ -17,7 +17,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import annotated_types
 import yaml
 from pydantic import SecretStr, TypeAdapter
 from pydantic.fields import FieldInfo
@@ -197,13 +196,13 @@ def shown_bound(value: object) -> str:
 def shown_range(info: FieldInfo) -> str:
     """`[low to high]` from the field's bounds (`above low` for an exclusive one); empty without bounds."""
     low = high = ""
-    for bound in info.metadata:
-        if isinstance(bound, annotated_types.Ge):
-            low = shown_bound(bound.ge)
-        elif isinstance(bound, annotated_types.Gt):
-            low = f"above {shown_bound(bound.gt)}"
-        elif isinstance(bound, annotated_types.Le):
-            high = shown_bound(bound.le)
+    for bound in info.metadata:  # annotated_types' Ge, Gt, Le: pydantic's constraints, one attribute each
+        if (value := getattr(bound, "ge", None)) is not None:
+            low = shown_bound(value)
+        elif (value := getattr(bound, "gt", None)) is not None:
+            low = f"above {shown_bound(value)}"
+        elif (value := getattr(bound, "le", None)) is not None:
+            high = shown_bound(value)
     if not (low or high):
         return ""
     if low.startswith("above"):

@@ -17,7 +17,7 @@ from pipeline.defs.operations import definitions as operations
 from pipeline.defs.policy import with_policy
 from pipeline.defs.progress import definitions as progress
 from pipeline.defs.raw import definitions as raw
-from pipeline.defs.raw_checks import build_webhook_table_checks
+from pipeline.defs.raw.checks import build_webhook_table_checks
 from pipeline.defs.resources import build_resources
 from pipeline.settings import Settings
 

@@ -34,8 +34,8 @@ from pipeline.defs.policy import BACKFILL_WINDOW, FULL_REFRESH_TAG, POOL, WINDOW
 from pipeline.defs.progress.backfill import BackfillWindow
 from pipeline.defs.progress.clock_skew import clock_skew_metadata
 from pipeline.defs.progress.freshness import with_progress_freshness
+from pipeline.defs.raw.checks import CheckRules, raw_check_results, selected_checks, table_check_specs
 from pipeline.defs.raw.metadata import contract_facts, table_metadata
-from pipeline.defs.raw_checks import CheckRules, raw_check_results, selected_checks, table_check_specs
 from pipeline.defs.resources import PlatformResource, WarehouseResource
 from pipeline.raw.commit import StreamLoad
 from pipeline.raw.runner import RawRun, RawSync, streams_of

@@ -8,7 +8,7 @@ from dagster import Definitions
 
 from pipeline.contract.streams import Link
 from pipeline.defs.raw.assets import build_raw_sync
-from pipeline.defs.raw_checks import check_rules
+from pipeline.defs.raw.checks import check_rules
 from pipeline.settings import Settings
 
 
