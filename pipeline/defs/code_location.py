@@ -34,6 +34,9 @@ def build_definitions(settings: Settings) -> Definitions:
             analytics.build_defs(settings),
             lake.build_defs(settings),
             operations.build_defs(settings),
-            Definitions(asset_checks=build_webhook_table_checks(settings, links), resources=build_resources(settings)),
+            Definitions(
+                asset_checks=build_webhook_table_checks(settings.orchestration, links),
+                resources=build_resources(settings),
+            ),
         )
     )

@@ -78,9 +78,9 @@ def test_sensor_reads_only_the_inbox_never_the_warehouse() -> None:
 
 
 def test_sensor_interval_comes_from_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert build_certificate_inbox_sensor(Settings(_env_file=None)).minimum_interval_seconds == 30
+    assert build_certificate_inbox_sensor(Settings(_env_file=None).orchestration).minimum_interval_seconds == 30
     monkeypatch.setenv("LESSONSYNC_CERTIFICATE_SENSOR_INTERVAL", "5")
-    assert build_certificate_inbox_sensor(load_settings()).minimum_interval_seconds == 5
+    assert build_certificate_inbox_sensor(load_settings().orchestration).minimum_interval_seconds == 5
     monkeypatch.setenv("LESSONSYNC_CERTIFICATE_SENSOR_INTERVAL", "soon")
     with pytest.raises(ValueError, match="(?i)certificate_sensor_interval"):
         load_settings()

@@ -57,7 +57,7 @@ def raw_table_specs(settings: Settings) -> list[AssetSpec]:
                 kinds={"duckdb", "parquet"},
                 metadata=table_definition_metadata(TABLES[table]),
             ),
-            settings,
+            settings.orchestration,
         )
         for stream in SYNC_STREAMS.values()
         for table in stream.table_names

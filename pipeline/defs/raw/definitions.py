@@ -13,4 +13,4 @@ from pipeline.settings import Settings
 
 
 def build_defs(settings: Settings, links: Iterable[Link]) -> Definitions:
-    return Definitions(assets=[build_raw_sync(settings, check_rules(settings, links))])
+    return Definitions(assets=[build_raw_sync(settings, check_rules(settings.orchestration, links))])
