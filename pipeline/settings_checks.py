@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Final
 from urllib.parse import urlsplit
+
+# The value of a setting LessonSync chooses itself: the first page number (probed once per client), the DuckDB
+# memory limit (from the machine when the warehouse is opened). Its one spelling; the settings and the code that
+# resolves it compare against this.
+AUTO: Final = "auto"
 
 MINUTE = 60.0
 HOUR = 3_600.0

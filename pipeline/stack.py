@@ -17,8 +17,7 @@ from pydantic import SecretStr
 from pipeline.settings import DEFAULT_APP_SECRET, load_settings
 from pipeline.simulator_extra import simulator_extra
 from pipeline.sync import SyncReport, run_job, run_sync
-from pipeline.webhooks.app import create_app
-from pipeline.webhooks.settings import WebhookSettings
+from pipeline.webhooks import WebhookSettings, create_app
 
 with simulator_extra("the demo and test stack (pipeline.stack)"):
     from simulator import SimulatorConfig, SimulatorHandle, start_simulator

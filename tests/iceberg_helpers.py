@@ -25,7 +25,7 @@ ICEBERG_ENV = {"LESSONSYNC_TABLE_FORMAT": "iceberg"}  # the suite's default is o
 
 
 def open_catalog(settings: Settings | IcebergLocation) -> SqlCatalog:
-    where = iceberg_location(settings) if isinstance(settings, Settings) else settings
+    where = iceberg_location(settings.lake) if isinstance(settings, Settings) else settings
     assert where is not None
     return SqlCatalog(
         CATALOG_NAME, uri=sqlalchemy_url(where.catalog_url), warehouse=where.location, **where.io_properties
@@ -64,7 +64,7 @@ def warehouse_tables(warehouse: Path) -> dict[str, pa.Table]:
 
 def assert_iceberg_equals_warehouse(settings: Settings, where: IcebergLocation | None = None) -> dict[str, int]:
     """Every raw table read through pyiceberg and through polars equals the warehouse row for row."""
-    return assert_mirror_equals(settings.warehouse_path, where or iceberg_location(settings))
+    return assert_mirror_equals(settings.warehouse_path, where or iceberg_location(settings.lake))
 
 
 def assert_mirror_equals(warehouse: Path, where: IcebergLocation | None) -> dict[str, int]:

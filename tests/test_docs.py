@@ -5,11 +5,24 @@ from pathlib import Path
 import yaml
 
 from pipeline.contract.streams import stream_tables
-from pipeline.docs import SOURCES_TARGET, TARGET, render, render_sources
+from pipeline.docs import SETTINGS_TARGET, SOURCES_TARGET, TARGET, render, render_settings, render_sources
+from pipeline.settings import PARTS, Settings
 
 
 def test_tables_doc_is_current():
     assert TARGET.read_text() == render(), "docs/TABLES.md is stale: run `python -m pipeline.docs`"
+
+
+def test_settings_doc_is_current():
+    assert SETTINGS_TARGET.read_text() == render_settings(), "docs/settings.md is stale: run `python -m pipeline.docs`"
+
+
+def test_every_setting_belongs_to_one_part_and_is_documented_once():
+    named = [name for part in PARTS for name in part.SETTINGS]
+    assert sorted(named) == sorted(Settings.model_fields), "each LESSONSYNC_* setting is named by exactly one part"
+    rows = [line for line in render_settings().splitlines() if line.startswith("| `LESSONSYNC_")]
+    assert len(rows) == len(Settings.model_fields)
+    assert all(not line.endswith("|  |") for line in rows)
 
 
 def test_sources_yml_is_current_and_lists_every_declared_table():

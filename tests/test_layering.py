@@ -59,3 +59,27 @@ def test_pipeline_uses_only_the_public_dagster_api() -> None:
         if private.search(line)
     ]
     assert found == [], "private Dagster modules named in pipeline/:\n" + "\n".join(found)
+
+
+FACE_PROBE = """
+import sys
+import pipeline.webhooks as webhooks
+for name in webhooks.__all__:
+    assert getattr(webhooks, name).__module__.startswith("pipeline.webhooks."), name
+"""
+
+
+def test_every_name_of_the_webhooks_face_resolves() -> None:
+    """Each name pipeline.webhooks exports (lazily, from its module) is there, and defined in the package."""
+    subprocess.run([sys.executable, "-c", FACE_PROBE], capture_output=True, text=True, check=True, timeout=120)
+
+
+def test_the_receiver_loads_no_warehouse() -> None:
+    """What `lessonsync receive` takes from the webhooks' face loads neither DuckDB nor the warehouse: the face
+    imports a name's module when it is first asked for, not every module of the package."""
+    probe = (
+        "import sys\nfrom pipeline.webhooks import create_app, load_webhook_settings, server_config\n"
+        "print(' '.join(sorted(m for m in sys.modules if m in ('duckdb', 'pipeline.warehouse'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120)
+    assert done.stdout.split() == []

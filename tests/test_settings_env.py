@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from pipeline.settings import Settings, load_settings
+from pipeline.settings import PARTS, Settings, load_settings
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -81,6 +81,43 @@ def test_every_settings_field_is_read_from_a_dotenv_file(tmp_path, monkeypatch):
         assert got != plain(getattr(defaults, name)), f"LESSONSYNC_{name.upper()} in .env was ignored"
         if value is not None:
             assert got == value, name
+
+
+def test_each_part_carries_the_variables_it_names(tmp_path, monkeypatch):
+    """Every part's settings (settings.client, .warehouse, ...) hold the values of the LESSONSYNC_* variables it is
+    built from, each a non-default value from a .env file, so a part that read another variable shows here."""
+    for name in list(os.environ):
+        if name.startswith("LESSONSYNC_"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    lines = [
+        f"LESSONSYNC_{name.upper()}={example(name, info.default, info.annotation)[0]}"
+        for name, info in Settings.model_fields.items()
+        if name != "table_format"  # none: no Iceberg catalog, checked below with its default
+    ]
+    (tmp_path / ".env").write_text("\n".join(lines) + "\n")
+    settings = load_settings()
+    flat = dict(settings)
+    parts = [
+        settings.client,
+        settings.sync,
+        settings.warehouse,
+        settings.lake,
+        settings.receiver,
+        settings.orchestration,
+    ]
+    assert [type(part) for part in parts] == list(PARTS)
+    for part in parts:
+        values = vars(part)
+        for name in set(values) & set(flat):
+            assert plain(values[name]) == plain(flat[name]), f"{type(part).__name__}.{name}"
+    assert settings.client.page_cache_dir is None  # LESSONSYNC_PAGE_CACHE=false
+    assert settings.warehouse.path == settings.data_dir / "warehouse.duckdb"
+    assert settings.lake.location == "s3://lessonsync-lake/prod"
+    assert settings.lake.iceberg_catalog == "an-example-secret"  # LESSONSYNC_ICEBERG_CATALOG_URL
+    assert settings.receiver.inbox_path == settings.data_dir / "inbox.sqlite3"
+    assert settings.orchestration.freshness == timedelta(hours=settings.freshness_hours)
+    assert settings.orchestration.dagster_home == settings.data_dir / "dagster_home"
 
 
 def _python(code: str, cwd: Path, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -19,9 +19,9 @@ import pytest
 from pydantic_settings import BaseSettings
 
 from pipeline.settings import Settings, SettingsError, load_settings
+from pipeline.webhooks import open_inbox
 from pipeline.webhooks import settings as webhook_settings
 from pipeline.webhooks.dead_letters import resolve_dead_letter
-from pipeline.webhooks.inbox_backend import open_inbox
 from pipeline.webhooks.settings import WebhookSettings
 
 BIN = Path(sys.executable).parent

@@ -124,7 +124,7 @@ def _summary(stack: Stack, incremental: SyncReport, full_s: float, incremental_s
     from pipeline.console import text_table
     from pipeline.contract.streams import stream_tables
     from pipeline.contract.tables import CERTIFICATE_EVENTS, CERTIFICATES
-    from pipeline.webhooks.load import certificate_summary
+    from pipeline.webhooks import certificate_summary
 
     rows: list[tuple[object, ...]] = []
     with duckdb.connect(str(stack.warehouse_path)) as conn:  # no sync is running now

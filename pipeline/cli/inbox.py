@@ -17,7 +17,7 @@ from pipeline.cli.options import add_data_dir, bounded_int, settings_from
 
 if TYPE_CHECKING:
     from pipeline.settings import Settings
-    from pipeline.webhooks.inbox_backend import InboxBackend
+    from pipeline.webhooks import InboxBackend
 
 MAX_SEQUENCE = 2**63 - 1  # inbox sequences are SQLite INTEGERs or PostgreSQL bigints
 
@@ -41,7 +41,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def inbox_quarantine_line(settings: Settings) -> str | None:
     """What `lessonsync status` says about the inbox's quarantine; None when nothing waits there."""
-    from pipeline.webhooks.dead_letters import count_dead_letters
+    from pipeline.webhooks import count_dead_letters
 
     waiting = count_dead_letters(settings_inbox(settings))
     if not waiting:
@@ -51,7 +51,7 @@ def inbox_quarantine_line(settings: Settings) -> str | None:
 
 def settings_inbox(settings: Settings) -> InboxBackend:
     """The inbox of these settings: PostgreSQL with LESSONSYNC_INBOX_URL, else the SQLite file."""
-    from pipeline.webhooks.inbox_backend import open_inbox
+    from pipeline.webhooks import open_inbox
 
     url = settings.inbox_url
     return open_inbox(url.get_secret_value() if url is not None else settings.inbox_path)
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _list(inbox: InboxBackend, *, show_all: bool) -> int:
-    from pipeline.webhooks.dead_letters import list_dead_letters
+    from pipeline.webhooks import list_dead_letters
 
     letters = list_dead_letters(inbox, status=None if show_all else "quarantined")
     if not letters:
@@ -84,7 +84,7 @@ def _list(inbox: InboxBackend, *, show_all: bool) -> int:
 
 
 def _discard(inbox: InboxBackend, sequence: int) -> int:
-    from pipeline.webhooks.dead_letters import get_dead_letter, resolve_dead_letter
+    from pipeline.webhooks import get_dead_letter, resolve_dead_letter
 
     letter = get_dead_letter(inbox, sequence)
     if letter is None or letter.status != "quarantined":
@@ -98,7 +98,7 @@ def _discard(inbox: InboxBackend, sequence: int) -> int:
 
 def _replay(settings: Settings, inbox: InboxBackend, sequence: int) -> int:
     from pipeline.warehouse import Warehouse
-    from pipeline.webhooks.load import replay_dead_letter
+    from pipeline.webhooks import replay_dead_letter
 
     try:
         outcome = replay_dead_letter(Warehouse.from_settings(settings), inbox, sequence)

@@ -18,8 +18,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from rich.text import Text
 
 from pipeline.logs import console
-from pipeline.source.stats import StreamProgress, listen_to_progress
-from pipeline.source.transport import duration_text
+from pipeline.source import StreamProgress, duration_text, listen_to_progress
 
 PROGRESS_EVENTS = {"progress", "waiting", "fetched"}  # log lines of a stream's progress, shown by the display
 STATES = {"fetched": "fetched, committing", "committed": "committed", "failed": "FAILED", "stopped": "stopped"}

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from pipeline.cli.options import bounded_int
 
 if TYPE_CHECKING:
-    from pipeline.webhooks.settings import WebhookSettings
+    from pipeline.webhooks import WebhookSettings
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -35,7 +35,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _webhook_settings(args: argparse.Namespace) -> WebhookSettings:
-    from pipeline.webhooks.settings import load_webhook_settings
+    from pipeline.webhooks import load_webhook_settings
 
     overrides: dict[str, object] = {}
     if args.path:
@@ -61,8 +61,7 @@ def run(args: argparse.Namespace) -> int:
 
     from pipeline.logs import register_secrets
     from pipeline.settings import SettingsError
-    from pipeline.webhooks.app import create_app
-    from pipeline.webhooks.settings import WebhookConfigError
+    from pipeline.webhooks import WebhookConfigError, create_app
 
     try:
         settings = _webhook_settings(args)
@@ -74,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     # Everything imported so far lives as long as the process: keep the collector from rescanning it,
     # which otherwise shows as latency spikes under load.
     gc.freeze()
-    from pipeline.webhooks.server import server_config
+    from pipeline.webhooks import server_config
 
     config = server_config(
         app,

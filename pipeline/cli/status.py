@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from pipeline.instance.runs import LastRun
     from pipeline.settings import Settings
     from pipeline.warehouse import StreamStatus, TableRows
-    from pipeline.webhooks.status import InboxStatus
+    from pipeline.webhooks import InboxStatus
 
 CERTIFICATES = "certificates"  # the inbox stream as status names it (its loads: certificate_inbox_<inbox id>)
 CERTIFICATE_TABLES = ("certificate_events", "certificates")
@@ -337,7 +337,7 @@ def _inbox(
     """The certificate inbox of the settings (PostgreSQL with LESSONSYNC_INBOX_URL, else the SQLite file), or
     why it cannot be read."""
     from pipeline.cli.inbox import settings_inbox
-    from pipeline.webhooks.status import inbox_status
+    from pipeline.webhooks import inbox_status
 
     inbox = settings_inbox(settings)
     try:

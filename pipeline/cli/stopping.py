@@ -85,7 +85,7 @@ def _watch(read_end: int, what: str, grace: float, received: Received) -> None:
 
 
 def _stop(name: str, what: str, grace: float) -> None:
-    from pipeline.source.client import stop_all_fetches
+    from pipeline.source import stop_all_fetches
 
     stopped = stop_all_fetches()
     log.warning("%s received: stopping %s (%d fetch(es) stopped); exiting within %.0f s", name, what, stopped, grace)

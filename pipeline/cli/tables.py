@@ -24,7 +24,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipeline.analytics.models import load_project
+    from pipeline.analytics import load_project
     from pipeline.defs.analytics.assets import mart_relations
     from pipeline.warehouse import TableFormatError, Warehouse, WarehouseError, maintain, table_summaries
 

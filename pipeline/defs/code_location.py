@@ -17,7 +17,7 @@ from pipeline.defs.operations import definitions as operations
 from pipeline.defs.policy import with_policy
 from pipeline.defs.progress import definitions as progress
 from pipeline.defs.raw import definitions as raw
-from pipeline.defs.raw_checks import build_webhook_table_checks
+from pipeline.defs.raw.checks import build_webhook_table_checks
 from pipeline.defs.resources import build_resources
 from pipeline.settings import Settings
 
@@ -34,6 +34,9 @@ def build_definitions(settings: Settings) -> Definitions:
             analytics.build_defs(settings),
             lake.build_defs(settings),
             operations.build_defs(settings),
-            Definitions(asset_checks=build_webhook_table_checks(settings, links), resources=build_resources(settings)),
+            Definitions(
+                asset_checks=build_webhook_table_checks(settings.orchestration, links),
+                resources=build_resources(settings),
+            ),
         )
     )

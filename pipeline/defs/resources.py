@@ -14,12 +14,12 @@ import duckdb
 from dagster import ConfigurableResource, EnvVar, InitResourceContext
 from pydantic import Field, PrivateAttr
 
+from pipeline.defs.certificates.resource import InboxResource
 from pipeline.defs.operations.runs.identity import current_process, recorded_process
 from pipeline.raw.mirror import await_background_mirror
 from pipeline.settings import Settings, load_settings
-from pipeline.source.client import PlatformClient
+from pipeline.source import PlatformClient
 from pipeline.warehouse import Warehouse
-from pipeline.webhooks.resource import InboxResource
 
 
 class RunSettingsResource(ConfigurableResource[Any]):

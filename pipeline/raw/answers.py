@@ -22,10 +22,8 @@ from functools import cached_property
 from pipeline.raw.answer_versions import VERSIONS, WindowLessons, spill_window_active_lessons
 from pipeline.raw.commit import StreamLoad
 from pipeline.raw.windows import Window
-from pipeline.settings import Settings
-from pipeline.source.client import PlatformClient
-from pipeline.source.decoding import Batch
-from pipeline.source.stats import RunStats
+from pipeline.settings import SyncSettings
+from pipeline.source import Batch, PlatformClient, RunStats
 from pipeline.warehouse import Load, Warehouse
 
 
@@ -79,13 +77,13 @@ class AnswersPlan:
         self.spill.close()
 
 
-def refetch_whole_window(window: Window, settings: Settings) -> bool:
+def refetch_whole_window(window: Window, settings: SyncSettings) -> bool:
     """Whether every active lesson of the window needs its answers again (answer_versions.py: modes)."""
     return window.since is None or window.label != "incremental" or settings.answers_refetch == "window"
 
 
 def plan_answers(
-    warehouse: Warehouse, window: Window, settings: Settings, *, loading: Load | None, ceiling: datetime | None
+    warehouse: Warehouse, window: Window, settings: SyncSettings, *, loading: Load | None, ceiling: datetime | None
 ) -> AnswersPlan:
     """The plan of `window`, from the committed active lessons and, when given, the sweep's uncommitted load."""
     spill = ExitStack()

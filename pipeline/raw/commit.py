@@ -15,9 +15,8 @@ from pipeline.contract.evolution import DiscoveredColumn
 from pipeline.contract.tables import TableSpec
 from pipeline.raw.fetch import BackgroundFetch, Fetched
 from pipeline.raw.windows import UNBOUNDED, Window, next_cursor
-from pipeline.settings import Settings
-from pipeline.source.fetching import release_free_memory
-from pipeline.source.stats import RunStats
+from pipeline.settings import SyncSettings
+from pipeline.source import RunStats, release_free_memory
 from pipeline.warehouse import (
     EarlyFirstLoad,
     Load,
@@ -94,7 +93,7 @@ def begin_early_insert(
 def commit_fetched(
     log: Log,
     warehouse: Warehouse,
-    settings: Settings,
+    settings: SyncSettings,
     fetched: Fetched,
     *,
     early: EarlyFirstLoad | None = None,

@@ -12,11 +12,7 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from pipeline.raw.windows import Window
-from pipeline.source.client import PlatformClient
-from pipeline.source.decoding import Batch
-from pipeline.source.slots import REQUEST_PRIORITY, URGENT
-from pipeline.source.stats import RunStats
-from pipeline.source.transport import RetryingRequest
+from pipeline.source import REQUEST_PRIORITY, URGENT, Batch, PlatformClient, RetryingRequest, RunStats
 from pipeline.warehouse import Load, Warehouse, reached
 
 # How long cancel() waits for a cancelled fetch to stop: the client's batches stop within seconds (their requests

@@ -15,10 +15,8 @@ from pipeline.raw.answer_versions import VERSIONS
 from pipeline.raw.answers import plan_answers
 from pipeline.raw.commit import StreamLoad
 from pipeline.raw.windows import Window
-from pipeline.settings import Settings
-from pipeline.source.client import PlatformClient
-from pipeline.source.decoding import Batch
-from pipeline.source.stats import RunStats
+from pipeline.settings import SyncSettings
+from pipeline.source import Batch, PlatformClient, RunStats
 from pipeline.warehouse import Load, Warehouse
 
 
@@ -44,7 +42,7 @@ class PlanFunction(Protocol):
         self,
         warehouse: Warehouse,
         window: Window,
-        settings: Settings,
+        settings: SyncSettings,
         *,
         loading: Load | None,
         ceiling: datetime | None,

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from pipeline.raw.fetch import BackgroundFetch
     from pipeline.raw.runner import RawRun
     from pipeline.raw.windows import Window
-    from pipeline.source.client import PlatformClient
+    from pipeline.source import PlatformClient
     from pipeline.warehouse import Warehouse
 
 log = logging.getLogger("lessonsync.raw")
@@ -118,7 +118,7 @@ class Prefetch:
             self._close()
 
     def _fetch(self) -> None:
-        from pipeline.source.client import PlatformClient
+        from pipeline.source import PlatformClient
 
         settings = self.settings
         client = self.client = PlatformClient(settings, page_cache=settings.page_cache_dir)
@@ -132,7 +132,7 @@ class Prefetch:
         from pipeline.raw.fetch import BackgroundFetch
         from pipeline.raw.runner import RawRun, schema_policy
         from pipeline.raw.windows import SNAPSHOT_WINDOW
-        from pipeline.source.slots import BACKGROUND, URGENT
+        from pipeline.source import BACKGROUND, URGENT
         from pipeline.warehouse import Warehouse
 
         keep_pandas_out()  # before the first page is decoded (pipeline/memory.py)
@@ -142,14 +142,14 @@ class Prefetch:
         # Read-only, and never waiting: a warehouse another process holds is being written, so no prefetch.
         looking = Warehouse.from_settings(settings, lock_timeout=0.0)
         self.marks = looking.last_loads([*incremental, *snapshots])
-        self.schema = schema_policy(settings, looking.discovered_columns())
+        self.schema = schema_policy(settings.sync, looking.discovered_columns())
         client.use_schema(self.schema)
         warehouse = Warehouse.from_settings(settings)
         run = RawRun(self.run_id, full_refresh=self.full_refresh)
         plan = []
         for stream in incremental:
             cursor = self.marks.get(stream, (None, 0))[0]
-            plan.append((stream, run.incremental_window(cursor, settings), cursor, URGENT))
+            plan.append((stream, run.incremental_window(cursor, settings.sync), cursor, URGENT))
         plan += [(stream, SNAPSHOT_WINDOW, None, BACKGROUND) for stream in snapshots]
         with self._lock:
             if self._closed:  # discarded while starting

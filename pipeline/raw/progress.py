@@ -14,8 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from pipeline.source.stats import StreamProgress, publish_progress
-from pipeline.source.transport import RetryingRequest, duration_text
+from pipeline.source import RetryingRequest, StreamProgress, duration_text, publish_progress
 
 
 class ProgressLog(Protocol):

@@ -24,17 +24,14 @@ from pipeline.raw.planners import Plan, planner_of, state_tables
 from pipeline.raw.prefetch import Prefetch, take_prefetch
 from pipeline.raw.progress import ProgressReporter
 from pipeline.raw.windows import SNAPSHOT_WINDOW, UNBOUNDED, Window, cursor_window
-from pipeline.settings import Settings
-from pipeline.source.client import PlatformClient
-from pipeline.source.errors import PlatformUnreachableError
-from pipeline.source.slots import BACKGROUND, URGENT
-from pipeline.source.stats import RunStats
+from pipeline.settings import Settings, SyncSettings
+from pipeline.source import BACKGROUND, URGENT, PlatformClient, PlatformUnreachableError, RunStats
 from pipeline.warehouse import EARLY_PART_ROWS, EarlyFirstLoad, Load, Warehouse
 
 PROGRESS_EVERY_S = 5.0
 
 
-def schema_policy(settings: Settings, discovered: tuple[DiscoveredColumn, ...]) -> SchemaPolicy:
+def schema_policy(settings: SyncSettings, discovered: tuple[DiscoveredColumn, ...]) -> SchemaPolicy:
     """Each raw table's schema contract (its stream's: LESSONSYNC_SCHEMA_CONTRACT[_BY_STREAM]) and its columns
     discovered so far, for the run's client (pipeline/source/evolution.py)."""
     streams = {table: stream for stream, tables in STREAM_TABLES.items() for table in tables}
@@ -68,7 +65,7 @@ class RawRun:
     full_refresh: bool = False
     backfill: Window | None = None  # a backfill's range; None reads from the cursors
 
-    def incremental_window(self, cursor: datetime | None, settings: Settings) -> Window:
+    def incremental_window(self, cursor: datetime | None, settings: SyncSettings) -> Window:
         if self.backfill is not None:
             return self.backfill
         return cursor_window(cursor, settings.lookback, full_refresh=self.full_refresh)
@@ -108,7 +105,7 @@ class RawSync:
                 planner_of(SYNC_STREAMS[name])
         self._wanted = set(wanted)
         with sync_process_memory():  # before the fetch threads start (pipeline/memory.py)
-            self.schema = schema_policy(self.settings, self.warehouse.discovered_columns())
+            self.schema = schema_policy(self.settings.sync, self.warehouse.discovered_columns())
             prefetch = self._prefetch = take_prefetch(
                 self.raw_run, self.warehouse, self.settings, self.schema, wanted, self.log
             )
@@ -188,7 +185,7 @@ class RawSync:
             wh.ensure_tables([*TABLES.values(), *state_tables()])
             cursors = {name: wh.cursor(name) for name in incremental}
             windows = {
-                name: (self.raw_run.incremental_window(cursors[name], self.settings), cursors[name])
+                name: (self.raw_run.incremental_window(cursors[name], self.settings.sync), cursors[name])
                 for name in incremental
             }
             snapshots = [s.name for s in streams if s.kind == "snapshot"]
@@ -238,8 +235,8 @@ class RawSync:
         assert stream.planned is not None
         wh = self.warehouse
         cursor = wh.cursor(stream.name)
-        window = self.raw_run.incremental_window(cursor, self.settings)
-        plan = planner_of(stream).plan(wh, window, self.settings, loading=loading, ceiling=ceiling)
+        window = self.raw_run.incremental_window(cursor, self.settings.sync)
+        plan = planner_of(stream).plan(wh, window, self.settings.sync, loading=loading, ceiling=ceiling)
         self._plans[stream.name] = plan
         if plan.parent_rows <= stream.planned.overlap_max_rows:  # small enough to mirror beside its fetch
             self._mirror_need_not_wait_for(stream.name)
@@ -332,7 +329,7 @@ class RawSync:
     def _commit(
         self, client: PlatformClient, stream: SyncStream, fetched: Fetched, early: EarlyFirstLoad | None
     ) -> StreamLoad:
-        wh, settings, log = self.warehouse, self.settings, self.log
+        wh, settings, log = self.warehouse, self.settings.sync, self.log
         tables = stream.table_names
         if stream.kind == "snapshot":
             return commit_fetched(log, wh, settings, fetched, snapshot_tables=tables)
@@ -367,7 +364,7 @@ class RawSync:
                     overlapped.append(child.name)
 
         done = commit_fetched(
-            self.log, self.warehouse, self.settings, fetched, tables=stream.table_names,
+            self.log, self.warehouse, self.settings.sync, fetched, tables=stream.table_names,
             before_commit=plan_from_load if ahead else None,
         )  # fmt: skip
         for child in ahead:

@@ -1,7 +1,7 @@
 """The source client: a typed, resilient, streaming client for the platform's read API. What it reads and
 yields is declared in pipeline.contract (models, tables, streams); here is how.
 
-    from pipeline.source.client import PlatformClient
+    from pipeline.source import PlatformClient
 
 Modules, in the order a page travels (docs/architecture.md, "Following one page"):
 
@@ -13,4 +13,33 @@ Modules, in the order a page travels (docs/architecture.md, "Following one page"
 - transport.py: HTTP (httpx over aiohttp), retries, Date-header clock; auth.py: bearer tokens
 - decoding.py: page body -> validated dicts -> Arrow batches, quarantine; fast_decoding.py: the msgspec path
 - stats.py: what a run did (RunStats, new fields, progress logs); errors.py: what can go wrong
+
+This module is the client's only entrance: code outside `pipeline.source` imports from here, never from its
+modules (the import contract `source-facade` in pyproject.toml checks it).
 """
+
+from pipeline.source.client import PlatformClient, stop_all_fetches
+from pipeline.source.decoding import Batch
+from pipeline.source.errors import PlatformUnreachableError
+from pipeline.source.fetching import release_free_memory
+from pipeline.source.slots import BACKGROUND, REQUEST_PRIORITY, URGENT
+from pipeline.source.stats import RunStats, StreamProgress, listen_to_progress, paths_of, publish_progress
+from pipeline.source.transport import RetryingRequest, duration_text
+
+__all__ = [
+    "BACKGROUND",
+    "REQUEST_PRIORITY",
+    "URGENT",
+    "Batch",
+    "PlatformClient",
+    "PlatformUnreachableError",
+    "RetryingRequest",
+    "RunStats",
+    "StreamProgress",
+    "duration_text",
+    "listen_to_progress",
+    "paths_of",
+    "publish_progress",
+    "release_free_memory",
+    "stop_all_fetches",
+]

@@ -32,7 +32,7 @@ import pyarrow as pa
 from pipeline.contract.declarations import ANSWER_STREAMS
 from pipeline.contract.evolution import SchemaPolicy
 from pipeline.contract.streams import STREAMS, SYNC_STREAMS, StreamSpec
-from pipeline.settings import Settings, load_settings
+from pipeline.settings import ClientSettings, Settings, load_settings
 from pipeline.source.answers import run_answers
 from pipeline.source.decoding import Batch, Page
 from pipeline.source.errors import SourceStopped
@@ -211,7 +211,8 @@ def stop_all_fetches() -> int:
 class PlatformClient:
     """Reads the platform's API into Arrow batches; use as a context manager (or open()/close()).
 
-    settings: base URL, app secret, page size, first page, concurrency, timeouts, retries (LESSONSYNC_*).
+    settings: base URL, app secret, page size, first page, concurrency, timeouts, retries (LESSONSYNC_*): the
+    client's part of the settings (Settings.client), or the settings it is taken from; None: load_settings().
     max_passes: sweeps of a window under page drift before a run is reported incomplete.
     queue_batches: batches fetched ahead of the consumer (memory bound, together with concurrency).
     updated_since_format: how updatedSince is written ("iso8601", "iso8601-z" or "epoch-ms"); the spec
@@ -223,7 +224,7 @@ class PlatformClient:
 
     def __init__(
         self,
-        settings: Settings | None = None,
+        settings: Settings | ClientSettings | None = None,
         *,
         max_passes: int = 3,
         queue_batches: int = 16,
@@ -233,7 +234,7 @@ class PlatformClient:
     ) -> None:
         if max_passes < 1 or queue_batches < 1:
             raise ValueError(f"max_passes ({max_passes}) and queue_batches ({queue_batches}) must be at least 1")
-        self.settings = settings or load_settings()
+        self.settings = settings if isinstance(settings, ClientSettings) else (settings or load_settings()).client
         self._options = {
             "max_passes": max_passes,
             "updated_since_format": updated_since_format,

@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from pipeline.contract.evolution import SchemaPolicy
 from pipeline.contract.streams import StreamSpec
-from pipeline.settings import Settings
+from pipeline.settings import ClientSettings
 from pipeline.source.decode_workers import DecodeWorkers
 from pipeline.source.decoding import (
     Batch,
@@ -74,7 +74,7 @@ def first_page_from_probe(page0: list[Any] | None, page1: list[Any]) -> int:
 class SourceCore:
     def __init__(
         self,
-        settings: Settings,
+        settings: ClientSettings,
         *,
         max_passes: int = 3,
         updated_since_format: UpdatedSinceFormat = "iso8601",
@@ -88,7 +88,7 @@ class SourceCore:
         self.transport = Transport(settings)
         self.max_passes = max_passes
         self.updated_since_format = updated_since_format
-        self._first_page: int | None = None if settings.first_page == "auto" else int(settings.first_page)
+        self._first_page = settings.first_page_number  # None: probed
         self._probe_lock = asyncio.Lock()
         self._decoders: dict[str, PageDecoder] = {}
         self._fast: dict[str, FastPages | None] = {}

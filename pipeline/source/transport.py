@@ -45,7 +45,7 @@ from tenacity.wait import wait_base
 from yarl import URL
 
 from pipeline.contract.models import TokenResponse
-from pipeline.settings import Settings
+from pipeline.settings import ClientSettings
 from pipeline.source.auth import TokenManager
 from pipeline.source.errors import (
     PlatformAuthError,
@@ -102,7 +102,7 @@ STREAM_COUNTER: ContextVar[TransportStats | None] = ContextVar("lessonsync_strea
 
 
 class Transport:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: ClientSettings) -> None:
         self._settings = settings
         self._http = PlatformHTTP(
             settings.base_url,

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import duckdb
 
@@ -35,19 +35,22 @@ from pipeline.warehouse.merge.state import (
 )
 from pipeline.warehouse.merge.upsert import upsert_stage
 
+if TYPE_CHECKING:
+    from pipeline.settings import LakeSettings, WarehouseSettings
+
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
 class WarehouseLocations(Protocol):
-    """What Warehouse.from_settings reads of pipeline.settings.Settings (the warehouse does not import it)."""
+    """What Warehouse.from_settings reads of pipeline.settings.Settings: the warehouse's part and the lake's."""
 
     @property
-    def warehouse_path(self) -> Path: ...
+    def warehouse(self) -> WarehouseSettings: ...
 
     @property
-    def lake_location(self) -> Path | str: ...
+    def lake(self) -> LakeSettings: ...
 
 
 class Warehouse:
@@ -80,17 +83,20 @@ class Warehouse:
 
     @classmethod
     def from_settings(cls, settings: WarehouseLocations, **overrides: Any) -> Warehouse:
-        """From pipeline.settings.Settings (warehouse_path, lake_location and the duckdb_* fields when present)."""
+        """From pipeline.settings.Settings: its warehouse part (the file, LESSONSYNC_DUCKDB_*) and its lake part
+        (where the lake lives, the Iceberg mirror); `overrides` over the keyword arguments these give."""
+        warehouse, lake = settings.warehouse, settings.lake
         options: dict[str, Any] = {
-            name: getattr(settings, f"duckdb_{name}")
-            for name in ("memory_limit", "temp_directory", "threads", "lock_timeout")
-            if hasattr(settings, f"duckdb_{name}")
+            "memory_limit": warehouse.duckdb_memory_limit,
+            "temp_directory": warehouse.duckdb_temp_directory,
+            "threads": warehouse.duckdb_threads,
+            "lock_timeout": warehouse.duckdb_lock_timeout,
         }
-        mirror = iceberg_location(settings)
+        mirror = iceberg_location(lake)
         if mirror is not None:
             options["table_mirror"] = IcebergMirror(mirror)
         options.update(overrides)
-        return cls(settings.warehouse_path, settings.lake_location, **options)
+        return cls(warehouse.path, lake.location, **options)
 
     def __repr__(self) -> str:
         return f"Warehouse(path={str(self.path)!r}, lake_dir={str(self.lake_dir)!r})"

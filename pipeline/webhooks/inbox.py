@@ -11,12 +11,11 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import closing
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from pipeline.webhooks.events import Delivery, EventType, Rejected
-from pipeline.webhooks.inbox_backend import InboxBacklog, InboxCounts
+from pipeline.webhooks.events import Delivery, Rejected
+from pipeline.webhooks.inbox_backend import InboxBacklog, InboxCounts, InboxEvent
 from pipeline.webhooks.inbox_writer import BUSY_TIMEOUT_MS, AppendOutcome, InboxWriter
 
 __all__ = ["AppendOutcome", "Inbox", "InboxEvent", "InboxWriter"]
@@ -27,17 +26,6 @@ INSERT INTO inbox_meta (key, value) VALUES ('loaded_through', ?)
 ON CONFLICT (key) DO UPDATE SET value = excluded.value
 WHERE CAST(excluded.value AS INTEGER) > CAST(inbox_meta.value AS INTEGER)
 """
-
-
-@dataclass(frozen=True)
-class InboxEvent:
-    sequence: int
-    dedupe_key: str
-    certificate_id: str
-    event_type: EventType
-    received_at: datetime
-    source: str | None
-    payload: bytes
 
 
 class Inbox(InboxCounts):

@@ -14,17 +14,23 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-from pipeline.extras import require_extra
-from pipeline.webhooks.events import Delivery, Rejected
+from pipeline.webhooks.events import Delivery, EventType, Rejected
 from pipeline.webhooks.inbox_writer import AppendOutcome
 
-if TYPE_CHECKING:
-    from pipeline.webhooks.inbox import InboxEvent
 
-POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+@dataclass(frozen=True)
+class InboxEvent:
+    """One stored delivery, as every backend reads it back."""
+
+    sequence: int
+    dedupe_key: str
+    certificate_id: str
+    event_type: EventType
+    received_at: datetime
+    source: str | None
+    payload: bytes
 
 
 @dataclass(frozen=True)
@@ -121,19 +127,3 @@ class InboxBackend(Protocol):
         ...
 
     def backlog(self) -> InboxBacklog: ...
-
-
-def is_postgres_url(location: str | Path | None) -> bool:
-    return isinstance(location, str) and location.startswith(POSTGRES_SCHEMES)
-
-
-def open_inbox(location: str | Path) -> InboxBackend:
-    """The inbox at a postgresql:// URL, else the SQLite file at that path."""
-    if is_postgres_url(location):
-        require_extra("postgres", "LESSONSYNC_INBOX_URL=postgresql://...")
-        from pipeline.webhooks.inbox_postgres import PostgresInbox
-
-        return PostgresInbox(str(location))
-    from pipeline.webhooks.inbox import Inbox
-
-    return Inbox(location)

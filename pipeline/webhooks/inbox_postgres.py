@@ -22,8 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from pipeline.webhooks.events import Delivery, Rejected
-from pipeline.webhooks.inbox import InboxEvent
-from pipeline.webhooks.inbox_backend import InboxBacklog, InboxCounts
+from pipeline.webhooks.inbox_backend import InboxBacklog, InboxCounts, InboxEvent
 from pipeline.webhooks.inbox_writer import AppendOutcome, _BatchCopies
 
 # Advisory lock keys (any two fixed 64-bit numbers no other part of the database uses).

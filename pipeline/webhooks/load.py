@@ -37,8 +37,7 @@ from pipeline.webhooks.dead_letters import (
     resolve_dead_letter,
 )
 from pipeline.webhooks.events import COMPLETED, EXPIRED
-from pipeline.webhooks.inbox import InboxEvent
-from pipeline.webhooks.inbox_backend import InboxBackend
+from pipeline.webhooks.inbox_backend import InboxBackend, InboxEvent
 from pipeline.webhooks.legacy import adopt_legacy_state
 from pipeline.webhooks.stream import SPECS, high_water_mark, inbox_stream
 from pipeline.webhooks.transform import current_state_rows, events_to_arrow_isolating

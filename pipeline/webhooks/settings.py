@@ -13,7 +13,8 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from pipeline.settings import SettingsError, load_settings, settings_problems
 from pipeline.settings_checks import MAX_RECEIVER_TIMEOUT, MIN_TIMEOUT
-from pipeline.webhooks.inbox_backend import InboxBackend, open_inbox
+from pipeline.webhooks.inbox_backend import InboxBackend
+from pipeline.webhooks.inbox_open import open_inbox
 
 MIB = 1024 * 1024
 ENV_PREFIX = "LESSONSYNC_WEBHOOK_"
@@ -117,13 +118,13 @@ class WebhookSettings(BaseSettings):
 
     def resolved_inbox_path(self) -> Path:
         """The inbox file: explicit setting, else the data directory of the main settings."""
-        return self.inbox_path if self.inbox_path is not None else load_settings().inbox_path
+        return self.inbox_path if self.inbox_path is not None else load_settings().receiver.inbox_path
 
     def resolved_inbox(self) -> InboxBackend:
         """The receiver's inbox: LESSONSYNC_INBOX_URL (PostgreSQL) when set, else the SQLite file."""
-        main = load_settings()
-        if main.inbox_url is not None:
-            return open_inbox(main.inbox_url.get_secret_value())
+        receiver = load_settings().receiver
+        if receiver.inbox_url is not None:
+            return open_inbox(receiver.inbox_url.get_secret_value())
         return open_inbox(self.resolved_inbox_path())
 
     def basic_pairs(self) -> list[tuple[bytes, bytes]]:

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from pipeline.contract.models import Certificate
 from pipeline.contract.tables import CERTIFICATE_EVENTS, CERTIFICATES
 from pipeline.webhooks.events import EXPIRED, PayloadError, as_utc, parse_certificate
-from pipeline.webhooks.inbox import InboxEvent
+from pipeline.webhooks.inbox_backend import InboxEvent
 
 
 class InboxEventError(ValueError):

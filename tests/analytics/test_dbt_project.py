@@ -24,11 +24,11 @@ from analytics_world import record_load
 from dagster import AssetKey, DagsterInstance, materialize
 
 from pipeline.analytics.build import build_models
-from pipeline.analytics.dagster_specs import asset_key
 from pipeline.analytics.models import DEFAULT_MODELS_DIR, AnalyticsProject, load_project
 from pipeline.analytics.sql import quote
 from pipeline.cli.sync import summary_lines
 from pipeline.defs.analytics.assets import PUBLISHED_KEY, build_analytics
+from pipeline.defs.analytics.specs import asset_key
 from pipeline.defs.policy import OWNERS
 from pipeline.defs.resources import WarehouseResource
 from pipeline.settings import Settings

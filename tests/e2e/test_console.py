@@ -115,7 +115,12 @@ def test_a_stuck_sync_says_once_per_stream_what_it_waits_for_and_warns_each_retr
     base_url = f"http://operator:{PASSWORD}@127.0.0.1:{_closed_port()}"  # nothing listens there
     # The budget outlasts the command's start (its fetches, started ahead, wait meanwhile) and a progress period.
     env = _env(
-        tmp_path / "data", base_url=base_url, app_secret=SECRET, log_format="json", retry_budget="16", retry_max_wait="1"
+        tmp_path / "data",
+        base_url=base_url,
+        app_secret=SECRET,
+        log_format="json",
+        retry_budget="16",
+        retry_max_wait="1",
     )
     done = subprocess.run([LESSONSYNC, "sync"], env=env, capture_output=True, text=True, timeout=600)
     stuck = Synced(done.stdout, done.stderr, done.returncode, tmp_path / "data", [])

@@ -61,7 +61,7 @@ def assert_every_raw_table_committed(stack: Stack, report: SyncReport) -> None:
 def assert_mirror_equals_warehouse(settings: Settings) -> None:
     assert_iceberg_equals_warehouse(settings)
     assert_marts_equal(settings, [mart.name for mart in load_project(settings.models_dir).marts])
-    where = iceberg_location(settings)
+    where = iceberg_location(settings.lake)
     assert where is not None
     catalog = open_catalog(settings)
     for namespace in (SCHEMA, "analytics"):

@@ -23,7 +23,7 @@ def test_tables_on_s3_with_the_catalog_in_postgres_equal_the_warehouse(remote_st
     assert stack.sync(instance=instance).success
     with environment(stack.run_env()):
         settings = load_settings()
-    where = iceberg_location(settings)
+    where = iceberg_location(settings.lake)
     assert where is not None and where.location.startswith("s3://")
     assert where.catalog_url == postgres_url
     assert_iceberg_equals_warehouse(settings)

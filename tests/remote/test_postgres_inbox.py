@@ -21,13 +21,13 @@ import pytest
 from dagster import RunRequest, build_sensor_context
 
 from bench.receiver_replicas import run_two_replicas
+from pipeline.defs.certificates.resource import InboxResource
 from pipeline.defs.certificates.sensors import certificate_inbox_tick
 from pipeline.warehouse import Warehouse
 from pipeline.webhooks.events import Rejected, to_delivery
 from pipeline.webhooks.inbox import Inbox
 from pipeline.webhooks.inbox_postgres import WRITE_LOCK, PostgresInbox, redacted
 from pipeline.webhooks.load import load_certificate_events
-from pipeline.webhooks.resource import InboxResource
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 FUTURE, PAST = "2040-01-01T00:00:00.000Z", "2020-01-01T00:00:00.000Z"

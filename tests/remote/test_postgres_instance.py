@@ -11,12 +11,12 @@ from dagster import AssetKey, DagsterRunStatus, RunRequest, RunsFilter, build_se
 from dagster._core.storage.tags import RUN_KEY_TAG, SENSOR_NAME_TAG
 from dagster_postgres import PostgresRunStorage
 
+from pipeline.defs.certificates.resource import InboxResource
 from pipeline.defs.code_location import build_definitions
 from pipeline.defs.policy import WRITES_WAREHOUSE
 from pipeline.settings import load_settings
 from pipeline.stack import environment
 from pipeline.verify import compare_warehouse
-from pipeline.webhooks.resource import InboxResource
 
 SENSOR = "certificate_inbox_sensor"
 

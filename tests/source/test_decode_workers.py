@@ -46,7 +46,7 @@ def _answers(
         batches.append(batch)
 
     async def scenario() -> DecodeWorkers:
-        core = SourceCore(settings)
+        core = SourceCore(settings.client)
         workers = core.decode_workers
         workers.min_bytes = min_bytes
         if start:
@@ -167,7 +167,7 @@ def test_no_worker_processes_is_a_valid_setting_and_negative_is_not():
 
 def test_workers_exit_when_the_answers_run_ends_and_the_next_run_starts_new_ones(sim, active_pairs):
     async def scenario() -> tuple[list[int], list[int]]:
-        core = SourceCore(client_settings(sim, decode_processes=1))
+        core = SourceCore(client_settings(sim, decode_processes=1).client)
         workers = core.decode_workers
         workers.min_bytes = 0
 

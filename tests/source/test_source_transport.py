@@ -149,7 +149,7 @@ def test_short_lived_jwt_is_refreshed_before_expiry(state):
 
 def test_concurrent_401s_share_one_refresh(state):
     async def scenario(url: str) -> None:
-        core = SourceCore(settings_for(url, concurrency=8))
+        core = SourceCore(settings_for(url, concurrency=8).client)
         await core.transport.get("/v1/categories", {}, json_body)
         state.valid.clear()
         await asyncio.gather(*(core.transport.get("/v1/categories", {}, json_body) for _ in range(8)))
@@ -220,7 +220,7 @@ def test_a_read_response_is_freed_by_reference_counting_not_left_to_the_cyclic_c
         return sum(isinstance(obj, httpx.Response) for obj in gc.get_objects())
 
     async def scenario(url: str) -> None:
-        core = SourceCore(settings_for(url))
+        core = SourceCore(settings_for(url).client)
         try:
             await core.transport.get("/v1/categories", {}, json_body)  # the token, once
             before = live_responses()

@@ -15,12 +15,12 @@ from webhook_helpers import FUTURE, PAST, certificate
 
 from pipeline.definitions import defs
 from pipeline.defs.certificates.assets import certificates
+from pipeline.defs.certificates.resource import InboxResource
 from pipeline.defs.certificates.sensors import build_certificate_inbox_sensor
 from pipeline.defs.resources import WarehouseResource
 from pipeline.settings import Settings, load_settings
 from pipeline.webhooks.events import to_delivery
 from pipeline.webhooks.inbox import Inbox
-from pipeline.webhooks.resource import InboxResource
 
 certificate_inbox_sensor = defs.resolve_sensor_def("certificate_inbox_sensor")  # the one the code location ships
 
@@ -78,9 +78,9 @@ def test_sensor_reads_only_the_inbox_never_the_warehouse() -> None:
 
 
 def test_sensor_interval_comes_from_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert build_certificate_inbox_sensor(Settings(_env_file=None)).minimum_interval_seconds == 30
+    assert build_certificate_inbox_sensor(Settings(_env_file=None).orchestration).minimum_interval_seconds == 30
     monkeypatch.setenv("LESSONSYNC_CERTIFICATE_SENSOR_INTERVAL", "5")
-    assert build_certificate_inbox_sensor(load_settings()).minimum_interval_seconds == 5
+    assert build_certificate_inbox_sensor(load_settings().orchestration).minimum_interval_seconds == 5
     monkeypatch.setenv("LESSONSYNC_CERTIFICATE_SENSOR_INTERVAL", "soon")
     with pytest.raises(ValueError, match="(?i)certificate_sensor_interval"):
         load_settings()

@@ -20,11 +20,11 @@ from dagster import DagsterInstance, materialize
 from webhook_helpers import certificate
 
 from pipeline.defs.certificates.assets import certificates
+from pipeline.defs.certificates.resource import InboxResource
 from pipeline.defs.resources import WarehouseResource
 from pipeline.webhooks.dead_letters import list_dead_letters
 from pipeline.webhooks.events import COMPLETED, Delivery, dedupe_key, to_delivery
 from pipeline.webhooks.inbox import Inbox
-from pipeline.webhooks.resource import InboxResource
 
 LESSONSYNC = str(Path(sys.executable).with_name("lessonsync"))
 POISON = b'{"_id":"x","creationDate":"0001-01-01T00:00:00+14:00"}'

@@ -37,8 +37,10 @@ from dagster import (
 )
 from pydantic import Field
 
-from pipeline.analytics.build import models_built_ahead
-from pipeline.analytics.dagster_specs import (
+from pipeline import analytics  # analytics.publish: `from ... import publish` would name the module publish.py
+from pipeline.analytics import MODEL_SCHEMA, AnalyticsProject, load_project, models_built_ahead, relation
+from pipeline.defs.analytics.checks import PUBLISHED_KEY, published_files_check
+from pipeline.defs.analytics.specs import (
     GROUP,
     asset_key,
     asset_spec,
@@ -47,11 +49,6 @@ from pipeline.analytics.dagster_specs import (
     log_line,
     materialization,
 )
-from pipeline.analytics.lineage import MODEL_SCHEMA
-from pipeline.analytics.models import AnalyticsProject, load_project
-from pipeline.analytics.publish import publish
-from pipeline.analytics.sql import relation
-from pipeline.defs.analytics.checks import PUBLISHED_KEY, published_files_check
 from pipeline.defs.policy import POOL, is_full_refresh
 from pipeline.defs.resources import WarehouseResource
 from pipeline.extras import require_extra
@@ -215,7 +212,7 @@ def _publisher(
     def analytics_published(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult[Any]:
         with warehouse.connect() as conn:
             rewrite = is_full_refresh(context.run.tags)
-            result = publish(conn, project, Path(warehouse.data_dir), rewrite=rewrite)
+            result = analytics.publish(conn, project, Path(warehouse.data_dir), rewrite=rewrite)
         context.log.info(
             f"published {len(result.rows)} tables and {len(result.parquet)} marts in {result.seconds:.2f}s"
         )

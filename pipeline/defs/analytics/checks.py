@@ -14,9 +14,7 @@ from dagster import (
     asset_check,
 )
 
-from pipeline.analytics.lineage import MODEL_SCHEMA
-from pipeline.analytics.models import AnalyticsProject
-from pipeline.analytics.verify import verify_published
+from pipeline.analytics import MODEL_SCHEMA, AnalyticsProject, verify_published
 from pipeline.defs.resources import WarehouseResource
 
 PUBLISHED_KEY = AssetKey([MODEL_SCHEMA, "published"])

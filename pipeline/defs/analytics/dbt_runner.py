@@ -42,11 +42,18 @@ from dagster_dbt import (
     dbt_assets,
 )
 
-from pipeline.analytics.build import BUILDS_COLUMNS, BUILDS_DDL, BUILDS_MIGRATIONS, BUILDS_TABLE
-from pipeline.analytics.dagster_specs import GROUP, asset_spec
-from pipeline.analytics.lineage import MODEL_SCHEMA, RAW_SCHEMA
-from pipeline.analytics.models import AnalyticsProject, Model
-from pipeline.analytics.sql import relation
+from pipeline.analytics import (
+    BUILDS_COLUMNS,
+    BUILDS_DDL,
+    BUILDS_MIGRATIONS,
+    BUILDS_TABLE,
+    MODEL_SCHEMA,
+    RAW_SCHEMA,
+    AnalyticsProject,
+    Model,
+    relation,
+)
+from pipeline.defs.analytics.specs import GROUP, asset_spec
 from pipeline.defs.policy import OWNERS, POOL
 from pipeline.defs.resources import WarehouseResource
 

@@ -18,11 +18,11 @@ from dagster import (
 )
 
 from pipeline.contract.tables import CERTIFICATE_EVENTS, CERTIFICATES, TableSpec
+from pipeline.defs.certificates.resource import InboxResource
 from pipeline.defs.common import Metadata, table_data_version, table_definition_metadata
 from pipeline.defs.policy import POOL
 from pipeline.defs.resources import WarehouseResource
-from pipeline.webhooks.load import LoadStats, load_certificate_events, table_rows, table_versions
-from pipeline.webhooks.resource import InboxResource
+from pipeline.webhooks import LoadStats, load_certificate_events, table_rows, table_versions
 
 GROUP = "certificates"
 EVENTS_KEY = AssetKey(["lms", CERTIFICATE_EVENTS.name])

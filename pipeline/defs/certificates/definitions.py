@@ -12,5 +12,7 @@ from pipeline.settings import Settings
 
 def build_defs(settings: Settings) -> Definitions:
     return Definitions(
-        assets=[certificates], jobs=[load_certificates_job], sensors=[build_certificate_inbox_sensor(settings)]
+        assets=[certificates],
+        jobs=[load_certificates_job],
+        sensors=[build_certificate_inbox_sensor(settings.orchestration)],
     )

@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 from dagster import DefaultSensorStatus, RunRequest, SensorDefinition, SensorEvaluationContext, SkipReason, sensor
 
 from pipeline.defs.certificates.jobs import load_certificates_job
-from pipeline.settings import Settings
-from pipeline.webhooks.resource import InboxResource
+from pipeline.defs.certificates.resource import InboxResource
+from pipeline.settings import OrchestrationSettings
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class InboxCursor:
         return self.sequence if self.inbox_id in (None, inbox_id) else 0
 
 
-def build_certificate_inbox_sensor(settings: Settings) -> SensorDefinition:
+def build_certificate_inbox_sensor(settings: OrchestrationSettings) -> SensorDefinition:
     """The sensor, ticking every Settings.certificate_sensor_interval seconds."""
     return sensor(
         name="certificate_inbox_sensor",

@@ -27,8 +27,7 @@ from dagster import (
     asset,
 )
 
-from pipeline.analytics.lineage import MODEL_SCHEMA
-from pipeline.analytics.models import load_project
+from pipeline.analytics import MODEL_SCHEMA, load_project
 from pipeline.defs.analytics.assets import mart_relations
 from pipeline.defs.policy import POOL
 from pipeline.defs.resources import WarehouseResource

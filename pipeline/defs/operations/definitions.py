@@ -20,7 +20,7 @@ def build_defs(settings: Settings) -> Definitions:
     lake_maintenance = build_lake_maintenance_job(build_resources(settings)["warehouse"])
     return Definitions(
         jobs=[nightly_sync_job, full_refresh_job, check_warehouse_job, lake_maintenance],
-        schedules=[build_nightly_schedule(settings), build_lake_maintenance_schedule(lake_maintenance)],
+        schedules=[build_nightly_schedule(settings.orchestration), build_lake_maintenance_schedule(lake_maintenance)],
         sensors=[build_failure_alert_sensor(settings), dead_run_sensor, build_retry_sensor(settings)],
         # Steps share one process: DuckDB allows one writer, and the raw sync's one step fetches concurrently.
         executor=in_process_executor,

@@ -15,7 +15,7 @@ from dagster import (
     op,
 )
 
-from pipeline.analytics.models import load_project
+from pipeline.analytics import load_project
 from pipeline.defs.analytics.assets import mart_relations
 from pipeline.defs.policy import POOL, WRITES_WAREHOUSE
 from pipeline.defs.resources import WarehouseResource

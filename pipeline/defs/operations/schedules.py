@@ -5,10 +5,10 @@ from __future__ import annotations
 from dagster import DefaultScheduleStatus, RunRequest, ScheduleDefinition, ScheduleEvaluationContext, schedule
 
 from pipeline.defs.operations.jobs import nightly_sync_job
-from pipeline.settings import Settings
+from pipeline.settings import OrchestrationSettings
 
 
-def build_nightly_schedule(settings: Settings) -> ScheduleDefinition:
+def build_nightly_schedule(settings: OrchestrationSettings) -> ScheduleDefinition:
     """The schedule of the nightly_sync job, on Settings.nightly_cron (UTC)."""
     return schedule(
         name="nightly_sync_schedule",

@@ -9,7 +9,7 @@ from datetime import timedelta
 from dagster import AssetExecutionContext
 
 from pipeline.defs.common import Metadata
-from pipeline.source.stats import RunStats
+from pipeline.source import RunStats
 
 SKEW_KEY = "platform_clock_skew_s"
 

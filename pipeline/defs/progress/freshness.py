@@ -7,7 +7,7 @@ from dagster import AssetSpec, FreshnessPolicy
 
 from pipeline.contract.streams import SYNC_STREAMS
 from pipeline.defs.common import lms_key
-from pipeline.settings import Settings
+from pipeline.settings import OrchestrationSettings
 
 
 def fresh_tables() -> tuple[str, ...]:
@@ -16,11 +16,11 @@ def fresh_tables() -> tuple[str, ...]:
     return tuple(stream.table for stream in SYNC_STREAMS.values() if stream.kind != "snapshot")
 
 
-def progress_freshness(settings: Settings) -> FreshnessPolicy:
+def progress_freshness(settings: OrchestrationSettings) -> FreshnessPolicy:
     return FreshnessPolicy.time_window(fail_window=settings.freshness, warn_window=settings.freshness * 0.9)
 
 
-def with_progress_freshness(spec: AssetSpec, settings: Settings) -> AssetSpec:
+def with_progress_freshness(spec: AssetSpec, settings: OrchestrationSettings) -> AssetSpec:
     """`spec` with the progress freshness policy if it is one of fresh_tables(), else unchanged."""
     if spec.key not in {lms_key(table) for table in fresh_tables()}:
         return spec

@@ -34,8 +34,8 @@ from pipeline.defs.policy import BACKFILL_WINDOW, POOL, WINDOW_TAG, is_full_refr
 from pipeline.defs.progress.backfill import BackfillWindow
 from pipeline.defs.progress.clock_skew import clock_skew_metadata
 from pipeline.defs.progress.freshness import with_progress_freshness
+from pipeline.defs.raw.checks import CheckRules, raw_check_results, selected_checks, table_check_specs
 from pipeline.defs.raw.metadata import contract_facts, table_metadata
-from pipeline.defs.raw_checks import CheckRules, raw_check_results, selected_checks, table_check_specs
 from pipeline.defs.resources import PlatformResource, WarehouseResource
 from pipeline.raw.commit import StreamLoad
 from pipeline.raw.runner import RawRun, RawSync, streams_of
@@ -57,7 +57,7 @@ def raw_table_specs(settings: Settings) -> list[AssetSpec]:
                 kinds={"duckdb", "parquet"},
                 metadata=table_definition_metadata(TABLES[table]),
             ),
-            settings,
+            settings.orchestration,
         )
         for stream in SYNC_STREAMS.values()
         for table in stream.table_names

@@ -8,9 +8,9 @@ from dagster import Definitions
 
 from pipeline.contract.streams import Link
 from pipeline.defs.raw.assets import build_raw_sync
-from pipeline.defs.raw_checks import check_rules
+from pipeline.defs.raw.checks import check_rules
 from pipeline.settings import Settings
 
 
 def build_defs(settings: Settings, links: Iterable[Link]) -> Definitions:
-    return Definitions(assets=[build_raw_sync(settings, check_rules(settings, links))])
+    return Definitions(assets=[build_raw_sync(settings, check_rules(settings.orchestration, links))])

@@ -9,7 +9,7 @@ from pipeline.contract.evolution import evolved_spec
 from pipeline.contract.tables import TABLES
 from pipeline.defs.common import Metadata, raw_column_schema
 from pipeline.raw.commit import StreamLoad
-from pipeline.source.stats import paths_of
+from pipeline.source import paths_of
 from pipeline.warehouse import TableLoadStats
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import duckdb
 
+from pipeline.settings_checks import AUTO
 from pipeline.warehouse.errors import MemoryLimitError, WarehouseLockedError, WarehouseMissingError
 
 _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (?P<exe>.*?) \(PID (?P<pid>\d+)\)")
@@ -29,25 +30,24 @@ STORAGE_COMPATIBILITY_VERSION = "v1.4.0"
 DEFAULT_LOCK_TIMEOUT = 600.0
 log = logging.getLogger("lessonsync.warehouse")
 MIB = 1024 * 1024
-AUTO_MEMORY_LIMIT = "auto"  # the default: memory_limit_for_machine()
 # DuckDB 2.0 needs "a minimum of 125 MB of memory per thread" (duckdb.org/docs/2.0/guides/performance/environment)
 MEMORY_PER_THREAD = 128 * MIB
 MEMORY_FLOOR = 256 * MIB  # also holds a stage's temp tables (in memory, uncompressed) beside the statement at work
 AVAILABLE_SHARE = 0.25  # never more than this share of the memory available when the warehouse is opened
-DEFAULT_MEMORY_LIMIT = AUTO_MEMORY_LIMIT  # pipeline.settings.DEFAULT_MEMORY_LIMIT
+DEFAULT_MEMORY_LIMIT = AUTO  # pipeline.settings.DEFAULT_MEMORY_LIMIT: memory_limit_for_machine()
 
 
 @dataclass(frozen=True)
 class ConnectionSettings:
     """DuckDB limits for every connection to one warehouse file."""
 
-    memory_limit: str = AUTO_MEMORY_LIMIT  # DuckDB syntax ("2GB", "512MiB") or "auto", every connection's
+    memory_limit: str = DEFAULT_MEMORY_LIMIT  # DuckDB syntax ("2GB", "512MiB") or "auto", every connection's
     temp_directory: Path | None = None  # None: "<warehouse file>.tmp/" next to the file
     threads: int | None = None  # None: DuckDB's default (all cores)
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT  # seconds to keep retrying while another process holds the file
 
     def __post_init__(self) -> None:
-        if self.memory_limit.strip().lower() == AUTO_MEMORY_LIMIT:  # resolved once: every connection the same
+        if self.memory_limit.strip().lower() == AUTO:  # resolved once: every connection the same
             object.__setattr__(self, "memory_limit", memory_limit_for_machine(self.threads))
 
     def duckdb_config(self, path: Path) -> dict[str, str | bool | int | float | list[str]]:

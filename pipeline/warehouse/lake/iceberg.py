@@ -53,6 +53,8 @@ if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
     from pyiceberg.table import Table, Transaction
 
+    from pipeline.settings import LakeSettings
+
 log = logging.getLogger(__name__)
 
 KEY_DIGEST = "_lessonsync_key_hash"  # a digest of the row's key: how a changed row finds the one it replaces
@@ -129,13 +131,11 @@ class IcebergLocation:
         return location.startswith(self.location.rstrip("/") + "/")
 
 
-def iceberg_location(settings: object) -> IcebergLocation | None:
-    """Where the Iceberg mirror of pipeline.settings.Settings lives; None when LESSONSYNC_TABLE_FORMAT=none."""
-    catalog = getattr(settings, "iceberg_catalog", None)
-    if not isinstance(catalog, str):
+def iceberg_location(lake: LakeSettings) -> IcebergLocation | None:
+    """Where the Iceberg mirror of the lake's settings (Settings.lake) lives; None when LESSONSYNC_TABLE_FORMAT=none."""
+    if lake.iceberg_catalog is None:
         return None
-    busy = getattr(settings, "iceberg_catalog_busy_timeout", DEFAULT_CATALOG_BUSY_TIMEOUT)
-    return IcebergLocation.for_lake(settings.lake_location, catalog, float(busy))  # type: ignore[attr-defined]
+    return IcebergLocation.for_lake(lake.location, lake.iceberg_catalog, lake.iceberg_catalog_busy_timeout)
 
 
 def s3_properties() -> dict[str, str]:

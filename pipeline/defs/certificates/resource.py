@@ -8,7 +8,7 @@ from dagster import ConfigurableResource
 from pydantic import Field
 
 from pipeline.settings import Settings
-from pipeline.webhooks.inbox_backend import InboxBackend, open_inbox
+from pipeline.webhooks import InboxBackend, open_inbox
 
 
 class InboxResource(ConfigurableResource[Any]):
@@ -24,5 +24,5 @@ class InboxResource(ConfigurableResource[Any]):
         may still come from a .env file, which only the settings read."""
         if self.url:
             return open_inbox(self.url)
-        from_settings = Settings().inbox_url
+        from_settings = Settings().receiver.inbox_url
         return open_inbox(from_settings.get_secret_value() if from_settings is not None else self.path)

@@ -22,10 +22,7 @@ from dagster import (
     TableSchema,
 )
 
-from pipeline.analytics.build import ModelResult
-from pipeline.analytics.checks import TestOutcome
-from pipeline.analytics.lineage import MODEL_SCHEMA, TableRef
-from pipeline.analytics.models import Model
+from pipeline.analytics import MODEL_SCHEMA, Model, ModelResult, TableRef, TestOutcome
 
 GROUP = "analytics"
 

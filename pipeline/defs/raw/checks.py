@@ -29,7 +29,7 @@ from pipeline.contract.tables import TABLES
 from pipeline.defs.common import Metadata, lms_key
 from pipeline.defs.policy import POOL
 from pipeline.defs.resources import WarehouseResource
-from pipeline.settings import Settings
+from pipeline.settings import OrchestrationSettings
 from pipeline.warehouse import catalog_unchanged, duplicate_keys, last_load_counts, null_keys, orphans, row_count
 
 CHECKED_TABLES = tuple(name for name, spec in TABLES.items() if spec.kind != "append")
@@ -246,11 +246,11 @@ def _shrink_result(
     )
 
 
-def check_rules(settings: Settings, links: Iterable[Link]) -> CheckRules:
+def check_rules(settings: OrchestrationSettings, links: Iterable[Link]) -> CheckRules:
     """The rules of every raw table's checks; `links`: what each domain declares."""
     return CheckRules(tuple(links), settings.max_deleted_fraction)
 
 
-def build_webhook_table_checks(settings: Settings, links: Iterable[Link]) -> list[AssetChecksDefinition]:
+def build_webhook_table_checks(settings: OrchestrationSettings, links: Iterable[Link]) -> list[AssetChecksDefinition]:
     """The check step of the tables the webhooks fill (the raw sync's tables check themselves)."""
     return [webhook_checks_step(WEBHOOK_TABLES, check_rules(settings, links))]
