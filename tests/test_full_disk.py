@@ -60,7 +60,7 @@ def test_a_full_disk_fails_the_sync_on_one_line_and_the_next_sync_is_exact(small
         assert _mount(small_disk, str(used + (1 << 20)), remount=True).returncode == 0  # 1 MiB left
         full = _sync(env, "--full-refresh")
         last = full.stdout.strip().splitlines()[-1]
-        assert full.returncode == 1
+        assert full.returncode == 1, full.stdout[-3000:] + full.stderr[-3000:]
         assert last.startswith(f"sync FAILED: no space left on device writing {small_disk}"), last
         assert "Traceback" not in full.stdout
         with duckdb.connect(str(stack.warehouse_path), read_only=True) as conn:  # not corrupt, still readable

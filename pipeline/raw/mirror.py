@@ -66,7 +66,9 @@ class MirrorWorker:
         self._turn = threading.Condition()  # guards _pauses and _busy
         self._pauses = 0
         self._busy = False
-        self._thread = threading.Thread(target=self._run, name="lessonsync-iceberg-mirror")
+        # A daemon: a run that ends without telling it (a step failed under Dagster's own storage, e.g. a full disk)
+        # must not hold its process open; a mirror cut short is healed by the next run (docs/lake-tables.md).
+        self._thread = threading.Thread(target=self._run, name="lessonsync-iceberg-mirror", daemon=True)
 
     @classmethod
     def start(cls, warehouse: Warehouse, opened: duckdb.DuckDBPyConnection) -> MirrorWorker | None:

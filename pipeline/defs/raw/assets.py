@@ -7,6 +7,7 @@ whole by every run; a backfill is the same asset with the `backfill` resource co
 (pipeline/defs/progress/backfill.py). The snapshot tables are pulled whole and their vanished rows marked deleted."""
 
 from collections.abc import Iterator
+from contextlib import closing
 from typing import Any
 
 from dagster import (
@@ -97,15 +98,18 @@ def build_raw_sync(settings: Settings, rules: CheckRules) -> AssetsDefinition:
         )
         settings = platform.settings()
         sync = RawSync(wh, settings, context.log, run)
-        for done in sync.run(streams_of(selected_tables)):
-            yield from _reported(context, done, selected_tables, settings)
-            tables = STREAM_TABLES[done.stream]
-            loaded = {table: contract_facts(done, table) for table in tables}
-            results = list(_checks(wh, tables, checks, rules, context.run.run_id, loaded))
-            yield from results
-            blocked = _blocked(results)
-            for child in planned_from(done.stream) if blocked else ():  # nothing is planned from a broken table
-                sync.drop(child.name, f"the blocking check {BLOCKING_CHECK} of lms/{blocked[0]} failed")
+        # Closed however this step ends (an error here while the runner waits at a commit, e.g. a full disk under
+        # the event log): its fetches, client and background mirror are stopped, never left to hold the process.
+        with closing(sync.run(streams_of(selected_tables))) as commits:
+            for done in commits:
+                yield from _reported(context, done, selected_tables, settings)
+                tables = STREAM_TABLES[done.stream]
+                loaded = {table: contract_facts(done, table) for table in tables}
+                results = list(_checks(wh, tables, checks, rules, context.run.run_id, loaded))
+                yield from results
+                blocked = _blocked(results)
+                for child in planned_from(done.stream) if blocked else ():  # nothing is planned from a broken table
+                    sync.drop(child.name, f"the blocking check {BLOCKING_CHECK} of lms/{blocked[0]} failed")
 
     return lms_raw
 
