@@ -8,7 +8,7 @@ the caller to report."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -93,7 +93,7 @@ class RawSync:
         self._adopted: dict[str, BackgroundFetch] = {}  # its fetches, until _start installs them
         self._client: PlatformClient | None = None  # the run's one client, opened by _start
 
-    def run(self, streams: Iterable[str]) -> Iterator[StreamLoad]:
+    def run(self, streams: Iterable[str]) -> Generator[StreamLoad]:
         """Fetch `streams` together and yield each one's commit as it is made; the first failure is raised once every
         other stream has committed. A run stopped early (the caller closes the iterator, or an error) cancels what
         is still fetching and discards its lake parts."""
