@@ -9,6 +9,7 @@ import pytest
 from warehouse_helpers import ALL_SPECS, make_warehouse
 
 from pipeline.warehouse import Warehouse
+from pipeline.warehouse.lake.iceberg import IcebergLocation, IcebergMirror
 
 
 @pytest.fixture
@@ -20,3 +21,17 @@ def wh(tmp_path: Path) -> Warehouse:
 def seeded(wh: Warehouse) -> Iterator[Warehouse]:
     wh.ensure_tables(ALL_SPECS)
     yield wh
+
+
+@pytest.fixture
+def where(tmp_path: Path) -> IcebergLocation:
+    """An Iceberg location in the tmp dir: its lake and a SQLite catalog."""
+    return IcebergLocation.for_lake(tmp_path / "lake", f"sqlite:///{tmp_path / 'catalog.sqlite3'}")
+
+
+@pytest.fixture
+def mirrored(tmp_path: Path, where: IcebergLocation) -> Warehouse:
+    """A warehouse whose tables are mirrored to Iceberg at `where`."""
+    wh = make_warehouse(tmp_path, table_mirror=IcebergMirror(where))
+    wh.ensure_tables(ALL_SPECS)
+    return wh

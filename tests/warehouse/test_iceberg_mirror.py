@@ -37,18 +37,6 @@ def group(gid: str, title: str = "G", disabled: bool = False) -> dict:
     return {"id": gid, "title": title, "disabled": disabled}
 
 
-@pytest.fixture
-def where(tmp_path: Path) -> IcebergLocation:
-    return IcebergLocation.for_lake(tmp_path / "lake", f"sqlite:///{tmp_path / 'catalog.sqlite3'}")
-
-
-@pytest.fixture
-def mirrored(tmp_path: Path, where: IcebergLocation) -> Warehouse:
-    wh = make_warehouse(tmp_path, table_mirror=IcebergMirror(where))
-    wh.ensure_tables(ALL_SPECS)
-    return wh
-
-
 def snapshot_id(where: IcebergLocation, table: str) -> int | None:
     snapshot = open_catalog(where).load_table(("lms", table)).current_snapshot()
     return snapshot.snapshot_id if snapshot else None

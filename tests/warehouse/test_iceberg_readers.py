@@ -10,13 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-import pytest
 from iceberg_helpers import assert_mirror_equals, open_catalog
-from warehouse_helpers import ALL_SPECS, ANSWERS, GROUPS, answer, make_warehouse
+from warehouse_helpers import ANSWERS, GROUPS, answer
 from warehouse_helpers import load_once as load_only
 
 from pipeline.warehouse import Warehouse
-from pipeline.warehouse.lake.iceberg import IcebergLocation, IcebergMirror
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "lake-tables.md"
 
@@ -28,18 +26,6 @@ def load_once(wh: Warehouse, stream: str, tables: list, **commit: object) -> Non
     with wh.connect() as conn:
         failed = [stats.error for stats in wh.table_mirror.sync_behind(conn) if stats.error]
     assert not failed, failed
-
-
-@pytest.fixture
-def where(tmp_path: Path) -> IcebergLocation:
-    return IcebergLocation.for_lake(tmp_path / "lake", f"sqlite:///{tmp_path / 'catalog.sqlite3'}")
-
-
-@pytest.fixture
-def mirrored(tmp_path: Path, where: IcebergLocation) -> Warehouse:
-    wh = make_warehouse(tmp_path, table_mirror=IcebergMirror(where))
-    wh.ensure_tables(ALL_SPECS)
-    return wh
 
 
 def groups(*ids: str) -> list:
