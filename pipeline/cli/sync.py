@@ -159,9 +159,10 @@ def summary_lines(materializations: Mapping[str, Mapping[str, object]]) -> list[
             lines.append(f"{key:32} Iceberg tables written: {names or 'none'}")
             continue
         if fetched is None:  # not a load: an analytics model, or the published copy (which is no model)
-            if metadata.get("rebuilt") is False:  # inputs unchanged since its last build: not rebuilt
-                unchanged += 1
-            elif "published_at" not in metadata:
+            if "published_at" in metadata:  # it names the models skipped, their inputs unchanged since their build
+                kept = metadata.get("models_unchanged")
+                unchanged += len(kept) if isinstance(kept, list) else 0
+            else:
                 rows = metadata.get("dagster/row_count")
                 models.append(f"{key.split('/')[-1]} {rows:,}" if isinstance(rows, int) else f"{key.split('/')[-1]} ?")
             continue

@@ -38,7 +38,7 @@ from dagster import (
 from pydantic import Field
 
 from pipeline import analytics  # analytics.publish: `from ... import publish` would name the module publish.py
-from pipeline.analytics import MODEL_SCHEMA, AnalyticsProject, load_project, models_built_ahead, relation
+from pipeline.analytics import MODEL_SCHEMA, AnalyticsProject, ModelResult, load_project, models_built_ahead, relation
 from pipeline.defs.analytics.checks import PUBLISHED_KEY, published_files_check
 from pipeline.defs.analytics.specs import (
     GROUP,
@@ -47,6 +47,7 @@ from pipeline.defs.analytics.specs import (
     check_results,
     check_specs,
     log_line,
+    unchanged_line,
     materialization,
 )
 from pipeline.defs.policy import POOL, is_full_refresh
@@ -132,19 +133,24 @@ def _models_asset(project: AnalyticsProject, default_as_of: str | None) -> Asset
         as_of = _parse_as_of(config.as_of, default_as_of)
         full_refresh = config.full_refresh or is_full_refresh(context.run.tags)
         failures = list(project.rejected)
+        unchanged: list[ModelResult] = []
         if selected:
             with (
                 warehouse.connect() as conn,
                 models_built_ahead(conn, project, selected, as_of, full_refresh=full_refresh) as results,
             ):
                 for result in results:
-                    log = context.log.info if result.status in ("built", "unchanged") else context.log.error
-                    log(log_line(result))
-                    yield from check_results(result.outcomes, set(context.selected_asset_check_keys))
-                    if result.status in ("built", "unchanged"):
-                        yield materialization(result, as_of)
+                    if result.status == "unchanged":
+                        unchanged.append(result)
                     else:
+                        (context.log.info if result.status == "built" else context.log.error)(log_line(result))
+                    yield from check_results(result.outcomes, set(context.selected_asset_check_keys))
+                    if result.status == "built":
+                        yield materialization(result, as_of)
+                    elif result.status != "unchanged":
                         failures.append(result.error or result.model.name)
+            if unchanged:
+                context.log.info(unchanged_line(unchanged))
         published, unpublished = False, ""
         if PUBLISHED_KEY in context.selected_asset_keys:
             try:
@@ -156,7 +162,8 @@ def _models_asset(project: AnalyticsProject, default_as_of: str | None) -> Asset
                 unpublished = f" | analytics/published not written: {' '.join(str(error).split())}"
             else:
                 published = True
-                yield MaterializeResult(asset_key=PUBLISHED_KEY, metadata=copy.metadata)
+                kept = {"models_unchanged": MetadataValue.json(sorted(r.model.name for r in unchanged))}
+                yield MaterializeResult(asset_key=PUBLISHED_KEY, metadata={**(copy.metadata or {}), **kept})
         if failures:
             others = "every other model built and published" if published else "every other model built"
             raise Failure(

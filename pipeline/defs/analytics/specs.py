@@ -42,6 +42,7 @@ def asset_spec(model: Model, repo_root: Path, owners: list[str] | None = None) -
         kinds={"duckdb"},
         owners=owners,
         code_version=model.code_version,
+        skippable=True,  # a model whose inputs did not change is not rebuilt, nor materialized
         tags={"layer": model.layer or "models"},
         metadata={
             "dagster/table_name": f"{MODEL_SCHEMA}.{model.name}",
@@ -82,16 +83,9 @@ def check_results(outcomes: list[TestOutcome], selected: set[AssetCheckKey]) -> 
 
 
 def materialization(result: ModelResult, as_of: datetime) -> MaterializeResult[Any]:
-    """A model built, or unchanged since its last build: its data version is the digest of its inputs either way,
-    so what reads an unchanged model is not marked stale."""
+    """A model built: its data version is the digest of its inputs. A model unchanged since its last build is not
+    materialized at all (its spec is skippable): its last materialization, with the same data version, stands."""
     version = DataVersion(result.inputs) if result.inputs is not None else None
-    if result.status == "unchanged":
-        built_at = result.built_at.isoformat() if result.built_at is not None else None
-        return MaterializeResult(
-            asset_key=asset_key(result.model),
-            data_version=version,
-            metadata={"dagster/row_count": result.rows or 0, "unchanged_since": built_at, "rebuilt": False},
-        )
     incremental = {"rows_replaced": result.replaced} if result.replaced is not None else {}
     return MaterializeResult(
         asset_key=asset_key(result.model),
@@ -112,11 +106,17 @@ def materialization(result: ModelResult, as_of: datetime) -> MaterializeResult[A
     )
 
 
+def unchanged_line(results: list[ModelResult]) -> str:
+    """One line for every model the build skipped: a line each would be an event each in Dagster's log."""
+    names = ", ".join(
+        f"{r.model.name} ({r.built_at:%Y-%m-%d %H:%M:%S %Z})" if r.built_at is not None else r.model.name
+        for r in results
+    )
+    return f"{len(results)} model(s) unchanged since their last build (built at), skipped: {names}"
+
+
 def log_line(result: ModelResult) -> str:
     name = result.model.name
-    if result.status == "unchanged":
-        when = f"{result.built_at:%Y-%m-%d %H:%M:%S %Z}" if result.built_at is not None else "?"
-        return f"{name}: unchanged since build at {when}, skipped"
     if result.status == "built":
         how: str = result.model.materialized
         if result.replaced is not None:
