@@ -203,19 +203,20 @@ class RawSync:
             self._fetch(client, name, *windows[name], URGENT)
         for name in snapshots:
             self._fetch(client, name, *windows[name], BACKGROUND)
+        # One line for every stream started here (each line is an event in Dagster's run log)
+        reading = "; ".join(f"{name}: {windows[name][0].describe()}" for name in self._pending)
         for stream in streams:
             if stream.planned is not None and stream.planned.parent not in self._wanted:
                 self._plan(client, stream, loading=None, ceiling=wh.cursor(stream.planned.parent))
         self.log.info(
             f"fetching {', '.join(self._pending)} at once, {self.settings.concurrency} requests in flight at most "
-            "across every stream of the run"
+            f"across every stream of the run; reading {reading}"
         )
         return client
 
     def _fetch(
         self, client: PlatformClient, stream: str, window: Window, cursor: datetime | None, priority: int
     ) -> None:
-        self.log.info(f"{stream}: reading {window.describe()}")
         adopted = self._adopted.pop(stream, None)  # the prefetch's fetch of this very window (Prefetch.adopt)
         if adopted is not None:
             self._pending[stream] = adopted
