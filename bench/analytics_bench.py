@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,6 +37,7 @@ import duckdb
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.common import run_measured  # noqa: E402
 from pipeline.analytics.build import build_models  # noqa: E402
 from pipeline.analytics.models import AnalyticsProject, load_project  # noqa: E402
 from pipeline.analytics.publish import publish  # noqa: E402
@@ -255,11 +254,11 @@ def again(conn: duckdb.DuckDBPyConnection, project: AnalyticsProject, data_dir: 
 def measure(data_dir: Path, changes: bool) -> dict[str, object]:
     """Build and publish in a fresh child process, so that its peak RSS is the build's alone."""
     command = [sys.executable, __file__, "--measure", str(data_dir)] + ([] if changes else ["--no-change-runs"])
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"the measuring process failed:\n{done.stderr}")
-    report = json.loads(done.stdout)
-    report["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1)
+    child = run_measured(command)
+    if child.returncode != 0:
+        raise SystemExit(f"the measuring process failed:\n{child.stderr_tail}")
+    report: dict[str, object] = json.loads(child.stdout)
+    report["peak_rss_mib"] = child.peak_rss_mib
     return report
 
 

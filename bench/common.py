@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -68,16 +69,50 @@ class ChildRun:
     stdout: bytes
     stderr_tail: str  # the last lines of its stderr, for a failure message
     seconds: float  # wall time of the whole process, imports included
-    peak_rss_mib: float  # the child's own peak resident set, from the kernel
+    peak_rss_mib: float  # the child's own peak resident set, from the kernel (PeakRss)
     cpu_seconds: float = 0.0  # the child's own user + system CPU, from the kernel
 
 
+class PeakRss:
+    """A child's own peak resident set: the kernel's VmHWM of its memory, read from /proc every `interval` seconds
+    until it exits. Not os.wait4's ru_maxrss: Linux carries the parent's high-water mark into a child over the
+    vfork+exec of subprocess (a 1 GiB parent makes /bin/true report 1 GiB), so a benchmark that holds the
+    simulator in its own process would report its own size."""
+
+    def __init__(self, pid: int, interval: float = 0.01) -> None:
+        self.kib = 0
+        self._status = Path(f"/proc/{pid}/status")
+        self._interval = interval
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while True:
+            try:
+                lines = self._status.read_text().splitlines()
+            except OSError:
+                return
+            fields = dict(line.split(":", 1) for line in lines if ":" in line)
+            if fields.get("State", "").strip().startswith("Z") or "VmHWM" not in fields:
+                return  # exited (a zombie has no memory left to read)
+            self.kib = max(self.kib, int(fields["VmHWM"].split()[0]))
+            time.sleep(self._interval)
+
+    def mib(self) -> float:
+        """Once the child has exited (and before it is waited for, or the last reading may be missed)."""
+        self._thread.join()
+        return round(self.kib / 1024, 1)
+
+
 def run_measured(argv: list[str], env: dict[str, str] | None = None, tail_lines: int = 12) -> ChildRun:
-    """Runs `argv` as a child process and waits for it with os.wait4, so the peak RSS is the child's own
-    (never the simulator's or this process's)."""
+    """Runs `argv` as a child process and waits for it with os.wait4; its peak RSS is its own (PeakRss), never the
+    simulator's or this process's."""
     began = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         child = subprocess.Popen(argv, stdout=out, stderr=err, env=env)
+        peak = PeakRss(child.pid)
+        os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # exited, still readable until waited for
+        peak_mib = peak.mib()
         _, status, usage = os.wait4(child.pid, 0)
         seconds = time.perf_counter() - began
         child.returncode = os.waitstatus_to_exitcode(status)
@@ -89,7 +124,7 @@ def run_measured(argv: list[str], env: dict[str, str] | None = None, tail_lines:
             out.read(),
             tail,
             round(seconds, 2),
-            round(usage.ru_maxrss / 1024, 1),  # Linux: ru_maxrss in kilobytes
+            peak_mib,
             round(usage.ru_utime + usage.ru_stime, 2),
         )
 

@@ -6,8 +6,8 @@ unmeasured: it fills the bytecode cache the measured runs share, as an installed
 
 Time to first request: the simulator's request log stamps every request's arrival on the machine's monotonic clock,
 the clock this process reads right before it starts the command; no marker in the command is needed. Per run: the
-command's wall and CPU seconds and peak RSS (os.wait4), the time from its start to its first request (the token
-exchange) and to its first GET, the requests the simulator answered, whether the warehouse then equals the platform,
+command's wall and CPU seconds and peak RSS (its own: bench/common.py PeakRss), the time from its start to its first
+request (the token exchange) and to its first GET, the requests the simulator answered, whether the warehouse then equals the platform,
 and the run's floor: the bare download of the same GETs by bench/common.py (page 0 of the first-page probe, which
 answers 400, and the token left out). Then the ratios the issue sets: no-change / full (at most 0.25) and
 1%-change / full (at most 0.50), and each run's wall time over its floor (the latency-bound target: 1.35 at scale
@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.common import ChildRun, load_average, run_bare_download
+from bench.common import ChildRun, PeakRss, load_average, run_bare_download
 
 RESULTS = Path(__file__).resolve().parent / "results"
 RUN_KINDS = ("full", "no_change", "one_percent")
@@ -102,7 +102,7 @@ def command_env(stack: Any, work: Path) -> dict[str, str]:
 
 
 def run_sampled(argv: list[str], env: dict[str, str]) -> tuple[ChildRun, list[tuple[float, float]]]:
-    """bench/common.py's run_measured, with the child's CPU seconds (user + system, from /proc) sampled every
+    """bench/common.py's run_measured (its peak RSS the child's own: PeakRss), with the child's CPU seconds (user + system, from /proc) sampled every
     SAMPLE_SECONDS meanwhile: (monotonic instant, CPU seconds so far)."""
     samples: list[tuple[float, float]] = []
     ticks = os.sysconf("SC_CLK_TCK")
@@ -124,6 +124,9 @@ def run_sampled(argv: list[str], env: dict[str, str]) -> tuple[ChildRun, list[tu
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
+        peak = PeakRss(child.pid)
+        os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # exited, still readable until waited for
+        peak_mib = peak.mib()
         _, status, usage = os.wait4(child.pid, 0)
         seconds = time.perf_counter() - began
         sampler.join()
@@ -135,7 +138,7 @@ def run_sampled(argv: list[str], env: dict[str, str]) -> tuple[ChildRun, list[tu
             out.read(),
             tail,
             round(seconds, 2),
-            round(usage.ru_maxrss / 1024, 1),
+            peak_mib,
             round(usage.ru_utime + usage.ru_stime, 2),
         )
     return run, samples
