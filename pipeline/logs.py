@@ -66,6 +66,22 @@ def register_settings_secrets(settings: Any) -> None:
         register_secrets([urlsplit(str(settings.base_url)).password])
 
 
+# Dagster names every selected output a step did not yield: after a no-change sync, ~100 checks of models not built.
+_UNYIELDED = re.compile(r"did not yield or return expected outputs \{([^}]*)\}")
+_NAMES_SHOWN = 3
+
+
+def shortened_unyielded(text: str) -> str:
+    """Dagster's "did not yield or return expected outputs {...}" with the count and the first few names (sorted)."""
+
+    def shorten(match: re.Match[str]) -> str:
+        names = sorted(name.strip().strip("'") for name in match.group(1).split(",") if name.strip())
+        more = f", and {len(names) - _NAMES_SHOWN} more" if len(names) > _NAMES_SHOWN else ""
+        return f"did not yield or return {len(names)} expected output(s): {', '.join(names[:_NAMES_SHOWN])}{more}"
+
+    return _UNYIELDED.sub(shorten, text)
+
+
 def distinct_list_items(text: str) -> str:
     """ "['a', 'a', 'b']" -> "['a', 'b']" wherever a message quotes a list of names."""
 
@@ -126,7 +142,7 @@ def _message(record: logging.LogRecord) -> str:
     meta = _run_meta(record)
     if meta is None:
         return record.getMessage()
-    return distinct_list_items(str(meta.get("orig_message") or ""))
+    return shortened_unyielded(distinct_list_items(str(meta.get("orig_message") or "")))
 
 
 def _logger_name(record: logging.LogRecord) -> str:
