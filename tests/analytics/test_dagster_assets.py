@@ -92,7 +92,9 @@ def test_failing_check_skips_only_downstream_and_the_rest_is_published(seeded: P
     assert AssetKey(["analytics", "stg_lesson_sessions"]) not in keys
     assert PUBLISHED_KEY in keys
     # lesson_funnel does not read lesson_sessions: unchanged, neither rebuilt nor materialized, and published
-    published = next(m for m in result.asset_materializations_for_node("analytics_models") if m.asset_key == PUBLISHED_KEY)
+    published = next(
+        m for m in result.asset_materializations_for_node("analytics_models") if m.asset_key == PUBLISHED_KEY
+    )
     assert "lesson_funnel" in published.metadata["models_unchanged"].value
     assert AssetKey(["analytics", "lesson_funnel"]) not in keys
     assert (seeded / "analytics.duckdb").stat().st_mtime_ns != published_before

@@ -47,8 +47,8 @@ from pipeline.defs.analytics.specs import (
     check_results,
     check_specs,
     log_line,
-    unchanged_line,
     materialization,
+    unchanged_line,
 )
 from pipeline.defs.policy import POOL, is_full_refresh
 from pipeline.defs.resources import WarehouseResource
