@@ -204,13 +204,13 @@ class RawSync:
         for name in snapshots:
             self._fetch(client, name, *windows[name], BACKGROUND)
         # One line for every stream started here (each line is an event in Dagster's run log)
-        reading = "; ".join(f"{name}: {windows[name][0].describe()}" for name in self._pending)
+        reading = "; ".join(f"{name}: reading {windows[name][0].describe()}" for name in self._pending)
         for stream in streams:
             if stream.planned is not None and stream.planned.parent not in self._wanted:
                 self._plan(client, stream, loading=None, ceiling=wh.cursor(stream.planned.parent))
         self.log.info(
             f"fetching {', '.join(self._pending)} at once, {self.settings.concurrency} requests in flight at most "
-            f"across every stream of the run; reading {reading}"
+            f"across every stream of the run: {reading}"
         )
         return client
 
