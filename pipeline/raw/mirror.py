@@ -66,6 +66,7 @@ class MirrorWorker:
         self._turn = threading.Condition()  # guards _pauses and _busy
         self._pauses = 0
         self._busy = False
+        self.told_to_end = False  # finish() or stop() was called: by the raw step, or by the next one (orphaned)
         # A daemon: a run that ends without telling it (a step failed under Dagster's own storage, e.g. a full disk)
         # must not hold its process open; a mirror cut short is healed by the next run (docs/lake-tables.md).
         self._thread = threading.Thread(target=self._run, name="lessonsync-iceberg-mirror", daemon=True)
@@ -99,13 +100,17 @@ class MirrorWorker:
 
     def finish(self) -> None:
         """Every commit of the run is made: after what is queued, every table the record cannot vouch for."""
+        self.told_to_end = True
         self._queue.put(_CATCH_UP)
 
     def stop(self) -> None:
         """The run ended early: the table in progress is finished, nothing more started (the next mirror run
-        brings up the rest)."""
+        brings up the rest); a table held back by a pause is not started either."""
+        self.told_to_end = True
         self._stopped.set()
         self._queue.put(_STOP)
+        with self._turn:
+            self._turn.notify_all()
 
     @contextmanager
     def paused(self) -> Iterator[None]:
@@ -143,8 +148,10 @@ class MirrorWorker:
                 if item == _STOP or self._stopped.is_set():
                     return
                 with self._turn:  # the raw step's own DuckDB work first
-                    while self._pauses:
+                    while self._pauses and not self._stopped.is_set():
                         self._turn.wait()
+                    if self._stopped.is_set():
+                        return
                     self._busy = True
                 try:
                     going_on = self._mirrored(item)
@@ -203,7 +210,18 @@ def await_background_mirror(warehouse_path: Path, *, collect: bool = False) -> B
     reached("background_mirror_awaited")
     with _registry_lock:
         worker = _registry.pop(_key(warehouse_path), None) if collect else _registry.get(_key(warehouse_path))
-    return worker.join() if worker is not None else None
+    if worker is None:
+        return None
+    if not worker.told_to_end:
+        # Whoever waits runs after the raw step that started the worker: that step ended without ending it (it
+        # failed outside its own code, e.g. under a full disk, and its generator was never closed). Waiting for
+        # it would wait for ever; the mirror step brings up what it did not.
+        log.warning(
+            "background Iceberg mirror: its raw step ended without ending it; stopped (the mirror step "
+            "brings up the rest)"
+        )
+        worker.stop()
+    return worker.join()
 
 
 _registry: dict[str, MirrorWorker] = {}  # warehouse file -> its last background mirror, until collected
