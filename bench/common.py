@@ -81,6 +81,7 @@ class PeakRss:
 
     def __init__(self, pid: int, interval: float = 0.01) -> None:
         self.kib = 0
+        self._pid = pid
         self._status = Path(f"/proc/{pid}/status")
         self._interval = interval
         self._thread = threading.Thread(target=self._watch, daemon=True)
@@ -98,8 +99,10 @@ class PeakRss:
             self.kib = max(self.kib, int(fields["VmHWM"].split()[0]))
             time.sleep(self._interval)
 
-    def mib(self) -> float:
-        """Once the child has exited (and before it is waited for, or the last reading may be missed)."""
+    def at_exit(self) -> float:
+        """Waits until the child has exited, not reaping it (its /proc entry stays readable until the caller waits
+        for it): the peak in MiB."""
+        os.waitid(os.P_PID, self._pid, os.WEXITED | os.WNOWAIT)
         self._thread.join()
         return round(self.kib / 1024, 1)
 
@@ -110,9 +113,7 @@ def run_measured(argv: list[str], env: dict[str, str] | None = None, tail_lines:
     began = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         child = subprocess.Popen(argv, stdout=out, stderr=err, env=env)
-        peak = PeakRss(child.pid)
-        os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # exited, still readable until waited for
-        peak_mib = peak.mib()
+        peak_mib = PeakRss(child.pid).at_exit()
         _, status, usage = os.wait4(child.pid, 0)
         seconds = time.perf_counter() - began
         child.returncode = os.waitstatus_to_exitcode(status)

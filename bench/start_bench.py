@@ -7,7 +7,8 @@ unmeasured: it fills the bytecode cache the measured runs share, as an installed
 Time to first request: the simulator's request log stamps every request's arrival on the machine's monotonic clock,
 the clock this process reads right before it starts the command; no marker in the command is needed. Per run: the
 command's wall and CPU seconds and peak RSS (its own: bench/common.py PeakRss), the time from its start to its first
-request (the token exchange) and to its first GET, the requests the simulator answered, whether the warehouse then equals the platform,
+request (the token exchange) and to its first GET, the requests the simulator answered, whether the warehouse then
+equals the platform,
 and the run's floor: the bare download of the same GETs by bench/common.py (page 0 of the first-page probe, which
 answers 400, and the token left out). Then the ratios the issue sets: no-change / full (at most 0.25) and
 1%-change / full (at most 0.50), and each run's wall time over its floor (the latency-bound target: 1.35 at scale
@@ -124,9 +125,7 @@ def run_sampled(argv: list[str], env: dict[str, str]) -> tuple[ChildRun, list[tu
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
-        peak = PeakRss(child.pid)
-        os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # exited, still readable until waited for
-        peak_mib = peak.mib()
+        peak_mib = PeakRss(child.pid).at_exit()
         _, status, usage = os.wait4(child.pid, 0)
         seconds = time.perf_counter() - began
         sampler.join()
