@@ -8,9 +8,8 @@ Time to first request: the simulator's request log stamps every request's arriva
 the clock this process reads right before it starts the command; no marker in the command is needed. Per run: the
 command's wall and CPU seconds and peak RSS (its own: bench/common.py PeakRss), the time from its start to its first
 request (the token exchange) and to its first GET, the requests the simulator answered, whether the warehouse then
-equals the platform,
-and the run's floor: the bare download of the same GETs by bench/common.py (page 0 of the first-page probe, which
-answers 400, and the token left out). Then the ratios the issue sets: no-change / full (at most 0.25) and
+equals the platform, and the run's floor: the bare download of the same GETs by bench/common.py (page 0 of the
+first-page probe, which answers 400, and the token left out). Then the ratios the issue sets: no-change / full (at most 0.25) and
 1%-change / full (at most 0.50), and each run's wall time over its floor (the latency-bound target: 1.35 at scale
 medium, 40 ms a request, page size 100).
 
