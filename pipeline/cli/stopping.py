@@ -58,8 +58,15 @@ def stop_promptly_on_signals(what: str, grace: float = STOP_GRACE_SECONDS) -> It
     previous_term = signal.getsignal(signal.SIGTERM)
     if previous_term in (signal.SIG_DFL, None):  # the wakeup fd is written only for signals Python handles
         signal.signal(signal.SIGTERM, signal.default_int_handler)
+    previous_int = signal.getsignal(signal.SIGINT)
+    stopping = dict(STOPPING)
+    if previous_int == signal.SIG_IGN:
+        # Ignored by the parent (a shell's background job, a test runner's worker): SIGINT stays ignored, but Dagster
+        # maps SIGTERM to SIGINT's handler after each of its interrupt-capturing blocks, which would ignore SIGTERM.
+        signal.signal(signal.SIGINT, _interrupt_unless_sigint)
+        del stopping[signal.SIGINT]
     watcher = threading.Thread(
-        target=_watch, args=(read_end, what, grace, received), name="lessonsync-stop", daemon=True
+        target=_watch, args=(read_end, what, grace, received, stopping), name="lessonsync-stop", daemon=True
     )
     watcher.start()
     try:
@@ -68,14 +75,23 @@ def stop_promptly_on_signals(what: str, grace: float = STOP_GRACE_SECONDS) -> It
         signal.set_wakeup_fd(previous_fd)
         if previous_term in (signal.SIG_DFL, None):
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if previous_int == signal.SIG_IGN:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
         os.close(write_end)  # the watcher reads the end of the pipe and returns
         watcher.join(1.0)
 
 
-def _watch(read_end: int, what: str, grace: float, received: Received) -> None:
+def _interrupt_unless_sigint(number: int, frame: object) -> None:
+    """SIGINT's handler where the parent ignores SIGINT: SIGINT is ignored, any other signal Dagster routes here
+    (SIGTERM) interrupts like Python's default SIGINT handler."""
+    if number != signal.SIGINT:
+        raise KeyboardInterrupt
+
+
+def _watch(read_end: int, what: str, grace: float, received: Received, stopping: dict[int, str]) -> None:
     try:
         while data := os.read(read_end, 64):
-            names = [STOPPING[number] for number in data if number in STOPPING]
+            names = [stopping[number] for number in data if number in stopping]
             if names:
                 received.record(names[0])
                 _stop(names[0], what, grace)
