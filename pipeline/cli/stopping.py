@@ -52,6 +52,8 @@ def stop_promptly_on_signals(what: str, grace: float = STOP_GRACE_SECONDS) -> It
     if threading.current_thread() is not threading.main_thread():
         yield received
         return
+    # A signal mask inherited from the parent would hold the stopping signals pending for the whole run
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, set(STOPPING))
     read_end, write_end = os.pipe()
     os.set_blocking(write_end, False)
     previous_fd = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
