@@ -18,6 +18,11 @@ are only indicative (the load average is recorded): the ratios, requests, CPU se
 
     .venv/bin/python -m bench.start_bench                                      # scale small
     .venv/bin/python -m bench.start_bench --scale medium --latency-ms 40 --page-size 100
+    .venv/bin/python -m bench.start_bench --postgres       # Dagster's storage in PostgreSQL, as deployed
+
+`--postgres` starts a PostgreSQL server of its own (tests/remote/remote_servers.py: the machine's initdb and pg_ctl,
+fsync off) and gives each command `LESSONSYNC_DAGSTER_POSTGRES_URL`: the instance storage docs/deploy.md sets up,
+where the default is SQLite in the data dir. The warm-up has a database of its own.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -45,10 +52,12 @@ COMMAND = [str(Path(sys.executable).with_name("lessonsync")), "sync"]
 SAMPLE_SECONDS = 0.01  # how often the command's CPU time is read (the kernel counts it in 10 ms ticks)
 
 
-def run_command(stack: Any, data_dir: Path, work: Path, kind: str, concurrency: int) -> dict[str, Any]:
+def run_command(
+    stack: Any, data_dir: Path, work: Path, kind: str, concurrency: int, extra_env: dict[str, str]
+) -> dict[str, Any]:
     """One `lessonsync sync` in a child process: its wall time from just before the start, first requests, peak RSS,
     CPU seconds, exactness, and the bare download of its GETs."""
-    env = command_env(stack, work)
+    env = {**command_env(stack, work), **extra_env}
     requests_before = len(stack.sim.request_log())
     load_before = load_average()
     began = time.monotonic()
@@ -158,7 +167,10 @@ def _exact(stack: Any, data_dir: Path) -> bool:
         return all(diff.equal for diff in compare_warehouse(conn, stack.sim))
 
 
-def measure(scale: str, latency_ms: float | None, page_size: int | None, work: Path) -> dict[str, Any]:
+def measure(
+    scale: str, latency_ms: float | None, page_size: int | None, work: Path, postgres: Any = None
+) -> dict[str, Any]:
+    """`postgres`: a tests/remote/remote_servers.py PostgresServer to keep Dagster's storage in, else SQLite."""
     from pipeline.settings import load_settings
     from pipeline.stack import local_stack
 
@@ -168,6 +180,7 @@ def measure(scale: str, latency_ms: float | None, page_size: int | None, work: P
         "scale": scale,
         "latency_ms": latency_ms,
         "page_size": page_size,
+        "dagster_storage": "postgres" if postgres is not None else "sqlite",
         "cpus": os.cpu_count(),
         "started": datetime.now(UTC).isoformat(timespec="seconds"),
         "load_average_at_start": load_average(),
@@ -180,15 +193,17 @@ def measure(scale: str, latency_ms: float | None, page_size: int | None, work: P
         print(f"[{scale}] warm-up sync (bytecode) ...", file=sys.stderr, flush=True)
         warm_up = work / "warm_up"
         env = {**command_env(stack, work), "DAGSTER_HOME": str(warm_up / "dagster_home")}
+        env.update(_dagster_storage(postgres, "warm_up"))
         env["LESSONSYNC_DATA_DIR"] = str(warm_up / "data")
         warmed, _ = run_sampled(COMMAND, env)
         if warmed.returncode != 0:
             raise SystemExit(f"the warm-up sync failed: {warmed.stderr_tail}")
+        storage = _dagster_storage(postgres, "measured")
         for kind in RUN_KINDS:
             if kind == "one_percent":
                 result["advance_activity"] = stack.advance(hours=24)
             print(f"[{scale}] {kind} sync ...", file=sys.stderr, flush=True)
-            run = result["runs"][kind] = run_command(stack, data_dir, work, kind, concurrency)
+            run = result["runs"][kind] = run_command(stack, data_dir, work, kind, concurrency, storage)
             print(f"[{scale}] {kind}: {_line(run)}", file=sys.stderr, flush=True)
             if "error" in run:
                 break
@@ -200,6 +215,13 @@ def measure(scale: str, latency_ms: float | None, page_size: int | None, work: P
             run["share_of_full"] = round(run["process_seconds"] / full, 3)
             run["share_target"] = target
     return result
+
+
+def _dagster_storage(postgres: Any, database: str) -> dict[str, str]:
+    """The environment that puts a command's Dagster storage in a database of `postgres`; none for SQLite."""
+    if postgres is None:
+        return {}
+    return {"LESSONSYNC_DAGSTER_POSTGRES_URL": postgres.create_database(database)}
 
 
 def _line(run: dict[str, Any]) -> str:
@@ -216,7 +238,8 @@ def _line(run: dict[str, Any]) -> str:
 def summary(result: dict[str, Any]) -> str:
     where = f", {result['latency_ms']:g} ms a request" if result["latency_ms"] else ""
     lines = [
-        f"`lessonsync sync`, whole command, scale {result['scale']}{where}; load average "
+        f"`lessonsync sync`, whole command, scale {result['scale']}{where}, Dagster storage "
+        f"{result.get('dagster_storage', 'sqlite')}; load average "
         f"{result['load_average_at_start'][0]} at the start, {result['load_average_at_end'][0]} at the end "
         f"({result['cpus']} cores)",
         "| run | wall s | CPU s | first request s (CPU s by then) | first GET s | requests | peak RSS MiB | floor s | "
@@ -238,19 +261,36 @@ def summary(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+@contextmanager
+def _postgres(wanted: bool) -> Iterator[Any]:
+    """A PostgreSQL server of this benchmark's own (tests/remote/remote_servers.py), or None."""
+    if not wanted:
+        yield None
+        return
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "remote"))
+    from remote_servers import postgres_server, why_postgres_cannot_run
+
+    if reason := why_postgres_cannot_run():
+        raise SystemExit(reason)
+    with postgres_server() as server:
+        yield server
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", default="small", choices=("tiny", "small", "medium", "large"))
     parser.add_argument("--latency-ms", type=float, default=None, help="every request's latency at the simulator")
     parser.add_argument("--page-size", type=int, default=None, help="LESSONSYNC_PAGE_SIZE (default: the setting's)")
     parser.add_argument("--work-dir", type=Path, default=None, help="kept afterwards (default: a temp dir)")
+    parser.add_argument("--postgres", action="store_true", help="Dagster's storage in a PostgreSQL server of its own")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="start_bench_") as temp:
+    with tempfile.TemporaryDirectory(prefix="start_bench_") as temp, _postgres(args.postgres) as postgres:
         work = args.work_dir or Path(temp)
         work.mkdir(parents=True, exist_ok=True)
-        result = measure(args.scale, args.latency_ms, args.page_size, work)
+        result = measure(args.scale, args.latency_ms, args.page_size, work, postgres)
     RESULTS.mkdir(exist_ok=True)
     suffix = f"_{args.latency_ms:g}ms" if args.latency_ms else ""
+    suffix += "_postgres" if args.postgres else ""
     out = RESULTS / f"start_{args.scale}{suffix}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(summary(result))

@@ -24,6 +24,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
+from dataclasses import fields
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -178,10 +179,10 @@ class Prefetch:
             return "the run reads other windows (a backfill, or another full-refresh flag)"
         if not set(self.fetches) <= streams:
             return f"the run does not sync {', '.join(sorted(set(self.fetches) - streams))}"
-        if warehouse.path != self.settings.warehouse_path or settings != self.settings:
-            fields = type(settings).model_fields
-            differing = [name for name in fields if getattr(settings, name) != getattr(self.settings, name)]
-            return f"the run's settings differ ({', '.join(differing) or 'the warehouse'})"  # names, never values
+        if warehouse.path != self.settings.warehouse_path:
+            return "the run's warehouse is another file"
+        if differing := _fetch_settings_differing(settings, self.settings):
+            return f"the run's settings differ ({', '.join(differing)})"  # names, never values
         # The step's streams share this client: a column another run discovered since, in any table (a stream not
         # fetched ahead too), must be known to its schema step, or that step would place the field otherwise.
         if schema != self.schema:
@@ -287,3 +288,14 @@ def _warm_up(client: PlatformClient) -> None:
         client.first_page()
     except Exception as error:
         log.debug("warming up the client: %s", error)
+
+
+def _fetch_settings_differing(run: Settings, ahead: Settings) -> list[str]:
+    """The settings a fetch depends on (the client's, the sync's, the warehouse's) that differ between the run and
+    the fetch started ahead, by name. The others (Dagster's storage, the lake, alerts) do not change what a fetch
+    reads, and a step that inherits a rewritten one (the PostgreSQL URL given its driver) still adopts it."""
+    differing = []
+    for part in ("client", "sync", "warehouse"):
+        mine, theirs = getattr(run, part), getattr(ahead, part)
+        differing += [f.name for f in fields(mine) if getattr(mine, f.name) != getattr(theirs, f.name)]
+    return differing
