@@ -113,13 +113,14 @@ def test_a_run_carries_a_few_tags_and_no_hook_event(json_sync: Synced) -> None:
 
 def test_a_stuck_sync_says_once_per_stream_what_it_waits_for_and_warns_each_retry(tmp_path: Path) -> None:
     base_url = f"http://operator:{PASSWORD}@127.0.0.1:{_closed_port()}"  # nothing listens there
-    # The budget outlasts the command's start (its fetches, started ahead, wait meanwhile) and a progress period.
+    # The budget outlasts the command's start (its fetches, started ahead, wait meanwhile) and a progress period,
+    # with room for a start three to four times slower on a loaded machine (CI's two workers beside other tests).
     env = _env(
         tmp_path / "data",
         base_url=base_url,
         app_secret=SECRET,
         log_format="json",
-        retry_budget="16",
+        retry_budget="40",
         retry_max_wait="1",
     )
     done = subprocess.run([LESSONSYNC, "sync"], env=env, capture_output=True, text=True, timeout=600)
@@ -138,7 +139,7 @@ def test_a_stuck_sync_says_once_per_stream_what_it_waits_for_and_warns_each_retr
     retries = [r for r in records if r["message"].startswith("retrying POST /v1/token")]
     assert len(retries) >= 2 and {r["level"] for r in retries} == {"WARNING"}
     assert [r["attempt"] for r in retries] == list(range(1, len(retries) + 1))  # one line per retry, not per stream
-    assert all(0 <= r["budget_left_s"] <= 16 and "retry budget left" in r["message"] for r in retries)
+    assert all(0 <= r["budget_left_s"] <= 40 and "retry budget left" in r["message"] for r in retries)
 
     verdict = stuck.verdict
     assert verdict["outcome"] == "failed" and verdict["error"].startswith("platform unreachable: POST /v1/token at ")
