@@ -439,6 +439,8 @@ def main() -> int:
     if args.child:
         print(json.dumps(sync_child(selections, args.urls), default=str))
         return 0
+    if args.work_dir is not None:
+        args.work_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="sync_bench_", dir=args.work_dir) as work:
         results = run_all(args.scale, selections, args.repeat, Path(work), args.latency_ms, args.mirror_off_too)
     print(markdown(results))
