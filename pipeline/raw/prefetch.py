@@ -291,11 +291,14 @@ def _warm_up(client: PlatformClient) -> None:
 
 
 def _fetch_settings_differing(run: Settings, ahead: Settings) -> list[str]:
-    """The settings a fetch depends on (the client's, the sync's, the warehouse's) that differ between the run and
-    the fetch started ahead, by name. The others (Dagster's storage, the lake, alerts) do not change what a fetch
-    reads, and a step that inherits a rewritten one (the PostgreSQL URL given its driver) still adopts it."""
+    """The settings a fetch depends on that differ between the run and the fetch started ahead, by name: the
+    client's, the sync's, the warehouse's, and where the lake keeps the parts it writes. The others (Dagster's
+    storage, the Iceberg catalog, alerts) do not change what a fetch reads or writes, so a step that sees one of
+    them rewritten since (the PostgreSQL URL given its driver) still adopts it."""
     differing = []
     for part in ("client", "sync", "warehouse"):
         mine, theirs = getattr(run, part), getattr(ahead, part)
         differing += [f.name for f in fields(mine) if getattr(mine, f.name) != getattr(theirs, f.name)]
-    return differing
+    if run.lake.location != ahead.lake.location:
+        differing.append("lake_url")
+    return list(dict.fromkeys(differing))  # a setting two parts read (the lookback) is named once
