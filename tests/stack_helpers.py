@@ -1,5 +1,10 @@
 """Assertions about a local stack, shared by the end-to-end tests (imported by name: tests/ is on sys.path)."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import duckdb
 
 from pipeline.stack import Stack
@@ -13,3 +18,26 @@ def assert_warehouse_equals_platform(stack: Stack) -> None:
         diffs = compare_warehouse(conn, stack.sim)
     unequal = [d.summary() for d in diffs if not d.equal]
     assert not unequal, "warehouse differs from the platform:\n" + "\n".join(unequal)
+
+
+ADOPTED = "adopted the fetches started"  # the raw step's line when it takes the fetches its command started
+
+
+def sync_command_adopting_its_fetches(stack: Stack, dagster_home: Path, **env: str) -> str:
+    """A day after a raw sync (cursors to read from: the fetches started ahead are incremental), `lessonsync sync`
+    with `env` on top of the stack's; asserts that it succeeds and its raw step adopts, never discards, the fetches
+    it started ahead. Returns its output."""
+    assert stack.sync(select=RAW).success
+    stack.advance(hours=24)
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "sync"],
+        env={**os.environ, **stack.run_env(), "DAGSTER_HOME": str(dagster_home), **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=280,
+    )
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert any(ADOPTED in line for line in done.stdout.splitlines()), done.stdout[-3000:]
+    assert "discarded the fetches" not in done.stdout, done.stdout[-3000:]
+    return done.stdout

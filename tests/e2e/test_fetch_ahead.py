@@ -13,37 +13,22 @@ import duckdb
 import pytest
 from dagster import DagsterInstance
 from iceberg_helpers import ICEBERG_ENV
-from stack_helpers import RAW, assert_warehouse_equals_platform
+from stack_helpers import ADOPTED, RAW, assert_warehouse_equals_platform, sync_command_adopting_its_fetches
 
 from pipeline.raw.prefetch import fetch_ahead
 from pipeline.settings import load_settings
 from pipeline.stack import environment, local_stack
 from pipeline.sync import run_sync
 
-ADOPTED = "adopted the fetches started"
-
 
 @pytest.mark.slow
 def test_lessonsync_sync_adopts_the_fetches_it_started_and_the_warehouse_equals_the_platform(tmp_path):
     with local_stack(tmp_path / "data", scale="tiny") as stack:
-        assert stack.sync(select=RAW).success  # cursors to read from, so the run's windows are incremental
-        stack.advance(hours=24)
-        env = {**os.environ, **stack.run_env(), "DAGSTER_HOME": str(tmp_path / "dagster_home")}
-        done = subprocess.run(
-            [sys.executable, "-m", "pipeline.cli", "sync"],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            timeout=280,
-        )
-        assert done.returncode == 0, done.stdout[-3000:]
-        adopted = [line for line in done.stdout.splitlines() if ADOPTED in line]
-        assert adopted, done.stdout[-3000:]
+        output = sync_command_adopting_its_fetches(stack, tmp_path / "dagster_home")
+        adopted = [line for line in output.splitlines() if ADOPTED in line]
         assert all(stream in adopted[0] for stream in ("active_lessons", "categories", "groups", "lessons"))
-        assert "discarded the fetches" not in done.stdout
         # What the client said while fetching ahead is said by the run's raw step, once (in its event log too).
-        said = [line for line in done.stdout.splitlines() if re.search(r"(?<![a-z_])lessons done: ", line)]
+        said = [line for line in output.splitlines() if re.search(r"(?<![a-z_])lessons done: ", line)]
         assert len(said) == 1 and " lms_raw] " in said[0], said  # the run's step names the line
         assert_warehouse_equals_platform(stack)
 
