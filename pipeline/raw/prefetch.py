@@ -248,13 +248,15 @@ class Prefetch:
 class HeldLogs(logging.Filter):
     """On the client's logger while a prefetch is not yet adopted: its lines (any thread but the main one, where
     Dagster runs; the client's are the prefetch's until the step opens its own) are held, then said by the step
-    (`release`), in its run's event log and on the console once, as a step that fetched them itself says them."""
+    (`release`), in its run's event log and on the console once, as a step that fetched them itself says them.
+    Lines keep being held while the held ones are said, so the console shows every line in the order said."""
 
     def __init__(self) -> None:
         super().__init__()
         self.records: deque[logging.LogRecord] = deque(maxlen=HELD_RECORDS)
-        self.seen = 0
+        self.dropped = 0  # the oldest lines the full deque let go
         self.released = False
+        self._releasing = False
         self._lock = threading.Lock()
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -263,23 +265,32 @@ class HeldLogs(logging.Filter):
         with self._lock:
             if self.released:
                 return True
+            if len(self.records) == self.records.maxlen:
+                self.dropped += 1
             self.records.append(record)
-            self.seen += 1
             return False
 
     def release(self, log: Log | logging.Logger) -> None:
-        """Say the held lines through `log`, once; from then on the client's lines pass."""
+        """Say the held lines through `log`, once, and those held while they are said; then the client's lines
+        pass."""
         with self._lock:
-            if self.released:
+            if self._releasing:
                 return
-            self.released = True
-            records, seen = list(self.records), self.seen
+            self._releasing = True
+        while True:
+            with self._lock:
+                records, dropped = list(self.records), self.dropped
+                self.records.clear()
+                self.dropped = 0
+                if not records and not dropped:
+                    self.released = True
+                    break
+            if dropped:
+                log.warning(f"{dropped} earlier line(s) of the fetches started ahead not shown")
+            for record in records:  # with their fields (a retry's attempt and budget left, a stream's counts)
+                say = log.warning if record.levelno >= logging.WARNING else log.info
+                say(record.getMessage(), extra=record_fields(record))
         logging.getLogger(SOURCE_LOGGER).removeFilter(self)
-        if seen > len(records):
-            log.warning(f"{seen - len(records)} earlier line(s) of the fetches started ahead not shown")
-        for record in records:  # with their fields (a retry's attempt and budget left, a stream's counts)
-            say = log.warning if record.levelno >= logging.WARNING else log.info
-            say(record.getMessage(), extra=record_fields(record))
 
 
 def _warm_up(client: PlatformClient) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from iceberg_helpers import assert_mirror_equals, open_catalog
-from warehouse_helpers import ALL_SPECS, ANSWER_RESULTS, ANSWERS, GROUPS, answer, make_warehouse, result
+from warehouse_helpers import ALL_SPECS, ANSWER_RESULTS, ANSWERS, GROUPS, SESSIONS, answer, make_warehouse, result
 from warehouse_helpers import load_once as load_only
 
 from pipeline.contract.tables import TableSpec
@@ -314,3 +314,30 @@ def test_a_lake_under_a_path_with_reserved_characters_is_mirrored_where_it_lies(
     files = list((home / "lake" / "iceberg" / "lms" / "groups" / "data").glob("*.parquet"))
     assert files, "the data files lie under the data directory as it is named"
     assert not list(tmp_path.glob("data%2B*")), "no directory named by the percent-encoded path"
+
+
+def test_the_background_mirror_asks_after_the_tables_a_commit_changed_only(
+    mirrored: Warehouse, where, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The background mirror asks after each commit's tables: telling whether they are current counts their rows
+    and no other table's (at scale, counting every table after every commit was most of a no-change run's mirror)."""
+    import pipeline.warehouse.lake.iceberg as iceberg
+
+    session = {"id": "s1", "title": "S", "presenters": ["p"], "start_date": None}
+    load_once(mirrored, "groups", [(GROUPS, [group("g1")])])
+    load_once(mirrored, "lesson_sessions", [(SESSIONS, [session])])
+    load_only(mirrored, "lesson_sessions", [(SESSIONS, [{**session, "title": "renamed"}])])
+    before = snapshot_id(where, "lesson_sessions")
+    counted: list[str] = []
+    counting = iceberg._count
+    monkeypatch.setattr(
+        iceberg, "_count", lambda conn, relation, *a: counted.append(relation) or counting(conn, relation, *a)
+    )
+    assert mirrored.table_mirror is not None
+    with mirrored.connect() as conn:
+        assert mirrored.table_mirror.sync_tables_behind(conn, ["groups"]) == []  # current: nothing opened
+        assert counted == ['lms."groups"']
+        assert snapshot_id(where, "lesson_sessions") == before  # behind, and not asked after
+        written = mirrored.table_mirror.sync_tables_behind(conn, ["lesson_sessions"])
+    assert [(s.table, s.error, s.wrote) for s in written] == [("lms.lesson_sessions", "", True)]
+    assert_mirror_equals(mirrored.path, where)

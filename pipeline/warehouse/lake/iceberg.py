@@ -28,7 +28,7 @@ import sqlite3
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import closing, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -334,8 +334,9 @@ class IcebergMirror:
         """sync_behind for the tables `names` only, while loads of other tables may commit on other connections:
         the record of a table it vouches for is left as it is (moving it to the newest load time could vouch for a
         load committed meanwhile), and each table brought up records the load time read before its rows."""
-        current = {table.name for table in self._current(conn)}
-        behind = [name for name in names if name not in current]
+        wanted = list(names)
+        current = {table.name for table in self._current(conn, set(wanted))}
+        behind = [name for name in wanted if name not in current]
         return self.sync_raw(conn, behind) if behind else []
 
     def prepare(self, conn: duckdb.DuckDBPyConnection) -> None:
@@ -343,9 +344,10 @@ class IcebergMirror:
         (a catalog change there and here at once would conflict)."""
         _ensure_record(conn)
 
-    def _current(self, conn: duckdb.DuckDBPyConnection) -> dict[TableDef, int]:
-        """The tables (-> rows) the record vouches for, and a SQLite catalog still registers here."""
-        current = _current_by_record(conn, self.mirror_id)
+    def _current(self, conn: duckdb.DuckDBPyConnection, names: Collection[str] | None = None) -> dict[TableDef, int]:
+        """The tables (-> rows; of `names` only, when given) the record vouches for, and a SQLite catalog still
+        registers here."""
+        current = _current_by_record(conn, self.mirror_id, names)
         registered = self._registered(SCHEMA) if current else None
         if registered is not None:
             current = {t: rows for t, rows in current.items() if self._registered_here(registered.get(t.name))}
@@ -1039,9 +1041,12 @@ def _last_changes(conn: duckdb.DuckDBPyConnection, since: datetime) -> dict[str,
     return changed
 
 
-def _current_by_record(conn: duckdb.DuckDBPyConnection, mirror_id: str) -> dict[TableDef, int]:
-    """The tables (-> rows) whose Iceberg table the record shows equal to the warehouse now: no load changed them
-    after the recorded load time, and they hold the recorded rows and columns."""
+def _current_by_record(
+    conn: duckdb.DuckDBPyConnection, mirror_id: str, names: Collection[str] | None = None
+) -> dict[TableDef, int]:
+    """The tables (-> rows; of `names` only, when given) whose Iceberg table the record shows equal to the warehouse
+    now: no load changed them after the recorded load time, and they hold the recorded rows and columns. Each table
+    asked about costs a count, so the background mirror, which asks after each commit, asks for its tables only."""
     _ensure_record(conn)
     query = (
         f"SELECT table_name, loaded_through, row_count, columns FROM {MIRROR_RECORD} WHERE mirror = ? "
@@ -1050,6 +1055,7 @@ def _current_by_record(conn: duckdb.DuckDBPyConnection, mirror_id: str) -> dict[
     recorded = {
         name: (through, rows, cols)
         for name, through, rows, cols in conn.execute(query, [mirror_id, MART_RECORD_PREFIX]).fetchall()
+        if names is None or name in names
     }
     if not recorded:
         return {}
