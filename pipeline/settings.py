@@ -404,8 +404,9 @@ class Settings(BaseSettings):
         180.0,
         gt=0,
         le=900,
-        description="Seconds the Iceberg mirror waits for a SQLite catalog another process holds locked before its step "
-        "fails (the warehouse's write lock is held meanwhile; the loads are committed already).",
+        description="Seconds the Iceberg mirror waits for a SQLite catalog another process holds locked, or for a lock "
+        "another session holds in a PostgreSQL catalog (its lock_timeout), before its step fails (the warehouse's write "
+        "lock is held meanwhile; the loads are committed already).",
     )
     iceberg_snapshot_retention: timedelta = Field(
         timedelta(days=7),

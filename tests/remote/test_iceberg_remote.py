@@ -41,3 +41,30 @@ def test_tables_on_s3_with_the_catalog_in_postgres_equal_the_warehouse(remote_st
         cur.execute("SELECT count(*) FROM iceberg_tables WHERE catalog_name = %s", (CATALOG_NAME,))
         (count,) = cur.fetchone()
     assert count == len(rows) + len(marts)
+
+
+def test_a_lock_held_in_the_postgres_catalog_fails_only_the_mirror_step_within_its_bound(remote_stack, postgres_url):
+    """A session holding a lock the catalog's commits need (a long transaction, a `LOCK TABLE` of an admin) is
+    waited for LESSONSYNC_ICEBERG_CATALOG_BUSY_TIMEOUT at most, as a locked SQLite catalog is: then the mirror steps
+    fail, every raw load committed, and the next run brings the tables up."""
+    stack, instance = remote_stack
+    stack.env.update(ICEBERG_ENV)
+    assert stack.sync(instance=instance).success
+    stack.advance(hours=24)
+    holder = psycopg2.connect(postgres_url)
+    try:
+        with holder.cursor() as cur:  # psycopg2 opens a transaction: the lock is held until the rollback
+            cur.execute("LOCK TABLE iceberg_tables IN EXCLUSIVE MODE")  # readers pass, no commit does
+        stack.env["LESSONSYNC_ICEBERG_CATALOG_BUSY_TIMEOUT"] = "2"
+        report = stack.sync(instance=instance)
+        assert not report.success
+        assert "lake/iceberg_tables" in (report.error or "") and "stayed locked" in (report.error or ""), report.error
+        assert postgres_url.split("@")[0] not in (report.error or "")  # the URL's credentials are never said
+        assert_warehouse_equals_platform(stack)
+    finally:
+        holder.rollback()
+        holder.close()
+    healed = stack.sync(instance=instance)
+    assert healed.success, healed.error
+    with environment(stack.run_env()):
+        assert_iceberg_equals_warehouse(load_settings())

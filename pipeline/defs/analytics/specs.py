@@ -84,7 +84,8 @@ def check_results(outcomes: list[TestOutcome], selected: set[AssetCheckKey]) -> 
 
 def materialization(result: ModelResult, as_of: datetime) -> MaterializeResult[Any]:
     """A model built: its data version is the digest of its inputs. A model unchanged since its last build is not
-    materialized at all (its spec is skippable): its last materialization, with the same data version, stands."""
+    materialized at all (its spec is skippable): its last materialization, with the same data version, stands.
+    `build` says how it was built: whole, or incrementally (then `rows_replaced` counts the rows its SQL gave)."""
     version = DataVersion(result.inputs) if result.inputs is not None else None
     incremental = {"rows_replaced": result.replaced} if result.replaced is not None else {}
     return MaterializeResult(
@@ -100,7 +101,7 @@ def materialization(result: ModelResult, as_of: datetime) -> MaterializeResult[A
             ),
             "seconds": round(result.seconds, 3),
             "as_of": as_of.isoformat(),
-            "rebuilt": True,
+            "build": "incremental" if result.replaced is not None else "full",
             **incremental,
         },
     )

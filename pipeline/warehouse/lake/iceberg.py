@@ -35,6 +35,7 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
+from urllib.parse import quote
 
 import duckdb
 import pyarrow as pa
@@ -72,8 +73,8 @@ COPY_CHUNK = 8 << 20
 # that hold them (changed keys spread over most files by then).
 REWRITE_FRACTION = 0.25
 MAX_ROWS_CHANGED = 200_000
-# How long a write waits for a SQLite catalog another process holds (a reader's open transaction, a writer) before
-# the mirror step fails; LESSONSYNC_ICEBERG_CATALOG_BUSY_TIMEOUT sets it. The warehouse's write lock is held
+# How long a write waits for a SQLite catalog another process holds (a reader's open transaction, a writer), or for a
+# lock another session holds in a PostgreSQL catalog, before the mirror step fails; LESSONSYNC_ICEBERG_CATALOG_BUSY_TIMEOUT sets it. The warehouse's write lock is held
 # meanwhile, so it stays a few minutes at most.
 DEFAULT_CATALOG_BUSY_TIMEOUT = 180.0
 # Per mirror and table, what its Iceberg table was last seen to hold. Written only after the Iceberg commit (or a
@@ -154,11 +155,16 @@ def s3_properties() -> dict[str, str]:
 
 
 def sqlalchemy_url(url: str, busy_timeout: float | None = None) -> str:
-    """A postgresql:// URL as SQLAlchemy names its psycopg2 driver; a SQLite one with `busy_timeout` as its
-    `timeout` (SQLAlchemy hands it to sqlite3: how long a locked database is waited for); anything else as given."""
+    """A postgresql:// URL as SQLAlchemy names its psycopg2 driver, with `busy_timeout` as the session's
+    `lock_timeout` (a lock another session holds is waited for that long, then the statement fails); a SQLite one
+    with `busy_timeout` as its `timeout` (SQLAlchemy hands it to sqlite3: how long a locked database is waited for);
+    anything else as given. A bound the URL sets itself is kept."""
     for prefix in ("postgresql://", "postgres://"):
         if url.startswith(prefix):
-            return "postgresql+psycopg2://" + url[len(prefix) :]
+            url = "postgresql+psycopg2://" + url[len(prefix) :]
+    if busy_timeout is not None and url.startswith("postgresql+psycopg2://") and "options=" not in url:
+        options = quote(f"-c lock_timeout={round(busy_timeout * 1000)}")
+        return f"{url}{'&' if '?' in url else '?'}options={options}"
     if busy_timeout is not None and url.startswith("sqlite:") and "timeout=" not in url:
         return f"{url}{'&' if '?' in url else '?'}timeout={busy_timeout:g}"
     return url
@@ -310,7 +316,7 @@ class IcebergMirror:
         self.close()
         path = self.where.catalog_file
         name = f"Iceberg catalog {path}" if path is not None else "Iceberg catalog database"
-        if "locked" in str(error) or "busy" in str(error).lower():
+        if any(said in str(error).lower() for said in ("locked", "busy", "lock timeout")):
             return CatalogUnavailable(
                 f"{name} stayed locked by another process for {self.where.busy_timeout:g} s "
                 "(LESSONSYNC_ICEBERG_CATALOG_BUSY_TIMEOUT): end the reader or writer holding it"
