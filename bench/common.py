@@ -29,6 +29,13 @@ from urllib.parse import urlsplit
 import httpx
 
 
+def work_dir(text: str) -> Path:
+    """A `--work-dir` argument: the directory, created when missing (argparse's `type=`)."""
+    path = Path(text)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -50,6 +50,7 @@ from bench.common import (
     run_bare_download,
     run_reported,
     start_simulator,
+    work_dir,
     write_doc_section,
 )
 from bench.rss_timeline import TIMELINE_ENV
@@ -415,7 +416,7 @@ def main() -> int:
         default=[],
         help="asset selection, one benchmark sequence each (default 'key:lms/*'); repeatable",
     )
-    parser.add_argument("--work-dir", type=Path, help="data dirs go here (default: a temp dir, removed after)")
+    parser.add_argument("--work-dir", type=work_dir, help="data dirs go here (default: a temp dir, removed after)")
     parser.add_argument(
         "--latency-ms",
         type=float,
@@ -439,8 +440,6 @@ def main() -> int:
     if args.child:
         print(json.dumps(sync_child(selections, args.urls), default=str))
         return 0
-    if args.work_dir is not None:
-        args.work_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="sync_bench_", dir=args.work_dir) as work:
         results = run_all(args.scale, selections, args.repeat, Path(work), args.latency_ms, args.mirror_off_too)
     print(markdown(results))
