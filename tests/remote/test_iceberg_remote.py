@@ -68,3 +68,25 @@ def test_a_lock_held_in_the_postgres_catalog_fails_only_the_mirror_step_within_i
     assert healed.success, healed.error
     with environment(stack.run_env()):
         assert_iceberg_equals_warehouse(load_settings())
+
+
+def test_every_catalog_connection_keeps_its_lock_bound_across_rollbacks(postgres_url):
+    """The bound is a statement each connection runs as it opens, committed: the pool's rollbacks keep it, and the
+    URL stays one PgBouncer or RDS Proxy accepts (no `options` connection parameter)."""
+    from sqlalchemy import create_engine, text
+
+    from pipeline.warehouse.lake.iceberg import bound_lock_waits, sqlalchemy_url
+
+    url = sqlalchemy_url(postgres_url, 2.5)
+    assert "options" not in url
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:  # opened before the bound: closed by it
+            conn.execute(text("SELECT 1"))
+        bound_lock_waits(engine, 2.5)
+        for _ in range(2):
+            with engine.connect() as conn:
+                assert conn.execute(text("SHOW lock_timeout")).scalar() == "2500ms"
+                conn.rollback()
+    finally:
+        engine.dispose()

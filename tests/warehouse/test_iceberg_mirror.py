@@ -341,29 +341,3 @@ def test_the_background_mirror_asks_after_the_tables_a_commit_changed_only(
         written = mirrored.table_mirror.sync_tables_behind(conn, ["lesson_sessions"])
     assert [(s.table, s.error, s.wrote) for s in written] == [("lms.lesson_sessions", "", True)]
     assert_mirror_equals(mirrored.path, where)
-
-
-@pytest.mark.parametrize(
-    ("url", "expected"),
-    [
-        (
-            "postgresql://u:p%40ss@db:5432/dagster",
-            "postgresql+psycopg2://u:p%40ss@db:5432/dagster?options=-c%20lock_timeout%3D2500",
-        ),
-        (
-            "postgres://db/dagster?sslmode=require",
-            "postgresql+psycopg2://db/dagster?sslmode=require&options=-c%20lock_timeout%3D2500",
-        ),
-        (
-            "postgresql://db/dagster?options=-c%20lock_timeout%3D9000",
-            "postgresql+psycopg2://db/dagster?options=-c%20lock_timeout%3D9000",
-        ),
-        ("sqlite:////data/catalog.sqlite3", "sqlite:////data/catalog.sqlite3?timeout=2.5"),
-    ],
-)
-def test_the_catalog_bound_reaches_postgres_as_its_lock_timeout_and_sqlite_as_its_timeout(
-    url: str, expected: str
-) -> None:
-    from pipeline.warehouse.lake.iceberg import sqlalchemy_url
-
-    assert sqlalchemy_url(url, 2.5) == expected

@@ -34,8 +34,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
-from urllib.parse import quote
+from typing import TYPE_CHECKING, Any, Protocol
 
 import duckdb
 import pyarrow as pa
@@ -53,6 +52,7 @@ if TYPE_CHECKING:
     from pyiceberg.io import FileIO
     from pyiceberg.manifest import DataFile
     from pyiceberg.table import Table, Transaction
+    from sqlalchemy.engine import Engine
 
     from pipeline.settings import LakeSettings
 
@@ -155,19 +155,34 @@ def s3_properties() -> dict[str, str]:
 
 
 def sqlalchemy_url(url: str, busy_timeout: float | None = None) -> str:
-    """A postgresql:// URL as SQLAlchemy names its psycopg2 driver, with `busy_timeout` as the session's
-    `lock_timeout` (a lock another session holds is waited for that long, then the statement fails); a SQLite one
-    with `busy_timeout` as its `timeout` (SQLAlchemy hands it to sqlite3: how long a locked database is waited for);
-    anything else as given. A bound the URL sets itself is kept."""
+    """A postgresql:// URL as SQLAlchemy names its psycopg2 driver; a SQLite one with `busy_timeout` as its
+    `timeout` (SQLAlchemy hands it to sqlite3: how long a locked database is waited for); anything else as given."""
     for prefix in ("postgresql://", "postgres://"):
         if url.startswith(prefix):
-            url = "postgresql+psycopg2://" + url[len(prefix) :]
-    if busy_timeout is not None and url.startswith("postgresql+psycopg2://") and "options=" not in url:
-        options = quote(f"-c lock_timeout={round(busy_timeout * 1000)}")
-        return f"{url}{'&' if '?' in url else '?'}options={options}"
+            return "postgresql+psycopg2://" + url[len(prefix) :]
     if busy_timeout is not None and url.startswith("sqlite:") and "timeout=" not in url:
         return f"{url}{'&' if '?' in url else '?'}timeout={busy_timeout:g}"
     return url
+
+
+def bound_lock_waits(engine: Engine, seconds: float) -> None:
+    """On PostgreSQL, each connection of `engine` waits at most `seconds` for a lock another session holds: its
+    `lock_timeout`, set by a statement as it opens (not as a connection option, which PgBouncer and RDS Proxy
+    refuse) and committed, so that a rollback keeps it. Connections the pool opened before are closed."""
+    if engine.dialect.name != "postgresql":
+        return
+    from sqlalchemy import event
+
+    def bound(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"SET lock_timeout = {max(1, round(seconds * 1000))}")
+        finally:
+            cursor.close()
+        dbapi_connection.commit()
+
+    event.listen(engine, "connect", bound)
+    engine.dispose()
 
 
 def sqlite_file(url: str) -> Path | None:
@@ -294,6 +309,7 @@ class IcebergMirror:
                     warehouse=self.where.location,
                     **self.where.io_properties,
                 )
+                bound_lock_waits(catalog.engine, self.where.busy_timeout)
                 for namespace in (SCHEMA, MARTS_NAMESPACE):
                     catalog.create_namespace_if_not_exists(namespace)
             except Exception as error:
