@@ -37,7 +37,7 @@ import duckdb
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.common import run_measured, work_dir  # noqa: E402
+from bench.common import created_directory, run_measured  # noqa: E402
 from pipeline.analytics.build import build_models  # noqa: E402
 from pipeline.analytics.models import AnalyticsProject, load_project  # noqa: E402
 from pipeline.analytics.publish import publish  # noqa: E402
@@ -266,7 +266,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", choices=SCALES, default="large")
     parser.add_argument("--data-dir", type=Path, help="use this synced data directory (copied) instead")
-    parser.add_argument("--work-dir", type=work_dir, help="keep the synthetic warehouse here and reuse it next time")
+    parser.add_argument(
+        "--work-dir", type=created_directory, help="keep the synthetic warehouse here and reuse it next time"
+    )
     parser.add_argument("--no-change-runs", action="store_true", help="measure the full build and publish only")
     parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)  # the child process
     args = parser.parse_args()

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 import httpx
 
 
-def work_dir(text: str) -> Path:
+def created_directory(text: str) -> Path:
     """A `--work-dir` argument: the directory, created when missing (argparse's `type=`)."""
     path = Path(text)
     path.mkdir(parents=True, exist_ok=True)

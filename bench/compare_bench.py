@@ -40,7 +40,7 @@ from typing import Any
 
 import httpx
 
-from bench.common import DOC, ChildRun, free_port, run_measured, start_simulator, work_dir, write_doc_section
+from bench.common import DOC, ChildRun, created_directory, free_port, run_measured, start_simulator, write_doc_section
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -799,7 +799,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--only", choices=("compare", "scaling", "docs"), help="one part only")
     parser.add_argument("--no-docs", action="store_true", help="do not touch docs/ (tests)")
-    parser.add_argument("--work-dir", type=work_dir, help="temporary data goes under here (default: the temp dir)")
+    parser.add_argument(
+        "--work-dir", type=created_directory, help="temporary data goes under here (default: the temp dir)"
+    )
     parser.add_argument("--results-dir", type=Path, help="JSON results go here (default bench/results)")
     parser.add_argument(
         "--dlt-configs",

@@ -35,12 +35,12 @@ import httpx
 from bench.common import (
     DOC,
     CpuMeter,
+    created_directory,
     free_port,
     load_average,
     run_bare_download,
     run_reported,
     start_simulator,
-    work_dir,
     write_doc_section,
 )
 
@@ -282,7 +282,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--select", action="append", default=[], help="asset selection (default: everything)")
     parser.add_argument("--repeat", type=int, default=3, help="rounds (medians reported)")
-    parser.add_argument("--work-dir", type=work_dir, help="temporary data goes under here (default: the temp dir)")
+    parser.add_argument(
+        "--work-dir", type=created_directory, help="temporary data goes under here (default: the temp dir)"
+    )
     parser.add_argument("--no-docs", action="store_true", help="do not touch docs/BENCHMARKS.md")
     parser.add_argument("--child", choices=("lessonsync",), help=argparse.SUPPRESS)
     parser.add_argument("--urls", help=argparse.SUPPRESS)

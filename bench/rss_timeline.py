@@ -557,14 +557,14 @@ def run_kinds(scale: str, kinds: list[str], work_dir: Path, select: str) -> dict
 
 
 def main() -> int:
-    from bench.common import work_dir
+    from bench.common import created_directory
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", default="medium", choices=["tiny", "small", "medium", "large"])
     parser.add_argument("--kinds", default="full,no_change,one_percent")
     parser.add_argument("--select", default="key:lms/*")
     parser.add_argument(
-        "--work-dir", type=work_dir, required=True, help="data dir, Dagster home (must not hold a warehouse)"
+        "--work-dir", type=created_directory, required=True, help="data dir, Dagster home (must not hold a warehouse)"
     )
     args = parser.parse_args()
     reports = run_kinds(args.scale, args.kinds.split(","), args.work_dir, args.select)

@@ -41,7 +41,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.common import ChildRun, PeakRss, load_average, run_bare_download, work_dir
+from bench.common import ChildRun, PeakRss, created_directory, load_average, run_bare_download
 
 RESULTS = Path(__file__).resolve().parent / "results"
 RUN_KINDS = ("full", "no_change", "one_percent")
@@ -281,7 +281,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", default="small", choices=("tiny", "small", "medium", "large"))
     parser.add_argument("--latency-ms", type=float, default=None, help="every request's latency at the simulator")
     parser.add_argument("--page-size", type=int, default=None, help="LESSONSYNC_PAGE_SIZE (default: the setting's)")
-    parser.add_argument("--work-dir", type=work_dir, default=None, help="kept afterwards (default: a temp dir)")
+    parser.add_argument(
+        "--work-dir", type=created_directory, default=None, help="kept afterwards (default: a temp dir)"
+    )
     parser.add_argument("--postgres", action="store_true", help="Dagster's storage in a PostgreSQL server of its own")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="start_bench_") as temp, _postgres(args.postgres) as postgres:

@@ -44,13 +44,13 @@ import httpx
 
 from bench.common import (
     DOC,
+    created_directory,
     free_port,
     recorded_gets,
     requests_by_endpoint,
     run_bare_download,
     run_reported,
     start_simulator,
-    work_dir,
     write_doc_section,
 )
 from bench.rss_timeline import TIMELINE_ENV
@@ -416,7 +416,9 @@ def main() -> int:
         default=[],
         help="asset selection, one benchmark sequence each (default 'key:lms/*'); repeatable",
     )
-    parser.add_argument("--work-dir", type=work_dir, help="data dirs go here (default: a temp dir, removed after)")
+    parser.add_argument(
+        "--work-dir", type=created_directory, help="data dirs go here (default: a temp dir, removed after)"
+    )
     parser.add_argument(
         "--latency-ms",
         type=float,

@@ -74,8 +74,9 @@ COPY_CHUNK = 8 << 20
 REWRITE_FRACTION = 0.25
 MAX_ROWS_CHANGED = 200_000
 # How long a write waits for a SQLite catalog another process holds (a reader's open transaction, a writer), or for a
-# lock another session holds in a PostgreSQL catalog, before the mirror step fails; LESSONSYNC_ICEBERG_CATALOG_BUSY_TIMEOUT sets it. The warehouse's write lock is held
-# meanwhile, so it stays a few minutes at most.
+# lock another session holds in a PostgreSQL catalog, before the mirror step fails;
+# LESSONSYNC_ICEBERG_CATALOG_BUSY_TIMEOUT sets it. The warehouse's write lock is held meanwhile, so it stays a few
+# minutes at most.
 DEFAULT_CATALOG_BUSY_TIMEOUT = 180.0
 # Per mirror and table, what its Iceberg table was last seen to hold. Written only after the Iceberg commit (or a
 # check) it records, so a crash between the two leaves the record behind the table, never ahead: the next commit
