@@ -98,8 +98,11 @@ class RunningReceiver:
 @contextmanager
 def serve_in_thread(settings: WebhookSettings, parser: str = "auto") -> Iterator[RunningReceiver]:
     """The real app on a real uvicorn server in a thread of the test process (so caplog sees its logs);
-    `parser`: the bounded protocol's HTTP parser (httptools when installed, or h11)."""
-    port = free_port()
+    `parser`: the bounded protocol's HTTP parser (httptools when installed, or h11). The server takes a socket
+    bound here, so no other test's server can take its port between choosing it and listening on it."""
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    port = int(listening.getsockname()[1])
     app = create_app(settings)
     server = uvicorn.Server(
         server_config(
@@ -114,11 +117,12 @@ def serve_in_thread(settings: WebhookSettings, parser: str = "auto") -> Iterator
             access_log=False,
         )
     )
-    thread = threading.Thread(target=server.run, daemon=True)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listening]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
     while not server.started:
         if not thread.is_alive() or time.monotonic() > deadline:
+            listening.close()
             raise RuntimeError("receiver thread did not start")
         time.sleep(0.02)
     base = f"http://127.0.0.1:{port}"
@@ -129,38 +133,75 @@ def serve_in_thread(settings: WebhookSettings, parser: str = "auto") -> Iterator
         client.close()
         server.should_exit = True
         thread.join(timeout=20)
+        listening.close()
 
 
 @contextmanager
 def receiver_process(inbox_path: Path, env: dict[str, str]) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
-    """`lessonsync receive` as its own process; yields (process, POST url). Killed on exit if still alive."""
-    port = free_port()
+    """`lessonsync receive` as its own process; yields (process, POST url). Killed on exit if still alive.
+
+    A port chosen free can be taken by another test's server before the receiver listens on it; that server
+    would then answer in the receiver's place. So the receiver counts as up only once its own log says it
+    listens on the port, and a port found taken is given up for another."""
     full_env = {**os.environ, "LESSONSYNC_WEBHOOK_INBOX_PATH": str(inbox_path), **env}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pipeline.cli", "receive", "--port", str(port)],
-        cwd=REPO,
-        env=full_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        _wait_healthy(base, process)
-        yield process, base + "/webhooks/certificates"
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGKILL)
-        process.wait(timeout=20)
-        if process.stdout:
-            process.stdout.close()
+    for _ in range(5):
+        port = free_port()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "pipeline.cli", "receive", "--port", str(port)],
+            cwd=REPO,
+            env=full_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        output = _drain(process)  # also keeps a full pipe from blocking the receiver
+        base = f"http://127.0.0.1:{port}"
+        try:
+            if _wait_listening(base, process, output):
+                _wait_healthy(base, process)
+                yield process, base + "/webhooks/certificates"
+                return
+        finally:
+            if process.poll() is None:
+                process.send_signal(signal.SIGKILL)
+            process.wait(timeout=20)
+    raise RuntimeError("receiver found its port taken five times over")
+
+
+def _drain(process: subprocess.Popen[bytes]) -> list[str]:
+    """The process's output lines as they come, read by a thread of their own."""
+    lines: list[str] = []
+
+    def read() -> None:
+        assert process.stdout is not None
+        with process.stdout:
+            for raw in process.stdout:
+                lines.append(raw.decode(errors="replace"))
+
+    threading.Thread(target=read, daemon=True).start()
+    return lines
+
+
+def _wait_listening(base: str, process: subprocess.Popen[bytes], output: list[str]) -> bool:
+    """True once the receiver says it listens on `base`; False when it exits because the port is taken."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if any(f"running on {base} " in line for line in output):
+            return True
+        if process.poll() is not None:
+            time.sleep(0.2)  # the reader thread's last lines
+            said = "".join(output)
+            if "address already in use" in said.lower():
+                return False
+            raise RuntimeError(f"receiver exited with {process.returncode}: {said}")
+        time.sleep(0.05)
+    raise RuntimeError(f"receiver did not say it listens on {base} in 30 s: {''.join(output)}")
 
 
 def _wait_healthy(base: str, process: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            output = process.stdout.read().decode() if process.stdout else ""
-            raise RuntimeError(f"receiver exited with {process.returncode}: {output}")
+            raise RuntimeError(f"receiver exited with {process.returncode}")
         try:
             if httpx.get(base + "/healthz", timeout=1).status_code == 200:
                 return
