@@ -27,6 +27,8 @@ M_ARENA_MAX = -8
 ARENA_MAX = 2
 MMAP_THRESHOLD = 128 * 1024  # glibc's initial value, kept fixed (no dynamic raise)
 _tuned: bool | None = None
+_collections_paused = False  # by pause_collections, until resume_collections
+_frozen_for_the_process = False  # resume_collections froze the heap for the rest of this one-shot process
 
 
 @contextmanager
@@ -41,7 +43,29 @@ def sync_process_memory() -> Iterator[None]:
     try:
         yield
     finally:
-        gc.unfreeze()
+        if not _frozen_for_the_process:
+            gc.unfreeze()
+
+
+def pause_collections() -> None:
+    """No garbage collection until `resume_collections`, for a one-shot command (`lessonsync sync`) while it imports
+    Dagster and builds its definitions: about a million objects that live as long as the process, which each full
+    collection meanwhile would walk again (five of them, with the GIL held while the fetches started ahead wait)."""
+    global _collections_paused
+    if gc.isenabled():
+        gc.disable()
+        _collections_paused = True
+
+
+def resume_collections() -> None:
+    """After `pause_collections`: what exists now is frozen out of every later collection for the rest of the
+    process (which ends with its command; `sync_process_memory` then leaves it frozen), and collection resumes.
+    Nothing without a pause: a long-lived process (a test session, a code server) keeps collecting all it holds."""
+    global _collections_paused, _frozen_for_the_process
+    if _collections_paused:
+        gc.freeze()
+        gc.enable()
+        _collections_paused, _frozen_for_the_process = False, True
 
 
 def tune_process_memory() -> bool:

@@ -18,6 +18,7 @@ from pipeline.defs.operations.runs.retry_policy import IN_PROCESS_TAG
 from pipeline.defs.policy import POOL
 from pipeline.defs.selection import widen_to_whole_multi_assets
 from pipeline.instance import ensure_dagster_home
+from pipeline.memory import resume_collections
 from pipeline.raw.mirror import await_background_mirror
 from pipeline.settings import Settings
 
@@ -96,6 +97,7 @@ def _execute(
         ensure_dagster_home(settings)
         instance = DagsterInstance.get()
     keys = _selected_keys(defs, select) if select else None
+    resume_collections()  # the definitions are built: a command that paused collections freezes them (memory.py)
     backfill: dict[str, object] = {}
     if backfill_range is not None:  # what the Launchpad sets for a backfill (pipeline/defs/progress/backfill.py)
         first, last = backfill_range

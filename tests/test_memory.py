@@ -99,3 +99,29 @@ def test_importing_lessonsync_sets_how_arrows_allocator_returns_memory_unless_th
         done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, env=env)
         assert done.returncode == 0, done.stderr[-3000:]
         assert done.stdout.strip() == expected
+
+
+def test_a_command_that_paused_collections_keeps_its_heap_frozen_through_the_run() -> None:
+    """`lessonsync sync` pauses collections while it imports and builds its definitions, then freezes them for the
+    rest of the process: the run's own freeze is not undone at its end (it would send every object back to the
+    collections the process has left)."""
+    script = textwrap.dedent("""
+        import gc, json
+        from pipeline.memory import pause_collections, resume_collections, sync_process_memory
+        pause_collections()
+        paused = not gc.isenabled()
+        from pipeline.defs.code_location import build_definitions
+        from pipeline.settings import Settings
+        build_definitions(Settings())
+        resume_collections()
+        resumed, frozen = gc.isenabled(), gc.get_freeze_count()
+        with sync_process_memory():
+            pass
+        print(json.dumps({"paused": paused, "resumed": resumed, "frozen": frozen, "after": gc.get_freeze_count()}))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["paused"] and seen["resumed"], seen
+    assert seen["frozen"] > 100_000, seen
+    assert seen["after"] >= seen["frozen"], seen

@@ -39,6 +39,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pipeline.memory import pause_collections
+
+    pause_collections()  # until the run starts (pipeline.sync resumes them): the imports are for the process's life
     from pipeline.raw.prefetch import fetch_ahead  # Dagster-free, and light until its thread starts
 
     started = time.monotonic()
