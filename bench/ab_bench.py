@@ -47,6 +47,9 @@ def child(kind: str, scale: str, work: Path, data: Path | None) -> None:
     try:
         if kind == "one_percent":
             httpx.post(f"{url}/_sim/advance", params={"hours": 24}, timeout=600).raise_for_status()
+        from pipeline.memory import pause_collections
+
+        pause_collections()  # the process set up as `lessonsync sync` sets up its own (pipeline/memory.py)
         from dagster import DagsterInstance
 
         importlib.import_module("pipeline.defs.code_location")  # as a run worker has it before its run

@@ -64,6 +64,9 @@ RUN_KINDS = ("full", "no_change", "one_percent")
 def sync_child(select: list[str], urls_file: str | None = None) -> dict[str, Any]:
     """Runs in the child: one sync, its materialization metadata and the run's step timings; with `urls_file`,
     every successful GET of the run written there (one path?query a line) and counted by endpoint."""
+    from pipeline.memory import pause_collections
+
+    pause_collections()  # the process set up as `lessonsync sync` sets up its own (pipeline/memory.py)
     from dagster import DagsterEventType, DagsterInstance
 
     from bench.rss_timeline import step_marks, timeline_from_env
