@@ -47,9 +47,12 @@ def child(kind: str, scale: str, work: Path, data: Path | None) -> None:
     try:
         if kind == "one_percent":
             httpx.post(f"{url}/_sim/advance", params={"hours": 24}, timeout=600).raise_for_status()
-        from pipeline.memory import pause_collections
+        import pipeline.memory
 
-        pause_collections()  # the process set up as `lessonsync sync` sets up its own (pipeline/memory.py)
+        # The process set up as that checkout's `lessonsync sync` sets up its own; older checkouts do not pause.
+        pause_collections = getattr(pipeline.memory, "pause_collections", None)
+        if pause_collections is not None:
+            pause_collections()
         from dagster import DagsterInstance
 
         importlib.import_module("pipeline.defs.code_location")  # as a run worker has it before its run
