@@ -36,7 +36,7 @@ def sync_process_memory() -> Iterator[None]:
     """Within the block: glibc tuned and pandas kept out (once per process, for good), and the objects that exist
     when it starts (imports, definitions, the orchestrator: a million) left out of the garbage collections, which
     would each walk them with the GIL held, stalling the client's event loop. Back at the end, so a process that
-    syncs again still collects what this sync left."""
+    syncs again still collects what this sync left; a one-shot command frozen by `resume_collections` stays so."""
     tune_process_memory()
     keep_pandas_out()
     gc.freeze()
