@@ -153,11 +153,11 @@ def receiver_process(inbox_path: Path, env: dict[str, str]) -> Iterator[tuple[su
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
         )
-        output = _drain(process)  # also keeps a full pipe from blocking the receiver
+        output, reader = _drain(process)  # also keeps a full pipe from blocking the receiver
         base = f"http://127.0.0.1:{port}"
         try:
-            if _wait_listening(base, process, output):
-                _wait_healthy(base, process)
+            if _wait_listening(base, process, output, reader):
+                _wait_healthy(base, process, output)
                 yield process, base + "/webhooks/certificates"
                 return
         finally:
@@ -167,8 +167,8 @@ def receiver_process(inbox_path: Path, env: dict[str, str]) -> Iterator[tuple[su
     raise RuntimeError("receiver found its port taken five times over")
 
 
-def _drain(process: subprocess.Popen[bytes]) -> list[str]:
-    """The process's output lines as they come, read by a thread of their own."""
+def _drain(process: subprocess.Popen[bytes]) -> tuple[list[str], threading.Thread]:
+    """The process's output lines as they come, and the thread reading them (it ends with the output)."""
     lines: list[str] = []
 
     def read() -> None:
@@ -177,18 +177,19 @@ def _drain(process: subprocess.Popen[bytes]) -> list[str]:
             for raw in process.stdout:
                 lines.append(raw.decode(errors="replace"))
 
-    threading.Thread(target=read, daemon=True).start()
-    return lines
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    return lines, reader
 
 
-def _wait_listening(base: str, process: subprocess.Popen[bytes], output: list[str]) -> bool:
+def _wait_listening(base: str, process: subprocess.Popen[bytes], output: list[str], reader: threading.Thread) -> bool:
     """True once the receiver says it listens on `base`; False when it exits because the port is taken."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if any(f"running on {base} " in line for line in output):
             return True
         if process.poll() is not None:
-            time.sleep(0.2)  # the reader thread's last lines
+            reader.join(timeout=5)  # the process's last lines
             said = "".join(output)
             if "address already in use" in said.lower():
                 return False
@@ -197,11 +198,11 @@ def _wait_listening(base: str, process: subprocess.Popen[bytes], output: list[st
     raise RuntimeError(f"receiver did not say it listens on {base} in 30 s: {''.join(output)}")
 
 
-def _wait_healthy(base: str, process: subprocess.Popen[bytes]) -> None:
+def _wait_healthy(base: str, process: subprocess.Popen[bytes], output: list[str]) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"receiver exited with {process.returncode}")
+            raise RuntimeError(f"receiver exited with {process.returncode}: {''.join(output)}")
         try:
             if httpx.get(base + "/healthz", timeout=1).status_code == 200:
                 return
