@@ -234,6 +234,31 @@ def test_rows_first_loaded_since_the_snapshot_are_appended_without_reading_its_f
     assert assert_mirror_equals(mirrored.path, where)["answers"] == 3
 
 
+def test_older_rows_only_seen_again_are_not_compared_while_no_load_updated_a_row(
+    mirrored: Warehouse, where, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A load's counts say when its touched older rows are all unchanged (re-read by a look-back window): the new
+    rows are appended without the table's digests. One updated row brings the comparison back."""
+    from pipeline.warehouse.lake import iceberg
+
+    load_once(mirrored, "answers", [(ANSWERS, [answer("al1", "q1"), answer("al2", "q1")])])
+    reads: list[str] = []
+    data_files = iceberg._data_files
+
+    def counted(conn, ice, where):  # type: ignore[no-untyped-def]
+        reads.append(ice.name()[-1])
+        return data_files(conn, ice, where)
+
+    monkeypatch.setattr(iceberg, "_data_files", counted)
+    seen_again = [answer("al1", "q1"), answer("al2", "q1")]
+    load_once(mirrored, "answers", [(ANSWERS, [*seen_again, answer("al3", "q1")])])
+    assert reads == [], "older rows seen again unchanged made the mirror read the table's digests"
+    assert assert_mirror_equals(mirrored.path, where)["answers"] == 3
+    load_once(mirrored, "answers", [(ANSWERS, [answer("al2", "q1", minutes=5), answer("al4", "q1")])])
+    assert reads == ["answers"], "an updated older row was not compared with the table's digests"
+    assert assert_mirror_equals(mirrored.path, where)["answers"] == 4
+
+
 def test_each_iceberg_field_carries_its_warehouse_columns_description(tmp_path: Path, where) -> None:
     """Other engines read a column's description as its Iceberg field's doc; a table mirrored before its
     description changed gets the new one at its next sync."""

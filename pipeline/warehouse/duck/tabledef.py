@@ -9,6 +9,8 @@ REGISTRY = f"{SCHEMA}._tables"  # one row per data table: what its TableSpec sai
 FIRST_LOADED_AT = "first_loaded_at"
 LAST_LOADED_AT = "last_loaded_at"
 DELETED_AT = "deleted_at"
+# The counts of a load's record (lms._load_runs) that say it changed a table's rows
+ROW_CHANGES = ("inserted", "updated", "deleted")
 META_COLUMNS = (FIRST_LOADED_AT, LAST_LOADED_AT, DELETED_AT)
 # The internal tables' descriptions (merge/state.py, schema.py and lake/iceberg.py create them), set as comments like
 # the data tables' once they exist.

@@ -44,7 +44,14 @@ from pipeline.warehouse.duck.arrow_types import q
 from pipeline.warehouse.duck.catalog import read_catalog
 from pipeline.warehouse.duck.connection import scalar
 from pipeline.warehouse.duck.schema import set_comments
-from pipeline.warehouse.duck.tabledef import DELETED_AT, FIRST_LOADED_AT, LAST_LOADED_AT, SCHEMA, TableDef
+from pipeline.warehouse.duck.tabledef import (
+    DELETED_AT,
+    FIRST_LOADED_AT,
+    LAST_LOADED_AT,
+    ROW_CHANGES,
+    SCHEMA,
+    TableDef,
+)
 from pipeline.warehouse.lake.lakestore import open_lake
 
 if TYPE_CHECKING:
@@ -502,13 +509,16 @@ class IcebergMirror:
             touched.append(f"{q(DELETED_AT)} > $since")
         candidates = f"SELECT * FROM ({select}) WHERE {' OR '.join(touched)}"
         # A row first loaded after the snapshot cannot be in it: only older rows are compared with the digests in
-        # the table's files, which are not read at all when no older row was touched. (A key removed by hand and
-        # loaded again is caught by the row count check after the write.)
+        # the table's files, which are not read at all when no older row was touched, nor when no load since
+        # updated or deleted a row (the older rows were only seen again). (A key removed by hand and loaded again
+        # is caught by the row count check after the write.)
         first_loaded = any(name == FIRST_LOADED_AT for name, _ in table.columns)
         new = f"{q(FIRST_LOADED_AT)} > $since" if first_loaded else "false"
         older = f"SELECT * FROM ({candidates}) WHERE NOT ({new})"
         changed = "_lessonsync_iceberg_changed"
-        compared = _count(conn, f"({older})", {"since": since}) > 0
+        compared = (not first_loaded or _changed_since(conn, table.name, since, ("updated", "deleted"))) and _count(
+            conn, f"({older})", {"since": since}
+        ) > 0
         files = _data_files(conn, ice, self.where) if compared else {}
         stored = _digests_in(files)  # read by DuckDB from the files as the joins need them, never held whole
         try:
@@ -1048,18 +1058,22 @@ def _latest_load_time(conn: duckdb.DuckDBPyConnection) -> datetime | None:
     return latest if isinstance(latest, datetime) else None
 
 
-def _changed_since(conn: duckdb.DuckDBPyConnection, name: str, since: datetime) -> bool:
-    """Whether any load after `since` inserted, updated or deleted rows of the table (its recorded counts)."""
-    return name in _last_changes(conn, since)
+def _changed_since(
+    conn: duckdb.DuckDBPyConnection, name: str, since: datetime, kinds: tuple[str, ...] = ROW_CHANGES
+) -> bool:
+    """Whether any load after `since` changed rows of the table in one of the ways `kinds` (its recorded counts)."""
+    return name in _last_changes(conn, since, kinds)
 
 
-def _last_changes(conn: duckdb.DuckDBPyConnection, since: datetime) -> dict[str, datetime]:
-    """Per table, the time of the newest load after `since` that inserted, updated or deleted its rows."""
+def _last_changes(
+    conn: duckdb.DuckDBPyConnection, since: datetime, kinds: tuple[str, ...] = ROW_CHANGES
+) -> dict[str, datetime]:
+    """Per table, the time of the newest load after `since` that changed its rows in one of the ways `kinds`."""
     changed: dict[str, datetime] = {}
     query = f"SELECT committed_at, tables FROM {SCHEMA}._load_runs WHERE committed_at > ? ORDER BY committed_at"
     for committed_at, tables in conn.execute(query, [since]).fetchall():
         for name, counts in json.loads(tables).items():
-            if counts and any(counts.get(kind, 0) for kind in ("inserted", "updated", "deleted")):
+            if counts and any(counts.get(kind, 0) for kind in kinds):
                 changed[name] = committed_at
     return changed
 

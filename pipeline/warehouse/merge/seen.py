@@ -20,10 +20,8 @@ import duckdb
 
 from pipeline.warehouse.duck.arrow_types import q
 from pipeline.warehouse.duck.schema import table_ref
-from pipeline.warehouse.duck.tabledef import DELETED_AT, LAST_LOADED_AT, SCHEMA, TableDef
+from pipeline.warehouse.duck.tabledef import DELETED_AT, LAST_LOADED_AT, ROW_CHANGES, SCHEMA, TableDef
 from pipeline.warehouse.merge.state import LOAD_RUNS, SNAPSHOT_SEEN
-
-CHANGES = ("inserted", "updated", "deleted")  # the counts that say a load changed a table's rows
 
 
 def last_seen_sql(table: TableDef) -> str:
@@ -69,7 +67,7 @@ def written_version_ids(conn: duckdb.DuckDBPyConnection, tables: Iterable[str]) 
     return _with_load_ids(conn, _newest_loads(conn, tables, f"{_CHANGED} OR {seen_again}"))
 
 
-_CHANGED = "(" + " OR ".join(f"coalesce(CAST(t.value ->> '{count}' AS BIGINT), 0) > 0" for count in CHANGES) + ")"
+_CHANGED = "(" + " OR ".join(f"coalesce(CAST(t.value ->> '{count}' AS BIGINT), 0) > 0" for count in ROW_CHANGES) + ")"
 
 
 def _newest_loads(conn: duckdb.DuckDBPyConnection, tables: Iterable[str], condition: str) -> dict[str, int]:
