@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 import pytest
 from iceberg_helpers import assert_mirror_equals, open_catalog
@@ -126,8 +127,8 @@ def test_rows_removed_outside_a_load_are_removed_from_the_mirror(mirrored: Wareh
 
 
 def test_expiry_keeps_the_current_snapshot_and_compaction_keeps_the_rows(mirrored: Warehouse, where) -> None:
-    for i in range(4):  # one group of ten renamed a load: each load adds a file
-        rows = [group(f"g{j}", f"t{i}" if j == i else "G") for j in range(10)]
+    for i in range(4):  # one group added a load: each load appends a file
+        rows = [group(f"g{j}") for j in range(10 + i)]
         load_once(mirrored, "groups", [(GROUPS, rows)], complete_snapshots={"groups"})
     mirror = mirrored.table_mirror
     assert mirror is not None
@@ -142,6 +143,52 @@ def test_expiry_keeps_the_current_snapshot_and_compaction_keeps_the_rows(mirrore
     assert compacted["groups"] == 4
     assert len(list(open_catalog(where).load_table(("lms", "groups")).scan().plan_files())) == 1
     assert_mirror_equals(mirrored.path, where)
+
+
+def test_changed_keys_in_most_files_rewrite_the_table_whole_and_in_a_few_only_those_files(
+    mirrored: Warehouse, where, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipeline.warehouse.lake import iceberg
+
+    per_file = 2048  # DuckDB writes a row group of at least one vector of rows
+    monkeypatch.setattr(iceberg, "BATCH_ROWS", per_file)  # five files
+    snapshots = {"complete_snapshots": {"groups"}}
+    names = {f"g{j:05d}": "G" for j in range(5 * per_file)}
+
+    def sync(renamed: list[str]) -> iceberg.MirrorStats:
+        names.update({gid: "renamed" for gid in renamed})
+        load_only(mirrored, "groups", [(GROUPS, [group(gid, title) for gid, title in names.items()])], **snapshots)
+        assert mirrored.table_mirror is not None
+        with mirrored.connect() as conn:
+            every = mirrored.table_mirror.sync_raw(conn)
+        assert not [s.error for s in every if s.error]
+        (stats,) = [s for s in every if s.table == "lms.groups"]
+        assert_mirror_equals(mirrored.path, where)
+        return stats
+
+    sync([])
+
+    def files_by_group() -> dict[str, str]:
+        paths = [task.file.file_path for task in open_catalog(where).load_table(("lms", "groups")).scan().plan_files()]
+        rows = duckdb.sql(
+            "SELECT id, filename FROM read_parquet($paths, filename = true)",
+            params={"paths": [p.removeprefix("file://") for p in paths]},
+        ).fetchall()
+        return dict(rows)
+
+    first = files_by_group()
+    assert len(set(first.values())) == 5
+    one_file = sync([sorted(first)[0]])  # one key of one file: a fifth of the rows in the files it is in
+    assert (one_file.rewritten, one_file.keys_deleted, one_file.rows_written) == (False, 1, 1)
+    after = files_by_group()
+    assert len(set(after.values())) == 6, "only the file holding the changed key is rewritten"
+    by_file: dict[str, list[str]] = {}
+    for gid, name in sorted(after.items()):
+        by_file.setdefault(name, []).append(gid)
+    scattered = [gids[0] for gids in by_file.values() if len(gids) == per_file][:3]  # their files: 3/5 of the rows
+    assert len(scattered) == 3
+    whole = sync(scattered)
+    assert whole.rewritten and whole.rows_written == 5 * per_file
 
 
 def test_a_change_of_two_columns_holding_the_same_value_is_seen(mirrored: Warehouse, where) -> None:

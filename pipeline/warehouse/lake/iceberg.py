@@ -7,9 +7,10 @@ summary the load time it mirrors (`lessonsync.loaded-through`): a table whose sn
 mirror failed, or never ran) is rolled forward by the next mirror run. Damage heals the same way, from the
 warehouse: an unreadable SQLite catalog is set aside and a new one made, a table whose metadata cannot be read or
 lives outside this mirror's location (a moved or copied data directory) is registered anew here, a table with a
-missing or damaged data file is rewritten whole. A mirror write never touches a row that did not change: the
+missing or damaged data file is rewritten whole. A mirror write rewrites only the files changed rows are in: the
 changed rows are found by comparing a digest of each candidate row with the digest stored beside it in the Iceberg
-table, and only the data files holding changed keys are rewritten (copy-on-write). DuckDB reads and writes the
+table, and only the data files holding changed keys are rewritten (copy-on-write), unless they hold most of the
+table (changed keys scattered over it): the table is then written whole from the warehouse. DuckDB reads and writes the
 Parquet data files; pyiceberg commits them. A run after loads that changed nothing writes nothing, and does not load pyiceberg: the
 warehouse records, per table, the load time and row count its Iceberg table was last seen to hold
 (`lms._iceberg_mirrored`), so the mirror opens Iceberg only for the tables a load changed since, or that the
@@ -80,6 +81,8 @@ COPY_CHUNK = 8 << 20
 # that hold them (changed keys spread over most files by then).
 REWRITE_FRACTION = 0.25
 MAX_ROWS_CHANGED = 200_000
+# Past this share of the table's rows in the files holding changed keys, the table is rewritten whole too.
+REWRITE_FRACTION_OF_FILES = 0.5
 # How long a write waits for a SQLite catalog another process holds (a reader's open transaction, a writer), or for a
 # lock another session holds in a PostgreSQL catalog, before the mirror step fails;
 # LESSONSYNC_ICEBERG_CATALOG_BUSY_TIMEOUT sets it. The warehouse's write lock is held meanwhile, so it stays a few
@@ -545,6 +548,12 @@ class IcebergMirror:
                 f"SELECT s.filename, count(*) FROM {stored} s SEMI JOIN {changed} c ON {on_key} GROUP BY s.filename"
             ).fetchall()
             affected = [name for name, _ in replaced]
+            if sum(files[name].record_count for name in affected) > REWRITE_FRACTION_OF_FILES * _iceberg_rows(ice):
+                # the changed keys are spread over most of the table: one write of it from the warehouse costs less
+                # than reading each of those files back without them
+                stats.rows_written = _rewrite(conn, ice, select, properties)
+                stats.rewritten = True
+                return
             stats.keys_deleted = sum(keys for _, keys in replaced)
             columns = _column_types(conn, select)
             with tempfile.TemporaryDirectory(prefix="lessonsync-iceberg-", dir=_staging_dir(conn)) as staging:
