@@ -10,8 +10,8 @@ lives outside this mirror's location (a moved or copied data directory) is regis
 missing or damaged data file is rewritten whole. A mirror write rewrites only the files changed rows are in: the
 changed rows are found by comparing a digest of each candidate row with the digest stored beside it in the Iceberg
 table, and only the data files holding changed keys are rewritten (copy-on-write), unless they hold most of the
-table (changed keys scattered over it): the table is then written whole from the warehouse. DuckDB reads and writes the
-Parquet data files; pyiceberg commits them. A run after loads that changed nothing writes nothing, and does not load pyiceberg: the
+table (changed keys scattered over it): the table is then written whole from the warehouse. DuckDB reads and
+writes the Parquet data files; pyiceberg commits them. A run after loads that changed nothing writes nothing, and does not load pyiceberg: the
 warehouse records, per table, the load time and row count its Iceberg table was last seen to hold
 (`lms._iceberg_mirrored`), so the mirror opens Iceberg only for the tables a load changed since, or that the
 record cannot vouch for (a SQLite catalog is read with the standard library to confirm each table is still
@@ -519,9 +519,8 @@ class IcebergMirror:
         new = f"{q(FIRST_LOADED_AT)} > $since" if first_loaded else "false"
         older = f"SELECT * FROM ({candidates}) WHERE NOT ({new})"
         changed = "_lessonsync_iceberg_changed"
-        compared = (not first_loaded or _changed_since(conn, table.name, since, ("updated", "deleted"))) and _count(
-            conn, f"({older})", {"since": since}
-        ) > 0
+        rows_changed_in_place = not first_loaded or _changed_since(conn, table.name, since, ("updated", "deleted"))
+        compared = rows_changed_in_place and _count(conn, f"({older})", {"since": since}) > 0
         files = _data_files(conn, ice, self.where) if compared else {}
         stored = _digests_in(files)  # read by DuckDB from the files as the joins need them, never held whole
         try:
