@@ -24,13 +24,23 @@ print("not interrupted")
 """
 
 
-def _run(name: str) -> subprocess.CompletedProcess[str]:
+# The signal before any of Dagster's blocks: while the fetches started ahead run and Dagster is imported.
+BEFORE_DAGSTER = CHILD.replace("    signal.signal(signal.SIGTERM, signal.getsignal(signal.SIGINT))\n", "")
+
+
+def _run(
+    name: str, ignored: tuple[signal.Signals, ...] = (signal.SIGINT,), child: str = CHILD
+) -> subprocess.CompletedProcess[str]:
+    def ignore() -> None:
+        for number in ignored:
+            signal.signal(number, signal.SIG_IGN)
+
     return subprocess.run(
-        [sys.executable, "-c", CHILD.format(name=name)],
+        [sys.executable, "-c", child.format(name=name)],
         capture_output=True,
         text=True,
         timeout=60,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        preexec_fn=ignore,
     )
 
 
@@ -42,3 +52,31 @@ def test_sigterm_interrupts_though_the_parent_ignores_sigint() -> None:
 def test_sigint_stays_ignored_where_the_parent_ignores_it() -> None:
     done = _run("SIGINT")
     assert (done.returncode, done.stdout.strip()) == (0, "not interrupted"), done.stdout + done.stderr
+
+
+def test_sigterm_interrupts_though_the_parent_ignores_it_too() -> None:
+    """An ignored disposition is inherited across exec: a test runner's worker whose SIGTERM Dagster mapped to its
+    ignored SIGINT started `lessonsync sync` with SIGTERM ignored, and the sync ran on to its end."""
+    assert BEFORE_DAGSTER != CHILD
+    done = _run("SIGTERM", ignored=(signal.SIGINT, signal.SIGTERM), child=BEFORE_DAGSTER)
+    assert (done.returncode, done.stdout.strip()) == (1, "interrupted by SIGTERM"), done.stdout + done.stderr
+
+
+SLOW_TO_END = """
+import os, signal, sys, time
+from pipeline.cli.stopping import stop_promptly_on_signals
+with stop_promptly_on_signals("test", grace=1) as received:
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(3)
+    except KeyboardInterrupt:
+        print("test FAILED: stopped by", received.wait(1.0))
+        received.said(1)
+        time.sleep(30)  # ending slowly: the grace runs out
+"""
+
+
+def test_a_command_that_said_how_it_stopped_exits_with_its_status_when_the_grace_runs_out() -> None:
+    done = subprocess.run([sys.executable, "-c", SLOW_TO_END], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.strip().splitlines() == ["test FAILED: stopped by SIGTERM"], done.stdout

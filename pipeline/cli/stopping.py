@@ -5,7 +5,7 @@ things would delay that: background fetches waiting on a slow platform (the run'
 statement the main thread runs in DuckDB (the interrupt is raised only when it returns). So a watcher thread,
 woken by the signal through `signal.set_wakeup_fd` (Dagster replaces the handlers, not the wakeup fd), stops every
 fetch of the process at once, and if the process is still alive STOP_GRACE_SECONDS later, prints the FAILED line
-and exits: an uncommitted DuckDB transaction is rolled back by DuckDB itself, and the run, tagged with this
+and exits (with the command's own status when it has said its last line already and only its shutdown is slow): an uncommitted DuckDB transaction is rolled back by DuckDB itself, and the run, tagged with this
 process, is marked failed by the next run or `lessonsync recover` (pipeline/defs/operations/runs/recovery.py)."""
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ class Received:
     """The stopping signal received within the block ("SIGTERM"), None when none came."""
 
     signal: str | None = None
+    exit_status: int | None = None  # the status the stopped command returned, once it has said its last line
 
     def __init__(self) -> None:
         self._known = threading.Event()
@@ -38,6 +39,12 @@ class Received:
     def record(self, name: str) -> None:
         self.signal = name
         self._known.set()
+
+    def said(self, exit_status: int) -> int:
+        """The command said how it ended and returns `exit_status`: a process still ending when the grace runs out
+        exits with it, its last line said already."""
+        self.exit_status = exit_status
+        return exit_status
 
     def wait(self, timeout: float) -> str | None:
         """The signal, once the watcher has read it (the interrupt may reach the main thread first)."""
@@ -58,7 +65,10 @@ def stop_promptly_on_signals(what: str, grace: float = STOP_GRACE_SECONDS) -> It
     os.set_blocking(write_end, False)
     previous_fd = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
     previous_term = signal.getsignal(signal.SIGTERM)
-    if previous_term in (signal.SIG_DFL, None):  # the wakeup fd is written only for signals Python handles
+    # The wakeup fd is written only for signals Python handles. A SIGTERM ignored by the parent is handled too: an
+    # ignored disposition is inherited across exec, so a parent that ignored it by accident (a test runner's worker
+    # after Dagster mapped SIGTERM to its ignored SIGINT) would leave `timeout` and a pod stop without effect.
+    if previous_term in (signal.SIG_DFL, signal.SIG_IGN, None):
         signal.signal(signal.SIGTERM, signal.default_int_handler)
     previous_int = signal.getsignal(signal.SIGINT)
     stopping = dict(STOPPING)
@@ -75,8 +85,8 @@ def stop_promptly_on_signals(what: str, grace: float = STOP_GRACE_SECONDS) -> It
         yield received
     finally:
         signal.set_wakeup_fd(previous_fd)
-        if previous_term in (signal.SIG_DFL, None):
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if previous_term in (signal.SIG_DFL, signal.SIG_IGN, None):
+            signal.signal(signal.SIGTERM, previous_term if previous_term is not None else signal.SIG_DFL)
         if previous_int == signal.SIG_IGN:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         os.close(write_end)  # the watcher reads the end of the pipe and returns
@@ -96,27 +106,31 @@ def _watch(read_end: int, what: str, grace: float, received: Received, stopping:
             names = [stopping[number] for number in data if number in stopping]
             if names:
                 received.record(names[0])
-                _stop(names[0], what, grace)
+                _stop(names[0], what, grace, received)
                 return
     finally:
         os.close(read_end)
 
 
-def _stop(name: str, what: str, grace: float) -> None:
+def _stop(name: str, what: str, grace: float, received: Received) -> None:
     from pipeline.source import stop_all_fetches
 
     stopped = stop_all_fetches()
     log.warning("%s received: stopping %s (%d fetch(es) stopped); exiting within %.0f s", name, what, stopped, grace)
-    timer = threading.Timer(grace, _exit_now, args=(name, what, grace))
+    timer = threading.Timer(grace, _exit_now, args=(name, what, grace, received))
     timer.daemon = True
     timer.start()
 
 
-def _exit_now(name: str, what: str, grace: float) -> None:
-    print_result(
-        f"{what} FAILED: stopped by {name}; it did not end within {grace:.0f} s, so the process exits now "
-        "(nothing half committed: DuckDB rolls back an open transaction; the next run marks this one failed)",
-        outcome="failed",
-    )
+def _exit_now(name: str, what: str, grace: float, received: Received) -> None:
+    status = received.exit_status
+    if status is None:
+        print_result(
+            f"{what} FAILED: stopped by {name}; it did not end within {grace:.0f} s, so the process exits now "
+            "(nothing half committed: DuckDB rolls back an open transaction; the next run marks this one failed)",
+            outcome="failed",
+        )
+        status = EXIT_STATUS
+    sys.stdout.flush()  # os._exit writes no buffer out
     sys.stderr.flush()
-    os._exit(EXIT_STATUS)
+    os._exit(status)

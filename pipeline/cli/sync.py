@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
             if prefetch is not None:  # said before the last line
                 prefetch.discard(f"stopped by {name}")
             print_result(f"sync FAILED: stopped by {name} (the next sync starts from its cursors)", outcome="failed")
-            return 1
+            return stopped.said(1)
         finally:
             if prefetch is not None:  # nothing left behind when the run ended before its raw step
                 prefetch.discard("the run ended before its raw step")
@@ -124,7 +124,7 @@ def _run(
         seconds=round(seconds, 1),
         **({} if report.success else {"error": cause}),
     )
-    return 0 if report.success else 1
+    return stopped.said(0 if report.success else 1)
 
 
 def _alert(settings: Settings, run_id: str | None, job: str, step_errors: dict[str, str], error: str) -> None:
