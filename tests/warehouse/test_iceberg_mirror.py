@@ -259,12 +259,10 @@ def test_a_record_lost_after_the_iceberg_commit_costs_a_check_not_a_write(mirror
     assert_mirror_equals(mirrored.path, where)
 
 
-def test_rows_first_loaded_since_the_snapshot_are_appended_without_reading_its_files(
-    mirrored: Warehouse, where, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def data_file_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The tables whose data files (and so digests) the mirror reads from now on, in order."""
     from pipeline.warehouse.lake import iceberg
 
-    load_once(mirrored, "answers", [(ANSWERS, [answer("al1", "q1")])])
     reads: list[str] = []
     data_files = iceberg._data_files
 
@@ -273,6 +271,14 @@ def test_rows_first_loaded_since_the_snapshot_are_appended_without_reading_its_f
         return data_files(conn, ice, where)
 
     monkeypatch.setattr(iceberg, "_data_files", counted)
+    return reads
+
+
+def test_rows_first_loaded_since_the_snapshot_are_appended_without_reading_its_files(
+    mirrored: Warehouse, where, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    load_once(mirrored, "answers", [(ANSWERS, [answer("al1", "q1")])])
+    reads = data_file_reads(monkeypatch)
     load_once(mirrored, "answers", [(ANSWERS, [answer("al2", "q1"), answer("al3", "q1")])])
     assert reads == [], "new rows alone made the mirror read the table's digests"
     assert assert_mirror_equals(mirrored.path, where)["answers"] == 3
@@ -286,17 +292,8 @@ def test_older_rows_only_seen_again_are_not_compared_while_no_load_updated_a_row
 ) -> None:
     """A load's counts say when its touched older rows are all unchanged (re-read by a look-back window): the new
     rows are appended without the table's digests. One updated row brings the comparison back."""
-    from pipeline.warehouse.lake import iceberg
-
     load_once(mirrored, "answers", [(ANSWERS, [answer("al1", "q1"), answer("al2", "q1")])])
-    reads: list[str] = []
-    data_files = iceberg._data_files
-
-    def counted(conn, ice, where):  # type: ignore[no-untyped-def]
-        reads.append(ice.name()[-1])
-        return data_files(conn, ice, where)
-
-    monkeypatch.setattr(iceberg, "_data_files", counted)
+    reads = data_file_reads(monkeypatch)
     seen_again = [answer("al1", "q1"), answer("al2", "q1")]
     load_once(mirrored, "answers", [(ANSWERS, [*seen_again, answer("al3", "q1")])])
     assert reads == [], "older rows seen again unchanged made the mirror read the table's digests"
