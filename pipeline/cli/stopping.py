@@ -5,8 +5,9 @@ things would delay that: background fetches waiting on a slow platform (the run'
 statement the main thread runs in DuckDB (the interrupt is raised only when it returns). So a watcher thread,
 woken by the signal through `signal.set_wakeup_fd` (Dagster replaces the handlers, not the wakeup fd), stops every
 fetch of the process at once, and if the process is still alive STOP_GRACE_SECONDS later, prints the FAILED line
-and exits (with the command's own status when it has said its last line already and only its shutdown is slow): an uncommitted DuckDB transaction is rolled back by DuckDB itself, and the run, tagged with this
-process, is marked failed by the next run or `lessonsync recover` (pipeline/defs/operations/runs/recovery.py)."""
+and exits (with the command's own status instead, when it has said its last line already and only its shutdown is
+slow): an uncommitted DuckDB transaction is rolled back by DuckDB itself, and the run, tagged with this process, is
+marked failed by the next run or `lessonsync recover` (pipeline/defs/operations/runs/recovery.py)."""
 
 from __future__ import annotations
 
