@@ -64,6 +64,7 @@ from pipeline.warehouse.merge.seen import (
     written_version_ids,
 )
 from pipeline.warehouse.merge.state import read_discovered as discovered_columns
+from pipeline.warehouse.merge.state import tables_changed_by_run
 from pipeline.warehouse.results import LoadResult, TableLoadStats
 from pipeline.warehouse.upkeep.rebuild import RebuildReport, rebuild_in_place, rebuild_into
 from pipeline.warehouse.upkeep.reset import reset_cursor
@@ -104,6 +105,7 @@ __all__ = [
     "is_committed_load",
     "keeps_deleted_rows",
     "last_load_counts",
+    "tables_changed_by_run",
     "last_seen_sql",
     "live_table_rows",
     "maintain",

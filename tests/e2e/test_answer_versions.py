@@ -19,6 +19,20 @@ def _answers(report):
     return report.materializations["lms/answers"]
 
 
+def _checks_of(instance, run_id):
+    """The (table, check) pairs a run planned and those it evaluated."""
+    planned, evaluated = set(), set()
+    for entry in instance.all_logs(run_id):
+        event = entry.dagster_event
+        if event and event.event_type_value == "ASSET_CHECK_EVALUATION_PLANNED":
+            key = event.event_specific_data.asset_check_key
+            planned.add((key.asset_key.path[-1], key.name))
+        elif event and event.event_type_value == "ASSET_CHECK_EVALUATION":
+            data = event.event_specific_data
+            evaluated.add((data.asset_key.path[-1], data.check_name))
+    return planned, evaluated
+
+
 def _query(stack, sql, params=()):
     with duckdb.connect(str(stack.warehouse_path)) as conn:
         return conn.execute(sql, list(params)).fetchall()
@@ -37,13 +51,14 @@ def test_no_change_run_asks_for_no_answers_a_changed_version_is_asked_again_and_
         instance = DagsterInstance.ephemeral()
         quiet_run = stack.sync(select=PROGRESS, instance=instance)
         quiet = _answers(quiet_run)
-        # ... and its link checks have no row of this run to look at (not every row since the full sync)
-        scopes = {
-            e.dagster_event.event_specific_data.check_name: e.dagster_event.event_specific_data.metadata
-            for e in instance.all_logs(quiet_run.run_id)
-            if e.dagster_event and e.dagster_event.event_type_value == "ASSET_CHECK_EVALUATION"
+        # ... and the checks of the tables of which it changed no row are not evaluated again (not every row since
+        # the full sync): planned, never evaluated, Dagster records them skipped and the full sync's results stand;
+        # the blocking key check, which gates what reads the table, passes on that ground
+        planned, evaluated = _checks_of(instance, quiet_run.run_id)
+        assert ("answers", "links_to_active_lessons") in planned
+        assert evaluated == {
+            (table, "key_unique_not_null") for table in ("active_lessons", "answers", "answer_results")
         }
-        assert scopes["links_to_active_lessons"]["checked"].value == "no rows loaded by this run"
         assert quiet["refetched_active_lessons"] == 0
         assert quiet["planned_requests"] == 0
         assert quiet["rows_fetched"] == 0
@@ -71,7 +86,15 @@ def test_no_change_run_asks_for_no_answers_a_changed_version_is_asked_again_and_
             [user, lesson],
         )
         _query(stack, "DELETE FROM lms.answers WHERE user_id = ? AND lesson_id = ?", [user, lesson])
-        again = _answers(stack.sync(select=PROGRESS))
+        again_run = stack.sync(select=PROGRESS, instance=instance)
+        again = _answers(again_run)
+        # the answers it wrote are checked again; the active lessons, of which it wrote none, are not
+        planned, evaluated = _checks_of(instance, again_run.run_id)
+        assert ("answers", "links_to_active_lessons") in evaluated
+        assert ("answer_results", "key_unique_not_null") in evaluated
+        assert {check for check in evaluated if check[0] == "active_lessons"} == {
+            ("active_lessons", "key_unique_not_null")
+        }
         assert again["refetched_active_lessons"] == 1
         assert again["planned_requests"] == 1 and again["requests"] <= 6  # token, page probe, page, confirm
         assert again["rows_inserted"] > 0

@@ -192,3 +192,40 @@ def test_repeats_any_answers_within_a_small_memory_limit(tmp_path) -> None:
     assert repeats_any(conn, "hash(k)", "t") is False
     conn.execute("INSERT INTO t VALUES (42)")
     assert repeats_any(conn, "hash(k)", "t") is True
+
+
+def test_a_tables_checks_run_again_only_when_its_run_changed_it_or_its_parent_or_met_a_new_field(
+    seeded: Warehouse,
+) -> None:
+    """raw_check_results: a table the run loaded without changing a row of it or of its parent, and without
+    anything new in its contract, yields only its blocking key check (passed, no query); a change to the table,
+    to its parent, or news in its contract brings every check back."""
+    from pipeline.contract.streams import Link
+    from pipeline.defs.raw.checks import CheckRules, raw_check_results
+
+    rules = CheckRules((Link("answers", "active_lessons", {"user_id": "user_id", "lesson_id": "lesson_id"}),), 0.5)
+    every_check = {"answers": {"key_unique_not_null", "links_to_active_lessons", "not_shrinking", "contract_unchanged"}}
+    lesson = {"user_id": "u1", "lesson_id": "l1", "score": 1.0, "last_date": T0}
+    load_once(seeded, "active_lessons", [(ACTIVE_LESSONS, [lesson])], run_id="first")
+    load_once(seeded, "answers", [(ANSWERS, [answer("a1", "q1", user="u1")])], run_id="first")
+
+    def evaluated(run_id: str, contract: dict[str, object] | None = None) -> dict[str, object]:
+        with seeded.connect(read_only=True) as conn:
+            results = raw_check_results(conn, ["answers"], every_check, rules, run_id, {"answers": contract or {}})
+            return {r.check_name: r.metadata["checked"].value if "checked" in r.metadata else None for r in results}
+
+    assert set(evaluated("first")) == every_check["answers"]  # the run that inserted the rows
+    # the same rows again: seen, not changed
+    load_once(seeded, "active_lessons", [(ACTIVE_LESSONS, [lesson])], run_id="same")
+    load_once(seeded, "answers", [(ANSWERS, [answer("a1", "q1", user="u1")])], run_id="same")
+    assert evaluated("same") == {"key_unique_not_null": "no row changed by this run"}
+    assert set(evaluated("same", {"new_fields": 1})) == every_check["answers"]  # the contract moved
+    assert set(evaluated("same", {"quarantined": 2})) == every_check["answers"]
+    # the parent changed, the answers did not: the link (and every other check) is looked at again
+    load_once(seeded, "active_lessons", [(ACTIVE_LESSONS, [{**lesson, "score": 2.0}])], run_id="parent")
+    load_once(seeded, "answers", [(ANSWERS, [answer("a1", "q1", user="u1")])], run_id="parent")
+    assert "links_to_active_lessons" in evaluated("parent")
+    # a run that did not load the table (the check_warehouse job) checks every row
+    with seeded.connect(read_only=True) as conn:
+        results = list(raw_check_results(conn, ["answers"], every_check, rules, "none", {}))
+    assert {r.check_name for r in results} == every_check["answers"]

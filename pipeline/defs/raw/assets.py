@@ -35,15 +35,20 @@ from pipeline.defs.policy import BACKFILL_WINDOW, POOL, WINDOW_TAG, is_full_refr
 from pipeline.defs.progress.backfill import BackfillWindow
 from pipeline.defs.progress.clock_skew import clock_skew_metadata
 from pipeline.defs.progress.freshness import with_progress_freshness
-from pipeline.defs.raw.checks import CheckRules, raw_check_results, selected_checks, table_check_specs
+from pipeline.defs.raw.checks import (
+    BLOCKING_CHECK,
+    CheckRules,
+    raw_check_results,
+    selected_checks,
+    skipped_tables,
+    table_check_specs,
+)
 from pipeline.defs.raw.metadata import contract_facts, table_metadata
 from pipeline.defs.resources import PlatformResource, WarehouseResource
 from pipeline.raw.commit import StreamLoad
 from pipeline.raw.runner import RawRun, RawSync, streams_of
 from pipeline.settings import Settings
 from pipeline.warehouse import Warehouse, catalog_unchanged
-
-BLOCKING_CHECK = "key_unique_not_null"
 
 
 def raw_table_specs(settings: Settings) -> list[AssetSpec]:
@@ -100,6 +105,7 @@ def build_raw_sync(settings: Settings, rules: CheckRules) -> AssetsDefinition:
         sync = RawSync(wh, settings, context.log, run)
         # Closed however this step ends (an error here while the runner waits at a commit, e.g. a full disk under
         # the event log): its fetches, client and background mirror are stopped, never left to hold the process.
+        skipped: list[str] = []  # tables whose checks were not evaluated again (unchanged by this run)
         with closing(sync.run(streams_of(selected_tables))) as commits:
             for done in commits:
                 yield from _reported(context, done, selected_tables, settings)
@@ -107,9 +113,16 @@ def build_raw_sync(settings: Settings, rules: CheckRules) -> AssetsDefinition:
                 loaded = {table: contract_facts(done, table) for table in tables}
                 results = list(_checks(wh, tables, checks, rules, context.run.run_id, loaded))
                 yield from results
+                skipped += skipped_tables(checks, tables, results)
                 blocked = _blocked(results)
                 for child in planned_from(done.stream) if blocked else ():  # nothing is planned from a broken table
                     sync.drop(child.name, f"the blocking check {BLOCKING_CHECK} of lms/{blocked[0]} failed")
+        if skipped:
+            context.log.info(
+                f"checks not evaluated again (Dagster shows them skipped; their last evaluation stands): "
+                f"{', '.join(f'lms/{t}' for t in skipped)}, of which this run changed no row, nor of what they link "
+                f"to, and met nothing new in their contract; their {BLOCKING_CHECK} passes on that ground"
+            )
 
     return lms_raw
 

@@ -30,10 +30,21 @@ from pipeline.defs.common import Metadata, lms_key
 from pipeline.defs.policy import POOL
 from pipeline.defs.resources import WarehouseResource
 from pipeline.settings import OrchestrationSettings
-from pipeline.warehouse import catalog_unchanged, duplicate_keys, last_load_counts, null_keys, orphans, row_count
+from pipeline.warehouse import (
+    catalog_unchanged,
+    duplicate_keys,
+    last_load_counts,
+    null_keys,
+    orphans,
+    row_count,
+    tables_changed_by_run,
+)
 
 CHECKED_TABLES = tuple(name for name, spec in TABLES.items() if spec.kind != "append")
 CONTRACT_CHECK = "contract_unchanged"
+# The blocking check: its failure keeps what reads the table from running. It is evaluated whenever its table is
+# loaded, changed or not: a blocking check without a result leaves its downstream ungated, with a warning.
+BLOCKING_CHECK = "key_unique_not_null"
 
 
 @dataclass(frozen=True)
@@ -49,7 +60,7 @@ def table_check_specs(table: str, rules: CheckRules) -> list[AssetCheckSpec]:
     key, links = lms_key(table), rules.links_of(table)
     return [
         AssetCheckSpec(
-            "key_unique_not_null",
+            BLOCKING_CHECK,
             asset=key,
             blocking=True,
             description=f"Every row has a full, unique key {TABLES[table].key}.",
@@ -88,15 +99,44 @@ def raw_check_results(
 ) -> Iterator[AssetCheckResult]:
     """The selected checks (`selected`: table -> check names) of `tables`, in their order (parents before their
     children). `loaded`: the tables this run materialized, with what their contract check reads (new_fields,
-    new_field_paths, quarantined); their key and link checks look only at the rows this run loaded."""
+    new_field_paths, quarantined); their key and link checks look only at the rows this run loaded.
+
+    A table this run loaded without changing a row of it (rows only seen again are no change), whose link parents it
+    did not change either, and whose load met nothing new in the contract is not checked again: each check would find
+    what its last evaluation found (no new key, no new or orphaned link, the same deletions, no new field). Its
+    blocking key check passes on that ground, without a query; the others yield no result, so Dagster records them
+    skipped and their last evaluation stands, as for a model whose inputs did not change."""
     tables = [t for t in tables if t in selected]
     last_loads = last_load_counts(conn, [t for t in tables if "not_shrinking" in selected[t]])
+    changed = tables_changed_by_run(conn, run_id) if loaded else set()
     for table in tables:
+        facts = loaded.get(table)
+        inputs = {table, *(link.parent for link in rules.links_of(table))}
+        if facts is not None and not inputs & changed and not _contract_news(facts):
+            if BLOCKING_CHECK in selected[table]:
+                yield AssetCheckResult(
+                    check_name=BLOCKING_CHECK,
+                    asset_key=lms_key(table),
+                    passed=True,
+                    metadata={"duplicate_keys": 0, "null_keys": 0, "checked": "no row changed by this run"},
+                )
+            continue
         yield from _table_results(
-            conn, table, selected[table], rules, run_id if table in loaded else None, last_loads.get(table, {})
+            conn, table, selected[table], rules, run_id if facts is not None else None, last_loads.get(table, {})
         )
         if CONTRACT_CHECK in selected[table]:
-            yield _contract_result(table, loaded.get(table))
+            yield _contract_result(table, facts)
+
+
+def skipped_tables(
+    selected: dict[str, set[str]], tables: Iterable[str], results: Iterable[AssetCheckResult]
+) -> list[str]:
+    """Of `tables`, those with a selected check that has no result among `results` (raw_check_results skipped it)."""
+    evaluated: dict[str, set[str]] = {}
+    for result in results:
+        if result.asset_key is not None and result.check_name is not None:
+            evaluated.setdefault(result.asset_key.path[-1], set()).add(result.check_name)
+    return [t for t in tables if t in selected and selected[t] - evaluated.get(t, set())]
 
 
 def selected_checks(check_keys: Iterable[AssetCheckKey]) -> dict[str, set[str]]:
@@ -139,7 +179,7 @@ def _table_results(
     the counts of the newest load that wrote the table (last_load_counts)."""
     key, links = lms_key(table), rules.links_of(table)
     since = _first_load_time(conn, table, loaded_by) if loaded_by is not None else None
-    if "key_unique_not_null" in selected:
+    if BLOCKING_CHECK in selected:
         if loaded_by is not None and since is None:  # materialized, but its loads wrote no row of it
             duplicates, scope = 0, "no rows loaded by this run"
         else:
@@ -147,7 +187,7 @@ def _table_results(
             scope = "keys of rows loaded by this run" if since is not None else "every row"
         nulls = null_keys(conn, table)
         yield AssetCheckResult(
-            check_name="key_unique_not_null",
+            check_name=BLOCKING_CHECK,
             asset_key=key,
             passed=duplicates == 0 and nulls == 0,
             metadata={"duplicate_keys": duplicates, "null_keys": nulls, "checked": scope},
@@ -213,7 +253,7 @@ def _contract_result(table: str, metadata: Metadata | None) -> AssetCheckResult:
     return AssetCheckResult(
         check_name=CONTRACT_CHECK,
         asset_key=lms_key(table),
-        passed=new_fields == 0 and quarantined == 0 and not new_columns,
+        passed=not _contract_news(metadata),
         severity=AssetCheckSeverity.WARN,
         metadata={
             "new_fields": new_fields,
@@ -222,6 +262,13 @@ def _contract_result(table: str, metadata: Metadata | None) -> AssetCheckResult:
             "quarantined_in_stream": quarantined,
             "next_step": "see lms.quarantine and the run's warnings; docs/exactness.md, 'Bad records'",
         },
+    )
+
+
+def _contract_news(metadata: Metadata) -> bool:
+    """This run's load met new fields (kept in extra, or become columns) or quarantined records."""
+    return bool(
+        int(metadata.get("new_fields") or 0) or int(metadata.get("quarantined") or 0) or metadata.get("new_columns")
     )
 
 
