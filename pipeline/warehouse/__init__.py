@@ -105,7 +105,6 @@ __all__ = [
     "is_committed_load",
     "keeps_deleted_rows",
     "last_load_counts",
-    "tables_changed_by_run",
     "last_seen_sql",
     "live_table_rows",
     "maintain",
@@ -123,5 +122,6 @@ __all__ = [
     "stream_statuses",
     "table_def",
     "table_summaries",
+    "tables_changed_by_run",
     "written_version_ids",
 ]

@@ -46,7 +46,10 @@ def test_status_reads_while_a_sync_runs_and_reset_sync_rebuild_agree(tmp_path):
         assert stack.sync(select=RAW).success
         cursor = sync_state(stack.warehouse_path)["active_lessons"]
 
-        stack.sim.set_faults("latency_ms=40")  # a sync slow enough to ask for the status meanwhile
+        # A sync slow enough to ask for the status meanwhile, whatever its own overhead: the first load's manifest
+        # comes after two rounds of requests (token, then the first listing page); the groups' users, asked once the
+        # groups are listed, take three rounds more (8 requests in flight) after it.
+        stack.sim.set_faults("latency_ms=1500")
         manifests = stack.data_dir / "lake" / "_loads"
         before = len(list(manifests.glob("*.json")))
         running = cli(stack, "sync", "--select", RAW[0])
