@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 SCHEMA = "lms"
 REGISTRY = f"{SCHEMA}._tables"  # one row per data table: what its TableSpec said (kind, key, cursor field, parent)
@@ -12,6 +14,14 @@ DELETED_AT = "deleted_at"
 # The counts of a load's record (lms._load_runs) that say it changed a table's rows
 ROW_CHANGES = ("inserted", "updated", "deleted")
 META_COLUMNS = (FIRST_LOADED_AT, LAST_LOADED_AT, DELETED_AT)
+
+
+def changed_tables(written: Mapping[str, Any], kinds: tuple[str, ...] = ROW_CHANGES) -> list[str]:
+    """Of a load record's tables (lms._load_runs `tables`: per table, its counts), those whose rows it changed in
+    one of the ways `kinds`; a row only seen again is no change."""
+    return [name for name, counts in written.items() if counts and any(counts.get(kind, 0) for kind in kinds)]
+
+
 # The internal tables' descriptions (merge/state.py, schema.py and lake/iceberg.py create them), set as comments like
 # the data tables' once they exist.
 INTERNAL_COMMENTS: dict[str, tuple[str, dict[str, str]]] = {

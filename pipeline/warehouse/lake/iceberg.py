@@ -52,6 +52,7 @@ from pipeline.warehouse.duck.tabledef import (
     ROW_CHANGES,
     SCHEMA,
     TableDef,
+    changed_tables,
 )
 from pipeline.warehouse.lake.lakestore import open_lake
 
@@ -1080,9 +1081,8 @@ def _last_changes(
     changed: dict[str, datetime] = {}
     query = f"SELECT committed_at, tables FROM {SCHEMA}._load_runs WHERE committed_at > ? ORDER BY committed_at"
     for committed_at, tables in conn.execute(query, [since]).fetchall():
-        for name, counts in json.loads(tables).items():
-            if counts and any(counts.get(kind, 0) for kind in kinds):
-                changed[name] = committed_at
+        for name in changed_tables(json.loads(tables), kinds):
+            changed[name] = committed_at
     return changed
 
 

@@ -16,7 +16,7 @@ import duckdb
 from pipeline.contract.evolution import DiscoveredColumn
 from pipeline.warehouse.duck.arrow_types import q
 from pipeline.warehouse.duck.schema import REGISTRY_DDL, REGISTRY_KEY_COLUMN
-from pipeline.warehouse.duck.tabledef import ROW_CHANGES, SCHEMA, TableDef
+from pipeline.warehouse.duck.tabledef import SCHEMA, TableDef, changed_tables
 from pipeline.warehouse.lake.manifest import LoadOutcome, LoadPlan
 
 SYNC_STATE = f"{SCHEMA}._sync_state"
@@ -245,12 +245,8 @@ def newest_loads(conn: duckdb.DuckDBPyConnection, tables: Iterable[str]) -> dict
 def tables_changed_by_run(conn: duckdb.DuckDBPyConnection, run_id: str) -> set[str]:
     """The tables of which a load of Dagster run `run_id` inserted, updated or deleted a row (a row only seen
     again, its last_loaded_at moved, is no change)."""
-    changed: set[str] = set()
-    for (written,) in conn.execute(f"SELECT tables FROM {LOAD_RUNS} WHERE run_id = ?", [run_id]).fetchall():
-        for table, counts in (_json(written) or {}).items():
-            if counts and any(counts.get(kind, 0) for kind in ROW_CHANGES):
-                changed.add(table)
-    return changed
+    rows = conn.execute(f"SELECT tables FROM {LOAD_RUNS} WHERE run_id = ?", [run_id]).fetchall()
+    return {table for (written,) in rows for table in changed_tables(_json(written) or {})}
 
 
 def _json(value: Any) -> Any:
