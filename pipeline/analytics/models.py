@@ -117,8 +117,34 @@ class AnalyticsProject:
 
 def load_project(root: Path | None = None) -> AnalyticsProject:
     """Read every model under `root` (Settings.models_dir; None: dbt_like_sql/) and order it for building. Only
-    a directory without any model is an error; a model's own problem is kept on the model (module docstring)."""
+    a directory without any model is an error; a model's own problem is kept on the model (module docstring).
+    A project is read once while none of its files changed (the definitions and the sync's models run share it)."""
     root = Path(root or DEFAULT_MODELS_DIR)
+    files_now = _project_files(root)
+    read = _read_projects.get(root)
+    if read is not None and read[0] == files_now:
+        return read[1]
+    project = _read_project(root)
+    _read_projects[root] = (files_now, project)
+    return project
+
+
+_read_projects: dict[Path, tuple[tuple[tuple[str, int, int], ...], AnalyticsProject]] = {}
+
+
+def _project_files(root: Path) -> tuple[tuple[str, int, int], ...]:
+    """Each file a project is read from (models, YAML, macros, project files), with its mtime and size."""
+    found = []
+    for path in root.rglob("*"):
+        parts = path.relative_to(root).parts[:-1]
+        generated = bool(parts) and (parts[0] in NOT_MODEL_DIRS - {MACROS_DIR} or any(p.startswith(".") for p in parts))
+        if path.is_file() and not generated:
+            stat = path.stat()
+            found.append((str(path.relative_to(root)), stat.st_mtime_ns, stat.st_size))
+    return tuple(sorted(found))
+
+
+def _read_project(root: Path) -> AnalyticsProject:
     files = sorted(p for p in root.rglob("*.sql") if p.is_file() and not _outside_models(p, root))
     if not files:
         raise ModelError(f"{root}: holds no .sql model; set {MODELS_DIR_ENV} to the models directory")
