@@ -4,18 +4,24 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dagster import AssetKey, DagsterInstance, Definitions
+from dagster import AssetKey, AssetSelection, DagsterInstance, Definitions
 
+from pipeline.defs.analytics.checks import PUBLISHED_KEY
+from pipeline.defs.analytics.specs import GROUP
+from pipeline.defs.analytics.stale import models_to_run
+from pipeline.defs.lake.assets import MART_MIRROR_KEY
 from pipeline.defs.operations.console import CONSOLE_LOGGER
+from pipeline.defs.operations.jobs import NIGHTLY_JOB, SYNC_SELECTION
 from pipeline.defs.operations.runs.identity import current_process
 from pipeline.defs.operations.runs.pool_wait import PoolWaitTimeout, wait_for_pool
 from pipeline.defs.operations.runs.recovery import recover_dead_runs
 from pipeline.defs.operations.runs.retry_policy import IN_PROCESS_TAG
 from pipeline.defs.policy import POOL
+from pipeline.defs.raw.checks import BLOCKING_CHECK
 from pipeline.defs.selection import widen_to_whole_multi_assets
 from pipeline.instance import ensure_dagster_home
 from pipeline.memory import resume_collections
@@ -26,6 +32,8 @@ if TYPE_CHECKING:
     from pipeline.raw.prefetch import Prefetch
 
 log = logging.getLogger("lessonsync.sync")
+# Run after the loads, in the nightly sync's second run: the models, what publishes them and the marts' mirror.
+DERIVED_SELECTION = AssetSelection.groups(GROUP) | AssetSelection.assets(MART_MIRROR_KEY)
 
 
 @dataclass
@@ -37,11 +45,14 @@ class SyncReport:
     failed_checks: list[str] = field(default_factory=list)
     error: str | None = None
     step_errors: dict[str, str] = field(default_factory=dict)  # failed step -> the message of its root exception
+    models_run_id: str | None = None  # the nightly sync's second run: the models, the publish, the marts' mirror
+    models_up_to_date: int = 0  # models that run left out: their inputs unchanged since their last build
+    failed_run_id: str | None = None  # the run that failed, when not `run_id`
 
 
 def sync_job_name(*, full_refresh: bool = False, backfill: bool = False) -> str:
     """The job a sync runs: a full refresh, a backfill over a range of days, else the nightly sync."""
-    return "full_refresh" if full_refresh else "backfill_progress" if backfill else "nightly_sync"
+    return "full_refresh" if full_refresh else "backfill_progress" if backfill else NIGHTLY_JOB
 
 
 def run_sync(
@@ -52,14 +63,61 @@ def run_sync(
     instance: DagsterInstance | None = None,
     backfill_range: tuple[str, str] | None = None,
     prefetch: Prefetch | None = None,
+    stopping: Callable[[], bool] = lambda: False,
 ) -> SyncReport:
     """Materialize the selected assets (default: everything) with their checks: cursor-based, or over
     `backfill_range` (first and last UTC day) as one sweep, the way a backfill launched from the UI runs. With
-    `prefetch` (`lessonsync sync`: pipeline/raw/prefetch.py), the run takes its id, and its raw step its fetches."""
+    `prefetch` (`lessonsync sync`: pipeline/raw/prefetch.py), the run takes its id, and its raw step its fetches.
+    `stopping`: whether the command was asked to stop (the nightly sync's models run is not started then)."""
     job_name = sync_job_name(full_refresh=full_refresh, backfill=backfill_range is not None)
+    if job_name == NIGHTLY_JOB and not select:
+        return _loads_then_models(settings, instance, prefetch, stopping)
     return run_job(
         job_name, settings, select=select, instance=instance, backfill_range=backfill_range, prefetch=prefetch
     )
+
+
+def _loads_then_models(
+    settings: Settings, instance: DagsterInstance | None, prefetch: Prefetch | None, stopping: Callable[[], bool]
+) -> SyncReport:
+    """The nightly sync as two runs of its job: the loads (raw tables, certificates, their checks and Iceberg
+    mirror), then the models whose inputs changed, the publish and the marts' mirror. Dagster plans every asset and
+    check of a run when it creates it (an event-log write each); which models must be built is known only after
+    the loads, so the second run plans those alone, not the models and tests that would find nothing changed."""
+    defs = definitions_for(settings)
+    graph = defs.resolve_asset_graph()
+    derived = DERIVED_SELECTION.resolve(graph, allow_missing=True)
+    loads = sorted(SYNC_SELECTION.resolve(graph) - derived)
+    report = _execute(defs, NIGHTLY_JOB, settings, loads, instance, None, prefetch)
+    read = DERIVED_SELECTION.upstream().resolve(graph, allow_missing=True) - derived
+    unloaded = {k.to_user_string() for k in read} - report.materializations.keys()
+    blocked = [c for c in report.failed_checks if c.endswith(f":{BLOCKING_CHECK}")]
+    if unloaded or blocked:  # as within one run: a model is not built over a failed load
+        return report
+    if stopping():
+        report.success, report.error = False, "stopped before the models run"
+        return report
+    stale = models_to_run(settings)
+    models = [k for k in derived if k.path[0] == GROUP and k != PUBLISHED_KEY]
+    selected = [k for k in models if stale is None or k.path[-1] in stale]
+    later = sorted({*selected, *(derived - set(models))})
+    log.info(
+        "models run: %d model(s) whose inputs changed since their last build%s; %d up to date, not run",
+        len(selected),
+        f" ({', '.join(k.path[-1] for k in sorted(selected))})" if 0 < len(selected) <= 8 else "",
+        len(models) - len(selected),
+    )
+    models_run = _execute(defs, NIGHTLY_JOB, settings, later, instance, None, None)
+    if report.success and not models_run.success:
+        report.failed_run_id = models_run.run_id
+    report.success = report.success and models_run.success
+    report.models_run_id = models_run.run_id
+    report.models_up_to_date = len(models) - len(selected)
+    report.materializations.update(models_run.materializations)
+    report.failed_checks += models_run.failed_checks
+    report.error = report.error or models_run.error
+    report.step_errors.update(models_run.step_errors)
+    return report
 
 
 def run_job(
@@ -73,7 +131,9 @@ def run_job(
 ) -> SyncReport:
     """Execute a job of the code location configured by `settings` in this process and summarise what it did
     (on `instance`, default: the persistent one of `ensure_dagster_home`)."""
-    return _execute(job_name, settings, select, instance, backfill_range, prefetch)
+    defs = definitions_for(settings)
+    keys = widen_to_whole_multi_assets(defs, select).keys if select else None
+    return _execute(defs, job_name, settings, keys, instance, backfill_range, prefetch)
 
 
 def definitions_for(settings: Settings) -> Definitions:
@@ -84,19 +144,19 @@ def definitions_for(settings: Settings) -> Definitions:
 
 
 def _execute(
+    defs: Definitions,
     job_name: str,
     settings: Settings,
-    select: Sequence[str],
+    keys: Sequence[AssetKey] | None,
     instance: DagsterInstance | None,
     backfill_range: tuple[str, str] | None,
     prefetch: Prefetch | None,
 ) -> SyncReport:
-    defs = definitions_for(settings)
+    """Run `job_name` (its assets `keys` and their checks; None: all of them) in this process."""
     job = defs.resolve_job_def(job_name)
     if instance is None:
         ensure_dagster_home(settings)
         instance = DagsterInstance.get()
-    keys = _selected_keys(defs, select) if select else None
     resume_collections()  # the definitions are built: a command that paused collections freezes them (memory.py)
     backfill: dict[str, object] = {}
     if backfill_range is not None:  # what the Launchpad sets for a backfill (pipeline/defs/progress/backfill.py)
@@ -159,7 +219,3 @@ def _root_message(error: Any) -> str:
     while getattr(error, "cause", None) is not None:
         error = error.cause
     return str(error.message).strip()
-
-
-def _selected_keys(defs: Definitions, select: Sequence[str]) -> list[AssetKey]:
-    return widen_to_whole_multi_assets(defs, select).keys

@@ -19,6 +19,7 @@ from pipeline.analytics.build import (
     ModelResult,
     build_models,
     models_built_ahead,
+    models_to_build,
 )
 from pipeline.analytics.checks import TestOutcome
 from pipeline.analytics.errors import ModelError
@@ -47,6 +48,7 @@ __all__ = [
     "load_project",
     "mart_summary",
     "models_built_ahead",
+    "models_to_build",
     "publish",
     "relation",
     "verify_published",

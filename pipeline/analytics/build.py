@@ -158,6 +158,26 @@ def build_models(
         yield result
 
 
+def models_to_build(conn: duckdb.DuckDBPyConnection, project: AnalyticsProject, as_of: datetime) -> list[str]:
+    """The models `build_models` would build or test again now (build order), by the same rule: those whose inputs
+    differ from their last build's, or whose tests read something that changed since, each as if it builds. Reads
+    only: a warehouse whose models were never built gives every model."""
+    try:
+        recorded = _recorded_builds(conn)
+    except duckdb.CatalogException:  # no build record yet
+        return list(project.models)
+    relations = _relation_kinds(conn)
+    raw = raw_versions(conn, project.sources)
+    held: dict[str, Fingerprint] = {}
+    work = []
+    for model in project.models.values():  # build order
+        current = held[model.name] = fingerprint(model, raw, held, as_of)
+        previous = recorded.get(model.name)
+        if previous is None or not _unchanged(model, previous, current, relations) or previous.fingerprint != current:
+            work.append(model.name)
+    return work
+
+
 def _recorded_builds(conn: duckdb.DuckDBPyConnection) -> dict[str, _Recorded]:
     return {
         model: _Recorded(

@@ -90,7 +90,12 @@ def _run(
         instance = DagsterInstance.get()
         with live_progress():
             report = run_sync(
-                settings, full_refresh=args.full_refresh, select=select, instance=instance, prefetch=prefetch
+                settings,
+                full_refresh=args.full_refresh,
+                select=select,
+                instance=instance,
+                prefetch=prefetch,
+                stopping=lambda: stopped.signal is not None,
             )
     except Exception as error:  # Dagster's own storage refused a write: the run cannot even be marked failed here
         problem = os_failure(error, settings)
@@ -108,19 +113,23 @@ def _run(
         report.step_errors = {}  # the steps' interruption is the stop, said above
     elif not report.success and report.error and (problem := os_failure(report.error, settings)):
         report.error = f"{problem} [{report.error.splitlines()[0][:300]}]"
-    for line in summary_lines(report.materializations):
+    for line in summary_lines(report.materializations, report.models_up_to_date):
         print_result(line)
     for check in report.failed_checks:
         print_result(f"check failed: {check}", check=check)
+    failed_run = report.failed_run_id or report.run_id
     if not report.success:
-        _alert(settings, report.run_id, report.job_name, report.step_errors, report.error or "the run failed")
+        _alert(settings, failed_run, report.job_name, report.step_errors, report.error or "the run failed")
     cause = without_class_path(report.error or "the run failed")  # the description: a person reads this line
     outcome = "succeeded" if report.success else f"FAILED: {cause}"
     seconds = time.monotonic() - started
+    models_run = {} if report.models_run_id is None else {"models_run_id": report.models_run_id}
     print_result(
-        f"sync {outcome} in {seconds:.1f} s (run {report.run_id})",
+        f"sync {outcome} in {seconds:.1f} s (run {report.run_id})"
+        + (f" (models run {report.models_run_id})" if report.models_run_id else ""),
         outcome="succeeded" if report.success else "failed",
         run_id=report.run_id,
+        **models_run,
         seconds=round(seconds, 1),
         **({} if report.success else {"error": cause}),
     )
@@ -151,9 +160,10 @@ def _whole_multi_assets(settings: Settings, select: list[str]) -> list[str]:
     return widened.select
 
 
-def summary_lines(materializations: Mapping[str, Mapping[str, object]]) -> list[str]:
-    """One line per asset that loads rows (synced tables, certificates), then the models' build in a few lines."""
-    lines, models, unchanged = [], [], 0
+def summary_lines(materializations: Mapping[str, Mapping[str, object]], up_to_date: int = 0) -> list[str]:
+    """One line per asset that loads rows (synced tables, certificates), then the models' build in a few lines;
+    `up_to_date`: models the run left out, their inputs unchanged since their last build."""
+    lines, models, unchanged = [], [], up_to_date
     for key, metadata in sorted(materializations.items()):
         fetched = metadata.get("rows_fetched", metadata.get("events_loaded"))
         if key.startswith("lake/"):  # the Iceberg mirror

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 import pytest
 from dagster import AssetKey, DagsterInstance
 
-from pipeline.analytics.build import BUILDS_TABLE, ModelResult, build_models
+from pipeline.analytics.build import BUILDS_TABLE, ModelResult, build_models, models_to_build
 from pipeline.analytics.models import DEFAULT_MODELS_DIR, AnalyticsProject, load_project
 from pipeline.analytics.sql import quote
 from pipeline.contract.tables import TABLES
@@ -44,6 +44,11 @@ class Built:
         options.setdefault("as_of", self.as_of)
         with duckdb.connect(str(self.warehouse)) as conn:
             return {r.model.name: r for r in build_models(conn, project, **options)}
+
+    def planned(self, project: AnalyticsProject, as_of: datetime | None = None) -> set[str]:
+        """What `models_to_build` says a build now would build or test again (read-only)."""
+        with duckdb.connect(str(self.warehouse), read_only=True) as conn:
+            return set(models_to_build(conn, project, as_of or self.as_of))
 
     def builds(self) -> dict[str, tuple[datetime, str]]:
         with duckdb.connect(str(self.warehouse), read_only=True) as conn:
@@ -98,6 +103,11 @@ def rebuilt(results: dict[str, ModelResult]) -> set[str]:
     return {name for name, r in results.items() if r.status == "built"}
 
 
+def worked_on(results: dict[str, ModelResult]) -> set[str]:
+    """The models a build built or tested again (an unchanged model whose tests read something that changed)."""
+    return {name for name, r in results.items() if r.status == "built" or r.outcomes}
+
+
 def assert_marts_equal_a_build_from_scratch(built: Built, project: AnalyticsProject, tmp_path: Path) -> None:
     """Every model of `built` equals the one a full build of the same warehouse makes (all columns, all rows)."""
     scratch = Built(tmp_path / "scratch", built.as_of)
@@ -119,9 +129,11 @@ def assert_marts_equal_a_build_from_scratch(built: Built, project: AnalyticsProj
 def test_a_build_with_nothing_changed_rebuilds_nothing_but_what_reads_as_of(built: Built) -> None:
     project = load_project()
     before = built.builds()
+    assert built.planned(project) == set()
     assert rebuilt(built.build(project)) == set()
     assert built.builds() == before
     later = built.as_of + timedelta(hours=1)
+    assert built.planned(project, later) == TIME_RELATIVE
     assert rebuilt(built.build(project, as_of=later)) == TIME_RELATIVE
     after = built.builds()
     assert {m for m in before if after[m] != before[m]} == TIME_RELATIVE
@@ -158,7 +170,9 @@ def test_a_change_rebuilds_exactly_what_reads_it_and_equals_a_full_build(
             questions = built.rows("lesson_questions", f"deleted_at IS NULL AND lesson_id <> '{first}'")
             built.load_together({"lessons": lessons, "lesson_questions": questions})
             changed = {"lessons", "lesson_questions"}
+    planned = built.planned(project)
     results = built.build(project)
+    assert planned == worked_on(results)  # the run after the loads selects exactly what the build works on
     readers = {m.name for m in project.models.values() if any(d.schema == "lms" and d.name in changed for d in m.deps)}
     expected = readers | {d for m in readers for d in project.downstream_of(m)}
     assert "learner_progress" in expected
@@ -180,7 +194,9 @@ def test_a_code_change_rebuilds_the_model_and_its_descendants(built: Built, tmp_
     staging = models / "staging" / "stg_lessons.sql"
     staging.write_text(staging.read_text().replace("title as lesson_title", "upper(title) as lesson_title"))
     project = load_project(models)
+    planned = built.planned(project)
     results = built.build(project)
+    assert planned == worked_on(results)
     assert rebuilt(results) == {"stg_lessons"} | project.downstream_of("stg_lessons")
     assert results["learner_progress"].replaced is None  # built whole: its upstream code changed
     assert_marts_equal_a_build_from_scratch(built, project, tmp_path)
@@ -207,7 +223,8 @@ def test_builds_recorded_before_inputs_were_are_migrated_in_place(built: Built) 
 
 def test_a_no_change_sync_rebuilds_no_model(synced_tiny: Any, tmp_path: Path) -> None:
     """`lessonsync sync` twice on an unchanged platform (as_of moved on between them): the second rebuilds only
-    what reads as_of; every other model keeps its build, says so, and reports the same Dagster data version."""
+    what reads as_of; every other model keeps its build, is left out of the models run, and keeps its Dagster data
+    version."""
     data_dir = tmp_path / "data"
     shutil.copytree(synced_tiny.data_dir, data_dir)
     env = {**synced_tiny.run_env(), "LESSONSYNC_DATA_DIR": str(data_dir)}
@@ -225,13 +242,19 @@ def test_a_no_change_sync_rebuilds_no_model(synced_tiny: Any, tmp_path: Path) ->
     assert {m for m in before if after[m][0] != before[m][0]} == TIME_RELATIVE
     after_versions = data_versions(instance, list(before))
     assert {m for m in before if after_versions[m] != versions[m]} == TIME_RELATIVE
-    messages = [e.message for e in instance.all_logs(report.run_id)]
-    skipped = [m for m in messages if "unchanged since their last build (built at), skipped: " in m]
-    assert len(skipped) == 1 and "learner_progress (" in skipped[0], skipped
-    # a skipped model is not materialized again: its last materialization (and data version) stands
+    # the models run after the loads plans only what reads as_of: a model left out keeps its last materialization
+    # (and data version)
+    assert report.models_run_id is not None and report.models_up_to_date == len(before) - len(TIME_RELATIVE)
+    logs = instance.all_logs(report.models_run_id)
+    planned = {
+        e.dagster_event.asset_key.path[-1]
+        for e in logs
+        if e.dagster_event is not None and e.dagster_event.event_type_value == "ASSET_MATERIALIZATION_PLANNED"
+    }
+    assert planned & set(before) == TIME_RELATIVE
     materialized = {
         e.asset_materialization.asset_key.path[-1]
-        for e in instance.all_logs(report.run_id)
+        for e in logs
         if e.asset_materialization is not None and e.asset_materialization.asset_key.path[0] == "analytics"
     }
     assert materialized & set(before) == TIME_RELATIVE

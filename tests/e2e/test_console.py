@@ -93,7 +93,9 @@ def test_json_logs_are_one_object_per_line_without_a_secret(json_sync: Synced) -
     assert SECRET not in output and "eyJ" not in output  # a JWT's first characters: no token, whatever its value
     # Dagster's events name their run and step; progress lines carry their figures as fields
     steps = [r for r in records if r.get("dagster_event") == "STEP_SUCCESS"]
-    assert steps and all(r["run_id"] == json_sync.run_id() and r["step_key"] for r in steps)
+    runs = {json_sync.run_id(), json_sync.verdict["models_run_id"]}  # the loads' run, then the models'
+    assert steps and all(r["run_id"] in runs and r["step_key"] for r in steps)
+    assert {r["run_id"] for r in steps} == runs
     fetched = [r for r in records if r.get("event") == "fetched" and r.get("stream") == "answers"]
     assert fetched and {"pages", "rows", "rate"} <= fetched[0].keys() and fetched[0]["rows"] > 0
     assert json_sync.verdict["outcome"] == "succeeded" and json_sync.verdict["run_id"] == json_sync.run_id()

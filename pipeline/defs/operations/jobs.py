@@ -9,9 +9,10 @@ from pipeline.defs.operations.runs.retry_policy import retry_policy_executor
 from pipeline.defs.policy import CURSOR_WINDOW, FULL_REFRESH_WINDOW, WRITES_WAREHOUSE
 
 SYNC_SELECTION = AssetSelection.all()
+NIGHTLY_JOB = "nightly_sync"
 
 nightly_sync_job = define_asset_job(
-    "nightly_sync",
+    NIGHTLY_JOB,
     selection=SYNC_SELECTION,
     description="Everything: incremental streams from their cursors, snapshots whole, certificates, marts, and "
     "their Iceberg mirror.",
