@@ -61,7 +61,7 @@ def run_command(
     requests_before = len(stack.sim.request_log())
     load_before = load_average()
     began = time.monotonic()
-    child, cpu_at = run_sampled(COMMAND, env)
+    child, cpu_at = run_sampled(COMMAND, env, log=work / f"{kind}.log")
     sides = {
         "load_average_before": load_before,
         "load_average_after": load_average(),
@@ -110,9 +110,12 @@ def command_env(stack: Any, work: Path) -> dict[str, str]:
     return env
 
 
-def run_sampled(argv: list[str], env: dict[str, str]) -> tuple[ChildRun, list[tuple[float, float]]]:
+def run_sampled(
+    argv: list[str], env: dict[str, str], log: Path | None = None
+) -> tuple[ChildRun, list[tuple[float, float]]]:
     """bench/common.py's run_measured (its peak RSS the child's own: PeakRss), with the child's CPU seconds (user + system, from /proc) sampled every
-    SAMPLE_SECONDS meanwhile: (monotonic instant, CPU seconds so far)."""
+    SAMPLE_SECONDS meanwhile: (monotonic instant, CPU seconds so far). `log`: where the child's whole stderr is kept
+    (its timestamped lines tell where the time went; kept with --work-dir)."""
     samples: list[tuple[float, float]] = []
     ticks = os.sysconf("SC_CLK_TCK")
     began = time.perf_counter()
@@ -138,7 +141,10 @@ def run_sampled(argv: list[str], env: dict[str, str]) -> tuple[ChildRun, list[tu
         seconds = time.perf_counter() - began
         sampler.join()
         err.seek(0)
-        tail = "\n".join(err.read().decode(errors="replace").strip().splitlines()[-12:])
+        stderr = err.read().decode(errors="replace")
+        if log is not None:
+            log.write_text(stderr)
+        tail = "\n".join(stderr.strip().splitlines()[-12:])
         out.seek(0)
         run = ChildRun(
             os.waitstatus_to_exitcode(status),
