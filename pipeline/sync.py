@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -13,7 +14,7 @@ from dagster import AssetKey, AssetSelection, DagsterInstance, Definitions
 from pipeline.defs.analytics.checks import PUBLISHED_KEY
 from pipeline.defs.analytics.specs import GROUP
 from pipeline.defs.analytics.stale import models_to_run
-from pipeline.defs.lake.assets import MART_MIRROR_KEY
+from pipeline.defs.lake.assets import MART_MIRROR_KEY, RAW_MIRROR_KEY
 from pipeline.defs.operations.console import CONSOLE_LOGGER
 from pipeline.defs.operations.jobs import NIGHTLY_JOB, SYNC_SELECTION
 from pipeline.defs.operations.runs.identity import current_process
@@ -32,8 +33,10 @@ if TYPE_CHECKING:
     from pipeline.raw.prefetch import Prefetch
 
 log = logging.getLogger("lessonsync.sync")
-# Run after the loads, in the nightly sync's second run: the models, what publishes them and the marts' mirror.
-DERIVED_SELECTION = AssetSelection.groups(GROUP) | AssetSelection.assets(MART_MIRROR_KEY)
+# Run after the loads, in the nightly sync's second run: the models, what publishes them and the Iceberg mirrors.
+# The raw tables' mirror started in the background during the loads; its step (after the models, as in one run)
+# collects it, so the mirror's last tables are written while the models run, not before they start.
+DERIVED_SELECTION = AssetSelection.groups(GROUP) | AssetSelection.assets(RAW_MIRROR_KEY, MART_MIRROR_KEY)
 
 
 @dataclass
@@ -80,23 +83,37 @@ def run_sync(
 def _loads_then_models(
     settings: Settings, instance: DagsterInstance | None, prefetch: Prefetch | None, stopping: Callable[[], bool]
 ) -> SyncReport:
-    """The nightly sync as two runs of its job: the loads (raw tables, certificates, their checks and Iceberg
-    mirror), then the models whose inputs changed, the publish and the marts' mirror. Dagster plans every asset and
-    check of a run when it creates it (an event-log write each); which models must be built is known only after
-    the loads, so the second run plans those alone, not the models and tests that would find nothing changed."""
+    """The nightly sync as two runs of its job: the loads (raw tables, certificates and their checks), then the
+    models whose inputs changed, the publish and the Iceberg mirrors. Dagster plans every asset and check of a run
+    when it creates it (an event-log write each); which models must be built is known only after the loads, so the
+    second run plans those alone, not the models and tests that would find nothing changed."""
     defs = definitions_for(settings)
     graph = defs.resolve_asset_graph()
     derived = DERIVED_SELECTION.resolve(graph, allow_missing=True)
     loads = sorted(SYNC_SELECTION.resolve(graph) - derived)
-    report = _execute(defs, NIGHTLY_JOB, settings, loads, instance, None, prefetch)
-    read = DERIVED_SELECTION.upstream().resolve(graph, allow_missing=True) - derived
-    unloaded = {k.to_user_string() for k in read} - report.materializations.keys()
-    blocked = [c for c in report.failed_checks if c.endswith(f":{BLOCKING_CHECK}")]
-    if unloaded or blocked:  # as within one run: a model is not built over a failed load
-        return report
-    if stopping():
-        report.success, report.error = False, "stopped before the models run"
-        return report
+    try:
+        report = _execute(defs, NIGHTLY_JOB, settings, loads, instance, None, prefetch, await_mirror=False)
+        read = DERIVED_SELECTION.upstream().resolve(graph, allow_missing=True) - derived
+        unloaded = {k.to_user_string() for k in read} - report.materializations.keys()
+        blocked = [c for c in report.failed_checks if c.endswith(f":{BLOCKING_CHECK}")]
+        if unloaded or blocked:  # as within one run: a model is not built over a failed load
+            return report
+        if stopping():
+            report.success, report.error = False, "stopped before the models run"
+            return report
+        return _models_run(defs, derived, settings, instance, report)
+    finally:
+        await_background_mirror(settings.warehouse_path)  # the command ends with the mirror the loads started
+
+
+def _models_run(
+    defs: Definitions,
+    derived: AbstractSet[AssetKey],
+    settings: Settings,
+    instance: DagsterInstance | None,
+    report: SyncReport,
+) -> SyncReport:
+    """The second run of the nightly sync, its outcome merged into the loads' `report`."""
     stale = models_to_run(settings)
     models = [k for k in derived if k.path[0] == GROUP and k != PUBLISHED_KEY]
     selected = [k for k in models if stale is None or k.path[-1] in stale]
@@ -151,8 +168,11 @@ def _execute(
     instance: DagsterInstance | None,
     backfill_range: tuple[str, str] | None,
     prefetch: Prefetch | None,
+    *,
+    await_mirror: bool = True,
 ) -> SyncReport:
-    """Run `job_name` (its assets `keys` and their checks; None: all of them) in this process."""
+    """Run `job_name` (its assets `keys` and their checks; None: all of them) in this process. `await_mirror`: the
+    run ends with the background Iceberg mirror its raw step started (False: the caller awaits it)."""
     job = defs.resolve_job_def(job_name)
     if instance is None:
         ensure_dagster_home(settings)
@@ -190,7 +210,8 @@ def _execute(
         tags={**current_process().tags(run_id), IN_PROCESS_TAG: "true"},
         raise_on_error=False,
     )
-    await_background_mirror(settings.warehouse_path)  # a run whose mirror step did not run ends with its mirror
+    if await_mirror:  # a run whose mirror step did not run ends with its mirror
+        await_background_mirror(settings.warehouse_path)
     report = SyncReport(success=result.success, run_id=result.run_id, job_name=job_name)
     for event in result.get_asset_materialization_events():
         materialization = event.materialization
