@@ -93,7 +93,9 @@ def sync_child(select: list[str], urls_file: str | None = None) -> dict[str, Any
     stamps: dict[str, list[float]] = {}
     step_seconds = 0.0
     steps: dict[str, float] = {}  # seconds per step (asset or check): where a run's time goes
-    for record in instance.all_logs(report.run_id):
+    # the nightly sync is two runs, the loads and then the models (pipeline/sync.py): both runs' steps count
+    run_ids = [report.run_id, *([report.models_run_id] if report.models_run_id else [])]
+    for record in (record for run_id in run_ids for record in instance.all_logs(run_id)):
         event = record.dagster_event
         if event is None:
             continue
@@ -105,7 +107,8 @@ def sync_child(select: list[str], urls_file: str | None = None) -> dict[str, Any
     return {
         "run_seconds": round(seconds, 2),
         "run_cpu_seconds": round(cpu_seconds, 2),  # every thread's, in run_sync
-        "dagster_run_seconds": round(run_end - run_start, 2),
+        "dagster_run_seconds": round(run_end - run_start, 2),  # the first run's start to the last one's end
+        "run_ids": run_ids,
         "step_seconds": round(step_seconds, 2),
         "steps": steps,
         "failed_checks": report.failed_checks,
