@@ -16,7 +16,7 @@ from pydantic import Field, PrivateAttr
 
 from pipeline.defs.certificates.resource import InboxResource
 from pipeline.defs.operations.runs.identity import current_process, recorded_process
-from pipeline.raw.mirror import await_background_mirror
+from pipeline.raw.mirror import await_background_mirror, background_mirror_paused
 from pipeline.settings import Settings, load_settings
 from pipeline.source import PlatformClient
 from pipeline.warehouse import Warehouse
@@ -68,6 +68,15 @@ class WarehouseResource(RunSettingsResource):
         settings = self.settings()
         await_background_mirror(settings.warehouse_path)
         return Warehouse.from_settings(settings)
+
+    @contextmanager
+    def reading(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A read-only connection for a step that only reads (checks): beside a background Iceberg mirror of this
+        process, paused meanwhile rather than awaited, so the run goes on while the mirror writes its last tables."""
+        settings = self.settings()
+        paused = background_mirror_paused(settings.warehouse_path)
+        with paused, Warehouse.from_settings(settings).connect(read_only=True) as conn:
+            yield conn
 
     @contextmanager
     def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:

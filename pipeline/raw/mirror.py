@@ -13,9 +13,10 @@ Its thread runs at the lowest CPU priority: on a loaded machine the fetches and 
 It is a bulkhead like the mirror step: whatever fails in it is logged as a WARNING and never reaches the raw step;
 the table stays behind for `lake/iceberg_tables`, which heals and reports it. After the last commit the worker brings
 up every table the record cannot vouch for (as the mirror step would), while the raw step ends: the mirror of the
-last stream's tables is not part of the raw step's time. The next step of the run that opens the warehouse (every
+last stream's tables is not part of the raw step's time. The next step of the run that writes the warehouse (every
 run executes in-process: the same process) waits for it first (`await_background_mirror`), so nothing else writes
-or checkpoints the file beside it, and the mirror step then finds every table current by the record."""
+or checkpoints the file beside it, and the mirror step then finds every table current by the record; a step that
+only reads (the webhook tables' checks) pauses it instead (`background_mirror_paused`)."""
 
 from __future__ import annotations
 
@@ -222,6 +223,21 @@ def await_background_mirror(warehouse_path: Path, *, collect: bool = False) -> B
         )
         worker.stop()
     return worker.join()
+
+
+@contextmanager
+def background_mirror_paused(warehouse_path: Path) -> Iterator[None]:
+    """Within the block the background mirror of this process's warehouse at `warehouse_path`, if one runs, starts
+    no table (the one in progress is finished first): for a step that only reads the warehouse, which then need
+    not wait for the whole mirror (its reads see committed data, DuckDB's MVCC, as the raw step's own checks do)."""
+    with _registry_lock:
+        worker = _registry.get(_key(warehouse_path))
+    if worker is None:
+        yield
+        return
+    reached("background_mirror_paused")
+    with worker.paused():
+        yield
 
 
 _registry: dict[str, MirrorWorker] = {}  # warehouse file -> its last background mirror, until collected

@@ -113,6 +113,36 @@ def test_each_stream_is_mirrored_in_the_background_and_the_mirror_step_then_writ
         assert_iceberg_equals_warehouse(settings_of(stack))
 
 
+def test_the_webhook_tables_checks_read_beside_the_background_mirror_without_waiting_for_it(tmp_path: Path) -> None:
+    with local_stack(tmp_path / "data", scale="tiny") as stack:
+        stack.env.update(ICEBERG_ENV)
+        # The background mirror holds after its first table until a step pauses it: check_certificates, which runs
+        # after lms_raw and only reads. Had it waited for the whole mirror, the two would wait for each other.
+        paused, held = threading.Event(), threading.Event()
+
+        def hold_until_paused(point: str) -> None:
+            if point.startswith("background_mirrored:") and not held.is_set():
+                held.set()
+                assert paused.wait(60), "no step paused the background mirror"
+            elif point == "background_mirror_paused" and held.is_set():
+                paused.set()
+
+        instance = DagsterInstance.ephemeral()
+        with listening(hold_until_paused):
+            report = stack.sync(instance=instance)
+        assert report.success, report.error
+        step = report.materializations[MIRROR_STEP]
+        assert step["background_failed"] == {}, step
+        checked_at = [
+            record.timestamp
+            for record in instance.all_logs(report.run_id, of_type=DagsterEventType.STEP_SUCCESS)
+            if record.step_key == "check_certificates"
+        ]
+        assert len(checked_at) == 1 and checked_at[0] < step["background_finished_at"]
+        assert_warehouse_equals_platform(stack)
+        assert_iceberg_equals_warehouse(settings_of(stack))
+
+
 def test_a_failing_background_mirror_never_fails_the_raw_step_and_the_mirror_step_heals_it(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

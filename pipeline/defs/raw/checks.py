@@ -158,7 +158,7 @@ def webhook_checks_step(tables: tuple[str, ...], rules: CheckRules) -> AssetChec
     def _checks(context: AssetCheckExecutionContext, warehouse: WarehouseResource) -> Iterator[AssetCheckResult]:
         selected = selected_checks(context.selected_asset_check_keys)
         loaded = _materialized_in_this_run(context, [lms_key(t) for t in selected])
-        with warehouse.warehouse().connect(read_only=True) as conn, catalog_unchanged(conn):
+        with warehouse.reading() as conn, catalog_unchanged(conn):
             yield from raw_check_results(
                 conn, tables, selected, rules, context.run.run_id, {k.path[-1]: v for k, v in loaded.items()}
             )
