@@ -57,11 +57,11 @@ def mirror_step(report: SyncReport) -> dict[str, object]:
     return report.materializations[MIRROR_STEP]
 
 
-def raw_step_ended_at(instance: DagsterInstance, run_id: str) -> float:
+def step_ended_at(instance: DagsterInstance, run_id: str, step_key: str) -> float:
     ends = [
         record.timestamp
         for record in instance.all_logs(run_id, of_type=DagsterEventType.STEP_SUCCESS)
-        if record.step_key == "lms_raw"
+        if record.step_key == step_key
     ]
     assert len(ends) == 1
     return ends[0]
@@ -100,7 +100,7 @@ def test_each_stream_is_mirrored_in_the_background_and_the_mirror_step_then_writ
         assert step["tables_written"] == [], step  # every table was current when the mirror step ran
         assert set(step["background_tables_written"]) >= {f"lms.{table}" for table in stream_tables()}
         assert step["background_failed"] == {}
-        assert step["background_finished_at"] > raw_step_ended_at(instance, full.run_id)
+        assert step["background_finished_at"] > step_ended_at(instance, full.run_id, "lms_raw")
         assert_streams_equal_the_platform(stack)
         rows = assert_iceberg_equals_warehouse(settings_of(stack))
         assert rows["answers"] > 0 and rows["active_lessons"] > 0
@@ -133,12 +133,7 @@ def test_the_webhook_tables_checks_read_beside_the_background_mirror_without_wai
         assert report.success, report.error
         step = report.materializations[MIRROR_STEP]
         assert step["background_failed"] == {}, step
-        checked_at = [
-            record.timestamp
-            for record in instance.all_logs(report.run_id, of_type=DagsterEventType.STEP_SUCCESS)
-            if record.step_key == "check_certificates"
-        ]
-        assert len(checked_at) == 1 and checked_at[0] < step["background_finished_at"]
+        assert step_ended_at(instance, report.run_id, "check_certificates") < step["background_finished_at"]
         assert_warehouse_equals_platform(stack)
         assert_iceberg_equals_warehouse(settings_of(stack))
 
