@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from pipeline.contract import models as m
 from pipeline.contract.evolution import DESCRIPTION_METADATA
 from pipeline.contract.streams import STREAMS
-from pipeline.contract.tables import TABLES, TableSpec
+from pipeline.contract.tables import ANSWER_VERSIONS_TABLE, TABLES, TableSpec
 
 # Which API record each table's own columns come from, the prefix its columns carry, and where it is read; a table
 # not named here is described from the endpoint listing that fills it (source_of).
@@ -265,7 +265,7 @@ QUARANTINE_COLUMNS = {
 
 # Tables of schema lms declared outside TABLES (sync state kept as a table), by name.
 OTHER_TABLES = {
-    "answers_synced_versions": {
+    ANSWER_VERSIONS_TABLE: {
         "owner_id": "the owner of the active lesson (_ownerId)",
         "user_id": "the learner (_userId)",
         "lesson_id": "the lesson (_lessonId)",

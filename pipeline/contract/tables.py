@@ -217,5 +217,10 @@ def quarantine_batch(rows: Sequence[Any]) -> pa.RecordBatch:
 # declaration order; the package imports declarations.py first, so they are whole whichever module is imported),
 # then the tables no stream fills: the quarantine, and the certificates the webhook inbox fills.
 TABLES_WITHOUT_STREAM = (QUARANTINE, CERTIFICATE_EVENTS, CERTIFICATES)
+
+# Sync state kept as a table of schema lms, so that it commits and is rebuilt with the loads it describes: not
+# platform data, so the lake's Iceberg tables, which analysts read, leave it out.
+ANSWER_VERSIONS_TABLE = "answers_synced_versions"
+SYNC_STATE_TABLES = frozenset({ANSWER_VERSIONS_TABLE})
 BUILDS: dict[str, RecordTable | ChildTable] = {}  # how a page's records become each stream table's batch
 TABLES: dict[str, TableSpec] = {spec.name: spec for spec in TABLES_WITHOUT_STREAM}

@@ -25,12 +25,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.contract.columns import TIMESTAMP
-from pipeline.contract.tables import TableSpec
+from pipeline.contract.tables import ANSWER_VERSIONS_TABLE, TableSpec
 from pipeline.raw.windows import Window
 from pipeline.warehouse import Load, Warehouse, check_parts
 
 VERSIONS = TableSpec(
-    name="answers_synced_versions",
+    name=ANSWER_VERSIONS_TABLE,
     schema=pa.schema(
         [
             pa.field("owner_id", pa.string(), nullable=False),

@@ -5,7 +5,7 @@ every table read through pyiceberg and polars equals the warehouse."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -16,6 +16,7 @@ from warehouse_helpers import ALL_SPECS, ANSWER_RESULTS, ANSWERS, GROUPS, SESSIO
 from warehouse_helpers import load_once as load_only
 
 from pipeline.contract.tables import TableSpec
+from pipeline.raw.answer_versions import VERSIONS
 from pipeline.warehouse import Warehouse
 from pipeline.warehouse.lake.iceberg import CatalogUnavailable, IcebergLocation, IcebergMirror, TableFormatError
 
@@ -222,6 +223,28 @@ class OpeningCounter(IcebergMirror):
     def _table_for(self, conn, identifier, select, recreate=""):  # type: ignore[no-untyped-def]
         self.opened.append(identifier[1])
         return super()._table_for(conn, identifier, select, recreate)
+
+
+def test_the_sync_state_is_not_mirrored_and_an_earlier_mirror_of_it_is_dropped(tmp_path: Path, where) -> None:
+    versions = [{"owner_id": "o1", "user_id": "u1", "lesson_id": "l1", "last_date": datetime(2026, 1, 1, tzinfo=UTC)}]
+    earlier = make_warehouse(tmp_path, table_mirror=IcebergMirror(where, unmirrored=()))  # as an earlier version
+    earlier.ensure_tables([*ALL_SPECS, VERSIONS])
+    load_once(earlier, "answers", [(ANSWERS, [answer("al1", "q1")]), (VERSIONS, versions)])
+    kept = open_catalog(where).load_table(("lms", VERSIONS.name))
+    kept_files = Path(kept.metadata_location.removeprefix("file://")).parent.parent
+    assert [p for p in kept_files.rglob("*") if p.is_file()]
+
+    wh = make_warehouse(tmp_path, table_mirror=IcebergMirror(where), clock=earlier.clock)
+    mirror_run(wh)
+    assert not open_catalog(where).table_exists(("lms", VERSIONS.name))
+    assert not [p for p in kept_files.rglob("*") if p.is_file()], "the dropped table's files were left behind"
+    with duckdb.connect(str(wh.path), read_only=True) as conn:
+        recorded = conn.execute("SELECT table_name FROM lms._iceberg_mirrored").fetchall()
+    assert (VERSIONS.name,) not in recorded and ("answers",) in recorded
+    versions[0]["last_date"] = datetime(2026, 1, 2, tzinfo=UTC)
+    load_once(wh, "answers", [(ANSWERS, [answer("al1", "q1", minutes=5)]), (VERSIONS, versions)])
+    assert not open_catalog(where).table_exists(("lms", VERSIONS.name))
+    assert assert_mirror_equals(wh.path, where)["answers"] == 1
 
 
 def test_a_load_that_changed_nothing_opens_no_iceberg_table(tmp_path: Path, where) -> None:

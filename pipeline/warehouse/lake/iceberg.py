@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import duckdb
 import pyarrow as pa
 
+from pipeline.contract.tables import SYNC_STATE_TABLES
 from pipeline.warehouse import hooks
 from pipeline.warehouse.duck.arrow_types import q
 from pipeline.warehouse.duck.catalog import read_catalog
@@ -292,8 +293,9 @@ class _NewLocation:
 class IcebergMirror:
     """Mirrors `lms.*` and the published marts of one warehouse into one Iceberg catalog."""
 
-    def __init__(self, where: IcebergLocation) -> None:
+    def __init__(self, where: IcebergLocation, unmirrored: Collection[str] = SYNC_STATE_TABLES) -> None:
         self.where = where
+        self.unmirrored = frozenset(unmirrored)  # warehouse tables of schema lms kept out of the Iceberg tables
         self._catalog: SqlCatalog | None = None
 
     def __repr__(self) -> str:  # the catalog URL may hold a password
@@ -358,10 +360,11 @@ class IcebergMirror:
         is new, a mirror run failed or never came, or a SQLite catalog no longer registers it here). After loads
         that changed nothing, no Iceberg table is opened and pyiceberg is not imported."""
         current = self._current(conn)
+        self._drop_unmirrored(conn)
         latest = _latest_load_time(conn)
         if current and latest is not None:  # moving the record on keeps the next run's look-back short
             _record(conn, self.mirror_id, {table: (latest, rows) for table, rows in current.items()})
-        behind = [table.name for table in read_catalog(conn) if table not in current]
+        behind = [table.name for table in self._mirrored_tables(conn) if table not in current]
         return self.sync_raw(conn, behind) if behind else []
 
     def sync_tables_behind(self, conn: duckdb.DuckDBPyConnection, names: Iterable[str]) -> list[MirrorStats]:
@@ -381,7 +384,7 @@ class IcebergMirror:
     def _current(self, conn: duckdb.DuckDBPyConnection, names: Collection[str] | None = None) -> dict[TableDef, int]:
         """The tables (-> rows; of `names` only, when given) the record vouches for, and a SQLite catalog still
         registers here."""
-        current = _current_by_record(conn, self.mirror_id, names)
+        current = {t: rows for t, rows in _current_by_record(conn, self.mirror_id, names).items() if self._mirrors(t)}
         registered = self._registered(SCHEMA) if current else None
         if registered is not None:
             current = {t: rows for t, rows in current.items() if self._registered_here(registered.get(t.name))}
@@ -421,11 +424,38 @@ class IcebergMirror:
         CatalogUnavailable at once. `verify_files`: also check that the data files on object storage are there
         whole (on a local disk they are checked whenever a table is opened)."""
         wanted = set(names) if names is not None else None
+        if wanted is None:
+            self._drop_unmirrored(conn)
         return [
             self._healing(f"{SCHEMA}.{table.name}", partial(self._sync_table, conn, table, verify_files))
-            for table in read_catalog(conn)
+            for table in self._mirrored_tables(conn)
             if wanted is None or table.name in wanted
         ]
+
+    def _mirrors(self, table: TableDef) -> bool:
+        return table.name not in self.unmirrored
+
+    def _mirrored_tables(self, conn: duckdb.DuckDBPyConnection) -> tuple[TableDef, ...]:
+        """The warehouse tables kept as Iceberg tables: every data table of schema lms but the sync state."""
+        return tuple(table for table in read_catalog(conn) if self._mirrors(table))
+
+    def _drop_unmirrored(self, conn: duckdb.DuckDBPyConnection) -> None:
+        """An Iceberg table the record shows for a table no longer mirrored (kept by an earlier version) is taken
+        out of the catalog, its files purged when they lie in this mirror's location, and its record removed: no
+        reader finds it stale. Only the record is read when there is none (pyiceberg is not imported)."""
+        _ensure_record(conn)
+        query = f"SELECT table_name FROM {MIRROR_RECORD} WHERE mirror = ? AND list_contains(?, table_name)"
+        for (name,) in conn.execute(query, [self.mirror_id, sorted(self.unmirrored)]).fetchall():
+            from pyiceberg.exceptions import NoSuchTableError
+
+            with suppress(NoSuchTableError):
+                ice = self.catalog.load_table((SCHEMA, name))
+                if self.where.holds(ice.metadata_location):
+                    self.catalog.purge_table((SCHEMA, name))
+                else:  # another directory's table: never written here
+                    self.catalog.drop_table((SCHEMA, name))
+                log.info("iceberg %s.%s: dropped (sync state, no longer mirrored)", SCHEMA, name)
+            conn.execute(f"DELETE FROM {MIRROR_RECORD} WHERE mirror = ? AND table_name = ?", [self.mirror_id, name])
 
     def _healing(self, name: str, sync: Callable[[str], MirrorStats]) -> MirrorStats:
         """`sync("")`; when the table cannot be brought up in place because a file of it is missing or damaged (a
@@ -726,7 +756,7 @@ class IcebergMirror:
         (at least `min_files`, and more than twice one file per BATCH_ROWS rows): one new snapshot, the same
         rows in fewer files. Returns the files before, per table rewritten."""
         rewritten = {}
-        tables = {t.name: t for t in read_catalog(conn)}
+        tables = {t.name: t for t in self._mirrored_tables(conn)}
         for name, table in tables.items():
             try:
                 ice = self.catalog.load_table((SCHEMA, name))
