@@ -247,6 +247,22 @@ def test_the_sync_state_is_not_mirrored_and_an_earlier_mirror_of_it_is_dropped(t
     assert assert_mirror_equals(wh.path, where)["answers"] == 1
 
 
+def test_an_earlier_mirror_of_the_sync_state_with_its_metadata_lost_is_dropped_without_failing_the_run(
+    tmp_path: Path, where
+) -> None:
+    versions = [{"owner_id": "o1", "user_id": "u1", "lesson_id": "l1", "last_date": datetime(2026, 1, 1, tzinfo=UTC)}]
+    earlier = make_warehouse(tmp_path, table_mirror=IcebergMirror(where, unmirrored=()))
+    earlier.ensure_tables([*ALL_SPECS, VERSIONS])
+    load_once(earlier, "answers", [(ANSWERS, [answer("al1", "q1")]), (VERSIONS, versions)])
+    kept = open_catalog(where).load_table(("lms", VERSIONS.name))
+    Path(kept.metadata_location.removeprefix("file://")).unlink()
+
+    wh = make_warehouse(tmp_path, table_mirror=IcebergMirror(where), clock=earlier.clock)
+    mirror_run(wh)  # fails the test on any table's error
+    assert not open_catalog(where).table_exists(("lms", VERSIONS.name))
+    assert assert_mirror_equals(wh.path, where)["answers"] == 1
+
+
 def test_a_load_that_changed_nothing_opens_no_iceberg_table(tmp_path: Path, where) -> None:
     counter = OpeningCounter(where)
     counter.opened = []

@@ -442,20 +442,35 @@ class IcebergMirror:
     def _drop_unmirrored(self, conn: duckdb.DuckDBPyConnection) -> None:
         """An Iceberg table the record shows for a table no longer mirrored (kept by an earlier version) is taken
         out of the catalog, its files purged when they lie in this mirror's location, and its record removed: no
-        reader finds it stale. Only the record is read when there is none (pyiceberg is not imported)."""
-        _ensure_record(conn)
+        reader finds it stale. Only the record is read when there is none (pyiceberg is not imported). A table
+        that cannot be dropped now is tried again at the next run; the other tables are mirrored meanwhile."""
         query = f"SELECT table_name FROM {MIRROR_RECORD} WHERE mirror = ? AND list_contains(?, table_name)"
+        _ensure_record(conn)
         for (name,) in conn.execute(query, [self.mirror_id, sorted(self.unmirrored)]).fetchall():
-            from pyiceberg.exceptions import NoSuchTableError
-
-            with suppress(NoSuchTableError):
-                ice = self.catalog.load_table((SCHEMA, name))
-                if self.where.holds(ice.metadata_location):
-                    self.catalog.purge_table((SCHEMA, name))
-                else:  # another directory's table: never written here
-                    self.catalog.drop_table((SCHEMA, name))
-                log.info("iceberg %s.%s: dropped (sync state, no longer mirrored)", SCHEMA, name)
+            try:
+                self._drop((SCHEMA, name))
+            except Exception as error:
+                if _is_catalog_error(error):
+                    raise self._unavailable(error) from error
+                log.warning("iceberg %s.%s: not dropped (%s); tried again at the next mirror run", SCHEMA, name, error)
+                continue
             conn.execute(f"DELETE FROM {MIRROR_RECORD} WHERE mirror = ? AND table_name = ?", [self.mirror_id, name])
+
+    def _drop(self, identifier: tuple[str, str]) -> None:
+        from pyiceberg.exceptions import NoSuchTableError
+
+        try:
+            ice = self.catalog.load_table(identifier)
+        except NoSuchTableError:
+            return
+        except (OSError, ValueError):  # its metadata cannot be read: the catalog entry goes, its files cannot be named
+            self.catalog.drop_table(identifier)
+        else:
+            if self.where.holds(ice.metadata_location):
+                self.catalog.purge_table(identifier)
+            else:  # another directory's table: nothing is deleted there
+                self.catalog.drop_table(identifier)
+        log.info("iceberg %s: dropped (sync state, no longer mirrored)", ".".join(identifier))
 
     def _healing(self, name: str, sync: Callable[[str], MirrorStats]) -> MirrorStats:
         """`sync("")`; when the table cannot be brought up in place because a file of it is missing or damaged (a
