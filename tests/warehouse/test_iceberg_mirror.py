@@ -12,6 +12,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 from iceberg_helpers import assert_mirror_equals, open_catalog
+from pyiceberg.table import Table
 from warehouse_helpers import ALL_SPECS, ANSWER_RESULTS, ANSWERS, GROUPS, SESSIONS, answer, make_warehouse, result
 from warehouse_helpers import load_once as load_only
 
@@ -225,12 +226,20 @@ class OpeningCounter(IcebergMirror):
         return super()._table_for(conn, identifier, select, recreate)
 
 
-def test_the_sync_state_is_not_mirrored_and_an_earlier_mirror_of_it_is_dropped(tmp_path: Path, where) -> None:
-    versions = [{"owner_id": "o1", "user_id": "u1", "lesson_id": "l1", "last_date": datetime(2026, 1, 1, tzinfo=UTC)}]
-    earlier = make_warehouse(tmp_path, table_mirror=IcebergMirror(where, unmirrored=()))  # as an earlier version
+def version(day: int) -> dict[str, object]:
+    return {"owner_id": "o1", "user_id": "u1", "lesson_id": "l1", "last_date": datetime(2026, 1, day, tzinfo=UTC)}
+
+
+def mirrored_sync_state(tmp_path: Path, where: IcebergLocation) -> tuple[Warehouse, Table]:
+    """A warehouse whose mirror, as an earlier version did, keeps the sync state as an Iceberg table (returned)."""
+    earlier = make_warehouse(tmp_path, table_mirror=IcebergMirror(where, unmirrored=()))
     earlier.ensure_tables([*ALL_SPECS, VERSIONS])
-    load_once(earlier, "answers", [(ANSWERS, [answer("al1", "q1")]), (VERSIONS, versions)])
-    kept = open_catalog(where).load_table(("lms", VERSIONS.name))
+    load_once(earlier, "answers", [(ANSWERS, [answer("al1", "q1")]), (VERSIONS, [version(1)])])
+    return earlier, open_catalog(where).load_table(("lms", VERSIONS.name))
+
+
+def test_the_sync_state_is_not_mirrored_and_an_earlier_mirror_of_it_is_dropped(tmp_path: Path, where) -> None:
+    earlier, kept = mirrored_sync_state(tmp_path, where)
     kept_files = Path(kept.metadata_location.removeprefix("file://")).parent.parent
     assert [p for p in kept_files.rglob("*") if p.is_file()]
 
@@ -241,8 +250,7 @@ def test_the_sync_state_is_not_mirrored_and_an_earlier_mirror_of_it_is_dropped(t
     with duckdb.connect(str(wh.path), read_only=True) as conn:
         recorded = conn.execute("SELECT table_name FROM lms._iceberg_mirrored").fetchall()
     assert (VERSIONS.name,) not in recorded and ("answers",) in recorded
-    versions[0]["last_date"] = datetime(2026, 1, 2, tzinfo=UTC)
-    load_once(wh, "answers", [(ANSWERS, [answer("al1", "q1", minutes=5)]), (VERSIONS, versions)])
+    load_once(wh, "answers", [(ANSWERS, [answer("al1", "q1", minutes=5)]), (VERSIONS, [version(2)])])
     assert not open_catalog(where).table_exists(("lms", VERSIONS.name))
     assert assert_mirror_equals(wh.path, where)["answers"] == 1
 
@@ -250,11 +258,7 @@ def test_the_sync_state_is_not_mirrored_and_an_earlier_mirror_of_it_is_dropped(t
 def test_an_earlier_mirror_of_the_sync_state_with_its_metadata_lost_is_dropped_without_failing_the_run(
     tmp_path: Path, where
 ) -> None:
-    versions = [{"owner_id": "o1", "user_id": "u1", "lesson_id": "l1", "last_date": datetime(2026, 1, 1, tzinfo=UTC)}]
-    earlier = make_warehouse(tmp_path, table_mirror=IcebergMirror(where, unmirrored=()))
-    earlier.ensure_tables([*ALL_SPECS, VERSIONS])
-    load_once(earlier, "answers", [(ANSWERS, [answer("al1", "q1")]), (VERSIONS, versions)])
-    kept = open_catalog(where).load_table(("lms", VERSIONS.name))
+    earlier, kept = mirrored_sync_state(tmp_path, where)
     Path(kept.metadata_location.removeprefix("file://")).unlink()
 
     wh = make_warehouse(tmp_path, table_mirror=IcebergMirror(where), clock=earlier.clock)
