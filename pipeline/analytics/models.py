@@ -19,18 +19,16 @@ from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 from typing import TypeVar
 
-import sqlglot
-from sqlglot import exp
-
 from pipeline.analytics.config import Materialization, ModelConfig, load_config
 from pipeline.analytics.errors import ModelError
 from pipeline.analytics.lineage import (
     MODEL_SCHEMA,
     RAW_SCHEMA,
+    SqlReading,
     TableRef,
     check_known,
-    parse_select,
-    referenced_tables,
+    read_sql,
+    save_readings,
 )
 from pipeline.analytics.model_tests import ModelTest, resolve_tests
 from pipeline.analytics.refs import calls_in_text
@@ -156,6 +154,7 @@ def _read_project(root: Path) -> AnalyticsProject:
     names = {p.stem for p in files}
     templates = Templates(root)
     parsed = {p.stem: _load_model(p, root, sources, sources_problem, names, templates) for p in files}
+    save_readings()
     order, parsed = _build_order(parsed, root)
     models = {name: parsed[name] for name in order}
     return AnalyticsProject(root, sources, models, tuple(rejected))
@@ -196,11 +195,14 @@ def _load_model(
     problems: list[str] = []
     config = _attempt(problems, lambda: load_config(config_path, path.stem)) or ModelConfig()
     rendered: Rendered | None = _attempt(problems, lambda: templates.render(text, path, path.stem))
+    reading: SqlReading | None = None
     if rendered is None:
         found = calls_in_text(text)
     else:
-        found = set(rendered.calls)
-        found |= _attempt(problems, lambda: referenced_tables(parse_select(rendered.sql, path), path)) or set()
+        reading = read_sql(rendered.sql, path)
+        found = set(rendered.calls) | reading.tables
+        if reading.problem is not None:
+            problems.append(reading.problem)
     chosen = rendered.materialized if rendered is not None else None
     materialized: Materialization = chosen or config.materialized or ("view" if layer == "staging" else "table")
     incremental = _incremental_rendering(text, path, templates, problems) if materialized == "incremental" else None
@@ -216,8 +218,10 @@ def _load_model(
         )
     sql = rendered.sql if rendered is not None else ""
     incremental_sql = incremental.sql if incremental is not None else ""
-    reads = [time_reads(q) for q in (sql, incremental_sql) if q]
-    reads_as_of = any(r is not None and r.reads_as_of for r in (rendered, incremental)) or any(a for a, _ in reads)
+    readings = [r for r in (reading, incremental.reading if incremental else None) if r is not None]
+    reads_as_of = any(r is not None and r.reads_as_of for r in (rendered, incremental)) or any(
+        r.reads_as_of for r in readings
+    )
     return Model(
         path.stem,
         layer,
@@ -235,7 +239,7 @@ def _load_model(
         incremental_sql,
         unique_key,
         reads_as_of,
-        any(clock for _, clock in reads),
+        any(r.reads_clock for r in readings),
     )
 
 
@@ -244,7 +248,8 @@ class _Incremental:
     sql: str
     calls: frozenset[TableRef]
     reads: set[TableRef]  # the tables its SQL reads, the model's own ({{ this }}) left out
-    reads_as_of: bool
+    reads_as_of: bool  # var('as_of') called while it rendered
+    reading: SqlReading
 
 
 def _incremental_rendering(text: str, path: Path, templates: Templates, problems: list[str]) -> _Incremental | None:
@@ -253,40 +258,12 @@ def _incremental_rendering(text: str, path: Path, templates: Templates, problems
     rendered = _attempt(problems, lambda: templates.render(text, path, path.stem, incremental=True))
     if rendered is None:
         return None
-    try:
-        reads = referenced_tables(parse_select(rendered.sql, path), path)
-    except ModelError as error:
-        problems.append(f"{error} (the SQL rendered with is_incremental() true)")
+    reading = read_sql(rendered.sql, path)
+    if reading.problem is not None:
+        problems.append(f"{reading.problem} (the SQL rendered with is_incremental() true)")
         return None
-    return _Incremental(rendered.sql, rendered.calls, reads - {TableRef(MODEL_SCHEMA, path.stem)}, rendered.reads_as_of)
-
-
-# What reads the instant of the build or randomness rather than the model's inputs (sqlglot's names, DuckDB dialect).
-_CLOCK_EXPRESSIONS = (exp.CurrentTimestamp, exp.CurrentDate, exp.CurrentTime, exp.Rand, exp.Uuid)
-_CLOCK_FUNCTIONS = frozenset({"now", "get_current_timestamp", "get_current_time", "transaction_timestamp"})
-
-
-def time_reads(sql: str) -> tuple[bool, bool]:
-    """Whether the SQL reads the build's `as_of` (`getvariable('as_of')`, what var('as_of') renders to), and
-    whether it reads the clock, another session variable or randomness. SQL that does not parse is no model
-    anyway: neither."""
-    try:
-        query = sqlglot.parse_one(sql, read="duckdb")
-    except sqlglot.errors.SqlglotError:
-        return False, False
-    as_of = clock = False
-    for node in query.walk():
-        if isinstance(node, exp.Anonymous) and str(node.name).lower() == "getvariable":
-            argument = node.expressions[0] if node.expressions else None
-            if isinstance(argument, exp.Literal) and argument.this == "as_of":
-                as_of = True
-            else:
-                clock = True
-        elif isinstance(node, _CLOCK_EXPRESSIONS) or (
-            isinstance(node, exp.Anonymous) and str(node.name).lower() in _CLOCK_FUNCTIONS
-        ):
-            clock = True
-    return as_of, clock
+    reads = set(reading.tables - {TableRef(MODEL_SCHEMA, path.stem)})
+    return _Incremental(rendered.sql, rendered.calls, reads, rendered.reads_as_of, reading)
 
 
 def _known_tables(
