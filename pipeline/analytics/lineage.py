@@ -74,12 +74,14 @@ def save_readings() -> None:
 
 
 def _parsed_reading(sql: str, path: Path) -> SqlReading:
-    as_of, clock = time_reads(sql)
+    """The SQL parsed once: its tables and time reads from the one query; for SQL that is no model's, its time
+    reads from whatever first statement parses (time_reads)."""
     try:
-        tables = frozenset(referenced_tables(parse_select(sql, path), path))
+        query = parse_select(sql, path)
+        tables = frozenset(referenced_tables(query, path))
     except ModelError as error:
-        return SqlReading(frozenset(), str(error), as_of, clock)
-    return SqlReading(tables, None, as_of, clock)
+        return SqlReading(frozenset(), str(error), *time_reads(sql))
+    return SqlReading(tables, None, *_time_reads_of(query))
 
 
 def parse_select(sql: str, path: Path) -> exp.Query:
@@ -162,13 +164,18 @@ def time_reads(sql: str) -> tuple[bool, bool]:
     whether it reads the clock, another session variable or randomness. SQL that does not parse is no model
     anyway: neither."""
     import sqlglot
-    from sqlglot import exp
 
-    clock_expressions = (exp.CurrentTimestamp, exp.CurrentDate, exp.CurrentTime, exp.Rand, exp.Uuid)
     try:
         query = sqlglot.parse_one(sql, read="duckdb")
     except sqlglot.errors.SqlglotError:
         return False, False
+    return _time_reads_of(query)
+
+
+def _time_reads_of(query: exp.Expr) -> tuple[bool, bool]:
+    from sqlglot import exp
+
+    clock_expressions = (exp.CurrentTimestamp, exp.CurrentDate, exp.CurrentTime, exp.Rand, exp.Uuid)
     as_of = clock = False
     for node in query.walk():
         if isinstance(node, exp.Anonymous) and str(node.name).lower() == "getvariable":
@@ -194,7 +201,7 @@ class ReadingCache:
     (the SQL is parsed), and it is replaced whole (write to a temp file, then rename) so that a process never
     reads another's half-written file."""
 
-    def __init__(self, path: Path | None) -> None:
+    def __init__(self, path: Path) -> None:
         self.path = path
         self._entries: dict[str, dict[str, Any]] | None = None
         self._added = False  # entries not yet in the file
@@ -240,8 +247,6 @@ class ReadingCache:
         return self._entries
 
     def _read(self) -> dict[str, dict[str, Any]]:
-        if self.path is None:
-            return {}
         try:
             loaded = json.loads(self.path.read_text(encoding="utf-8"))
         except FileNotFoundError:
@@ -252,8 +257,6 @@ class ReadingCache:
         return loaded if isinstance(loaded, dict) else {}
 
     def _write(self, entries: dict[str, dict[str, Any]]) -> None:
-        if self.path is None:
-            return
         written: Path | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
