@@ -7,8 +7,9 @@ unmeasured: it fills the bytecode cache the measured runs share, as an installed
 Time to first request: the simulator's request log stamps every request's arrival on the machine's monotonic clock,
 the clock this process reads right before it starts the command; no marker in the command is needed. Per run: the
 command's wall and CPU seconds and peak RSS (its own: bench/common.py PeakRss), the time from its start to its first
-request (the token exchange) and to its first GET, the requests the simulator answered, whether the warehouse then
-equals the platform, and the run's floor: the bare download of the same GETs by bench/common.py (page 0 of the
+request (the token exchange) and to its first GET, the requests the simulator answered, the Dagster runs it created
+and the events they wrote (read back through the same instance: a run's fixed cost is about one storage write an
+event), whether the warehouse then equals the platform, and the run's floor: the bare download of the same GETs by bench/common.py (page 0 of the
 first-page probe, which answers 400, and the token left out). Then the ratios the issue sets: no-change / full (at most 0.25) and
 1%-change / full (at most 0.50), and each run's wall time over its floor (the latency-bound target: 1.35 at scale
 medium, 40 ms a request, page size 100).
@@ -60,6 +61,7 @@ def run_command(
     env = {**command_env(stack, work), **extra_env}
     requests_before = len(stack.sim.request_log())
     load_before = load_average()
+    created_after = datetime.now(UTC)
     began = time.monotonic()
     child, cpu_at = run_sampled(COMMAND, env, log=work / f"{kind}.log")
     sides = {
@@ -72,7 +74,7 @@ def run_command(
     requests = [r for r in stack.sim.request_log() if r.arrived >= began]
     if len(requests) + requests_before >= 100_000:
         print(f"[{kind}] the simulator's request log is full: first-request times may be missing", file=sys.stderr)
-    result: dict[str, Any] = {"returncode": child.returncode, **sides}
+    result: dict[str, Any] = {"returncode": child.returncode, **sides, "dagster_events": _events(env, created_after)}
     if child.returncode != 0:
         return {**result, "error": child.stderr_tail}
     gets = [r for r in requests if r.path.split("?", 1)[0] != TOKEN_PATH and "pageNumber=0&" not in r.path + "&"]
@@ -157,6 +159,26 @@ def run_sampled(
     return run, samples
 
 
+def _events(env: dict[str, str], created_after: datetime) -> dict[str, Any]:
+    """What the command wrote to Dagster's event log (the fixed cost of a run: one storage write an event), read
+    back through the instance the command used: its runs, their events, and the events by type (None: a log line)."""
+    from dagster import DagsterInstance, RunsFilter
+
+    from pipeline.instance import POSTGRES_URL_VARIABLE
+    from pipeline.stack import environment
+
+    wanted = {name: env[name] for name in ("DAGSTER_HOME", POSTGRES_URL_VARIABLE) if name in env}
+    by_type: dict[str, int] = {}
+    with environment(wanted), DagsterInstance.get() as instance:
+        runs = instance.get_runs(filters=RunsFilter(created_after=created_after))
+        for run in runs:
+            for entry in instance.all_logs(run.run_id):
+                name = str(entry.dagster_event_type.value) if entry.dagster_event_type else "LOG_MESSAGE"
+                by_type[name] = by_type.get(name, 0) + 1
+    ordered = dict(sorted(by_type.items(), key=lambda item: -item[1]))
+    return {"runs": len(runs), "events": sum(by_type.values()), "by_type": ordered}
+
+
 def _cpu_by(samples: list[tuple[float, float]], instant: float) -> float | None:
     """The CPU seconds of the last sample taken before `instant`."""
     before = [cpu for at, cpu in samples if at <= instant]
@@ -237,7 +259,8 @@ def _line(run: dict[str, Any]) -> str:
         f"{run['process_seconds']} s (CPU {run['cpu_seconds']} s), first request {run['first_request_s']} s "
         f"({run['first_request_cpu_s']} s CPU), "
         f"first GET {run['first_get_s']} s, {run['requests']} requests, peak RSS {run['peak_rss_mib']} MiB, "
-        f"floor {run['floor'].get('run_seconds', 'FAILED')} s (x{run.get('over_floor', '?')}), exact {run['exact']}"
+        f"floor {run['floor'].get('run_seconds', 'FAILED')} s (x{run.get('over_floor', '?')}), exact {run['exact']}, "
+        f"{run['dagster_events']['events']} Dagster events in {run['dagster_events']['runs']} run(s)"
     )
 
 
@@ -250,19 +273,22 @@ def summary(result: dict[str, Any]) -> str:
         f"({result['cpus']} cores)",
         "| run | wall s | CPU s | first request s (CPU s by then) | first GET s | requests | peak RSS MiB | floor s | "
         "x floor | "
-        "share of full (target) | exact |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "share of full (target) | exact | Dagster runs / events |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for kind, run in result["runs"].items():
         if "error" in run:
-            lines.append(f"| {kind} | FAILED after {run['process_seconds']} | | | | | {run['peak_rss_mib']} | | | | |")
+            lines.append(
+                f"| {kind} | FAILED after {run['process_seconds']} | | | | | {run['peak_rss_mib']} | | | | | |"
+            )
             continue
         share = f"{run['share_of_full']:.2f} ({run['share_target']:.2f})" if "share_of_full" in run else "-"
         lines.append(
             f"| {kind} | {run['process_seconds']} | {run['cpu_seconds']} | {run['first_request_s']} "
             f"({run['first_request_cpu_s']}) | "
             f"{run['first_get_s']} | {run['requests']:,} | {run['peak_rss_mib']} | "
-            f"{run['floor'].get('run_seconds', '-')} | {run.get('over_floor', '-')} | {share} | {run['exact']} |"
+            f"{run['floor'].get('run_seconds', '-')} | {run.get('over_floor', '-')} | {share} | {run['exact']} | "
+            f"{run['dagster_events']['runs']} / {run['dagster_events']['events']:,} |"
         )
     return "\n".join(lines)
 
