@@ -164,10 +164,12 @@ def _events(env: dict[str, str], created_after: datetime) -> dict[str, Any]:
     back through the instance the command used: its runs, their events, and the events by type (None: a log line)."""
     from dagster import DagsterInstance, RunsFilter
 
-    from pipeline.instance import POSTGRES_URL_VARIABLE
+    from pipeline.instance import POSTGRES_URL_VARIABLE, with_psycopg2_driver
     from pipeline.stack import environment
 
-    wanted = {name: env[name] for name in ("DAGSTER_HOME", POSTGRES_URL_VARIABLE) if name in env}
+    wanted = {"DAGSTER_HOME": env["DAGSTER_HOME"]}
+    if POSTGRES_URL_VARIABLE in env:  # as the command itself reads it (pipeline/instance)
+        wanted[POSTGRES_URL_VARIABLE] = with_psycopg2_driver(env[POSTGRES_URL_VARIABLE])
     by_type: dict[str, int] = {}
     with environment(wanted), DagsterInstance.get() as instance:
         runs = instance.get_runs(filters=RunsFilter(created_after=created_after))
