@@ -80,16 +80,20 @@ def test_each_stream_is_mirrored_in_the_background_and_the_mirror_step_then_writ
     with local_stack(tmp_path / "data", scale="tiny") as stack:
         stack.env.update(ICEBERG_ENV)
         # The background mirror holds after its first stream until a later step waits for it: the raw step never
-        # does, so it ends while the mirror still has every other stream's tables to bring up.
-        awaited, held, mirrored_by = threading.Event(), threading.Event(), set()
+        # does, so it ends while the mirror still has every other stream's tables to bring up. A wait counts from
+        # the first commit on (the worker's own wait for a previous worker comes before it), even when it comes
+        # before the hold: a mirror thread starved on a loaded machine may reach its first table only then.
+        committed, awaited, held, mirrored_by = threading.Event(), threading.Event(), threading.Event(), set()
 
         def hold_until_awaited(point: str) -> None:
-            if point.startswith("background_mirrored:"):
+            if point == "committed":
+                committed.set()
+            elif point.startswith("background_mirrored:"):
                 mirrored_by.add(threading.current_thread().name)
                 if not held.is_set():
                     held.set()
                     assert awaited.wait(60), "the background mirror was never waited for"
-            elif point == "background_mirror_awaited" and held.is_set():  # a step after lms_raw waits for it
+            elif point == "background_mirror_awaited" and committed.is_set():  # a step after lms_raw waits for it
                 awaited.set()
 
         instance = DagsterInstance.ephemeral()
@@ -117,14 +121,16 @@ def test_the_webhook_tables_checks_read_beside_the_background_mirror_without_wai
     with local_stack(tmp_path / "data", scale="tiny") as stack:
         stack.env.update(ICEBERG_ENV)
         # The background mirror holds after its first table until a step pauses it: check_certificates, which runs
-        # after lms_raw and only reads. Had it waited for the whole mirror, the two would wait for each other.
+        # after lms_raw and only reads. Had it waited for the whole mirror, the two would wait for each other. A
+        # pause before the hold counts too (a mirror thread starved on a loaded machine reaches its first table
+        # late); only a step of this run pauses it, as only this run's worker is registered for the warehouse.
         paused, held = threading.Event(), threading.Event()
 
         def hold_until_paused(point: str) -> None:
             if point.startswith("background_mirrored:") and not held.is_set():
                 held.set()
                 assert paused.wait(60), "no step paused the background mirror"
-            elif point == "background_mirror_paused" and held.is_set():
+            elif point == "background_mirror_paused":
                 paused.set()
 
         instance = DagsterInstance.ephemeral()
