@@ -9,10 +9,10 @@ the clock this process reads right before it starts the command; no marker in th
 command's wall and CPU seconds and peak RSS (its own: bench/common.py PeakRss), the time from its start to its first
 request (the token exchange) and to its first GET, the requests the simulator answered, the Dagster runs it created
 and the events they wrote (read back through the same instance: a run's fixed cost is about one storage write an
-event), whether the warehouse then equals the platform, and the run's floor: the bare download of the same GETs by bench/common.py (page 0 of the
-first-page probe, which answers 400, and the token left out). Then the ratios the issue sets: no-change / full (at most 0.25) and
-1%-change / full (at most 0.50), and each run's wall time over its floor (the latency-bound target: 1.35 at scale
-medium, 40 ms a request, page size 100).
+event), whether the warehouse then equals the platform, and the run's floor: the bare download of the same GETs by
+bench/common.py (page 0 of the first-page probe, which answers 400, and the token left out). Then the ratios the
+issue sets: no-change / full (at most 0.25) and 1%-change / full (at most 0.50), and each run's wall time over its
+floor (the latency-bound target: 1.35 at scale medium, 40 ms a request, page size 100).
 
 Results go to bench/results/start_<scale>[_<latency>ms].json; the summary is printed. Seconds on a loaded machine
 are only indicative (the load average is recorded): the ratios, requests, CPU seconds and peak RSS hold better.
@@ -161,7 +161,7 @@ def run_sampled(
 
 def _events(env: dict[str, str], created_after: datetime) -> dict[str, Any]:
     """What the command wrote to Dagster's event log (the fixed cost of a run: one storage write an event), read
-    back through the instance the command used: its runs, their events, and the events by type (None: a log line)."""
+    back through the instance the command used: its runs, their events, and the events by type (LOG_MESSAGE: a log line)."""
     from dagster import DagsterInstance, RunsFilter
 
     from pipeline.instance import POSTGRES_URL_VARIABLE, with_psycopg2_driver
