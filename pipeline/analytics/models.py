@@ -245,11 +245,16 @@ def _load_model(
 
 @dataclass(frozen=True)
 class _Incremental:
+    model: str
     sql: str
     calls: frozenset[TableRef]
-    reads: set[TableRef]  # the tables its SQL reads, the model's own ({{ this }}) left out
     reads_as_of: bool  # var('as_of') called while it rendered
     reading: SqlReading
+
+    @property
+    def reads(self) -> frozenset[TableRef]:
+        """The tables its SQL reads, the model's own ({{ this }}) left out."""
+        return self.reading.tables - {TableRef(MODEL_SCHEMA, self.model)}
 
 
 def _incremental_rendering(text: str, path: Path, templates: Templates, problems: list[str]) -> _Incremental | None:
@@ -262,8 +267,7 @@ def _incremental_rendering(text: str, path: Path, templates: Templates, problems
     if reading.problem is not None:
         problems.append(f"{reading.problem} (the SQL rendered with is_incremental() true)")
         return None
-    reads = set(reading.tables - {TableRef(MODEL_SCHEMA, path.stem)})
-    return _Incremental(rendered.sql, rendered.calls, reads, rendered.reads_as_of, reading)
+    return _Incremental(path.stem, rendered.sql, rendered.calls, rendered.reads_as_of, reading)
 
 
 def _known_tables(
