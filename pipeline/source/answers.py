@@ -5,8 +5,8 @@ The plan is a weighted set cover over three endpoints: per lesson and per user (
 scope in the window, and costs ceil(n / pageSize) + 1 requests, the last a confirming empty page) or per pair
 (2). Only the pairs marked `refetch` need covering, but a grouped request's cost counts every pair of its scope.
 Greedy in buckets: each round takes every lesson and user whose cost per uncovered pair is within 25% of the
-best, while that beats 2; ratios only grow, so rounds are few (~30 at most), each a pair of Arrow group-bys with
-no Python loop over pairs.
+best, while that beats 2; ratios only grow, so rounds are few (~30 at most), each a pair of counts over the
+pairs' codes with no Python loop over pairs.
 
 The run fetches the plan concurrently, then checks for page drift with two listings of the active lessons
 bracketing each pass and fetches again what it may have hit: docs/design.md, "Answers: drift".
@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -79,8 +80,8 @@ class AnswerPlan:
 REFETCH = "refetch"  # optional boolean column of the planner's input: cover this pair (default: every pair)
 
 
-def _distinct_pairs(changed: pa.Table) -> tuple[pa.Table, pa.Table, dict[str, pa.Array]]:
-    """Distinct pairs as int32 codes (cheap to group and filter at a million rows): all of them, and those
+def _distinct_pairs(changed: pa.Table) -> tuple[_Pairs, _Pairs, dict[str, pa.Array]]:
+    """Distinct pairs as int32 codes (cheap to count and filter at a million rows): all of them, and those
     to cover (a pair is covered when any of its rows has refetch true), plus the id of each code."""
     missing = {"user_id", "lesson_id"} - set(changed.column_names)
     if missing:
@@ -90,19 +91,48 @@ def _distinct_pairs(changed: pa.Table) -> tuple[pa.Table, pa.Table, dict[str, pa
         encoded = _encoded(changed.column(column))
         if encoded.null_count:
             raise ValueError("changed pairs contain a null user_id or lesson_id; they cannot address answers")
-        codes[column] = pa.chunked_array([chunk.indices.cast(pa.int32()) for chunk in encoded.chunks], type=pa.int32())
+        codes[column] = np.concatenate(
+            [chunk.indices.to_numpy(zero_copy_only=False).astype(np.int32) for chunk in encoded.chunks]
+            or [np.empty(0, np.int32)]
+        )
         names[column] = (
             encoded.chunks[0].dictionary.cast(pa.string()) if encoded.num_chunks else pa.array([], pa.string())
         )
-    pairs = pa.table(codes)
-    every = pairs.group_by(["user_id", "lesson_id"], use_threads=False).aggregate([])
+    pairs = _Pairs(codes["user_id"], codes["lesson_id"])
+    every = pairs.distinct(len(names["lesson_id"]))
     if REFETCH not in changed.column_names:
         return every, every, names
     flags = changed.column(REFETCH)
     if flags.null_count:
         raise ValueError(f"the {REFETCH} column holds nulls; say true or false for every pair")
-    wanted = pairs.filter(flags.cast(pa.bool_())).group_by(["user_id", "lesson_id"], use_threads=False).aggregate([])
+    wanted = pairs.where(flags.cast(pa.bool_()).to_numpy(zero_copy_only=False)).distinct(len(names["lesson_id"]))
     return every, wanted, names
+
+
+@dataclass(frozen=True)
+class _Pairs:
+    """(user, lesson) pairs as the codes of their ids: dense (0 to the number of distinct ids), so that a count
+    per id is a bincount and a pair one int64. Plain numpy, not Arrow's group-by: that one runs on Acero, whose
+    import brings pyarrow.dataset (~40 MiB of RSS) into the sync's process for good."""
+
+    user_id: np.ndarray
+    lesson_id: np.ndarray
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.user_id)
+
+    def column(self, name: str) -> np.ndarray:
+        return self.user_id if name == "user_id" else self.lesson_id
+
+    def where(self, mask: np.ndarray) -> _Pairs:
+        return _Pairs(self.user_id[mask], self.lesson_id[mask])
+
+    def distinct(self, lessons: int) -> _Pairs:
+        """Each pair once, in the order of its first appearance."""
+        key = self.user_id.astype(np.int64) * max(lessons, 1) + self.lesson_id
+        _, first = np.unique(key, return_index=True)
+        return self.where(np.sort(first))
 
 
 def _encoded(ids: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -118,43 +148,40 @@ def _encoded(ids: pa.ChunkedArray) -> pa.ChunkedArray:
     return unified
 
 
-def _ratios(remaining: pa.Table, column: str, totals: pa.Table, page_size: int) -> pa.Table:
-    """Per value of `column`: its request cost (from all its pairs) over its still-uncovered pairs."""
-    uncovered = remaining.group_by(column, use_threads=False).aggregate([([], "count_all")])
-    joined = uncovered.join(totals, column, use_threads=False)
-    covers = joined.column("total")
-    cost = pc.add(pc.ceil(pc.divide(pc.cast(covers, pa.float64()), float(page_size))), 1.0)
-    ratio = pc.divide(cost, pc.cast(joined.column("count_all"), pa.float64()))
-    return pa.table({column: joined.column(column), "covers": covers, "ratio": ratio})
+def _ratios(remaining: _Pairs, column: str, totals: np.ndarray, page_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ids (codes) of `column` with a still-uncovered pair, and per id its request cost (from all its pairs,
+    `totals`) over its uncovered pairs."""
+    uncovered = np.bincount(remaining.column(column), minlength=len(totals))
+    ids = np.flatnonzero(uncovered)
+    cost = np.ceil(totals[ids] / float(page_size)) + 1.0
+    return ids, cost / uncovered[ids]
 
 
 def plan_answer_requests(changed: pa.Table, page_size: int) -> AnswerPlan:
     """The bucketed-greedy plan covering every (user_id, lesson_id) of `changed` (duplicates allowed), or
     only those with `refetch` true when that column is present (the others still count in request costs)."""
     every, remaining, names = _distinct_pairs(changed)
-    totals = {
-        c: every.group_by(c, use_threads=False).aggregate([([], "count_all")]).rename_columns([c, "total"])
-        for c in ("lesson_id", "user_id")
-    }
+    totals = {c: np.bincount(every.column(c), minlength=len(names[c])) for c in ("lesson_id", "user_id")}
     streams = {"lesson_id": "answers_by_lesson", "user_id": "answers_by_user"}
     grouped: list[PlannedRequest] = []
     while remaining.num_rows:
         ratios = {c: _ratios(remaining, c, totals[c], page_size) for c in streams}
-        best = min(pc.min(r.column("ratio")).as_py() for r in ratios.values())
+        best = min(float(ratio.min()) for _, ratio in ratios.values() if len(ratio))
         if best >= PAIR_COST:
             break
         limit = min(best * BUCKET, PAIR_COST - 1e-9)
-        for column, table in ratios.items():
-            chosen = table.filter(pc.less_equal(table.column("ratio"), limit))
-            if chosen.num_rows == 0:
+        for column, (ids, ratio) in ratios.items():
+            chosen = ids[ratio <= limit]
+            if len(chosen) == 0:
                 continue
-            values = names[column].take(chosen.column(column).combine_chunks())
-            for value, covers in zip(values.to_pylist(), chosen.column("covers").to_pylist(), strict=True):
+            values = names[column].take(pa.array(chosen))
+            for value, covers in zip(values.to_pylist(), totals[column][chosen].tolist(), strict=True):
                 grouped.append(PlannedRequest(streams[column], ((column, value),), covers))
-            remaining = remaining.filter(pc.invert(pc.is_in(remaining.column(column), chosen.column(column))))
+            covered = np.zeros(len(totals[column]), dtype=bool)
+            covered[chosen] = True
+            remaining = remaining.where(~covered[remaining.column(column)])
     grouped.sort(key=lambda r: -r.covers)
-    leftovers = pa.table({c: names[c].take(remaining.column(c).combine_chunks()) for c in ("user_id", "lesson_id")})
-    pa.default_memory_pool().release_unused()  # the group-bys' scratch memory, back to the OS
+    leftovers = pa.table({c: names[c].take(pa.array(remaining.column(c))) for c in ("user_id", "lesson_id")})
     return AnswerPlan(grouped, leftovers)
 
 
@@ -238,9 +265,15 @@ def _listed_since(changed: pa.Table, instant: datetime) -> int:
     if getattr(dates.type, "tz", None) is None:
         bound = bound.astimezone(UTC).replace(tzinfo=None)  # naive lastDates are UTC (_aware)
     recent = changed.filter(pc.greater(dates, pa.scalar(bound, type=dates.type)))
+    if recent.num_rows == 0:
+        return 0
     # as strings: the spilled window's ids come dictionary-encoded, a dictionary per chunk
-    pairs = pa.table({c: recent.column(c).cast(pa.string()) for c in ("user_id", "lesson_id")})
-    return int(pairs.group_by(["user_id", "lesson_id"], use_threads=False).aggregate([]).num_rows)
+    users, lessons = (pc.dictionary_encode(recent.column(c).cast(pa.string())) for c in ("user_id", "lesson_id"))
+    codes = [
+        np.concatenate([chunk.indices.to_numpy(zero_copy_only=False) for chunk in ids.chunks])
+        for ids in (users, lessons)
+    ]
+    return _Pairs(*codes).distinct(len(lessons.chunks[0].dictionary)).num_rows
 
 
 def _newest(changed: pa.Table) -> datetime | None:
