@@ -55,12 +55,14 @@ from pipeline.warehouse.duck.tabledef import (
     TableDef,
     changed_tables,
 )
+from pipeline.warehouse.lake.iceberg_files import FILE_IO, data_file, iceberg_schema
 from pipeline.warehouse.lake.lakestore import open_lake
 
 if TYPE_CHECKING:
     from pyiceberg.catalog.sql import SqlCatalog
     from pyiceberg.io import FileIO
     from pyiceberg.manifest import DataFile
+    from pyiceberg.schema import Schema
     from pyiceberg.table import Table, Transaction
     from sqlalchemy.engine import Engine
 
@@ -268,7 +270,7 @@ class _NewTable:
     the catalog's entry of that name (elsewhere, unreadable) is dropped just before the commit."""
 
     identifier: tuple[str, str]
-    schema: pa.Schema
+    schema: Schema | pa.Schema  # iceberg_files.iceberg_schema's
     replaces: bool = False
 
 
@@ -321,7 +323,7 @@ class IcebergMirror:
                     CATALOG_NAME,
                     uri=sqlalchemy_url(self.where.catalog_url, self.where.busy_timeout),
                     warehouse=self.where.location,
-                    **self.where.io_properties,
+                    **{**FILE_IO, **self.where.io_properties},
                 )
                 bound_lock_waits(catalog.engine, self.where.busy_timeout)
                 for namespace in (SCHEMA, MARTS_NAMESPACE):
@@ -551,8 +553,6 @@ class IcebergMirror:
         properties: dict[str, str],
         stats: MirrorStats,
     ) -> None:
-        from pyiceberg.io.pyarrow import parquet_file_to_data_file
-
         touched = [f"{q(LAST_LOADED_AT)} > $since"]
         if table.has_deleted_at:
             touched.append(f"{q(DELETED_AT)} > $since")
@@ -614,7 +614,7 @@ class IcebergMirror:
                         for name in affected:
                             overwrite.delete_data_file(files[name])
                         for path in written:
-                            overwrite.append_data_file(parquet_file_to_data_file(ice.io, tx.table_metadata, path))
+                            overwrite.append_data_file(data_file(ice.io, tx.table_metadata, path))
         finally:
             conn.execute(f"DROP TABLE IF EXISTS {changed}")
 
@@ -637,7 +637,7 @@ class IcebergMirror:
             try:
                 ice = self.catalog.load_table(identifier)
             except NoSuchTableError:
-                return _NewTable(identifier, schema), ""
+                return _NewTable(identifier, iceberg_schema(schema)), ""
             except (OSError, ValueError) as error:  # the metadata file it names is gone or damaged
                 reason = f"its metadata cannot be read ({type(error).__name__}: {_first_line(error)})"
             else:
@@ -650,11 +650,11 @@ class IcebergMirror:
                 reason,
                 self.where.location,
             )
-            return _NewTable(identifier, schema, replaces=True), reason
+            return _NewTable(identifier, iceberg_schema(schema), replaces=True), reason
         known = {f.name: f.doc for f in ice.schema().fields}
         if any(name not in known or (name in docs and known[name] != docs[name]) for name in schema.names):
             with ice.update_schema() as update:
-                update.union_by_name(schema)
+                update.union_by_name(iceberg_schema(schema))
             ice = ice.refresh()
         return ice, ""
 
@@ -673,7 +673,10 @@ class IcebergMirror:
         with tempfile.TemporaryDirectory(prefix="lessonsync-iceberg-", dir=_staging_dir(conn)) as staging:
             files, rows = _write_data_files(conn, where, _written_rows(conn, select), f"{staging}/rows")
             if files:
-                create.add_files(files, snapshot_properties=properties, check_duplicate_files=False)
+                _name_columns_of_added_files(create)
+                with create.update_snapshot(snapshot_properties=properties).fast_append() as append:
+                    for path in files:
+                        append.append_data_file(data_file(where.io, create.table_metadata, path))
             if new.replaces:  # dropped only now: until this commit, readers keep the entry they had
                 with suppress(NoSuchTableError):
                     self.catalog.drop_table(new.identifier)  # the catalog's entry only: no file is deleted
@@ -917,20 +920,22 @@ def _written_columns(conn: duckdb.DuckDBPyConnection, select: str) -> list[str]:
 
 
 def _rewrite(conn: duckdb.DuckDBPyConnection, ice: Table, select: str, properties: dict[str, str]) -> int:
-    """Replace the table's rows with the query's, in one snapshot readers see whole. DuckDB writes the data files
+    """Replace the table's rows with the query's, in one snapshot readers see whole (every current data file out,
+    the new ones in; emptied, a snapshot without files still records what it mirrors). DuckDB writes the data files
     (streamed within its memory limit, on its own threads) and Iceberg adds them as they are: a whole table never
     passes through Arrow in this process."""
-    from pyiceberg.expressions import AlwaysTrue
-
     with tempfile.TemporaryDirectory(prefix="lessonsync-iceberg-", dir=_staging_dir(conn)) as staging:
         files, rows = _write_data_files(conn, ice, _written_rows(conn, select), f"{staging}/rows")
+        if not files and ice.current_snapshot() is None:  # its first snapshot comes with its first rows
+            return rows
+        current = [task.file for task in ice.scan().plan_files()] if ice.current_snapshot() is not None else []
         with ice.transaction() as tx:
-            if _iceberg_rows(ice) > 0:
-                tx.delete(AlwaysTrue(), snapshot_properties=properties)
-            if files:
-                tx.add_files(files, snapshot_properties=properties, check_duplicate_files=False)
-            elif ice.current_snapshot() is not None:  # emptied: a snapshot records what it mirrors
-                tx.append(ice.schema().as_arrow().empty_table(), snapshot_properties=properties)
+            _name_columns_of_added_files(tx)
+            with tx.update_snapshot(snapshot_properties=properties).overwrite() as overwrite:
+                for old in current:
+                    overwrite.delete_data_file(old)
+                for path in files:
+                    overwrite.append_data_file(data_file(ice.io, tx.table_metadata, path))
     return rows
 
 
