@@ -265,15 +265,8 @@ def _listed_since(changed: pa.Table, instant: datetime) -> int:
     if getattr(dates.type, "tz", None) is None:
         bound = bound.astimezone(UTC).replace(tzinfo=None)  # naive lastDates are UTC (_aware)
     recent = changed.filter(pc.greater(dates, pa.scalar(bound, type=dates.type)))
-    if recent.num_rows == 0:
-        return 0
-    # as strings: the spilled window's ids come dictionary-encoded, a dictionary per chunk
-    users, lessons = (pc.dictionary_encode(recent.column(c).cast(pa.string())) for c in ("user_id", "lesson_id"))
-    codes = [
-        np.concatenate([chunk.indices.to_numpy(zero_copy_only=False) for chunk in ids.chunks])
-        for ids in (users, lessons)
-    ]
-    return _Pairs(*codes).distinct(len(lessons.chunks[0].dictionary)).num_rows
+    pairs = recent.select(["user_id", "lesson_id"]).drop_null()  # a pair without an id addresses no listing row
+    return _distinct_pairs(pairs)[0].num_rows if pairs.num_rows else 0
 
 
 def _newest(changed: pa.Table) -> datetime | None:
