@@ -19,7 +19,14 @@ from warehouse_helpers import load_once as load_only
 from pipeline.contract.tables import TableSpec
 from pipeline.raw.answer_versions import VERSIONS
 from pipeline.warehouse import Warehouse
-from pipeline.warehouse.lake.iceberg import CatalogUnavailable, IcebergLocation, IcebergMirror, TableFormatError
+from pipeline.warehouse.lake.iceberg import (
+    CONTENT_DIGEST,
+    EMPTY_DIGEST,
+    CatalogUnavailable,
+    IcebergLocation,
+    IcebergMirror,
+    TableFormatError,
+)
 
 
 def load_once(wh: Warehouse, stream: str, tables: list, **commit: object) -> object:
@@ -453,3 +460,33 @@ def test_the_background_mirror_asks_after_the_tables_a_commit_changed_only(
         written = mirrored.table_mirror.sync_tables_behind(conn, ["lesson_sessions"])
     assert [(s.table, s.error, s.wrote) for s in written] == [("lms.lesson_sessions", "", True)]
     assert_mirror_equals(mirrored.path, where)
+
+
+def test_a_mart_emptied_keeps_a_snapshot_of_no_rows_and_its_rows_come_back_in_one(tmp_path: Path, where) -> None:
+    """A rewrite is one snapshot: every file it held out and the new ones in; emptied, the snapshot holds no file
+    and still records what it mirrors (its content digest)."""
+    wh = make_warehouse(tmp_path)
+    wh.ensure_tables(ALL_SPECS)
+    with wh.connect() as conn:
+        conn.execute("CREATE SCHEMA analytics")
+        conn.execute("CREATE TABLE analytics.funnel AS SELECT 'l' || i AS lesson_id, i AS learners FROM range(5) t(i)")
+    marts = {"funnel": "analytics.funnel"}
+
+    def mirrored() -> tuple[list[int], str | None, int]:
+        with wh.connect() as conn:
+            assert not [s.error for s in IcebergMirror(where).sync_marts(conn, marts) if s.error]
+        table = open_catalog(where).load_table(("analytics", "funnel"))
+        snapshot = table.current_snapshot()
+        assert snapshot is not None and snapshot.summary is not None
+        learners = sorted(table.scan().to_arrow().column("learners").to_pylist())
+        return learners, snapshot.summary.get(CONTENT_DIGEST), len(table.snapshots())
+
+    learners, first, snapshots = mirrored()
+    assert (learners, snapshots) == ([0, 1, 2, 3, 4], 1) and first not in (None, EMPTY_DIGEST)
+    with wh.connect() as conn:
+        conn.execute("DELETE FROM analytics.funnel")
+    assert mirrored() == ([], EMPTY_DIGEST, 2)
+    with wh.connect() as conn:
+        conn.execute("INSERT INTO analytics.funnel VALUES ('l9', 9)")
+    learners, digest, snapshots = mirrored()
+    assert (learners, snapshots) == ([9], 3) and digest not in (None, EMPTY_DIGEST, first)
