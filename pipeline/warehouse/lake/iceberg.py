@@ -609,12 +609,7 @@ class IcebergMirror:
                     kept = f"SELECT s.* FROM ({_file_rows(conn, name, columns)}) s ANTI JOIN {changed} c ON {on_key}"
                     written += _write_data_files(conn, ice, kept, f"{staging}/kept{number}")[0]
                 with ice.transaction() as tx:
-                    _name_columns_of_added_files(tx)
-                    with tx.update_snapshot(snapshot_properties=properties).overwrite() as overwrite:
-                        for name in affected:
-                            overwrite.delete_data_file(files[name])
-                        for path in written:
-                            overwrite.append_data_file(data_file(ice.io, tx.table_metadata, path))
+                    _commit_files(tx, ice.io, [files[name] for name in affected], written, properties)
         finally:
             conn.execute(f"DROP TABLE IF EXISTS {changed}")
 
@@ -673,10 +668,7 @@ class IcebergMirror:
         with tempfile.TemporaryDirectory(prefix="lessonsync-iceberg-", dir=_staging_dir(conn)) as staging:
             files, rows = _write_data_files(conn, where, _written_rows(conn, select), f"{staging}/rows")
             if files:
-                _name_columns_of_added_files(create)
-                with create.update_snapshot(snapshot_properties=properties).fast_append() as append:
-                    for path in files:
-                        append.append_data_file(data_file(where.io, create.table_metadata, path))
+                _commit_files(create, where.io, [], files, properties)
             if new.replaces:  # dropped only now: until this commit, readers keep the entry they had
                 with suppress(NoSuchTableError):
                     self.catalog.drop_table(new.identifier)  # the catalog's entry only: no file is deleted
@@ -930,13 +922,21 @@ def _rewrite(conn: duckdb.DuckDBPyConnection, ice: Table, select: str, propertie
             return rows
         current = [task.file for task in ice.scan().plan_files()] if ice.current_snapshot() is not None else []
         with ice.transaction() as tx:
-            _name_columns_of_added_files(tx)
-            with tx.update_snapshot(snapshot_properties=properties).overwrite() as overwrite:
-                for old in current:
-                    overwrite.delete_data_file(old)
-                for path in files:
-                    overwrite.append_data_file(data_file(ice.io, tx.table_metadata, path))
+            _commit_files(tx, ice.io, current, files, properties)
     return rows
+
+
+def _commit_files(
+    tx: Transaction, io: FileIO, removed: Iterable[DataFile], added: Iterable[str], properties: dict[str, str]
+) -> None:
+    """One snapshot in `tx` (an append when the table has none yet): the data files `removed` out, the Parquet files
+    at `added` in, their entries made from their footers (iceberg_files.data_file) and their columns named."""
+    _name_columns_of_added_files(tx)
+    with tx.update_snapshot(snapshot_properties=properties).overwrite() as overwrite:
+        for old in removed:
+            overwrite.delete_data_file(old)
+        for path in added:
+            overwrite.append_data_file(data_file(io, tx.table_metadata, path))
 
 
 def _written_rows(conn: duckdb.DuckDBPyConnection, select: str) -> str:
