@@ -25,6 +25,7 @@ from pipeline.defs.policy import POOL
 from pipeline.defs.raw.checks import BLOCKING_CHECK
 from pipeline.defs.selection import widen_to_whole_multi_assets
 from pipeline.instance import ensure_dagster_home
+from pipeline.instance.sqlite_writes import sqlite_writes_kept_open
 from pipeline.memory import resume_collections
 from pipeline.raw.mirror import await_background_mirror
 from pipeline.settings import Settings
@@ -177,39 +178,41 @@ def _execute(
     if instance is None:
         ensure_dagster_home(settings)
         instance = DagsterInstance.get()
-    resume_collections()  # the definitions are built: a command that paused collections freezes them (memory.py)
-    backfill: dict[str, object] = {}
-    if backfill_range is not None:  # what the Launchpad sets for a backfill (pipeline/defs/progress/backfill.py)
-        first, last = backfill_range
-        backfill = {"resources": {"backfill": {"config": {"updated_from": first, "updated_to": last}}}}
-    # LessonSync's console logger (pipeline/defs/operations/console.py): the run's lines in the format of every other
-    # line of the process. Dagster logs every engine event at DEBUG; cron users and the demo want the assets' own
-    # progress lines (INFO) and problems. LESSONSYNC_LOG_LEVEL=DEBUG brings the engine events back.
-    loggers = {"loggers": {CONSOLE_LOGGER: {"config": {"log_level": settings.log_level}}}}
-    # Before the run: this host's runs whose process is gone are failed and their slots freed, then the pool is
-    # waited for (Dagster's in-process wait would spin without an end: pool_wait.py); the run is tagged with this
-    # process from its creation, so a kill even before its first step leaves a run the next one can judge.
-    run_id = prefetch.run_id if prefetch is not None else str(uuid.uuid4())
-    for message in recover_dead_runs(instance, by=f"run {run_id}"):
-        log.warning(message)
-    try:
-        waited = wait_for_pool(instance, POOL, timeout=settings.pool_wait_timeout, report=log.warning)
-    except PoolWaitTimeout as error:
-        return SyncReport(success=False, run_id=run_id, job_name=job_name, error=str(error))
-    if prefetch is not None:
-        if waited:  # another writer held the warehouse meanwhile: fetched before it, not judged but discarded
-            prefetch.discard(
-                f"the pool '{POOL}' was busy for {waited:.0f} s (another run); the step fetches them itself"
-            )
-        prefetch.started()  # its read-only look at the warehouse is over before a step opens the file
-    result = job.execute_in_process(
-        run_config={**loggers, **backfill},
-        instance=instance,
-        asset_selection=keys,
-        run_id=run_id,
-        tags={**current_process().tags(run_id), IN_PROCESS_TAG: "true"},
-        raise_on_error=False,
-    )
+    # the run's hundreds of events each write Dagster's SQLite storage (instance/sqlite_writes.py)
+    with sqlite_writes_kept_open():
+        resume_collections()  # the definitions are built: a command that paused collections freezes them (memory.py)
+        backfill: dict[str, object] = {}
+        if backfill_range is not None:  # what the Launchpad sets for a backfill (pipeline/defs/progress/backfill.py)
+            first, last = backfill_range
+            backfill = {"resources": {"backfill": {"config": {"updated_from": first, "updated_to": last}}}}
+        # LessonSync's console logger (pipeline/defs/operations/console.py): the run's lines in the format of every other
+        # line of the process. Dagster logs every engine event at DEBUG; cron users and the demo want the assets' own
+        # progress lines (INFO) and problems. LESSONSYNC_LOG_LEVEL=DEBUG brings the engine events back.
+        loggers = {"loggers": {CONSOLE_LOGGER: {"config": {"log_level": settings.log_level}}}}
+        # Before the run: this host's runs whose process is gone are failed and their slots freed, then the pool is
+        # waited for (Dagster's in-process wait would spin without an end: pool_wait.py); the run is tagged with this
+        # process from its creation, so a kill even before its first step leaves a run the next one can judge.
+        run_id = prefetch.run_id if prefetch is not None else str(uuid.uuid4())
+        for message in recover_dead_runs(instance, by=f"run {run_id}"):
+            log.warning(message)
+        try:
+            waited = wait_for_pool(instance, POOL, timeout=settings.pool_wait_timeout, report=log.warning)
+        except PoolWaitTimeout as error:
+            return SyncReport(success=False, run_id=run_id, job_name=job_name, error=str(error))
+        if prefetch is not None:
+            if waited:  # another writer held the warehouse meanwhile: fetched before it, not judged but discarded
+                prefetch.discard(
+                    f"the pool '{POOL}' was busy for {waited:.0f} s (another run); the step fetches them itself"
+                )
+            prefetch.started()  # its read-only look at the warehouse is over before a step opens the file
+        result = job.execute_in_process(
+            run_config={**loggers, **backfill},
+            instance=instance,
+            asset_selection=keys,
+            run_id=run_id,
+            tags={**current_process().tags(run_id), IN_PROCESS_TAG: "true"},
+            raise_on_error=False,
+        )
     if await_mirror:  # a run whose mirror step did not run ends with its mirror
         await_background_mirror(settings.warehouse_path)
     report = SyncReport(success=result.success, run_id=result.run_id, job_name=job_name)
