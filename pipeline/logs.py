@@ -280,8 +280,8 @@ def configure_logging(log_format: LogFormat, *, verbose: bool = False) -> Consol
         root.removeHandler(handler)
     root.addHandler(ConsoleHandler(target, of_runs=False))
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
-    if not verbose:  # per-request and migration lines are noise; lessonsync.source logs progress
-        for noisy in ("httpx", "alembic"):
+    if not verbose:  # per-request, migration and FileIO-per-table lines are noise; lessonsync.source logs progress
+        for noisy in ("httpx", "alembic", "pyiceberg"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
     logging.captureWarnings(True)  # Python warnings (Dagster's among them) as log records, in the same format
     _remember_origin()

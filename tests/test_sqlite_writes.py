@@ -7,10 +7,18 @@ import os
 import sqlite3
 from pathlib import Path
 
-from dagster import AssetCheckResult, DagsterEventType, asset, asset_check, instance_for_test, materialize
+from dagster import (
+    AssetCheckResult,
+    DagsterEventType,
+    asset,
+    asset_check,
+    instance_for_test,
+    materialize,
+)
 from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
+from pipeline.defs.resources import WarehouseResource
 from pipeline.instance.sqlite_writes import sqlite_writes_kept_open
 
 FULL, NORMAL = 2, 1  # PRAGMA synchronous
@@ -104,3 +112,20 @@ def test_a_run_in_the_block_stores_every_event_and_leaves_no_file_open(tmp_path:
         assert DagsterEventType.ASSET_CHECK_EVALUATION in stored
         assert stored[-1] == DagsterEventType.RUN_SUCCESS
         assert instance.get_latest_materialization_event(lessons.key) is not None  # the index shard's copy
+
+
+@asset
+def lessons_in_the_warehouse(context, warehouse: WarehouseResource) -> None:  # type: ignore[no-untyped-def]
+    shard = Path(context.instance.root_directory) / "history" / "runs" / f"{context.run.run_id}.db"
+    assert _open_in_this_process(shard), "the run's event log shard is held open while its steps execute"
+
+
+def test_a_run_that_uses_the_warehouse_holds_its_storage_open_until_it_ends(tmp_path: Path) -> None:
+    """What a run worker the daemon launches does: the warehouse resource holds the storage for the run."""
+    (tmp_path / "home").mkdir()
+    with instance_for_test(temp_dir=str(tmp_path / "home")) as instance:
+        warehouse = WarehouseResource(data_dir=str(tmp_path / "data"))
+        result = materialize([lessons_in_the_warehouse], resources={"warehouse": warehouse}, instance=instance)
+        assert result.success
+        assert not [p for p in (tmp_path / "home").rglob("*.db") if _open_in_this_process(p)]
+        assert instance.get_latest_materialization_event(lessons_in_the_warehouse.key) is not None

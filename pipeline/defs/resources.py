@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from pydantic import Field, PrivateAttr
 
 from pipeline.defs.certificates.resource import InboxResource
 from pipeline.defs.operations.runs.identity import current_process, recorded_process
+from pipeline.instance.sqlite_writes import sqlite_writes_kept_open
 from pipeline.raw.mirror import await_background_mirror, background_mirror_paused
 from pipeline.settings import Settings, load_settings
 from pipeline.source import PlatformClient
@@ -44,14 +45,21 @@ class WarehouseResource(RunSettingsResource):
     LESSONSYNC_LAKE_URL is set)."""
 
     data_dir: str = Field(description="Warehouse, lake and published analytics live here (LESSONSYNC_DATA_DIR).")
+    _storage_writes: ExitStack = PrivateAttr(default_factory=ExitStack)
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
         super().setup_for_execution(context)
+        # the run's events, until it ends, stored in Dagster's SQLite storage without a disk round trip each
+        # (pipeline/instance/sqlite_writes.py), wherever it executes: a run worker the daemon launched, the CLI
+        self._storage_writes.enter_context(sqlite_writes_kept_open())
         # A run that writes the warehouse says which process runs it (launched by the daemon or the UI: the CLI tags
         # its runs at creation), so a later run, the dead-run sensor or `lessonsync recover` can tell it died.
         run, instance = context.run, context.instance
         if run is not None and instance is not None and recorded_process(run.run_id, run.tags) is None:
             instance.add_run_tags(run.run_id, current_process().tags(run.run_id))
+
+    def teardown_after_execution(self, context: InitResourceContext) -> None:
+        self._storage_writes.close()
 
     def _load(self) -> Settings:
         """DuckDB memory limit, temp directory, threads and lock timeout from LESSONSYNC_DUCKDB_*; the lake
