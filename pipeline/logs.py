@@ -246,6 +246,10 @@ class ConsoleHandler(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         if not self.of_runs and _run_meta(record) is not None:
             return
+        if record.exc_info and record.exc_info[0] is KeyboardInterrupt:
+            # a stop interrupting a library that logs what interrupted it (SQLAlchemy closing a connection):
+            # the command's FAILED line says it was stopped; that library's traceback is not an error
+            return
         try:
             self.console.write(record)
         except Exception:  # noqa: BLE001 - logging never fails the caller

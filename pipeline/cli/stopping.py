@@ -85,6 +85,8 @@ def stop_promptly_on_signals(what: str, grace: float = STOP_GRACE_SECONDS) -> It
     try:
         yield received
     finally:
+        if received.signal is not None and received.exit_status is not None:
+            _end_with(received.exit_status)
         signal.set_wakeup_fd(previous_fd)
         if previous_term in (signal.SIG_DFL, signal.SIG_IGN, None):
             signal.signal(signal.SIGTERM, previous_term if previous_term is not None else signal.SIG_DFL)
@@ -92,6 +94,15 @@ def stop_promptly_on_signals(what: str, grace: float = STOP_GRACE_SECONDS) -> It
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         os.close(write_end)  # the watcher reads the end of the pipe and returns
         watcher.join(1.0)
+
+
+def _end_with(status: int) -> None:
+    """A stopped command that has said its last line ends at once with its status. The interpreter's shutdown after
+    a stop (threads joined, Dagster's objects released) can meet one more interrupt under load, and a process
+    interrupted there exits by SIGINT instead of its status."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 def _interrupt_unless_sigint(number: int, frame: object) -> None:
