@@ -49,14 +49,14 @@ class WarehouseResource(RunSettingsResource):
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
         super().setup_for_execution(context)
-        # the run's events, until it ends, stored in Dagster's SQLite storage without a disk round trip each
-        # (pipeline/instance/sqlite_writes.py), wherever it executes: a run worker the daemon launched, the CLI
-        self._storage_writes.enter_context(sqlite_writes_kept_open())
         # A run that writes the warehouse says which process runs it (launched by the daemon or the UI: the CLI tags
         # its runs at creation), so a later run, the dead-run sensor or `lessonsync recover` can tell it died.
         run, instance = context.run, context.instance
         if run is not None and instance is not None and recorded_process(run.run_id, run.tags) is None:
             instance.add_run_tags(run.run_id, current_process().tags(run.run_id))
+        # the run's events, until it ends, stored in Dagster's SQLite storage without a disk round trip each
+        # (pipeline/instance/sqlite_writes.py), wherever it executes: a run worker the daemon launched, the CLI
+        self._storage_writes.enter_context(sqlite_writes_kept_open())
 
     def teardown_after_execution(self, context: InitResourceContext) -> None:
         self._storage_writes.close()

@@ -69,7 +69,7 @@ def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         with _lock:
             if _blocks and path not in _held:
                 _held[path] = _idle_connection(path)
-    except sqlite3.Error as error:  # a speed-up only: Dagster's connection works as it would without it
+    except (sqlite3.Error, ValueError) as error:  # a speed-up only: Dagster's connection works as without it
         log.debug("SQLite database of Dagster's storage not held open: %s", error)
 
 
@@ -84,6 +84,6 @@ def _database_file(connection: sqlite3.Connection) -> str | None:
 def _idle_connection(path: str) -> sqlite3.Connection:
     """A connection to the existing file at `path` that has read it once (so SQLite counts it among the WAL's users)
     and holds no transaction: it blocks no reader, writer or checkpoint, in this process or another."""
-    connection = sqlite3.connect(f"{Path(path).as_uri()}?mode=rw", uri=True, check_same_thread=False)
+    connection = sqlite3.connect(f"{Path(path).absolute().as_uri()}?mode=rw", uri=True, check_same_thread=False)
     connection.execute("PRAGMA schema_version").fetchone()
     return connection
