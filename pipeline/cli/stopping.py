@@ -100,7 +100,7 @@ def _end_with(status: int) -> None:
     """A stopped command that has said its last line ends at once with its status. The interpreter's shutdown after
     a stop (threads joined, Dagster's objects released) can meet one more interrupt under load, and a process
     interrupted there exits by SIGINT instead of its status."""
-    sys.stdout.flush()
+    sys.stdout.flush()  # os._exit writes no buffer out
     sys.stderr.flush()
     os._exit(status)
 
@@ -143,6 +143,4 @@ def _exit_now(name: str, what: str, grace: float, received: Received) -> None:
             outcome="failed",
         )
         status = EXIT_STATUS
-    sys.stdout.flush()  # os._exit writes no buffer out
-    sys.stderr.flush()
-    os._exit(status)
+    _end_with(status)
