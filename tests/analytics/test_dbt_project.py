@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,7 +32,9 @@ from pipeline.defs.analytics.assets import PUBLISHED_KEY, build_analytics
 from pipeline.defs.analytics.specs import asset_key
 from pipeline.defs.policy import OWNERS
 from pipeline.defs.resources import WarehouseResource
-from pipeline.settings import Settings
+from pipeline.raw.mirror import MirrorWorker, await_background_mirror
+from pipeline.settings import Settings, load_settings
+from pipeline.warehouse import Warehouse, hooks
 
 pytestmark = pytest.mark.slow  # the suite's tiny sync, then dbt: parse, build, and a run through dagster-dbt
 
@@ -196,10 +199,27 @@ def test_the_dagster_dbt_runner_builds_the_same_assets_then_publishes(
     models built by dbt through dagster-dbt's @dbt_assets, under the same asset keys and owners, each YAML test a
     check, analytics/published after them; the marts equal the product's; each model's row count is the table's;
     and nothing is written into the models directory (dbt runs there, but its target and logs go to the data
-    directory)."""
+    directory). A background Iceberg mirror of this process (a raw step's) is still writing when the run starts: dbt's
+    own process cannot open the file this process holds, so the dbt step waits for the mirror first."""
     monkeypatch.chdir(tmp_path)
     Path("data").mkdir()
     shutil.copy2(synced_tiny.warehouse_path, Path("data") / "warehouse.duckdb")
+    monkeypatch.setenv("LESSONSYNC_TABLE_FORMAT", "iceberg")
+    mirrored = Warehouse.from_settings(load_settings(data_dir=Path("data")))
+    with mirrored.connect() as conn:
+        worker = MirrorWorker.start(mirrored, conn)
+    assert worker is not None
+    awaited = threading.Event()
+
+    def hold_until_awaited(point: str) -> None:  # the mirror's first table ends only once a step waits for it
+        if point == "background_mirror_awaited":
+            awaited.set()
+        elif point.startswith("background_mirrored:"):
+            awaited.wait(60)
+
+    hooks.on_point(hold_until_awaited)
+    worker.committed(["active_lessons"])
+    worker.finish()
     models_dir = tmp_path / "models"  # fresh: dbt never ran in it
     shutil.copytree(DEFAULT_MODELS_DIR, models_dir, ignore=shutil.ignore_patterns("target", "dbt_packages", "logs"))
     shutil.copytree(OFFLINE_DBT_UTILS, models_dir / "dbt_packages" / "dbt_utils")
@@ -216,7 +236,11 @@ def test_the_dagster_dbt_runner_builds_the_same_assets_then_publishes(
         instance=DagsterInstance.ephemeral(),
         raise_on_error=False,
     )
-    assert result.success
+    hooks.on_point(None)
+    background = await_background_mirror(mirrored.path, collect=True)
+    assert result.success, [e.message for e in result.all_events if e.is_step_failure]
+    assert awaited.is_set()
+    assert background is not None and background.failed == {} and "lms.active_lessons" in background.written
     assert {e.asset_key for e in result.get_asset_materialization_events()} == models | {PUBLISHED_KEY}
     evaluations = result.get_asset_check_evaluations()
     assert len(evaluations) == sum(len(m.tests) for m in dbt_run.project.models.values()) + 1
