@@ -90,12 +90,16 @@ def prepared_data(scale: str, root: Path) -> Path:
     return root / "again" / "data"
 
 
-def warmed(checkout: Path, scale: str, root: Path, data: Path) -> Path:
-    """`data` after one no-change sync by `checkout`. The page cache (pipeline/source/page_cache.py) is keyed by the
-    decoding code, so a data directory from another checkout's run would be a cache of misses for this one: a first
-    night after an upgrade, not the night after a night."""
-    one_run(checkout, "no_change", scale, root, data)
-    return root / "data"
+def warmed(checkout: Path, scale: str, work: Path, data: Path) -> Path:
+    """A copy of `data` after one no-change sync by `checkout` in `work`, where that checkout's measured runs sync
+    too. The page cache (pipeline/source/page_cache.py) is keyed by the decoding code, so a data directory from
+    another checkout's run would be a cache of misses for this one: a first night after an upgrade, not the night
+    after a night. The Iceberg catalog holds absolute paths: a data directory synced at another path is a moved one,
+    which the mirror heals by writing every table whole (docs/lake-tables.md), so every run syncs at `work`."""
+    one_run(checkout, "no_change", scale, work, data)
+    warm = work.with_name(f"{work.name}-warm")
+    shutil.copytree(work / "data", warm)
+    return warm
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         if options.kind != "full":
             template = options.data or prepared_data(options.scale, root)
             data = {
-                side: warmed(checkout, options.scale, root / f"warm-{side}", template)
+                side: warmed(checkout, options.scale, root / side, template)
                 for side, checkout in sides.items()
             }
         seconds: dict[str, list[float]] = {"other": [], "this": []}
