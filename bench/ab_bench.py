@@ -122,10 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         data: dict[str, Path | None] = dict.fromkeys(sides)
         if options.kind != "full":
             template = options.data or prepared_data(options.scale, root)
-            data = {
-                side: warmed(checkout, options.scale, root / side, template)
-                for side, checkout in sides.items()
-            }
+            data = {side: warmed(checkout, options.scale, root / side, template) for side, checkout in sides.items()}
         seconds: dict[str, list[float]] = {"other": [], "this": []}
         for pair in range(options.pairs):
             for side, checkout in sides.items():
