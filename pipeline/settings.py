@@ -224,7 +224,9 @@ class Settings(BaseSettings):
     )
     app_secret: SecretStr = Field(SecretStr(DEFAULT_APP_SECRET), description="Exchanged for API tokens; never logged.")
     data_dir: Path = Field(
-        Path("data"), description="Warehouse, lake, inbox, Dagster home and published analytics live here."
+        Path("data"),
+        description="Warehouse, lake, inbox, Dagster home and published analytics live here (a relative path: from "
+        "the working directory the settings are read in).",
     )
     page_size: int = Field(500, ge=1, le=10_000, description="Records asked per page.")
     first_page: FirstPage = Field(
@@ -528,9 +530,12 @@ class Settings(BaseSettings):
     @field_validator("data_dir", "duckdb_temp_directory")
     @classmethod
     def _writable_directory(cls, value: Path | None) -> Path | None:
+        """Made absolute against the working directory of the settings' load: a library that changes the process's
+        working directory for a while (dagster-dbt, around each dbt invocation) must not move the files a thread
+        of ours writes meanwhile."""
         if value is not None and (problem := unwritable_directory_problem(value)):
             raise ValueError(problem)
-        return value
+        return value.absolute() if value is not None else None
 
     @field_validator("nightly_cron")
     @classmethod

@@ -19,6 +19,7 @@ import pytest
 from pydantic_settings import BaseSettings
 
 from pipeline.settings import Settings, SettingsError, load_settings
+from pipeline.warehouse import Warehouse
 from pipeline.webhooks import open_inbox
 from pipeline.webhooks import settings as webhook_settings
 from pipeline.webhooks.dead_letters import resolve_dead_letter
@@ -277,3 +278,21 @@ def test_the_code_location_fails_to_load_naming_the_setting(tmp_path: Path) -> N
         output
     ), output[-3000:]
     assert SECRET not in output
+
+
+def test_a_relative_data_directory_stays_where_it_was_when_the_working_directory_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """dagster-dbt changes the process's working directory around each dbt invocation (to the models directory):
+    the files of a run's threads, the warehouse's DuckDB temp directory among them, stay in the data directory."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("LESSONSYNC_DATA_DIR", raising=False)
+    defaulted, given = load_settings(), load_settings(data_dir=Path("elsewhere"), duckdb_temp_directory=Path("spill"))
+    (tmp_path / "models").mkdir()
+    monkeypatch.chdir(tmp_path / "models")
+    assert defaulted.data_dir == tmp_path / "data"
+    assert defaulted.warehouse_path == tmp_path / "data" / "warehouse.duckdb"
+    assert given.page_cache_dir == tmp_path / "elsewhere" / "cache" / "pages"
+    assert given.duckdb_temp_directory == tmp_path / "spill"
+    temp = Warehouse.from_settings(defaulted).connection_settings.duckdb_config(defaulted.warehouse_path)
+    assert temp["temp_directory"] == str(tmp_path / "data" / "warehouse.duckdb.tmp")

@@ -204,6 +204,18 @@ def test_the_dagster_dbt_runner_builds_the_same_assets_then_publishes(
     monkeypatch.chdir(tmp_path)
     Path("data").mkdir()
     shutil.copy2(synced_tiny.warehouse_path, Path("data") / "warehouse.duckdb")
+    models_dir = tmp_path / "models"  # fresh: dbt never ran in it
+    shutil.copytree(DEFAULT_MODELS_DIR, models_dir, ignore=shutil.ignore_patterns("target", "dbt_packages", "logs"))
+    shutil.copytree(OFFLINE_DBT_UTILS, models_dir / "dbt_packages" / "dbt_utils")
+    before = files_under(models_dir)
+    settings = Settings(models_dir=models_dir, models_runner="dbt", analytics_as_of=dbt_run.as_of.isoformat())
+    assert settings.data_dir == tmp_path / "data"  # the default, made absolute when the settings are read
+    analytics = build_analytics(settings)
+    models = {asset_key(m) for m in dbt_run.project.models.values()}
+    assert set(analytics.models.keys) == models
+    assert {tuple(analytics.models.specs_by_key[k].owners) for k in models} == {tuple(OWNERS)}
+    # Started once the definitions are built, as a run's raw step starts it: dagster-dbt changes the process's
+    # working directory while `dbt parse` is prepared, which a mirror writing beside it would follow.
     monkeypatch.setenv("LESSONSYNC_TABLE_FORMAT", "iceberg")
     mirrored = Warehouse.from_settings(load_settings(data_dir=Path("data")))
     with mirrored.connect() as conn:
@@ -220,16 +232,6 @@ def test_the_dagster_dbt_runner_builds_the_same_assets_then_publishes(
     hooks.on_point(hold_until_awaited)
     worker.committed(["active_lessons"])
     worker.finish()
-    models_dir = tmp_path / "models"  # fresh: dbt never ran in it
-    shutil.copytree(DEFAULT_MODELS_DIR, models_dir, ignore=shutil.ignore_patterns("target", "dbt_packages", "logs"))
-    shutil.copytree(OFFLINE_DBT_UTILS, models_dir / "dbt_packages" / "dbt_utils")
-    before = files_under(models_dir)
-    settings = Settings(models_dir=models_dir, models_runner="dbt", analytics_as_of=dbt_run.as_of.isoformat())
-    assert settings.data_dir == Path("data")
-    analytics = build_analytics(settings)
-    models = {asset_key(m) for m in dbt_run.project.models.values()}
-    assert set(analytics.models.keys) == models
-    assert {tuple(analytics.models.specs_by_key[k].owners) for k in models} == {tuple(OWNERS)}
     result = materialize(
         [*analytics.assets, *analytics.checks],
         resources={"warehouse": WarehouseResource(data_dir=str(settings.data_dir))},
