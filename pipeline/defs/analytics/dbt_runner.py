@@ -110,8 +110,8 @@ def dbt_models_asset(project: AnalyticsProject, target: Path, as_of_default: str
         from pipeline.defs.analytics.assets import _parse_as_of  # the same default and parsing as our runner
 
         as_of = _parse_as_of(None, as_of_default)
-        warehouse.warehouse()  # dbt's own process opens the file: once this process's background mirror let go of it
-        os.environ[WAREHOUSE_ENV] = str(Path(warehouse.data_dir).absolute() / "warehouse.duckdb")
+        # dbt's own process opens the file: once this process's background mirror let go of it (warehouse())
+        os.environ[WAREHOUSE_ENV] = str(warehouse.warehouse().path)
         variables = json.dumps({"as_of": f"'{as_of.isoformat()}'::timestamptz"})
         invocation = dbt_cli(project).cli(
             ["build", "--vars", variables], context=context, target_path=target, raise_on_error=False
