@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 # what the tests and `make dev` use. E.g. `make EXTRAS=dev,simulator,k8s`.
 EXTRAS ?= dev,simulator
 
-.PHONY: demo test lint gates bench dev clean bytecode
+.PHONY: demo test lint bench dev clean bytecode
 
 $(VENV)/.installed: pyproject.toml setup.py simulator/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,25 +28,18 @@ bytecode: $(VENV)/.installed
 demo: bytecode
 	$(BIN)/lessonsync demo
 
-# The hygiene gates: formatting and lint (ruff) and the SQL models' style (sqlfluff, .sqlfluff), each in seconds;
-# types (mypy over pipeline/, [tool.mypy]), ~40 s from a cold cache.
-gates: bytecode
+# The hygiene gates, each in seconds: formatting and lint (ruff), types (mypy over pipeline/, [tool.mypy]) and the
+# SQL models' style (sqlfluff, .sqlfluff).
+lint: bytecode
 	$(BIN)/ruff format --check pipeline simulator bench tests
 	$(BIN)/ruff check pipeline simulator bench tests
+	$(BIN)/mypy
 	$(BIN)/sqlfluff lint dbt_like_sql --processes 1
 
-lint: gates
-	$(BIN)/mypy
-
-# The quick gates and the import contracts ([tool.importlinter] in pyproject.toml) fail before the suite starts. mypy
-# runs beside the suite (one core, where the suite leaves part of the second idle) and its verdict is said after it;
-# either failing fails the target.
-test: gates
+# The gates and the import contracts ([tool.importlinter] in pyproject.toml) first: they fail in seconds, before the suite.
+test: bytecode lint
 	$(BIN)/lint-imports --no-cache
-	$(BIN)/mypy > $(VENV)/mypy.log 2>&1 & types=$$!; \
-	$(BIN)/python -m pytest -n 3 --maxschedchunk 2; suite=$$?; \
-	wait $$types; typed=$$?; echo "mypy (beside the suite):"; cat $(VENV)/mypy.log; \
-	if [ $$typed -ne 0 ]; then exit $$typed; fi; exit $$suite
+	$(BIN)/python -m pytest -n 3 --maxschedchunk 2
 
 bench: $(VENV)/.installed-bench bytecode
 	$(BIN)/python -m bench
