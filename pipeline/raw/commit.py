@@ -81,6 +81,7 @@ def begin_early_insert(
             return None
         if early is None:
             return None
+        attempt.callback(early.discard_mirror_files)  # those the commit did not offer to the mirror
         early.start()
         holding.push(attempt.pop_all())
     log.info(

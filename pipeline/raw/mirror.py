@@ -32,7 +32,7 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline.warehouse import CatalogUnavailable, MirrorStats, Warehouse, reached
+from pipeline.warehouse import CatalogUnavailable, MirrorStats, Warehouse, discard_first_load_files, reached
 
 log = logging.getLogger("lessonsync.mirror")  # a managed logger: its lines reach the run's event log
 NICENESS = 19  # the mirror's thread yields the CPU to the fetches and commits beside it
@@ -170,6 +170,7 @@ class MirrorWorker:
                 self.mirror.close()
             finally:
                 self._connection.close()
+                discard_first_load_files(self.warehouse.path)  # those of a table it did not get to
                 self.report.finished_at = time.time()
 
     def _mirrored(self, item: str) -> bool:

@@ -35,6 +35,7 @@ from pipeline.warehouse.errors import (
     WarehouseMissingError,
 )
 from pipeline.warehouse.hooks import on_point, reached
+from pipeline.warehouse.lake.first_load_files import discard as discard_first_load_files
 from pipeline.warehouse.lake.iceberg import (
     CatalogUnavailable,
     MaintenanceReport,
@@ -76,6 +77,7 @@ __all__ = [
     "SCHEMA",
     "STORAGE_COMPATIBILITY_VERSION",
     "CatalogUnavailable",
+    "discard_first_load_files",
     "ChildOf",
     "EarlyFirstLoad",
     "LakeError",

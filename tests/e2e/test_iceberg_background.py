@@ -20,15 +20,19 @@ from pathlib import Path
 import duckdb
 import pytest
 from dagster import DagsterEventType, DagsterInstance
-from iceberg_helpers import ICEBERG_ENV, assert_iceberg_equals_warehouse
+from iceberg_helpers import ICEBERG_ENV, assert_iceberg_equals_warehouse, open_catalog
 from stack_helpers import RAW, assert_warehouse_equals_platform
 
 from pipeline.contract.streams import SYNC_STREAMS, stream_tables
+from pipeline.raw import runner
 from pipeline.settings import Settings, load_settings
 from pipeline.stack import Stack, environment, local_stack
 from pipeline.sync import SyncReport
 from pipeline.verify import compare_warehouse, verified_tables
 from pipeline.warehouse import hooks
+from pipeline.warehouse.duck.catalog import read_catalog
+from pipeline.warehouse.lake.iceberg import KEY_DIGEST, ROW_DIGEST, mirror_select
+from pipeline.warehouse.loading import early_insert
 
 pytestmark = pytest.mark.slow
 
@@ -247,3 +251,86 @@ def test_a_sync_killed_while_the_background_mirror_writes_is_healed_by_the_next(
         assert rerun.success, rerun.error
         assert_warehouse_equals_platform(stack)
         assert_iceberg_equals_warehouse(settings)
+
+
+def test_a_first_load_written_while_fetched_is_the_iceberg_snapshot_with_the_warehouse_digests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first load inserted while fetched (early_insert.py; here parts of 300 rows, the answers' fetch held at its
+    end until a part went in) writes its rows as the Iceberg mirror's data files too: the mirror takes them for the
+    tables' first snapshots instead of writing the tables again. Their rows, digests included, are those the
+    mirror writes from the warehouse, so the next sync's mirror finds only what changed."""
+    monkeypatch.setattr(runner, "EARLY_PART_ROWS", 300)
+    inserted, taken = threading.Event(), set()
+
+    def hold_answers_parts(point: str) -> None:
+        if point.startswith("early_inserted:"):
+            inserted.set()
+        elif point == "fetch_ended:answers":  # in the fetch's thread, before its step can see it ended
+            inserted.wait(timeout=30)
+        elif point.startswith("first_load_files_taken:"):
+            taken.add(point.split(":", 1)[1])
+
+    with local_stack(tmp_path / "data", scale="tiny", faults="latency_ms=5", page_size=20) as stack:
+        stack.env.update(ICEBERG_ENV)
+        with listening(hold_answers_parts):
+            full = stack.sync(select=STREAMS_ONLY)
+        assert full.success, full.error
+        assert inserted.is_set() and taken == {"answers", "answer_results"}
+        assert full.materializations["lms/answers"]["rows_inserted_while_fetching"] > 0
+        assert_streams_equal_the_platform(stack)
+        assert_iceberg_equals_warehouse(settings_of(stack))
+        assert_digests_equal_the_warehouses(settings_of(stack), ("answers", "answer_results"))
+        staging = settings_of(stack).duckdb_temp_directory or Path(f"{stack.warehouse_path}.tmp")
+        assert not list(staging.glob("lessonsync-iceberg-*"))  # every file written while fetched was taken
+
+        stack.advance(hours=24)
+        incremental = stack.sync(select=STREAMS_ONLY)
+        assert incremental.success, incremental.error
+        assert_streams_equal_the_platform(stack)
+        assert_iceberg_equals_warehouse(settings_of(stack))
+        assert_digests_equal_the_warehouses(settings_of(stack), ("answers", "answer_results"))
+
+
+def assert_digests_equal_the_warehouses(settings: Settings, tables: tuple[str, ...]) -> None:
+    """Each Iceberg table's key and row digests are those the mirror computes from the warehouse table now."""
+    catalog = open_catalog(settings)
+    with duckdb.connect(str(settings.warehouse_path), read_only=True) as conn:
+        for table in tables:
+            definition = {t.name: t for t in read_catalog(conn)}[table]
+            query = f"SELECT {KEY_DIGEST}, {ROW_DIGEST} FROM ({mirror_select(f'lms.{table}', definition.columns, definition.key)})"
+            want = sorted(conn.execute(query).fetchall())
+            got = catalog.load_table(("lms", table)).scan(selected_fields=(KEY_DIGEST, ROW_DIGEST)).to_arrow()
+            assert sorted(zip(got[KEY_DIGEST].to_pylist(), got[ROW_DIGEST].to_pylist(), strict=True)) == want, table
+
+
+def test_a_failure_writing_the_first_loads_iceberg_files_leaves_the_load_and_the_mirror_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writing the mirror's files while fetched is a bulkhead: when it fails, the parts still go in early, the load
+    commits, and the mirror writes the tables from the warehouse as it does for any other load."""
+    monkeypatch.setattr(runner, "EARLY_PART_ROWS", 300)
+
+    def failing(*_args: object, **_kwargs: object) -> None:
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(early_insert, "write_first_load_files", failing)
+    inserted, taken = threading.Event(), set()
+
+    def hold_answers_parts(point: str) -> None:
+        if point.startswith("early_inserted:"):
+            inserted.set()
+        elif point == "fetch_ended:answers":
+            inserted.wait(timeout=30)
+        elif point.startswith("first_load_files_taken:"):
+            taken.add(point.split(":", 1)[1])
+
+    with local_stack(tmp_path / "data", scale="tiny", faults="latency_ms=5", page_size=20) as stack:
+        stack.env.update(ICEBERG_ENV)
+        with listening(hold_answers_parts):
+            full = stack.sync(select=STREAMS_ONLY)
+        assert full.success, full.error
+        assert inserted.is_set() and taken == set()
+        assert full.materializations["lms/answers"]["rows_inserted_while_fetching"] > 0
+        assert_streams_equal_the_platform(stack)
+        assert_iceberg_equals_warehouse(settings_of(stack))

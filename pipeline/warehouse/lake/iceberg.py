@@ -55,6 +55,7 @@ from pipeline.warehouse.duck.tabledef import (
     TableDef,
     changed_tables,
 )
+from pipeline.warehouse.lake.first_load_files import FirstLoadFiles, take
 from pipeline.warehouse.lake.iceberg_files import FILE_IO, data_file, iceberg_schema
 from pipeline.warehouse.lake.lakestore import open_lake
 
@@ -257,6 +258,7 @@ class MirrorStats:
     seconds: float = 0.0
     repaired: str = ""  # the damage that made the table registered anew or rewritten whole, if any
     error: str = ""  # why the table is still behind the warehouse, if it is
+    written_while_fetched: bool = False  # its rows are the files its first load wrote as it was fetched
 
     @property
     def wrote(self) -> bool:
@@ -504,7 +506,9 @@ class IcebergMirror:
         latest = _latest_load_time(conn)
         if isinstance(ice, _NewTable):
             properties = {LOADED_THROUGH: latest.isoformat()} if latest is not None else {}
-            created, stats.rows_written = self._create(conn, ice, select, properties)
+            first_load = _first_load_files(conn, table, select)
+            stats.written_while_fetched = first_load is not None
+            created, stats.rows_written = self._create(conn, ice, select, properties, first_load)
             stats.rewritten = True
             hooks.reached("iceberg_committed")
             if latest is not None:
@@ -531,7 +535,9 @@ class IcebergMirror:
             return stats
         properties = {LOADED_THROUGH: latest.isoformat()}
         if mirrored_through is None or _iceberg_rows(ice) == 0:
-            stats.rows_written = _rewrite(conn, ice, select, properties)
+            first_load = _first_load_files(conn, table, select)
+            stats.written_while_fetched = first_load is not None
+            stats.rows_written = _rewrite(conn, ice, select, properties, first_load)
             stats.rewritten = True
         else:
             self._apply_changes(conn, ice, table, select, mirrored_through, warehouse_rows, properties, stats)
@@ -601,7 +607,7 @@ class IcebergMirror:
                 return
             stats.keys_deleted = sum(keys for _, keys in replaced)
             columns = _column_types(conn, select)
-            with tempfile.TemporaryDirectory(prefix="lessonsync-iceberg-", dir=_staging_dir(conn)) as staging:
+            with tempfile.TemporaryDirectory(prefix="lessonsync-iceberg-", dir=staging_dir(conn)) as staging:
                 written, stats.rows_written = _write_data_files(
                     conn, ice, f"SELECT {', '.join(q(c) for c in columns)} FROM {changed}", f"{staging}/changed"
                 )
@@ -654,19 +660,24 @@ class IcebergMirror:
         return ice, ""
 
     def _create(
-        self, conn: duckdb.DuckDBPyConnection, new: _NewTable, select: str, properties: dict[str, str]
+        self,
+        conn: duckdb.DuckDBPyConnection,
+        new: _NewTable,
+        select: str,
+        properties: dict[str, str],
+        first_load: FirstLoadFiles | None = None,
     ) -> tuple[Table, int]:
         """Register `new` here with the query's rows as its first snapshot, in one commit, and return it with the
-        rows written. A table with no rows is registered without a snapshot (an empty Iceberg table); its first
-        snapshot comes with its first rows."""
+        rows written (`first_load`: those rows, already written as data files). A table with no rows is registered
+        without a snapshot (an empty Iceberg table); its first snapshot comes with its first rows."""
         from pyiceberg.exceptions import NoSuchTableError
         from pyiceberg.io import load_file_io
 
         create = self.catalog.create_table_transaction(new.identifier, schema=new.schema)
         root = create.table_metadata.location
         where = _NewLocation(root, load_file_io({**self.catalog.properties, **create.table_metadata.properties}, root))
-        with tempfile.TemporaryDirectory(prefix="lessonsync-iceberg-", dir=_staging_dir(conn)) as staging:
-            files, rows = _write_data_files(conn, where, _written_rows(conn, select), f"{staging}/rows")
+        with tempfile.TemporaryDirectory(prefix="lessonsync-iceberg-", dir=staging_dir(conn)) as staging:
+            files, rows = _rows_as_data_files(conn, where, select, f"{staging}/rows", first_load)
             if files:
                 _commit_files(create, where.io, [], files, properties)
             if new.replaces:  # dropped only now: until this commit, readers keep the entry they had
@@ -911,13 +922,19 @@ def _written_columns(conn: duckdb.DuckDBPyConnection, select: str) -> list[str]:
     return [n for n in names if n != LAST_LOADED_AT]
 
 
-def _rewrite(conn: duckdb.DuckDBPyConnection, ice: Table, select: str, properties: dict[str, str]) -> int:
+def _rewrite(
+    conn: duckdb.DuckDBPyConnection,
+    ice: Table,
+    select: str,
+    properties: dict[str, str],
+    first_load: FirstLoadFiles | None = None,
+) -> int:
     """Replace the table's rows with the query's, in one snapshot readers see whole (every current data file out,
     the new ones in; emptied, a snapshot without files still records what it mirrors). DuckDB writes the data files
     (streamed within its memory limit, on its own threads) and Iceberg adds them as they are: a whole table never
-    passes through Arrow in this process."""
-    with tempfile.TemporaryDirectory(prefix="lessonsync-iceberg-", dir=_staging_dir(conn)) as staging:
-        files, rows = _write_data_files(conn, ice, _written_rows(conn, select), f"{staging}/rows")
+    passes through Arrow in this process. `first_load`: the query's rows, already written as data files."""
+    with tempfile.TemporaryDirectory(prefix="lessonsync-iceberg-", dir=staging_dir(conn)) as staging:
+        files, rows = _rows_as_data_files(conn, ice, select, f"{staging}/rows", first_load)
         if not files and ice.current_snapshot() is None:  # its first snapshot comes with its first rows
             return rows
         current = [task.file for task in ice.scan().plan_files()] if ice.current_snapshot() is not None else []
@@ -947,17 +964,63 @@ def _written_rows(conn: duckdb.DuckDBPyConnection, select: str) -> str:
 def _write_data_files(
     conn: duckdb.DuckDBPyConnection, ice: _DataLocation, query: str, staging: str
 ) -> tuple[list[str], int]:
-    """DuckDB writes the query's rows as Parquet files of at most BATCH_ROWS rows (a copy-on-write delete rewrites
-    at most that many a file), each then placed in the table's data directory; returns them and the rows."""
+    """The query's rows as data files (_copied_data_files), each placed in the table's data directory; returns them
+    and the rows."""
+    staged, rows = _copied_data_files(conn, query, staging)
+    return [_place(ice, path) for path in staged], rows
+
+
+def _copied_data_files(
+    conn: duckdb.DuckDBPyConnection, query: str, staging: str, params: Mapping[str, object] | None = None
+) -> tuple[list[Path], int]:
+    """DuckDB writes the query's rows into the new directory `staging` as Parquet files of at most BATCH_ROWS rows (a
+    copy-on-write delete rewrites at most that many a file); returns them and the rows."""
     rows = int(
         conn.execute(
             f"COPY ({query}) TO {_sql_string(staging)} "
-            f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {BATCH_ROWS}, ROW_GROUPS_PER_FILE 1)"
+            f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {BATCH_ROWS}, ROW_GROUPS_PER_FILE 1)",
+            params,
         ).fetchall()[0][0]
     )
     if rows == 0:
         return [], 0
-    return [_place(ice, path) for path in sorted(Path(staging).glob("*.parquet"))], rows
+    return sorted(Path(staging).glob("*.parquet")), rows
+
+
+def _rows_as_data_files(
+    conn: duckdb.DuckDBPyConnection, ice: _DataLocation, select: str, staging: str, first_load: FirstLoadFiles | None
+) -> tuple[list[str], int]:
+    """The mirror query's rows as data files placed in the table's data directory: `first_load`'s files when given
+    (their directory deleted afterwards), else written from the query."""
+    if first_load is None:
+        return _write_data_files(conn, ice, _written_rows(conn, select), staging)
+    try:
+        return [_place(ice, path) for path in first_load.files], first_load.rows
+    finally:
+        first_load.delete()
+
+
+def write_first_load_files(
+    conn: duckdb.DuckDBPyConnection,
+    relation: str,
+    params: Mapping[str, object],
+    target: TableDef,
+    staging: Path,
+) -> tuple[list[Path], int, tuple[str, ...]]:
+    """The rows a first load inserts into its empty `target` (the query `relation`, read with `params`) as the
+    mirror would write them from the table once it is committed (first_load_files.py), into the new directory
+    `staging`: the files, their rows, and the columns written in order."""
+    columns = [(name, kind) for name, kind in target.columns if name != LAST_LOADED_AT]
+    files, rows = _copied_data_files(conn, mirror_select(f"({relation})", columns, target.key), str(staging), params)
+    return files, rows, (*(name for name, _ in columns), KEY_DIGEST, ROW_DIGEST)
+
+
+def _first_load_files(conn: duckdb.DuckDBPyConnection, table: TableDef, select: str) -> FirstLoadFiles | None:
+    """The data files written while the table's first load was fetched, when they are its rows now."""
+    taken = take(conn, table.name, tuple(_written_columns(conn, select)), table.has_deleted_at)
+    if taken is not None:
+        hooks.reached(f"first_load_files_taken:{table.name}")
+    return taken
 
 
 def _data_files(conn: duckdb.DuckDBPyConnection, ice: Table, where: IcebergLocation) -> dict[str, DataFile]:
@@ -1006,7 +1069,7 @@ def _name_columns_of_added_files(tx: Transaction) -> None:
         tx.set_properties({TableProperties.DEFAULT_NAME_MAPPING: mapping})
 
 
-def _staging_dir(conn: duckdb.DuckDBPyConnection) -> str:
+def staging_dir(conn: duckdb.DuckDBPyConnection) -> str:
     """DuckDB's own temp directory: where the warehouse already spills, on the disk chosen for it."""
     temp = Path(str(scalar(conn, "SELECT current_setting('temp_directory')")))
     temp.mkdir(parents=True, exist_ok=True)
@@ -1083,11 +1146,12 @@ def _logged(stats: MirrorStats, started: float) -> MirrorStats:
     stats.seconds = time.perf_counter() - started
     if stats.wrote:
         log.info(
-            "iceberg %s: %d rows written, %d keys replaced%s in %.2fs",
+            "iceberg %s: %d rows written, %d keys replaced%s%s in %.2fs",
             stats.table,
             stats.rows_written,
             stats.keys_deleted,
             " (whole table)" if stats.rewritten else "",
+            " (its files written while it was fetched)" if stats.written_while_fetched else "",
             stats.seconds,
         )
     return stats

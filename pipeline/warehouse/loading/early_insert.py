@@ -9,6 +9,10 @@ re-fetch) cannot be told from the parts seen so far: the commit finds it over ev
 out again and inserts them the ordinary way, deduped. A crash before COMMIT loses the transaction and nothing
 else, as any crash before the commit point does (the parts are in no manifest).
 
+With an Iceberg mirror, each part inserted is also written as the mirror's data files (lake/first_load_files.py),
+offered to the mirror once the load has committed: the table's first Iceberg snapshot is written beside the fetch,
+not after it. Writing them is a bulkhead: a failure only leaves the mirror to write the table from the warehouse.
+
 What it holds: the connection and its open transaction, from the start of the wait to the commit. That is the
 file's write lock for the whole fetch, which the step holds the warehouse pool for anyway; nobody else in the
 process writes the file meanwhile (the in-process executor runs one step at a time). Any error of an early insert
@@ -17,25 +21,32 @@ same error there if it is the load's."""
 
 from __future__ import annotations
 
+import logging
 import os
+import shutil
+import tempfile
 import threading
 from collections.abc import Sequence
 from contextlib import suppress
+from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 
 import duckdb
 
 from pipeline.contract.tables import TableSpec
 from pipeline.warehouse import hooks
-from pipeline.warehouse.duck.arrow_types import ts_literal
+from pipeline.warehouse.duck.arrow_types import q, ts_literal
 from pipeline.warehouse.duck.connection import scalar
 from pipeline.warehouse.duck.schema import ensure_tables, table_def, table_ref
-from pipeline.warehouse.duck.tabledef import TableDef
+from pipeline.warehouse.duck.tabledef import FIRST_LOADED_AT, LAST_LOADED_AT, TableDef
+from pipeline.warehouse.lake.first_load_files import FirstLoadFiles, offer
+from pipeline.warehouse.lake.iceberg import staging_dir, write_first_load_files
 from pipeline.warehouse.lake.lake import DUCKDB_ROW_GROUP_ROWS, check_parts
 from pipeline.warehouse.lake.manifest import TableLoad
 from pipeline.warehouse.loading.load import Load, table_load
 from pipeline.warehouse.merge.recovery import recover
-from pipeline.warehouse.merge.staging import Stage, duplicate_keys_of, target_is_empty, values_must_fit
+from pipeline.warehouse.merge.staging import Stage, deduped_sql, duplicate_keys_of, target_is_empty, values_must_fit
 from pipeline.warehouse.merge.state import ensure_state_tables, next_load_time
 from pipeline.warehouse.merge.upsert import insert_parts
 
@@ -52,6 +63,18 @@ INSERT_NICENESS = 19
 # inserts stream one part at a time. A window as large as a large full sync's is not inserted early at all
 # (progress/assets.py): its memory would add up with the fetch's.
 INSERT_MEMORY_LIMIT = "64MiB"
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _MirrorFiles:
+    """One table's data files written so far for the Iceberg mirror (lake/first_load_files.py)."""
+
+    directory: Path
+    files: list[Path] = field(default_factory=list)
+    rows: int = 0
+    columns: tuple[str, ...] = ()
 
 
 class EarlyFirstLoad:
@@ -75,6 +98,9 @@ class EarlyFirstLoad:
         self._inserted: dict[str, list[str]] = {name: [] for name in self._specs}
         # their rows, inserted while the load was still written (insert_ready)
         self.rows_while_fetching: dict[str, int] = dict.fromkeys(self._specs, 0)
+        # with an Iceberg mirror, the tables whose rows are written as its data files too (a failure takes one out)
+        self._mirrored = set(self._specs) if load.warehouse.table_mirror is not None else set()
+        self._mirror_files: dict[str, _MirrorFiles] = {}
 
     @classmethod
     def begin(cls, conn: duckdb.DuckDBPyConnection, load: Load, specs: Sequence[TableSpec]) -> EarlyFirstLoad | None:
@@ -143,15 +169,16 @@ class EarlyFirstLoad:
                 if self.load.specs.get(name) != spec:
                     raise ValueError(f"table {name} is written with another spec than the one it was begun with")
                 files = check_parts(self.load.warehouse.lake, parts, f"load {self.load.load_id}", self.conn)
-                self.rows_while_fetching[name] += insert_parts(
-                    self.conn, table_load(spec, ()), self._targets[name], files, self._ts
-                )
+                load = table_load(spec, ())
+                self.rows_while_fetching[name] += insert_parts(self.conn, load, self._targets[name], files, self._ts)
                 self._inserted[name].extend(files)
+                self._write_mirror_files(load, files)
                 hooks.reached(f"early_inserted:{name}")
         except Exception as error:  # whatever it was, the commit can still insert the load the ordinary way
             self.error = error
             with suppress(duckdb.Error):  # no transaction left to roll back
                 self.conn.rollback()
+            self.discard_mirror_files()
 
     def holds(self, table: str) -> bool:
         """Whether `table`'s rows of this load went (or go) in early: the commit finishes them (stage)."""
@@ -170,9 +197,11 @@ class EarlyFirstLoad:
             inserted = self.rows_while_fetching[load.name]
             if rest:
                 inserted += insert_parts(self.conn, load, target, rest, self._ts)
+                self._write_mirror_files(load, rest)
             with duplicate_keys_of(self.conn, load, target, files) as duplicates:
                 if duplicates is not None:
                     self.take_out(load.name)
+                    self._mirrored.discard(load.name)  # its rows are deduped now: the mirror writes them itself
                     inserted = insert_parts(self.conn, load, target, files, self._ts, duplicates)
         return Stage(f"_stage_{load.name}", load, target, True, inserted)
 
@@ -180,7 +209,69 @@ class EarlyFirstLoad:
         """Delete the rows inserted early: the table is empty again within the transaction."""
         self.conn.execute(f"DELETE FROM {table_ref(table)}")
         self._inserted[table], self.rows_while_fetching[table] = [], 0
+        self._delete_mirror_files(table)
+
+    def committed(self) -> None:
+        """The load's transaction committed: each table's mirror files are offered to the mirror."""
+        for table in [t for t in self._mirror_files if t in self._mirrored]:
+            written = self._mirror_files.pop(table)
+            if written.rows:
+                offer(
+                    self.load.warehouse.path,
+                    FirstLoadFiles(table, written.directory, tuple(written.files), written.rows, written.columns,
+                                   self.loaded_at),
+                )  # fmt: skip
+            else:
+                shutil.rmtree(written.directory, ignore_errors=True)
+
+    def discard_mirror_files(self) -> None:
+        """Delete the mirror files not offered (the load did not commit, or they were not its rows)."""
+        for table in list(self._mirror_files):
+            self._delete_mirror_files(table)
+
+    def _write_mirror_files(self, load: TableLoad, files: list[str]) -> None:
+        """The rows just inserted from `files`, also as the Iceberg mirror's data files (module docstring)."""
+        if load.name not in self._mirrored:
+            return
+        target = self._targets[load.name]
+        try:
+            written = self._mirror_files.get(load.name)
+            if written is None:
+                prefix = f"lessonsync-iceberg-{load.name}-"
+                written = _MirrorFiles(Path(tempfile.mkdtemp(prefix=prefix, dir=staging_dir(self.conn))))
+                self._mirror_files[load.name] = written
+            part = written.directory / f"part{len(written.files):06d}"
+            relation = _table_rows(load, target, self._ts)
+            files_written, rows, columns = write_first_load_files(self.conn, relation, {"files": files}, target, part)
+        except Exception as error:  # a bulkhead: the mirror writes the table from the warehouse after the commit
+            log.info("%s: not written for the Iceberg mirror while fetched (%s)", load.name, error)
+            self._mirrored.discard(load.name)
+            self._delete_mirror_files(load.name)
+            return
+        written.files.extend(files_written)
+        written.rows += rows
+        written.columns = columns
+
+    def _delete_mirror_files(self, table: str) -> None:
+        written = self._mirror_files.pop(table, None)
+        if written is not None:
+            shutil.rmtree(written.directory, ignore_errors=True)
 
     @property
     def _ts(self) -> str:
         return ts_literal(self.loaded_at)
+
+
+def _table_rows(load: TableLoad, target: TableDef, ts: str) -> str:
+    """The rows insert_parts inserts from the parts (parameter $files), every key once, with each column of `target`:
+    the load's, the load time in first_loaded_at and last_loaded_at, NULL in the others (a new table's)."""
+    loaded = set(load.columns)
+    columns = [
+        q(name)
+        if name in loaded
+        else f"{ts} AS {q(name)}"
+        if name in (FIRST_LOADED_AT, LAST_LOADED_AT)
+        else f"CAST(NULL AS {kind}) AS {q(name)}"
+        for name, kind in target.columns
+    ]
+    return f"SELECT {', '.join(columns)} FROM ({deduped_sql(load, target, None)})"

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from datetime import datetime
+from pathlib import Path
 from typing import Protocol
 
 import duckdb
@@ -20,7 +21,13 @@ from pipeline.warehouse.merge.protocols import EarlyInsert
 
 class LoadTarget(Protocol):
     @property
+    def path(self) -> Path: ...
+
+    @property
     def lake(self) -> LakeStore: ...
+
+    @property
+    def table_mirror(self) -> object | None: ...  # the Iceberg mirror (lake/iceberg.py), if the warehouse keeps one
 
     @property
     def connection_settings(self) -> ConnectionSettings: ...
@@ -72,3 +79,5 @@ class EarlyCommit(EarlyInsert, Protocol):
 
     @property
     def loaded_at(self) -> datetime: ...
+
+    def committed(self) -> None: ...
