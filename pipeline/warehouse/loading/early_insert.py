@@ -215,14 +215,14 @@ class EarlyFirstLoad:
         """The load's transaction committed: each table's mirror files are offered to the mirror."""
         for table in [t for t in self._mirror_files if t in self._mirrored]:
             written = self._mirror_files.pop(table)
-            if written.rows:
-                offer(
-                    self.load.warehouse.path,
-                    FirstLoadFiles(table, written.directory, tuple(written.files), written.rows, written.columns,
-                                   self.loaded_at),
-                )  # fmt: skip
-            else:
+            if not written.rows:
                 shutil.rmtree(written.directory, ignore_errors=True)
+                continue
+            files = tuple(written.files)
+            offer(
+                self.load.warehouse.path,
+                FirstLoadFiles(table, written.directory, files, written.rows, written.columns, self.loaded_at),
+            )
 
     def discard_mirror_files(self) -> None:
         """Delete the mirror files not offered (the load did not commit, or they were not its rows)."""
