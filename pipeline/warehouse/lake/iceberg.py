@@ -30,7 +30,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
-from contextlib import closing, suppress
+from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -506,9 +506,9 @@ class IcebergMirror:
         latest = _latest_load_time(conn)
         if isinstance(ice, _NewTable):
             properties = {LOADED_THROUGH: latest.isoformat()} if latest is not None else {}
-            first_load = _first_load_files(conn, table, select)
-            stats.written_while_fetched = first_load is not None
-            created, stats.rows_written = self._create(conn, ice, select, properties, first_load)
+            with _first_load_files(conn, table, select) as first_load:
+                stats.written_while_fetched = first_load is not None
+                created, stats.rows_written = self._create(conn, ice, select, properties, first_load)
             stats.rewritten = True
             hooks.reached("iceberg_committed")
             if latest is not None:
@@ -535,9 +535,9 @@ class IcebergMirror:
             return stats
         properties = {LOADED_THROUGH: latest.isoformat()}
         if mirrored_through is None or _iceberg_rows(ice) == 0:
-            first_load = _first_load_files(conn, table, select)
-            stats.written_while_fetched = first_load is not None
-            stats.rows_written = _rewrite(conn, ice, select, properties, first_load)
+            with _first_load_files(conn, table, select) as first_load:
+                stats.written_while_fetched = first_load is not None
+                stats.rows_written = _rewrite(conn, ice, select, properties, first_load)
             stats.rewritten = True
         else:
             self._apply_changes(conn, ice, table, select, mirrored_through, warehouse_rows, properties, stats)
@@ -990,14 +990,11 @@ def _copied_data_files(
 def _rows_as_data_files(
     conn: duckdb.DuckDBPyConnection, ice: _DataLocation, select: str, staging: str, first_load: FirstLoadFiles | None
 ) -> tuple[list[str], int]:
-    """The mirror query's rows as data files placed in the table's data directory: `first_load`'s files when given
-    (their directory deleted afterwards), else written from the query."""
+    """The mirror query's rows as data files placed in the table's data directory: `first_load`'s files when given,
+    else written from the query."""
     if first_load is None:
         return _write_data_files(conn, ice, _written_rows(conn, select), staging)
-    try:
-        return [_place(ice, path) for path in first_load.files], first_load.rows
-    finally:
-        first_load.delete()
+    return [_place(ice, path) for path in first_load.files], first_load.rows
 
 
 def write_first_load_files(
@@ -1015,12 +1012,19 @@ def write_first_load_files(
     return files, rows, (*(name for name, _ in columns), KEY_DIGEST, ROW_DIGEST)
 
 
-def _first_load_files(conn: duckdb.DuckDBPyConnection, table: TableDef, select: str) -> FirstLoadFiles | None:
-    """The data files written while the table's first load was fetched, when they are its rows now."""
+@contextmanager
+def _first_load_files(conn: duckdb.DuckDBPyConnection, table: TableDef, select: str) -> Iterator[FirstLoadFiles | None]:
+    """The data files written while the table's first load was fetched, when they are its rows now; whatever of
+    them the block did not move into the table is deleted at its end."""
     taken = take(conn, table.name, tuple(_written_columns(conn, select)), table.has_deleted_at)
-    if taken is not None:
-        hooks.reached(f"first_load_files_taken:{table.name}")
-    return taken
+    if taken is None:
+        yield None
+        return
+    hooks.reached(f"first_load_files_taken:{table.name}")
+    try:
+        yield taken
+    finally:
+        taken.delete()
 
 
 def _data_files(conn: duckdb.DuckDBPyConnection, ice: Table, where: IcebergLocation) -> dict[str, DataFile]:
