@@ -260,6 +260,41 @@ def test_a_first_load_written_while_fetched_is_the_iceberg_snapshot_with_the_war
     end until a part went in) writes its rows as the Iceberg mirror's data files too: the mirror takes them for the
     tables' first snapshots instead of writing the tables again. Their rows, digests included, are those the
     mirror writes from the warehouse, so the next sync's mirror finds only what changed."""
+    with first_load_inserted_while_fetched(tmp_path, monkeypatch) as (stack, full, taken):
+        assert taken == {"answers", "answer_results"}
+        assert_digests_equal_the_warehouses(settings_of(stack), ("answers", "answer_results"))
+        staging = settings_of(stack).duckdb_temp_directory or Path(f"{stack.warehouse_path}.tmp")
+        assert not list(staging.glob("lessonsync-iceberg-*"))  # every file written while fetched was taken
+
+        stack.advance(hours=24)
+        incremental = stack.sync(select=STREAMS_ONLY)
+        assert incremental.success, incremental.error
+        assert_streams_equal_the_platform(stack)
+        assert_iceberg_equals_warehouse(settings_of(stack))
+        assert_digests_equal_the_warehouses(settings_of(stack), ("answers", "answer_results"))
+
+
+def test_a_failure_writing_the_first_loads_iceberg_files_leaves_the_load_and_the_mirror_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writing the mirror's files while fetched is a bulkhead: when it fails, the parts still go in early, the load
+    commits, and the mirror writes the tables from the warehouse as it does for any other load."""
+
+    def failing(*_args: object, **_kwargs: object) -> None:
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(early_insert, "write_first_load_files", failing)
+    with first_load_inserted_while_fetched(tmp_path, monkeypatch) as (_stack, _full, taken):
+        assert taken == set()
+
+
+@contextmanager
+def first_load_inserted_while_fetched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[Stack, SyncReport, set[str]]]:
+    """A full sync of the streams, Iceberg on, whose answers go in while fetched (parts of 300 rows, their fetch held
+    at its end until a part went in), exact in the warehouse and in Iceberg; with the tables whose files written
+    while fetched the mirror took."""
     monkeypatch.setattr(runner, "EARLY_PART_ROWS", 300)
     inserted, taken = threading.Event(), set()
 
@@ -276,20 +311,11 @@ def test_a_first_load_written_while_fetched_is_the_iceberg_snapshot_with_the_war
         with listening(hold_answers_parts):
             full = stack.sync(select=STREAMS_ONLY)
         assert full.success, full.error
-        assert inserted.is_set() and taken == {"answers", "answer_results"}
+        assert inserted.is_set()
         assert full.materializations["lms/answers"]["rows_inserted_while_fetching"] > 0
         assert_streams_equal_the_platform(stack)
         assert_iceberg_equals_warehouse(settings_of(stack))
-        assert_digests_equal_the_warehouses(settings_of(stack), ("answers", "answer_results"))
-        staging = settings_of(stack).duckdb_temp_directory or Path(f"{stack.warehouse_path}.tmp")
-        assert not list(staging.glob("lessonsync-iceberg-*"))  # every file written while fetched was taken
-
-        stack.advance(hours=24)
-        incremental = stack.sync(select=STREAMS_ONLY)
-        assert incremental.success, incremental.error
-        assert_streams_equal_the_platform(stack)
-        assert_iceberg_equals_warehouse(settings_of(stack))
-        assert_digests_equal_the_warehouses(settings_of(stack), ("answers", "answer_results"))
+        yield stack, full, taken
 
 
 def assert_digests_equal_the_warehouses(settings: Settings, tables: tuple[str, ...]) -> None:
@@ -302,35 +328,3 @@ def assert_digests_equal_the_warehouses(settings: Settings, tables: tuple[str, .
             want = sorted(conn.execute(query).fetchall())
             got = catalog.load_table(("lms", table)).scan(selected_fields=(KEY_DIGEST, ROW_DIGEST)).to_arrow()
             assert sorted(zip(got[KEY_DIGEST].to_pylist(), got[ROW_DIGEST].to_pylist(), strict=True)) == want, table
-
-
-def test_a_failure_writing_the_first_loads_iceberg_files_leaves_the_load_and_the_mirror_whole(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Writing the mirror's files while fetched is a bulkhead: when it fails, the parts still go in early, the load
-    commits, and the mirror writes the tables from the warehouse as it does for any other load."""
-    monkeypatch.setattr(runner, "EARLY_PART_ROWS", 300)
-
-    def failing(*_args: object, **_kwargs: object) -> None:
-        raise OSError("No space left on device")
-
-    monkeypatch.setattr(early_insert, "write_first_load_files", failing)
-    inserted, taken = threading.Event(), set()
-
-    def hold_answers_parts(point: str) -> None:
-        if point.startswith("early_inserted:"):
-            inserted.set()
-        elif point == "fetch_ended:answers":
-            inserted.wait(timeout=30)
-        elif point.startswith("first_load_files_taken:"):
-            taken.add(point.split(":", 1)[1])
-
-    with local_stack(tmp_path / "data", scale="tiny", faults="latency_ms=5", page_size=20) as stack:
-        stack.env.update(ICEBERG_ENV)
-        with listening(hold_answers_parts):
-            full = stack.sync(select=STREAMS_ONLY)
-        assert full.success, full.error
-        assert inserted.is_set() and taken == set()
-        assert full.materializations["lms/answers"]["rows_inserted_while_fetching"] > 0
-        assert_streams_equal_the_platform(stack)
-        assert_iceberg_equals_warehouse(settings_of(stack))
