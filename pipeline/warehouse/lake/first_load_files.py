@@ -69,7 +69,12 @@ def take(
     """The files offered for `table` of the warehouse `conn` is on, if the table holds exactly their rows (module
     docstring); the caller owns them then (and deletes their directory). None otherwise: any offered are deleted."""
     with _lock:
-        offered = _offered.pop(_key(_database_file(conn), table), None)
+        nothing_offered = not _offered
+    if nothing_offered:  # the usual case: the connection is not asked which file it is on
+        return None
+    key = _key(_database_file(conn), table)
+    with _lock:
+        offered = _offered.pop(key, None)
     if offered is None:
         return None
     live = f" AND {q(DELETED_AT)} IS NULL" if deleted_at else ""

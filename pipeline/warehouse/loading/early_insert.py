@@ -213,16 +213,14 @@ class EarlyFirstLoad:
 
     def committed(self) -> None:
         """The load's transaction committed: each table's mirror files are offered to the mirror."""
-        for table in [t for t in self._mirror_files if t in self._mirrored]:
+        for table in [t for t, written in self._mirror_files.items() if written.rows]:
             written = self._mirror_files.pop(table)
-            if not written.rows:
-                shutil.rmtree(written.directory, ignore_errors=True)
-                continue
             files = tuple(written.files)
             offer(
                 self.load.warehouse.path,
                 FirstLoadFiles(table, written.directory, files, written.rows, written.columns, self.loaded_at),
             )
+        self.discard_mirror_files()  # the directories of tables with no rows
 
     def discard_mirror_files(self) -> None:
         """Delete the mirror files not offered (the load did not commit, or they were not its rows)."""
