@@ -66,16 +66,25 @@ class StreamLoad:
 
 
 def begin_early_insert(
-    log: Log, warehouse: Warehouse, fetching: BackgroundFetch, specs: Iterable[TableSpec], holding: ExitStack
+    log: Log,
+    warehouse: Warehouse,
+    fetching: BackgroundFetch,
+    specs: Iterable[TableSpec],
+    holding: ExitStack,
+    *,
+    inserts: bool = True,
 ) -> EarlyFirstLoad | None:
     """The load's commit transaction begun now, on a connection `holding` keeps open, when the fetch still runs and
-    `specs` are all empty tables (pipeline/warehouse/loading/early_insert.py); None otherwise (then nothing is held)."""
+    `specs` are all empty tables (pipeline/warehouse/loading/early_insert.py); None otherwise (then nothing is held).
+    Without `inserts`, only the Iceberg mirror's files are written meanwhile, and only when there is a mirror."""
     specs = tuple(specs)
     if not specs or fetching.ended or fetching.cursor_before is not None:
         return None
     with ExitStack() as attempt:
         try:
-            early = EarlyFirstLoad.begin(attempt.enter_context(warehouse.one_connection()), fetching.load, specs)
+            early = EarlyFirstLoad.begin(
+                attempt.enter_context(warehouse.one_connection()), fetching.load, specs, inserts=inserts
+            )
         except WarehouseLockedError as error:  # another process has the file now: the commit waits for it later
             log.info(f"{fetching.stream}: not inserted while fetched ({error})")
             return None
@@ -84,9 +93,13 @@ def begin_early_insert(
         attempt.callback(early.discard_mirror_files)  # those the commit did not offer to the mirror
         early.start()
         holding.push(attempt.pop_all())
+    tables = ", ".join(s.name for s in specs)
     log.info(
-        f"{fetching.stream}: a first load; its parts go into {', '.join(s.name for s in specs)} "
-        "while they are fetched (one transaction, committed at the end)"
+        f"{fetching.stream}: a first load; its parts go into {tables} while they are fetched (one transaction, "
+        "committed at the end)"
+        if inserts
+        else f"{fetching.stream}: a first load; its parts are written as the Iceberg mirror's files of {tables} "
+        "while they are fetched, and inserted at the commit (too many rows to insert beside the fetch)"
     )
     return early
 

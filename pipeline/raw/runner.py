@@ -15,7 +15,7 @@ from datetime import datetime
 
 from pipeline.contract.evolution import DiscoveredColumn, SchemaPolicy
 from pipeline.contract.streams import STREAM_TABLES, SYNC_STREAMS, SyncStream, planned_from
-from pipeline.contract.tables import TABLES, TableSpec
+from pipeline.contract.tables import TABLES
 from pipeline.memory import sync_process_memory
 from pipeline.raw.commit import Log, StreamLoad, begin_early_insert, commit_fetched
 from pipeline.raw.fetch import BackgroundFetch, Fetched
@@ -269,7 +269,9 @@ class RawSync:
                         client.hold_decode_workers(False)
                         self._decode_held = False
                     if stream.early_insert and not fetch.ended:  # nothing else commits until it has
-                        early = begin_early_insert(self.log, self.warehouse, fetch, self._early_tables(stream), holding)
+                        specs = tuple(self.schema.spec(table) for table in stream.table_names)
+                        inserts = self._inserted_while_fetched(stream)
+                        early = begin_early_insert(self.log, self.warehouse, fetch, specs, holding, inserts=inserts)
                     try:
                         fetched = fetch.wait(self._report_progress, PROGRESS_EVERY_S)
                     finally:
@@ -319,13 +321,12 @@ class RawSync:
                 for fetch in self._pending.values():
                     self._report_progress(fetch)
 
-    def _early_tables(self, stream: SyncStream) -> tuple[TableSpec, ...]:
-        """A planned stream's tables, inserted part by part while fetched when this is their first load, unless its
-        plan is too large to add that DuckDB work beside the fetch."""
+    def _inserted_while_fetched(self, stream: SyncStream) -> bool:
+        """Whether a planned stream's first load is inserted part by part while fetched: not when its plan is too
+        large to add that DuckDB work beside the fetch (then only the Iceberg mirror's files are written meanwhile,
+        as files, one part at a time, within DuckDB's reduced memory limit)."""
         plan = self._plans.get(stream.name)
-        if stream.planned is None or plan is None or plan.parent_rows > stream.planned.overlap_max_rows:
-            return ()
-        return tuple(self.schema.spec(name) for name in stream.table_names)
+        return stream.planned is not None and plan is not None and plan.parent_rows <= stream.planned.overlap_max_rows
 
     def _commit(
         self, client: PlatformClient, stream: SyncStream, fetched: Fetched, early: EarlyFirstLoad | None

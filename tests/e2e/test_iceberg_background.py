@@ -253,14 +253,16 @@ def test_a_sync_killed_while_the_background_mirror_writes_is_healed_by_the_next(
         assert_iceberg_equals_warehouse(settings)
 
 
+@pytest.mark.parametrize("inserted", [True, False], ids=["inserted_while_fetched", "too_large_to_insert"])
 def test_a_first_load_written_while_fetched_is_the_iceberg_snapshot_with_the_warehouse_digests(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, inserted: bool
 ) -> None:
     """A first load inserted while fetched (early_insert.py; here parts of 300 rows, the answers' fetch held at its
-    end until a part went in) writes its rows as the Iceberg mirror's data files too: the mirror takes them for the
-    tables' first snapshots instead of writing the tables again. Their rows, digests included, are those the
-    mirror writes from the warehouse, so the next sync's mirror finds only what changed."""
-    with first_load_inserted_while_fetched(tmp_path, monkeypatch) as (stack, full, taken):
+    end until a part was written) writes its rows as the Iceberg mirror's data files too: the mirror takes them for
+    the tables' first snapshots instead of writing the tables again. So does a load too large to insert beside its
+    fetch, whose parts are inserted at the commit. Their rows, digests included, are those the mirror writes from
+    the warehouse, so the next sync's mirror finds only what changed."""
+    with first_load_inserted_while_fetched(tmp_path, monkeypatch, inserted=inserted) as (stack, full, taken):
         assert taken == {"answers", "answer_results"}
         assert_digests_equal_the_warehouses(settings_of(stack), ("answers", "answer_results"))
         staging = settings_of(stack).duckdb_temp_directory or Path(f"{stack.warehouse_path}.tmp")
@@ -290,19 +292,26 @@ def test_a_failure_writing_the_first_loads_iceberg_files_leaves_the_load_and_the
 
 @contextmanager
 def first_load_inserted_while_fetched(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, inserted: bool = True
 ) -> Iterator[tuple[Stack, SyncReport, set[str]]]:
     """A full sync of the streams, Iceberg on, whose answers go in while fetched (parts of 300 rows, their fetch held
-    at its end until a part went in), exact in the warehouse and in Iceberg; with the tables whose files written
-    while fetched the mirror took."""
+    at its end until a part was written), exact in the warehouse and in Iceberg; with the tables whose files written
+    while fetched the mirror took. Not `inserted`: the answers' plan is above their overlap_max_rows, so their parts
+    are only written as the mirror's files while fetched and inserted at the commit."""
     monkeypatch.setattr(runner, "EARLY_PART_ROWS", 300)
-    inserted, taken = threading.Event(), set()
+    if not inserted:
+        answers = SYNC_STREAMS["answers"]
+        assert answers.planned is not None
+        monkeypatch.setitem(
+            SYNC_STREAMS, "answers", replace(answers, planned=replace(answers.planned, overlap_max_rows=0))
+        )
+    written, taken = threading.Event(), set()
 
     def hold_answers_parts(point: str) -> None:
         if point.startswith("early_inserted:"):
-            inserted.set()
+            written.set()
         elif point == "fetch_ended:answers":  # in the fetch's thread, before its step can see it ended
-            inserted.wait(timeout=30)
+            written.wait(timeout=30)
         elif point.startswith("first_load_files_taken:"):
             taken.add(point.split(":", 1)[1])
 
@@ -311,8 +320,8 @@ def first_load_inserted_while_fetched(
         with listening(hold_answers_parts):
             full = stack.sync(select=STREAMS_ONLY)
         assert full.success, full.error
-        assert inserted.is_set()
-        assert full.materializations["lms/answers"]["rows_inserted_while_fetching"] > 0
+        assert written.is_set()
+        assert (full.materializations["lms/answers"].get("rows_inserted_while_fetching", 0) > 0) == inserted
         assert_streams_equal_the_platform(stack)
         assert_iceberg_equals_warehouse(settings_of(stack))
         yield stack, full, taken

@@ -12,6 +12,9 @@ else, as any crash before the commit point does (the parts are in no manifest).
 With an Iceberg mirror, each part inserted is also written as the mirror's data files (lake/first_load_files.py),
 offered to the mirror once the load has committed: the table's first Iceberg snapshot is written beside the fetch,
 not after it. Writing them is a bulkhead: a failure only leaves the mirror to write the table from the warehouse.
+A load too large to insert beside its fetch (`inserts=False`) only has its mirror files written meanwhile: its
+transaction is begun the same way, so that its load time is fixed before the first file carries it, and the commit
+inserts every part, as the ordinary first load does.
 
 What it holds: the connection and its open transaction, from the start of the wait to the commit. That is the
 file's write lock for the whole fetch, which the step holds the warehouse pool for anyway; nobody else in the
@@ -87,15 +90,20 @@ class EarlyFirstLoad:
         targets: dict[str, TableDef],
         specs: Sequence[TableSpec],
         loaded_at: datetime,
+        *,
+        inserts: bool = True,
     ) -> None:
         self.conn = conn
         self.load = load
-        self.loaded_at = loaded_at  # the load's time: its rows carry it from their first insert
+        self.loaded_at = loaded_at  # the load's time: its rows and mirror files carry it from the first written
+        # False: the parts are only written as mirror files while fetched, and inserted at the commit
+        self.inserts = inserts
         self.error: BaseException | None = None  # what ended the early inserts, if anything did
         self._targets = targets
         self._specs = {spec.name: spec for spec in specs}
-        # the parts inserted so far, as check_parts names them, in the order written
+        # the parts inserted so far, and those written as mirror files, as check_parts names them, in the order written
         self._inserted: dict[str, list[str]] = {name: [] for name in self._specs}
+        self._mirrored_parts: dict[str, list[str]] = {name: [] for name in self._specs}
         # their rows, inserted while the load was still written (insert_ready)
         self.rows_while_fetching: dict[str, int] = dict.fromkeys(self._specs, 0)
         # with an Iceberg mirror, the tables whose rows are written as its data files too (a failure takes one out)
@@ -103,11 +111,15 @@ class EarlyFirstLoad:
         self._mirror_files: dict[str, _MirrorFiles] = {}
 
     @classmethod
-    def begin(cls, conn: duckdb.DuckDBPyConnection, load: Load, specs: Sequence[TableSpec]) -> EarlyFirstLoad | None:
+    def begin(
+        cls, conn: duckdb.DuckDBPyConnection, load: Load, specs: Sequence[TableSpec], *, inserts: bool = True
+    ) -> EarlyFirstLoad | None:
         """On `conn` (read-write, held until the commit): roll forward what a crash left, create or evolve the
         tables of `specs`, and BEGIN the load's transaction if every one of them is empty; None if one is not
-        (the load is no first load, and nothing was begun)."""
+        (the load is no first load, and nothing was begun), or if without `inserts` there is no mirror to write for."""
         warehouse = load.warehouse
+        if not inserts and warehouse.table_mirror is None:
+            return None
         ensure_state_tables(conn)
         recover(warehouse.commit_context(conn))
         conn.begin()
@@ -122,7 +134,7 @@ class EarlyFirstLoad:
         loaded_at = next_load_time(conn, warehouse.clock())
         conn.begin()
         hooks.reached("early_begun")
-        return cls(conn, load, targets, specs, loaded_at)
+        return cls(conn, load, targets, specs, loaded_at, inserts=inserts)
 
     @property
     def open(self) -> bool:
@@ -157,21 +169,24 @@ class EarlyFirstLoad:
             self.insert_ready()
 
     def insert_ready(self) -> None:
-        """Insert every part the load closed since the last call. An error ends the early inserts: the transaction
-        is rolled back and `error` keeps what happened."""
+        """Insert every part the load closed since the last call (without `inserts`: write it as mirror files only).
+        An error ends the early inserts: the transaction is rolled back and `error` keeps what happened."""
         if not self.open:
             return
         try:
             for name, spec in self._specs.items():
-                parts = self.load.closed_parts(name)[len(self._inserted[name]) :]
-                if not parts:
+                done = self._inserted[name] if self.inserts else self._mirrored_parts[name]
+                parts = self.load.closed_parts(name)[len(done) :]
+                if not parts or not (self.inserts or name in self._mirrored):
                     continue
                 if self.load.specs.get(name) != spec:
                     raise ValueError(f"table {name} is written with another spec than the one it was begun with")
                 files = check_parts(self.load.warehouse.lake, parts, f"load {self.load.load_id}", self.conn)
                 load = table_load(spec, ())
-                self.rows_while_fetching[name] += insert_parts(self.conn, load, self._targets[name], files, self._ts)
-                self._inserted[name].extend(files)
+                if self.inserts:
+                    target = self._targets[name]
+                    self.rows_while_fetching[name] += insert_parts(self.conn, load, target, files, self._ts)
+                    self._inserted[name].extend(files)
                 self._write_mirror_files(load, files)
                 hooks.reached(f"early_inserted:{name}")
         except Exception as error:  # whatever it was, the commit can still insert the load the ordinary way
@@ -193,11 +208,15 @@ class EarlyFirstLoad:
             if early != files[: len(early)]:  # cannot happen while parts are only ever added; then start over
                 self.take_out(load.name)
                 early = []
+            mirrored = self._mirrored_parts[load.name]
+            if mirrored != files[: len(mirrored)]:
+                self._delete_mirror_files(load.name)
+                mirrored = []
             rest = files[len(early) :]
             inserted = self.rows_while_fetching[load.name]
             if rest:
                 inserted += insert_parts(self.conn, load, target, rest, self._ts)
-                self._write_mirror_files(load, rest)
+            self._write_mirror_files(load, files[len(mirrored) :])
             with duplicate_keys_of(self.conn, load, target, files) as duplicates:
                 if duplicates is not None:
                     self.take_out(load.name)
@@ -228,8 +247,8 @@ class EarlyFirstLoad:
             self._delete_mirror_files(table)
 
     def _write_mirror_files(self, load: TableLoad, files: list[str]) -> None:
-        """The rows just inserted from `files`, also as the Iceberg mirror's data files (module docstring)."""
-        if load.name not in self._mirrored:
+        """The rows of `files` the load inserts, also as the Iceberg mirror's data files (module docstring)."""
+        if load.name not in self._mirrored or not files:
             return
         target = self._targets[load.name]
         try:
@@ -249,8 +268,10 @@ class EarlyFirstLoad:
         written.files.extend(files_written)
         written.rows += rows
         written.columns = columns
+        self._mirrored_parts[load.name].extend(files)
 
     def _delete_mirror_files(self, table: str) -> None:
+        self._mirrored_parts[table] = []
         written = self._mirror_files.pop(table, None)
         if written is not None:
             shutil.rmtree(written.directory, ignore_errors=True)
