@@ -123,6 +123,19 @@ def test_a_table_holding_rows_is_no_first_load(tmp_path: Path) -> None:
         assert load.commit().tables["answers"] == TableLoadStats(fetched=1, inserted=1)
 
 
+def test_a_load_too_large_to_insert_early_begins_nothing_without_a_mirror_to_write_for(tmp_path: Path) -> None:
+    """Without inserts only the Iceberg mirror's files would be written while fetched: with no mirror there is
+    nothing to do, so no transaction is begun and the commit is the ordinary one."""
+    wh = make_warehouse(tmp_path)
+    assert wh.table_mirror is None
+    with wh.load("answers", "run", T0) as load, wh.one_connection() as conn:
+        assert EarlyFirstLoad.begin(conn, load, (ANSWERS, ANSWER_RESULTS), inserts=False) is None
+        conn.begin()  # nothing was left begun
+        conn.rollback()
+        load.write(ANSWERS, batch(ANSWERS, [answer("a1", "q1")]))
+        assert load.commit().tables["answers"] == TableLoadStats(fetched=1, inserted=1)
+
+
 def test_a_failed_early_insert_leaves_the_ordinary_commit(tmp_path: Path) -> None:
     """The load writes its answers with another spec than the one the early inserts began with (a column more):
     the early inserts stop and roll back, and the commit evolves the table and inserts the load as always."""
