@@ -109,7 +109,7 @@ def commit_load(
                 warehouse.lake.remove_manifest(name)  # a clean failure; otherwise the next writer rolls forward
             raise
         hooks.reached("committed")
-        if early is not None and ctx.early is not None:  # its rows went in early: their mirror files are offered
+        if early is not None and ctx.early is not None:  # committed through it: the mirror files it wrote are offered
             early.committed()
     return LoadResult(
         plan.stream,

@@ -196,7 +196,8 @@ class EarlyFirstLoad:
             self.discard_mirror_files()
 
     def holds(self, table: str) -> bool:
-        """Whether `table`'s rows of this load went (or go) in early: the commit finishes them (stage)."""
+        """Whether `table`'s rows of this load go in through this transaction: those not inserted yet (all of them
+        without `inserts`) the commit inserts (stage)."""
         return self.open and table in self._specs
 
     def stage(self, load: TableLoad, target: TableDef, files: list[str]) -> Stage:
