@@ -41,6 +41,7 @@ from typing import Any
 import httpx
 
 from bench.common import DOC, ChildRun, created_directory, free_port, run_measured, start_simulator, write_doc_section
+from bench.exactness import Truth
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -227,52 +228,6 @@ def run_ceiling(base_url: str, urls_file: str, server_pid: int) -> dict[str, Any
 
 
 # ---------------------------------------------------------------- one round
-
-
-class Truth:
-    """The exactness checks (bench/exactness.py) in child processes, so this process stays small: a child's
-    peak RSS from os.wait4 starts at its parent's size when it is forked."""
-
-    def __init__(self, work: Path, base_url: str, label: str) -> None:
-        child = run_measured(
-            [
-                sys.executable,
-                "-m",
-                "bench.exactness",
-                "truth",
-                "--base-url",
-                base_url,
-                "--work-dir",
-                str(work),
-                "--label",
-                label,
-            ]
-        )
-        if child.returncode != 0:
-            raise RuntimeError(f"ground truth {label}: {child.stderr_tail}")
-        self.db = work / f"truth_{label}.duckdb"
-
-    def check(self, database: Path, flavour: str) -> dict[str, Any]:
-        child = run_measured(
-            [
-                sys.executable,
-                "-m",
-                "bench.exactness",
-                "check",
-                "--truth",
-                str(self.db),
-                "--database",
-                str(database),
-                "--flavour",
-                flavour,
-            ]
-        )
-        if child.returncode != 0:
-            raise RuntimeError(f"exactness check of {database.name}: {child.stderr_tail}")
-        return json.loads(child.stdout)
-
-    def close(self) -> None:
-        self.db.unlink(missing_ok=True)
 
 
 def one_round(

@@ -12,12 +12,16 @@ medium, never part of a measured time.
 
 from __future__ import annotations
 
+import json
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import httpx
+
+from bench.common import run_measured
 
 TABLES = ("active_lessons", "answers", "answer_results")
 NULL = "'\u2205'"
@@ -275,12 +279,57 @@ class Checker:
         self.conn.close()
 
 
+class Truth:
+    """The exactness checks (bench/exactness.py) in child processes, so this process stays small: a child's
+    peak RSS from os.wait4 starts at its parent's size when it is forked."""
+
+    def __init__(self, work: Path, base_url: str, label: str) -> None:
+        child = run_measured(
+            [
+                sys.executable,
+                "-m",
+                "bench.exactness",
+                "truth",
+                "--base-url",
+                base_url,
+                "--work-dir",
+                str(work),
+                "--label",
+                label,
+            ]
+        )
+        if child.returncode != 0:
+            raise RuntimeError(f"ground truth {label}: {child.stderr_tail}")
+        self.db = work / f"truth_{label}.duckdb"
+
+    def check(self, database: Path, flavour: str) -> dict[str, Any]:
+        child = run_measured(
+            [
+                sys.executable,
+                "-m",
+                "bench.exactness",
+                "check",
+                "--truth",
+                str(self.db),
+                "--database",
+                str(database),
+                "--flavour",
+                flavour,
+            ]
+        )
+        if child.returncode != 0:
+            raise RuntimeError(f"exactness check of {database.name}: {child.stderr_tail}")
+        return json.loads(child.stdout)
+
+    def close(self) -> None:
+        self.db.unlink(missing_ok=True)
+
+
 def main() -> int:
     """`python -m bench.exactness truth --base-url U --work-dir D --label L` builds D/truth_L.duckdb;
     `python -m bench.exactness check --truth D/truth_L.duckdb --database W --flavour lessonsync|dlt` prints the
     verdict as JSON."""
     import argparse
-    import json
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("command", choices=("truth", "check"))

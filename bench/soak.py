@@ -1,5 +1,6 @@
 """Soak at default settings: on ONE data directory and ONE Dagster home, the operations users need after an
-incident, each repeated and each verified exact against the simulator's ground truth (pipeline/verify.py):
+incident, each repeated and each verified exact against the simulator's ground truth (the answer tables as hashes
+in DuckDB, bench/exactness.py; the others field by field, pipeline/verify.py):
 
   full refresh   `lessonsync sync --full-refresh`
   backfill       the `backfill_progress` job over the last `--days` days, through Dagster
@@ -30,8 +31,10 @@ from pathlib import Path
 import duckdb
 import psutil
 
+from bench.exactness import TABLES as HASHED_TABLES
+from bench.exactness import Truth
 from pipeline.stack import Stack, local_stack
-from pipeline.verify import compare_warehouse
+from pipeline.verify import compare_warehouse, verified_tables
 
 BIN = Path(sys.executable).parent
 OPERATIONS = ("full refresh", "backfill", "rebuild --into")
@@ -73,9 +76,14 @@ def run_sampled(argv: list[str], env: dict[str, str]) -> tuple[int, str, float, 
     return child.returncode, (lines[-1] if lines else ""), round(peak, 1), round(time.monotonic() - began, 1)
 
 
-def unequal_tables(stack: Stack, warehouse: Path) -> list[str]:
+def unequal_tables(stack: Stack, truth: Truth, warehouse: Path) -> list[str]:
+    """The answer tables are compared as hashes inside DuckDB in a child process (bench/exactness.py): at scale
+    large a comparison in Python holds every row. The other tables are small and go through pipeline/verify.py."""
+    verdict = truth.check(warehouse, "lessonsync")
+    unequal = [f"{table}: {check}" for table, check in verdict["tables"].items() if not check["equal"]]
     with duckdb.connect(str(warehouse), read_only=True) as conn:
-        return [d.summary() for d in compare_warehouse(conn, stack.sim) if not d.equal]
+        small_tables = [t for t in verified_tables() if t not in HASHED_TABLES]
+        return unequal + [d.summary() for d in compare_warehouse(conn, stack.sim, small_tables) if not d.equal]
 
 
 def child_env(stack: Stack, home: Path) -> dict[str, str]:
@@ -90,6 +98,7 @@ def soak(scale: str, rounds: int, days: int, data_dir: Path) -> dict[str, Outcom
     with local_stack(data_dir, scale=scale) as stack:
         env = child_env(stack, home)
         subprocess.run([str(BIN / "python"), "-m", "pipeline.instance"], env=env, check=True, capture_output=True)
+        truth = Truth(data_dir, stack.sim.base_url, "soak")
         last = stack.sim.now().date()
         config = data_dir / "backfill.yaml"
         config.write_text(
@@ -112,7 +121,7 @@ def soak(scale: str, rounds: int, days: int, data_dir: Path) -> dict[str, Outcom
                 target = rebuilt if name == "rebuild --into" else stack.warehouse_path
                 problem = f"exit {code}: {last_line}" if code else None
                 if problem is None:
-                    unequal = unequal_tables(stack, target)
+                    unequal = unequal_tables(stack, truth, target)
                     problem = f"not exact: {'; '.join(unequal)}" if unequal else None
                 outcome = outcomes[name]
                 outcome.runs += 1
@@ -127,6 +136,7 @@ def soak(scale: str, rounds: int, days: int, data_dir: Path) -> dict[str, Outcom
                     f"round {round_no} {name:15} {seconds:6.1f} s  peak tree RSS {peak:7.1f} MiB  {status}", flush=True
                 )
         rebuilt.unlink(missing_ok=True)
+        truth.close()
     return outcomes
 
 
