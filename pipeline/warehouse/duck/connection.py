@@ -186,6 +186,19 @@ def memory_limit(conn: duckdb.DuckDBPyConnection) -> str | None:
         return None
 
 
+_DUCKDB_SIZE_UNITS = {"bytes": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40, "pib": 1 << 50}
+
+
+def memory_limit_bytes(conn: duckdb.DuckDBPyConnection) -> int | None:
+    """The connection's memory_limit in bytes; None when DuckDB reports it in a form not known here."""
+    text = str(scalar(conn, "SELECT current_setting('memory_limit')"))
+    number, _, unit = text.strip().partition(" ")
+    try:
+        return int(float(number) * _DUCKDB_SIZE_UNITS[unit.lower()])
+    except (ValueError, KeyError):
+        return None
+
+
 def repeats_any(
     conn: duckdb.DuckDBPyConnection,
     expression: str,

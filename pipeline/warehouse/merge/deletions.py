@@ -18,7 +18,7 @@ from pipeline.warehouse.duck.schema import table_ref
 from pipeline.warehouse.duck.tabledef import DELETED_AT, TableDef
 from pipeline.warehouse.errors import SchemaError
 from pipeline.warehouse.lake.manifest import ChildLink
-from pipeline.warehouse.merge.staging import Stage, join_on, value_range
+from pipeline.warehouse.merge.staging import Slice, Stage, join_on, key_slices, value_range
 
 
 def mark_vanished(conn: duckdb.DuckDBPyConnection, target: TableDef, stage: Stage | None, loaded_at: datetime) -> int:
@@ -48,27 +48,59 @@ def replace_children(
         return 0  # the children's first load: every child row in the table is one this load brought
     # Two steps, so that the child table is only probed (its rows are never hashed): the live children of
     # the reloaded parents, by row id (hash table on the parent stage, the small side), minus those in
-    # this load (both sides small); then an update by row id.
+    # this load (both sides small); then an update by row id. Many reloaded parents (a full refresh) are taken
+    # a slice of the first linked column at a time (staging.key_slices): their hash tables did not fit at once.
+    child_column, parent_column = link.on[0]  # only where the parents lie (zone maps skip row groups outside)
+    in_range = value_range(conn, parent.relation, parent_column)
+    marked = 0
+    for part in key_slices(conn, parent.relation, parent_column):
+        marked += _mark_gone_children(conn, child, link, parent, staged_children, loaded_at, part, in_range)
+    return marked
+
+
+def _mark_gone_children(
+    conn: duckdb.DuckDBPyConnection,
+    child: TableDef,
+    link: ChildLink,
+    parent: Stage,
+    staged_children: Stage | None,
+    loaded_at: datetime,
+    part: Slice,
+    in_range: dict[str, object],
+) -> int:
+    """replace_children within one slice of the parents' first linked column."""
     owner = " AND ".join(f"t.{q(cc)} = p.{q(pc)}" for cc, pc in link.on)
     gone = f"_gone_{child.name}"
     key = ", ".join(f"t.{q(k)}" for k in child.key)
+    child_column, parent_column = link.on[0]
     conn.execute(f"DROP TABLE IF EXISTS temp.{q(gone)}")
-    child_column, parent_column = link.on[0]  # only where the parents lie (zone maps skip row groups outside)
     conn.execute(
         f"CREATE TEMP TABLE {q(gone)} AS SELECT t.rowid AS _rowid, {key} FROM {table_ref(child.name)} AS t "
-        f"JOIN (SELECT * FROM {parent.relation} WHERE _change <> 'stale') AS p ON {owner} "
-        f"WHERE t.{q(DELETED_AT)} IS NULL AND t.{q(child_column)} BETWEEN $lowest AND $highest",
-        value_range(conn, parent.relation, parent_column),
+        f"JOIN (SELECT * FROM {parent.relation} WHERE _change <> 'stale' AND {part.where(q(parent_column))}) AS p "
+        f"ON {owner} WHERE t.{q(DELETED_AT)} IS NULL AND t.{q(child_column)} BETWEEN $lowest AND $highest "
+        f"AND {part.where('t.' + q(child_column))}",
+        {**in_range, **part.params},
     )
+    unseen = gone
     if staged_children is not None:
+        # Those this load brought again are left out by an anti join into a table of its own: a DELETE of them from
+        # `gone` (nearly all of it in a full refresh) ran out of memory inside the load's transaction.
+        # A staged child of the same key has the same linked value when that column is part of the key.
+        among = part.where("s." + q(child_column)) if child_column in child.key else "TRUE"
+        unseen = f"_unseen_{child.name}"
+        keys = ", ".join(q(k) for k in child.key)
+        conn.execute(f"DROP TABLE IF EXISTS temp.{q(unseen)}")
         conn.execute(
-            f"DELETE FROM temp.{q(gone)} AS t WHERE EXISTS "
-            f"(SELECT 1 FROM {q(staged_children.name)} AS s WHERE {join_on(child.key, 's', 't')})"
+            f"CREATE TEMP TABLE {q(unseen)} AS SELECT g._rowid FROM temp.{q(gone)} AS g "
+            f"ANTI JOIN (SELECT {keys} FROM {q(staged_children.name)} AS s WHERE {among}) AS s "
+            f"ON {join_on(child.key, 's', 'g')}",
+            part.params if among != "TRUE" else {},
         )
-    try:
-        return _mark(conn, child, f"t.rowid IN (SELECT _rowid FROM temp.{q(gone)})", loaded_at)
-    finally:
         conn.execute(f"DROP TABLE temp.{q(gone)}")
+    try:
+        return _mark(conn, child, f"t.rowid IN (SELECT _rowid FROM temp.{q(unseen)})", loaded_at)
+    finally:
+        conn.execute(f"DROP TABLE temp.{q(unseen)}")
 
 
 def _mark(conn: duckdb.DuckDBPyConnection, target: TableDef, where: str, loaded_at: datetime) -> int:

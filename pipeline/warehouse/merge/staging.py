@@ -13,6 +13,9 @@ row against the warehouse:
 
 from __future__ import annotations
 
+import itertools
+import logging
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,13 +23,15 @@ from dataclasses import dataclass
 import duckdb
 
 from pipeline.warehouse.duck.arrow_types import q
-from pipeline.warehouse.duck.connection import repeats_any
+from pipeline.warehouse.duck.connection import memory_limit_bytes, repeats_any
 from pipeline.warehouse.duck.schema import table_ref
 from pipeline.warehouse.duck.tabledef import DELETED_AT, FIRST_LOADED_AT, META_COLUMNS, TableDef
 from pipeline.warehouse.errors import SchemaError
 from pipeline.warehouse.lake.manifest import ChildLink, TableLoad
 
 CHANGES = ("insert", "stale", "rewrite", "update", "same")
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -81,20 +86,79 @@ def create_stage(
             f"CREATE TEMP TABLE {q(_loaded(stage))} AS {deduped_sql(load, target, duplicates)}", {"files": files}
         )
     loaded = f"temp.{q(_loaded(stage))}"
-    matched = _matched_sql(stage, by_row_id=_few_of_many(conn, stage, loaded))
+    by_row_id = _few_of_many(conn, stage, loaded)
     params = value_range(conn, loaded, load.key[0])
     if stage.target_was_empty:
-        conn.execute(f"CREATE TEMP TABLE {q(stage.name)} AS {matched}", params)
+        conn.execute(f"CREATE TEMP TABLE {q(stage.name)} AS {_matched_sql(stage, by_row_id=by_row_id)}", params)
     else:
         # The join and the sort into storage order (fastest in-place updates) are two statements: a sort fed by
         # a hash join in one statement does not spill and ran out of memory (DuckDB: "if multiple blocking
         # operators appear in the same query, DuckDB may still throw an out-of-memory exception"); each alone does.
-        conn.execute(f"CREATE TEMP TABLE {q(_matched(stage))} AS {matched}", params)
+        for number, part in enumerate(key_slices(conn, loaded, load.key[0])):
+            matched = _matched_sql(stage, by_row_id=by_row_id, within=part)
+            into = (
+                f"CREATE TEMP TABLE {q(_matched(stage))} AS"
+                if number == 0
+                else f"INSERT INTO temp.{q(_matched(stage))}"
+            )
+            conn.execute(f"{into} {matched}", {**params, **part.params})
         conn.execute(
             f"CREATE TEMP TABLE {q(stage.name)} AS SELECT * FROM temp.{q(_matched(stage))} ORDER BY _rowid NULLS LAST"
         )
     drop_stage(conn, stage, keep_stage=True)
     return stage
+
+
+# A load joined against a table that holds rows is joined in slices of a key column, each at most about this many
+# bytes (its rows as text) per byte of DuckDB's memory limit: a hash join spills, yet one over a scale-large full
+# refresh's ~10M answers ran out of memory at 256MiB while two slices of it did not.
+SLICE_BYTES_PER_LIMIT_BYTE = 4.0
+SLICE_SAMPLE_ROWS = 100_000  # the reservoir sample that sizes the rows and places the slices' bounds
+
+
+@dataclass(frozen=True)
+class Slice:
+    """One half-open range of a column's values (open at either end where there is no bound); the whole range
+    when both are None. The slices of key_slices cover every non-NULL value exactly once."""
+
+    lower: object = None  # included
+    upper: object = None  # excluded
+
+    def where(self, expression: str) -> str:
+        """The SQL condition that `expression` lies in this slice (TRUE for the whole range)."""
+        bounds = [f"{expression} >= $slice_from"] if self.lower is not None else []
+        bounds += [f"{expression} < $slice_to"] if self.upper is not None else []
+        return " AND ".join(bounds) or "TRUE"
+
+    @property
+    def params(self) -> dict[str, object]:
+        return {
+            **({"slice_from": self.lower} if self.lower is not None else {}),
+            **({"slice_to": self.upper} if self.upper is not None else {}),
+        }
+
+
+def key_slices(conn: duckdb.DuckDBPyConnection, relation: str, column: str) -> list[Slice]:
+    """Slices of `column`'s values in `relation` (a table or subquery) whose rows are each about
+    SLICE_BYTES_PER_LIMIT_BYTE of the memory limit: one whole range when they all fit, else ranges between the
+    quantiles of a sample. A joined row of the other side has the same value of the column, so it falls in the
+    same slice; NULL is in none, and key columns are never NULL."""
+    rows, width = conn.execute(
+        f"SELECT (SELECT count(*) FROM {relation}), (SELECT avg(strlen(CAST(s AS VARCHAR))) "
+        f"FROM (SELECT * FROM {relation} USING SAMPLE reservoir({SLICE_SAMPLE_ROWS} ROWS) REPEATABLE (7)) AS s)"
+    ).fetchall()[0]
+    limit = memory_limit_bytes(conn)
+    count = math.ceil(rows * (width or 0) / (limit * SLICE_BYTES_PER_LIMIT_BYTE)) if limit else 1
+    if count <= 1:
+        return [Slice()]
+    shares = [i / count for i in range(1, count)]
+    bounds = conn.execute(
+        f"SELECT list_distinct(quantile_disc(v, {shares})) FROM "
+        f"(SELECT {q(column)} AS v FROM {relation} USING SAMPLE reservoir({SLICE_SAMPLE_ROWS} ROWS) REPEATABLE (7))"
+    ).fetchall()[0][0]
+    edges = [None, *sorted(bounds or []), None]
+    log.info("joining %s rows of %s in %d slices of %s", f"{rows:,}", relation, len(edges) - 1, column)
+    return [Slice(lower, upper) for lower, upper in itertools.pairwise(edges)]
 
 
 # An incremental load whose rows are at most this share of its table's is staged in two phases (_matched_sql).
@@ -205,11 +269,15 @@ def _ordered_before(columns: tuple[str, ...]) -> str:
     return f"({lower} OR (s.{first} IS NOT DISTINCT FROM t.{first} AND {_ordered_before(rest)}))"
 
 
-def _matched_sql(stage: Stage, *, by_row_id: bool) -> str:
-    """The loaded rows, each with its `_change`, the row id of its key's row in the table and the carried
-    columns of that row, in no particular order."""
+def _matched_sql(stage: Stage, *, by_row_id: bool, within: Slice = Slice()) -> str:
+    """The loaded rows whose first key column lies `within` a slice of it (key_slices), each with its `_change`,
+    the row id of its key's row in the table and the carried columns of that row, in no particular order."""
     load, target = stage.load, stage.target
     table, loaded = table_ref(target.name), f"temp.{q(_loaded(stage))}"
+    first = q(load.key[0])
+    in_slice = f" AND {within.where(first)}" if within != Slice() else ""
+    if in_slice:
+        loaded = f"(SELECT * FROM {loaded} WHERE {within.where(first)})"
     carried = "".join(f", t.{q(c)} AS {q('_old_' + c)}" for c in stage.carried)
     # The load's rows are the hash table; the warehouse table is only scanned (the tables have no key index),
     # and only where its first key column lies within the load's range of it: zone maps skip the row groups
@@ -219,9 +287,8 @@ def _matched_sql(stage: Stage, *, by_row_id: bool) -> str:
     # column alone. A larger load (a snapshot, a full refresh, a backfill) holds most keys: the filter would keep
     # nearly every row and add a semi-join whose hash table, beside the join's, did not spill (out of memory at
     # scale small under 100MiB).
-    first = q(load.key[0])
     among_loaded = f" AND {first} IN (SELECT DISTINCT {first} FROM {loaded})" if by_row_id else ""
-    in_range = f"WHERE {first} BETWEEN $lowest AND $highest{among_loaded}"
+    in_range = f"WHERE {first} BETWEEN $lowest AND $highest{in_slice}{among_loaded}"
     if not by_row_id:
         return f"""SELECT s.*, {_classify(load, target)} AS _change, t._rowid AS _rowid{carried}
             FROM {loaded} AS s LEFT JOIN (SELECT rowid AS _rowid, * FROM {table} {in_range}) AS t
