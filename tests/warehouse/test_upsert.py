@@ -181,9 +181,9 @@ def test_a_small_incremental_load_staged_by_row_id_gives_the_same_tables(
     phases: list[bool] = []
     one_phase_or_two = staging._matched_sql
 
-    def recorded(stage: staging.Stage, *, by_row_id: bool) -> str:
+    def recorded(stage: staging.Stage, *, by_row_id: bool, within: staging.Slice = staging.WHOLE_RANGE) -> str:
         phases.append(by_row_id)
-        return one_phase_or_two(stage, by_row_id=by_row_id)
+        return one_phase_or_two(stage, by_row_id=by_row_id, within=within)
 
     monkeypatch.setattr(staging, "FEW_OF_MANY", 1e9)
     monkeypatch.setattr(staging, "_matched_sql", recorded)

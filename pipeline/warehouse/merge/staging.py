@@ -113,7 +113,8 @@ def create_stage(
 # bytes (its rows as text) per byte of DuckDB's memory limit: a hash join spills, yet one over a scale-large full
 # refresh's ~10M answers ran out of memory at 256MiB while two slices of it did not.
 SLICE_BYTES_PER_LIMIT_BYTE = 4.0
-SLICE_SAMPLE_ROWS = 100_000  # the reservoir sample that sizes the rows and places the slices' bounds
+SLICE_WIDTH_ROWS = 2_000  # the first rows, whose average width as text stands for every row's
+SLICE_SAMPLE_ROWS = 100_000  # the reservoir sample of the key column that places the slices' bounds
 
 
 @dataclass(frozen=True)
@@ -138,19 +139,22 @@ class Slice:
         }
 
 
+WHOLE_RANGE = Slice()
+
+
 def key_slices(conn: duckdb.DuckDBPyConnection, relation: str, column: str) -> list[Slice]:
     """Slices of `column`'s values in `relation` (a table or subquery) whose rows are each about
-    SLICE_BYTES_PER_LIMIT_BYTE of the memory limit: one whole range when they all fit, else ranges between the
-    quantiles of a sample. A joined row of the other side has the same value of the column, so it falls in the
+    SLICE_BYTES_PER_LIMIT_BYTE of the memory limit: one whole range when they all fit (found from the count and
+    the first rows alone, a few milliseconds), else ranges between the quantiles of a sample. A joined row of the other side has the same value of the column, so it falls in the
     same slice; NULL is in none, and key columns are never NULL."""
     rows, width = conn.execute(
-        f"SELECT (SELECT count(*) FROM {relation}), (SELECT avg(strlen(CAST(s AS VARCHAR))) "
-        f"FROM (SELECT * FROM {relation} USING SAMPLE reservoir({SLICE_SAMPLE_ROWS} ROWS) REPEATABLE (7)) AS s)"
+        f"SELECT (SELECT count(*) FROM {relation}), "
+        f"(SELECT avg(strlen(CAST(s AS VARCHAR))) FROM (SELECT * FROM {relation} LIMIT {SLICE_WIDTH_ROWS}) AS s)"
     ).fetchall()[0]
     limit = memory_limit_bytes(conn)
     count = math.ceil(rows * (width or 0) / (limit * SLICE_BYTES_PER_LIMIT_BYTE)) if limit else 1
     if count <= 1:
-        return [Slice()]
+        return [WHOLE_RANGE]
     shares = [i / count for i in range(1, count)]
     bounds = conn.execute(
         f"SELECT list_distinct(quantile_disc(v, {shares})) FROM "
@@ -269,13 +273,13 @@ def _ordered_before(columns: tuple[str, ...]) -> str:
     return f"({lower} OR (s.{first} IS NOT DISTINCT FROM t.{first} AND {_ordered_before(rest)}))"
 
 
-def _matched_sql(stage: Stage, *, by_row_id: bool, within: Slice = Slice()) -> str:
+def _matched_sql(stage: Stage, *, by_row_id: bool, within: Slice = WHOLE_RANGE) -> str:
     """The loaded rows whose first key column lies `within` a slice of it (key_slices), each with its `_change`,
     the row id of its key's row in the table and the carried columns of that row, in no particular order."""
     load, target = stage.load, stage.target
     table, loaded = table_ref(target.name), f"temp.{q(_loaded(stage))}"
     first = q(load.key[0])
-    in_slice = f" AND {within.where(first)}" if within != Slice() else ""
+    in_slice = f" AND {within.where(first)}" if within != WHOLE_RANGE else ""
     if in_slice:
         loaded = f"(SELECT * FROM {loaded} WHERE {within.where(first)})"
     carried = "".join(f", t.{q(c)} AS {q('_old_' + c)}" for c in stage.carried)
