@@ -21,7 +21,7 @@ from typing import Any
 import duckdb
 import httpx
 
-from bench.common import run_measured
+from bench.common import ChildRun, run_measured
 
 TABLES = ("active_lessons", "answers", "answer_results")
 NULL = "'\u2205'"
@@ -284,45 +284,25 @@ class Truth:
     peak RSS from os.wait4 starts at its parent's size when it is forked."""
 
     def __init__(self, work: Path, base_url: str, label: str) -> None:
-        child = run_measured(
-            [
-                sys.executable,
-                "-m",
-                "bench.exactness",
-                "truth",
-                "--base-url",
-                base_url,
-                "--work-dir",
-                str(work),
-                "--label",
-                label,
-            ]
-        )
+        child = _exactness_child("truth", base_url=base_url, work_dir=str(work), label=label)
         if child.returncode != 0:
             raise RuntimeError(f"ground truth {label}: {child.stderr_tail}")
         self.db = work / f"truth_{label}.duckdb"
 
     def check(self, database: Path, flavour: str) -> dict[str, Any]:
-        child = run_measured(
-            [
-                sys.executable,
-                "-m",
-                "bench.exactness",
-                "check",
-                "--truth",
-                str(self.db),
-                "--database",
-                str(database),
-                "--flavour",
-                flavour,
-            ]
-        )
+        child = _exactness_child("check", truth=str(self.db), database=str(database), flavour=flavour)
         if child.returncode != 0:
             raise RuntimeError(f"exactness check of {database.name}: {child.stderr_tail}")
         return json.loads(child.stdout)
 
     def close(self) -> None:
         self.db.unlink(missing_ok=True)
+
+
+def _exactness_child(command: str, **options: str) -> ChildRun:
+    """`python -m bench.exactness <command> --<option> <value>...` (main below) in a child process."""
+    flags = [part for name, value in options.items() for part in (f"--{name.replace('_', '-')}", value)]
+    return run_measured([sys.executable, "-m", "bench.exactness", command, *flags])
 
 
 def main() -> int:
