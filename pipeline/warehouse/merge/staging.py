@@ -145,8 +145,9 @@ WHOLE_RANGE = Slice()
 def key_slices(conn: duckdb.DuckDBPyConnection, relation: str, column: str) -> list[Slice]:
     """Slices of `column`'s values in `relation` (a table or subquery) whose rows are each about
     SLICE_BYTES_PER_LIMIT_BYTE of the memory limit: one whole range when they all fit (found from the count and
-    the first rows alone, a few milliseconds), else ranges between the quantiles of a sample. A joined row of the other side has the same value of the column, so it falls in the
-    same slice; NULL is in none, and key columns are never NULL."""
+    the first rows alone, a few milliseconds), else ranges between the quantiles of a sample. A joined row of the
+    other side has the same value of the column, so it falls in the same slice; NULL is in none, and key columns
+    are never NULL."""
     rows, width = conn.execute(
         f"SELECT (SELECT count(*) FROM {relation}), "
         f"(SELECT avg(strlen(CAST(s AS VARCHAR))) FROM (SELECT * FROM {relation} LIMIT {SLICE_WIDTH_ROWS}) AS s)"
@@ -279,9 +280,11 @@ def _matched_sql(stage: Stage, *, by_row_id: bool, within: Slice = WHOLE_RANGE) 
     load, target = stage.load, stage.target
     table, loaded = table_ref(target.name), f"temp.{q(_loaded(stage))}"
     first = q(load.key[0])
-    in_slice = f" AND {within.where(first)}" if within != WHOLE_RANGE else ""
-    if in_slice:
-        loaded = f"(SELECT * FROM {loaded} WHERE {within.where(first)})"
+    in_slice = ""
+    if within != WHOLE_RANGE:
+        predicate = within.where(first)
+        in_slice = f" AND {predicate}"
+        loaded = f"(SELECT * FROM {loaded} WHERE {predicate})"
     carried = "".join(f", t.{q(c)} AS {q('_old_' + c)}" for c in stage.carried)
     # The load's rows are the hash table; the warehouse table is only scanned (the tables have no key index),
     # and only where its first key column lies within the load's range of it: zone maps skip the row groups
