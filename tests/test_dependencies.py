@@ -59,6 +59,10 @@ def pipeline_modules() -> dict[str, ast.Module]:
 
 
 def imports_of(importer: str, tree: ast.Module, modules: set[str]) -> Iterator[Import]:
+    # A module with a module-level __getattr__ (a lazy facade, PEP 562) imports what it names under TYPE_CHECKING
+    # when a name is first used, which is why anything imports it: those imports count as run when it loads.
+    lazy = any(isinstance(node, ast.FunctionDef) and node.name == "__getattr__" for node in tree.body)
+
     def visit(node: ast.AST, deferred: bool) -> Iterator[Import]:
         if isinstance(node, ast.Import):
             for alias in node.names:
@@ -69,7 +73,10 @@ def imports_of(importer: str, tree: ast.Module, modules: set[str]) -> Iterator[I
                 yield Import(importer, submodule if submodule in modules else node.module, node.lineno, deferred)
         for child in ast.iter_child_nodes(node):
             inside = isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) or (
-                isinstance(node, ast.If) and child in node.body and "TYPE_CHECKING" in ast.unparse(node.test)
+                isinstance(node, ast.If)
+                and child in node.body
+                and "TYPE_CHECKING" in ast.unparse(node.test)
+                and not lazy
             )
             yield from visit(child, deferred or inside)
 

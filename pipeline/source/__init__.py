@@ -16,15 +16,42 @@ Modules, in the order a page travels (docs/architecture.md, "Following one page"
 
 This module is the client's only entrance: code outside `pipeline.source` imports from here, never from its
 modules (the import contract `source-facade` in pyproject.toml checks it).
+
+Its names are loaded on first use (PEP 562): a decode worker process imports `pipeline.source.decode_workers`, and
+with it this package, without the client's HTTP stack, settings and logging it never uses.
 """
 
-from pipeline.source.client import PlatformClient, stop_all_fetches
-from pipeline.source.decoding import Batch
-from pipeline.source.errors import PlatformUnreachableError
-from pipeline.source.fetching import release_free_memory
-from pipeline.source.slots import BACKGROUND, REQUEST_PRIORITY, URGENT
-from pipeline.source.stats import RunStats, StreamProgress, listen_to_progress, paths_of, publish_progress
-from pipeline.source.transport import RetryingRequest, duration_text
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pipeline.source.client import PlatformClient, stop_all_fetches
+    from pipeline.source.decoding import Batch
+    from pipeline.source.errors import PlatformUnreachableError
+    from pipeline.source.fetching import release_free_memory
+    from pipeline.source.slots import BACKGROUND, REQUEST_PRIORITY, URGENT
+    from pipeline.source.stats import RunStats, StreamProgress, listen_to_progress, paths_of, publish_progress
+    from pipeline.source.transport import RetryingRequest, duration_text
+
+_MODULE_OF = {
+    "PlatformClient": "client",
+    "stop_all_fetches": "client",
+    "Batch": "decoding",
+    "PlatformUnreachableError": "errors",
+    "release_free_memory": "fetching",
+    "BACKGROUND": "slots",
+    "REQUEST_PRIORITY": "slots",
+    "URGENT": "slots",
+    "RunStats": "stats",
+    "StreamProgress": "stats",
+    "listen_to_progress": "stats",
+    "paths_of": "stats",
+    "publish_progress": "stats",
+    "RetryingRequest": "transport",
+    "duration_text": "transport",
+}
 
 __all__ = [
     "BACKGROUND",
@@ -43,3 +70,16 @@ __all__ = [
     "release_free_memory",
     "stop_all_fetches",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # found directly from now on
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_MODULE_OF])

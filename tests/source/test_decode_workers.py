@@ -220,9 +220,10 @@ def test_a_page_offered_as_the_workers_are_released_is_decoded_here():
         workers.close()
 
 
-def test_a_worker_keeps_pandas_out_and_decodes_what_the_client_would():
-    """pyarrow would import pandas at a worker's first conversion (~33 MiB per worker): kept out (memory.keep_pandas_out),
-    with the very batches the client's own fast path makes."""
+def test_a_worker_loads_neither_pandas_nor_the_clients_http_stack_and_decodes_what_the_client_would():
+    """pyarrow would import pandas at a worker's first conversion (~33 MiB per worker): kept out (memory.keep_pandas_out).
+    The worker imports `pipeline.source` without the client (its names load on first use): no aiohttp, httpx or
+    cryptography (~27 MiB per worker). It makes the very batches the client's own fast path makes."""
     from pipeline.source.fast_decoding import FastPages
 
     body = orjson.dumps([answer(i) for i in range(300)])
@@ -243,6 +244,8 @@ def test_a_worker_keeps_pandas_out_and_decodes_what_the_client_would():
         assert theirs.records.equals(ours.records)
     assert (page.served, page.records) == (here.served, here.records)
     assert "/pandas/" not in mapped  # none of pandas' extension modules loaded in the worker
+    assert [stack for stack in ("/aiohttp/", "/cryptography/", "/multidict/", "/yarl/") if stack in mapped] == []
+    assert "/pyarrow/" in mapped  # the maps were read: the worker's own libraries are there
 
 
 def test_a_worker_returns_arrow_memory_as_the_client_does():
