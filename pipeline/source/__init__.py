@@ -24,7 +24,7 @@ with it this package, without the client's HTTP stack, settings and logging it n
 from __future__ import annotations
 
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pipeline.source.client import PlatformClient, stop_all_fetches
@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     from pipeline.source.stats import RunStats, StreamProgress, listen_to_progress, paths_of, publish_progress
     from pipeline.source.transport import RetryingRequest, duration_text
 
-_MODULE_OF = {
+# Each public name and the module that defines it.
+_EXPORTS = {
     "PlatformClient": "client",
     "stop_all_fetches": "client",
     "Batch": "decoding",
@@ -72,14 +73,9 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
+def __getattr__(name: str) -> object:
+    if name not in _EXPORTS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value  # found directly from now on
+    value = getattr(import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    globals()[name] = value  # asked once
     return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_MODULE_OF])
