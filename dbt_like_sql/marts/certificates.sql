@@ -4,6 +4,14 @@
 --   expired   not disabled, expires_at <= as_of
 --   active    not disabled, no expiry or expires_at > as_of
 -- expiring_within_30_days: active and expires_at <= as_of + 30 days.
+-- With as_of alone the rows change when an active certificate enters its last 30 days or expires: until the first
+-- such instant (valid_until, evaluated over the rows built) a later build keeps the table and the as_of it was
+-- built for, its other inputs being the same (LessonSync's runner; dbt keeps meta as it is).
+{{ config(meta={'lessonsync': {'valid_until':
+    "min(case when state = 'active' then"
+    ~ " case when expiring_within_30_days then expires_at else expires_at - interval 30 day end end)"
+}}) }}
+
 with
 
 certificates as (

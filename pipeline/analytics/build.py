@@ -16,6 +16,10 @@ keys it gives (dbt's delete+insert), tested and recorded in one transaction; oth
 
 Time-relative figures (certificates expiring in the next 30 days...) read `{{ as_of() }}` (`var('as_of')`), compiled to the
 DuckDB variable `as_of` (`getvariable('as_of')`, refs.py) that is set once per build, so every model of a build agrees on "now" and tests can pin it.
+Such a model is rebuilt by every build, unless it says until when its result holds: `valid_until` in its config's
+`meta` (templating.py), an aggregate over its rows evaluated on each build and recorded with it. A later build
+before that instant, whatever else being the same, keeps the model and the `as_of` it was built for; its rows are
+those a build then would give, but for that `as_of` column.
 """
 
 from __future__ import annotations
@@ -47,15 +51,20 @@ BUILDS_TABLE = f"{MODEL_SCHEMA}._builds"
 BUILDS_DDL = (
     f"CREATE TABLE IF NOT EXISTS {BUILDS_TABLE} (model VARCHAR PRIMARY KEY, materialized VARCHAR NOT NULL, "
     "built_at TIMESTAMPTZ NOT NULL, as_of TIMESTAMPTZ NOT NULL, row_count BIGINT NOT NULL, code_version VARCHAR, "
-    "inputs VARCHAR, code_inputs VARCHAR, tested_inputs VARCHAR)"
+    "inputs VARCHAR, code_inputs VARCHAR, tested_inputs VARCHAR, valid_until TIMESTAMPTZ)"
 )
 # Columns added since the table was first declared: a warehouse built before gets them in place (empty: each of
 # its models is built once more, then skipped while its inputs stay the same).
-BUILDS_MIGRATIONS = tuple(
-    f"ALTER TABLE {BUILDS_TABLE} ADD COLUMN IF NOT EXISTS {column} VARCHAR"
-    for column in ("inputs", "code_inputs", "tested_inputs")
+BUILDS_MIGRATIONS = (
+    *(
+        f"ALTER TABLE {BUILDS_TABLE} ADD COLUMN IF NOT EXISTS {column} VARCHAR"
+        for column in ("inputs", "code_inputs", "tested_inputs")
+    ),
+    f"ALTER TABLE {BUILDS_TABLE} ADD COLUMN IF NOT EXISTS valid_until TIMESTAMPTZ",
 )
-BUILDS_COLUMNS = "model, materialized, built_at, as_of, row_count, code_version, inputs, code_inputs, tested_inputs"
+BUILDS_COLUMNS = (
+    "model, materialized, built_at, as_of, row_count, code_version, inputs, code_inputs, tested_inputs, valid_until"
+)
 BUILDS_DESCRIPTION = (
     "One row per model: when its current relation was built, for which as_of, from which code and inputs.",
     {
@@ -70,9 +79,14 @@ BUILDS_DESCRIPTION = (
         "code_inputs": "Digest of the model's code and of every model's code upstream of it.",
         "tested_inputs": "Digest of inputs and of what the model's relationships tests read: when only it changes, "
         "the tests run again on the model as built.",
+        "valid_until": "A time-relative model's first instant at which its result changes with as_of alone "
+        "(9999-12-31: none); a build before it keeps the model. NULL: every build rebuilds it.",
     },
 )
 BuildStatus = Literal["built", "unchanged", "failed", "skipped"]
+# A valid_until that gives NULL (no instant changes the rows) is recorded as this: DuckDB's infinity would come back
+# to Python as a datetime without a zone.
+FOREVER = "TIMESTAMPTZ '9999-12-31 00:00:00+00'"
 
 
 @dataclass
@@ -97,6 +111,8 @@ class _Recorded:
     built_at: datetime
     row_count: int
     fingerprint: Fingerprint | None  # None: built by dbt, or before inputs were recorded
+    as_of: datetime | None = None
+    valid_until: datetime | None = None  # its result holds for every as_of before this (None: for its own alone)
 
 
 def build_models(
@@ -125,8 +141,8 @@ def build_models(
     held: dict[str, Fingerprint] = {}  # what the warehouse holds for each model, as digests
     blocked: set[str] = set()
     for model in project.models.values():  # build order
-        current = fingerprint(model, raw, held, as_of)
         previous = recorded.get(model.name)
+        current = fingerprint(model, raw, held, _digested_as_of(model, previous, as_of))
         if model.name not in names:
             held[model.name] = _held(model, previous, current, relations)
             continue
@@ -148,6 +164,7 @@ def build_models(
                 blocked.add(model.name)
             yield result
             continue
+        current = fingerprint(model, raw, held, as_of)  # built now: for this as_of
         incremental = not full_refresh and _incremental_applies(model, previous, current, relations)
         result = build_one(conn, model, as_of, current, incremental=incremental)
         if result.status == "built":
@@ -171,8 +188,8 @@ def models_to_build(conn: duckdb.DuckDBPyConnection, project: AnalyticsProject, 
     held: dict[str, Fingerprint] = {}
     work = []
     for model in project.models.values():  # build order
-        current = held[model.name] = fingerprint(model, raw, held, as_of)
         previous = recorded.get(model.name)
+        current = held[model.name] = fingerprint(model, raw, held, _digested_as_of(model, previous, as_of))
         if previous is None or not _unchanged(model, previous, current, relations) or previous.fingerprint != current:
             work.append(model.name)
     return work
@@ -185,11 +202,29 @@ def _recorded_builds(conn: duckdb.DuckDBPyConnection) -> dict[str, _Recorded]:
             built_at,
             rows,
             Fingerprint(code, inputs, tested or "") if code is not None and inputs is not None else None,
+            as_of,
+            until,
         )
-        for model, materialized, built_at, rows, code, inputs, tested in conn.execute(
-            f"SELECT model, materialized, built_at, row_count, code_inputs, inputs, tested_inputs FROM {BUILDS_TABLE}"
+        for model, materialized, built_at, rows, code, inputs, tested, as_of, until in conn.execute(
+            "SELECT model, materialized, built_at, row_count, code_inputs, inputs, tested_inputs, as_of, valid_until "
+            f"FROM {BUILDS_TABLE}"
         ).fetchall()
     }
+
+
+def _digested_as_of(model: Model, previous: _Recorded | None, as_of: datetime) -> datetime:
+    """The `as_of` a model's inputs are digested with: its last build's while `as_of` lies between it and the
+    instant that build's result changes (valid_until), so that it stays unchanged; else `as_of` (a model that does
+    not read it digests none)."""
+    if (
+        model.valid_until
+        and previous is not None
+        and previous.as_of is not None
+        and previous.valid_until is not None
+        and previous.as_of <= as_of < previous.valid_until
+    ):
+        return previous.as_of
+    return as_of
 
 
 def _relation_kinds(conn: duckdb.DuckDBPyConnection) -> dict[str, str]:
@@ -347,6 +382,7 @@ def build_one(
             )
         execute_together(conn, model_comment_statements(temp, kind, model, (name for name, _ in columns)))
         outcomes = run_tests(conn, model.tests, temp)
+        valid_until = _valid_until(conn, model, temp)
     except (duckdb.Error, ModelError) as error:
         drop_relation(conn, MODEL_SCHEMA, BUILD_PREFIX + model.name)
         return ModelResult(model, "failed", seconds=time.perf_counter() - started, error=_build_error(model, error))
@@ -356,7 +392,7 @@ def build_one(
             model, "failed", None, columns, time.perf_counter() - started, outcomes, _blocked_message(model, outcomes)
         )
     rows = int(scalar(conn, f"SELECT count(*) FROM {temp}"))
-    swap_in(conn, model, rows, as_of, inputs)
+    swap_in(conn, model, rows, as_of, inputs, valid_until)
     return ModelResult(model, "built", rows, columns, time.perf_counter() - started, outcomes, inputs=inputs.inputs)
 
 
@@ -408,7 +444,14 @@ def _blocked_message(model: Model, outcomes: list[TestOutcome]) -> str:
     return f"model {model.name}: kept the previous build because data tests failed: {failed}"
 
 
-def swap_in(conn: duckdb.DuckDBPyConnection, model: Model, rows: int, as_of: datetime, inputs: Fingerprint) -> None:
+def swap_in(
+    conn: duckdb.DuckDBPyConnection,
+    model: Model,
+    rows: int,
+    as_of: datetime,
+    inputs: Fingerprint,
+    valid_until: datetime | None = None,
+) -> None:
     """Replace the model's relation by its build, and record the build, in one transaction."""
     conn.execute("BEGIN TRANSACTION")
     try:
@@ -416,19 +459,51 @@ def swap_in(conn: duckdb.DuckDBPyConnection, model: Model, rows: int, as_of: dat
         conn.execute(
             f"ALTER {_kind(model)} {relation(MODEL_SCHEMA, BUILD_PREFIX + model.name)} RENAME TO {quote(model.name)}"
         )
-        _record_build(conn, model, rows, as_of, inputs)
+        _record_build(conn, model, rows, as_of, inputs, valid_until)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
 
 
+def _valid_until(conn: duckdb.DuckDBPyConnection, model: Model, rel: str) -> datetime | None:
+    """The model's `valid_until` over its built rows (FOREVER when it gives NULL: no instant changes them); None
+    when it declares none."""
+    if not model.valid_until:
+        return None
+    try:
+        until: datetime = conn.execute(
+            f"SELECT least(coalesce(({model.valid_until})::TIMESTAMPTZ, {FOREVER}), {FOREVER}) FROM {rel}"
+        ).fetchall()[0][0]
+    except duckdb.Error as error:
+        raise ModelError(
+            f"its valid_until ({model.valid_until}) cannot be evaluated over its rows: {' '.join(str(error).split())}; "
+            "it must be an aggregate giving a TIMESTAMPTZ, e.g. min(expires_at)"
+        ) from error
+    return until
+
+
 def _record_build(
-    conn: duckdb.DuckDBPyConnection, model: Model, rows: int, as_of: datetime, inputs: Fingerprint
+    conn: duckdb.DuckDBPyConnection,
+    model: Model,
+    rows: int,
+    as_of: datetime,
+    inputs: Fingerprint,
+    valid_until: datetime | None = None,
 ) -> None:
     conn.execute(
-        f"INSERT OR REPLACE INTO {BUILDS_TABLE} ({BUILDS_COLUMNS}) VALUES (?, ?, now(), ?, ?, ?, ?, ?, ?)",
-        [model.name, model.materialized, as_of, rows, model.code_version, inputs.inputs, inputs.code, inputs.tested],
+        f"INSERT OR REPLACE INTO {BUILDS_TABLE} ({BUILDS_COLUMNS}) VALUES (?, ?, now(), ?, ?, ?, ?, ?, ?, ?)",
+        [
+            model.name,
+            model.materialized,
+            as_of,
+            rows,
+            model.code_version,
+            inputs.inputs,
+            inputs.code,
+            inputs.tested,
+            valid_until,
+        ],
     )
 
 

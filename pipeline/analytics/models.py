@@ -67,6 +67,9 @@ class Model:
     unique_key: tuple[str, ...] = ()  # an incremental model's key: the rows a build replaces
     time_relative: bool = False  # reads `as_of` (var('as_of')): the build's `as_of` is one of its inputs
     reads_clock: bool = False  # reads the clock (now(), current_date...) or randomness: every build rebuilds it
+    # A time-relative model's aggregate over its own rows: the first instant at which its result changes with
+    # `as_of` alone (NULL: none). A later build before that instant, its other inputs the same, keeps it (build.py).
+    valid_until: str = ""
 
     @property
     def is_mart(self) -> bool:
@@ -222,6 +225,12 @@ def _load_model(
     reads_as_of = any(r is not None and r.reads_as_of for r in (rendered, incremental)) or any(
         r.reads_as_of for r in readings
     )
+    valid_until = rendered.valid_until if rendered is not None else ""
+    if valid_until and not reads_as_of:
+        problems.append(
+            f"{path}: config(meta={{'lessonsync': {{'valid_until': ...}}}}) is for a model that reads as_of() (a "
+            "time-relative one); this one does not, so every build with the same inputs keeps it anyway: drop it"
+        )
     return Model(
         path.stem,
         layer,
@@ -240,6 +249,7 @@ def _load_model(
         unique_key,
         reads_as_of,
         any(r.reads_clock for r in readings),
+        valid_until,
     )
 
 

@@ -7,10 +7,13 @@ A model's file is rendered once, when the project loads (files only, no database
 - `{{ this }}`: the model's own relation, `analytics.<model>`;
 - `{{ var('as_of') }}`: `getvariable('as_of')`, the DuckDB variable each build sets (build.py); models read it
   through the project's macro `as_of()` (dbt_like_sql/macros/as_of.sql), which under dbt casts a date or timestamp;
-  a model that calls it is time-relative (`Rendered.reads_as_of`): rebuilt by every build, whatever else changed;
+  a model that calls it is time-relative (`Rendered.reads_as_of`): rebuilt by a build with a new `as_of`, unless
+  its `valid_until` (below) says its rows still hold;
   `{{ var('<name>', <default>) }}`: the variable of dbt_project.yml's `vars:`, else the default;
 - `{{ config(materialized='table') }}` ('view', or 'incremental' with `unique_key=`): how the model is built,
-  before its YAML's `config:`;
+  before its YAML's `config:`; `meta={'lessonsync': {'valid_until': "<SQL>"}}` (dbt keeps `meta` as it is): for
+  a time-relative model, an aggregate over its rows giving the first instant its result changes with `as_of`
+  alone (build.py);
 - `is_incremental()`: false, except in the second rendering of an incremental model (`render(...,
   incremental=True)`), the SQL a build runs when the model's table exists and only raw data changed since;
 - the macros of `macros/*.sql` (`{% macro %}` blocks), callable from models and from each other;
@@ -40,7 +43,8 @@ from pipeline.analytics.refs import VARIABLES, qualified
 MACROS_DIR = "macros"
 BUILTINS = ("ref", "source", "this", "var", "config", "is_incremental")
 MATERIALIZATIONS = ("table", "view", "incremental")
-_CONFIG_KEYS = ("materialized", "unique_key")
+_CONFIG_KEYS = ("materialized", "unique_key", "meta")
+_LESSONSYNC_META_KEYS = ("valid_until",)  # what the runner reads under config(meta={'lessonsync': {...}})
 _NO_DEFAULT = object()
 _MACRO_NAME = re.compile(r"\{%-?\s*macro\s+([A-Za-z_][A-Za-z0-9_]*)")
 _WHAT_TO_DO = (
@@ -71,6 +75,7 @@ class Rendered:
     materialized: Materialization | None  # config(materialized=...), if the model set it
     unique_key: tuple[str, ...] = ()  # config(unique_key=...), if the model set it
     reads_as_of: bool = False  # the rendering called var('as_of')
+    valid_until: str = ""  # config(meta={'lessonsync': {'valid_until': ...}}), if the model set it
 
 
 @dataclass
@@ -81,6 +86,7 @@ class _Calls:
     materialized: Materialization | None = None
     unique_key: tuple[str, ...] = ()
     reads_as_of: bool = False
+    valid_until: str = ""
 
 
 @dataclass(frozen=True)
@@ -157,7 +163,9 @@ class Templates:
             raise ModelError(
                 f"{self._where(error, path)}: rendering failed: {type(error).__name__}: {error}; fix the Jinja"
             ) from None
-        return Rendered(sql, frozenset(calls.tables), calls.materialized, calls.unique_key, calls.reads_as_of)
+        return Rendered(
+            sql, frozenset(calls.tables), calls.materialized, calls.unique_key, calls.reads_as_of, calls.valid_until
+        )
 
     def _ref(self, calls: _Calls, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Relation:
         if kwargs or len(args) != 1 or not isinstance(args[0], str):
@@ -262,7 +270,7 @@ def _config(calls: _Calls, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str
         given = ", ".join(unknown) or "positional arguments"
         raise ModelError(
             f"config({given}=...): LessonSync's runner reads config(materialized='table', 'view' or 'incremental', "
-            f"unique_key=...) only; drop the rest, or {_WHAT_TO_DO}"
+            f"unique_key=..., meta=...) only; drop the rest, or {_WHAT_TO_DO}"
         )
     materialized = kwargs.get("materialized")
     if materialized is not None:
@@ -274,7 +282,30 @@ def _config(calls: _Calls, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str
         calls.materialized = materialized
     if "unique_key" in kwargs:
         calls.unique_key = unique_key_columns(kwargs["unique_key"], "config(unique_key=...)")
+    if "meta" in kwargs:
+        calls.valid_until = _valid_until(kwargs["meta"])
     return ""
+
+
+def _valid_until(meta: Any) -> str:
+    """The `valid_until` expression of config(meta=...): dbt's free-form `meta`, of which LessonSync reads only
+    its own key, `lessonsync`, and there only what it knows (a misspelt key would be silently ignored)."""
+    if not isinstance(meta, dict):
+        raise ModelError(f"config(meta={meta!r}): meta is a mapping (dbt's model meta); write meta={{...}}")
+    ours = meta.get("lessonsync", {})
+    unknown = sorted(set(ours) - set(_LESSONSYNC_META_KEYS)) if isinstance(ours, dict) else None
+    if unknown is None or unknown:
+        raise ModelError(
+            f"config(meta={{'lessonsync': {ours!r}}}): LessonSync reads only "
+            "{'valid_until': \"<SQL aggregate over the model's rows>\"} there; fix or drop it"
+        )
+    expression = ours.get("valid_until", "")
+    if not isinstance(expression, str):
+        raise ModelError(
+            f"config(meta={{'lessonsync': {{'valid_until': {expression!r}}}}}): valid_until is SQL text, an aggregate "
+            'over the model\'s rows giving a TIMESTAMPTZ, e.g. "min(expires_at)"; quote it'
+        )
+    return expression.strip()
 
 
 def _arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:

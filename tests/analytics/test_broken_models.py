@@ -300,3 +300,34 @@ def test_code_location_loads_with_the_broken_model_as_an_asset(models_dir: Path)
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "['analytics/stg_users']"
+
+
+def test_valid_until_on_a_model_that_does_not_read_as_of_is_a_problem_of_that_model(models_dir: Path) -> None:
+    add_model(
+        models_dir,
+        "timeless",
+        "{{ config(meta={'lessonsync': {'valid_until': 'min(n)'}}) }}\nSELECT count(*) AS n FROM {{ ref('stg_users') }}",
+    )
+    error = load_error(models_dir)
+    assert "timeless.sql: config(meta={'lessonsync': {'valid_until': ...}}) is for a model that reads as_of()" in error
+    assert load_project(models_dir).models["certificates"].problem is None
+
+
+def test_a_valid_until_that_cannot_be_evaluated_fails_its_model_naming_it(models_dir: Path, tmp_path: Path) -> None:
+    """Found when it builds (only the database can tell): the model fails and keeps its previous build."""
+    import duckdb
+
+    from pipeline.analytics.build import build_models
+    from pipeline.contract.tables import TABLES
+    from pipeline.warehouse import Warehouse
+
+    path = models_dir / "marts" / "certificates.sql"
+    path.write_text(path.read_text().replace("min(case when state", "min(case when no_such_column"))
+    project = load_project(models_dir)
+    warehouse = Warehouse(tmp_path / "w.duckdb", tmp_path / "lake")
+    warehouse.ensure_tables(TABLES.values())
+    with duckdb.connect(str(warehouse.path)) as conn:
+        results = {r.model.name: r for r in build_models(conn, project, ["stg_certificates", "certificates"])}
+    assert results["stg_certificates"].status == "built"
+    assert results["certificates"].status == "failed"
+    assert "its valid_until (min(case when no_such_column" in (results["certificates"].error or "")

@@ -126,17 +126,53 @@ def assert_marts_equal_a_build_from_scratch(built: Built, project: AnalyticsProj
                 assert extra == [], f"{model}: rows in {a} only: {extra}"
 
 
-def test_a_build_with_nothing_changed_rebuilds_nothing_but_what_reads_as_of(built: Built) -> None:
+def valid_until(built: Built) -> datetime:
+    with duckdb.connect(str(built.warehouse), read_only=True) as conn:
+        until: datetime = conn.execute(
+            f"SELECT valid_until FROM {BUILDS_TABLE} WHERE model = 'certificates'"
+        ).fetchall()[0][0]
+    return until
+
+
+def certificate_states(built: Built) -> list[tuple[Any, ...]]:
+    """The certificates mart but its as_of column, in order."""
+    with duckdb.connect(str(built.warehouse), read_only=True) as conn:
+        return conn.execute("SELECT * EXCLUDE (as_of) FROM analytics.certificates ORDER BY certificate_id").fetchall()
+
+
+def test_a_build_with_nothing_changed_rebuilds_nothing_until_the_certificates_change_with_as_of(built: Built) -> None:
+    """certificates reads as_of: a build before its valid_until (the first instant a certificate expires or enters
+    its last 30 days) keeps it and what reads it; a build at that instant rebuilds them."""
     project = load_project()
     before = built.builds()
     assert built.planned(project) == set()
     assert rebuilt(built.build(project)) == set()
     assert built.builds() == before
-    later = built.as_of + timedelta(hours=1)
-    assert built.planned(project, later) == TIME_RELATIVE
-    assert rebuilt(built.build(project, as_of=later)) == TIME_RELATIVE
+    until = valid_until(built)
+    assert built.as_of < until < built.as_of + timedelta(days=3650)  # the world has certificates that expire
+    just_before = until - timedelta(seconds=1)
+    assert built.planned(project, just_before) == set()
+    assert rebuilt(built.build(project, as_of=just_before)) == set()
+    assert built.builds() == before
+    assert built.planned(project, until) == TIME_RELATIVE
+    assert rebuilt(built.build(project, as_of=until)) == TIME_RELATIVE
     after = built.builds()
     assert {m for m in before if after[m] != before[m]} == TIME_RELATIVE
+    assert valid_until(built) > until
+
+
+def test_a_kept_certificates_mart_holds_the_rows_a_build_would_give_and_the_next_instant_changes_them(
+    built: Built, tmp_path: Path
+) -> None:
+    """Exactness of keeping it: built from scratch one second before valid_until, the mart's rows are those kept
+    (but for as_of); built at valid_until, they differ."""
+    project = load_project()
+    kept, until = certificate_states(built), valid_until(built)
+    for as_of, same in ((until - timedelta(seconds=1), True), (until, False)):
+        scratch = Built(tmp_path / f"scratch-{same}", as_of)
+        shutil.copytree(built.data_dir, scratch.data_dir)
+        assert rebuilt(scratch.build(project, full_refresh=True)) == set(project.models)
+        assert (certificate_states(scratch) == kept) is same
 
 
 @pytest.mark.parametrize("change", ["progress", "new_answer", "lesson_renamed", "lesson_removed"])
@@ -210,10 +246,10 @@ def test_full_refresh_rebuilds_every_model(built: Built) -> None:
 
 
 def test_builds_recorded_before_inputs_were_are_migrated_in_place(built: Built) -> None:
-    """A warehouse whose analytics._builds predates the inputs columns: they are added, each model is built once
-    more (nothing says what its build read), then skipped while nothing changes."""
+    """A warehouse whose analytics._builds predates the inputs and valid_until columns: they are added, each model is
+    built once more (nothing says what its build read), then skipped while nothing changes."""
     with duckdb.connect(str(built.warehouse)) as conn:
-        for column in ("inputs", "code_inputs", "tested_inputs"):
+        for column in ("inputs", "code_inputs", "tested_inputs", "valid_until"):
             conn.execute(f"ALTER TABLE {BUILDS_TABLE} DROP COLUMN {column}")
     project = load_project()
     assert rebuilt(built.build(project)) == set(project.models)
@@ -222,9 +258,9 @@ def test_builds_recorded_before_inputs_were_are_migrated_in_place(built: Built) 
 
 
 def test_a_no_change_sync_rebuilds_no_model(synced_tiny: Any, tmp_path: Path) -> None:
-    """`lessonsync sync` twice on an unchanged platform (as_of moved on between them): the second rebuilds only
-    what reads as_of; every other model keeps its build, is left out of the models run, and keeps its Dagster data
-    version."""
+    """`lessonsync sync` twice on an unchanged platform, as_of moved on between them but not past the certificates'
+    valid_until: the second rebuilds no model; every model is left out of the models run and keeps its Dagster data
+    version. (At valid_until the time-relative models are rebuilt: the build tests above.)"""
     data_dir = tmp_path / "data"
     shutil.copytree(synced_tiny.data_dir, data_dir)
     env = {**synced_tiny.run_env(), "LESSONSYNC_DATA_DIR": str(data_dir)}
@@ -234,30 +270,22 @@ def test_a_no_change_sync_rebuilds_no_model(synced_tiny: Any, tmp_path: Path) ->
     built = Built(data_dir, synced_tiny.sim.now())
     before = built.builds()
     versions = data_versions(instance, list(before))
-    later = (synced_tiny.sim.now() + timedelta(hours=1)).isoformat()
-    with environment({**env, "LESSONSYNC_ANALYTICS_AS_OF": later}):
+    later = valid_until(built) - timedelta(seconds=1)
+    assert later > synced_tiny.sim.now() + timedelta(hours=1)
+    with environment({**env, "LESSONSYNC_ANALYTICS_AS_OF": later.isoformat()}):
         report = run_sync(load_settings(), instance=instance)
     assert report.success
-    after = built.builds()
-    assert {m for m in before if after[m][0] != before[m][0]} == TIME_RELATIVE
-    after_versions = data_versions(instance, list(before))
-    assert {m for m in before if after_versions[m] != versions[m]} == TIME_RELATIVE
-    # the models run after the loads plans only what reads as_of: a model left out keeps its last materialization
-    # (and data version)
-    assert report.models_run_id is not None and report.models_up_to_date == len(before) - len(TIME_RELATIVE)
+    assert built.builds() == before
+    assert data_versions(instance, list(before)) == versions
+    # a model left out of the models run keeps its last materialization (and data version)
+    assert report.models_run_id is not None and report.models_up_to_date == len(before)
     logs = instance.all_logs(report.models_run_id)
     planned = {
         e.dagster_event.asset_key.path[-1]
         for e in logs
         if e.dagster_event is not None and e.dagster_event.event_type_value == "ASSET_MATERIALIZATION_PLANNED"
     }
-    assert planned & set(before) == TIME_RELATIVE
-    materialized = {
-        e.asset_materialization.asset_key.path[-1]
-        for e in logs
-        if e.asset_materialization is not None and e.asset_materialization.asset_key.path[0] == "analytics"
-    }
-    assert materialized & set(before) == TIME_RELATIVE
+    assert planned & set(before) == set()
 
 
 def data_versions(instance: DagsterInstance, models: list[str]) -> dict[str, str | None]:

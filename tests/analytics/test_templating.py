@@ -100,6 +100,12 @@ def test_yaml_targets_parse_like_the_sql(call: str, expected: str) -> None:
         ("{{ config(materialized='ephemeral') }}", "m.sql:1: config(materialized='ephemeral'): LessonSync's"),
         ("{{ config(unique_key=[]) }}", "m.sql:1: config(unique_key=...): expected a column name or a list"),
         ("{{ config(tags=['x']) }}", "m.sql:1: config(tags=...): LessonSync's runner reads config(materialized="),
+        ("{{ config(meta=['x']) }}", "m.sql:1: config(meta=['x']): meta is a mapping"),
+        (
+            "{{ config(meta={'lessonsync': {'valid_untill': 'min(x)'}}) }}",
+            "m.sql:1: config(meta={'lessonsync': {'valid_untill': 'min(x)'}}): LessonSync reads only",
+        ),
+        ("{{ config(meta={'lessonsync': {'valid_until': 3}}) }}", "valid_until is SQL text"),
         ("select\n{{ rate('a') }}", "m.sql:2 (in "),
     ],
 )
@@ -131,3 +137,11 @@ def test_a_macro_replacing_one_of_dbts_functions_is_refused(root: Path) -> None:
     (root / "macros" / "mine.sql").write_text("{% macro ref(name) %}other.{{ name }}{% endmacro %}\n")
     with pytest.raises(ModelError, match="the macro 'ref' would replace dbt's ref\\(\\), which LessonSync's runner"):
         render(root, "select * from {{ ref('x') }}")
+
+
+def test_meta_is_dbts_own_but_for_lessonsyncs_valid_until(root: Path) -> None:
+    """dbt keeps config(meta=...) as written: any key but `lessonsync` is left alone; `valid_until` is read."""
+    plain = render(root, "{{ config(meta={'owner': 'data team'}) }}select 1")
+    assert plain.valid_until == ""
+    ours = render(root, "{{ config(meta={'owner': 'x', 'lessonsync': {'valid_until': ' min(t) '}}) }}select 1")
+    assert ours.valid_until == "min(t)"

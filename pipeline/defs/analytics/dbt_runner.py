@@ -163,7 +163,8 @@ def _record_builds(conn: duckdb.DuckDBPyConnection, built: list[Model], as_of: d
     for model in built:
         rows[model.name] = conn.execute(f"SELECT count(*) FROM {relation(MODEL_SCHEMA, model.name)}").fetchall()[0][0]
         conn.execute(
-            f"INSERT OR REPLACE INTO {BUILDS_TABLE} ({BUILDS_COLUMNS}) VALUES (?, ?, now(), ?, ?, ?, NULL, NULL, NULL)",
+            f"INSERT OR REPLACE INTO {BUILDS_TABLE} ({BUILDS_COLUMNS}) "
+            "VALUES (?, ?, now(), ?, ?, ?, NULL, NULL, NULL, NULL)",
             [model.name, model.materialized, as_of, rows[model.name], model.code_version],
         )
     return rows
