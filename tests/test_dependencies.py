@@ -61,7 +61,11 @@ def pipeline_modules() -> dict[str, ast.Module]:
 def imports_of(importer: str, tree: ast.Module, modules: set[str]) -> Iterator[Import]:
     # A module with a module-level __getattr__ (a lazy facade, PEP 562) imports what it names under TYPE_CHECKING
     # when a name is first used, which is why anything imports it: those imports count as run when it loads.
-    lazy = any(isinstance(node, ast.FunctionDef) and node.name == "__getattr__" for node in tree.body)
+    lazy = any(
+        (isinstance(node, ast.FunctionDef) and node.name == "__getattr__")
+        or (isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__getattr__" for t in node.targets))
+        for node in tree.body
+    )
 
     def visit(node: ast.AST, deferred: bool) -> Iterator[Import]:
         if isinstance(node, ast.Import):

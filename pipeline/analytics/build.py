@@ -392,7 +392,7 @@ def build_one(
             model, "failed", None, columns, time.perf_counter() - started, outcomes, _blocked_message(model, outcomes)
         )
     rows = int(scalar(conn, f"SELECT count(*) FROM {temp}"))
-    swap_in(conn, model, rows, as_of, inputs, valid_until)
+    swap_in(conn, model, _Build(rows, as_of, inputs, valid_until))
     return ModelResult(model, "built", rows, columns, time.perf_counter() - started, outcomes, inputs=inputs.inputs)
 
 
@@ -420,7 +420,7 @@ def _merge_increment(
             drop_relation(conn, MODEL_SCHEMA, BUILD_PREFIX + model.name)
             return ModelResult(model, "failed", None, columns, 0.0, outcomes, _blocked_message(model, outcomes))
         rows = int(scalar(conn, f"SELECT count(*) FROM {target}"))
-        _record_build(conn, model, rows, as_of, inputs)
+        _record_build(conn, model, _Build(rows, as_of, inputs))
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -444,14 +444,17 @@ def _blocked_message(model: Model, outcomes: list[TestOutcome]) -> str:
     return f"model {model.name}: kept the previous build because data tests failed: {failed}"
 
 
-def swap_in(
-    conn: duckdb.DuckDBPyConnection,
-    model: Model,
-    rows: int,
-    as_of: datetime,
-    inputs: Fingerprint,
-    valid_until: datetime | None = None,
-) -> None:
+@dataclass(frozen=True)
+class _Build:
+    """What analytics._builds records of one build of a model."""
+
+    rows: int
+    as_of: datetime
+    inputs: Fingerprint
+    valid_until: datetime | None = None
+
+
+def swap_in(conn: duckdb.DuckDBPyConnection, model: Model, build: _Build) -> None:
     """Replace the model's relation by its build, and record the build, in one transaction."""
     conn.execute("BEGIN TRANSACTION")
     try:
@@ -459,7 +462,7 @@ def swap_in(
         conn.execute(
             f"ALTER {_kind(model)} {relation(MODEL_SCHEMA, BUILD_PREFIX + model.name)} RENAME TO {quote(model.name)}"
         )
-        _record_build(conn, model, rows, as_of, inputs, valid_until)
+        _record_build(conn, model, build)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -483,26 +486,20 @@ def _valid_until(conn: duckdb.DuckDBPyConnection, model: Model, rel: str) -> dat
     return until
 
 
-def _record_build(
-    conn: duckdb.DuckDBPyConnection,
-    model: Model,
-    rows: int,
-    as_of: datetime,
-    inputs: Fingerprint,
-    valid_until: datetime | None = None,
-) -> None:
+def _record_build(conn: duckdb.DuckDBPyConnection, model: Model, build: _Build) -> None:
+    inputs = build.inputs
     conn.execute(
         f"INSERT OR REPLACE INTO {BUILDS_TABLE} ({BUILDS_COLUMNS}) VALUES (?, ?, now(), ?, ?, ?, ?, ?, ?, ?)",
         [
             model.name,
             model.materialized,
-            as_of,
-            rows,
+            build.as_of,
+            build.rows,
             model.code_version,
             inputs.inputs,
             inputs.code,
             inputs.tested,
-            valid_until,
+            build.valid_until,
         ],
     )
 

@@ -17,14 +17,16 @@ Modules, in the order a page travels (docs/architecture.md, "Following one page"
 This module is the client's only entrance: code outside `pipeline.source` imports from here, never from its
 modules (the import contract `source-facade` in pyproject.toml checks it).
 
-Its names are loaded on first use (PEP 562): a decode worker process imports `pipeline.source.decode_workers`, and
-with it this package, without the client's HTTP stack, settings and logging it never uses.
+Its names are loaded on first use (pipeline/facades.py): a decode worker process imports
+`pipeline.source.decode_workers`, and with it this package, without the client's HTTP stack, settings and logging
+it never uses.
 """
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import TYPE_CHECKING
+
+from pipeline.facades import lazy_names
 
 if TYPE_CHECKING:
     from pipeline.source.client import PlatformClient, stop_all_fetches
@@ -73,9 +75,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    globals()[name] = value  # asked once
-    return value
+__getattr__ = lazy_names(__name__, _EXPORTS)

@@ -13,8 +13,9 @@ command of the CLI loads only what it uses.
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import TYPE_CHECKING
+
+from pipeline.facades import lazy_names
 
 if TYPE_CHECKING:
     from pipeline.webhooks.app import create_app
@@ -84,9 +85,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    globals()[name] = value  # asked once
-    return value
+__getattr__ = lazy_names(__name__, _EXPORTS)
