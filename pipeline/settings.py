@@ -246,8 +246,8 @@ class Settings(BaseSettings):
         le=16,
         description="Worker processes that decode large answer pages beside the client's event loop, so it keeps the "
         "requests in flight (`0`: the client's own thread decodes every page). A worker (84 MiB RSS once "
-        "started, more while it decodes a page) starts only for a large answers fetch and is gone before its commit; what it "
-        "trades: [BENCHMARKS.md](BENCHMARKS.md#what-each-setting-trades).",
+        "started, more while it decodes a page) starts only for a large answers fetch and is gone before its "
+        "commit; what it trades: [BENCHMARKS.md](BENCHMARKS.md#what-each-setting-trades).",
     )
     lookback: timedelta = Field(
         timedelta(minutes=10),

@@ -111,8 +111,8 @@ class _Recorded:
     built_at: datetime
     row_count: int
     fingerprint: Fingerprint | None  # None: built by dbt, or before inputs were recorded
-    as_of: datetime | None = None
-    valid_until: datetime | None = None  # its result holds for every as_of before this (None: for its own alone)
+    as_of: datetime
+    valid_until: datetime | None  # its result holds for every as_of before this (None: for its own alone)
 
 
 def build_models(
@@ -142,7 +142,8 @@ def build_models(
     blocked: set[str] = set()
     for model in project.models.values():  # build order
         previous = recorded.get(model.name)
-        current = fingerprint(model, raw, held, _digested_as_of(model, previous, as_of))
+        digested_as_of = _digested_as_of(model, previous, as_of)
+        current = fingerprint(model, raw, held, digested_as_of)
         if model.name not in names:
             held[model.name] = _held(model, previous, current, relations)
             continue
@@ -164,7 +165,8 @@ def build_models(
                 blocked.add(model.name)
             yield result
             continue
-        current = fingerprint(model, raw, held, as_of)  # built now: for this as_of
+        if digested_as_of != as_of:  # built now: for this as_of, not the last build's
+            current = fingerprint(model, raw, held, as_of)
         incremental = not full_refresh and _incremental_applies(model, previous, current, relations)
         result = build_one(conn, model, as_of, current, incremental=incremental)
         if result.status == "built":
@@ -219,7 +221,6 @@ def _digested_as_of(model: Model, previous: _Recorded | None, as_of: datetime) -
     if (
         model.valid_until
         and previous is not None
-        and previous.as_of is not None
         and previous.valid_until is not None
         and previous.as_of <= as_of < previous.valid_until
     ):

@@ -283,11 +283,11 @@ def _config(calls: _Calls, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str
     if "unique_key" in kwargs:
         calls.unique_key = unique_key_columns(kwargs["unique_key"], "config(unique_key=...)")
     if "meta" in kwargs:
-        calls.valid_until = _valid_until(kwargs["meta"])
+        calls.valid_until = _valid_until_in_meta(kwargs["meta"])
     return ""
 
 
-def _valid_until(meta: Any) -> str:
+def _valid_until_in_meta(meta: Any) -> str:
     """The `valid_until` expression of config(meta=...): dbt's free-form `meta`, of which LessonSync reads only
     its own key, `lessonsync`, and there only what it knows (a misspelt key would be silently ignored)."""
     if not isinstance(meta, dict):
