@@ -1,6 +1,7 @@
 """Pure rules of the client: first-page probe, path encoding, updatedSince, Retry-After, token lifetime."""
 
 import asyncio
+import base64
 from datetime import UTC, datetime, timedelta, timezone
 from email.utils import format_datetime
 from types import SimpleNamespace
@@ -8,7 +9,7 @@ from types import SimpleNamespace
 import jwt
 import pytest
 
-from pipeline.source.auth import refresh_margin, token_lifetime
+from pipeline.source.auth import refresh_margin, token_lifetime, unverified_claims
 from pipeline.source.fetching import first_page_from_probe
 from pipeline.source.paging import encode_segment, fill_path, format_updated_since
 from pipeline.source.transport import RetryAfterOrBackoff, retry_after_seconds
@@ -93,11 +94,21 @@ def test_waits_honour_retry_after_with_a_backoff_floor_and_a_cap():
     assert wait(_state(30, None)) == 5.0
 
 
-def test_token_lifetime_from_unverified_jwt():
+def test_token_lifetime_from_unverified_jwt_and_nothing_from_what_is_not_one():
     key = "a-test-signing-key-of-32-bytes-or-more"
     token = jwt.encode({"exp": 1_000_030, "iat": 1_000_000, "sub": "x"}, key, algorithm="HS256")
     assert token_lifetime(token) == 30
     assert token_lifetime("opaque-token") is None
+    unpadded = jwt.encode({"exp": 2_000_000_000, "sub": "a-subject-of-odd-length"}, key, algorithm="HS256")
+    assert len(unpadded.split(".")[1]) % 4 != 0  # base64url without its padding, as JWTs are written
+    assert unverified_claims(unpadded) == {"exp": 2_000_000_000, "sub": "a-subject-of-odd-length"}
+    assert token_lifetime(unpadded) is not None and token_lifetime(unpadded) > 0  # exp - now, with no iat
+    not_an_object = "e30." + base64.urlsafe_b64encode(b"[1, 2]").decode().rstrip("=") + ".sig"
+    for malformed in ("a.b", "a.b.c.d", "x.%%%.y", "x.bm90IGpzb24.y", "x.\u00e9t\u00e9.y", not_an_object, ""):
+        assert unverified_claims(malformed) is None, malformed
+        assert token_lifetime(malformed) is None, malformed
+    expired_before_issued = jwt.encode({"exp": 1_000_000, "iat": 1_000_030}, key, algorithm="HS256")
+    assert token_lifetime(expired_before_issued) is None
     assert refresh_margin(30) == 6 and refresh_margin(3600) == 30 and refresh_margin(1) == 0.2
 
 
