@@ -1,5 +1,5 @@
-"""The mirror's own Iceberg schemas and data-file entries equal pyiceberg's, and a sync never imports pyiceberg's Arrow
-IO (pyarrow.dataset with it)."""
+"""The mirror's own Iceberg schemas and data-file entries equal pyiceberg's, its FileIO behaves as a FileIO must, and a
+sync never imports pyiceberg's Arrow IO (pyarrow.dataset with it) nor its fsspec FileIO (its REST catalog with it)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from pyiceberg.io.pyarrow import parquet_file_to_data_file
 
 from pipeline.stack import local_stack
 from pipeline.warehouse.lake.iceberg_files import ARROW_DOC, FILE_IO, data_file, iceberg_schema
+from pipeline.warehouse.lake.iceberg_io import LakeFileIO
 
 # Every column type the mirror's tables hold, with nulls, an all-null column, strings past the truncation length
 # (ASCII and not), a value at the top of a code point range, and lists.
@@ -95,15 +96,15 @@ def test_a_column_this_module_does_not_map_is_left_to_pyiceberg() -> None:
     assert iceberg_schema(schema) is schema
 
 
-def test_a_mirrored_sync_never_imports_pyicebergs_arrow_io(tmp_path: Path) -> None:
+def test_a_mirrored_sync_never_imports_pyicebergs_arrow_io_nor_its_rest_catalog(tmp_path: Path) -> None:
     script = (
         "import sys\n"
         "from pipeline.settings import Settings\n"
         "from pipeline.sync import run_sync\n"
         "report = run_sync(Settings(), select=['key:lms/*'])\n"
         "assert report.success, report.error\n"
-        "print(sorted(m for m in ('pyarrow.dataset', 'pyiceberg.io.pyarrow', 'pyiceberg.catalog.sql') "
-        "if m in sys.modules))\n"
+        "print(sorted(m for m in ('pyarrow.dataset', 'pyiceberg.io.pyarrow', 'pyiceberg.catalog.sql', "
+        "'pyiceberg.io.fsspec', 'pyiceberg.catalog.rest', 'requests', 'jwt') if m in sys.modules))\n"
     )
     (tmp_path / "home").mkdir()
     with local_stack(tmp_path / "data", scale="tiny") as stack:
@@ -112,3 +113,31 @@ def test_a_mirrored_sync_never_imports_pyicebergs_arrow_io(tmp_path: Path) -> No
     assert done.returncode == 0, done.stderr[-2000:]
     # the mirror ran (its catalog is imported), without pyiceberg's Arrow IO
     assert done.stdout.strip().splitlines()[-1] == "['pyiceberg.catalog.sql']"
+
+
+def test_the_file_io_writes_reads_sizes_and_deletes_local_files_and_names_what_is_missing(tmp_path: Path) -> None:
+    io = LakeFileIO(FILE_IO)
+    location = f"file://{tmp_path}/a/new/directory/file.bin"
+    output = io.new_output(location)
+    assert not output.exists()
+    with output.create() as stream:  # its directories made, as pyiceberg's local FileIO makes them
+        stream.write(b"0123456789")
+    assert output.exists() and len(output) == 10
+    with pytest.raises(FileExistsError, match="file.bin"):
+        output.create()
+    with output.create(overwrite=True) as stream:
+        stream.write(b"abc")
+    source = output.to_input_file()
+    assert len(source) == 3 and len(io.new_input(str(tmp_path / "a/new/directory/file.bin"))) == 3  # a plain path
+    with source.open() as stream:
+        stream.seek(1)
+        assert stream.read() == b"bc"
+    io.delete(source)
+    assert not io.new_input(location).exists()
+    with pytest.raises(FileNotFoundError) as missing:
+        io.new_input(location).open()
+    assert "file.bin" in str(missing.value)
+    with pytest.raises(FileNotFoundError):
+        io.delete(location)
+    with pytest.raises(ValueError, match="gs://bucket/table"):
+        io.new_input("gs://bucket/table/metadata.json")

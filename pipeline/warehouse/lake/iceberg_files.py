@@ -4,7 +4,7 @@ pyiceberg converts an Arrow schema and reads a Parquet footer into a `DataFile` 
 import brings `pyarrow.dataset` along: ~50 MiB of RSS, for the rest of the sync's process. The mirror's columns are
 primitives and lists of them, written by DuckDB; for those this module makes the same schema and the same
 `DataFile` (counts, sizes, split offsets and bounds, truncated as pyiceberg truncates them, under the default
-metrics mode), and the tables use pyiceberg's fsspec FileIO. Anything else (a struct or map column, a table with
+metrics mode), and the tables use fsspec through iceberg_io.py. Anything else (a struct or map column, a table with
 metrics properties or a partition spec, a Parquet type other than the one expected) is handed to pyiceberg's
 own functions, which then import their module.
 """
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from pyiceberg.types import IcebergType, PrimitiveType
 
 # Every table's FileIO: fsspec's (local disk, and S3 through s3fs, which the lake uses too), not pyarrow's.
-FILE_IO = {"py-io-impl": "pyiceberg.io.fsspec.FsspecFileIO"}
+FILE_IO = {"py-io-impl": "pipeline.warehouse.lake.iceberg_io.LakeFileIO"}
 ARROW_DOC = b"doc"  # the Arrow field metadata pyiceberg makes a field's `doc`
 TRUNCATE_AT = 16  # the default metrics mode, truncate(16), for strings and binaries; other types in full
 _UTC = {"UTC", "+00:00", "Etc/UTC", "Z"}  # the time zones pyiceberg takes for a timestamptz
