@@ -70,22 +70,24 @@ class LakeFileIO(FileIO):
         raise ValueError(f"the Iceberg mirror cannot reach {location!r}: its tables live on a local disk or on S3")
 
 
-def _size(filesystem: AbstractFileSystem, location: str) -> int:
-    info = filesystem.info(location)
-    return int(info["size"] if "size" in info else info["Size"])
+class _LakeFile:
+    """What a file to read and a file to write share: its location on one filesystem, its size, whether it is there."""
 
+    location: str
 
-class LakeInputFile(InputFile):
     def __init__(self, location: str, filesystem: AbstractFileSystem) -> None:
-        super().__init__(location=location)
+        super().__init__(location=location)  # type: ignore[call-arg]  # InputFile's or OutputFile's
         self._fs = filesystem
 
     def __len__(self) -> int:
-        return _size(self._fs, self.location)
+        info = self._fs.info(self.location)
+        return int(info["size"] if "size" in info else info["Size"])
 
     def exists(self) -> bool:
         return bool(self._fs.exists(self.location))
 
+
+class LakeInputFile(_LakeFile, InputFile):
     def open(self, seekable: bool = True) -> InputStream:
         try:
             stream: InputStream = self._fs.open(self.location, "rb")
@@ -96,17 +98,7 @@ class LakeInputFile(InputFile):
         return stream
 
 
-class LakeOutputFile(OutputFile):
-    def __init__(self, location: str, filesystem: AbstractFileSystem) -> None:
-        super().__init__(location=location)
-        self._fs = filesystem
-
-    def __len__(self) -> int:
-        return _size(self._fs, self.location)
-
-    def exists(self) -> bool:
-        return bool(self._fs.exists(self.location))
-
+class LakeOutputFile(_LakeFile, OutputFile):
     def to_input_file(self) -> LakeInputFile:
         return LakeInputFile(self.location, self._fs)
 
