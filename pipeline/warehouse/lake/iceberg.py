@@ -1096,13 +1096,15 @@ def _place(ice: _DataLocation, staged: Path) -> str:
 
 
 def _file_location(path: Path) -> str:
-    """A local directory as the file: location pyiceberg writes under. Not percent-encoded: pyiceberg's FileIO
-    takes a location's path as it is written, so `%2B` for a `+` in the path would name another directory."""
+    """A local directory as the file: location pyiceberg writes under. Not percent-encoded: the tables' FileIO
+    (iceberg_io.py, fsspec's local filesystem) takes a location's path as it is written, so `%2B` for a `+` in the
+    path would name another directory."""
     return f"file://{path}"
 
 
 def _local_path(location: str) -> Path | None:
-    """The file a file: location names, read as pyiceberg reads it (no percent-decoding); None for object storage."""
+    """The file a file: location names, read as the tables' FileIO reads it (no percent-decoding); None for object
+    storage."""
     if not location.startswith("file:"):
         return None
     return Path(location.removeprefix("file://") if location.startswith("file://") else location.removeprefix("file:"))
