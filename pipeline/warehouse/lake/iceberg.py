@@ -1089,7 +1089,7 @@ def _place(ice: _DataLocation, staged: Path) -> str:
         local.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(staged, local)  # a rename on the same filesystem, a copy across two
         return target
-    with staged.open("rb") as source, ice.io.new_output(target).create() as sink:
+    with staged.open("rb") as source, ice.io.new_output(target).create(overwrite=True) as sink:  # a new name
         shutil.copyfileobj(source, sink, COPY_CHUNK)
     staged.unlink()
     return target

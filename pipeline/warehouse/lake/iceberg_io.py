@@ -5,13 +5,22 @@ pyiceberg loads a FileIO class named by the catalog's `py-io-impl` property (ice
 REST catalog: ~9 MiB of RSS and ~0.1 s of import in every process that mirrors a change, for a catalog this mirror
 never uses. This one opens, sizes, tests and deletes files through the same fsspec filesystems (a local one that
 makes parent directories; s3fs with the catalog's `s3.*` properties: iceberg.s3_properties), and nothing else.
+
+On object storage every request is a round trip, and a table's commit reads its metadata files again and again
+(the table's metadata JSON, the manifest list and manifests, by the scan, the overwrite, the reload after the
+commit). Iceberg writes each metadata file once under a name of its own and never changes it, so this process
+keeps the ones it read or wrote (MetadataFiles, bounded): each is fetched at most once, in one GET, never behind
+a HEAD. Data files are never kept; local files are read from the disk each time.
 """
 
 from __future__ import annotations
 
 import errno
+import io
 import os
 import threading
+from collections import OrderedDict
+from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -30,6 +39,51 @@ _S3_CLIENT_ARGUMENTS = {
 }
 
 
+# Iceberg's metadata files: the table metadata JSON (gzipped or not), manifest lists and manifests (Avro)
+METADATA_SUFFIXES = (".metadata.json", ".avro")
+KEPT_BYTES = 16 * 1024 * 1024  # the metadata files kept in this process, at most (the least recently used go)
+KEPT_FILE_BYTES = 8 * 1024 * 1024  # a larger metadata file is read, not kept
+
+
+class MetadataFiles:
+    """The bytes of the Iceberg metadata files on object storage this process read or wrote, by location, least
+    recently used out first beyond `limit` bytes in all. A deleted file is forgotten."""
+
+    def __init__(self, limit: int = KEPT_BYTES, file_limit: int = KEPT_FILE_BYTES) -> None:
+        self.limit, self.file_limit = limit, file_limit
+        self._files: OrderedDict[str, bytes] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, location: str) -> bytes | None:
+        with self._lock:
+            content = self._files.get(location)
+            if content is not None:
+                self._files.move_to_end(location)
+            return content
+
+    def keep(self, location: str, content: bytes) -> None:
+        if len(content) > self.file_limit:
+            return
+        with self._lock:
+            self._bytes += len(content) - len(self._files.pop(location, b""))
+            self._files[location] = content
+            while self._bytes > self.limit:
+                self._bytes -= len(self._files.popitem(last=False)[1])
+
+    def forget(self, location: str) -> None:
+        with self._lock:
+            self._bytes -= len(self._files.pop(location, b""))
+
+
+METADATA_FILES = MetadataFiles()
+
+
+def kept(location: str, filesystem: AbstractFileSystem) -> bool:
+    """Whether the file at `location` is one MetadataFiles keeps: Iceberg metadata, on object storage."""
+    return location.endswith(METADATA_SUFFIXES) and not isinstance(filesystem, LocalFileSystem)
+
+
 class LakeFileIO(FileIO):
     """Files under `file:` and `s3://` locations (a plain path is a local file)."""
 
@@ -46,6 +100,7 @@ class LakeFileIO(FileIO):
 
     def delete(self, location: str | InputFile | OutputFile) -> None:
         path = location if isinstance(location, str) else location.location
+        METADATA_FILES.forget(path)
         self._filesystem(path).rm(path)
 
     def _filesystem(self, location: str) -> AbstractFileSystem:
@@ -78,8 +133,14 @@ class _LakeFile:
     def __init__(self, location: str, filesystem: AbstractFileSystem) -> None:
         super().__init__(location=location)  # type: ignore[call-arg]  # InputFile's or OutputFile's
         self._fs = filesystem
+        self._size: int | None = None  # known once the file is open (fsspec learns it then)
 
     def __len__(self) -> int:
+        content = METADATA_FILES.get(self.location) if kept(self.location, self._fs) else None
+        if content is not None:
+            return len(content)
+        if self._size is not None:
+            return self._size
         info = self._fs.info(self.location)
         return int(info["size"] if "size" in info else info["Size"])
 
@@ -90,11 +151,18 @@ class _LakeFile:
 class LakeInputFile(_LakeFile, InputFile):
     def open(self, seekable: bool = True) -> InputStream:
         try:
+            if kept(self.location, self._fs):  # read whole by pyiceberg anyway: one GET, no HEAD for its size
+                content = METADATA_FILES.get(self.location)
+                if content is None:
+                    content = bytes(self._fs.cat_file(self.location))
+                    METADATA_FILES.keep(self.location, content)
+                return io.BytesIO(content)
             stream: InputStream = self._fs.open(self.location, "rb")
         except FileNotFoundError as error:  # the location named, as every FileIO names it
             if error.filename:
                 raise
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), self.location) from error
+        self._size = getattr(stream, "size", None)
         return stream
 
 
@@ -105,5 +173,43 @@ class LakeOutputFile(_LakeFile, OutputFile):
     def create(self, overwrite: bool = False) -> OutputStream:
         if not overwrite and self.exists():
             raise FileExistsError(f"Cannot create file, file already exists: {self.location}")
+        METADATA_FILES.forget(self.location)
         stream: OutputStream = self._fs.open(self.location, "wb")
-        return stream
+        return _KeptOnClose(stream, self.location) if kept(self.location, self._fs) else stream
+
+
+class _KeptOnClose:
+    """A metadata file being written, its bytes kept (MetadataFiles) once it is closed whole: pyiceberg reads it
+    back (the new table metadata after a commit, the new manifests in the next commit of the process)."""
+
+    def __init__(self, stream: OutputStream, location: str) -> None:
+        self._stream, self._location = stream, location
+        self._written: io.BytesIO | None = io.BytesIO()
+
+    def write(self, b: bytes) -> int:
+        if self._written is not None:
+            self._written.write(b)
+            if self._written.tell() > METADATA_FILES.file_limit:
+                self._written = None  # too large to keep
+        return self._stream.write(b)
+
+    def tell(self) -> int:
+        return self._stream.tell()
+
+    def close(self) -> None:
+        self._stream.close()  # raises when the upload failed: nothing is kept then
+        if self._written is not None:
+            METADATA_FILES.keep(self._location, self._written.getvalue())
+            self._written = None
+
+    def __enter__(self) -> _KeptOnClose:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        if exc_type is not None:  # a file cut short is not kept; the stream ends as it would without this
+            self._written = None
+            self._stream.__exit__(exc_type, exc, traceback)
+            return
+        self.close()
