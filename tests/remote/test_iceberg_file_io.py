@@ -1,5 +1,6 @@
 """The Iceberg tables' FileIO on an S3 bucket (moto's server): the metadata files it wrote or read are read again
-from this process, not the bucket; data files always come from the bucket; a deleted file is forgotten."""
+from this process, not the bucket; data files always come from the bucket; a deleted file is forgotten; a metadata
+file is uploaded whole, never over another unless asked, and not at all when its writing failed."""
 
 from __future__ import annotations
 
@@ -57,13 +58,24 @@ def test_metadata_files_are_read_from_the_bucket_once_data_files_every_time(s3_e
         reader.new_input(written).open()
 
 
-def test_a_metadata_file_whose_write_failed_is_not_kept(s3_env: dict[str, str]) -> None:
-    location = s3_env["LESSONSYNC_LAKE_URL"] + "/iceberg/lms/t/metadata/00002-cut.metadata.json"
+def test_a_metadata_file_is_uploaded_whole_never_over_another_and_never_cut_short(s3_env: dict[str, str]) -> None:
+    metadata = s3_env["LESSONSYNC_LAKE_URL"] + "/iceberg/lms/t/metadata"
+    first, cut = f"{metadata}/00001-first.metadata.json", f"{metadata}/00002-cut.metadata.json"
     io = LakeFileIO({**FILE_IO, **s3_properties()})
-    with pytest.raises(RuntimeError, match="cut short"), io.new_output(location).create() as stream:
+    with io.new_output(first).create() as stream:
+        stream.write(b'{"first": true}')
+    METADATA_FILES.forget(first)  # as another process, which never read it, would find it
+    with pytest.raises(FileExistsError, match="00001-first"), io.new_output(first).create() as stream:
+        stream.write(b'{"second": true}')
+    with io.new_output(first).create(overwrite=True) as stream:  # replaced only when asked
+        stream.write(b'{"third": true}')
+    METADATA_FILES.forget(first)
+    assert io.new_input(first).open().read() == b'{"third": true}'
+
+    with pytest.raises(RuntimeError, match="cut short"), io.new_output(cut).create() as stream:
         stream.write(b'{"format-version"')
         raise RuntimeError("cut short")
-    assert METADATA_FILES.get(location) is None
+    assert METADATA_FILES.get(cut) is None and not io.new_input(cut).exists()
 
 
 def test_the_files_kept_stay_within_their_bound_least_recently_used_out_first() -> None:

@@ -10,7 +10,8 @@ On object storage every request is a round trip, and a table's commit reads its 
 (the table's metadata JSON, the manifest list and manifests, by the scan, the overwrite, the reload after the
 commit). Iceberg writes each metadata file once under a name of its own and never changes it, so this process
 keeps the ones it read or wrote (MetadataFiles, bounded): each is fetched at most once, in one GET, never behind
-a HEAD. Data files are never kept; local files are read from the disk each time.
+a HEAD, and written in one PUT (exclusive where it must not replace one). Data files are never kept; local
+files are read and written on the disk each time.
 """
 
 from __future__ import annotations
@@ -171,45 +172,52 @@ class LakeOutputFile(_LakeFile, OutputFile):
         return LakeInputFile(self.location, self._fs)
 
     def create(self, overwrite: bool = False) -> OutputStream:
+        if kept(self.location, self._fs):  # small, read back soon: uploaded whole, and kept
+            return _MetadataUpload(self._fs, self.location, exclusive=not overwrite)
         if not overwrite and self.exists():
             raise FileExistsError(f"Cannot create file, file already exists: {self.location}")
-        METADATA_FILES.forget(self.location)
         stream: OutputStream = self._fs.open(self.location, "wb")
-        return _KeptOnClose(stream, self.location) if kept(self.location, self._fs) else stream
+        return stream
 
 
-class _KeptOnClose:
-    """A metadata file being written, its bytes kept (MetadataFiles) once it is closed whole: pyiceberg reads it
-    back (the new table metadata after a commit, the new manifests in the next commit of the process)."""
+class _MetadataUpload:
+    """A metadata file written to object storage: uploaded in one PUT as it is closed, `exclusive`ly when it must
+    not replace one (If-None-Match, as the lake's manifests are written: no HEAD and LIST before it, and no race),
+    then kept (MetadataFiles): pyiceberg reads it back (the new table metadata after a commit, the new manifests in
+    the next commit of the process). A file whose writing raised is not uploaded."""
 
-    def __init__(self, stream: OutputStream, location: str) -> None:
-        self._stream, self._location = stream, location
-        self._written: io.BytesIO | None = io.BytesIO()
+    def __init__(self, filesystem: AbstractFileSystem, location: str, exclusive: bool) -> None:
+        self._fs, self._location, self._exclusive = filesystem, location, exclusive
+        self._buffer: io.BytesIO | None = io.BytesIO()
 
     def write(self, b: bytes) -> int:
-        if self._written is not None:
-            self._written.write(b)
-            if self._written.tell() > METADATA_FILES.file_limit:
-                self._written = None  # too large to keep
-        return self._stream.write(b)
+        if self._buffer is None:
+            raise ValueError(f"write to a closed file: {self._location}")
+        return self._buffer.write(b)
 
     def tell(self) -> int:
-        return self._stream.tell()
+        if self._buffer is None:
+            raise ValueError(f"tell on a closed file: {self._location}")
+        return self._buffer.tell()
 
     def close(self) -> None:
-        self._stream.close()  # raises when the upload failed: nothing is kept then
-        if self._written is not None:
-            METADATA_FILES.keep(self._location, self._written.getvalue())
-            self._written = None
+        if self._buffer is None:
+            return
+        content, self._buffer = self._buffer.getvalue(), None
+        METADATA_FILES.forget(self._location)
+        try:
+            self._fs.pipe_file(self._location, content, mode="create" if self._exclusive else "overwrite")
+        except FileExistsError:
+            raise FileExistsError(f"Cannot create file, file already exists: {self._location}") from None
+        METADATA_FILES.keep(self._location, content)
 
-    def __enter__(self) -> _KeptOnClose:
+    def __enter__(self) -> _MetadataUpload:
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
-        if exc_type is not None:  # a file cut short is not kept; the stream ends as it would without this
-            self._written = None
-            self._stream.__exit__(exc_type, exc, traceback)
+        if exc_type is not None:  # a file cut short is not uploaded
+            self._buffer = None
             return
         self.close()
