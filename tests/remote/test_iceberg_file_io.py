@@ -1,15 +1,22 @@
 """The Iceberg tables' FileIO on an S3 bucket (moto's server): the metadata files it wrote or read are read again
 from this process, not the bucket; data files always come from the bucket; a deleted file is forgotten; a metadata
-file is uploaded whole, never over another unless asked, and not at all when its writing failed."""
+file is uploaded whole, never over another unless asked, and not at all when its writing failed; DuckDB's
+look-ups at the data files a change compares come from one listing."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import boto3
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
-from pipeline.warehouse.lake.iceberg import s3_properties
+from pipeline.warehouse.lake.iceberg import _listed, s3_properties
 from pipeline.warehouse.lake.iceberg_files import FILE_IO
 from pipeline.warehouse.lake.iceberg_io import METADATA_FILES, LakeFileIO, MetadataFiles
+from pipeline.warehouse.lake.lakestore import ObjectLake
 
 
 def _bucket_key(location: str) -> tuple[str, str]:
@@ -93,3 +100,44 @@ def test_the_files_kept_stay_within_their_bound_least_recently_used_out_first() 
     files.forget("a")
     files.keep("e", b"eee")  # 9 bytes once a is forgotten: nothing else goes
     assert (files.get("a"), files.get("d"), files.get("e")) == (None, b"dddddd", b"eee")
+
+
+def test_duckdbs_look_ups_at_data_files_are_answered_from_one_listing_and_a_missing_file_is_damage(
+    s3_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The copy-on-write compare reads every data file of the table (_listed): DuckDB's look-ups at each (a HEAD
+    apiece, a dozen or more a file) come from one LIST of their directory instead, dropped after the block."""
+    directory = s3_env["LESSONSYNC_LAKE_URL"] + "/iceberg/lms/t/data"
+    lake = ObjectLake(s3_env["LESSONSYNC_LAKE_URL"])
+    sizes = {}
+    for number in range(3):
+        name = f"{directory}/file{number}.parquet"
+        with lake.fs.open(name, "wb") as sink:
+            pq.write_table(pa.table({"k": list(range(number + 1))}), sink)
+        sizes[name] = lake.fs.size(name)
+    files = {name: SimpleNamespace(file_size_in_bytes=size) for name, size in sizes.items()}
+    conn = duckdb.connect()
+    lake.attach(conn)
+    calls: list[str] = []
+    call = lake.fs._call_s3
+
+    async def counted(method: str, *args: object, **kwargs: object) -> object:
+        calls.append(method)
+        return await call(method, *args, **kwargs)
+
+    monkeypatch.setattr(lake.fs, "_call_s3", counted)
+    query = f"SELECT count(*) FROM read_parquet([{', '.join(repr(name) for name in files)}])"
+    with _listed(conn, files):  # type: ignore[arg-type]  # only the recorded sizes are read
+        for _ in range(2):
+            assert conn.execute(query).fetchone() == (6,)
+    assert calls.count("list_objects_v2") == 1 and "head_object" not in calls, calls
+    calls.clear()
+    assert conn.execute(query).fetchone() == (6,)  # the listing is gone: DuckDB asks the store again
+    assert "head_object" in calls and "list_objects_v2" not in calls, calls
+
+    damaged = {**files, f"{directory}/lost.parquet": SimpleNamespace(file_size_in_bytes=10)}
+    with pytest.raises(FileNotFoundError, match="lost.parquet"), _listed(conn, damaged):  # type: ignore[arg-type]
+        pass
+    wrong = {name: SimpleNamespace(file_size_in_bytes=size + 1) for name, size in sizes.items()}
+    with pytest.raises(FileNotFoundError, match="not "), _listed(conn, wrong):  # type: ignore[arg-type]
+        pass

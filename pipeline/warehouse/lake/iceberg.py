@@ -20,6 +20,7 @@ registered here).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -57,7 +58,7 @@ from pipeline.warehouse.duck.tabledef import (
 )
 from pipeline.warehouse.lake.first_load_files import FirstLoadFiles, take
 from pipeline.warehouse.lake.iceberg_files import FILE_IO, data_file, iceberg_schema
-from pipeline.warehouse.lake.lakestore import open_lake
+from pipeline.warehouse.lake.lakestore import attached_filesystem, open_lake
 
 if TYPE_CHECKING:
     from pyiceberg.catalog.sql import SqlCatalog
@@ -575,49 +576,53 @@ class IcebergMirror:
         compared = rows_changed_in_place and _count(conn, f"({older})", {"since": since}) > 0
         files = _data_files(conn, ice, self.where) if compared else {}
         stored = _digests_in(files)  # read by DuckDB from the files as the joins need them, never held whole
-        try:
-            conn.execute(
-                f"CREATE OR REPLACE TEMP TABLE {changed} AS SELECT * FROM ({candidates}) WHERE {new}", {"since": since}
-            )
-            if compared:
+        with _listed(conn, files):
+            try:
                 conn.execute(
-                    f"INSERT INTO {changed} SELECT c.* FROM ({older}) c ANTI JOIN {stored} s "
-                    f"ON c.{KEY_DIGEST} = s.{KEY_DIGEST} AND c.{ROW_DIGEST} = s.{ROW_DIGEST}",
+                    f"CREATE OR REPLACE TEMP TABLE {changed} AS SELECT * FROM ({candidates}) WHERE {new}",
                     {"since": since},
                 )
-            n_changed = _count(conn, changed)
-            if n_changed == 0:
-                return
-            if n_changed > min(REWRITE_FRACTION * warehouse_rows, MAX_ROWS_CHANGED):
-                stats.rows_written = _rewrite(conn, ice, select, properties)
-                stats.rewritten = True
-                return
-            # Copy-on-write: each data file holding a changed key is replaced by one without it, and the changed
-            # rows are added as new files, in one snapshot. DuckDB reads and writes the files.
-            on_key = f"s.{KEY_DIGEST} = c.{KEY_DIGEST}"
-            replaced = conn.execute(  # one scan of the files: which hold a changed key, and how many each
-                f"SELECT s.filename, count(*) FROM {stored} s SEMI JOIN {changed} c ON {on_key} GROUP BY s.filename"
-            ).fetchall()
-            affected = [name for name, _ in replaced]
-            if sum(files[name].record_count for name in affected) > REWRITE_FRACTION_OF_FILES * _iceberg_rows(ice):
-                # the changed keys are spread over most of the table: one write of it from the warehouse costs less
-                # than reading each of those files back without them
-                stats.rows_written = _rewrite(conn, ice, select, properties)
-                stats.rewritten = True
-                return
-            stats.keys_deleted = sum(keys for _, keys in replaced)
-            columns = _column_types(conn, select)
-            with tempfile.TemporaryDirectory(prefix="lessonsync-iceberg-", dir=staging_dir(conn)) as staging:
-                written, stats.rows_written = _write_data_files(
-                    conn, ice, f"SELECT {', '.join(q(c) for c in columns)} FROM {changed}", f"{staging}/changed"
-                )
-                for number, name in enumerate(affected):
-                    kept = f"SELECT s.* FROM ({_file_rows(conn, name, columns)}) s ANTI JOIN {changed} c ON {on_key}"
-                    written += _write_data_files(conn, ice, kept, f"{staging}/kept{number}")[0]
-                with ice.transaction() as tx:
-                    _commit_files(tx, ice.io, [files[name] for name in affected], written, properties)
-        finally:
-            conn.execute(f"DROP TABLE IF EXISTS {changed}")
+                if compared:
+                    conn.execute(
+                        f"INSERT INTO {changed} SELECT c.* FROM ({older}) c ANTI JOIN {stored} s "
+                        f"ON c.{KEY_DIGEST} = s.{KEY_DIGEST} AND c.{ROW_DIGEST} = s.{ROW_DIGEST}",
+                        {"since": since},
+                    )
+                n_changed = _count(conn, changed)
+                if n_changed == 0:
+                    return
+                if n_changed > min(REWRITE_FRACTION * warehouse_rows, MAX_ROWS_CHANGED):
+                    stats.rows_written = _rewrite(conn, ice, select, properties)
+                    stats.rewritten = True
+                    return
+                # Copy-on-write: each data file holding a changed key is replaced by one without it, and the changed
+                # rows are added as new files, in one snapshot. DuckDB reads and writes the files.
+                on_key = f"s.{KEY_DIGEST} = c.{KEY_DIGEST}"
+                replaced = conn.execute(  # one scan of the files: which hold a changed key, and how many each
+                    f"SELECT s.filename, count(*) FROM {stored} s SEMI JOIN {changed} c ON {on_key} GROUP BY s.filename"
+                ).fetchall()
+                affected = [name for name, _ in replaced]
+                if sum(files[name].record_count for name in affected) > REWRITE_FRACTION_OF_FILES * _iceberg_rows(ice):
+                    # the changed keys are spread over most of the table: one write of it from the warehouse costs less
+                    # than reading each of those files back without them
+                    stats.rows_written = _rewrite(conn, ice, select, properties)
+                    stats.rewritten = True
+                    return
+                stats.keys_deleted = sum(keys for _, keys in replaced)
+                columns = _column_types(conn, select)
+                with tempfile.TemporaryDirectory(prefix="lessonsync-iceberg-", dir=staging_dir(conn)) as staging:
+                    written, stats.rows_written = _write_data_files(
+                        conn, ice, f"SELECT {', '.join(q(c) for c in columns)} FROM {changed}", f"{staging}/changed"
+                    )
+                    for number, name in enumerate(affected):
+                        kept = (
+                            f"SELECT s.* FROM ({_file_rows(conn, name, columns)}) s ANTI JOIN {changed} c ON {on_key}"
+                        )
+                        written += _write_data_files(conn, ice, kept, f"{staging}/kept{number}")[0]
+                    with ice.transaction() as tx:
+                        _commit_files(tx, ice.io, [files[name] for name in affected], written, properties)
+            finally:
+                conn.execute(f"DROP TABLE IF EXISTS {changed}")
 
     def _table_for(
         self, conn: duckdb.DuckDBPyConnection, identifier: tuple[str, str], select: str, recreate: str = ""
@@ -1040,6 +1045,34 @@ def _data_files(conn: duckdb.DuckDBPyConnection, ice: Table, where: IcebergLocat
     if any(not name.startswith("/") for name in files):  # object storage: the lake's filesystem, on the connection
         open_lake(where.location).attach(conn)
     return files
+
+
+@contextmanager
+def _listed(conn: duckdb.DuckDBPyConnection, files: Mapping[str, DataFile]) -> Iterator[None]:
+    """Within the block, DuckDB's look-ups at the data files on object storage (a HEAD each, a dozen or more a file
+    in a change) are answered from one listing of their directory, made on the filesystem the connection reads them
+    through. A file the listing lacks, or holds with another size, is damage (the table is written anew). The
+    listing is dropped at the end: files written into the directory meanwhile are not in it."""
+    filesystem = attached_filesystem(conn)
+    directories = {name.rsplit("/", 1)[0] for name in files if not name.startswith("/")}
+    if filesystem is None or not directories:
+        yield
+        return
+    try:
+        listed = {
+            entry["name"]: int(entry["size"])
+            for directory in directories
+            for entry in filesystem.ls(directory, detail=True, refresh=True)
+        }
+        for name, data_file in files.items():
+            key = filesystem._strip_protocol(name)
+            if listed.get(key) != data_file.file_size_in_bytes:
+                state = "missing" if key not in listed else f"{listed[key]} bytes, not {data_file.file_size_in_bytes}"
+                raise FileNotFoundError(errno.ENOENT, f"data file {state}", name)
+        yield
+    finally:
+        for directory in directories:
+            filesystem.invalidate_cache(directory)
 
 
 def _digests_in(files: Mapping[str, DataFile]) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from contextlib import suppress
@@ -29,6 +30,11 @@ from pipeline.warehouse.errors import LakeError
 T = TypeVar("T")
 MANIFESTS = "_loads"
 _SECRET_VARIABLES = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
+# The filesystem each database reads s3:// paths through, by database file: DuckDB takes one per protocol for the
+# whole database (every connection to the file in this process shares it), and answers its look-ups at a file
+# (size, time, existence) from that filesystem's listings when it holds one.
+_ATTACHED: dict[str, Any] = {}
+_attached_lock = threading.Lock()
 
 
 class LakeStore(ABC):
@@ -262,6 +268,8 @@ class ObjectLake(LakeStore):
     def attach(self, conn: duckdb.DuckDBPyConnection) -> None:
         if "s3" not in conn.list_filesystems():  # s3fs registers under its protocol name
             conn.register_filesystem(self.fs)
+            with _attached_lock:
+                _ATTACHED[_database_of(conn)] = self.fs
 
     def _key(self, path: str) -> str:
         return f"{self._root}/{path}"
@@ -297,6 +305,22 @@ def fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def attached_filesystem(conn: duckdb.DuckDBPyConnection) -> Any | None:
+    """The filesystem `conn` reads s3:// paths through (ObjectLake.attach), if one is attached."""
+    if "s3" not in conn.list_filesystems():
+        return None
+    with _attached_lock:
+        return _ATTACHED.get(_database_of(conn))
+
+
+def _database_of(conn: duckdb.DuckDBPyConnection) -> str:
+    """The database file `conn` is on; an in-memory database by the connection. Asked on a cursor of its own:
+    `conn` may be streaming a result."""
+    with conn.cursor() as cursor:
+        row = cursor.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchone()
+    return str(row[0]) if row is not None and row[0] else f"memory:{id(conn)}"
 
 
 def open_lake(location: LakeStore | Path | str) -> LakeStore:
