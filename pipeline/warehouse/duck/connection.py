@@ -186,6 +186,14 @@ def memory_limit(conn: duckdb.DuckDBPyConnection) -> str | None:
         return None
 
 
+def database_file(conn: duckdb.DuckDBPyConnection) -> str:
+    """The file of the database `conn` is on ("" in memory), asked on a cursor of its own: `conn` may be streaming
+    a result."""
+    with conn.cursor() as cursor:
+        row = cursor.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchone()
+    return str(row[0]) if row is not None and row[0] else ""
+
+
 _DUCKDB_SIZE_UNITS = {"bytes": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40, "pib": 1 << 50}
 
 

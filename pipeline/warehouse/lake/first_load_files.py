@@ -25,6 +25,7 @@ from pathlib import Path
 import duckdb
 
 from pipeline.warehouse.duck.arrow_types import q
+from pipeline.warehouse.duck.connection import database_file
 from pipeline.warehouse.duck.tabledef import DELETED_AT, FIRST_LOADED_AT, LAST_LOADED_AT, SCHEMA
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,7 @@ def take(
         nothing_offered = not _offered
     if nothing_offered:  # the usual case: the connection is not asked which file it is on
         return None
-    key = _key(_database_file(conn), table)
+    key = _key(database_file(conn), table)
     with _lock:
         offered = _offered.pop(key, None)
     if offered is None:
@@ -101,11 +102,6 @@ def discard(warehouse_path: Path) -> None:
         left = [_offered.pop(key) for key in [k for k in _offered if k[0] == prefix]]
     for files in left:
         files.delete()
-
-
-def _database_file(conn: duckdb.DuckDBPyConnection) -> str:
-    row = conn.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchone()
-    return str(row[0]) if row is not None and row[0] else ""
 
 
 @atexit.register

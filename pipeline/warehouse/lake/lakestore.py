@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 import duckdb
 
+from pipeline.warehouse.duck.connection import database_file
 from pipeline.warehouse.errors import LakeError
 
 T = TypeVar("T")
@@ -316,11 +317,8 @@ def attached_filesystem(conn: duckdb.DuckDBPyConnection) -> Any | None:
 
 
 def _database_of(conn: duckdb.DuckDBPyConnection) -> str:
-    """The database file `conn` is on; an in-memory database by the connection. Asked on a cursor of its own:
-    `conn` may be streaming a result."""
-    with conn.cursor() as cursor:
-        row = cursor.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchone()
-    return str(row[0]) if row is not None and row[0] else f"memory:{id(conn)}"
+    """The database file `conn` is on; an in-memory database by the connection."""
+    return database_file(conn) or f"memory:{id(conn)}"
 
 
 def open_lake(location: LakeStore | Path | str) -> LakeStore:
