@@ -141,3 +141,32 @@ def test_duckdbs_look_ups_at_data_files_are_answered_from_one_listing_and_a_miss
     wrong = {name: SimpleNamespace(file_size_in_bytes=size + 1) for name, size in sizes.items()}
     with pytest.raises(FileNotFoundError, match="not "), _listed(conn, wrong):  # type: ignore[arg-type]
         pass
+
+
+def test_every_s3_filesystem_reads_botocores_data_files_through_one_loader(
+    s3_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lake's filesystem and an Iceberg FileIO's each have a session of their own (the AWS variables are read as
+    each connects), and share the loader of botocore's endpoint and S3 model JSON: a filesystem made after the first
+    parses none of it again."""
+    from botocore.loaders import JSONFileLoader
+
+    bucket = s3_env["LESSONSYNC_LAKE_URL"].removeprefix("s3://").split("/", 1)[0]
+    first = ObjectLake(s3_env["LESSONSYNC_LAKE_URL"])
+    first.fs.ls(bucket)
+    parsed: list[str] = []
+    load_file = JSONFileLoader.load_file
+
+    def counted(self: JSONFileLoader, file_path: str, *args: object, **kwargs: object) -> object:
+        parsed.append(file_path)
+        return load_file(self, file_path, *args, **kwargs)
+
+    monkeypatch.setattr(JSONFileLoader, "load_file", counted)
+    io = LakeFileIO({**FILE_IO, **s3_properties()})
+    location = s3_env["LESSONSYNC_LAKE_URL"] + "/iceberg/lms/t/metadata/00001-a.metadata.json"
+    with io.new_output(location).create() as stream:  # a new filesystem, connected by its first request
+        stream.write(b"{}")
+    second = ObjectLake(s3_env["LESSONSYNC_LAKE_URL"])
+    assert second.fs.exists(location.removeprefix("s3://"))
+    assert second.fs is not first.fs and second.fs.session is not first.fs.session
+    assert parsed == []

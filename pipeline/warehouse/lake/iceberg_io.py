@@ -30,6 +30,8 @@ from fsspec.implementations.local import LocalFileSystem
 from pyiceberg.io import FileIO, InputFile, InputStream, OutputFile, OutputStream
 from pyiceberg.typedef import EMPTY_DICT, Properties
 
+from pipeline.warehouse.lake.lakestore import new_s3_filesystem
+
 # pyiceberg's property names for S3 (pyiceberg.io), and the s3fs client argument each becomes
 _S3_CLIENT_ARGUMENTS = {
     "s3.endpoint": "endpoint_url",
@@ -115,14 +117,12 @@ class LakeFileIO(FileIO):
         if scheme == "file":
             return LocalFileSystem(auto_mkdir=True)
         if scheme in ("s3", "s3a", "s3n"):
-            from s3fs import S3FileSystem  # the `s3` extra: only a lake on object storage needs it
-
             client: dict[str, Any] = {
                 argument: self.properties[name]
                 for name, argument in _S3_CLIENT_ARGUMENTS.items()
                 if name in self.properties
             }
-            return S3FileSystem(client_kwargs=client, skip_instance_cache=True)
+            return new_s3_filesystem(f"the Iceberg table file {location}", client_kwargs=client)
         raise ValueError(f"the Iceberg mirror cannot reach {location!r}: its tables live on a local disk or on S3")
 
 
