@@ -146,9 +146,9 @@ def test_duckdbs_look_ups_at_data_files_are_answered_from_one_listing_and_a_miss
 def test_every_s3_filesystem_reads_botocores_data_files_through_one_loader(
     s3_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The lake's filesystem and an Iceberg FileIO's each have a session of their own (the AWS variables are read as
-    each connects), and share the loader of botocore's endpoint and S3 model JSON: a filesystem made after the first
-    parses none of it again."""
+    """Each lake's filesystem has a session of its own (the AWS variables are read as it connects), and every session
+    shares the loader of botocore's endpoint and S3 model JSON: a filesystem made after the first parses none of it
+    again."""
     from botocore.loaders import JSONFileLoader
 
     bucket = s3_env["LESSONSYNC_LAKE_URL"].removeprefix("s3://").split("/", 1)[0]
@@ -162,11 +162,30 @@ def test_every_s3_filesystem_reads_botocores_data_files_through_one_loader(
         return load_file(self, file_path, *args, **kwargs)
 
     monkeypatch.setattr(JSONFileLoader, "load_file", counted)
-    io = LakeFileIO({**FILE_IO, **s3_properties()})
-    location = s3_env["LESSONSYNC_LAKE_URL"] + "/iceberg/lms/t/metadata/00001-a.metadata.json"
-    with io.new_output(location).create() as stream:  # a new filesystem, connected by its first request
-        stream.write(b"{}")
     second = ObjectLake(s3_env["LESSONSYNC_LAKE_URL"])
-    assert second.fs.exists(location.removeprefix("s3://"))
+    assert second.fs.ls(bucket) == first.fs.ls(bucket)  # its first request makes its client
     assert second.fs is not first.fs and second.fs.session is not first.fs.session
     assert parsed == []
+
+
+def test_the_fileios_of_one_s3_configuration_share_a_filesystem_and_new_credentials_get_their_own(
+    s3_env: dict[str, str],
+) -> None:
+    """pyiceberg makes a FileIO for every table it loads; they share one filesystem (one S3 client) as long as the
+    AWS variables are the same, and the process keeps a few configurations only."""
+    from pipeline.warehouse.lake import iceberg_io
+
+    location = s3_env["LESSONSYNC_LAKE_URL"] + "/iceberg/lms/t/data/file.parquet"
+    properties = {**FILE_IO, **s3_properties()}
+    one = LakeFileIO(properties).new_output(location)
+    with one.create(overwrite=True) as stream:
+        stream.write(b"rows")
+    other = LakeFileIO(properties).new_input(location)
+    assert other.open().read() == b"rows"
+    assert other._fs is one._fs  # type: ignore[attr-defined]
+    rotated = LakeFileIO({**properties, "s3.session-token": "another"}).new_input(location)
+    assert rotated._fs is not one._fs  # type: ignore[attr-defined]
+    for number in range(iceberg_io._S3_FILESYSTEMS_KEPT):
+        LakeFileIO({**properties, "s3.session-token": f"token {number}"}).new_input(location)
+    assert len(iceberg_io._S3_FILESYSTEMS) == iceberg_io._S3_FILESYSTEMS_KEPT
+    assert LakeFileIO(properties).new_input(location)._fs is not one._fs  # type: ignore[attr-defined]

@@ -42,6 +42,14 @@ _S3_CLIENT_ARGUMENTS = {
 }
 
 
+# One filesystem per S3 configuration for the process, the last few used: pyiceberg makes a FileIO for every table
+# it loads (~90 in a small sync), and a filesystem's first request makes an S3 client (its TLS context, its endpoint
+# rules). The configuration holds the credentials, so other AWS variables make another filesystem; the FileIO never
+# lists a directory, so no filesystem holds a listing another FileIO would trust.
+_S3_FILESYSTEMS: OrderedDict[tuple[tuple[str, str], ...], AbstractFileSystem] = OrderedDict()
+_S3_FILESYSTEMS_KEPT = 4
+_s3_filesystems_lock = threading.Lock()
+
 # Iceberg's metadata files: the table metadata JSON (gzipped or not), manifest lists and manifests (Avro)
 METADATA_SUFFIXES = (".metadata.json", ".avro")
 KEPT_BYTES = 16 * 1024 * 1024  # the metadata files kept in this process, at most (the least recently used go)
@@ -122,8 +130,23 @@ class LakeFileIO(FileIO):
                 for name, argument in _S3_CLIENT_ARGUMENTS.items()
                 if name in self.properties
             }
-            return new_s3_filesystem(f"the Iceberg table file {location}", client_kwargs=client)
+            return _s3_filesystem(client, location)
         raise ValueError(f"the Iceberg mirror cannot reach {location!r}: its tables live on a local disk or on S3")
+
+
+def _s3_filesystem(client: dict[str, Any], location: str) -> AbstractFileSystem:
+    """The process's filesystem for the S3 client arguments `client`, made on first use."""
+    key = tuple(sorted(client.items()))
+    with _s3_filesystems_lock:
+        filesystem = _S3_FILESYSTEMS.get(key)
+        if filesystem is None:
+            filesystem = _S3_FILESYSTEMS[key] = new_s3_filesystem(
+                f"the Iceberg table file {location}", client_kwargs=client
+            )
+            while len(_S3_FILESYSTEMS) > _S3_FILESYSTEMS_KEPT:
+                _S3_FILESYSTEMS.popitem(last=False)
+        _S3_FILESYSTEMS.move_to_end(key)
+        return filesystem
 
 
 class _LakeFile:
