@@ -39,7 +39,7 @@ lint: bytecode
 # The gates and the import contracts ([tool.importlinter] in pyproject.toml) first: they fail in seconds, before the suite.
 test: bytecode lint
 	$(BIN)/lint-imports --no-cache
-	$(BIN)/python -m pytest -n 3 --dist loadgroup
+	$(BIN)/python -m pytest -n 3 --maxschedchunk 2
 
 bench: $(VENV)/.installed-bench bytecode
 	$(BIN)/python -m bench

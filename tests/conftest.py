@@ -32,6 +32,6 @@ def synced_tiny(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Slow end-to-end tests first: most of their time is spent waiting (the daemon's minute ticks, an outage),
-    so `make test`'s workers (pytest-xdist, handed a few tests at a time; tests marked with one `xdist_group` go to
-    one worker: --dist loadgroup) spread them and overlap them with the fast ones instead of ending on them."""
+    so `make test`'s workers (pytest-xdist, handed 2 tests at a time: --maxschedchunk) spread them and overlap
+    them with the fast ones instead of ending on them."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)

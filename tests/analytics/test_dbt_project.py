@@ -36,9 +36,7 @@ from pipeline.raw.mirror import MirrorWorker, await_background_mirror
 from pipeline.settings import Settings, load_settings
 from pipeline.warehouse import Warehouse, hooks
 
-# the suite's tiny sync, then dbt: parse, build, and a run through dagster-dbt; on one worker of `make test`
-# (--dist loadgroup), which builds the module's dbt project once rather than each worker its own
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("dbt_project")]
+pytestmark = pytest.mark.slow  # the suite's tiny sync, then dbt: parse, build, and a run through dagster-dbt
 
 DBT = Path(sys.executable).with_name("dbt")
 OFFLINE_DBT_UTILS = Path(__file__).with_name("dbt_utils_offline")

@@ -85,7 +85,6 @@ def json_sync(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synced]:
     yield Synced(done.stdout, done.stderr, done.returncode, data_dir, tokens)
 
 
-@pytest.mark.xdist_group("json_sync")  # one worker syncs for both
 def test_json_logs_are_one_object_per_line_without_a_secret(json_sync: Synced) -> None:
     assert json_sync.returncode == 0, json_sync.stderr[-3000:]
     records = json_sync.records
@@ -102,7 +101,6 @@ def test_json_logs_are_one_object_per_line_without_a_secret(json_sync: Synced) -
     assert json_sync.verdict["outcome"] == "succeeded" and json_sync.verdict["run_id"] == json_sync.run_id()
 
 
-@pytest.mark.xdist_group("json_sync")  # one worker syncs for both
 def test_a_run_carries_a_few_tags_and_no_hook_event(json_sync: Synced) -> None:
     with DagsterInstance.from_config(str(json_sync.data_dir / "dagster_home")) as instance:
         run = instance.get_run_by_id(json_sync.run_id())
