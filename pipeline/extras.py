@@ -16,7 +16,7 @@ EXTRA_MODULES: dict[str, frozenset[str]] = {
     "ui": frozenset({"dagster_webserver", "dagster_dg_cli"}),
     "k8s": frozenset({"dagster_k8s"}),
     "postgres": frozenset({"dagster_postgres", "psycopg2"}),
-    "s3": frozenset({"s3fs"}),
+    "s3": frozenset({"s3fs", "aiobotocore", "botocore"}),
     "dbt": frozenset({"dagster_dbt", "dbt"}),
 }
 
