@@ -18,52 +18,19 @@ import json
 import os
 import re
 import secrets
-import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-
-import httpx
 
 from bench.common import load_average
 
 RESULTS = Path(__file__).resolve().parent / "results"
 RUN_KINDS = ("full", "no_change", "one_percent")
 ACCESS_LINE = re.compile(r'"(GET|PUT|POST|HEAD|DELETE) ([^" ]*)[^"]*" \d{3}')  # werkzeug's access log, a line a request
-
-
-@contextmanager
-def s3_server(log: Path) -> Iterator[Any]:
-    """moto's server, its access log written to `log` (remote_servers.s3_server discards it)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "remote"))
-    from remote_servers import S3Server, free_port
-
-    port = free_port()
-    with log.open("w") as sink:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], stdout=sink, stderr=sink
-        )
-        endpoint = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    httpx.get(f"{endpoint}/moto-api/", timeout=2)
-                    break
-                except httpx.TransportError:
-                    if server.poll() is not None or time.monotonic() > deadline:
-                        raise SystemExit(f"moto's server did not start on {endpoint}") from None
-                    time.sleep(0.1)
-            yield S3Server(endpoint)
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
 
 
 def requests_in(log: Path) -> Counter[str]:
@@ -81,6 +48,9 @@ def measure(scale: str, work: Path) -> dict[str, Any]:
 
     from pipeline.stack import environment, local_stack
     from pipeline.verify import compare_warehouse
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "remote"))
+    from remote_servers import s3_server  # moto's server on loopback, as the suite starts it
 
     log = work / "moto.log"
     result: dict[str, Any] = {
@@ -122,7 +92,7 @@ def summary(result: dict[str, Any]) -> str:
     lines = [
         f"A sync with its lake and Iceberg tables on S3 (moto), scale {result['scale']}; load average "
         f"{result['load_average_at_start'][0]} at the start, {result['load_average_at_end'][0]} at the end",
-        "| run | seconds | requests | by method | exact |",
+        "| run | seconds | requests | by kind | exact |",
         "|---|---|---|---|---|",
     ]
     for kind, run in result["runs"].items():

@@ -196,14 +196,14 @@ class S3Server:
 
 
 @contextmanager
-def s3_server() -> Iterator[S3Server]:
+def s3_server(log: Path | None = None) -> Iterator[S3Server]:
     """moto's server in its own process (serving S3 in the tests' process would compete with the sync for
-    the GIL), on 127.0.0.1:<free port>; stopped on exit."""
+    the GIL), on 127.0.0.1:<free port>; stopped on exit. `log`: where its output (the access log: a line a request)
+    goes, else nowhere."""
     port = free_port()
+    sink = log.open("w") if log is not None else subprocess.DEVNULL
     server = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], stdout=sink, stderr=sink
     )
     endpoint = f"http://127.0.0.1:{port}"
     try:
@@ -224,3 +224,5 @@ def s3_server() -> Iterator[S3Server]:
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait(timeout=30)
+        if log is not None:
+            sink.close()
