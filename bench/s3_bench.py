@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import secrets
 import sys
@@ -105,7 +104,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", default="tiny", choices=("tiny", "small", "medium"))
     args = parser.parse_args(argv)
-    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     with tempfile.TemporaryDirectory(prefix="s3_bench_") as temp:
         result = measure(args.scale, Path(temp))
     RESULTS.mkdir(exist_ok=True)

@@ -43,7 +43,7 @@ _S3_CLIENT_ARGUMENTS = {
 
 
 # One filesystem per S3 configuration for the process, the last few used: pyiceberg makes a FileIO for every table
-# it loads (~90 in a small sync), and a filesystem's first request makes an S3 client (its TLS context, its endpoint
+# it loads (~90 in a tiny sync), and a filesystem's first request makes an S3 client (its TLS context, its endpoint
 # rules). The configuration holds the credentials, so other AWS variables make another filesystem; the FileIO never
 # lists a directory, so no filesystem holds a listing another FileIO would trust.
 _S3_FILESYSTEMS: OrderedDict[tuple[tuple[str, str], ...], AbstractFileSystem] = OrderedDict()
