@@ -119,17 +119,43 @@ def rss_mib(pid: int | str = "self") -> float:
     return _status_mib(pid, ("VmRSS",))[0]
 
 
-def _tree_sum(measure: Callable[[int | str], float]) -> float:
-    """`measure` of this process plus every descendant's."""
-    import psutil
+def descendants(pid: int | str = "self") -> list[int]:
+    """The pids of a process's descendants, from the kernel's child list of each of its threads
+    (/proc/<pid>/task/<tid>/children): a handful of small reads per sample. psutil's `children(recursive=True)`
+    reads the stat file of every process on the machine, in Python, in the sync's own process: a cost the sampler
+    must not add to the run it measures. psutil where the kernel keeps no such list (CONFIG_PROC_CHILDREN)."""
+    if not _kernel_lists_children():
+        import psutil
 
-    return measure("self") + sum(measure(child.pid) for child in psutil.Process().children(recursive=True))
+        root = psutil.Process() if pid == "self" else psutil.Process(int(pid))
+        return [child.pid for child in root.children(recursive=True)]
+    found, pending = [], [pid]
+    while pending:
+        parent = pending.pop()
+        for children in Path(f"/proc/{parent}/task").glob("*/children"):
+            try:
+                pids = [int(child) for child in children.read_text().split()]
+            except (FileNotFoundError, ProcessLookupError):  # the thread or the process has ended
+                continue
+            found += pids
+            pending += pids
+    return found
 
 
-def tree_rss_mib() -> float:
+@functools.cache
+def _kernel_lists_children() -> bool:
+    return any(Path("/proc/self/task").glob("*/children"))
+
+
+def _tree_sum(measure: Callable[[int | str], float], tree: list[int] | None = None) -> float:
+    """`measure` of this process plus every descendant's (`tree`: their pids, when already known)."""
+    return measure("self") + sum(measure(pid) for pid in (descendants() if tree is None else tree))
+
+
+def tree_rss_mib(tree: list[int] | None = None) -> float:
     """This process's RSS plus every descendant's: what the machine holds for the sync, a page two of them share
     counted twice."""
-    return _tree_sum(rss_mib)
+    return _tree_sum(rss_mib, tree)
 
 
 def pss_mib(pid: int | str = "self") -> float:
@@ -142,10 +168,10 @@ def pss_mib(pid: int | str = "self") -> float:
         return 0.0
 
 
-def tree_pss_mib() -> float:
+def tree_pss_mib(tree: list[int] | None = None) -> float:
     """The PSS of this process and every descendant, summed: the memory the machine holds for the sync, each
     shared page counted once (the RSS sum, `tree`, counts the libraries a worker shares with its parent twice)."""
-    return _tree_sum(pss_mib)
+    return _tree_sum(pss_mib, tree)
 
 
 SAMPLE_FIELDS = (
@@ -181,6 +207,7 @@ class Timeline:
         used, free = self._glibc() if self._glibc else (0, 0)
         duck_allocated, duck_resident = self._duckdb() if self._duckdb else (0, 0)
         rss, anon, file = _status_mib("self", ("VmRSS", "RssAnon", "RssFile"))
+        tree = descendants()
         mib = 1024 * 1024
         return [
             time.time(),
@@ -188,7 +215,7 @@ class Timeline:
                 round(value, 1)
                 for value in (
                     rss,
-                    tree_rss_mib(),
+                    tree_rss_mib(tree),
                     anon,
                     file,
                     self._pool.bytes_allocated() / mib,
@@ -196,7 +223,7 @@ class Timeline:
                     free / mib,
                     duck_allocated / mib,
                     duck_resident / mib,
-                    tree_pss_mib(),
+                    tree_pss_mib(tree),
                 )
             ),
         ]

@@ -42,3 +42,28 @@ def test_a_process_samples_its_own_memory_and_marks_calls(tmp_path: Path) -> Non
     last = dict(zip(SAMPLE_FIELDS, written["samples"][-1][1:], strict=False))
     assert last["rss"] >= written["samples"][0][1] + 60 and last["tree"] >= last["rss"] and last["file"] > 0
     assert len(held) == 64 << 20
+
+
+def test_the_tree_is_every_descendant_and_nothing_else() -> None:
+    """A grandchild counts (a decode worker's own child would); the process asked about and its parent do not."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    from bench.rss_timeline import descendants
+
+    script = "import subprocess, time; c = subprocess.Popen(['sleep', '30']); print(c.pid, flush=True); time.sleep(30)"
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    grandchild = 0
+    try:
+        assert child.stdout is not None
+        grandchild = int(child.stdout.readline())
+        assert {child.pid, grandchild} <= set(descendants())
+        assert set(descendants()) == {p.pid for p in psutil.Process().children(recursive=True)}
+        assert descendants(child.pid) == [grandchild]
+    finally:
+        if grandchild:
+            psutil.Process(grandchild).kill()
+        child.kill()
+        child.wait()
