@@ -141,3 +141,31 @@ def test_a_token_nobody_answers_fails_every_stream_at_once_within_one_budget(tmp
     stopped = [line for line in said.lines if "stopped, nothing of them committed" in line]
     assert len(stopped) == 1 and "every stream waits on POST /v1/token" in stopped[0], said.lines
     assert list_manifests(tmp_path / "lake") == []
+
+
+def test_a_fetch_that_ends_hands_its_buffered_rows_to_the_lake_writers_before_its_commit(tmp_path: Path) -> None:
+    """A snapshot smaller than a row group is buffered whole while fetched: its Parquet encoding starts when the
+    fetch ends (in the background, beside the commits ahead of it), not when its own commit begins."""
+    from pipeline.warehouse import hooks
+
+    lake = tmp_path / "lake"
+    spooled_at_end: dict[str, list[Path]] = {}
+
+    def at(point: str) -> None:
+        if point.startswith("fetch_ended:"):
+            stream = point.split(":", 1)[1]
+            tables = [lake / table for table in STREAM_TABLES[stream]]
+            spooled_at_end[stream] = [p for table in tables if table.exists() for p in table.rglob(".part-*.tmp")]
+
+    with start_simulator(SimulatorConfig(seed=42, scale="tiny")) as sim:
+        settings = Settings(base_url=sim.base_url, page_size=20, data_dir=str(tmp_path))
+        warehouse = Warehouse(tmp_path / "warehouse.duckdb", lake)  # row groups of 61,440 rows: more than tiny's
+        hooks.on_point(at)
+        try:
+            done = {d.stream: d for d in RawSync(warehouse, settings, log, RawRun("run-4")).run(["lessons", "groups"])}
+        finally:
+            hooks.on_point(None)
+    assert set(spooled_at_end) == {"lessons", "groups"}
+    for stream, spooled in spooled_at_end.items():
+        assert spooled, f"{stream}: no part was being written when its fetch ended"
+        assert sum(done[stream].result.tables[t].inserted for t in STREAM_TABLES[stream]) > 0

@@ -89,6 +89,9 @@ class BackgroundFetch:
                     self.pages, previous_page = self.pages + 1, (batch.endpoint, batch.page)
             else:
                 self._stats = self._client.last_run_stats()  # this thread's own run (client.py)
+                # The rows still buffered go to the lake's background writers now, so their encoding overlaps the
+                # commits ahead of this one instead of starting at its own (the parts come out the same).
+                self.load.flush()
         except BaseException as error:  # handed to the runner that waits for it, raised there
             self._error = error
         finally:
