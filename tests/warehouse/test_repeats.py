@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 from warehouse_helpers import (
     ALL_SPECS,
@@ -23,7 +24,10 @@ from warehouse_helpers import (
 )
 
 from pipeline.warehouse import Warehouse
+from pipeline.warehouse.lake.lake import list_manifests, read_manifest
+from pipeline.warehouse.lake.manifest import from_json
 from pipeline.warehouse.loading.content import ContentDigest
+from pipeline.warehouse.merge.repeats import _keys_of
 from pipeline.warehouse.results import TableLoadStats
 from pipeline.warehouse.upkeep.rebuild import rebuild_into
 
@@ -95,6 +99,36 @@ def test_the_order_batches_arrive_in_does_not_count(seeded: Warehouse) -> None:
     again = load_once(seeded, "groups", [(GROUPS, users[1:]), (GROUPS, users[:1])], complete_snapshots={"groups"})
     assert again.repeat_of == first.seq
     assert again.tables["groups"] == TableLoadStats(fetched=3, unchanged=2)
+
+
+def test_a_repeat_of_a_repeat_takes_its_keys_from_the_record_not_the_parts(seeded: Warehouse) -> None:
+    """Rows listed twice (a user in two groups): the first repeat reads its parts to count their keys and records
+    the count; the next repeat of the same rows takes it from there, its parts unread."""
+    users = [{"id": "g1", "title": "A"}, {"id": "g2", "title": "B"}, {"id": "g1", "title": "A"}]
+    results = [
+        load_once(seeded, "groups", [(GROUPS, users[:2]), (GROUPS, users[2:])], complete_snapshots={"groups"})
+        for _ in range(3)
+    ]
+    assert [r.repeat_of for r in results] == [None, results[0].seq, results[1].seq]
+    with seeded.connect(read_only=True) as conn:
+        recorded = [
+            json.loads(tables)["groups"]
+            for (tables,) in conn.execute("SELECT tables FROM lms._load_runs ORDER BY load_seq").fetchall()
+        ]
+    assert [counts.get("keys") for counts in recorded] == [None, 2, 2]
+    table = load_plan_table(seeded, results[2].seq)
+    unreadable = [str(seeded.lake_dir / "no-such-part.parquet")]  # read, it would raise
+    with seeded.connect(read_only=True) as conn:
+        assert _keys_of(conn, table, unreadable, recorded[1]) == 2
+        with pytest.raises(duckdb.IOException):
+            _keys_of(conn, table, unreadable, recorded[0])  # an ordinary load's counts: the parts are read
+
+
+def load_plan_table(wh: Warehouse, seq: int) -> Any:
+    """The groups table of load `seq` as its manifest has it."""
+    ref = next(ref for number, ref in list_manifests(wh.lake) if number == seq)
+    plan, _ = from_json(read_manifest(wh.lake, ref), str(ref))
+    return next(table for table in plan.tables if table.name == "groups")
 
 
 def test_a_key_with_two_different_rows_takes_the_ordinary_apply(seeded: Warehouse) -> None:

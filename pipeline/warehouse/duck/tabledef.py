@@ -49,7 +49,8 @@ INTERNAL_COMMENTS: dict[str, tuple[str, dict[str, str]]] = {
             "cursor_after": "the stream's cursor after the load",
             "complete_snapshots": "snapshot tables pulled whole by this load: it saw every row it did not mark "
             "deleted (lms._snapshot_seen)",
-            "tables": "per table: fetched, inserted, updated, unchanged, deleted, stale (and content digests)",
+            "tables": "per table: fetched, inserted, updated, unchanged, deleted, stale (and a snapshot's content "
+            "digest; for a load that repeated the last snapshot, the keys its rows hold)",
             "stats": "what the caller reported (requests, retries...)",
         },
     ),

@@ -13,7 +13,9 @@ when all of these hold for every table it writes:
 3. no key of this load's parts has two different rows (then which copy wins the dedupe does not depend on the
    order the parts were written in), and the table has as many live rows as the load has keys (nothing outside
    a load, such as a table dropped and recreated, changed it since). When the previous load kept every row it
-   fetched, its rows, and so this load's, have no key twice: the parts are not read.
+   fetched, its rows, and so this load's, have no key twice; when it was itself a repeat, it recorded how many keys
+   its rows hold, none with two different rows (`keys` in lms._load_runs), which holds for the same rows again:
+   either way the parts are not read.
 
 Then the table already holds exactly the deduped rows the ordinary apply would classify `same`, and it would
 change no row: no row is written here either. Counts, cursor, load record and manifest are the same as the
@@ -30,7 +32,7 @@ from pipeline.warehouse.duck.arrow_types import q
 from pipeline.warehouse.duck.tabledef import TableDef
 from pipeline.warehouse.lake.manifest import LoadPlan, TableLoad
 from pipeline.warehouse.merge.checks import live_rows
-from pipeline.warehouse.merge.state import newest_loads
+from pipeline.warehouse.merge.state import VERIFIED_KEYS, newest_loads
 from pipeline.warehouse.results import TableLoadStats
 
 
@@ -98,6 +100,8 @@ def _keys_of(
     kept = sum(previous.get(change, 0) for change in ("inserted", "updated", "unchanged", "stale"))
     if previous.get("fetched") == fetched == kept:
         return fetched
+    if previous.get("fetched") == fetched and isinstance(previous.get(VERIFIED_KEYS), int):
+        return int(previous[VERIFIED_KEYS])
     if not files:
         return 0
     key = ", ".join(q(k) for k in table.key)

@@ -60,6 +60,8 @@ _DDL = (
         PRIMARY KEY (table_name, column_name))""",
 )
 LOADS_PER_READ = 64  # newest loads first, a batch at a time: each run's loads name every table it wrote
+# In a repeat's counts of a table (record_load): how many keys its rows hold, none of them with two different rows.
+VERIFIED_KEYS = "keys"
 # A view, not a table: derived from the load records alone, it holds after a replay, a roll-forward or a rebuild
 # without anything else to keep in step.
 _SNAPSHOT_SEEN_SQL = (
@@ -151,8 +153,14 @@ def record_load(conn: duckdb.DuckDBPyConnection, plan: LoadPlan, outcome: LoadOu
     contents = {table.name: table.content for table in plan.tables if table.content}
     # The digest goes with the table's counts, not in a column of its own: a file this version wrote stays
     # writable by the one before it (its INSERT names no columns), so a rolled-back deployment keeps running.
+    # A repeat found its rows hold as many keys as the table has live rows (its `unchanged`), none with two
+    # different rows: recorded, the next repeat of the same rows does not read its parts to find it again.
     tables = {
-        name: {**stats.as_dict(), **({"content": contents[name]} if name in contents else {})}
+        name: {
+            **stats.as_dict(),
+            **({"content": contents[name]} if name in contents else {}),
+            **({VERIFIED_KEYS: stats.unchanged} if outcome.repeat_of is not None else {}),
+        }
         for name, stats in outcome.tables.items()
     }
     conn.execute(
