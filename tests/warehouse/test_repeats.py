@@ -127,7 +127,7 @@ def test_a_repeat_of_a_repeat_takes_its_keys_from_the_record_not_the_parts(seede
 def load_plan_table(wh: Warehouse, seq: int) -> Any:
     """The groups table of load `seq` as its manifest has it."""
     ref = next(ref for number, ref in list_manifests(wh.lake) if number == seq)
-    plan, _ = from_json(read_manifest(wh.lake, ref), str(ref))
+    plan, _ = from_json(read_manifest(wh.lake, ref), ref.where)
     return next(table for table in plan.tables if table.name == "groups")
 
 

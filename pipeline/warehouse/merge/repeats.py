@@ -98,10 +98,11 @@ def _keys_of(
     read; else (users listed once per group they belong to) the parts are grouped by key."""
     fetched = sum(part.rows for part in table.parts)
     kept = sum(previous.get(change, 0) for change in ("inserted", "updated", "unchanged", "stale"))
-    if previous.get("fetched") == fetched == kept:
-        return fetched
-    if previous.get("fetched") == fetched and isinstance(previous.get(VERIFIED_KEYS), int):
-        return int(previous[VERIFIED_KEYS])
+    if previous.get("fetched") == fetched:
+        if fetched == kept:
+            return fetched
+        if isinstance(verified := previous.get(VERIFIED_KEYS), int):
+            return verified
     if not files:
         return 0
     key = ", ".join(q(k) for k in table.key)
