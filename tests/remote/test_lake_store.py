@@ -4,6 +4,11 @@ manifest recorded, and DuckDB reads S3 parts through the registered filesystem."
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import tempfile
+import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,6 +21,7 @@ from pipeline.contract.tables import TableSpec
 from pipeline.settings import Settings
 from pipeline.warehouse import Warehouse
 from pipeline.warehouse.errors import LakeError
+from pipeline.warehouse.lake import lakestore
 from pipeline.warehouse.lake.lake import PartWriter, check_parts, list_manifests
 from pipeline.warehouse.lake.lakestore import LakeStore, LocalLake, ObjectLake, open_lake
 from pipeline.warehouse.lake.manifest import PartFile
@@ -63,6 +69,51 @@ def test_an_abandoned_writer_leaves_no_part(lake: LakeStore):
     assert lake.part_size("t/loaded_date=2026-11-24/load-2/part-000000.parquet") is not None
     writer.discard()
     assert lake.part_size("t/loaded_date=2026-11-24/load-2/part-000000.parquet") is None
+
+
+def test_a_part_that_is_never_published_leaves_no_spool(lake: LakeStore, tmp_path: Path):
+    """The first part's upload fails, so the parts closed after it are never published: none of their spools stays."""
+    schema = pa.schema([("id", pa.int64())])
+    spools: list[Path] = []
+    spool_path, publish_part = lake.spool_path, lake.publish_part
+
+    def spool(directory: str, name: str) -> Path:
+        spools.append(spool_path(directory, name))
+        return spools[-1]
+
+    def publish(spooled: Path, directory: str, name: str) -> int:
+        if name == "part-000000.parquet":
+            spooled.unlink()
+            raise LakeError(f"upload {name} failed")
+        return publish_part(spooled, directory, name)
+
+    lake.spool_path, lake.publish_part = spool, publish  # type: ignore[method-assign]
+    writer = PartWriter(lake, "t/loaded_date=2026-11-24/load-3", schema, part_rows=1, row_group_rows=1)
+    for value in range(3):
+        writer.write(pa.record_batch([pa.array([value])], schema=schema))
+    with pytest.raises(LakeError, match="upload part-000000.parquet failed"):
+        writer.finish()
+    writer.discard()
+    assert len(spools) == 3
+    assert [path for path in spools if path.exists()] == []
+
+
+def test_the_first_spool_of_a_process_removes_those_of_processes_no_longer_running(
+    s3_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
+    monkeypatch.setattr(lakestore, "_swept", threading.Event())
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = tmp_path / f"lessonsync-part-{int(ended.stdout)}-abc.parquet"
+    running = tmp_path / f"lessonsync-part-{os.getppid()}-abc.parquet"
+    unnumbered = tmp_path / "lessonsync-part-abcdefgh.parquet"  # an older version's name: its writer is unknown
+    for path in (dead, running, unnumbered):
+        path.write_bytes(b"PAR1")
+    spooled = ObjectLake(s3_env["LESSONSYNC_LAKE_URL"]).spool_path("t", "part-000000.parquet")
+    assert spooled.parent == tmp_path and spooled.name.startswith(f"lessonsync-part-{os.getpid()}-")
+    assert not dead.exists()
+    assert running.exists() and unnumbered.exists()
 
 
 def test_the_lake_setting_accepts_only_s3_urls(tmp_path: Path):

@@ -223,11 +223,22 @@ class PartWriter:
         last_row_group: Future[None] | None,
         previous_part: Future[None] | None,
     ) -> None:
-        if previous_part is not None:
-            previous_part.result()  # done already (one thread, in order); its error stops the ones after it
-        if last_row_group is not None:
-            last_row_group.result()
-        writer.close()
+        try:
+            if previous_part is not None:
+                previous_part.result()  # done already (one thread, in order); its error stops the ones after it
+            if last_row_group is not None:
+                last_row_group.result()
+            writer.close()
+        except BaseException:
+            # The part is never published; its spool (a temp file of the S3 lake's) must not outlive the load. Its
+            # last row group is waited for first: closing the writer under it would fail that write instead.
+            with suppress(Exception):
+                if last_row_group is not None:
+                    last_row_group.result()
+            with suppress(Exception):
+                writer.close()
+            spooled.unlink(missing_ok=True)
+            raise
         size = self.lake.publish_part(spooled, self.directory, name)
         self.parts.append(PartFile(f"{self.directory}/{name}", rows, size, columns))
         hooks.reached("part_stored")

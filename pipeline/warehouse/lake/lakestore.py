@@ -180,6 +180,34 @@ class LocalLake(LakeStore):
         return str(self.root / path)
 
 
+SPOOL_PREFIX = "lessonsync-part-"
+_swept = threading.Event()
+
+
+def _sweep_dead_spools_once() -> None:
+    if _swept.is_set():
+        return
+    _swept.set()
+    for spool in Path(tempfile.gettempdir()).glob(f"{SPOOL_PREFIX}*.parquet"):
+        if not _spooled_by_a_running_process(spool.name):
+            spool.unlink(missing_ok=True)
+
+
+def _spooled_by_a_running_process(name: str) -> bool:
+    """`lessonsync-part-<pid>-<random>.parquet`: a name without a pid (or a pid whose process runs, or one this
+    user may not signal) is kept; only a spool whose writer is certainly gone is removed."""
+    pid = name.removeprefix(SPOOL_PREFIX).split("-", 1)[0]
+    if not pid.isdigit():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
 class ObjectLake(LakeStore):
     """A lake under `s3://bucket/prefix` on any S3-compatible store."""
 
@@ -244,8 +272,10 @@ class ObjectLake(LakeStore):
         return f"s3://{self._key(f'{MANIFESTS}/{name}')}"
 
     def spool_path(self, directory: str, name: str) -> Path:
-        """A temp file of its own (TMPDIR), removed once uploaded or abandoned (a SIGKILL can leave one)."""
-        handle, path = tempfile.mkstemp(prefix="lessonsync-part-", suffix=".parquet")
+        """A temp file of its own (TMPDIR), removed once uploaded or abandoned. A killed process cannot remove
+        its own, so the first spool of a process removes those of processes no longer running."""
+        _sweep_dead_spools_once()
+        handle, path = tempfile.mkstemp(prefix=f"{SPOOL_PREFIX}{os.getpid()}-", suffix=".parquet")
         os.close(handle)
         return Path(path)
 
