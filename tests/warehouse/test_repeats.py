@@ -186,6 +186,38 @@ def test_a_rebuild_reproduces_a_repeated_snapshot(tmp_path: Path) -> None:
     assert dump(rebuilt) == dump(wh)  # load records included: the manifests carry the digests
 
 
+def test_a_repeat_names_the_parts_it_repeats_and_adds_no_copy_to_the_lake(tmp_path: Path) -> None:
+    """The repeats' manifests name the second load's parts (the rows they repeat), their own folders are gone, every
+    named part is there, and a rebuild from those manifests ends exactly where the warehouse is."""
+    wh = make_warehouse(tmp_path / "data")
+    results = history(wh)
+    plans = {seq: from_json(read_manifest(wh.lake, ref), ref.where)[0] for seq, ref in list_manifests(wh.lake)}
+
+    def parts(seq: int) -> dict[str, tuple[str, ...]]:
+        return {table.name: tuple(part.path for part in table.parts) for table in plans[seq].tables}
+
+    second, *repeats = (result.seq for result in results[1:])
+    assert [parts(seq) for seq in repeats] == [parts(second)] * 2
+    assert all(f"/{results[1].load_id}/" in path for paths in parts(second).values() for path in paths)
+    stored = {str(path.relative_to(wh.lake_dir)) for path in wh.lake_dir.rglob("*.parquet")}
+    assert {path for seq in plans for paths in parts(seq).values() for path in paths} == stored
+    assert not [path for path in stored if any(f"/{r.load_id}/" in path for r in results[2:])]
+    rebuilt = make_warehouse(tmp_path / "copy")
+    rebuild_into(wh.lake_dir, rebuilt.path, wh.connection_settings)
+    assert dump(rebuilt) == dump(wh)
+
+
+def test_a_repeat_keeps_its_own_parts_when_those_it_repeats_are_damaged(seeded: Warehouse) -> None:
+    rows = [{"id": "g1", "title": "A"}, {"id": "g2", "title": "B"}]
+    first = load_once(seeded, "groups", [(GROUPS, rows)], complete_snapshots={"groups"})
+    [part] = load_plan_table(seeded, first.seq).parts
+    (seeded.lake_dir / part.path).write_bytes(b"not the part any more")
+    again = load_once(seeded, "groups", [(GROUPS, rows)], complete_snapshots={"groups"})
+    assert again.repeat_of == first.seq
+    [own] = load_plan_table(seeded, again.seq).parts
+    assert f"/{again.load_id}/" in own.path and (seeded.lake_dir / own.path).stat().st_size == own.bytes
+
+
 def test_loads_of_other_kinds_carry_no_digest(seeded: Warehouse) -> None:
     load_once(seeded, "answers", [(ANSWERS, [answer("a1", "q1")])])
     load_once(seeded, "groups", [(GROUPS, [{"id": "g1"}])], complete_snapshots={"groups"})

@@ -3,9 +3,11 @@
 1. take the write lock (open read-write) and roll forward any load whose manifest outlived a crash;
 2. create/evolve the written tables (own transaction); BEGIN; apply the load (upserts, deletions, cursor,
    _load_runs);
-3. write the manifest once (create-if-absent), after every part it names is stored: the commit point;
+3. write the manifest once (create-if-absent), after every part it names is stored: the commit point (a repeated
+   snapshot's manifest names the parts of the load it repeats);
 4. COMMIT. If COMMIT raises and the load is certainly not in DuckDB, the manifest is removed again
-   (if that cannot be told, it stays and the next writer rolls the load forward).
+   (if that cannot be told, it stays and the next writer rolls the load forward). Then the parts the manifest
+   does not name are removed.
 
 A first load inserted while it was written (early_insert.py) did 1, evolved its tables and BEGAN while its fetch
 still ran; its commit goes on with 2's apply, in that transaction.
@@ -29,10 +31,10 @@ import duckdb
 from pipeline.contract.evolution import DiscoveredColumn
 from pipeline.warehouse import hooks
 from pipeline.warehouse.duck.schema import ensure_tables, table_def
-from pipeline.warehouse.errors import SchemaError
-from pipeline.warehouse.lake.lake import list_manifests, manifest_name
+from pipeline.warehouse.errors import LakeError, SchemaError
+from pipeline.warehouse.lake.lake import ManifestRef, check_parts, list_manifests, manifest_name
 from pipeline.warehouse.lake.lakestore import LakeStore
-from pipeline.warehouse.lake.manifest import LoadPlan, TableLoad, to_json
+from pipeline.warehouse.lake.manifest import LoadPlan, TableLoad, from_json, to_json
 from pipeline.warehouse.loading.links import ChildLinks, resolve_links
 from pipeline.warehouse.loading.protocols import EarlyCommit, PendingLoad
 from pipeline.warehouse.merge.apply import apply_load
@@ -96,6 +98,9 @@ def commit_load(
         try:
             outcome = apply_load(ctx, plan)
             hooks.reached("applied")
+            written = plan
+            if outcome.repeat_of is not None:
+                plan = _with_parts_of_the_repeated_load(warehouse.lake, plan, outcome.repeat_of)
             name = manifest_name(plan.seq, plan.load_id)
             manifest = warehouse.lake.create_manifest(name, to_json(plan, outcome))
             hooks.reached("manifest_written")
@@ -109,6 +114,8 @@ def commit_load(
                 warehouse.lake.remove_manifest(name)  # a clean failure; otherwise the next writer rolls forward
             raise
         hooks.reached("committed")
+        for directory in _directories_no_longer_named(written, plan):
+            warehouse.lake.remove_directory(directory)
         if early is not None and ctx.early is not None:  # committed through it: the mirror files it wrote are offered
             early.committed()
     return LoadResult(
@@ -161,6 +168,50 @@ def _plan(
         stats=stats,
         cursor_reset=cursor_reset,
     )
+
+
+def _with_parts_of_the_repeated_load(lake: LakeStore, plan: LoadPlan, repeat_of: int) -> LoadPlan:
+    """A load that repeats load `repeat_of` row for row (merge/repeats.py) names that load's parts in its manifest
+    instead of its own, which are removed once it has committed: a quiet night's snapshots add no copy of their rows
+    to the lake. A table is switched only where the earlier manifest shows the same rows (the same content digest)
+    in the same columns and types; otherwise the load keeps its own parts, as before."""
+    ref = dict(list_manifests(lake)).get(repeat_of)
+    if ref is None:  # e.g. tables adopted from outside the lake: nothing to refer to
+        return plan
+    earlier, _ = from_json(lake.read_manifest(ref.name), ref.where)
+    earlier_tables = {table.name: table for table in earlier.tables}
+    earlier_defs = {table.name: table.columns for table in earlier.catalog}
+    defs = {table.name: table.columns for table in plan.catalog}
+    tables = []
+    for table in plan.tables:
+        before = earlier_tables.get(table.name)
+        if (
+            before is not None
+            and before.parts
+            and table.content is not None
+            and replace(before, parts=table.parts) == table  # the same digest, columns, key and kind
+            and earlier_defs.get(table.name) == defs.get(table.name)
+            and _intact(lake, before, ref)
+        ):
+            table = replace(table, parts=before.parts)
+        tables.append(table)
+    return replace(plan, tables=tuple(tables))
+
+
+def _intact(lake: LakeStore, table: TableLoad, manifest: ManifestRef) -> bool:
+    """Whether the parts `manifest` names for `table` are all there, whole (a damaged lake keeps the new copy)."""
+    try:
+        check_parts(lake, table.parts, manifest.where)
+    except LakeError:
+        return False
+    return True
+
+
+def _directories_no_longer_named(written: LoadPlan, committed: LoadPlan) -> set[str]:
+    """The folders of the parts this load wrote that its manifest does not name (it names a repeated load's)."""
+    named = {part.path.rsplit("/", 1)[0] for table in committed.tables for part in table.parts}
+    own = {part.path.rsplit("/", 1)[0] for table in written.tables for part in table.parts}
+    return own - named
 
 
 def _certainly_not_committed(conn: duckdb.DuckDBPyConnection, seq: int) -> bool:

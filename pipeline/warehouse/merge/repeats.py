@@ -20,7 +20,8 @@ when all of these hold for every table it writes:
 Then the table already holds exactly the deduped rows the ordinary apply would classify `same`, and it would
 change no row: no row is written here either. Counts, cursor, load record and manifest are the same as the
 ordinary apply's (the record is what says the load saw every live row: lms._snapshot_seen); a replay or rebuild
-that takes the ordinary path produces the same rows."""
+that takes the ordinary path produces the same rows. Its manifest names the parts of the load it repeats, not
+its own (loading/commit.py): the lake keeps one copy of rows that did not change."""
 
 from __future__ import annotations
 
