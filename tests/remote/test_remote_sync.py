@@ -38,14 +38,26 @@ def test_full_and_incremental_sync_with_postgres_instance_and_s3_lake_equal_the_
     assert incremental.success, incremental.error
     assert_warehouse_equals_platform(stack)
     assert incremental.materializations["lms/active_lessons"]["window"].startswith("incremental")
+    quiet = stack.sync(select=RAW, instance=instance)  # its snapshots repeat: they name the parts they repeat
+    assert quiet.success, quiet.error
+    assert_warehouse_equals_platform(stack)
+    assert quiet.materializations["lms/users"]["unchanged_since_load"] is not None
 
-    runs = instance.get_runs(RunsFilter(run_ids=[full.run_id, incremental.run_id]))
-    assert {run.status for run in runs} == {DagsterRunStatus.SUCCESS} and len(runs) == 2
+    runs = instance.get_runs(RunsFilter(run_ids=[full.run_id, incremental.run_id, quiet.run_id]))
+    assert {run.status for run in runs} == {DagsterRunStatus.SUCCESS} and len(runs) == 3
     assert not (stack.data_dir / "lake").exists()  # every part and manifest went to the bucket
     lake = ObjectLake(stack.env["LESSONSYNC_LAKE_URL"])
     manifests = list_manifests(lake)
     assert len(manifests) >= 8
     _assert_every_named_part_is_stored(lake, manifests)
+    assert not _stored_parts(lake) - _named_parts(lake, manifests), "a repeat left the parts it no longer names"
+    quiet_users = next(
+        table["parts"]
+        for _, ref in reversed(manifests)
+        for table in json.loads(lake.read_manifest(ref.name))["tables"]
+        if table["name"] == "users"
+    )
+    assert quiet_users and not [part for part in quiet_users if quiet.run_id in part["path"]]
     metadata = str([full.materializations, incremental.materializations])
     assert os.environ["AWS_SECRET_ACCESS_KEY"] not in metadata and "postgresql://" not in metadata
 
@@ -90,3 +102,20 @@ def _assert_every_named_part_is_stored(lake: ObjectLake, manifests) -> None:
             for part in table["parts"]:
                 key = lake.readable(part["path"]).removeprefix("s3://")
                 assert stored.get(key) == part["bytes"], f"{ref.name} names {key}, not stored whole"
+
+
+def _named_parts(lake: ObjectLake, manifests) -> set[str]:
+    return {
+        lake.readable(part["path"]).removeprefix("s3://")
+        for _, ref in manifests
+        for table in json.loads(lake.read_manifest(ref.name))["tables"]
+        for part in table["parts"]
+    }
+
+
+def _stored_parts(lake: ObjectLake) -> set[str]:
+    return {
+        key
+        for key in s3fs.S3FileSystem(skip_instance_cache=True).find(lake.location)
+        if key.endswith(".parquet") and "/iceberg/" not in key
+    }
