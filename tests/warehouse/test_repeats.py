@@ -207,7 +207,7 @@ def test_a_repeat_names_the_parts_it_repeats_and_adds_no_copy_to_the_lake(tmp_pa
     assert dump(rebuilt) == dump(wh)
 
 
-def test_a_repeat_keeps_its_own_parts_when_those_it_repeats_are_damaged(seeded: Warehouse) -> None:
+def test_a_repeat_keeps_its_own_parts_when_those_it_repeats_are_damaged_or_unreadable(seeded: Warehouse) -> None:
     rows = [{"id": "g1", "title": "A"}, {"id": "g2", "title": "B"}]
     first = load_once(seeded, "groups", [(GROUPS, rows)], complete_snapshots={"groups"})
     [part] = load_plan_table(seeded, first.seq).parts
@@ -216,6 +216,11 @@ def test_a_repeat_keeps_its_own_parts_when_those_it_repeats_are_damaged(seeded: 
     assert again.repeat_of == first.seq
     [own] = load_plan_table(seeded, again.seq).parts
     assert f"/{again.load_id}/" in own.path and (seeded.lake_dir / own.path).stat().st_size == own.bytes
+    manifest = next(ref for seq, ref in list_manifests(seeded.lake) if seq == again.seq)
+    (seeded.lake_dir / "_loads" / manifest.name).write_bytes(b"{not a manifest")
+    third = load_once(seeded, "groups", [(GROUPS, rows)], complete_snapshots={"groups"})
+    assert third.repeat_of == again.seq  # the manifest it repeats is unreadable: it commits, with its own parts
+    assert f"/{third.load_id}/" in load_plan_table(seeded, third.seq).parts[0].path
 
 
 def test_loads_of_other_kinds_carry_no_digest(seeded: Warehouse) -> None:

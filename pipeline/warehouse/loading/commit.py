@@ -174,11 +174,15 @@ def _with_parts_of_the_repeated_load(lake: LakeStore, plan: LoadPlan, repeat_of:
     """A load that repeats load `repeat_of` row for row (merge/repeats.py) names that load's parts in its manifest
     instead of its own, which are removed once it has committed: a quiet night's snapshots add no copy of their rows
     to the lake. A table is switched only where the earlier manifest shows the same rows (the same content digest)
-    in the same columns and types; otherwise the load keeps its own parts, as before."""
-    ref = dict(list_manifests(lake)).get(repeat_of)
-    if ref is None:  # e.g. tables adopted from outside the lake: nothing to refer to
+    in the same columns and types; otherwise (also when the earlier manifest cannot be read) the load keeps its own
+    parts, as before: what saves space never fails a load."""
+    try:
+        ref = dict(list_manifests(lake)).get(repeat_of)
+        if ref is None:  # e.g. tables adopted from outside the lake: nothing to refer to
+            return plan
+        earlier, _ = from_json(lake.read_manifest(ref.name), ref.where)
+    except (LakeError, OSError):
         return plan
-    earlier, _ = from_json(lake.read_manifest(ref.name), ref.where)
     earlier_tables = {table.name: table for table in earlier.tables}
     earlier_defs = {table.name: table.columns for table in earlier.catalog}
     defs = {table.name: table.columns for table in plan.catalog}
