@@ -3,7 +3,6 @@ catches up with a manifest that outlived its DuckDB commit, and the next run is 
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-import s3fs
+from lake_parts import named_parts, stored_parts
 from stack_helpers import RAW, assert_warehouse_equals_platform
 
 from pipeline.stack import Stack
@@ -37,7 +36,7 @@ def test_a_sync_killed_while_writing_the_s3_lake_reruns_exact(s3_stack: Stack):
     manifests = list_manifests(lake)
     assert _committed_loads(s3_stack) == len(manifests) >= 2
     _assert_no_manifest_names_a_missing_part(lake)
-    assert _stored_parts(lake) - _named_parts(lake), "the kill left no uncommitted part: it came too late"
+    assert stored_parts(lake) - named_parts(lake), "the kill left no uncommitted part: it came too late"
     # 3. a clean run is exact
     rerun = s3_stack.sync(select=RAW)
     assert rerun.success, rerun.error
@@ -65,20 +64,6 @@ def _committed_loads(stack: Stack) -> int:
         return conn.execute("SELECT count(*) FROM lms._load_runs").fetchone()[0]
 
 
-def _named_parts(lake: ObjectLake) -> set[str]:
-    return {
-        lake.readable(part["path"]).removeprefix("s3://")
-        for _, ref in list_manifests(lake)
-        for table in json.loads(lake.read_manifest(ref.name))["tables"]
-        for part in table["parts"]
-    }
-
-
-def _stored_parts(lake: ObjectLake) -> set[str]:
-    found = s3fs.S3FileSystem(skip_instance_cache=True).find(lake.location)
-    return {key for key in found if key.endswith(".parquet")}
-
-
 def _assert_no_manifest_names_a_missing_part(lake: ObjectLake) -> None:
-    missing = _named_parts(lake) - _stored_parts(lake)
+    missing = named_parts(lake) - stored_parts(lake)
     assert not missing, f"manifests name parts that are not stored: {sorted(missing)[:5]}"

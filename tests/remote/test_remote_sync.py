@@ -14,6 +14,7 @@ import pytest
 import s3fs
 from dagster import DagsterRunStatus, RunsFilter
 from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage, PostgresScheduleStorage
+from lake_parts import named_parts, stored_parts
 from stack_helpers import RAW, assert_warehouse_equals_platform
 from warehouse.warehouse_helpers import digest_all  # tests/warehouse, a namespace package beside this one
 
@@ -50,7 +51,7 @@ def test_full_and_incremental_sync_with_postgres_instance_and_s3_lake_equal_the_
     manifests = list_manifests(lake)
     assert len(manifests) >= 8
     _assert_every_named_part_is_stored(lake, manifests)
-    assert not _stored_parts(lake) - _named_parts(lake, manifests), "a repeat left the parts it no longer names"
+    assert not stored_parts(lake) - named_parts(lake), "a repeat left the parts it no longer names"
     quiet_users = next(
         table["parts"]
         for _, ref in reversed(manifests)
@@ -102,20 +103,3 @@ def _assert_every_named_part_is_stored(lake: ObjectLake, manifests) -> None:
             for part in table["parts"]:
                 key = lake.readable(part["path"]).removeprefix("s3://")
                 assert stored.get(key) == part["bytes"], f"{ref.name} names {key}, not stored whole"
-
-
-def _named_parts(lake: ObjectLake, manifests) -> set[str]:
-    return {
-        lake.readable(part["path"]).removeprefix("s3://")
-        for _, ref in manifests
-        for table in json.loads(lake.read_manifest(ref.name))["tables"]
-        for part in table["parts"]
-    }
-
-
-def _stored_parts(lake: ObjectLake) -> set[str]:
-    return {
-        key
-        for key in s3fs.S3FileSystem(skip_instance_cache=True).find(lake.location)
-        if key.endswith(".parquet") and "/iceberg/" not in key
-    }
