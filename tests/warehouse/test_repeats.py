@@ -23,7 +23,7 @@ from warehouse_helpers import (
     make_warehouse,
 )
 
-from pipeline.warehouse import Warehouse
+from pipeline.warehouse import Warehouse, hooks
 from pipeline.warehouse.lake.lake import list_manifests, read_manifest
 from pipeline.warehouse.lake.manifest import from_json
 from pipeline.warehouse.loading.content import ContentDigest
@@ -205,6 +205,37 @@ def test_a_repeat_names_the_parts_it_repeats_and_adds_no_copy_to_the_lake(tmp_pa
     rebuilt = make_warehouse(tmp_path / "copy")
     rebuild_into(wh.lake_dir, rebuilt.path, wh.connection_settings)
     assert dump(rebuilt) == dump(wh)
+
+
+def test_a_repeat_cut_off_after_its_manifest_is_rolled_forward_from_the_parts_it_names(tmp_path: Path) -> None:
+    """The repeat's manifest is written (it names the parts of the load it repeats), its DuckDB commit never
+    happens; the next writer replays that manifest and ends where the repeat committed whole would have."""
+    wh = make_warehouse(tmp_path / "cut")
+    whole = make_warehouse(tmp_path / "whole")
+    for warehouse in (wh, whole):
+        history(warehouse)  # its last two loads repeat the second
+
+    def cut(point: str) -> None:
+        if point == "manifest_written":
+            raise RuntimeError("cut off after the manifest")
+
+    hooks.on_point(cut)
+    try:
+        with pytest.raises(RuntimeError, match="cut off"):
+            sessions_load(wh)
+    finally:
+        hooks.on_point(None)
+    repeated = sessions_load(whole)
+    assert repeated.repeat_of is not None
+    [(seq, ref)] = list_manifests(wh.lake)[-1:]
+    plan, _ = from_json(read_manifest(wh.lake, ref), ref.where)
+    named = [part.path for table in plan.tables for part in table.parts]
+    assert seq == repeated.seq and named and not [path for path in named if f"/{plan.load_id}/" in path]
+    wh.ensure_tables(ALL_SPECS)  # the next writer rolls the load forward
+    assert user_tables(wh) == user_tables(whole)
+    with wh.connect(read_only=True) as cut_conn, whole.connect(read_only=True) as whole_conn:
+        runs = "SELECT load_seq, stream, tables FROM lms._load_runs ORDER BY load_seq"
+        assert cut_conn.execute(runs).fetchall() == whole_conn.execute(runs).fetchall()
 
 
 def test_a_repeat_keeps_its_own_parts_when_those_it_repeats_are_damaged_or_unreadable(seeded: Warehouse) -> None:
