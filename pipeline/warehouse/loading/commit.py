@@ -32,7 +32,7 @@ from pipeline.contract.evolution import DiscoveredColumn
 from pipeline.warehouse import hooks
 from pipeline.warehouse.duck.schema import ensure_tables, table_def
 from pipeline.warehouse.errors import LakeError, SchemaError
-from pipeline.warehouse.lake.lake import ManifestRef, check_parts, list_manifests, manifest_name
+from pipeline.warehouse.lake.lake import check_parts, list_manifests, manifest_name
 from pipeline.warehouse.lake.lakestore import LakeStore
 from pipeline.warehouse.lake.manifest import LoadPlan, TableLoad, from_json, to_json
 from pipeline.warehouse.loading.links import ChildLinks, resolve_links
@@ -100,7 +100,7 @@ def commit_load(
             hooks.reached("applied")
             written = plan
             if outcome.repeat_of is not None:
-                plan = _with_parts_of_the_repeated_load(warehouse.lake, plan, outcome.repeat_of)
+                plan = _with_parts_of_the_repeated_load(conn, warehouse.lake, plan, outcome.repeat_of)
             name = manifest_name(plan.seq, plan.load_id)
             manifest = warehouse.lake.create_manifest(name, to_json(plan, outcome))
             hooks.reached("manifest_written")
@@ -170,18 +170,20 @@ def _plan(
     )
 
 
-def _with_parts_of_the_repeated_load(lake: LakeStore, plan: LoadPlan, repeat_of: int) -> LoadPlan:
+def _with_parts_of_the_repeated_load(
+    conn: duckdb.DuckDBPyConnection, lake: LakeStore, plan: LoadPlan, repeat_of: int
+) -> LoadPlan:
     """A load that repeats load `repeat_of` row for row (merge/repeats.py) names that load's parts in its manifest
     instead of its own, which are removed once it has committed: a quiet night's snapshots add no copy of their rows
     to the lake. A table is switched only where the earlier manifest shows the same rows (the same content digest)
     in the same columns and types; otherwise (also when the earlier manifest cannot be read) the load keeps its own
     parts, as before: what saves space never fails a load."""
+    # its manifest by the name lms._load_runs gives it, not by listing every manifest of the lake again
+    name = manifest_name(repeat_of, applied_loads(conn)[repeat_of])
+    where = str(lake.manifest_location(name))
     try:
-        ref = dict(list_manifests(lake)).get(repeat_of)
-        if ref is None:  # e.g. tables adopted from outside the lake: nothing to refer to
-            return plan
-        earlier, _ = from_json(lake.read_manifest(ref.name), ref.where)
-    except (LakeError, OSError):
+        earlier, _ = from_json(lake.read_manifest(name), where)
+    except (LakeError, OSError):  # none (tables adopted from outside the lake), or not readable
         return plan
     earlier_tables = {table.name: table for table in earlier.tables}
     earlier_defs = {table.name: table.columns for table in earlier.catalog}
@@ -195,17 +197,17 @@ def _with_parts_of_the_repeated_load(lake: LakeStore, plan: LoadPlan, repeat_of:
             and table.content is not None
             and replace(before, parts=table.parts) == table  # the same digest, columns, key and kind
             and earlier_defs.get(table.name) == defs.get(table.name)
-            and _intact(lake, before, ref)
+            and _intact(lake, before, where)
         ):
             table = replace(table, parts=before.parts)
         tables.append(table)
     return replace(plan, tables=tuple(tables))
 
 
-def _intact(lake: LakeStore, table: TableLoad, manifest: ManifestRef) -> bool:
+def _intact(lake: LakeStore, table: TableLoad, manifest: str) -> bool:
     """Whether the parts `manifest` names for `table` are all there, whole (a damaged lake keeps the new copy)."""
     try:
-        check_parts(lake, table.parts, manifest.where)
+        check_parts(lake, table.parts, manifest)
     except LakeError:
         return False
     return True
