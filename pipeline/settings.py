@@ -314,8 +314,8 @@ class Settings(BaseSettings):
     duckdb_memory_limit: str = Field(
         DEFAULT_MEMORY_LIMIT,
         description="DuckDB `memory_limit` of every connection (commits, first loads, checks); beyond it work spills to "
-        "the temp directory. `auto`: 128MiB per DuckDB thread (`LESSONSYNC_DUCKDB_THREADS`, else the cores), "
-        "at least 256MiB, at most a quarter of the available memory; or a size in DuckDB's units (`1GB`, "
+        "the temp directory. `auto`: 120MiB per DuckDB thread (`LESSONSYNC_DUCKDB_THREADS`, else the cores), "
+        "at least 240MiB, at most a quarter of the available memory; or a size in DuckDB's units (`1GB`, "
         "`512MiB`, `25%` of the machine's memory) from 64MiB, the least a sync runs DuckDB within (the early "
         "insert's own limit), to 16TiB; a negative size (DuckDB: no limit) is refused "
         '([warehouse.md](warehouse.md), "Locks and limits").',

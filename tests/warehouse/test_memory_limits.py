@@ -55,15 +55,15 @@ def test_the_default_limit_follows_the_machine(monkeypatch) -> None:  # type: ig
     from pipeline.warehouse.duck import connection
 
     monkeypatch.setattr(connection, "available_memory", lambda: 64 * 1024 * MIB)
-    assert connection.memory_limit_for_machine(2) == "256MiB"
-    assert connection.memory_limit_for_machine(16) == "2048MiB"
+    assert connection.memory_limit_for_machine(2) == "240MiB"
+    assert connection.memory_limit_for_machine(16) == "1920MiB"
     monkeypatch.setattr(connection, "available_memory", lambda: 2 * 1024 * MIB)  # a busy or small machine
     assert connection.memory_limit_for_machine(16) == "512MiB"
     monkeypatch.setattr(connection, "available_memory", lambda: 100 * MIB)
-    assert connection.memory_limit_for_machine(16) == "256MiB"  # the floor: below it DuckDB fails instead
+    assert connection.memory_limit_for_machine(16) == "240MiB"  # the floor: below it DuckDB fails instead
     monkeypatch.setattr(connection, "available_memory", lambda: None)  # not Linux: threads alone
     wh = Warehouse(Path("/nonexistent/w.duckdb"), Path("/nonexistent/lake"), threads=3)
-    assert wh.connection_settings.memory_limit == "384MiB"
+    assert wh.connection_settings.memory_limit == "360MiB"
     assert Settings().duckdb_memory_limit == "auto"
 
 

@@ -30,9 +30,10 @@ STORAGE_COMPATIBILITY_VERSION = "v1.4.0"
 DEFAULT_LOCK_TIMEOUT = 600.0
 log = logging.getLogger("lessonsync.warehouse")
 MIB = 1024 * 1024
-# DuckDB 2.0 needs "a minimum of 125 MB of memory per thread" (duckdb.org/docs/2.0/guides/performance/environment)
-MEMORY_PER_THREAD = 128 * MIB
-MEMORY_FLOOR = 256 * MIB  # also holds a stage's temp tables (in memory, uncompressed) beside the statement at work
+# DuckDB 2.0 needs "a minimum of 125 MB of memory per thread" (duckdb.org/docs/2.0/guides/performance/environment):
+# 119.2 MiB. Every MiB above it only holds cached blocks, resident on top of the sync's fetch.
+MEMORY_PER_THREAD = 120 * MIB
+MEMORY_FLOOR = 240 * MIB  # also holds a stage's temp tables (in memory, uncompressed) beside the statement at work
 AVAILABLE_SHARE = 0.25  # never more than this share of the memory available when the warehouse is opened
 DEFAULT_MEMORY_LIMIT = AUTO  # pipeline.settings.DEFAULT_MEMORY_LIMIT: memory_limit_for_machine()
 
