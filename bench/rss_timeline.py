@@ -4,7 +4,7 @@ use and free) and marks named points: Dagster's step starts and ends, and entry/
 (the fetch's end, the flush, the commit, the checks). The report says what was running, and what was resident,
 at the peak.
 
-    .venv/bin/python -m bench.rss_timeline --scale medium --work-dir /tmp/t [--kinds full,no_change,one_percent]
+    .venv/bin/python -m bench.rss_timeline --scale medium --work-dir /tmp/t [--kinds full,no_change,one_percent,full_refresh]
 
 Results: bench/results/rss_<scale>_<kind>.json (samples and marks) and a text summary per run kind. The kernel's
 peak (os.wait4 ru_maxrss) is reported beside the sampled one: a spike shorter than the interval is only in it.
@@ -556,7 +556,8 @@ def run_kinds(scale: str, kinds: list[str], work_dir: Path, select: str) -> dict
                 httpx.post(f"{base_url}/_sim/advance", params={"hours": 24}, timeout=600)
             out = RESULTS / f"rss_{scale}_{kind}.json"
             out.unlink(missing_ok=True)
-            run = run_sync_child([select], {**env, TIMELINE_ENV: str(out)}, str(work_dir / f"{kind}.urls"))
+            urls = str(work_dir / f"{kind}.urls")
+            run = run_sync_child([select], {**env, TIMELINE_ENV: str(out)}, urls, full_refresh=kind == "full_refresh")
             if not out.exists():  # the child failed before writing its timeline
                 print(f"== {scale} {kind} FAILED: {run.get('error')}", file=sys.stderr)
                 break
@@ -588,7 +589,11 @@ def main() -> int:
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", default="medium", choices=["tiny", "small", "medium", "large"])
-    parser.add_argument("--kinds", default="full,no_change,one_percent")
+    parser.add_argument(
+        "--kinds",
+        default="full,no_change,one_percent",
+        help="also full_refresh: the full refresh job over what is there",
+    )
     parser.add_argument("--select", default="key:lms/*")
     parser.add_argument(
         "--work-dir", type=created_directory, required=True, help="data dir, Dagster home (must not hold a warehouse)"

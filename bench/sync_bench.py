@@ -61,9 +61,10 @@ STREAMS = ("active_lessons", "answers", "answer_results")
 RUN_KINDS = ("full", "no_change", "one_percent")
 
 
-def sync_child(select: list[str], urls_file: str | None = None) -> dict[str, Any]:
-    """Runs in the child: one sync, its materialization metadata and the run's step timings; with `urls_file`,
-    every successful GET of the run written there (one path?query a line) and counted by endpoint."""
+def sync_child(select: list[str], urls_file: str | None = None, full_refresh: bool = False) -> dict[str, Any]:
+    """Runs in the child: one sync (`full_refresh`: the full refresh job), its materialization metadata and the run's
+    step timings; with `urls_file`, every successful GET of the run written there (one path?query a line) and counted
+    by endpoint."""
     from pipeline.memory import pause_collections
 
     pause_collections()  # the process set up as `lessonsync sync` sets up its own (pipeline/memory.py)
@@ -80,7 +81,7 @@ def sync_child(select: list[str], urls_file: str | None = None) -> dict[str, Any
     instance = DagsterInstance.ephemeral()
     with recorded_gets() as urls, timeline_from_env() as timeline:
         began, cpu_began = time.perf_counter(), time.process_time()
-        report = run_sync(load_settings(), select=select, instance=instance)
+        report = run_sync(load_settings(), select=select, instance=instance, full_refresh=full_refresh)
         seconds, cpu_seconds = time.perf_counter() - began, time.process_time() - cpu_began
         if timeline is not None:  # bench/rss_timeline.py asked for the run's memory over time
             timeline.close(step_marks(instance, report.run_id))
@@ -117,12 +118,13 @@ def sync_child(select: list[str], urls_file: str | None = None) -> dict[str, Any
     }
 
 
-def run_sync_child(select: list[str], env: dict[str, str], urls_file: str) -> dict[str, Any]:
+def run_sync_child(
+    select: list[str], env: dict[str, str], urls_file: str, full_refresh: bool = False
+) -> dict[str, Any]:
     """One sync in a child process, its GETs recorded in `urls_file`; its report plus wall time, the child's
     own peak RSS and CPU seconds (user + system: unlike wall time, barely moved by other work on the machine)."""
-    args = [sys.executable, "-m", "bench.sync_bench", "--child", "--urls", urls_file] + [
-        f"--select={s}" for s in select
-    ]
+    args = [sys.executable, "-m", "bench.sync_bench", "--child", "--urls", urls_file]
+    args += [f"--select={s}" for s in select] + (["--full-refresh"] if full_refresh else [])
     # The child samples its memory (bench/rss_timeline.py): the kernel's peak is one process's, and the answers'
     # decode workers are processes of their own, so the peak a machine must hold is the whole tree's.
     timeline_file = Path(env.get(TIMELINE_ENV) or f"{urls_file}.rss.json")
@@ -441,12 +443,13 @@ def main() -> int:
     )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--urls", help=argparse.SUPPRESS)
+    parser.add_argument("--full-refresh", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     selections = args.select or ["key:lms/*"]
     if args.page_size:
         os.environ["LESSONSYNC_PAGE_SIZE"] = str(args.page_size)  # the sync children inherit it
     if args.child:
-        print(json.dumps(sync_child(selections, args.urls), default=str))
+        print(json.dumps(sync_child(selections, args.urls, args.full_refresh), default=str))
         return 0
     with tempfile.TemporaryDirectory(prefix="sync_bench_", dir=args.work_dir) as work:
         results = run_all(args.scale, selections, args.repeat, Path(work), args.latency_ms, args.mirror_off_too)
