@@ -16,7 +16,7 @@ from pipeline.warehouse.duck.schema import drop_tables, ensure_tables, table_ref
 from pipeline.warehouse.duck.tabledef import TableDef
 from pipeline.warehouse.errors import SchemaError
 from pipeline.warehouse.lake.lake import check_parts
-from pipeline.warehouse.lake.manifest import LoadOutcome, LoadPlan, TableLoad
+from pipeline.warehouse.lake.manifest import ChildLink, LoadOutcome, LoadPlan, TableLoad
 from pipeline.warehouse.merge.context import CommitContext
 from pipeline.warehouse.merge.deletions import mark_vanished, replace_children
 from pipeline.warehouse.merge.repeats import repeated_load, repeated_stats
@@ -120,8 +120,17 @@ def _stage_tables(
             ):
                 stages[load.name] = insert_first_load(ctx.conn, load, target, parts, ts_literal(plan.loaded_at))
             else:
-                stages[load.name] = create_stage(ctx.conn, load, target, parts, empty)
+                linked = {column for link in plan.children for pair in _sides(link, load.name) for column in pair}
+                stages[load.name] = create_stage(ctx.conn, load, target, parts, empty, linked)
     return stats, stages
+
+
+def _sides(link: ChildLink, table: str) -> list[tuple[str, ...]]:
+    """The columns of `table` that `link` joins on: its child columns, its parent columns, or none."""
+    return [
+        *([tuple(c for c, _ in link.on)] if link.child == table else []),
+        *([tuple(p for _, p in link.on)] if link.parent == table else []),
+    ]
 
 
 def _has_stale_parent(

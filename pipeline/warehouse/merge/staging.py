@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -75,9 +75,15 @@ def target_is_empty(conn: duckdb.DuckDBPyConnection, target: TableDef) -> bool:
 
 
 def create_stage(
-    conn: duckdb.DuckDBPyConnection, load: TableLoad, target: TableDef, files: list[str], target_was_empty: bool
+    conn: duckdb.DuckDBPyConnection,
+    load: TableLoad,
+    target: TableDef,
+    files: list[str],
+    target_was_empty: bool,
+    linked: Collection[str] = (),
 ) -> Stage:
-    """`target_was_empty`: target_is_empty(conn, target), as the caller found it."""
+    """`target_was_empty`: target_is_empty(conn, target), as the caller found it. `linked`: the columns that tie
+    the table's rows to a parent's or a child's (ChildLink.on), kept in every staged row with the key."""
     stage = Stage(f"_stage_{load.name}", load, target, target_was_empty)
     drop_stage(conn, stage)
     with values_must_fit(load), duplicate_keys_of(conn, load, target, files) as duplicates:
@@ -94,19 +100,35 @@ def create_stage(
         # The join and the sort into storage order (fastest in-place updates) are two statements: a sort fed by
         # a hash join in one statement does not spill and ran out of memory (DuckDB: "if multiple blocking
         # operators appear in the same query, DuckDB may still throw an out-of-memory exception"); each alone does.
+        kept = {*load.key, *linked}
         for number, part in enumerate(key_slices(conn, loaded, load.key[0])):
-            matched = _matched_sql(stage, by_row_id=by_row_id, within=part)
+            sliced = {**params, **part.params}
+            matched = _narrowed(conn, _matched_sql(stage, by_row_id=by_row_id, within=part), kept, sliced)
             into = (
                 f"CREATE TEMP TABLE {q(_matched(stage))} AS"
                 if number == 0
                 else f"INSERT INTO temp.{q(_matched(stage))}"
             )
-            conn.execute(f"{into} {matched}", {**params, **part.params})
+            conn.execute(f"{into} {matched}", sliced)
         conn.execute(
             f"CREATE TEMP TABLE {q(stage.name)} AS SELECT * FROM temp.{q(_matched(stage))} ORDER BY _rowid NULLS LAST"
         )
     drop_stage(conn, stage, keep_stage=True)
     return stage
+
+
+def _narrowed(conn: duckdb.DuckDBPyConnection, matched: str, kept: Collection[str], params: dict[str, object]) -> str:
+    """`matched` with every column but the key, the linked columns, `_change` and `_rowid` NULL in a `same` or
+    `stale` row. Nothing reads more of those rows than that (the touch goes by row id, staleness and vanished
+    children by key and link), and a full refresh stages every row of its table as `same`: kept whole, its stage
+    was as wide as the table and sorting it into storage order took as long as classifying it."""
+    columns = [d[0] for d in conn.execute(f"SELECT * FROM ({matched}) LIMIT 0", params).description]
+    kept = {*kept, "_change", "_rowid"}
+    narrowed = [
+        q(c) if c in kept else f"CASE WHEN _change IN ('same', 'stale') THEN NULL ELSE {q(c)} END AS {q(c)}"
+        for c in columns
+    ]
+    return f"SELECT {', '.join(narrowed)} FROM ({matched})"
 
 
 # A load joined against a table that holds rows is joined in slices of a key column, each at most about this many
