@@ -16,7 +16,7 @@ from pipeline.warehouse.duck.schema import drop_tables, ensure_tables, table_ref
 from pipeline.warehouse.duck.tabledef import TableDef
 from pipeline.warehouse.errors import SchemaError
 from pipeline.warehouse.lake.lake import check_parts
-from pipeline.warehouse.lake.manifest import ChildLink, LoadOutcome, LoadPlan, TableLoad
+from pipeline.warehouse.lake.manifest import LoadOutcome, LoadPlan, TableLoad
 from pipeline.warehouse.merge.context import CommitContext
 from pipeline.warehouse.merge.deletions import mark_vanished, replace_children
 from pipeline.warehouse.merge.repeats import repeated_load, repeated_stats
@@ -120,17 +120,21 @@ def _stage_tables(
             ):
                 stages[load.name] = insert_first_load(ctx.conn, load, target, parts, ts_literal(plan.loaded_at))
             else:
-                linked = {column for link in plan.children for pair in _sides(link, load.name) for column in pair}
+                linked = _linked_columns(plan, load.name)
                 stages[load.name] = create_stage(ctx.conn, load, target, parts, empty, linked)
     return stats, stages
 
 
-def _sides(link: ChildLink, table: str) -> list[tuple[str, ...]]:
-    """The columns of `table` that `link` joins on: its child columns, its parent columns, or none."""
-    return [
-        *([tuple(c for c, _ in link.on)] if link.child == table else []),
-        *([tuple(p for _, p in link.on)] if link.parent == table else []),
-    ]
+def _linked_columns(plan: LoadPlan, table: str) -> set[str]:
+    """The columns of `table` that the load's links join on, on the child's side or the parent's."""
+    columns: set[str] = set()
+    for link in plan.children:
+        for child, parent in link.on:
+            if link.child == table:
+                columns.add(child)
+            if link.parent == table:
+                columns.add(parent)
+    return columns
 
 
 def _has_stale_parent(

@@ -102,14 +102,13 @@ def create_stage(
         # operators appear in the same query, DuckDB may still throw an out-of-memory exception"); each alone does.
         kept = {*load.key, *linked}
         for number, part in enumerate(key_slices(conn, loaded, load.key[0])):
-            sliced = {**params, **part.params}
-            matched = _narrowed(conn, _matched_sql(stage, by_row_id=by_row_id, within=part), kept, sliced)
+            matched = _narrowed(_matched_sql(stage, by_row_id=by_row_id, within=part), stage, kept)
             into = (
                 f"CREATE TEMP TABLE {q(_matched(stage))} AS"
                 if number == 0
                 else f"INSERT INTO temp.{q(_matched(stage))}"
             )
-            conn.execute(f"{into} {matched}", sliced)
+            conn.execute(f"{into} {matched}", {**params, **part.params})
         conn.execute(
             f"CREATE TEMP TABLE {q(stage.name)} AS SELECT * FROM temp.{q(_matched(stage))} ORDER BY _rowid NULLS LAST"
         )
@@ -117,18 +116,17 @@ def create_stage(
     return stage
 
 
-def _narrowed(conn: duckdb.DuckDBPyConnection, matched: str, kept: Collection[str], params: dict[str, object]) -> str:
-    """`matched` with every column but the key, the linked columns, `_change` and `_rowid` NULL in a `same` or
-    `stale` row. Nothing reads more of those rows than that (the touch goes by row id, staleness and vanished
-    children by key and link), and a full refresh stages every row of its table as `same`: kept whole, its stage
-    was as wide as the table and sorting it into storage order took as long as classifying it."""
-    columns = [d[0] for d in conn.execute(f"SELECT * FROM ({matched}) LIMIT 0", params).description]
-    kept = {*kept, "_change", "_rowid"}
-    narrowed = [
-        q(c) if c in kept else f"CASE WHEN _change IN ('same', 'stale') THEN NULL ELSE {q(c)} END AS {q(c)}"
-        for c in columns
-    ]
-    return f"SELECT {', '.join(narrowed)} FROM ({matched})"
+def _narrowed(matched: str, stage: Stage, kept: Collection[str]) -> str:
+    """`matched` (_matched_sql: the loaded columns, `_change`, `_rowid`, the carried `_old_` columns) with every
+    column but the key, the linked columns, `_change` and `_rowid` NULL in a `same` or `stale` row. Nothing reads
+    more of those rows than that (the touch goes by row id, staleness and vanished children by key and link), and a
+    full refresh stages every row of its table as `same`: kept whole, its stage was as wide as the table and sorting
+    it into storage order took as long as classifying it."""
+    dropped = [c for c in stage.load.columns if c not in kept] + ["_old_" + c for c in stage.carried]
+    if not dropped:
+        return matched
+    nulls = ", ".join(f"CASE WHEN _change IN ('same', 'stale') THEN NULL ELSE {q(c)} END AS {q(c)}" for c in dropped)
+    return f"SELECT * REPLACE ({nulls}) FROM ({matched})"
 
 
 # A load joined against a table that holds rows is joined in slices of a key column, each at most about this many
