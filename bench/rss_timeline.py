@@ -37,6 +37,11 @@ MARKED = (
     "pipeline.warehouse.merge.apply:apply_load",
     "pipeline.warehouse.merge.checks:duplicate_keys",
     "pipeline.warehouse.merge.checks:orphans",
+    "pipeline.warehouse.merge.staging:create_stage",
+    "pipeline.warehouse.merge.upsert:upsert_stage",
+    "pipeline.warehouse.merge.upsert:touch_rows",
+    "pipeline.warehouse.merge.staging:mark_stale_children",
+    "pipeline.warehouse.merge.deletions:replace_children",
 )
 
 

@@ -91,7 +91,8 @@ class RepeatedPages:
         if hashes is None or hashes.size < 2 or hashes.size < page.served:
             self._previous, self._same = None, 1
             return
-        if self._previous is not None and np.array_equal(np.sort(hashes), self._previous):
+        ordered = np.sort(hashes)
+        if self._previous is not None and np.array_equal(ordered, self._previous):
             self._same += 1
             if self._same >= self.SAME_PAGES_LIMIT:
                 raise PlatformResponseError(
@@ -100,7 +101,7 @@ class RepeatedPages:
                 )
         else:
             self._same = 1
-        self._previous = np.sort(hashes)
+        self._previous = ordered
 
 
 async def run_pool(items: Iterable[T], work: Callable[[T], Awaitable[None]], workers: int) -> None:

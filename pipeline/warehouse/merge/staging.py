@@ -66,6 +66,11 @@ class Stage:
         return tuple(c for c in self.target.column_names if c not in skip)
 
 
+def old_value_column(column: str) -> str:
+    """The stage's column holding the table's old value of a carried column (Stage.carried)."""
+    return f"_old_{column}"
+
+
 def is_list_type(type_sql: str) -> bool:
     return "[]" in type_sql or type_sql.startswith("MAP(")
 
@@ -122,7 +127,7 @@ def _narrowed(matched: str, stage: Stage, kept: Collection[str]) -> str:
     more of those rows than that (the touch goes by row id, staleness and vanished children by key and link), and a
     full refresh stages every row of its table as `same`: kept whole, its stage was as wide as the table and sorting
     it into storage order took as long as classifying it."""
-    dropped = [c for c in stage.load.columns if c not in kept] + ["_old_" + c for c in stage.carried]
+    dropped = [c for c in stage.load.columns if c not in kept] + [old_value_column(c) for c in stage.carried]
     if not dropped:
         return matched
     nulls = ", ".join(f"CASE WHEN _change IN ('same', 'stale') THEN NULL ELSE {q(c)} END AS {q(c)}" for c in dropped)
@@ -305,7 +310,7 @@ def _matched_sql(stage: Stage, *, by_row_id: bool, within: Slice = WHOLE_RANGE) 
         predicate = within.where(first)
         in_slice = f" AND {predicate}"
         loaded = f"(SELECT * FROM {loaded} WHERE {predicate})"
-    carried = "".join(f", t.{q(c)} AS {q('_old_' + c)}" for c in stage.carried)
+    carried = "".join(f", t.{q(c)} AS {q(old_value_column(c))}" for c in stage.carried)
     # The load's rows are the hash table; the warehouse table is only scanned (the tables have no key index),
     # and only where its first key column lies within the load's range of it: zone maps skip the row groups
     # wholly outside (those of later loads, whose new keys go in sorted; a first load's rows are in no order).

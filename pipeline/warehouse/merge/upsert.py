@@ -21,7 +21,14 @@ from pipeline.warehouse.duck.connection import insertion_order_not_kept
 from pipeline.warehouse.duck.schema import table_ref
 from pipeline.warehouse.duck.tabledef import DELETED_AT, FIRST_LOADED_AT, LAST_LOADED_AT, TableDef
 from pipeline.warehouse.lake.manifest import TableLoad
-from pipeline.warehouse.merge.staging import Stage, deduped_sql, duplicate_keys_of, is_list_type, values_must_fit
+from pipeline.warehouse.merge.staging import (
+    Stage,
+    deduped_sql,
+    duplicate_keys_of,
+    is_list_type,
+    old_value_column,
+    values_must_fit,
+)
 
 BY_ROWID = "t.rowid = s._rowid"  # `t`: the warehouse table, `s`: the stage
 
@@ -121,7 +128,7 @@ def insert_rows(
     values = list(names)
     for column in stage.carried:
         names.append(q(column))
-        old = q("_old_" + column)
+        old = q(old_value_column(column))
         values.append(f"coalesce({old}, {ts})" if column == FIRST_LOADED_AT else old)
     names.append(q(LAST_LOADED_AT))
     values.append(ts)
