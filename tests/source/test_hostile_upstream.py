@@ -91,17 +91,19 @@ def test_a_hostile_platform_ends_the_fetch_cleanly_within_its_bound(
     path, stream, error, text = CASES[fault]
     hostile.faults.clear()
     hostile.hits.clear()
+    hostile.first_hit.clear()
     hostile.faults[path] = fault.removeprefix("token_")
-    started = time.monotonic()
     if error is None:
         assert _records(hostile.base_url, stream) == _records(sim.base_url, stream)
         return
     with pytest.raises(error) as failure:
         _records(hostile.base_url, stream)
-    took = time.monotonic() - started
+    # the budget runs from the fault's first request: the client's start and the token exchange before it are not
+    # the budget's, and take longer on a loaded machine
+    took = time.monotonic() - hostile.first_hit[path]
     message = str(failure.value)
     assert text in message and path in message, message
-    assert took <= BUDGET * 1.1 + 0.5, f"{fault}: {took:.2f} s"  # + the token exchange and the client's start
+    assert took <= BUDGET * 1.1 + 0.5, f"{fault}: {took:.2f} s after its first request"
     if fault in NOT_RETRIED:
         assert hostile.hits[path] == 1, "a failure that repeats itself is not retried"
     assert "lessonsync-demo-secret" not in message
