@@ -36,6 +36,17 @@ def created_directory(text: str) -> Path:
     return path
 
 
+def installed_bytecode(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` for a measured child that reads its bytecode as an installed deployment does: from the __pycache__
+    directories the install (`uv --compile-bytecode`) and `make bytecode` filled, so no measured run compiles a
+    module. A private PYTHONPYCACHEPREFIX starts cold, and the first run of a sequence then paid for compiling
+    what it imports lazily (pyiceberg, the decode worker's modules) where the runs after it did not."""
+    child = dict(env)
+    child.pop("PYTHONDONTWRITEBYTECODE", None)
+    child.pop("PYTHONPYCACHEPREFIX", None)
+    return child
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

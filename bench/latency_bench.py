@@ -37,6 +37,7 @@ from bench.common import (
     CpuMeter,
     created_directory,
     free_port,
+    installed_bytecode,
     load_average,
     run_bare_download,
     run_reported,
@@ -83,9 +84,8 @@ def run_lessonsync(
         "LESSONSYNC_PAGE_SIZE": str(page_size),
         "LESSONSYNC_CONCURRENCY": str(concurrency),
         "DAGSTER_HOME": str(home),
-        "PYTHONPYCACHEPREFIX": str(data_dir.parent / "pycache"),
     }
-    env.pop("PYTHONDONTWRITEBYTECODE", None)  # compiled once, as any installed deployment keeps it
+    env = installed_bytecode(env)
     argv = [
         sys.executable,
         "-m",

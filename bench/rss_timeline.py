@@ -538,7 +538,7 @@ def text_plot(timeline: dict[str, Any], width: int = 40, every_s: float = 2.0) -
 def run_kinds(scale: str, kinds: list[str], work_dir: Path, select: str) -> dict[str, Any]:
     import httpx
 
-    from bench.common import free_port, start_simulator
+    from bench.common import free_port, installed_bytecode, start_simulator
     from bench.sync_bench import RESULTS, run_sync_child
 
     port = free_port()
@@ -549,9 +549,8 @@ def run_kinds(scale: str, kinds: list[str], work_dir: Path, select: str) -> dict
         "LESSONSYNC_BASE_URL": base_url,
         "LESSONSYNC_DATA_DIR": str(work_dir / "data"),
         "DAGSTER_HOME": str(work_dir / "dagster_home"),
-        "PYTHONPYCACHEPREFIX": str(work_dir / "pycache"),
     }
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env = installed_bytecode(env)
     Path(env["DAGSTER_HOME"]).mkdir(parents=True, exist_ok=True)
     RESULTS.mkdir(parents=True, exist_ok=True)
     reports = {}

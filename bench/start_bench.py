@@ -2,7 +2,8 @@
 stack (simulator and webhook receiver, pipeline/stack.py) started once in this process, a full sync into a fresh
 data dir, then at once a no-change sync, then after 24 simulated hours (~1% of active lessons change) a 1%-change
 sync, each the installed console script in a child process. A full sync into a data dir of its own comes first,
-unmeasured: it fills the bytecode cache the measured runs share, as an installed deployment has it.
+unmeasured: the simulator and the OS's caches are then as warm for the measured full run as for the others; every
+run reads the installed bytecode (bench/common.py installed_bytecode).
 
 Time to first request: the simulator's request log stamps every request's arrival on the machine's monotonic clock,
 the clock this process reads right before it starts the command; no marker in the command is needed. Per run: the
@@ -42,7 +43,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.common import ChildRun, PeakRss, created_directory, load_average, run_bare_download
+from bench.common import ChildRun, PeakRss, created_directory, installed_bytecode, load_average, run_bare_download
 
 RESULTS = Path(__file__).resolve().parent / "results"
 RUN_KINDS = ("full", "no_change", "one_percent")
@@ -101,15 +102,7 @@ def run_command(
 
 
 def command_env(stack: Any, work: Path) -> dict[str, str]:
-    env = {
-        **os.environ,
-        **stack.run_env(),
-        "DAGSTER_HOME": str(work / "dagster_home"),
-        # Bytecode kept as an installed deployment keeps it (pip compiles it), in a private prefix the warm-up fills.
-        "PYTHONPYCACHEPREFIX": str(work / "pycache"),
-    }
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    return env
+    return installed_bytecode({**os.environ, **stack.run_env(), "DAGSTER_HOME": str(work / "dagster_home")})
 
 
 def run_sampled(
@@ -218,9 +211,9 @@ def measure(
     }
     data_dir = work / "data"
     with local_stack(data_dir, scale=scale, faults=faults, page_size=page_size) as stack:
-        # A full sync into a data dir of its own first, not measured: it fills the bytecode cache, as an installed
-        # deployment has it, so that the measured full run is not charged with compiling every module.
-        print(f"[{scale}] warm-up sync (bytecode) ...", file=sys.stderr, flush=True)
+        # A full sync into a data dir of its own first, not measured: the simulator and the OS's caches are then as
+        # warm for the measured full run as for the runs after it.
+        print(f"[{scale}] warm-up sync (not measured) ...", file=sys.stderr, flush=True)
         warm_up = work / "warm_up"
         env = {**command_env(stack, work), "DAGSTER_HOME": str(warm_up / "dagster_home")}
         env.update(_dagster_storage(postgres, "warm_up"))

@@ -1,5 +1,5 @@
-"""Benchmark of the whole sync (not a test): against ONE simulator started once,
-a full sync into a fresh data dir, then at once a no-change incremental sync, then after
+"""Benchmark of the whole sync (not a test): against ONE simulator started once (and warmed by a full sync
+that is not measured; `--no-warm-up` skips it), a full sync into a fresh data dir, then at once a no-change incremental sync, then after
 `POST /_sim/advance?hours=24` (~1% of active lessons change) a 1%-change incremental sync. Per run: wall
 time, rows and rows/s per stream, requests, peak RSS of the sync process (the kernel's) and of its whole process
 tree (sampled: the answers' decode workers are processes of their own), and the Dagster run's time
@@ -33,6 +33,7 @@ import argparse
 import importlib
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -46,6 +47,7 @@ from bench.common import (
     DOC,
     created_directory,
     free_port,
+    installed_bytecode,
     recorded_gets,
     requests_by_endpoint,
     run_bare_download,
@@ -226,20 +228,31 @@ def bench_selection(
 
 
 def _sync_env(base_url: str, work_dir: Path, label: str, extra: dict[str, str]) -> dict[str, str]:
-    env = {
-        **os.environ,
-        "LESSONSYNC_BASE_URL": base_url,
-        "LESSONSYNC_DATA_DIR": str(work_dir / label),
-        "DAGSTER_HOME": str(work_dir / f"{label}_dagster_home"),
-        # Bytecode kept like any installed deployment keeps it (pip compiles it): without it (this sandbox sets
-        # PYTHONDONTWRITEBYTECODE=1) every sync process compiled ~730 modules from source, 2-4 s of each run.
-        # A private prefix: the shared .venv is left alone; the first (full) sync fills it.
-        "PYTHONPYCACHEPREFIX": str(work_dir / "pycache"),
-        **extra,
-    }
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env = installed_bytecode(
+        {
+            **os.environ,
+            "LESSONSYNC_BASE_URL": base_url,
+            "LESSONSYNC_DATA_DIR": str(work_dir / label),
+            "DAGSTER_HOME": str(work_dir / f"{label}_dagster_home"),
+            **extra,
+        }
+    )
     Path(env["DAGSTER_HOME"]).mkdir(parents=True, exist_ok=True)
     return env
+
+
+def warm_up_simulator(select: str, base_url: str, work_dir: Path) -> float:
+    """A full sync of `select` that is not measured, into a data dir of its own, with the mirror off (it changes
+    nothing on the platform): the measured runs then meet a simulator and OS caches as warm as their floors,
+    each downloaded right after its run, find them. Without it the first run of a sequence started cold, and a
+    comparison of the defaults (run first) with the mirror off (run second) charged the defaults with it."""
+    print("warm-up full sync (not measured) ...", file=sys.stderr, flush=True)
+    env = _sync_env(base_url, work_dir, "warm_up", {"LESSONSYNC_TABLE_FORMAT": "none"})
+    run = run_sync_child([select], env, str(work_dir / "warm_up.urls"))
+    if "error" in run:
+        raise SystemExit(f"the warm-up sync failed: {run['error']}")
+    shutil.rmtree(work_dir / "warm_up", ignore_errors=True)  # its data dir: the disk the measured runs write to
+    return float(run["process_seconds"])
 
 
 def _run_with_floor(
@@ -441,6 +454,9 @@ def main() -> int:
         action="store_true",
         help="run each run kind also with LESSONSYNC_TABLE_FORMAT=none and print the goals' ratios",
     )
+    parser.add_argument(
+        "--no-warm-up", action="store_true", help="skip the full sync that warms the simulator first (not measured)"
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--urls", help=argparse.SUPPRESS)
     parser.add_argument("--full-refresh", action="store_true", help=argparse.SUPPRESS)
@@ -452,7 +468,9 @@ def main() -> int:
         print(json.dumps(sync_child(selections, args.urls, args.full_refresh), default=str))
         return 0
     with tempfile.TemporaryDirectory(prefix="sync_bench_", dir=args.work_dir) as work:
-        results = run_all(args.scale, selections, args.repeat, Path(work), args.latency_ms, args.mirror_off_too)
+        results = run_all(
+            args.scale, selections, args.repeat, Path(work), args.latency_ms, args.mirror_off_too, not args.no_warm_up
+        )
     print(markdown(results))
     print(requests_markdown(results))
     print(ratios_markdown(results))
@@ -468,6 +486,7 @@ def run_all(
     work_dir: Path,
     latency_ms: float | None = None,
     mirror_off_too: bool = False,
+    warm_up: bool = True,
 ) -> dict[str, Any]:
     port = free_port()
     began = time.perf_counter()
@@ -495,6 +514,8 @@ def run_all(
         out.write_text(json.dumps(results, indent=2, default=str))
 
     try:
+        if warm_up:
+            results["warm_up_seconds"] = warm_up_simulator(selections[0], base_url, work_dir)
         for round_number in range(repeat):
             for select in selections:
                 label = select if repeat == 1 else f"{select} #{round_number + 1}"
