@@ -39,8 +39,8 @@ def created_directory(text: str) -> Path:
 def installed_bytecode(env: Mapping[str, str]) -> dict[str, str]:
     """`env` for a measured child that reads its bytecode as an installed deployment does: from the __pycache__
     directories the install (`uv --compile-bytecode`) and `make bytecode` filled, so no measured run compiles a
-    module. A private PYTHONPYCACHEPREFIX starts cold, and the first run of a sequence then paid for compiling
-    what it imports lazily (pyiceberg, the decode worker's modules) where the runs after it did not."""
+    module. A private PYTHONPYCACHEPREFIX starts cold: the first run of a sequence would pay for compiling what it
+    imports lazily (pyiceberg, the decode worker's modules), and the runs after it would not."""
     child = dict(env)
     child.pop("PYTHONDONTWRITEBYTECODE", None)
     child.pop("PYTHONPYCACHEPREFIX", None)

@@ -1,6 +1,7 @@
 """Benchmark of the whole sync (not a test): against ONE simulator started once (and warmed by a full sync
-that is not measured; `--no-warm-up` skips it), a full sync into a fresh data dir, then at once a no-change incremental sync, then after
-`POST /_sim/advance?hours=24` (~1% of active lessons change) a 1%-change incremental sync. Per run: wall
+that is not measured; `--no-warm-up` skips it), a full sync into a fresh data dir, then at once a no-change
+incremental sync (three rounds: the median one is reported), then after `POST /_sim/advance?hours=24` (~1% of
+active lessons change) a 1%-change incremental sync. Per run: wall
 time, rows and rows/s per stream, requests, peak RSS of the sync process (the kernel's) and of its whole process
 tree (sampled: the answers' decode workers are processes of their own), and the Dagster run's time
 outside the assets (run start/stop overhead, from the event log's step timings), its CPU seconds, and its
@@ -199,7 +200,7 @@ def bench_selection(
     own (same simulator state, same load on the machine), kept under runs["variants"]["mirror_off"], and the
     goals' ratios under runs["ratios"]. The no-change run, a few seconds beside a floor of one or two, is run
     `no_change_rounds` times (each of them beside its own floor; all under runs["no_change_rounds"]), and the round
-    with the median ratio to its floor stands for it: one round moved by up to ±0.3 of that ratio on this machine."""
+    with the median ratio to its floor stands for it: one round alone is too noisy on a shared machine."""
     from pipeline.settings import load_settings
 
     concurrency = load_settings().concurrency  # the sync's own limit of requests in flight
@@ -260,14 +261,15 @@ def _sync_env(base_url: str, work_dir: Path, label: str, extra: dict[str, str]) 
 def warm_up_simulator(select: str, base_url: str, work_dir: Path) -> float:
     """A full sync of `select` that is not measured, into a data dir of its own, with the mirror off (it changes
     nothing on the platform): the measured runs then meet a simulator and OS caches as warm as their floors,
-    each downloaded right after its run, find them. Without it the first run of a sequence started cold, and a
-    comparison of the defaults (run first) with the mirror off (run second) charged the defaults with it."""
+    each downloaded right after its run, find them. Without it the first run of a sequence starts cold, and a
+    comparison of the defaults (run first) with the mirror off (run second) charges the defaults with that."""
     print("warm-up full sync (not measured) ...", file=sys.stderr, flush=True)
     env = _sync_env(base_url, work_dir, "warm_up", {"LESSONSYNC_TABLE_FORMAT": "none"})
     run = run_sync_child([select], env, str(work_dir / "warm_up.urls"))
     if "error" in run:
         raise SystemExit(f"the warm-up sync failed: {run['error']}")
-    shutil.rmtree(work_dir / "warm_up", ignore_errors=True)  # its data dir: the disk the measured runs write to
+    for leftover in ("warm_up", "warm_up_dagster_home"):  # off the disk the measured runs write to
+        shutil.rmtree(work_dir / leftover, ignore_errors=True)
     return float(run["process_seconds"])
 
 
