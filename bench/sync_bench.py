@@ -268,8 +268,8 @@ def warm_up_simulator(select: str, base_url: str, work_dir: Path) -> float:
     run = run_sync_child([select], env, str(work_dir / "warm_up.urls"))
     if "error" in run:
         raise SystemExit(f"the warm-up sync failed: {run['error']}")
-    for leftover in ("warm_up", "warm_up_dagster_home"):  # off the disk the measured runs write to
-        shutil.rmtree(work_dir / leftover, ignore_errors=True)
+    for leftover in (env["LESSONSYNC_DATA_DIR"], env["DAGSTER_HOME"]):  # off the disk the measured runs write to
+        shutil.rmtree(leftover, ignore_errors=True)
     return float(run["process_seconds"])
 
 
@@ -300,14 +300,16 @@ def _run_with_floor(
     return run
 
 
+def _over_floor(run: dict[str, Any]) -> float | None:
+    """The run's seconds over its floor's; None without a floor (its download failed)."""
+    floor = run.get("floor", {}).get("run_seconds")
+    return run["run_seconds"] / floor if floor else None
+
+
 def _median_round(rounds: list[dict[str, Any]]) -> dict[str, Any]:
-    """The round whose ratio to its own floor is the median of `rounds` (the lower one of an even count)."""
-
-    def ratio(run: dict[str, Any]) -> float:
-        floor = run.get("floor", {}).get("run_seconds")
-        return run["run_seconds"] / floor if floor else float("inf")
-
-    ranked = sorted(rounds, key=ratio)
+    """The round whose ratio to its own floor is the median of `rounds` (the lower one of an even count); a round
+    without a floor ranks last."""
+    ranked = sorted(rounds, key=lambda run: _over_floor(run) or float("inf"))
     return ranked[(len(ranked) - 1) // 2]
 
 
@@ -317,8 +319,8 @@ def goal_ratios(runs: dict[str, Any]) -> dict[str, Any]:
     off = runs["variants"][MIRROR_OFF]
 
     def over_floor(run: dict[str, Any]) -> float | None:
-        floor = run.get("floor", {}).get("run_seconds")
-        return round(run["run_seconds"] / floor, 2) if floor else None
+        ratio = _over_floor(run)
+        return round(ratio, 2) if ratio is not None else None
 
     return {
         "full_over_mirror_off": round(runs["full"]["run_seconds"] / off["full"]["run_seconds"], 3),
