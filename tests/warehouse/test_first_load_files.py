@@ -12,7 +12,7 @@ import pytest
 from pipeline.warehouse.lake.first_load_files import FirstLoadFiles, discard, offer, take
 
 LOADED_AT = datetime(2026, 11, 2, tzinfo=UTC)
-COLUMNS = ("id", "first_loaded_at", "deleted_at", "_lessonsync_key_hash", "_lessonsync_row_hash")
+COLUMNS = ("id", "first_loaded_at", "deleted_at", "status")
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 import pytest
-from iceberg_helpers import assert_mirror_equals, open_catalog
+from iceberg_helpers import assert_data_files_hold_the_tables_columns, assert_mirror_equals, open_catalog
 from pyiceberg.table import Table
 from warehouse_helpers import ALL_SPECS, ANSWER_RESULTS, ANSWERS, GROUPS, SESSIONS, answer, make_warehouse, result
 from warehouse_helpers import load_once as load_only
@@ -22,6 +22,9 @@ from pipeline.warehouse import Warehouse
 from pipeline.warehouse.lake.iceberg import (
     CONTENT_DIGEST,
     EMPTY_DIGEST,
+    KEY_DIGEST,
+    LOADED_THROUGH,
+    ROW_DIGEST,
     CatalogUnavailable,
     IcebergLocation,
     IcebergMirror,
@@ -151,6 +154,49 @@ def test_expiry_keeps_the_current_snapshot_and_compaction_keeps_the_rows(mirrore
         compacted = mirror.compact(conn, min_files=2)
     assert compacted["groups"] == 4
     assert len(list(open_catalog(where).load_table(("lms", "groups")).scan().plan_files())) == 1
+    assert_mirror_equals(mirrored.path, where)
+
+
+def test_a_table_written_with_stored_digests_loses_them_and_keeps_its_files(
+    mirrored: Warehouse, where, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Earlier versions stored each row's key and row digests as two fields. The next run drops the fields (their
+    old data files stay as they are, readable), and compares a change with digests computed from the rows."""
+    from pyiceberg.types import LongType
+
+    from pipeline.warehouse.lake import iceberg
+
+    monkeypatch.setattr(iceberg, "REWRITE_FRACTION", 1.0)  # new rows are appended, however many
+
+    load_once(mirrored, "groups", [(GROUPS, [group(f"g{i}") for i in range(5)])], complete_snapshots={"groups"})
+    assert_data_files_hold_the_tables_columns(where, ("groups",))
+    table = open_catalog(where).load_table(("lms", "groups"))
+    through = table.current_snapshot().summary[LOADED_THROUGH]
+    with table.update_schema() as update:  # the layout an earlier version wrote
+        update.add_column(KEY_DIGEST, LongType())
+        update.add_column(ROW_DIGEST, LongType())
+    table = table.refresh()
+    rows = table.scan().to_arrow()
+    digests = pa.array(range(rows.num_rows), pa.int64())
+    old_layout = rows.set_column(rows.schema.get_field_index(KEY_DIGEST), KEY_DIGEST, digests)
+    old_layout = old_layout.set_column(old_layout.schema.get_field_index(ROW_DIGEST), ROW_DIGEST, digests)
+    table.overwrite(old_layout, snapshot_properties={LOADED_THROUGH: through})
+    old_files = {task.file.file_path for task in table.refresh().scan().plan_files()}
+
+    # new rows go into a file of their own: the old one, then under half the rows, is kept through a change
+    load_once(mirrored, "groups", [(GROUPS, [group(f"g{i}") for i in range(20)])], complete_snapshots={"groups"})
+    table = open_catalog(where).load_table(("lms", "groups"))
+    assert KEY_DIGEST not in table.schema().column_names and ROW_DIGEST not in table.schema().column_names
+    assert old_files < {task.file.file_path for task in table.scan().plan_files()}, "the old file was rewritten"
+    assert_mirror_equals(mirrored.path, where)
+
+    renamed = [group("g0", "renamed"), *(group(f"g{i}") for i in range(1, 20))]
+    load_only(mirrored, "groups", [(GROUPS, renamed)], complete_snapshots={"groups"})
+    assert mirrored.table_mirror is not None
+    with mirrored.connect() as conn:
+        (stats,) = [s for s in mirrored.table_mirror.sync_raw(conn) if s.table == "lms.groups"]
+    assert not stats.error and not stats.rewritten
+    assert (stats.keys_deleted, stats.rows_written) == (1, 1), "only the changed row is written anew"
     assert_mirror_equals(mirrored.path, where)
 
 
@@ -373,7 +419,7 @@ def test_each_iceberg_field_carries_its_warehouse_columns_description(tmp_path: 
         return {f.name: f.doc for f in open_catalog(where).load_table(("lms", "groups")).schema().fields}
 
     assert {name: doc for name, doc in docs().items() if name in described} == described
-    assert all(docs().values()), docs()  # the digest columns too
+    assert all(docs().values()), docs()
     with open_catalog(where).load_table(("lms", "groups")).update_schema() as update:
         update.update_column("disabled", doc="an older description")
     with wh.connect() as conn:

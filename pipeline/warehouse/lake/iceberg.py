@@ -8,8 +8,9 @@ mirror failed, or never ran) is rolled forward by the next mirror run. Damage he
 warehouse: an unreadable SQLite catalog is set aside and a new one made, a table whose metadata cannot be read or
 lives outside this mirror's location (a moved or copied data directory) is registered anew here, a table with a
 missing or damaged data file is rewritten whole. A mirror write rewrites only the files changed rows are in: the
-changed rows are found by comparing a digest of each candidate row with the digest stored beside it in the Iceberg
-table, and only the data files holding changed keys are rewritten (copy-on-write), unless they hold most of the
+changed rows are found by comparing a digest of each candidate row with the digest of the row its key has in the
+Iceberg table's files (both computed as they are compared: the files hold the table's columns only), and only the
+data files holding changed keys are rewritten (copy-on-write), unless they hold most of the
 table (changed keys scattered over it): the table is then written whole from the warehouse. DuckDB reads and
 writes the Parquet data files; pyiceberg commits them. A run after loads that changed nothing writes nothing, and does not load pyiceberg: the
 warehouse records, per table, the load time and row count its Iceberg table was last seen to hold
@@ -72,9 +73,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# Digests computed where a change is compared (_with_digests). Tables written by earlier versions also hold them
+# as fields, which the mirror drops from the schema (_table_for); their old data files stay readable as they are.
 KEY_DIGEST = "_lessonsync_key_hash"  # a digest of the row's key: how a changed row finds the one it replaces
 ROW_DIGEST = "_lessonsync_row_hash"  # a digest of the row's non-null values: tells a changed row from a touched one
 LOADED_THROUGH = "lessonsync.loaded-through"  # snapshot summary: the warehouse load time this snapshot mirrors
+FILE_COLUMN = "_lessonsync_file"  # the data file a row was read from, beside its columns
 CONTENT_DIGEST = "lessonsync.content-digest"  # snapshot summary of a mart: its row count and rows' digests XORed
 EMPTY_DIGEST = "0:0"  # the content digest of a mart without rows
 MARTS_NAMESPACE = "analytics"
@@ -563,28 +567,32 @@ class IcebergMirror:
         touched = [f"{q(LAST_LOADED_AT)} > $since"]
         if table.has_deleted_at:
             touched.append(f"{q(DELETED_AT)} > $since")
-        candidates = f"SELECT * FROM ({select}) WHERE {' OR '.join(touched)}"
-        # A row first loaded after the snapshot cannot be in it: only older rows are compared with the digests in
-        # the table's files, which are not read at all when no older row was touched, nor when no load since
-        # updated or deleted a row (the older rows were only seen again). (A key removed by hand and loaded again
-        # is caught by the row count check after the write.)
+        columns = _column_types(conn, select)
+        candidates = _with_digests(f"(SELECT * FROM ({select}) WHERE {' OR '.join(touched)})", columns, table.key)
+        # A row first loaded after the snapshot cannot be in it: only older rows are compared with the rows in the
+        # table's files, which are not read at all when no older row was touched, nor when no load since updated or
+        # deleted a row (the older rows were only seen again). (A key removed by hand and loaded again is caught by
+        # the row count check after the write.)
         first_loaded = any(name == FIRST_LOADED_AT for name, _ in table.columns)
         new = f"{q(FIRST_LOADED_AT)} > $since" if first_loaded else "false"
-        older = f"SELECT * FROM ({candidates}) WHERE NOT ({new})"
+        older = f"(SELECT * FROM ({candidates}) WHERE NOT ({new}))"
         changed = "_lessonsync_iceberg_changed"
         rows_changed_in_place = not first_loaded or _changed_since(conn, table.name, since, ("updated", "deleted"))
-        compared = rows_changed_in_place and _count(conn, f"({older})", {"since": since}) > 0
+        compared = rows_changed_in_place and _count(conn, older, {"since": since}) > 0
         files = _data_files(conn, ice, self.where) if compared else {}
-        stored = _digests_in(files)  # read by DuckDB from the files as the joins need them, never held whole
         with _listed(conn, files):
             try:
                 conn.execute(
                     f"CREATE OR REPLACE TEMP TABLE {changed} AS SELECT * FROM ({candidates}) WHERE {new}",
                     {"since": since},
                 )
+                # The files holding an older candidate's key (only the key columns are read), then those files'
+                # rows: DuckDB reads them as the joins need them, never held whole.
+                held = _files_holding(conn, files, columns, table.key, older, {"since": since}) if compared else []
+                stored = _with_digests(_file_rows(conn, held, columns), columns, table.key)
                 if compared:
                     conn.execute(
-                        f"INSERT INTO {changed} SELECT c.* FROM ({older}) c ANTI JOIN {stored} s "
+                        f"INSERT INTO {changed} SELECT c.* FROM {older} c ANTI JOIN ({stored}) s "
                         f"ON c.{KEY_DIGEST} = s.{KEY_DIGEST} AND c.{ROW_DIGEST} = s.{ROW_DIGEST}",
                         {"since": since},
                     )
@@ -597,9 +605,10 @@ class IcebergMirror:
                     return
                 # Copy-on-write: each data file holding a changed key is replaced by one without it, and the changed
                 # rows are added as new files, in one snapshot. DuckDB reads and writes the files.
-                on_key = f"s.{KEY_DIGEST} = c.{KEY_DIGEST}"
-                replaced = conn.execute(  # one scan of the files: which hold a changed key, and how many each
-                    f"SELECT s.filename, count(*) FROM {stored} s SEMI JOIN {changed} c ON {on_key} GROUP BY s.filename"
+                held_keys = _with_digests(_file_rows(conn, held, columns), columns, table.key, values=False)
+                replaced = conn.execute(  # one scan of the keys: which files hold a changed one, and how many each
+                    f"SELECT s.{FILE_COLUMN}, count(*) FROM ({held_keys}) s SEMI JOIN {changed} c "
+                    f"ON s.{KEY_DIGEST} = c.{KEY_DIGEST} GROUP BY s.{FILE_COLUMN}"
                 ).fetchall()
                 affected = [name for name, _ in replaced]
                 if sum(files[name].record_count for name in affected) > REWRITE_FRACTION_OF_FILES * _iceberg_rows(ice):
@@ -609,14 +618,16 @@ class IcebergMirror:
                     stats.rewritten = True
                     return
                 stats.keys_deleted = sum(keys for _, keys in replaced)
-                columns = _column_types(conn, select)
+                written_columns = ", ".join(q(c) for c in columns)
                 with tempfile.TemporaryDirectory(prefix="lessonsync-iceberg-", dir=staging_dir(conn)) as staging:
                     written, stats.rows_written = _write_data_files(
-                        conn, ice, f"SELECT {', '.join(q(c) for c in columns)} FROM {changed}", f"{staging}/changed"
+                        conn, ice, f"SELECT {written_columns} FROM {changed}", f"{staging}/changed"
                     )
                     for number, name in enumerate(affected):
+                        file_keys = _with_digests(_file_rows(conn, [name], columns), columns, table.key, values=False)
                         kept = (
-                            f"SELECT s.* FROM ({_file_rows(conn, name, columns)}) s ANTI JOIN {changed} c ON {on_key}"
+                            f"SELECT {written_columns} FROM ({file_keys}) s ANTI JOIN {changed} c "
+                            f"ON s.{KEY_DIGEST} = c.{KEY_DIGEST}"
                         )
                         written += _write_data_files(conn, ice, kept, f"{staging}/kept{number}")[0]
                     with ice.transaction() as tx:
@@ -658,6 +669,12 @@ class IcebergMirror:
             )
             return _NewTable(identifier, iceberg_schema(schema), replaces=True), reason
         known = {f.name: f.doc for f in ice.schema().fields}
+        stored_digests = [name for name in (KEY_DIGEST, ROW_DIGEST) if name in known and name not in schema.names]
+        if stored_digests:
+            with ice.update_schema() as update:
+                for name in stored_digests:
+                    update.delete_column(name)
+            ice = ice.refresh()
         if any(name not in known or (name in docs and known[name] != docs[name]) for name in schema.names):
             with ice.update_schema() as update:
                 update.union_by_name(iceberg_schema(schema))
@@ -857,22 +874,32 @@ def table_summaries(mirror: IcebergMirror) -> Iterator[str]:
 
 def _mirror_select(table: TableDef) -> str:
     """The warehouse table as the mirror holds it: every column but `last_loaded_at` (load bookkeeping that
-    moves on every touch), JSON as text, and the two digests."""
-    return mirror_select(f"{SCHEMA}.{q(table.name)}", table.columns, table.key)
+    moves on every touch), JSON as text."""
+    return mirror_select(f"{SCHEMA}.{q(table.name)}", table.columns)
 
 
-def mirror_select(relation: str, columns: Iterable[tuple[str, str]], key: Iterable[str]) -> str:
-    cols = [(name, kind) for name, kind in columns if name != LAST_LOADED_AT]
-    kept = [f"CAST({q(name)} AS VARCHAR) AS {q(name)}" if kind.upper() == "JSON" else q(name) for name, kind in cols]
-    key = tuple(key)
-    row_digest = _row_digest(name for name, _ in cols)
-    # A table without a key (append-only) names each row by its values; the row count check covers repeats.
-    key_digest = f"(hash({', '.join(q(k) for k in key)}) >> 1)::BIGINT" if key else row_digest
+def mirror_select(relation: str, columns: Iterable[tuple[str, str]]) -> str:
+    columns = list(columns)
+    kept = [
+        f"CAST({q(name)} AS VARCHAR) AS {q(name)}" if kind.upper() == "JSON" else q(name)
+        for name, kind in columns
+        if name != LAST_LOADED_AT
+    ]
     extra = f", {q(LAST_LOADED_AT)}" if any(name == LAST_LOADED_AT for name, _ in columns) else ""
     # last_loaded_at stays in the query to pick candidates by; it is never written (_written_columns)
-    return (
-        f"SELECT {', '.join(kept)}, {key_digest} AS {KEY_DIGEST}, {row_digest} AS {ROW_DIGEST}{extra} FROM {relation}"
-    )
+    return f"SELECT {', '.join(kept)}{extra} FROM {relation}"
+
+
+def _with_digests(relation: str, columns: Iterable[str], key: Iterable[str], *, values: bool = True) -> str:
+    """The relation's rows with a digest of their key (KEY_DIGEST: how a changed row finds the one it replaces)
+    and, with `values`, of their values in `columns` (ROW_DIGEST: tells a changed row from a touched one). The
+    digests are computed where they are compared, from the warehouse's rows and the data files' alike, never stored:
+    a row's values are its own digest's source, and the files stay the table's columns only."""
+    columns, key = list(columns), tuple(key)
+    # A table without a key (append-only) names each row by its values; the row count check covers repeats.
+    key_digest = f"(hash({', '.join(q(k) for k in key)}) >> 1)::BIGINT" if key else _row_digest(columns)
+    row_digest = f", {_row_digest(columns)} AS {ROW_DIGEST}" if values else ""
+    return f"SELECT *, {key_digest} AS {KEY_DIGEST}{row_digest} FROM {relation}"
 
 
 def _row_digest(names: Iterable[str]) -> str:
@@ -887,23 +914,18 @@ def _row_digest(names: Iterable[str]) -> str:
     return f"({combined} >> 1)::BIGINT"
 
 
-# The digest columns' docs; every other field's is the warehouse's comment on its column.
-_DIGEST_DOCS = {
-    KEY_DIGEST: "LessonSync's digest of the row's key: how a changed row finds the one it replaces",
-    ROW_DIGEST: "LessonSync's digest of the row's non-null values: tells a changed row from an unchanged one",
-}
 _ARROW_DOC = b"doc"  # the Arrow field metadata pyiceberg makes a field's doc
 
 
 def _column_docs(conn: duckdb.DuckDBPyConnection, identifier: tuple[str, str]) -> dict[str, str]:
     """Each column's description: the comment on it in the warehouse relation the Iceberg table mirrors (its
-    namespace and name are the relation's schema and name), and the digests'."""
+    namespace and name are the relation's schema and name)."""
     comments = conn.execute(
         "SELECT column_name, comment FROM duckdb_columns() WHERE database_name = current_database() "
         "AND schema_name = ? AND table_name = ? AND comment IS NOT NULL AND comment <> ''",
         list(identifier),
     ).fetchall()
-    return {**dict(comments), **_DIGEST_DOCS}
+    return dict(comments)
 
 
 def _with_docs(schema: pa.Schema, docs: Mapping[str, str]) -> pa.Schema:
@@ -1013,8 +1035,8 @@ def write_first_load_files(
     mirror would write them from the table once it is committed (first_load_files.py), into the new directory
     `staging`: the files, their rows, and the columns written in order."""
     columns = [(name, kind) for name, kind in target.columns if name != LAST_LOADED_AT]
-    files, rows = _copied_data_files(conn, mirror_select(f"({relation})", columns, target.key), str(staging), params)
-    return files, rows, (*(name for name, _ in columns), KEY_DIGEST, ROW_DIGEST)
+    files, rows = _copied_data_files(conn, mirror_select(f"({relation})", columns), str(staging), params)
+    return files, rows, tuple(name for name, _ in columns)
 
 
 @contextmanager
@@ -1075,20 +1097,35 @@ def _listed(conn: duckdb.DuckDBPyConnection, files: Mapping[str, DataFile]) -> I
             filesystem.invalidate_cache(directory)
 
 
-def _digests_in(files: Mapping[str, DataFile]) -> str:
-    """A DuckDB table expression over the two digest columns of the files and the file each row is in."""
+def _files_holding(
+    conn: duckdb.DuckDBPyConnection,
+    files: Collection[str],
+    columns: Mapping[str, str],
+    key: Iterable[str],
+    rows: str,
+    params: Mapping[str, object],
+) -> list[str]:
+    """The data files holding the key of one of `rows` (a relation with KEY_DIGEST): only the files' key columns
+    are read, unless the table has no key."""
+    keys = _with_digests(_file_rows(conn, files, columns), columns, key, values=False)
+    query = f"SELECT DISTINCT s.{FILE_COLUMN} FROM ({keys}) s SEMI JOIN {rows} c ON s.{KEY_DIGEST} = c.{KEY_DIGEST}"
+    return sorted(row[0] for row in conn.execute(query, params).fetchall())
+
+
+def _file_rows(conn: duckdb.DuckDBPyConnection, files: Collection[str], columns: Mapping[str, str]) -> str:
+    """A DuckDB table expression over the rows of data files, with the table's columns now cast to their types (a
+    column added after a file was written is NULL in it) and the file each row is in (FILE_COLUMN)."""
     if not files:
-        return f"(SELECT NULL::BIGINT AS {KEY_DIGEST}, NULL::BIGINT AS {ROW_DIGEST}, NULL::VARCHAR AS filename LIMIT 0)"
+        nulls = ", ".join(f"CAST(NULL AS {kind}) AS {q(c)}" for c, kind in columns.items())
+        return f"(SELECT {nulls}, NULL::VARCHAR AS {FILE_COLUMN} LIMIT 0)"
     names = ", ".join(_sql_string(name) for name in files)
-    return f"(SELECT {KEY_DIGEST}, {ROW_DIGEST}, filename FROM read_parquet([{names}], filename = true))"
-
-
-def _file_rows(conn: duckdb.DuckDBPyConnection, name: str, columns: Mapping[str, str]) -> str:
-    """The rows of one data file with the table's columns now: a column added after the file was written is NULL."""
-    relation = f"read_parquet({_sql_string(name)})"
+    relation = f"read_parquet([{names}], union_by_name = true, filename = {_sql_string(FILE_COLUMN)})"
     present = {row[0] for row in conn.execute(f"DESCRIBE SELECT * FROM {relation}").fetchall()}
-    kept = [q(c) if c in present else f"CAST(NULL AS {kind}) AS {q(c)}" for c, kind in columns.items()]
-    return f"SELECT {', '.join(kept)} FROM {relation}"
+    kept = [
+        f"CAST({q(c)} AS {kind}) AS {q(c)}" if c in present else f"CAST(NULL AS {kind}) AS {q(c)}"
+        for c, kind in columns.items()
+    ]
+    return f"(SELECT {', '.join(kept)}, {FILE_COLUMN} FROM {relation})"
 
 
 def _column_types(conn: duckdb.DuckDBPyConnection, select: str) -> dict[str, str]:
