@@ -587,9 +587,14 @@ class IcebergMirror:
                     {"since": since},
                 )
                 # The files holding an older candidate's key (only the key columns are read), then those files'
-                # rows: DuckDB reads them as the joins need them, never held whole.
+                # rows, the digest of its values only for a row whose key a candidate has: DuckDB reads them as the
+                # joins need them, never held whole.
                 held = _files_holding(conn, files, columns, table.key, older, {"since": since}) if compared else []
-                stored = _with_digests(_file_rows(conn, held, columns), columns, table.key)
+                held_keys = _with_digests(_file_rows(conn, held, columns), columns, table.key, values=False)
+                candidates_held = (
+                    f"SELECT s.* FROM ({held_keys}) s SEMI JOIN {older} c ON s.{KEY_DIGEST} = c.{KEY_DIGEST}"
+                )
+                stored = _with_row_digest(f"({candidates_held})", columns)
                 if compared:
                     conn.execute(
                         f"INSERT INTO {changed} SELECT c.* FROM {older} c ANTI JOIN ({stored}) s "
@@ -605,7 +610,6 @@ class IcebergMirror:
                     return
                 # Copy-on-write: each data file holding a changed key is replaced by one without it, and the changed
                 # rows are added as new files, in one snapshot. DuckDB reads and writes the files.
-                held_keys = _with_digests(_file_rows(conn, held, columns), columns, table.key, values=False)
                 replaced = conn.execute(  # one scan of the keys: which files hold a changed one, and how many each
                     f"SELECT s.{FILE_COLUMN}, count(*) FROM ({held_keys}) s SEMI JOIN {changed} c "
                     f"ON s.{KEY_DIGEST} = c.{KEY_DIGEST} GROUP BY s.{FILE_COLUMN}"
@@ -898,8 +902,12 @@ def _with_digests(relation: str, columns: Iterable[str], key: Iterable[str], *, 
     columns, key = list(columns), tuple(key)
     # A table without a key (append-only) names each row by its values; the row count check covers repeats.
     key_digest = f"(hash({', '.join(q(k) for k in key)}) >> 1)::BIGINT" if key else _row_digest(columns)
-    row_digest = f", {_row_digest(columns)} AS {ROW_DIGEST}" if values else ""
-    return f"SELECT *, {key_digest} AS {KEY_DIGEST}{row_digest} FROM {relation}"
+    keyed = f"SELECT *, {key_digest} AS {KEY_DIGEST} FROM {relation}"
+    return _with_row_digest(f"({keyed})", columns) if values else keyed
+
+
+def _with_row_digest(relation: str, columns: Iterable[str]) -> str:
+    return f"SELECT *, {_row_digest(columns)} AS {ROW_DIGEST} FROM {relation}"
 
 
 def _row_digest(names: Iterable[str]) -> str:
