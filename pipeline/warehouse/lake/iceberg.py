@@ -590,7 +590,7 @@ class IcebergMirror:
                 # rows, the digest of its values only for a row whose key a candidate has: DuckDB reads them as the
                 # joins need them, never held whole.
                 held = _files_holding(conn, files, columns, table.key, older, {"since": since}) if compared else []
-                held_keys = _with_digests(_file_rows(conn, held, columns), columns, table.key, values=False)
+                held_keys = _file_keys(conn, held, columns, table.key)
                 candidates_held = (
                     f"SELECT s.* FROM ({held_keys}) s SEMI JOIN {older} c ON s.{KEY_DIGEST} = c.{KEY_DIGEST}"
                 )
@@ -628,7 +628,7 @@ class IcebergMirror:
                         conn, ice, f"SELECT {written_columns} FROM {changed}", f"{staging}/changed"
                     )
                     for number, name in enumerate(affected):
-                        file_keys = _with_digests(_file_rows(conn, [name], columns), columns, table.key, values=False)
+                        file_keys = _file_keys(conn, [name], columns, table.key)
                         kept = (
                             f"SELECT {written_columns} FROM ({file_keys}) s ANTI JOIN {changed} c "
                             f"ON s.{KEY_DIGEST} = c.{KEY_DIGEST}"
@@ -1115,9 +1115,16 @@ def _files_holding(
 ) -> list[str]:
     """The data files holding the key of one of `rows` (a relation with KEY_DIGEST): only the files' key columns
     are read, unless the table has no key."""
-    keys = _with_digests(_file_rows(conn, files, columns), columns, key, values=False)
+    keys = _file_keys(conn, files, columns, key)
     query = f"SELECT DISTINCT s.{FILE_COLUMN} FROM ({keys}) s SEMI JOIN {rows} c ON s.{KEY_DIGEST} = c.{KEY_DIGEST}"
     return sorted(row[0] for row in conn.execute(query, params).fetchall())
+
+
+def _file_keys(
+    conn: duckdb.DuckDBPyConnection, files: Collection[str], columns: Mapping[str, str], key: Iterable[str]
+) -> str:
+    """The rows of data files (_file_rows) with the digest of their key: all a key's look-up reads of them."""
+    return _with_digests(_file_rows(conn, files, columns), columns, key, values=False)
 
 
 def _file_rows(conn: duckdb.DuckDBPyConnection, files: Collection[str], columns: Mapping[str, str]) -> str:
