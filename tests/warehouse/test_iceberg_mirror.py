@@ -10,6 +10,7 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from iceberg_helpers import assert_data_files_hold_the_tables_columns, assert_mirror_equals, open_catalog
 from pyiceberg.table import Table
@@ -268,6 +269,28 @@ def test_changed_keys_in_most_files_rewrite_the_table_whole_and_in_a_few_only_th
     assert len(scattered) == 3
     whole = sync(scattered)
     assert whole.rewritten and whole.rows_written == 5 * per_file
+
+
+def test_a_data_file_holds_its_rows_in_row_groups_of_at_most_row_group_rows(
+    mirrored: Warehouse, where, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipeline.warehouse.lake import iceberg
+
+    group_rows = 2048  # DuckDB writes a row group of at least one vector of rows
+    monkeypatch.setattr(iceberg, "ROW_GROUP_ROWS", group_rows)
+    monkeypatch.setattr(iceberg, "BATCH_ROWS", 2 * group_rows)
+    names = [f"g{j:05d}" for j in range(5 * group_rows)]
+    load_only(mirrored, "groups", [(GROUPS, [group(gid, "G") for gid in names])], complete_snapshots={"groups"})
+    assert mirrored.table_mirror is not None
+    with mirrored.connect() as conn:
+        assert not [s.error for s in mirrored.table_mirror.sync_raw(conn) if s.error]
+    assert_mirror_equals(mirrored.path, where)
+    paths = [task.file.file_path for task in open_catalog(where).load_table(("lms", "groups")).scan().plan_files()]
+    layout = []
+    for path in paths:
+        footer = pq.ParquetFile(path.removeprefix("file://")).metadata
+        layout.append([footer.row_group(g).num_rows for g in range(footer.num_row_groups)])
+    assert sorted(layout) == [[group_rows]] + [[group_rows, group_rows]] * 2
 
 
 def test_a_change_of_two_columns_holding_the_same_value_is_seen(mirrored: Warehouse, where) -> None:

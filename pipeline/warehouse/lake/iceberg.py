@@ -86,6 +86,10 @@ MARTS_NAMESPACE = "analytics"
 # Spark's JDBC catalog) names it too.
 CATALOG_NAME = "lessonsync"
 BATCH_ROWS = 100_000  # rows per appended data file: bounds memory and the bytes a changed key rewrites
+# Rows per row group of a data file, which holds up to BATCH_ROWS in several. DuckDB's Parquet writer holds a row group
+# in memory until it writes it, and the first-load files are written beside the fetch under a small memory limit
+# (early_insert.py): a row group of wide rows that nearly fills it makes the copy spill and fault its buffers in again.
+ROW_GROUP_ROWS = 50_000
 COPY_CHUNK = 8 << 20
 # Past this share of changed rows, or this many, rewriting the whole table is cheaper than rewriting the files
 # that hold them (changed keys spread over most files by then).
@@ -1010,10 +1014,11 @@ def _copied_data_files(
 ) -> tuple[list[Path], int]:
     """DuckDB writes the query's rows into the new directory `staging` as Parquet files of at most BATCH_ROWS rows (a
     copy-on-write delete rewrites at most that many a file); returns them and the rows."""
+    group_rows = min(ROW_GROUP_ROWS, BATCH_ROWS)
     rows = int(
         conn.execute(
-            f"COPY ({query}) TO {_sql_string(staging)} "
-            f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {BATCH_ROWS}, ROW_GROUPS_PER_FILE 1)",
+            f"COPY ({query}) TO {_sql_string(staging)} (FORMAT parquet, COMPRESSION zstd, "
+            f"ROW_GROUP_SIZE {group_rows}, ROW_GROUPS_PER_FILE {max(1, BATCH_ROWS // group_rows)})",
             params,
         ).fetchall()[0][0]
     )
