@@ -271,6 +271,43 @@ def test_changed_keys_in_most_files_rewrite_the_table_whole_and_in_a_few_only_th
     assert whole.rewritten and whole.rows_written == 5 * per_file
 
 
+def test_changes_the_loads_counted_in_every_file_rewrite_the_table_without_comparing_its_rows(
+    mirrored: Warehouse, where, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipeline.warehouse.lake import iceberg
+
+    per_file = 2048  # DuckDB writes a row group of at least one vector of rows
+    monkeypatch.setattr(iceberg, "BATCH_ROWS", per_file)  # five files
+    names = {f"g{j:05d}": "G" for j in range(5 * per_file)}
+
+    def sync() -> iceberg.MirrorStats:
+        load_only(
+            mirrored, "groups", [(GROUPS, [group(gid, t) for gid, t in names.items()])], complete_snapshots={"groups"}
+        )
+        assert mirrored.table_mirror is not None
+        with mirrored.connect() as conn:
+            every = mirrored.table_mirror.sync_raw(conn)
+        assert not [s.error for s in every if s.error]
+        (stats,) = [s for s in every if s.table == "lms.groups"]
+        assert_mirror_equals(mirrored.path, where)
+        return stats
+
+    sync()
+    names.update({gid: "renamed" for gid in sorted(names)[::50]})  # 205 changed keys, ~41 a file
+
+    reads: list[int] = []  # the files each read of the files' keys reads
+    file_keys = iceberg._file_keys
+
+    def counted(conn: duckdb.DuckDBPyConnection, files, *args: object) -> str:
+        reads.append(len(files))
+        return file_keys(conn, files, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(iceberg, "_file_keys", counted)
+    stats = sync()
+    assert stats.rewritten and stats.rows_written == 5 * per_file
+    assert reads == [5], "only the look-up of the files holding a touched key, no comparison of their rows"
+
+
 def test_a_data_file_holds_its_rows_in_row_groups_of_at_most_row_group_rows(
     mirrored: Warehouse, where, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -97,6 +97,9 @@ REWRITE_FRACTION = 0.25
 MAX_ROWS_CHANGED = 200_000
 # Past this share of the table's rows in the files holding changed keys, the table is rewritten whole too.
 REWRITE_FRACTION_OF_FILES = 0.5
+# Changed keys spread over the files holding the touched ones leave one of them unchanged only rarely once there are
+# this many a file: when those files hold most of the table, it is rewritten whole without comparing their rows.
+CHANGES_A_FILE_FOR_A_REWRITE = 4
 # How long a write waits for a SQLite catalog another process holds (a reader's open transaction, a writer), or for a
 # lock another session holds in a PostgreSQL catalog, before the mirror step fails;
 # LESSONSYNC_ICEBERG_CATALOG_BUSY_TIMEOUT sets it. The warehouse's write lock is held meanwhile, so it stays a few
@@ -581,19 +584,26 @@ class IcebergMirror:
         new = f"{q(FIRST_LOADED_AT)} > $since" if first_loaded else "false"
         older = f"(SELECT * FROM ({candidates}) WHERE NOT ({new}))"
         changed = "_lessonsync_iceberg_changed"
-        rows_changed_in_place = not first_loaded or _changed_since(conn, table.name, since, ("updated", "deleted"))
-        compared = rows_changed_in_place and _count(conn, older, {"since": since}) > 0
+        changed_in_place = _rows_changed_since(conn, table.name, since, ("updated", "deleted"))
+        compared = (not first_loaded or changed_in_place > 0) and _count(conn, older, {"since": since}) > 0
         files = _data_files(conn, ice, self.where) if compared else {}
         with _listed(conn, files):
             try:
-                conn.execute(
-                    f"CREATE OR REPLACE TEMP TABLE {changed} AS SELECT * FROM ({candidates}) WHERE {new}",
-                    {"since": since},
-                )
                 # The files holding an older candidate's key (only the key columns are read), then those files'
                 # rows, the digest of its values only for a row whose key a candidate has: DuckDB reads them as the
                 # joins need them, never held whole.
                 held = _files_holding(conn, files, columns, table.key, older, {"since": since}) if compared else []
+                held_rows = sum(files[name].record_count for name in held)
+                # the loads' own counts say the changes reach most of the table: no comparison could spare a file
+                most_changed = changed_in_place >= CHANGES_A_FILE_FOR_A_REWRITE * len(held)
+                if held_rows > REWRITE_FRACTION_OF_FILES * _iceberg_rows(ice) and most_changed:
+                    stats.rows_written = _rewrite(conn, ice, select, properties)
+                    stats.rewritten = True
+                    return
+                conn.execute(
+                    f"CREATE OR REPLACE TEMP TABLE {changed} AS SELECT * FROM ({candidates}) WHERE {new}",
+                    {"since": since},
+                )
                 held_keys = _file_keys(conn, held, columns, table.key)
                 candidates_held = (
                     f"SELECT s.* FROM ({held_keys}) s SEMI JOIN {older} c ON s.{KEY_DIGEST} = c.{KEY_DIGEST}"
@@ -1281,7 +1291,17 @@ def _changed_since(
     conn: duckdb.DuckDBPyConnection, name: str, since: datetime, kinds: tuple[str, ...] = ROW_CHANGES
 ) -> bool:
     """Whether any load after `since` changed rows of the table in one of the ways `kinds` (its recorded counts)."""
-    return name in _last_changes(conn, since, kinds)
+    return _rows_changed_since(conn, name, since, kinds) > 0
+
+
+def _rows_changed_since(
+    conn: duckdb.DuckDBPyConnection, name: str, since: datetime, kinds: tuple[str, ...] = ROW_CHANGES
+) -> int:
+    """The rows of the table the loads after `since` changed in the ways `kinds`, by their recorded counts (a row two
+    loads changed counts twice)."""
+    query = f"SELECT tables FROM {SCHEMA}._load_runs WHERE committed_at > ?"
+    counts = (json.loads(tables).get(name) or {} for (tables,) in conn.execute(query, [since]).fetchall())
+    return sum(int(table.get(kind) or 0) for table in counts for kind in kinds)
 
 
 def _last_changes(
