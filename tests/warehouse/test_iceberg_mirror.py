@@ -29,6 +29,7 @@ from pipeline.warehouse.lake.iceberg import (
     CatalogUnavailable,
     IcebergLocation,
     IcebergMirror,
+    MirrorStats,
     TableFormatError,
 )
 
@@ -54,6 +55,20 @@ def group(gid: str, title: str = "G", disabled: bool = False) -> dict:
 def snapshot_id(where: IcebergLocation, table: str) -> int | None:
     snapshot = open_catalog(where).load_table(("lms", table)).current_snapshot()
     return snapshot.snapshot_id if snapshot else None
+
+
+def sync_groups(mirrored: Warehouse, where, names: dict[str, str]) -> MirrorStats:
+    """A complete snapshot of the groups `names` (id -> title) loaded and the raw tables mirrored, the mirror then
+    equal to the warehouse: the groups' stats."""
+    groups = [group(gid, title) for gid, title in names.items()]
+    load_only(mirrored, "groups", [(GROUPS, groups)], complete_snapshots={"groups"})
+    assert mirrored.table_mirror is not None
+    with mirrored.connect() as conn:
+        every = mirrored.table_mirror.sync_raw(conn)
+    assert not [s.error for s in every if s.error]
+    (stats,) = [s for s in every if s.table == "lms.groups"]
+    assert_mirror_equals(mirrored.path, where)
+    return stats
 
 
 def test_snapshot_loads_inserts_updates_and_soft_deletes_are_mirrored(mirrored: Warehouse, where) -> None:
@@ -232,19 +247,11 @@ def test_changed_keys_in_most_files_rewrite_the_table_whole_and_in_a_few_only_th
 
     per_file = 2048  # DuckDB writes a row group of at least one vector of rows
     monkeypatch.setattr(iceberg, "BATCH_ROWS", per_file)  # five files
-    snapshots = {"complete_snapshots": {"groups"}}
     names = {f"g{j:05d}": "G" for j in range(5 * per_file)}
 
-    def sync(renamed: list[str]) -> iceberg.MirrorStats:
+    def sync(renamed: list[str]) -> MirrorStats:
         names.update({gid: "renamed" for gid in renamed})
-        load_only(mirrored, "groups", [(GROUPS, [group(gid, title) for gid, title in names.items()])], **snapshots)
-        assert mirrored.table_mirror is not None
-        with mirrored.connect() as conn:
-            every = mirrored.table_mirror.sync_raw(conn)
-        assert not [s.error for s in every if s.error]
-        (stats,) = [s for s in every if s.table == "lms.groups"]
-        assert_mirror_equals(mirrored.path, where)
-        return stats
+        return sync_groups(mirrored, where, names)
 
     sync([])
 
@@ -279,20 +286,7 @@ def test_changes_the_loads_counted_in_every_file_rewrite_the_table_without_compa
     per_file = 2048  # DuckDB writes a row group of at least one vector of rows
     monkeypatch.setattr(iceberg, "BATCH_ROWS", per_file)  # five files
     names = {f"g{j:05d}": "G" for j in range(5 * per_file)}
-
-    def sync() -> iceberg.MirrorStats:
-        load_only(
-            mirrored, "groups", [(GROUPS, [group(gid, t) for gid, t in names.items()])], complete_snapshots={"groups"}
-        )
-        assert mirrored.table_mirror is not None
-        with mirrored.connect() as conn:
-            every = mirrored.table_mirror.sync_raw(conn)
-        assert not [s.error for s in every if s.error]
-        (stats,) = [s for s in every if s.table == "lms.groups"]
-        assert_mirror_equals(mirrored.path, where)
-        return stats
-
-    sync()
+    sync_groups(mirrored, where, names)
     names.update({gid: "renamed" for gid in sorted(names)[::50]})  # 205 changed keys, ~41 a file
 
     reads: list[int] = []  # the files each read of the files' keys reads
@@ -303,7 +297,7 @@ def test_changes_the_loads_counted_in_every_file_rewrite_the_table_without_compa
         return file_keys(conn, files, *args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(iceberg, "_file_keys", counted)
-    stats = sync()
+    stats = sync_groups(mirrored, where, names)
     assert stats.rewritten and stats.rows_written == 5 * per_file
     assert reads == [5], "only the look-up of the files holding a touched key, no comparison of their rows"
 
@@ -316,12 +310,7 @@ def test_a_data_file_holds_its_rows_in_row_groups_of_at_most_row_group_rows(
     group_rows = 2048  # DuckDB writes a row group of at least one vector of rows
     monkeypatch.setattr(iceberg, "ROW_GROUP_ROWS", group_rows)
     monkeypatch.setattr(iceberg, "BATCH_ROWS", 2 * group_rows)
-    names = [f"g{j:05d}" for j in range(5 * group_rows)]
-    load_only(mirrored, "groups", [(GROUPS, [group(gid, "G") for gid in names])], complete_snapshots={"groups"})
-    assert mirrored.table_mirror is not None
-    with mirrored.connect() as conn:
-        assert not [s.error for s in mirrored.table_mirror.sync_raw(conn) if s.error]
-    assert_mirror_equals(mirrored.path, where)
+    sync_groups(mirrored, where, {f"g{j:05d}": "G" for j in range(5 * group_rows)})
     paths = [task.file.file_path for task in open_catalog(where).load_table(("lms", "groups")).scan().plan_files()]
     layout = []
     for path in paths:
