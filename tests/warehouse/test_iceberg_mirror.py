@@ -240,14 +240,19 @@ def test_of_the_older_rows_a_load_touched_only_those_whose_values_changed_are_wr
     assert_mirror_equals(mirrored.path, where)
 
 
-def test_changed_keys_in_most_files_rewrite_the_table_whole_and_in_a_few_only_those_files(
-    mirrored: Warehouse, where, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def per_file(monkeypatch: pytest.MonkeyPatch) -> int:
+    """Data files of this many rows (BATCH_ROWS): DuckDB writes a row group of at least one vector of rows."""
     from pipeline.warehouse.lake import iceberg
 
-    per_file = 2048  # DuckDB writes a row group of at least one vector of rows
-    monkeypatch.setattr(iceberg, "BATCH_ROWS", per_file)  # five files
-    names = {f"g{j:05d}": "G" for j in range(5 * per_file)}
+    monkeypatch.setattr(iceberg, "BATCH_ROWS", 2048)
+    return 2048
+
+
+def test_changed_keys_in_most_files_rewrite_the_table_whole_and_in_a_few_only_those_files(
+    mirrored: Warehouse, where, per_file: int
+) -> None:
+    names = {f"g{j:05d}": "G" for j in range(5 * per_file)}  # five files
 
     def sync(renamed: list[str]) -> MirrorStats:
         names.update({gid: "renamed" for gid in renamed})
@@ -279,13 +284,11 @@ def test_changed_keys_in_most_files_rewrite_the_table_whole_and_in_a_few_only_th
 
 
 def test_changes_the_loads_counted_in_every_file_rewrite_the_table_without_comparing_its_rows(
-    mirrored: Warehouse, where, monkeypatch: pytest.MonkeyPatch
+    mirrored: Warehouse, where, per_file: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from pipeline.warehouse.lake import iceberg
 
-    per_file = 2048  # DuckDB writes a row group of at least one vector of rows
-    monkeypatch.setattr(iceberg, "BATCH_ROWS", per_file)  # five files
-    names = {f"g{j:05d}": "G" for j in range(5 * per_file)}
+    names = {f"g{j:05d}": "G" for j in range(5 * per_file)}  # five files
     sync_groups(mirrored, where, names)
     names.update({gid: "renamed" for gid in sorted(names)[::50]})  # 205 changed keys, ~41 a file
 

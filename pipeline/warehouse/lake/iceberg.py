@@ -593,10 +593,9 @@ class IcebergMirror:
                 # rows, the digest of its values only for a row whose key a candidate has: DuckDB reads them as the
                 # joins need them, never held whole.
                 held = _files_holding(conn, files, columns, table.key, older, {"since": since}) if compared else []
-                held_rows = sum(files[name].record_count for name in held)
                 # the loads' own counts say the changes reach most of the table: no comparison could spare a file
                 most_changed = changed_in_place >= CHANGES_A_FILE_FOR_A_REWRITE * len(held)
-                if held_rows > REWRITE_FRACTION_OF_FILES * _iceberg_rows(ice) and most_changed:
+                if most_changed and _most_of_the_table(ice, files, held):
                     stats.rows_written = _rewrite(conn, ice, select, properties)
                     stats.rewritten = True
                     return
@@ -629,7 +628,7 @@ class IcebergMirror:
                     f"ON s.{KEY_DIGEST} = c.{KEY_DIGEST} GROUP BY s.{FILE_COLUMN}"
                 ).fetchall()
                 affected = [name for name, _ in replaced]
-                if sum(files[name].record_count for name in affected) > REWRITE_FRACTION_OF_FILES * _iceberg_rows(ice):
+                if _most_of_the_table(ice, files, affected):
                     # the changed keys are spread over most of the table: one write of it from the warehouse costs less
                     # than reading each of those files back without them
                     stats.rows_written = _rewrite(conn, ice, select, properties)
@@ -1133,6 +1132,11 @@ def _files_holding(
     keys = _file_keys(conn, files, columns, key)
     query = f"SELECT DISTINCT s.{FILE_COLUMN} FROM ({keys}) s SEMI JOIN {rows} c ON s.{KEY_DIGEST} = c.{KEY_DIGEST}"
     return sorted(row[0] for row in conn.execute(query, params).fetchall())
+
+
+def _most_of_the_table(ice: Table, files: Mapping[str, DataFile], names: Iterable[str]) -> bool:
+    """Whether the data files `names` hold more than REWRITE_FRACTION_OF_FILES of the table's rows."""
+    return sum(files[name].record_count for name in names) > REWRITE_FRACTION_OF_FILES * _iceberg_rows(ice)
 
 
 def _file_keys(
