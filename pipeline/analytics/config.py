@@ -1,7 +1,8 @@
 """A model's properties file in dbt's own schema, `<model>.yml` beside `<model>.sql` (as jaffle-shop keeps them):
 `version: 2`, then `models:` with the model's `name`, `description`, `config` (`materialized: table|view|incremental`,
-default view in staging/ and table elsewhere; `unique_key` of an incremental model; `meta: {publish: false}`, LessonSync's own key, keeps it out of the
-analysts' snapshot), model-level `data_tests` and `columns` with their `description` and `data_tests`. The
+default view in staging/ and table elsewhere; `unique_key` of an incremental model; `tags`, a name or a list of
+names, the model's Dagster asset tags as dagster-dbt makes them; `meta: {publish: false}`, LessonSync's own key,
+keeps it out of the analysts' snapshot), model-level `data_tests` and `columns` with their `description` and `data_tests`. The
 format, with an example: dbt_like_sql/README.md.
 
 Column tests: unique, not_null, accepted_values, relationships (target `ref('<model>')` or
@@ -62,6 +63,7 @@ class ModelConfig:
     publish: bool = True
     columns: dict[str, str] = field(default_factory=dict)  # column -> description
     tests: tuple[TestDecl, ...] = ()
+    tags: tuple[str, ...] = ()
 
 
 # libyaml's safe loader where PyYAML was built with it (the wheels are): the same documents, an order of magnitude
@@ -104,7 +106,7 @@ def _model_config(entry: Any, model: str, where: Where) -> ModelConfig:
     where.expect("tests" not in entry, "tests", _RENAMED)
     where.expect(set(entry) <= _MODEL_KEYS, "", f"only {', '.join(sorted(_MODEL_KEYS))} (got {sorted(entry)})")
     where.expect(entry.get("name") == model, "name", f"{model!r}, the model of the .sql file beside it")
-    materialized, unique_key, publish = _model_settings(entry.get("config") or {}, where.at("config"))
+    materialized, unique_key, publish, tags = _model_settings(entry.get("config") or {}, where.at("config"))
     tests = [
         _test(item, MODEL_TESTS, None, where.at(f"data_tests[{i}]"))
         for i, item in enumerate(_list(entry, "data_tests", where))
@@ -116,7 +118,7 @@ def _model_config(entry: Any, model: str, where: Where) -> ModelConfig:
         columns[name] = description
         tests += column_tests
     description = str(entry.get("description") or "").strip()
-    return ModelConfig(description, materialized, unique_key, publish, columns, tuple(tests))
+    return ModelConfig(description, materialized, unique_key, publish, columns, tuple(tests), tags)
 
 
 def _column(column: Any, at_index: Where, model: Where) -> tuple[str, str, list[TestDecl]]:
@@ -137,11 +139,11 @@ def _column(column: Any, at_index: Where, model: Where) -> tuple[str, str, list[
     return name, str(column.get("description") or "").strip(), tests
 
 
-def _model_settings(config: Any, where: Where) -> tuple[Materialization | None, tuple[str, ...], bool]:
+def _model_settings(config: Any, where: Where) -> tuple[Materialization | None, tuple[str, ...], bool, tuple[str, ...]]:
     where.expect(
-        isinstance(config, dict) and set(config) <= {"materialized", "unique_key", "meta"},
+        isinstance(config, dict) and set(config) <= {"materialized", "unique_key", "tags", "meta"},
         "",
-        "a mapping of materialized, unique_key and/or meta",
+        "a mapping of materialized, unique_key, tags and/or meta",
     )
     materialized = config.get("materialized")
     where.expect(
@@ -154,7 +156,8 @@ def _model_settings(config: Any, where: Where) -> tuple[Materialization | None, 
     where.expect(isinstance(meta, dict) and set(meta) <= {"publish"}, "meta", "a mapping of publish only")
     publish = meta.get("publish", True)
     where.expect(isinstance(publish, bool), "meta.publish", "true or false")
-    return materialized, unique_key, publish
+    tags = tag_names(config["tags"], str(where.at("tags"))) if "tags" in config else ()
+    return materialized, unique_key, publish, tags
 
 
 def unique_key_columns(value: Any, where: str) -> tuple[str, ...]:
@@ -163,6 +166,14 @@ def unique_key_columns(value: Any, where: str) -> tuple[str, ...]:
     if not isinstance(columns, list | tuple) or not columns or not all(isinstance(c, str) and c for c in columns):
         raise ModelError(f"{where}: expected a column name or a list of column names (got {value!r})")
     return tuple(columns)
+
+
+def tag_names(value: Any, where: str) -> tuple[str, ...]:
+    """A model's dbt `tags` (a name or a list of names) as a tuple of names, each once, in the order written."""
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list | tuple) or not all(isinstance(n, str) and n.strip() for n in names):
+        raise ModelError(f"{where}: expected a tag name or a list of tag names (got {value!r})")
+    return tuple(dict.fromkeys(n.strip() for n in names))
 
 
 def _list(mapping: dict[str, Any], key: str, where: Where) -> list[Any]:

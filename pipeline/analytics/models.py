@@ -70,6 +70,7 @@ class Model:
     # A time-relative model's aggregate over its own rows: the first instant at which its result changes with
     # `as_of` alone (NULL: none). A later build before that instant, its other inputs the same, keeps it (build.py).
     valid_until: str = ""
+    tags: tuple[str, ...] = ()  # dbt's tags, its YAML's and then its config()'s: selection, not how it builds
 
     @property
     def is_mart(self) -> bool:
@@ -250,6 +251,7 @@ def _load_model(
         reads_as_of,
         any(r.reads_clock for r in readings),
         valid_until,
+        tuple(dict.fromkeys((*config.tags, *(rendered.tags if rendered is not None else ())))),
     )
 
 

@@ -11,7 +11,8 @@ A model's file is rendered once, when the project loads (files only, no database
   its `valid_until` (below) says its rows still hold;
   `{{ var('<name>', <default>) }}`: the variable of dbt_project.yml's `vars:`, else the default;
 - `{{ config(materialized='table') }}` ('view', or 'incremental' with `unique_key=`): how the model is built,
-  before its YAML's `config:`; `meta={'lessonsync': {'valid_until': "<SQL>"}}` (dbt keeps `meta` as it is): for
+  before its YAML's `config:`; `tags=` (a name or a list), added to its YAML's tags as dbt adds them;
+  `meta={'lessonsync': {'valid_until': "<SQL>"}}` (dbt keeps `meta` as it is): for
   a time-relative model, an aggregate over its rows giving the first instant its result changes with `as_of`
   alone (build.py);
 - `is_incremental()`: false, except in the second rendering of an incremental model (`render(...,
@@ -35,7 +36,7 @@ import jinja2
 from jinja2 import nodes
 from jinja2.sandbox import SandboxedEnvironment
 
-from pipeline.analytics.config import Materialization, read_yaml, unique_key_columns
+from pipeline.analytics.config import Materialization, read_yaml, tag_names, unique_key_columns
 from pipeline.analytics.errors import ModelError
 from pipeline.analytics.lineage import MODEL_SCHEMA, RAW_SCHEMA, TableRef
 from pipeline.analytics.refs import VARIABLES, qualified
@@ -43,7 +44,7 @@ from pipeline.analytics.refs import VARIABLES, qualified
 MACROS_DIR = "macros"
 BUILTINS = ("ref", "source", "this", "var", "config", "is_incremental")
 MATERIALIZATIONS = ("table", "view", "incremental")
-_CONFIG_KEYS = ("materialized", "unique_key", "meta")
+_CONFIG_KEYS = ("materialized", "unique_key", "tags", "meta")
 _LESSONSYNC_META_KEYS = ("valid_until",)  # what the runner reads under config(meta={'lessonsync': {...}})
 _NO_DEFAULT = object()
 _MACRO_NAME = re.compile(r"\{%-?\s*macro\s+([A-Za-z_][A-Za-z0-9_]*)")
@@ -76,6 +77,7 @@ class Rendered:
     unique_key: tuple[str, ...] = ()  # config(unique_key=...), if the model set it
     reads_as_of: bool = False  # the rendering called var('as_of')
     valid_until: str = ""  # config(meta={'lessonsync': {'valid_until': ...}}), if the model set it
+    tags: tuple[str, ...] = ()  # config(tags=...), if the model set it
 
 
 @dataclass
@@ -87,6 +89,7 @@ class _Calls:
     unique_key: tuple[str, ...] = ()
     reads_as_of: bool = False
     valid_until: str = ""
+    tags: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -164,7 +167,13 @@ class Templates:
                 f"{self._where(error, path)}: rendering failed: {type(error).__name__}: {error}; fix the Jinja"
             ) from None
         return Rendered(
-            sql, frozenset(calls.tables), calls.materialized, calls.unique_key, calls.reads_as_of, calls.valid_until
+            sql,
+            frozenset(calls.tables),
+            calls.materialized,
+            calls.unique_key,
+            calls.reads_as_of,
+            calls.valid_until,
+            calls.tags,
         )
 
     def _ref(self, calls: _Calls, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Relation:
@@ -270,7 +279,7 @@ def _config(calls: _Calls, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str
         given = ", ".join(unknown) or "positional arguments"
         raise ModelError(
             f"config({given}=...): LessonSync's runner reads config(materialized='table', 'view' or 'incremental', "
-            f"unique_key=..., meta=...) only; drop the rest, or {_WHAT_TO_DO}"
+            f"unique_key=..., tags=..., meta=...) only; drop the rest, or {_WHAT_TO_DO}"
         )
     materialized = kwargs.get("materialized")
     if materialized is not None:
@@ -282,6 +291,8 @@ def _config(calls: _Calls, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str
         calls.materialized = materialized
     if "unique_key" in kwargs:
         calls.unique_key = unique_key_columns(kwargs["unique_key"], "config(unique_key=...)")
+    if "tags" in kwargs:
+        calls.tags = tuple(dict.fromkeys((*calls.tags, *tag_names(kwargs["tags"], "config(tags=...)"))))
     if "meta" in kwargs:
         calls.valid_until = _valid_until_in_meta(kwargs["meta"])
     return ""

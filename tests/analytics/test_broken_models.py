@@ -11,9 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from dagster import AssetKey, AssetSelection, Definitions
 
 from pipeline.analytics.errors import ModelError
 from pipeline.analytics.models import DEFAULT_MODELS_DIR, MODELS_DIR_ENV, load_project
+from pipeline.defs.analytics.assets import build_analytics
+from pipeline.defs.resources import WarehouseResource
+from pipeline.settings import load_settings
 
 
 @pytest.fixture
@@ -171,8 +175,9 @@ def model_yml(body: str, name: str = "broken") -> str:
         (model_yml("config: {meta: {publish: maybe}}"), "models[0].config.meta.publish: expected true or false"),
         (
             model_yml("config: {schema: other}"),
-            "models[0].config: expected a mapping of materialized, unique_key and/or meta",
+            "models[0].config: expected a mapping of materialized, unique_key, tags and/or meta",
         ),
+        (model_yml("config: {tags: [nightly, {a: b}]}"), "models[0].config.tags: expected a tag name or a list"),
         (model_yml("description: x", name="other"), "models[0].name: expected 'broken'"),
         (model_yml("description: x") + "  - name: broken2\n", "models: expected a list of one entry"),
         ("version: 1\nmodels: [{name: broken}]\n", "version: expected 2"),
@@ -216,6 +221,34 @@ def test_yaml_in_dbts_schema_is_read_whole(models_dir: Path) -> None:
         "relationships__x__users": ("relationships", ("x",), (), "lms.users", "id", "warn"),
         "accepted_values__y": ("accepted_values", ("y",), (2, 3), "None", None, "error"),
     }
+
+
+def test_dbt_tags_are_read_from_yaml_and_config_and_select_the_model_in_dagster(
+    models_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tags accumulate as dbt's do (the YAML's, then config()'s); each one Dagster can key on is a valueless asset
+    tag, as dagster-dbt makes it, so `--select tag:<name>` picks the model."""
+    add_model(
+        models_dir,
+        "tagged",
+        "{{ config(materialized='table', tags=['extra', 'nightly', 'not a dagster key']) }}\n"
+        "select 1 as x from {{ ref('stg_users') }}",
+        model_yml("config: {tags: nightly}", name="tagged"),
+    )
+    monkeypatch.setenv(MODELS_DIR_ENV, str(models_dir))
+    analytics = build_analytics(load_settings())
+    assert analytics.project.problems == {}
+    assert analytics.project.models["tagged"].tags == ("nightly", "extra", "not a dagster key")
+    tagged = AssetKey(["analytics", "tagged"])
+    assert {k: v for k, v in analytics.models.specs_by_key[tagged].tags.items() if "/" not in k} == {
+        "nightly": "",
+        "extra": "",
+        "layer": "marts",
+    }
+    warehouse = WarehouseResource(data_dir=str(models_dir.parent / "data"))
+    graph = Definitions(assets=[analytics.models], resources={"warehouse": warehouse}).resolve_asset_graph()
+    assert AssetSelection.from_string("tag:extra").resolve(graph) == {tagged}
+    assert tagged in AssetSelection.from_string("tag:layer=marts").resolve(graph)
 
 
 @pytest.mark.parametrize(

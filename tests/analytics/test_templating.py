@@ -99,7 +99,11 @@ def test_yaml_targets_parse_like_the_sql(call: str, expected: str) -> None:
         ("select * from {{ source('other', 'x') }}", "m.sql:1: unknown source 'other'; the one source is 'lms'"),
         ("{{ config(materialized='ephemeral') }}", "m.sql:1: config(materialized='ephemeral'): LessonSync's"),
         ("{{ config(unique_key=[]) }}", "m.sql:1: config(unique_key=...): expected a column name or a list"),
-        ("{{ config(tags=['x']) }}", "m.sql:1: config(tags=...): LessonSync's runner reads config(materialized="),
+        (
+            "{{ config(grants={'x': []}) }}",
+            "m.sql:1: config(grants=...): LessonSync's runner reads config(materialized=",
+        ),
+        ("{{ config(tags=['x', 1]) }}", "m.sql:1: config(tags=...): expected a tag name or a list of tag names"),
         ("{{ config(meta=['x']) }}", "m.sql:1: config(meta=['x']): meta is a mapping"),
         (
             "{{ config(meta={'lessonsync': {'valid_untill': 'min(x)'}}) }}",

@@ -3,6 +3,7 @@ Kept apart from the asset definitions so that pipeline/defs/analytics/assets.py 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -25,11 +26,21 @@ from dagster import (
 from pipeline.analytics import MODEL_SCHEMA, Model, ModelResult, TableRef, TestOutcome
 
 GROUP = "analytics"
+# The tag keys Dagster takes (an optional `prefix/`, names of up to 63 letters, digits, `_`, `.` or `-`). A dbt tag
+# outside them still selects the model under dbt; it is left out of the asset's tags, as dagster-dbt leaves it.
+_DAGSTER_TAG_KEY = re.compile(r"([A-Za-z0-9_.-]{1,63}/)?[A-Za-z0-9_.-]{1,63}")
 
 
 def asset_key(ref: TableRef | Model) -> AssetKey:
     """lms/<table> for a raw table, analytics/<model> for a model."""
     return AssetKey([ref.schema, ref.name]) if isinstance(ref, TableRef) else AssetKey([MODEL_SCHEMA, ref.name])
+
+
+def model_tags(model: Model) -> dict[str, str]:
+    """The asset's tags: each dbt tag Dagster can key on, valueless as dagster-dbt makes them (`--select tag:x`),
+    and `layer`, the model's directory."""
+    tags = {tag: "" for tag in model.tags if _DAGSTER_TAG_KEY.fullmatch(tag)}
+    return {**tags, "layer": model.layer or "models"}
 
 
 def asset_spec(model: Model, repo_root: Path, owners: list[str] | None = None) -> AssetSpec:
@@ -43,7 +54,7 @@ def asset_spec(model: Model, repo_root: Path, owners: list[str] | None = None) -
         owners=owners,
         code_version=model.code_version,
         skippable=True,  # a model whose inputs did not change is not rebuilt, nor materialized
-        tags={"layer": model.layer or "models"},
+        tags=model_tags(model),
         metadata={
             "dagster/table_name": f"{MODEL_SCHEMA}.{model.name}",
             "dagster/column_schema": TableSchema(columns=columns),
