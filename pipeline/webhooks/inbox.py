@@ -47,8 +47,10 @@ class Inbox(InboxCounts):
         return InboxWriter(self.path, autocheckpoint)
 
     def checkpoint(self, mode: str = "PASSIVE") -> None:
-        """Copy committed WAL content into the database file (never blocks the writer in PASSIVE mode)."""
-        with closing(sqlite3.connect(self.path, isolation_level=None)) as conn:
+        """Copy committed WAL content into the database file (never blocks the writer in PASSIVE mode). Opened
+        read-write, never created: an inbox file that is gone is an error here, not a new empty file."""
+        uri = f"{self.path.resolve().as_uri()}?mode=rw"
+        with closing(sqlite3.connect(uri, uri=True, isolation_level=None)) as conn:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchall()
 

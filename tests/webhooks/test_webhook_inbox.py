@@ -3,6 +3,7 @@ inference at receipt, 500 when it cannot store, and the inbox's own read/write A
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -11,8 +12,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import orjson
+import pytest
 from webhook_helpers import FUTURE, PAST, RunningReceiver, certificate
 
+from pipeline.webhooks.checkpoint import Checkpointer
 from pipeline.webhooks.events import to_delivery
 from pipeline.webhooks.inbox import Inbox
 
@@ -151,3 +154,29 @@ def test_a_missing_inbox_reads_as_empty_and_is_not_created(tmp_path: Path) -> No
     inbox = Inbox(tmp_path / "absent" / "inbox.sqlite3")
     assert (inbox.inbox_id(), inbox.max_sequence(), list(inbox.read_events())) == (None, 0, [])
     assert not inbox.path.parent.exists()
+
+
+def test_a_failing_checkpoint_is_said_once_per_streak_and_never_creates_the_inbox(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The receiver checkpoints every half second: an inbox whose file is gone fails every time, which is one WARNING
+    line with the error (no traceback), not one a checkpoint; the file is not made anew, empty, beside the writer's;
+    the streak's end is one line too."""
+    inbox = Inbox(tmp_path / "inbox.sqlite3")
+    inbox.append([_delivery("a", datetime.now(UTC))])  # type: ignore[list-item]
+    checkpointer = Checkpointer(inbox)
+    assert checkpointer.checkpoint("PASSIVE")
+    inbox.path.unlink()
+    with caplog.at_level(logging.WARNING, logger="pipeline.webhooks.checkpoint"):
+        assert [checkpointer.checkpoint("PASSIVE") for _ in range(5)] == [False] * 5
+        assert not inbox.path.exists()
+        failed = [r for r in caplog.records if "failed" in r.getMessage()]
+        assert len(failed) == 1 and failed[0].exc_info is None
+        assert "OperationalError: unable to open database file" in failed[0].getMessage()
+        assert str(inbox.path) in failed[0].getMessage()
+        inbox.append([_delivery("b", datetime.now(UTC))])  # type: ignore[list-item]
+        assert checkpointer.checkpoint("PASSIVE")
+    assert [r.getMessage().split(",")[0] for r in caplog.records] == [
+        failed[0].getMessage().split(",")[0],
+        "inbox WAL checkpoint succeeds again",
+    ]
