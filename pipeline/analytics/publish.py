@@ -59,7 +59,13 @@ from pipeline.analytics.comments import (
 )
 from pipeline.analytics.lineage import MODEL_SCHEMA, RAW_SCHEMA
 from pipeline.analytics.models import AnalyticsProject, Model
-from pipeline.analytics.published_files import PUBLISHED_DIR, RETIRED_GRACE, PublishedFiles, durable_replace
+from pipeline.analytics.published_files import (
+    PUBLISHED_DIR,
+    RETIRED_GRACE,
+    DataFilesOf,
+    PublishedFiles,
+    durable_replace,
+)
 from pipeline.analytics.sql import quote, relation, string_literal
 from pipeline.warehouse import STORAGE_COMPATIBILITY_VERSION, scalar, written_version_ids
 
@@ -93,16 +99,18 @@ def publish(
     *,
     rewrite: bool = False,
     grace: timedelta = RETIRED_GRACE,
+    data_files_of: DataFilesOf | None = None,
 ) -> PublishResult:
     """Write the snapshot database and the marts' Parquet files from the warehouse, each file only where what it
     holds changed since the last publish (`rewrite`: every file anew); files no snapshot has referred to for
-    `grace` are deleted."""
+    `grace` are deleted. `data_files_of`: a raw table's Iceberg data files, linked where they hold its rows now
+    (published_files.py) instead of writing them again."""
     started = time.perf_counter()
     published_at = datetime.now(UTC)
     left_out = _never_built(conn, project)
     data_dir.mkdir(parents=True, exist_ok=True)
     _remove_leftovers(data_dir)
-    files = PublishedFiles(data_dir, rewrite)
+    files = PublishedFiles(data_dir, rewrite, data_files_of)
     files.remove_leftovers()
     snapshot = data_dir / SNAPSHOT_FILE
     models = [m for m in project.published if m.name not in left_out]

@@ -12,6 +12,14 @@ writes only what changed and reuses every other file as it is:
   in the delta, and the delta's. Once the delta holds more than DELTA_SHARE of the base's rows, the next change
   writes a new base.
 
+A raw table's file need not be written at all: when the warehouse's Iceberg mirror holds the table's rows now in
+data files on the same disk (`data_files_of`), those files are hard-linked as its file, a directory
+`lms/<table>/<content version>-<columns>.files/`, instead of encoding the rows again (a first load: a copy of the
+whole table). Taken only when the files hold the table's columns but last_loaded_at (which the mirror does not
+keep), as many rows with the same keys, and every row's last_loaded_at is its first_loaded_at (the view reads it
+from there); a link is a name of its own for the same immutable bytes, so the mirror rewriting or expiring its files
+later leaves the published ones as they are. Otherwise, or on another disk, the rows are written as above.
+
 `_state.json` keeps the bases (file, rows, newest load time, content version) and the files no snapshot refers to
 any more, with since when: such a file is deleted once RETIRED_GRACE has passed, so that a reader that opened the
 previous snapshot keeps reading it meanwhile. Losing the state costs a rewrite, never a wrong file: a base is
@@ -23,8 +31,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -43,7 +52,10 @@ STATE_FILE = "_state.json"
 RETIRED_GRACE = timedelta(hours=24)
 DELTA_MIN_ROWS = 500_000  # a smaller raw table is written whole when it changes
 DELTA_SHARE = 0.10  # a delta larger than this share of its base's rows: a new base instead
-_LOADED_AT, _DELETED_AT = "last_loaded_at", "deleted_at"
+_LOADED_AT, _FIRST_LOADED_AT, _DELETED_AT = "last_loaded_at", "first_loaded_at", "deleted_at"
+LINKED = ".files"  # the suffix of a directory of linked data files (module docstring)
+# A raw table's Iceberg data files, when they hold its rows now (IcebergMirror.current_data_files); None: they do not.
+DataFilesOf = Callable[[duckdb.DuckDBPyConnection, str], "list[Path] | None"]
 
 
 @dataclass
@@ -51,7 +63,8 @@ class PublishedFiles:
     """The files of one publish: what it wrote, what its snapshot refers to, and the state carried over."""
 
     data_dir: Path
-    rewrite: bool = False  # write every file anew, reusing none
+    rewrite: bool = False  # write every file anew, reusing none (and linking none)
+    data_files_of: DataFilesOf | None = None  # the Iceberg mirror's files of a raw table, to link (module docstring)
     referenced: set[str] = field(default_factory=set)  # paths relative to `root`
     written: dict[str, int] = field(default_factory=dict)  # path relative to `root` -> bytes
     _state: dict[str, Any] = field(default_factory=dict)
@@ -92,6 +105,9 @@ class PublishedFiles:
             # no load changed the table: empty (its one state), else rows written by hand, written anew each time
             name = version if version != "0" else "0-empty" if rows == 0 else f"0-{uuid.uuid4().hex}"
             whole = f"lms/{table}/{name}-{layout}.parquet"
+            linked = self._linked(conn, source, table, whole, columns, key) if version != "0" else None
+            if linked is not None:
+                return self._select(linked, columns)
             self._write_if_missing(conn, whole, f"SELECT * FROM {source}", ordered=False)
             return self._select([whole], columns)
         base = bases.get(table)
@@ -100,11 +116,13 @@ class PublishedFiles:
         if base is not None and base["version"] != version:
             base = self._with_delta(conn, source, base, version, changed_at)
         if base is None:
-            base = self._new_base(conn, source, f"lms/{table}/{version}-{layout}.parquet", layout, version, changed_at)
+            path = f"lms/{table}/{version}-{layout}.parquet"
+            linked = self._linked(conn, source, table, path, columns, key)
+            base = self._new_base(conn, source, path, layout, version, changed_at, linked)
         bases[table] = base
         if base["delta"] is None:
-            return self._select([base["file"]], columns)
-        return self._select_with_delta(base["file"], base["delta"], columns, key)
+            return self._select(_base_files(base), columns)
+        return self._select_with_delta(_base_files(base), base["delta"], columns, key)
 
     def retire_and_save(self, now: datetime, grace: timedelta = RETIRED_GRACE) -> list[str]:
         """After the snapshot referring to `referenced` replaced the previous one: note every other file as
@@ -128,14 +146,18 @@ class PublishedFiles:
         return deleted
 
     def remove_leftovers(self) -> None:
-        """Temporary files of a publish that was killed (one publish runs at a time: pool `warehouse`)."""
-        for path in self.root.rglob(".*.tmp"):
-            path.unlink(missing_ok=True)
+        """Temporary files and link directories of a publish that was killed (one publish runs at a time: pool
+        `warehouse`)."""
+        for path in list(self.root.rglob(".*.tmp")):
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
 
     def _base_usable(self, conn: duckdb.DuckDBPyConnection, base: dict[str, Any], layout: str) -> bool:
         """The base holds rows of this warehouse's history (its load is here: not another warehouse synced anew
         into the same data directory), with today's columns, and its files are there."""
-        files = [base["file"]] + ([base["delta"]] if base.get("delta") else [])
+        files = _base_files(base) + ([base["delta"]] if base.get("delta") else [])
         return (
             not self.rewrite
             and base.get("layout") == layout
@@ -144,15 +166,24 @@ class PublishedFiles:
         )
 
     def _new_base(
-        self, conn: duckdb.DuckDBPyConnection, source: str, path: str, layout: str, version: str, changed_at: str
+        self,
+        conn: duckdb.DuckDBPyConnection,
+        source: str,
+        path: str,
+        layout: str,
+        version: str,
+        changed_at: str,
+        linked: list[str] | None,
     ) -> dict[str, Any]:
-        """The table written whole, as the base of the deltas to come."""
+        """The table written whole (or its `linked` files), as the base of the deltas to come."""
         with _one_snapshot(conn):  # the newest change and the count agree with the rows written
             newest = scalar(conn, f"SELECT max({changed_at}) FROM {source}")
             rows = _rows(conn, source)
-            self._write_if_missing(conn, path, f"SELECT * FROM {source}", ordered=False)
+            if linked is None:
+                self._write_if_missing(conn, path, f"SELECT * FROM {source}", ordered=False)
         return {
-            "file": path,
+            "file": path,  # a linked base has no such file: its deltas are named after it
+            "files": linked or [path],
             "layout": layout,
             "version_of_base": version,
             "version": version,
@@ -195,27 +226,59 @@ class PublishedFiles:
             raise
         self.written[path] = target.stat().st_size
 
+    def _linked(
+        self,
+        conn: duckdb.DuckDBPyConnection,
+        source: str,
+        table: str,
+        path: str,
+        columns: list[tuple[str, str]],
+        key: tuple[str, ...],
+    ) -> list[str] | None:
+        """The raw table's published file `path` as the Iceberg mirror's data files, linked (module docstring): the
+        files under `root`, or None when they are not taken (the caller writes `path`)."""
+        directory = f"{path.removesuffix('.parquet')}{LINKED}"
+        target = self.root / directory
+        names = {name for name, _ in columns}
+        if self.rewrite or self.data_files_of is None or not key or not {_LOADED_AT, _FIRST_LOADED_AT} <= names:
+            return None
+        if (self.root / path).exists():  # written by an earlier publish: reused as it is, without asking the mirror
+            return None
+        if not target.is_dir():
+            if _loaded_again(conn, source):  # asked first: it costs a scan, the mirror's files a catalog read
+                return None
+            files = self.data_files_of(conn, table)
+            if not files or not _hold_the_table(conn, source, files, columns, key):
+                return None
+            if not _link_into(files, target):
+                return None
+        return sorted(str(p.relative_to(self.root)) for p in target.glob("*.parquet"))
+
     def _literal(self, path: str) -> str:
         return string_literal(str((self.root / path).resolve()))
 
     def _select(self, paths: list[str], columns: list[tuple[str, str]]) -> str:
         self.referenced.update(paths)
         files = ", ".join(self._literal(p) for p in paths)
-        return f"SELECT {_cast_list(columns)} FROM read_parquet([{files}])"
+        return f"SELECT {_cast_list(columns, linked=_is_linked(paths))} FROM read_parquet([{files}])"
 
-    def _select_with_delta(self, base: str, delta: str, columns: list[tuple[str, str]], key: tuple[str, ...]) -> str:
-        self.referenced.update((base, delta))
+    def _select_with_delta(
+        self, base: list[str], delta: str, columns: list[tuple[str, str]], key: tuple[str, ...]
+    ) -> str:
+        self.referenced.update((*base, delta))
         same_key = " AND ".join(f"d.{quote(k)} = b.{quote(k)}" for k in key)
+        base_files = ", ".join(self._literal(p) for p in base)
         return (
-            f"SELECT {_cast_list(columns, 'b.')} FROM read_parquet({self._literal(base)}) AS b WHERE NOT EXISTS "
-            f"(SELECT 1 FROM read_parquet({self._literal(delta)}) AS d WHERE {same_key})\n"
+            f"SELECT {_cast_list(columns, 'b.', linked=_is_linked(base))} FROM read_parquet([{base_files}]) AS b "
+            f"WHERE NOT EXISTS (SELECT 1 FROM read_parquet({self._literal(delta)}) AS d WHERE {same_key})\n"
             f"UNION ALL\nSELECT {_cast_list(columns)} FROM read_parquet({self._literal(delta)})"
         )
 
     def _files(self) -> Iterator[str]:
         for path in sorted(self.root.rglob("*.parquet")):
-            if not path.name.startswith("."):
-                yield str(path.relative_to(self.root))
+            relative = path.relative_to(self.root)
+            if not any(part.startswith(".") for part in relative.parts):
+                yield str(relative)
 
 
 def _columns(conn: duckdb.DuckDBPyConnection, schema: str, table: str) -> list[tuple[str, str]]:
@@ -254,9 +317,72 @@ def _changed_at(columns: set[str]) -> str | None:
     return f"greatest({quote(_LOADED_AT)}, {quote(_DELETED_AT)})"
 
 
-def _cast_list(columns: Iterable[tuple[str, str]], prefix: str = "") -> str:
-    """Each column cast to the type it has in the warehouse (a Parquet file keeps a JSON or ENUM value as text)."""
-    return ", ".join(f"CAST({prefix}{quote(name)} AS {type_}) AS {quote(name)}" for name, type_ in columns)
+def _cast_list(columns: Iterable[tuple[str, str]], prefix: str = "", *, linked: bool = False) -> str:
+    """Each column cast to the type it has in the warehouse (a Parquet file keeps a JSON or ENUM value as text);
+    `linked`: the files are the Iceberg mirror's, where last_loaded_at is first_loaded_at (PublishedFiles._linked)."""
+    return ", ".join(
+        f"CAST({prefix}{quote(_FIRST_LOADED_AT if linked and name == _LOADED_AT else name)} AS {type_}) AS {quote(name)}"
+        for name, type_ in columns
+    )
+
+
+def _base_files(base: dict[str, Any]) -> list[str]:
+    """A base's files: its one file, or its linked ones (a state saved before links lists no `files`)."""
+    files = base.get("files")
+    return list(files) if files else [base["file"]]
+
+
+def _is_linked(paths: Iterable[str]) -> bool:
+    return any(f"{LINKED}/" in path for path in paths)
+
+
+def _hold_the_table(
+    conn: duckdb.DuckDBPyConnection,
+    source: str,
+    files: list[Path],
+    columns: list[tuple[str, str]],
+    key: tuple[str, ...],
+) -> bool:
+    """Whether `files` hold `source`'s rows as the mirror writes them: its columns in order but last_loaded_at, as
+    many rows, the same keys (an XOR of their hashes, each read as the warehouse types it)."""
+    listed = f"read_parquet([{', '.join(string_literal(str(f)) for f in files)}])"
+    try:
+        written = [name for (name, *_) in conn.execute(f"DESCRIBE SELECT * FROM {listed}").fetchall()]
+    except duckdb.Error:  # files of different columns (written before a column was added), or unreadable
+        return False
+    if written != [name for name, _ in columns if name != _LOADED_AT]:
+        return False
+    types = dict(columns)
+    digest = f"count(*), bit_xor(hash({', '.join(f'CAST({quote(k)} AS {types[k]})' for k in key)}))"
+    return (
+        conn.execute(f"SELECT {digest} FROM {source}").fetchone()
+        == conn.execute(f"SELECT {digest} FROM {listed}").fetchone()
+    )
+
+
+def _loaded_again(conn: duckdb.DuckDBPyConnection, source: str) -> bool:
+    """Whether a row of the raw table was loaded again after its first load (the mirror's files do not keep
+    last_loaded_at: a linked file's view reads first_loaded_at in its place)."""
+    return bool(
+        scalar(
+            conn, f"SELECT count(*) FROM {source} WHERE {quote(_LOADED_AT)} IS DISTINCT FROM {quote(_FIRST_LOADED_AT)}"
+        )
+    )
+
+
+def _link_into(files: list[Path], target: Path) -> bool:
+    """Hard links to `files` in the new directory `target` (made under a temporary name, then renamed: a directory
+    under its name holds every link); False when the files are on another file system, or linking fails."""
+    temp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.tmp")
+    try:
+        temp.mkdir(parents=True)
+        for number, file in enumerate(files):
+            os.link(file, temp / f"{number:05d}.parquet")
+        os.rename(temp, target)
+    except OSError:
+        shutil.rmtree(temp, ignore_errors=True)
+        return False
+    return True
 
 
 def _digest(value: object) -> str:

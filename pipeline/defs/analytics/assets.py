@@ -219,7 +219,11 @@ def _publisher(
     def analytics_published(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult[Any]:
         with warehouse.connect() as conn:
             rewrite = is_full_refresh(context.run.tags)
-            result = analytics.publish(conn, project, Path(warehouse.data_dir), rewrite=rewrite)
+            mirror = warehouse.warehouse().table_mirror  # its files of a raw table, linked where they hold its rows
+            data_files_of = mirror.current_data_files if mirror is not None else None
+            result = analytics.publish(
+                conn, project, Path(warehouse.data_dir), rewrite=rewrite, data_files_of=data_files_of
+            )
         context.log.info(
             f"published {len(result.rows)} tables and {len(result.parquet)} marts in {result.seconds:.2f}s"
         )

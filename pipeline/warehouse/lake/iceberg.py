@@ -406,6 +406,28 @@ class IcebergMirror:
             current = {t: rows for t, rows in current.items() if self._registered_here(registered.get(t.name))}
         return current
 
+    def current_data_files(self, conn: duckdb.DuckDBPyConnection, name: str) -> list[Path] | None:
+        """The data files of the raw table `name`'s Iceberg table when they hold the warehouse table's rows as it is
+        now (the record vouches for it, a SQLite catalog registers it here, its current snapshot holds the recorded
+        rows, and every file is on the local disk with its recorded size), for a reader that takes the files as they
+        are; None otherwise, and on any error: the caller then copies the table itself."""
+        try:
+            current = {table.name: rows for table, rows in self._current(conn, {name}).items()}
+            if name not in current:
+                return None
+            ice = self.catalog.load_table((SCHEMA, name))
+            if not current[name] or _iceberg_rows(ice) != current[name]:
+                return None
+            tasks = list(ice.scan().plan_files())
+            files = [(_local_path(task.file.file_path), task.file.file_size_in_bytes) for task in tasks]
+            whole = all(path is not None and path.is_file() and path.stat().st_size == size for path, size in files)
+            if not whole or any(task.delete_files for task in tasks):
+                return None
+            return [path for path, _ in files if path is not None]
+        except Exception as error:  # the mirror is a derived copy: whatever fails here, the caller copies the table
+            log.info("iceberg %s.%s: data files not offered (%s: %s)", SCHEMA, name, type(error).__name__, error)
+            return None
+
     def _registered(self, namespace: str) -> dict[str, str] | None:
         """The tables of `namespace` a SQLite catalog registers, with their metadata locations, read with the
         standard library: {} when the file is missing or unreadable (its tables are then opened, and the catalog

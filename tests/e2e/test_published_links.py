@@ -1,0 +1,85 @@
+"""The analysts' snapshot takes a raw table's rows from the Iceberg mirror's data files when those hold the table
+now, hard-linked instead of encoded a third time (pipeline/analytics/published_files.py). Against the simulator over
+HTTP, with real DuckDB and real Iceberg: the links are the mirror's files, the snapshot equals the warehouse after a
+first sync and after a day of changes, a table whose rows were loaded again is written as before, and the mirror
+losing its files takes nothing from the snapshot."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import duckdb
+import pytest
+from iceberg_helpers import ICEBERG_ENV
+from published_helpers import assert_same_raw_tables
+
+from pipeline.settings import Settings, load_settings
+from pipeline.stack import Stack, environment, local_stack
+from pipeline.warehouse.duck.tabledef import SCHEMA
+
+pytestmark = pytest.mark.slow
+
+
+def settings_of(stack: Stack) -> Settings:
+    with environment(stack.run_env()):
+        return load_settings()
+
+
+def synced(stack: Stack) -> Settings:
+    report = stack.sync()
+    assert report.success, report.error
+    return settings_of(stack)
+
+
+def assert_snapshot_equals_warehouse(settings: Settings) -> None:
+    with (
+        duckdb.connect(str(settings.warehouse_path), read_only=True) as warehouse,
+        duckdb.connect(str(settings.data_dir / "analytics.duckdb"), read_only=True) as snapshot,
+    ):
+        assert_same_raw_tables(warehouse, snapshot)
+
+
+def referenced_files(settings: Settings, table: str) -> list[Path]:
+    """The files the snapshot's view of lms.<table> reads."""
+    with duckdb.connect(str(settings.data_dir / "analytics.duckdb"), read_only=True) as snapshot:
+        (sql,) = snapshot.execute(
+            "SELECT sql FROM duckdb_views() WHERE schema_name = 'lms' AND view_name = ?", [table]
+        ).fetchone() or ("",)
+    return sorted({Path(path) for path in re.findall(r"'([^']+\.parquet)'", sql)})
+
+
+def mirror_inodes(settings: Settings) -> set[int]:
+    return {path.stat().st_ino for path in (settings.lake_dir / "iceberg" / SCHEMA).rglob("*.parquet")}
+
+
+def test_raw_tables_are_published_as_links_to_the_mirrors_files_and_equal_the_warehouse(tmp_path: Path) -> None:
+    with local_stack(tmp_path / "data", scale="tiny") as stack:
+        stack.env.update(ICEBERG_ENV)
+        settings = synced(stack)
+        assert_snapshot_equals_warehouse(settings)
+        inodes = mirror_inodes(settings)
+        for table in ("active_lessons", "answers", "answer_results", "groups", "users", "lessons"):
+            files = referenced_files(settings, table)
+            assert files and all(f.parent.name.endswith(".files") for f in files), (table, files)
+            assert all(f.stat().st_ino in inodes for f in files), table  # the mirror's own bytes, not a copy
+
+        # a day later: tables with rows loaded again are written from the warehouse, and the snapshot equals it
+        stack.advance(hours=24)
+        settings = synced(stack)
+        assert_snapshot_equals_warehouse(settings)
+        updated = referenced_files(settings, "active_lessons")
+        assert updated and not any(f.parent.name.endswith(".files") for f in updated)
+        assert all(f.stat().st_nlink == 1 for f in updated)
+
+        # the mirror's files gone (it rewrites a table whose file is missing): the snapshot keeps its own links
+        tables = ("answers", "lessons", "lesson_questions", "categories", "groups", "users")
+        linked = [f for t in tables for f in referenced_files(settings, t) if f.parent.name.endswith(".files")]
+        assert linked  # some table unchanged for the day is still read from its links
+        for path in (settings.lake_dir / "iceberg" / SCHEMA).rglob("*.parquet"):
+            path.unlink()
+        assert all(f.stat().st_nlink == 1 for f in linked)
+        assert_snapshot_equals_warehouse(settings)
+        stack.advance(hours=24)
+        settings = synced(stack)
+        assert_snapshot_equals_warehouse(settings)
