@@ -217,13 +217,17 @@ def _publisher(
     """What materializes analytics/published: the snapshot and the Parquet marts of what the warehouse holds."""
 
     def analytics_published(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult[Any]:
-        with warehouse.connect() as conn:
-            rewrite = is_full_refresh(context.run.tags)
-            mirror = warehouse.warehouse().table_mirror  # its files of a raw table, linked where they hold its rows
-            data_files_of = mirror.current_data_files if mirror is not None else None
-            result = analytics.publish(
-                conn, project, Path(warehouse.data_dir), rewrite=rewrite, data_files_of=data_files_of
-            )
+        mirror = warehouse.warehouse().table_mirror  # its files of a raw table, linked where they hold its rows
+        try:
+            with warehouse.connect() as conn:
+                rewrite = is_full_refresh(context.run.tags)
+                data_files_of = mirror.current_data_files if mirror is not None else None
+                result = analytics.publish(
+                    conn, project, Path(warehouse.data_dir), rewrite=rewrite, data_files_of=data_files_of
+                )
+        finally:
+            if mirror is not None:
+                mirror.close()  # the catalog's connections, opened only when a table's files were asked for
         context.log.info(
             f"published {len(result.rows)} tables and {len(result.parquet)} marts in {result.seconds:.2f}s"
         )
