@@ -14,6 +14,7 @@ import pytest
 from iceberg_helpers import ICEBERG_ENV
 from published_helpers import assert_same_raw_tables
 
+from pipeline.analytics import published_files
 from pipeline.settings import Settings, load_settings
 from pipeline.stack import Stack, environment, local_stack
 from pipeline.warehouse.duck.tabledef import SCHEMA
@@ -82,4 +83,22 @@ def test_raw_tables_are_published_as_links_to_the_mirrors_files_and_equal_the_wa
         assert_snapshot_equals_warehouse(settings)
         stack.advance(hours=24)
         settings = synced(stack)
+        assert_snapshot_equals_warehouse(settings)
+
+
+def test_a_linked_base_and_the_rows_changed_since_read_as_the_warehouse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every table as a base (DELTA_MIN_ROWS 0): the first sync links the bases, the next writes the rows changed
+    since beside them; the view reads a linked base's last_loaded_at from first_loaded_at, the delta's as loaded."""
+    monkeypatch.setattr(published_files, "DELTA_MIN_ROWS", 0)
+    monkeypatch.setattr(published_files, "DELTA_SHARE", 1.0)  # a day of a tiny platform changes many of its rows
+    with local_stack(tmp_path / "data", scale="tiny") as stack:
+        stack.env.update(ICEBERG_ENV)
+        settings = synced(stack)
+        assert all(f.parent.name.endswith(".files") for f in referenced_files(settings, "active_lessons"))
+        stack.advance(hours=24)
+        settings = synced(stack)
+        files = referenced_files(settings, "active_lessons")
+        assert any(f.parent.name.endswith(".files") for f in files) and any(".delta-" in f.name for f in files)
         assert_snapshot_equals_warehouse(settings)
