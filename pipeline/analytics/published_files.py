@@ -346,18 +346,18 @@ def _hold_the_table(
     """Whether `files` hold `source`'s rows as the mirror writes them: its columns in order but last_loaded_at, as
     many rows, the same keys (an XOR of their hashes, each read as the warehouse types it)."""
     listed = f"read_parquet([{', '.join(string_literal(str(f)) for f in files)}])"
-    try:
-        written = [name for (name, *_) in conn.execute(f"DESCRIBE SELECT * FROM {listed}").fetchall()]
-    except duckdb.Error:  # files of different columns (written before a column was added), or unreadable
-        return False
-    if written != [name for name, _ in columns if name != _LOADED_AT]:
-        return False
     types = dict(columns)
     digest = f"count(*), bit_xor(hash({', '.join(f'CAST({quote(k)} AS {types[k]})' for k in key)}))"
-    return (
-        conn.execute(f"SELECT {digest} FROM {source}").fetchone()
-        == conn.execute(f"SELECT {digest} FROM {listed}").fetchone()
-    )
+    try:
+        written = [name for (name, *_) in conn.execute(f"DESCRIBE SELECT * FROM {listed}").fetchall()]
+        if written != [name for name, _ in columns if name != _LOADED_AT]:
+            return False
+        return bool(
+            conn.execute(f"SELECT {digest} FROM {source}").fetchone()
+            == conn.execute(f"SELECT {digest} FROM {listed}").fetchone()
+        )
+    except duckdb.Error:  # files of other columns (written before a column was added), unreadable, or a key whose
+        return False  # text does not cast: the rows are written as always
 
 
 def _loaded_again(conn: duckdb.DuckDBPyConnection, source: str) -> bool:

@@ -7,6 +7,7 @@ losing its files takes nothing from the snapshot."""
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import duckdb
@@ -102,3 +103,22 @@ def test_a_linked_base_and_the_rows_changed_since_read_as_the_warehouse(
         files = referenced_files(settings, "active_lessons")
         assert any(f.parent.name.endswith(".files") for f in files) and any(".delta-" in f.name for f in files)
         assert_snapshot_equals_warehouse(settings)
+
+
+def test_a_damaged_mirror_file_is_not_linked_the_rows_are_written_and_the_mirror_heals(tmp_path: Path) -> None:
+    """The published files lost, and a data file of the mirror's lessons damaged: the publish (before the mirror step
+    heals it) does not take the mirror's files of that table but writes its rows, and the snapshot equals the
+    warehouse; the other tables are linked again."""
+    with local_stack(tmp_path / "data", scale="tiny") as stack:
+        stack.env.update(ICEBERG_ENV)
+        settings = synced(stack)
+        [damaged] = (settings.lake_dir / "iceberg" / SCHEMA / "lessons" / "data").glob("*.parquet")
+        damaged.unlink()  # its link in the snapshot keeps the bytes: a new file, not those bytes, is the damage
+        damaged.write_bytes(b"not a parquet file")
+        shutil.rmtree(settings.data_dir / "published")
+        (settings.data_dir / "analytics.duckdb").unlink()
+        settings = synced(stack)
+        assert_snapshot_equals_warehouse(settings)
+        lessons = referenced_files(settings, "lessons")
+        assert lessons and not any(f.parent.name.endswith(".files") for f in lessons)
+        assert all(f.parent.name.endswith(".files") for f in referenced_files(settings, "answers"))
