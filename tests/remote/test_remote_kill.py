@@ -24,15 +24,15 @@ WORKER = Path(__file__).with_name("kill_worker.py")
 pytestmark = pytest.mark.slow
 
 
-def test_a_sync_killed_while_writing_the_s3_lake_reruns_exact(s3_stack: Stack):
+def test_a_sync_killed_while_writing_the_s3_lake_reruns_exact(s3_stack: Stack, tmp_path: Path):
     lake = ObjectLake(s3_stack.env["LESSONSYNC_LAKE_URL"])
     # 1. killed right after the 2nd manifest is stored, before DuckDB commits it: the lake is ahead
-    _killed_worker(s3_stack, "manifest_written", 2)
+    _killed_worker(s3_stack, "manifest_written", 2, tmp_path)
     assert [seq for seq, _ in list_manifests(lake)] == [1, 2]
     assert _committed_loads(s3_stack) == 1
     _assert_no_manifest_names_a_missing_part(lake)
     # 2. the next run rolls load 2 forward from the bucket, then is killed with a load's parts half stored
-    _killed_worker(s3_stack, "part_stored", 2)
+    _killed_worker(s3_stack, "part_stored", 2, tmp_path)
     manifests = list_manifests(lake)
     assert _committed_loads(s3_stack) == len(manifests) >= 2
     _assert_no_manifest_names_a_missing_part(lake)
@@ -45,9 +45,13 @@ def test_a_sync_killed_while_writing_the_s3_lake_reruns_exact(s3_stack: Stack):
     _assert_no_manifest_names_a_missing_part(lake)
 
 
-def _killed_worker(stack: Stack, point: str, count: int) -> None:
+def _killed_worker(stack: Stack, point: str, count: int, tmp_path: Path) -> None:
     cache = str(Path(tempfile.gettempdir()) / "lessonsync-test-pycache")  # a fresh interpreter starts faster
-    env = {**os.environ, **stack.run_env(), "PYTHONPYCACHEPREFIX": cache}
+    # the worker's spooled parts, which its kill leaves behind, in the test's directory rather than the machine's /tmp
+    # (the next process with an S3 lake sweeps a dead writer's spools; this test's own process has swept already)
+    spools = tmp_path / "worker-tmp"
+    spools.mkdir(exist_ok=True)
+    env = {**os.environ, **stack.run_env(), "PYTHONPYCACHEPREFIX": cache, "TMPDIR": str(spools)}
     worker = subprocess.run(
         [sys.executable, str(WORKER), point, str(count)],
         env=env,
