@@ -419,11 +419,11 @@ class IcebergMirror:
             if not current[name] or _iceberg_rows(ice) != current[name]:
                 return None
             tasks = list(ice.scan().plan_files())
-            files = [(_local_path(task.file.file_path), task.file.file_size_in_bytes) for task in tasks]
-            whole = all(path is not None and path.is_file() and path.stat().st_size == size for path, size in files)
-            if not whole or any(task.delete_files for task in tasks):
+            local = [_local_path(task.file.file_path) for task in tasks]
+            whole = all(_whole(ice, task.file.file_path, task.file.file_size_in_bytes, remote=False) for task in tasks)
+            if not whole or any(path is None for path in local) or any(task.delete_files for task in tasks):
                 return None
-            return [path for path, _ in files if path is not None]
+            return [path for path in local if path is not None]
         except Exception as error:  # the mirror is a derived copy: whatever fails here, the caller copies the table
             log.info("iceberg %s.%s: data files not offered (%s: %s)", SCHEMA, name, type(error).__name__, error)
             return None
@@ -1240,24 +1240,28 @@ def _damage(ice: Table, remote: bool) -> str:
     """What is wrong with the current snapshot's data files, "" when nothing: each must be there with the size
     the table recorded. Files on a local disk are always checked (a stat each); on object storage (a request
     each) only when `remote`."""
-    damaged = []
-    for task in ice.scan().plan_files():
-        path, size = task.file.file_path, task.file.file_size_in_bytes
-        local = _local_path(path)
-        if local is not None:
-            whole = local.is_file() and local.stat().st_size == size
-        elif remote:
-            source = ice.io.new_input(path)
-            whole = source.exists() and len(source) == size
-        else:
-            continue
-        if not whole:
-            damaged.append(path)
+    damaged = [
+        task.file.file_path
+        for task in ice.scan().plan_files()
+        if not _whole(ice, task.file.file_path, task.file.file_size_in_bytes, remote)
+    ]
     if not damaged:
         return ""
     reason = f"{len(damaged)} data file(s) missing or damaged, e.g. {damaged[0]}"
     log.warning("iceberg %s: %s; rewritten whole from the warehouse", ".".join(ice.name()), reason)
     return reason
+
+
+def _whole(ice: Table, path: str, size: int, remote: bool) -> bool:
+    """Whether the data file at `path` is there with its recorded `size`: on a local disk always checked (a stat),
+    on object storage only when `remote` (a request; True otherwise)."""
+    local = _local_path(path)
+    if local is not None:
+        return local.is_file() and local.stat().st_size == size
+    if not remote:
+        return True
+    source = ice.io.new_input(path)
+    return source.exists() and len(source) == size
 
 
 def _is_damage(error: BaseException) -> bool:
