@@ -128,8 +128,9 @@ class RawSync:
                     self._client.close()
                 self._end_mirror(catch_up)
 
-    def _mirror_paused(self) -> AbstractContextManager[None]:
-        """The background mirror held while this thread does DuckDB work of its own (pipeline/raw/mirror.py)."""
+    def mirror_paused(self) -> AbstractContextManager[None]:
+        """The background mirror held while the block does DuckDB work of its own (pipeline/raw/mirror.py): a
+        commit, or the checks of what committed, on any thread."""
         return self._mirror.paused() if self._mirror is not None else nullcontext()
 
     def _hold_mirror_for_plans(self, streams: list[SyncStream]) -> None:
@@ -277,7 +278,7 @@ class RawSync:
                     finally:
                         if early is not None:
                             early.stop()  # the commit finishes the inserts, on this thread
-                    with self._mirror_paused():
+                    with self.mirror_paused():
                         done = self._commit(client, stream, fetched, early)
             except Exception as error:  # the other streams still commit; the run fails at the end
                 self.log.warning(f"{name}: failed ({type(error).__name__}: {error}); no row of it committed")
@@ -295,7 +296,7 @@ class RawSync:
                     plan.close()
                 self._mirror_need_not_wait_for(name)  # committed or failed
             self._progress.ended(fetch, "committed")
-            with self._mirror_paused():  # the caller reports the commit and checks its tables meanwhile
+            with self.mirror_paused():  # the caller reports the commit meanwhile
                 yield done
             if self._mirror is not None:
                 self._mirror.committed(stream.table_names)

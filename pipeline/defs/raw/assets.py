@@ -6,7 +6,7 @@ The incremental tables (progress) are not partitioned: each is the current state
 whole by every run; a backfill is the same asset with the `backfill` resource configured
 (pipeline/defs/progress/backfill.py). The snapshot tables are pulled whole and their vanished rows marked deleted."""
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import closing
 from typing import Any
 
@@ -35,6 +35,7 @@ from pipeline.defs.policy import BACKFILL_WINDOW, POOL, WINDOW_TAG, is_full_refr
 from pipeline.defs.progress.backfill import BackfillWindow
 from pipeline.defs.progress.clock_skew import clock_skew_metadata
 from pipeline.defs.progress.freshness import with_progress_freshness
+from pipeline.defs.raw.checking import ChecksBeside, StreamChecks
 from pipeline.defs.raw.checks import (
     BLOCKING_CHECK,
     CheckRules,
@@ -103,20 +104,32 @@ def build_raw_sync(settings: Settings, rules: CheckRules) -> AssetsDefinition:
         )
         settings = platform.settings()
         sync = RawSync(wh, settings, context.log, run)
+        streams = streams_of(selected_tables)
+        skipped: list[str] = []  # tables whose checks were not evaluated again (unchanged by this run)
+
+        def checked(evaluated: Iterable[StreamChecks]) -> Iterator[AssetCheckResult]:
+            for evaluation in evaluated:
+                yield from evaluation.results
+                skipped.extend(skipped_tables(checks, evaluation.tables, evaluation.results))
+
         # Closed however this step ends (an error here while the runner waits at a commit, e.g. a full disk under
         # the event log): its fetches, client and background mirror are stopped, never left to hold the process.
-        skipped: list[str] = []  # tables whose checks were not evaluated again (unchanged by this run)
-        with closing(sync.run(streams_of(selected_tables))) as commits:
+        beside = ChecksBeside(wh, checks, rules, context.run.run_id, sync.mirror_paused)
+        with closing(beside), closing(sync.run(streams)) as commits:
             for done in commits:
                 yield from _reported(context, done, selected_tables, settings)
                 tables = STREAM_TABLES[done.stream]
-                loaded = {table: contract_facts(done, table) for table in tables}
-                results = list(_checks(wh, tables, checks, rules, context.run.run_id, loaded))
-                yield from results
-                skipped += skipped_tables(checks, tables, results)
-                blocked = _blocked(results)
-                for child in planned_from(done.stream) if blocked else ():  # nothing is planned from a broken table
-                    sync.drop(child.name, f"the blocking check {BLOCKING_CHECK} of lms/{blocked[0]} failed")
+                evaluating = beside.submit(
+                    done.stream, tables, {table: contract_facts(done, table) for table in tables}
+                )
+                # a blocking check that fails drops what the run plans from the stream, before it commits
+                children = [child for child in planned_from(done.stream) if child.name in streams]
+                if evaluating is not None and children:
+                    blocked = _blocked(evaluating.result().results)
+                    for child in children if blocked else ():
+                        sync.drop(child.name, f"the blocking check {BLOCKING_CHECK} of lms/{blocked[0]} failed")
+                yield from checked(beside.ready())
+            yield from checked(beside.rest())
         if skipped:
             context.log.info(
                 f"checks not evaluated again (Dagster shows them skipped; their last evaluation stands): "
