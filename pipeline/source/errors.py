@@ -38,6 +38,21 @@ class PlatformRequestError(SourceError):
         )
 
 
+EARLIER_FAILURES_SHOWN = 2  # the other failures of a request's attempts named after its last one, most frequent first
+
+
+def with_earlier_failures(last: str, earlier: Mapping[str, int]) -> str:
+    """`last`, the failure that ended a request's retries, then the other failures of its earlier attempts: a request
+    the platform answered badly five times and that then timed out is not reported as a timeout alone."""
+    others = sorted(((count, detail) for detail, count in earlier.items() if detail != last), key=lambda o: -o[0])
+    if not others:
+        return last
+    said = "; ".join(
+        f"{detail} ({count} attempt{'s' if count > 1 else ''})" for count, detail in others[:EARLIER_FAILURES_SHOWN]
+    )
+    return f"{last}; before it: {said}"
+
+
 class PlatformUnavailableError(PlatformRequestError):
     """Retries exhausted on failures that may pass later (timeouts, connection errors, 429, 5xx, bodies cut short):
     the platform was unavailable for the whole retry budget. The run that fails on it may be retried."""

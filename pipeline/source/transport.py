@@ -19,6 +19,7 @@ import inspect
 import logging
 import socket
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -56,6 +57,7 @@ from pipeline.source.errors import (
     PlatformUnreachableError,
     RetryableFailure,
     TruncatedBody,
+    with_earlier_failures,
 )
 from pipeline.source.slots import PrioritySlots
 
@@ -158,11 +160,12 @@ class Transport:
         self, method: str, path: str, params: Mapping[str, str], body: Any, decode: Decode[T], *, authenticated: bool
     ) -> T:
         clock = RequestClock(self._settings.retry_budget, self._settings.request_timeout)
+        earlier: Counter[str] = Counter()  # each retried failure's detail, redacted
         retrying = AsyncRetrying(
             stop=stop_when_spent(clock, self._settings.max_attempts),
             wait=RetryAfterOrBackoff(self._settings.retry_max_wait, clock),
             retry=retry_if_exception_type(RetryableFailure),
-            before_sleep=lambda state: self._note_retry(method, path, state, clock),
+            before_sleep=lambda state: self._note_retry(method, path, state, clock, earlier),
             reraise=True,
         )
         attempts = 0
@@ -180,7 +183,7 @@ class Transport:
                 params,
                 failure.status,
                 attempts,
-                self.auth.redact(failure.detail),
+                with_earlier_failures(self.auth.redact(failure.detail), earlier),
                 retried_for=clock.spent(),
                 reason=failure.reason,
             ) from None
@@ -188,13 +191,18 @@ class Transport:
             self._retrying.pop(id(clock), None)
         raise AssertionError("unreachable: tenacity either returns or raises")
 
-    def _note_retry(self, method: str, path: str, state: RetryCallState, clock: RequestClock) -> None:
-        """One WARNING line per retry of a request (whichever streams wait on it), with what is left of its budget."""
+    def _note_retry(
+        self, method: str, path: str, state: RetryCallState, clock: RequestClock, earlier: Counter[str]
+    ) -> None:
+        """One WARNING line per retry of a request (whichever streams wait on it), with what is left of its budget;
+        the failure's detail counted in `earlier`."""
         self.stats.retries += 1
         own = STREAM_COUNTER.get()
         if own is not None:
             own.retries += 1
         failure = state.outcome.exception() if state.outcome else None
+        if isinstance(failure, RetryableFailure):
+            earlier[self.auth.redact(failure.detail)] += 1
         wait = state.next_action.sleep if state.next_action else 0.0
         left = max(0.0, clock.budget - clock.spent())
         self._retrying[id(clock)] = RetryingRequest(

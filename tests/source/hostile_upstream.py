@@ -7,7 +7,8 @@ bodies, HTML error pages with 200, 5xx and 429 storms, resets mid-body, pages th
         hostile.faults["/v1/categories"] = "drip"
         ... LESSONSYNC_BASE_URL=hostile.base_url ...
 
-A fault applies to requests whose path starts with its key (query excluded); `hits` counts them per key.
+A fault applies to requests whose path starts with its key (query excluded); `hits` counts them per key. A
+sequence `"header_flood*2,slow_headers"` answers the first two requests with one fault and the rest with the other.
 """
 
 from __future__ import annotations
@@ -175,6 +176,18 @@ FAULTS: dict[str, Handler] = {
     "not_found": _not_found,
 }
 
+
+def _in_turn(faults: str, hit: int) -> str:
+    """The fault of the `hit`-th request (from 1) of a sequence such as "header_flood*2,slow_headers"."""
+    served = 0
+    for part in faults.split(","):
+        name, _, times = part.partition("*")
+        served += int(times) if times else hit
+        if hit <= served:
+            return name
+    return name
+
+
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding", "host"}
 
 
@@ -195,10 +208,10 @@ def _app(hostile: Hostile) -> web.Application:
     async def handle(request: web.Request) -> web.StreamResponse:
         fault = hostile.fault_of(request.path)
         if fault is not None:
-            prefix, name = fault
+            prefix, faults = fault
             hostile.hits[prefix] += 1
             hostile.first_hit.setdefault(prefix, time.monotonic())
-            return await FAULTS[name](request)
+            return await FAULTS[_in_turn(faults, hostile.hits[prefix])](request)
         status, body, headers = await _forward(request)
         return web.Response(body=body, status=status, headers=headers)
 

@@ -128,6 +128,21 @@ def _categories(data_dir: Path) -> list[tuple]:
         return conn.execute("SELECT * FROM lms.categories ORDER BY ALL").fetchall()
 
 
+def test_retries_that_end_on_another_failure_name_the_earlier_ones_too(sim: SimulatorHandle, hostile: Hostile) -> None:
+    """A request whose attempts failed one way and whose last attempt failed another (a header flood, then a stall,
+    as on a loaded machine) is reported with both: its last failure, then the earlier ones and how often."""
+    hostile.faults.clear()
+    hostile.hits.clear()
+    hostile.faults["/v1/categories"] = "header_flood*2,slow_headers"
+    with pytest.raises(PlatformUnavailableError) as failure:
+        _records(hostile.base_url, "categories")
+    message = str(failure.value)
+    assert hostile.hits["/v1/categories"] > 2, message
+    last, _, earlier = message.partition("; before it: ")
+    assert "deadline" in last and "Too many headers" not in last, message
+    assert "Too many headers" in earlier and "(2 attempts)" in earlier, message
+
+
 @pytest.mark.slow
 def test_a_drip_feeding_platform_fails_the_sync_within_the_budget_and_sigterm_ends_it_within_seconds(
     tmp_path: Path,
