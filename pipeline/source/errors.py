@@ -3,6 +3,7 @@ what to do next; they never carry the app secret or a token (the transport redac
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 
 
@@ -44,11 +45,11 @@ EARLIER_FAILURES_SHOWN = 2  # the other failures of a request's attempts named a
 def with_earlier_failures(last: str, earlier: Mapping[str, int]) -> str:
     """`last`, the failure that ended a request's retries, then the other failures of its earlier attempts: a request
     the platform answered badly five times and that then timed out is not reported as a timeout alone."""
-    others = sorted(((count, detail) for detail, count in earlier.items() if detail != last), key=lambda o: -o[0])
+    others = [(detail, count) for detail, count in Counter(earlier).most_common() if detail != last]
     if not others:
         return last
     said = "; ".join(
-        f"{detail} ({count} attempt{'s' if count > 1 else ''})" for count, detail in others[:EARLIER_FAILURES_SHOWN]
+        f"{detail} ({count} attempt{'s' if count > 1 else ''})" for detail, count in others[:EARLIER_FAILURES_SHOWN]
     )
     return f"{last}; before it: {said}"
 

@@ -201,8 +201,9 @@ class Transport:
         if own is not None:
             own.retries += 1
         failure = state.outcome.exception() if state.outcome else None
-        if isinstance(failure, RetryableFailure):
-            earlier[self.auth.redact(failure.detail)] += 1
+        said = self.auth.redact(str(failure))
+        if isinstance(failure, RetryableFailure):  # its str() is its detail
+            earlier[said] += 1
         wait = state.next_action.sleep if state.next_action else 0.0
         left = max(0.0, clock.budget - clock.spent())
         self._retrying[id(clock)] = RetryingRequest(
@@ -212,7 +213,7 @@ class Transport:
             "retrying %s %s after %s (attempt %d failed, waiting %.2f s; %s of the %s retry budget left)",
             method,
             path,
-            self.auth.redact(str(failure)),
+            said,
             state.attempt_number,
             wait,
             duration_text(left),
