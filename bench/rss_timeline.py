@@ -39,7 +39,6 @@ MARKED = (
     "pipeline.warehouse.merge.checks:orphans",
     "pipeline.warehouse.merge.staging:create_stage",
     "pipeline.warehouse.merge.upsert:upsert_stage",
-    "pipeline.warehouse.merge.upsert:touch_rows",
     "pipeline.warehouse.merge.staging:mark_stale_children",
     "pipeline.warehouse.merge.deletions:replace_children",
 )

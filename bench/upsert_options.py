@@ -49,7 +49,6 @@ from pipeline.warehouse.merge.upsert import (  # noqa: E402
     delete_rows,
     insert_rows,
     set_list,
-    touch_rows,
     update_rows,
     upsert_stage,
 )
@@ -126,13 +125,11 @@ def by_key(stage: Stage) -> str:
 def update_insert(conn: duckdb.DuckDBPyConnection, stage: Stage, ts: str) -> None:
     """UPDATE ... FROM by a join on the key for every changed row, INSERT for new keys."""
     update_rows(conn, stage, ts, ("update", "rewrite"), data_columns(stage), by_key(stage))
-    touch_rows(conn, stage, ts, by_key(stage))
     insert_rows(conn, stage, ts, ("insert",), sort=False)
 
 
 def delete_insert(conn: duckdb.DuckDBPyConnection, stage: Stage, ts: str) -> None:
     """DELETE every changed key (key join), then INSERT changed and new rows sorted by key."""
-    touch_rows(conn, stage, ts, by_key(stage))
     delete_rows(conn, stage, ("update", "rewrite"), by_key(stage))
     insert_rows(conn, stage, ts, ("insert", "update", "rewrite"), sort=True)
 
@@ -140,11 +137,10 @@ def delete_insert(conn: duckdb.DuckDBPyConnection, stage: Stage, ts: str) -> Non
 def merge(conn: duckdb.DuckDBPyConnection, stage: Stage, ts: str) -> None:
     """One MERGE INTO on the key."""
     cols = stage.load.columns
-    same = "DO NOTHING" if stage.seen_whole else f"UPDATE SET {q(LAST_LOADED_AT)} = {ts}"  # as upsert.touch_rows
     conn.execute(
         f"""MERGE INTO {table_ref(stage.target.name)} AS t
         USING (SELECT * FROM {q(stage.name)} WHERE _change <> 'stale') AS s ON {by_key(stage)}
-        WHEN MATCHED AND s._change = 'same' THEN {same}
+        WHEN MATCHED AND s._change = 'same' THEN DO NOTHING
         WHEN MATCHED THEN UPDATE SET {set_list(stage, data_columns(stage), ts, "s")}
         WHEN NOT MATCHED THEN INSERT ({", ".join(q(c) for c in cols)}, {q(FIRST_LOADED_AT)}, {q(LAST_LOADED_AT)})
             VALUES ({", ".join("s." + q(c) for c in cols)}, {ts}, {ts})"""

@@ -67,7 +67,7 @@ from pipeline.analytics.published_files import (
     durable_replace,
 )
 from pipeline.analytics.sql import quote, relation, string_literal
-from pipeline.warehouse import STORAGE_COMPATIBILITY_VERSION, scalar, written_version_ids
+from pipeline.warehouse import STORAGE_COMPATIBILITY_VERSION, content_version_ids, scalar
 
 SNAPSHOT_FILE = "analytics.duckdb"
 MARTS_DIR = "marts"
@@ -218,7 +218,7 @@ def _publish_raw_tables(conn: duckdb.DuckDBPyConnection, files: PublishedFiles) 
     conn.execute(f"CREATE SCHEMA {_ALIAS}.{RAW_SCHEMA}")
     relations = _relations(conn, _current_database(conn), RAW_SCHEMA)
     data = sorted(name for name in relations if not name.startswith("_"))
-    versions = written_version_ids(conn, data)
+    versions = content_version_ids(conn, data)
     for name in data:
         select = files.raw_select(conn, RAW_SCHEMA, name, versions.get(name, "0"))
         conn.execute(f"CREATE VIEW {_ALIAS}.{RAW_SCHEMA}.{quote(name)} AS\n{select}")

@@ -243,13 +243,14 @@ NOTES = {
 }
 LOAD_COLUMNS = {
     "first_loaded_at": "when LessonSync first loaded this row",
-    "last_loaded_at": "when LessonSync last loaded (saw) this row",
+    "last_loaded_at": "when a load last wrote this row: inserted or changed it (a row read again unchanged is not "
+    "written)",
     "deleted_at": "when the row vanished from a complete pull of its source (null = present)",
 }
 # A complete snapshot writes only the rows it changes: when it saw the others is in its load record.
 SNAPSHOT_LOAD_COLUMNS = {
-    "last_loaded_at": "when a load last wrote this row: inserted, changed or revived it (or re-read it in a pull "
-    "that was not complete); a complete pull sees every live row without writing it: lms._snapshot_seen says when",
+    "last_loaded_at": "when a load last wrote this row: inserted, changed or revived it; a complete pull sees every "
+    "live row without writing it: lms._snapshot_seen says when",
 }
 QUARANTINE_COLUMNS = {
     "seen_at": "when the load met the record",

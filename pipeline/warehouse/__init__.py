@@ -62,7 +62,6 @@ from pipeline.warehouse.merge.seen import (
     is_committed_load,
     last_seen_sql,
     snapshot_seen,
-    written_version_ids,
 )
 from pipeline.warehouse.merge.state import read_discovered as discovered_columns
 from pipeline.warehouse.merge.state import tables_changed_by_run
@@ -125,5 +124,4 @@ __all__ = [
     "table_def",
     "table_summaries",
     "tables_changed_by_run",
-    "written_version_ids",
 ]

@@ -12,9 +12,8 @@ class TableLoadStats:
     fetched: int = 0  # rows written to the lake for this table in this load (before dedupe)
     inserted: int = 0  # keys new to the warehouse
     updated: int = 0  # keys whose data changed, or that came back after being marked deleted
-    unchanged: int = 0  # keys seen again with identical data (only last_loaded_at moves, and in a complete
-    # snapshot not even that: lms._snapshot_seen); append tables: rows whose key was already there (kept as first
-    # written)
+    unchanged: int = 0  # keys seen again with identical data (not written; a complete snapshot's record says it saw
+    # them: lms._snapshot_seen); append tables: rows whose key was already there (kept as first written)
     deleted: int = 0  # rows newly marked deleted: vanished from a complete snapshot, or replaced children
     stale: int = 0  # rows older (by cursor field, or ordered before by order_by) than the warehouse's copy
 

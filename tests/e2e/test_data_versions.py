@@ -8,6 +8,7 @@ materialization events through the public instance API: the staleness resolver i
 
 from datetime import timedelta
 
+import duckdb
 import pytest
 from dagster import AssetKey, DagsterInstance
 from stack_helpers import RAW
@@ -50,6 +51,21 @@ def stale_inputs(instance: DagsterInstance, versions: dict[str, str]) -> dict[st
     return stale
 
 
+PROGRESS = ("active_lessons", "answers", "answer_results")
+
+
+def progress_rows(stack: Stack) -> tuple[dict[str, list[tuple]], int]:
+    """Every row of the progress tables, load times included, and how many rows the newest load of them read
+    again unchanged (its record in lms._load_runs)."""
+    with duckdb.connect(str(stack.warehouse_path), read_only=True) as conn:
+        rows = {table: conn.execute(f"SELECT * FROM lms.{table} ORDER BY ALL").fetchall() for table in PROGRESS}
+        (unchanged,) = conn.execute(
+            "SELECT sum(CAST(t.value ->> 'unchanged' AS BIGINT)) FROM lms._load_runs AS r, json_each(r.tables) AS t "
+            "WHERE r.load_seq = (SELECT max(load_seq) FROM lms._load_runs WHERE stream = 'active_lessons')"
+        ).fetchone() or (0,)
+    return rows, int(unchanged or 0)
+
+
 def _sync(stack: Stack, instance: DagsterInstance, **options: object) -> dict[str, str]:
     report = stack.sync(instance=instance, **options)
     return raw_versions(instance, report)
@@ -66,6 +82,7 @@ def test_a_sync_or_backfill_that_changed_nothing_leaves_the_staging_models_up_to
         assert again == built
         assert stale_inputs(instance, again) == {}
 
+        before, _ = progress_rows(stack)
         end = stack.sim.now().date()
         backfill = _sync(
             stack,
@@ -75,6 +92,9 @@ def test_a_sync_or_backfill_that_changed_nothing_leaves_the_staging_models_up_to
         )
         assert backfill.keys() == {"lms/active_lessons", "lms/answers", "lms/answer_results"}
         assert backfill == {key: built[key] for key in backfill}  # rows re-read, none changed
+        after, read_again = progress_rows(stack)
+        assert read_again > 0  # the backfill read rows again ...
+        assert after == before  # ... and wrote none of them: every column as it was, last_loaded_at included
         assert stale_inputs(instance, {**built, **backfill}) == {}
 
         stack.advance(hours=24)  # the platform moves on: what changed is stale, what did not is not

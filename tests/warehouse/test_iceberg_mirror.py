@@ -219,8 +219,9 @@ def test_a_table_written_with_stored_digests_loses_them_and_keeps_its_files(
 def test_of_the_older_rows_a_load_touched_only_those_whose_values_changed_are_written(
     mirrored: Warehouse, where, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A touched older row is compared with its row in the data files by digests computed from both sides, a list,
-    a timestamp, a float, JSON and a NULL among the values: the row re-read unchanged is not written again."""
+    """A written older row is compared with its row in the data files by digests computed from both sides, a list,
+    a timestamp, a float, JSON and a NULL among the values: the row changed and changed back since the mirror's
+    last sync is not written again."""
     from pipeline.warehouse.lake import iceberg
 
     monkeypatch.setattr(iceberg, "REWRITE_FRACTION", 1.0)  # the files are rewritten, not the table, however small
@@ -230,10 +231,11 @@ def test_of_the_older_rows_a_load_touched_only_those_whose_values_changed_are_wr
         answer("al2", "q1", tags=["c"], valid=None),
     ]
     load_once(mirrored, "answers", [(ANSWERS, rows)])
+    load_only(mirrored, "answers", [(ANSWERS, [answer("al1", "q1", 1.5, tags=["a"], validation='{"rule": "y"}')])])
     load_only(mirrored, "answers", [(ANSWERS, [rows[0], answer("al2", "q1", tags=["c", "d"], valid=None)])])
     with mirrored.connect() as conn:
-        touched = conn.execute("SELECT count(*) FROM lms.answers WHERE last_loaded_at > first_loaded_at").fetchone()
-        assert touched == (2,)  # both rows re-read: both are candidates
+        written = conn.execute("SELECT count(*) FROM lms.answers WHERE last_loaded_at > first_loaded_at").fetchone()
+        assert written == (2,)  # both rows written since the mirror's last sync: both are candidates
         assert mirrored.table_mirror is not None
         (stats,) = [s for s in mirrored.table_mirror.sync_raw(conn) if s.table == "lms.answers"]
     assert (stats.error, stats.rewritten, stats.keys_deleted, stats.rows_written) == ("", False, 1, 1)
@@ -462,8 +464,8 @@ def test_rows_first_loaded_since_the_snapshot_are_appended_without_reading_its_f
 def test_older_rows_only_seen_again_are_not_compared_while_no_load_updated_a_row(
     mirrored: Warehouse, where, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A load's counts say when its touched older rows are all unchanged (re-read by a look-back window): the new
-    rows are appended without the table's digests. One updated row brings the comparison back."""
+    """Older rows read again unchanged (a look-back window) are not written, so no candidates: the new rows are
+    appended without the table's digests. One updated row brings the comparison back."""
     load_once(mirrored, "answers", [(ANSWERS, [answer("al1", "q1"), answer("al2", "q1")])])
     reads = data_file_reads(monkeypatch)
     seen_again = [answer("al1", "q1"), answer("al2", "q1")]

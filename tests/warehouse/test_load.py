@@ -132,15 +132,8 @@ def test_rerunning_a_window_is_idempotent(seeded: Warehouse) -> None:
         "answers": TableLoadStats(fetched=2, unchanged=2),
         "answer_results": TableLoadStats(fetched=2, unchanged=2),
     }
-    second = dump(seeded, ("answers", "answer_results"))
-
-    def without_last_loaded(table: list[tuple], position: int) -> list[tuple]:
-        return [row[:position] + row[position + 1 :] for row in table]
-
-    # same rows, same first_loaded_at; only last_loaded_at moved
-    assert without_last_loaded(second["answers"], 10) == without_last_loaded(first["answers"], 10)
-    assert without_last_loaded(second["answer_results"], 6) == without_last_loaded(first["answer_results"], 6)
-    assert {row[10] for row in second["answers"]} == {again.loaded_at}
+    # rows read again unchanged are not written: every column of every row as it was, last_loaded_at included
+    assert dump(seeded, ("answers", "answer_results")) == first
 
 
 def test_append_tables_only_append(seeded: Warehouse) -> None:

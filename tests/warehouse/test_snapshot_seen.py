@@ -96,10 +96,10 @@ def test_a_snapshot_that_changed_one_row_writes_that_row_alone(seeded: Warehouse
 
 
 def written_by(loads: list[Any]) -> dict[str, tuple[datetime, datetime | None]]:
-    """The history's (last_loaded_at, deleted_at) per group: rows are written when they change, and by the load
-    that was not complete; never by a repeat."""
+    """The history's (last_loaded_at, deleted_at) per group: rows are written when they change, never when only
+    seen again (by a repeat, or by the load that was not complete)."""
     at = [load.loaded_at for load in loads]
-    return {"g1": (at[5], None), "g2": (at[4], None), "g3": (at[0], at[4]), "g9": (at[0], at[1])}
+    return {"g1": (at[0], None), "g2": (at[4], None), "g3": (at[0], at[4]), "g9": (at[0], at[1])}
 
 
 def test_last_seen_is_the_newest_load_that_saw_the_row_live_or_deleted(seeded: Warehouse) -> None:
@@ -107,8 +107,9 @@ def test_last_seen_is_the_newest_load_that_saw_the_row_live_or_deleted(seeded: W
     assert [load.repeat_of is not None for load in loads] == [False, False, True, True, False, False]
     at = [load.loaded_at for load in loads]
     assert stamps(seeded) == written_by(loads)
-    # what a row-by-row last_loaded_at would say: g3 was last seen by the last repeat, g9 by the first load
-    assert last_seen(seeded) == {"g1": at[5], "g2": at[4], "g3": at[3], "g9": at[0]}
+    # g3 was last seen by the last repeat, g9 by the first load; g1's sighting by the incomplete load is not
+    # recorded (which rows a cut-short sweep reads is no statement about the platform), the complete one's is
+    assert last_seen(seeded) == {"g1": at[4], "g2": at[4], "g3": at[3], "g9": at[0]}
     assert seen_marker(seeded) == (loads[4].seq, at[4])  # the newest complete snapshot
     assert versions(seeded) == {"groups": loads[4].seq}
 

@@ -57,7 +57,7 @@ def test_counts_and_load_timestamps(wh: Warehouse) -> None:
     with wh.connect(read_only=True) as conn:
         got = rows(conn, "answers", "active_lesson_id, question_id, tags, validation, first_loaded_at, last_loaded_at")
     assert got == [
-        ("a1", "q1", None, None, t1, t2),
+        ("a1", "q1", None, None, t1, t1),  # identical: not written
         ("a1", "q2", ["x", "y"], None, t1, t2),
         ("a2", "q1", None, '{"status": "valid"}', t1, t2),
         ("a3", "q1", None, None, t2, t2),

@@ -599,8 +599,8 @@ class IcebergMirror:
         columns = _column_types(conn, select)
         candidates = _with_digests(f"(SELECT * FROM ({select}) WHERE {' OR '.join(touched)})", columns, table.key)
         # A row first loaded after the snapshot cannot be in it: only older rows are compared with the rows in the
-        # table's files, which are not read at all when no older row was touched, nor when no load since updated or
-        # deleted a row (the older rows were only seen again). (A key removed by hand and loaded again is caught by
+        # table's files, which are not read at all when no older row was written, nor when the loads since say they
+        # updated or deleted no row. (A key removed by hand and loaded again is caught by
         # the row count check after the write.)
         first_loaded = any(name == FIRST_LOADED_AT for name, _ in table.columns)
         new = f"{q(FIRST_LOADED_AT)} > $since" if first_loaded else "false"

@@ -67,8 +67,6 @@ def _apply_rows(
     """The ordinary apply: stage, classify and upsert every table, then mark what vanished."""
     conn = ctx.conn
     stats, stages = _stage_tables(ctx, plan, catalog, files)
-    # a complete snapshot sees every live row of its table: its record says so, its unchanged rows are not written
-    stages = {name: replace(stage, seen_whole=name in plan.complete_snapshots) for name, stage in stages.items()}
     order = [t.name for t in parents_first(plan.tables)]
     for link in sorted(plan.children, key=lambda link: order.index(link.parent) if link.parent in order else -1):
         if link.child in stages and link.parent in stages:  # top down: a grandparent's staleness reaches the bottom

@@ -1,15 +1,14 @@
 """What the load records (lms._load_runs) tell of a table without a row being read or written.
 
-- Last seen. A complete snapshot sees every row of its table that it does not mark deleted, and says so once, in
-  its record (lms._snapshot_seen), instead of on each row: it writes only the rows it inserts, changes, revives
-  or marks deleted (merge/staging.py `seen_whole`), and a repeated one writes none (merge/repeats.py). A row was
-  last seen by the newest load that wrote its last_loaded_at or, if later, by the newest complete snapshot of its
+- Last seen. A load writes only the rows it inserts, changes, revives or marks deleted (merge/upsert.py), and a
+  repeated snapshot writes none (merge/repeats.py). A complete snapshot sees every row of its table that it does
+  not mark deleted, and says so once, in its record (lms._snapshot_seen), instead of on each row. A row was last
+  seen by the newest load that wrote its last_loaded_at or, if later, by the newest complete snapshot of its
   table committed while the row was live (before its deleted_at): `last_seen_sql`.
 - Content version. The seq of the newest load that inserted, updated or deleted rows of a table: it moves exactly
-  when the table's data does, survives restarts and rebuilds (the loads and their counts are replayed), and is
-  what a Dagster materialization reports as its data version (and what the analyst models' inputs count). The
-  written version also counts the loads that only saw rows again (moving their last_loaded_at): what a copy of the
-  rows, load times included, is a function of (the analysts' published files)."""
+  when the table's rows do, load times included, survives restarts and rebuilds (the loads and their counts are
+  replayed), and is what a Dagster materialization reports as its data version (and what the analyst models'
+  inputs and the published files count)."""
 
 from __future__ import annotations
 
@@ -25,8 +24,8 @@ from pipeline.warehouse.merge.state import LOAD_RUNS, SNAPSHOT_SEEN
 
 
 def last_seen_sql(table: TableDef) -> str:
-    """Every row of `table` with `last_seen_at`: when LessonSync last saw it on the platform. Rows of a table no
-    complete snapshot loads (incremental, append) were last seen at their last_loaded_at."""
+    """Every row of `table` with `last_seen_at`: when LessonSync last saw it on the platform. A table no complete
+    snapshot loads (incremental, append) is never seen whole: its rows' last_seen_at is their last_loaded_at."""
     if not table.has_deleted_at:
         return f"SELECT t.*, t.{q(LAST_LOADED_AT)} AS last_seen_at FROM {table_ref(table.name)} AS t"
     name = table.name.replace("'", "''")
@@ -55,16 +54,6 @@ def content_version_ids(conn: duckdb.DuckDBPyConnection, tables: Iterable[str]) 
     """`content_versions` as `<seq>-<load id>`: a warehouse synced anew numbers its loads from 1 again, while a
     rebuild replays the same loads, ids included, into the same rows. A table no load changed is absent."""
     return _with_load_ids(conn, content_versions(conn, tables))
-
-
-def written_version_ids(conn: duckdb.DuckDBPyConnection, tables: Iterable[str]) -> dict[str, str]:
-    """Like `content_version_ids`, counting also the loads that only saw rows again: outside a complete snapshot
-    such a load moves their last_loaded_at (merge/upsert.py touch_rows). What a copy of a table's rows, load times
-    included, is a function of."""
-    seen_again = (
-        "(coalesce(CAST(t.value ->> 'unchanged' AS BIGINT), 0) > 0 AND NOT list_contains(r.complete_snapshots, t.key))"
-    )
-    return _with_load_ids(conn, _newest_loads(conn, tables, f"{_CHANGED} OR {seen_again}"))
 
 
 _CHANGED = "(" + " OR ".join(f"coalesce(CAST(t.value ->> '{count}' AS BIGINT), 0) > 0" for count in ROW_CHANGES) + ")"

@@ -7,8 +7,8 @@ row against the warehouse:
            order_by, the table's copy is ordered after this row: not applied
   rewrite  a list column changed (deleted and re-inserted: DuckDB rewrites a changed list that way anyway)
   update   other data changed, or the row comes back after being marked deleted
-  same     identical data: only last_loaded_at moves, and not even that in a complete snapshot of the
-           table (Stage.seen_whole): the load's record says it saw every live row (lms._snapshot_seen)
+  same     identical data: not written (last_loaded_at too stays; a complete snapshot's record says it saw
+           every live row: lms._snapshot_seen)
 """
 
 from __future__ import annotations
@@ -43,9 +43,6 @@ class Stage:
     # A first load (upsert.insert_first_load) went straight into its empty table and has no temp table: the
     # table's rows are this load's rows, all inserts. Then `inserted` is their count, else None.
     inserted: int | None = None
-    # The load is a complete snapshot of the table: its `same` rows are not written (upsert.touch_rows), since the
-    # load's record in lms._load_runs says it saw every live row (lms._snapshot_seen).
-    seen_whole: bool = False
 
     @property
     def inserted_directly(self) -> bool:

@@ -4,9 +4,9 @@ bench/upsert_options.py measures it against the ones that lost (docs/warehouse.m
 Target rows are matched by the row id staging recorded (one BIGINT instead of the whole key; the tables have
 no key index to look a key up in), in row-id order: DuckDB updates rows in place fastest when they come in
 storage order (duckdb#11275). Scalar changes are updated in place; rows whose list columns changed are
-deleted and re-inserted (DuckDB rewrites a changed list that way anyway); unchanged rows only get a new
-last_loaded_at, and not even that in a complete snapshot of the table (Stage.seen_whole); new keys are inserted
-sorted by key. Each target row is touched by exactly one statement, so no statement moves a row id another one
+deleted and re-inserted (DuckDB rewrites a changed list that way anyway); unchanged rows are not written at all
+(a look-back window or a snapshot reads them again: a load costs what it changes); new keys are inserted sorted by
+key. Each target row is touched by exactly one statement, so no statement moves a row id another one
 uses.
 
 A first load into an empty table skips all that (insert_first_load): the deduped rows inserted at once, in
@@ -39,7 +39,6 @@ def upsert_stage(conn: duckdb.DuckDBPyConnection, stage: Stage, ts: str) -> None
         types = dict(stage.target.columns)
         scalars = [c for c in data_columns(stage) if not is_list_type(types[c])]
         update_rows(conn, stage, ts, ("update",), scalars, BY_ROWID)
-        touch_rows(conn, stage, ts, BY_ROWID)
         delete_rows(conn, stage, ("rewrite",), BY_ROWID)
     insert_rows(conn, stage, ts, ("insert", "rewrite"), sort=True)
 
@@ -98,17 +97,6 @@ def update_rows(
     conn.execute(
         f"UPDATE {table_ref(stage.target.name)} AS t SET {set_list(stage, columns, ts, 's')} "
         f"FROM {q(stage.name)} AS s WHERE s._change IN {changes_in(changes)} AND {match}"
-    )
-
-
-def touch_rows(conn: duckdb.DuckDBPyConnection, stage: Stage, ts: str, match: str) -> None:
-    """Rows seen again unchanged: only last_loaded_at moves (a narrow, in-place update). Not in a complete
-    snapshot of the table: its record in lms._load_runs says it saw them all, so a snapshot costs what changed."""
-    if stage.seen_whole:
-        return
-    conn.execute(
-        f"UPDATE {table_ref(stage.target.name)} AS t SET {q(LAST_LOADED_AT)} = {ts} "
-        f"FROM {q(stage.name)} AS s WHERE s._change = 'same' AND {match}"
     )
 
 
