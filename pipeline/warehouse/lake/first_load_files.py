@@ -7,7 +7,7 @@ instead of after the commit, when the run waits for it.
 
 The files are only offered to the mirror once the load has committed (`offer`), and it takes them (`take`) only
 when the warehouse table holds exactly those rows: as many, every one first and last loaded by that load (a later
-load that touched a row moved its last_loaded_at), none deleted, and the mirror's columns the same. They came from
+load that changed a row moved its last_loaded_at), none deleted, and the mirror's columns the same. They came from
 the same parts through the same casts as the rows inserted, so they are those rows; otherwise the mirror writes the
 table from the warehouse as it always does. Files nobody takes are deleted: when an offer replaces them, when the
 background mirror of the run ends (`discard`), at the latest when the process exits."""
