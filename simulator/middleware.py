@@ -15,6 +15,7 @@ from simulator.timeutil import MS_PER_MINUTE, http_date
 
 Scope = dict[str, Any]
 TRUNCATION_MESSAGE = "ASGI callable returned without completing response."
+LATENCY_RECHECK_S = 0.05  # how often a delayed request looks at the latency again (a test may lower it)
 
 
 class _HideDeliberateTruncation(logging.Filter):
@@ -51,6 +52,12 @@ class PlatformMiddleware:
             query = scope.get("query_string", b"").decode("latin-1")
             stats.answered(scope["path"] + (f"?{query}" if query else ""), arrived)
 
+    async def _delayed(self, arrived: float) -> None:
+        """Wait until the latency the faults name NOW has passed since `arrived`: lowering it (or clearing the
+        faults) releases the requests already waiting, so a test can hold a client and let it go."""
+        while (left := self.platform.faults.spec.latency_ms / 1000 - (time.monotonic() - arrived)) > 0:
+            await asyncio.sleep(min(left, LATENCY_RECHECK_S))
+
     async def _serve(self, scope: Scope, receive: Any, send: Any) -> None:
         api = scope["path"].startswith("/v1/")
         faults = self.platform.faults
@@ -60,7 +67,7 @@ class PlatformMiddleware:
         if api:
             count = faults.next_api_request()
             if spec.latency_ms:
-                await asyncio.sleep(spec.latency_ms / 1000)
+                await self._delayed(time.monotonic())
             if spec.outage_s and faults.in_outage():
                 await self._server_error(send, date, 503)
                 self.platform.stats.request(f"{scope['method']} (injected outage)", 503)

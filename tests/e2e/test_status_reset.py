@@ -46,9 +46,9 @@ def test_status_reads_while_a_sync_runs_and_reset_sync_rebuild_agree(tmp_path):
         assert stack.sync(select=RAW).success
         cursor = sync_state(stack.warehouse_path)["active_lessons"]
 
-        # A sync slow enough to ask for the status meanwhile, whatever its own overhead: the first load's manifest
-        # comes after two rounds of requests (token, then the first listing page); the groups' users, asked once the
-        # groups are listed, take three rounds more (8 requests in flight) after it.
+        # A sync held while the status is read, however slow either command is: its first load's manifest comes
+        # after two rounds of 1.5 s requests (token, then the first listing page); then every request waits
+        # (below the client's 30 s timeout) until the status has answered, and clearing the faults lets them go.
         stack.sim.set_faults("latency_ms=1500")
         manifests = stack.data_dir / "lake" / "_loads"
         before = len(list(manifests.glob("*.json")))
@@ -56,6 +56,7 @@ def test_status_reads_while_a_sync_runs_and_reset_sync_rebuild_agree(tmp_path):
         deadline = time.monotonic() + 120
         while len(list(manifests.glob("*.json"))) == before and running.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
+        stack.sim.set_faults("latency_ms=25000")
         code, status = finished(cli(stack, "status"))
         still_running = running.poll() is None
         stack.sim.set_faults("")

@@ -3,6 +3,7 @@ Date header off the lastDate clock, read lag."""
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import datetime, timedelta
 from email.utils import parsedate_to_datetime
@@ -111,6 +112,26 @@ def test_latency_and_token_ttl_faults() -> None:
             assert time.perf_counter() - began < 2  # generous: only checks the latency fault is gone
         fresh = jwt.decode(token_pair(sim.base_url)["access_token"], options={"verify_signature": False})
         assert fresh["exp"] - fresh["iat"] > 3000
+
+
+def test_lowering_the_latency_releases_the_requests_already_waiting() -> None:
+    """A request waits for the latency set at each moment: a test holds a client with a long one and lets it go."""
+    with start_simulator(SimulatorConfig(scale="tiny")) as sim, api_client(sim) as client:
+        sim.set_faults("latency_ms=20000")
+        answered: list[float] = []
+        began = time.perf_counter()
+
+        def ask() -> None:
+            client.get("/v1/categories").raise_for_status()
+            answered.append(time.perf_counter() - began)
+
+        waiting = threading.Thread(target=ask)
+        waiting.start()
+        time.sleep(0.5)
+        assert not answered, "the request was not held"
+        sim.set_faults(FaultSpec())
+        waiting.join(timeout=15)
+        assert answered and answered[0] < 10, answered  # released, not served after the 20 s it arrived under
 
 
 def test_date_offset_moves_the_date_header_off_the_lastdate_clock(fresh_sim, fresh_client) -> None:
