@@ -2,8 +2,9 @@
 
 Snapshots (groups and their users, the lesson catalogue, sessions, categories) are pulled whole every run, and on
 most nights nothing in them changed. The ordinary apply (staging.py) would read every row, join it with the
-table, find every row `same` and none vanished, and write nothing (a load leaves its unchanged rows alone): most of a quiet run's commit time spent to change no row. A load is applied here instead
-when all of these hold for every table it writes:
+table, find every row `same` and none vanished, and write nothing (a load leaves its unchanged rows alone): most
+of a quiet run's commit time spent to change no row. A load is applied here instead when all of these hold for
+every table it writes:
 
 1. the table is a complete snapshot of this load, with a content digest (loading/content.py), and every child link of
    the load joins two of its tables (so replacing children has nothing to do either);

@@ -6,8 +6,7 @@ no key index to look a key up in), in row-id order: DuckDB updates rows in place
 storage order (duckdb#11275). Scalar changes are updated in place; rows whose list columns changed are
 deleted and re-inserted (DuckDB rewrites a changed list that way anyway); unchanged rows are not written at all
 (a look-back window or a snapshot reads them again: a load costs what it changes); new keys are inserted sorted by
-key. Each target row is touched by exactly one statement, so no statement moves a row id another one
-uses.
+key. Each target row is touched by exactly one statement, so no statement moves a row id another one uses.
 
 A first load into an empty table skips all that (insert_first_load): the deduped rows inserted at once, in
 no particular order, no stage."""
