@@ -108,16 +108,18 @@ def test_a_linked_base_and_the_rows_changed_since_read_as_the_warehouse(
         assert_snapshot_equals_warehouse(settings)
 
 
-def test_a_damaged_mirror_file_is_not_linked_the_rows_are_written_and_the_mirror_heals(tmp_path: Path) -> None:
-    """The published files lost, and a data file of the mirror's lessons damaged: the publish (before the mirror step
-    heals it) does not take the mirror's files of that table but writes its rows, and the snapshot equals the
-    warehouse; the other tables are linked again."""
+def test_a_mirror_file_damaged_in_place_is_not_linked_and_its_rows_are_written(tmp_path: Path) -> None:
+    """The published files lost, and a data file of the mirror's lessons damaged in place, its size kept (so the
+    mirror's stat of its recorded files sees nothing; only reading it does): the publish does not take the mirror's
+    files of that table but writes its rows, and the snapshot equals the warehouse; the other tables are linked
+    again."""
     with local_stack(tmp_path / "data", scale="tiny") as stack:
         stack.env.update(ICEBERG_ENV)
         settings = synced(stack)
         [damaged] = (settings.lake_dir / "iceberg" / SCHEMA / "lessons" / "data").glob("*.parquet")
+        size = damaged.stat().st_size
         damaged.unlink()  # its link in the snapshot keeps the bytes: a new file, not those bytes, is the damage
-        damaged.write_bytes(b"not a parquet file")
+        damaged.write_bytes(b"not a parquet file".ljust(size, b"\0"))
         shutil.rmtree(settings.data_dir / "published")
         (settings.data_dir / "analytics.duckdb").unlink()
         settings = synced(stack)

@@ -31,6 +31,7 @@ from pipeline.warehouse.lake.iceberg import (
     IcebergMirror,
     MirrorStats,
     TableFormatError,
+    maintain,
 )
 
 
@@ -419,6 +420,62 @@ def test_a_load_that_changed_nothing_opens_no_iceberg_table(tmp_path: Path, wher
     assert assert_mirror_equals(again.path, where)["groups"] == 2
 
 
+def current_files(where: IcebergLocation, identifier: tuple[str, str]) -> list[Path]:
+    return [
+        Path(t.file.file_path.removeprefix("file://"))
+        for t in open_catalog(where).load_table(identifier).scan().plan_files()
+    ]
+
+
+def test_a_data_file_lost_from_a_table_no_load_changed_is_rewritten_by_the_next_run(tmp_path: Path, where) -> None:
+    """The record vouches for a table only while the data files it recorded are there with their sizes (a stat
+    each): a run after loads that changed nothing opens and rewrites a table that lost one, and only that table."""
+    wh = make_warehouse(tmp_path, table_mirror=IcebergMirror(where))
+    wh.ensure_tables(ALL_SPECS)
+    snapshots = {"complete_snapshots": {"groups"}}
+    load_once(wh, "groups", [(GROUPS, [group("g1"), group("g2")])], **snapshots)
+    load_once(wh, "answers", [(ANSWERS, [answer("al1", "q1")])])
+    (lost,) = current_files(where, ("lms", "groups"))
+    lost.unlink()
+
+    counter = OpeningCounter(where)  # a new process: the record lives in the warehouse
+    counter.opened = []
+    again = make_warehouse(tmp_path, table_mirror=counter, clock=wh.clock)
+    load_once(again, "groups", [(GROUPS, [group("g1"), group("g2")])], **snapshots)
+    assert counter.opened == ["groups"]
+    assert assert_mirror_equals(again.path, where)["groups"] == 2
+    counter.opened.clear()
+    load_once(again, "groups", [(GROUPS, [group("g1"), group("g2")])], **snapshots)
+    assert counter.opened == [], "the rewritten table's files were not recorded"
+
+    (truncated,) = current_files(where, ("lms", "answers"))
+    truncated.write_bytes(truncated.read_bytes()[:-1])
+    load_once(again, "groups", [(GROUPS, [group("g1"), group("g2")])], **snapshots)
+    assert counter.opened == ["answers"]
+    assert_mirror_equals(again.path, where)
+
+
+def test_after_maintenance_a_run_with_nothing_changed_opens_no_iceberg_table(tmp_path: Path, where) -> None:
+    """Compaction and expiry move each table's metadata on: maintenance records the files anew, so the next run
+    still vouches for every table without opening one."""
+    wh = make_warehouse(tmp_path, table_mirror=IcebergMirror(where))
+    wh.ensure_tables(ALL_SPECS)
+    snapshots = {"complete_snapshots": {"groups"}}
+    for i in range(3):  # one group added a load: each load appends a file
+        load_once(wh, "groups", [(GROUPS, [group(f"g{j}") for j in range(10 + i)])], **snapshots)
+    assert wh.table_mirror is not None
+    with wh.connect() as conn:
+        report = maintain(wh.table_mirror, conn, timedelta(0))
+    assert report.expired["lms.groups"] > 0 and not report.failed
+
+    counter = OpeningCounter(where)  # a new process: the record lives in the warehouse
+    counter.opened = []
+    again = make_warehouse(tmp_path, table_mirror=counter, clock=wh.clock)
+    load_once(again, "groups", [(GROUPS, [group(f"g{j}") for j in range(12)])], **snapshots)
+    assert counter.opened == []
+    assert assert_mirror_equals(again.path, where)["groups"] == 12
+
+
 def test_a_record_lost_after_the_iceberg_commit_costs_a_check_not_a_write(mirrored: Warehouse, where) -> None:
     snapshots = {"complete_snapshots": {"groups"}}
     load_once(mirrored, "groups", [(GROUPS, [group("g1"), group("g2")])], **snapshots)
@@ -540,6 +597,11 @@ def test_a_mart_that_did_not_change_opens_no_iceberg_table(tmp_path: Path, where
     open_catalog(where).drop_table(("analytics", "funnel"))  # the catalog's entry gone: the record cannot vouch
     assert mirror_marts() == ["funnel"]
     assert mirror_marts() == []
+    (lost,) = current_files(where, ("analytics", "activity"))  # nor for a mart that lost a data file
+    lost.unlink()
+    assert mirror_marts() == ["activity"]
+    assert mirror_marts() == []
+    assert open_catalog(where).load_table(("analytics", "activity")).scan().to_arrow().num_rows == 1
 
 
 def test_a_lake_under_a_path_with_reserved_characters_is_mirrored_where_it_lies(tmp_path: Path) -> None:

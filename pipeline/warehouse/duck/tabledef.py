@@ -85,6 +85,15 @@ INTERNAL_COMMENTS: dict[str, tuple[str, dict[str, str]]] = {
             "columns": "the warehouse table's columns then",
         },
     ),
+    "_iceberg_mirrored_files": (
+        "The data files of the Iceberg snapshot the mirror's record vouches for (lake/iceberg.py creates it).",
+        {
+            "mirror": "the Iceberg location and a digest of its catalog URL",
+            "table_name": "the table in schema lms, or analytics.<mart>",
+            "metadata_location": "the Iceberg metadata file whose current snapshot holds these files",
+            "data_files": "each data file's location and size in bytes",
+        },
+    ),
 }
 # Column names the staging queries add next to the data; a data column may not use them either.
 RESERVED_COLUMNS = META_COLUMNS + ("file_row_number",)  # staging also adds _lake_file, _change, _rowid, _old_*

@@ -16,7 +16,7 @@ writes the Parquet data files; pyiceberg commits them. A run after loads that ch
 warehouse records, per table, the load time and row count its Iceberg table was last seen to hold
 (`lms._iceberg_mirrored`), so the mirror opens Iceberg only for the tables a load changed since, or that the
 record cannot vouch for (a SQLite catalog is read with the standard library to confirm each table is still
-registered here).
+registered here, and each data file of the recorded snapshot on a local disk is stat'ed).
 """
 
 from __future__ import annotations
@@ -117,6 +117,17 @@ MIRROR_RECORD_DDL = f"""CREATE TABLE IF NOT EXISTS {MIRROR_RECORD} (
     loaded_through TIMESTAMPTZ NOT NULL,  -- the newest warehouse load the Iceberg table equals
     row_count BIGINT NOT NULL,  -- the Iceberg table's rows then
     columns VARCHAR NOT NULL,  -- the warehouse table's columns then: a column added since is a change
+    PRIMARY KEY (mirror, table_name)
+)"""
+# Per mirror and table, the data files of the snapshot the record vouches for, so that vouching also sees one lost
+# or truncated on a local disk (a stat each) without opening Iceberg. Written after the record; read only beside
+# the catalog's own metadata location for the table (when the catalog says it), so an older entry is never trusted.
+MIRROR_FILES = f"{SCHEMA}._iceberg_mirrored_files"
+MIRROR_FILES_DDL = f"""CREATE TABLE IF NOT EXISTS {MIRROR_FILES} (
+    mirror VARCHAR NOT NULL,
+    table_name VARCHAR NOT NULL,  -- a raw table's name, or analytics.<mart>
+    metadata_location VARCHAR NOT NULL,  -- the table's metadata file whose current snapshot holds these files
+    data_files STRUCT(path VARCHAR, size BIGINT)[] NOT NULL,
     PRIMARY KEY (mirror, table_name)
 )"""
 
@@ -398,13 +409,15 @@ class IcebergMirror:
         _ensure_record(conn)
 
     def _current(self, conn: duckdb.DuckDBPyConnection, names: Collection[str] | None = None) -> dict[TableDef, int]:
-        """The tables (-> rows; of `names` only, when given) the record vouches for, and a SQLite catalog still
-        registers here."""
+        """The tables (-> rows; of `names` only, when given) the record vouches for, that a SQLite catalog still
+        registers here, and whose recorded data files are all there (_whole_by_record)."""
         current = {t: rows for t, rows in _current_by_record(conn, self.mirror_id, names).items() if self._mirrors(t)}
         registered = self._registered(SCHEMA) if current else None
         if registered is not None:
             current = {t: rows for t, rows in current.items() if self._registered_here(registered.get(t.name))}
-        return current
+        locations = {t.name: registered.get(t.name) if registered is not None else None for t in current}
+        whole = _whole_by_record(conn, self.mirror_id, locations)
+        return {t: rows for t, rows in current.items() if t.name in whole}
 
     def current_data_files(self, conn: duckdb.DuckDBPyConnection, name: str) -> list[Path] | None:
         """The data files of the raw table `name`'s Iceberg table when they hold the warehouse table's rows as it is
@@ -492,7 +505,8 @@ class IcebergMirror:
                     raise self._unavailable(error) from error
                 log.warning("iceberg %s.%s: not dropped (%s); tried again at the next mirror run", SCHEMA, name, error)
                 continue
-            conn.execute(f"DELETE FROM {MIRROR_RECORD} WHERE mirror = ? AND table_name = ?", [self.mirror_id, name])
+            for record in (MIRROR_RECORD, MIRROR_FILES):
+                conn.execute(f"DELETE FROM {record} WHERE mirror = ? AND table_name = ?", [self.mirror_id, name])
 
     def _drop(self, identifier: tuple[str, str]) -> None:
         from pyiceberg.exceptions import NoSuchTableError
@@ -547,6 +561,7 @@ class IcebergMirror:
             hooks.reached("iceberg_committed")
             if latest is not None:
                 _record(conn, self.mirror_id, {table: (latest, _iceberg_rows(created))})
+                _record_files(conn, self.mirror_id, table.name, created)
             return _logged(stats, started)
         if latest is None:
             return stats
@@ -555,6 +570,7 @@ class IcebergMirror:
         mirrored_through = None if stats.repaired else _loaded_through(ice)
         if mirrored_through is not None and mirrored_through >= latest:
             _record(conn, self.mirror_id, {table: (mirrored_through, _iceberg_rows(ice))})
+            _record_files(conn, self.mirror_id, table.name, ice)
             return stats
         warehouse_rows = _count(conn, f"{SCHEMA}.{q(table.name)}")
         if (
@@ -563,9 +579,11 @@ class IcebergMirror:
             and not _changed_since(conn, table.name, mirrored_through)
         ):
             _record(conn, self.mirror_id, {table: (latest, warehouse_rows)})
+            _record_files(conn, self.mirror_id, table.name, ice)
             return stats  # every load since reported nothing inserted, updated or deleted
         if warehouse_rows == 0 and ice.current_snapshot() is None:  # its first snapshot comes with its first rows
             _record(conn, self.mirror_id, {table: (latest, 0)})
+            _record_files(conn, self.mirror_id, table.name, ice)
             return stats
         properties = {LOADED_THROUGH: latest.isoformat()}
         if mirrored_through is None or _iceberg_rows(ice) == 0:
@@ -580,6 +598,7 @@ class IcebergMirror:
             stats.rewritten = True
         hooks.reached("iceberg_committed")
         _record(conn, self.mirror_id, {table: (latest, _iceberg_rows(ice.refresh()))})
+        _record_files(conn, self.mirror_id, table.name, ice)
         return _logged(stats, started)
 
     def _apply_changes(
@@ -770,13 +789,16 @@ class IcebergMirror:
         ]
 
     def _marts_current(self, conn: duckdb.DuckDBPyConnection, states: Mapping[str, str]) -> set[str]:
-        """The marts whose recorded state is `states`' and whose Iceberg table a SQLite catalog still registers here."""
+        """The marts whose recorded state is `states`', whose Iceberg table a SQLite catalog still registers here,
+        and whose recorded data files are all there (_whole_by_record)."""
         recorded = _mart_records(conn, self.mirror_id)
         current = {name for name, state in states.items() if recorded.get(name) == state}
         registered = self._registered(MARTS_NAMESPACE) if current else None
-        if registered is None:
-            return current
-        return {name for name in current if self._registered_here(registered.get(name))}
+        if registered is not None:
+            current = {name for name in current if self._registered_here(registered.get(name))}
+        locations = {MART_RECORD_PREFIX + n: registered.get(n) if registered is not None else None for n in current}
+        whole = _whole_by_record(conn, self.mirror_id, locations)
+        return {name for name in current if MART_RECORD_PREFIX + name in whole}
 
     def _sync_mart(
         self,
@@ -793,7 +815,7 @@ class IcebergMirror:
         select = f"SELECT * FROM {relation}"
         ice, stats.repaired = self._table_for(conn, (MARTS_NAMESPACE, name), select, recreate)
         if isinstance(ice, _NewTable):
-            stats.rows_written = self._create(conn, ice, select, {CONTENT_DIGEST: digest})[1]
+            ice, stats.rows_written = self._create(conn, ice, select, {CONTENT_DIGEST: digest})
             stats.rewritten = True
         else:
             if not stats.repaired:
@@ -805,6 +827,7 @@ class IcebergMirror:
                 stats.rows_written = _rewrite(conn, ice, select, {CONTENT_DIGEST: digest})
                 stats.rewritten = True
         _record_mart(conn, self.mirror_id, name, state, int(digest.split(":", 1)[0]))
+        _record_files(conn, self.mirror_id, MART_RECORD_PREFIX + name, ice)
         stats.seconds = time.perf_counter() - started
         return stats
 
@@ -818,6 +841,12 @@ class IcebergMirror:
                 ice = self.catalog.load_table(identifier)
                 if self.where.holds(ice.metadata_location):
                     yield ice
+
+    def record_files(self, conn: duckdb.DuckDBPyConnection) -> None:
+        """Record the data files of every table registered here, as the current snapshot holds them now."""
+        for ice in self.tables():
+            namespace, name = ice.name()[-2:]
+            _record_files(conn, self.mirror_id, name if namespace == SCHEMA else MART_RECORD_PREFIX + name, ice)
 
     def expire_snapshots(self, retention: timedelta, now: datetime | None = None) -> dict[str, int]:
         """Expire every snapshot older than `retention` (the current one always stays); returns how many per
@@ -887,7 +916,9 @@ def maintain(
     repaired = {s.table: s.repaired for s in checked if s.repaired and not s.error}
     failed = {s.table: s.error for s in checked if s.error}
     compacted = mirror.compact(conn)
-    return MaintenanceReport(mirror.expire_snapshots(retention), compacted, repaired, failed)
+    expired = mirror.expire_snapshots(retention)
+    mirror.record_files(conn)  # compaction and expiry moved the tables' metadata on: the next run vouches anew
+    return MaintenanceReport(expired, compacted, repaired, failed)
 
 
 def table_summaries(mirror: IcebergMirror) -> Iterator[str]:
@@ -1257,11 +1288,16 @@ def _whole(ice: Table, path: str, size: int, remote: bool) -> bool:
     on object storage only when `remote` (a request; True otherwise)."""
     local = _local_path(path)
     if local is not None:
-        return local.is_file() and local.stat().st_size == size
+        return _local_file_whole(local, size)
     if not remote:
         return True
     source = ice.io.new_input(path)
     return source.exists() and len(source) == size
+
+
+def _local_file_whole(local: Path | None, size: int) -> bool:
+    """Whether a file on the local disk is there with `size` bytes; True for one elsewhere (None: not local)."""
+    return local is None or (local.is_file() and local.stat().st_size == size)
 
 
 def _is_damage(error: BaseException) -> bool:
@@ -1391,6 +1427,37 @@ def _record(conn: duckdb.DuckDBPyConnection, mirror_id: str, seen: Mapping[Table
     conn.execute(f"INSERT OR REPLACE INTO {MIRROR_RECORD} VALUES {values}", [v for row in rows for v in row])
 
 
+def _record_files(conn: duckdb.DuckDBPyConnection, mirror_id: str, name: str, ice: Table) -> None:
+    """Record the data files of `ice`'s current snapshot (none without one) under the record's `name` (a raw table's,
+    or analytics.<mart>), beside the metadata file that holds them."""
+    files = [{"path": task.file.file_path, "size": task.file.file_size_in_bytes} for task in ice.scan().plan_files()]
+    _ensure_record(conn)
+    row = [mirror_id, name, ice.metadata_location, files]
+    conn.execute(f"INSERT OR REPLACE INTO {MIRROR_FILES} VALUES (?, ?, ?, ?)", row)
+
+
+def _whole_by_record(conn: duckdb.DuckDBPyConnection, mirror_id: str, names: Mapping[str, str | None]) -> set[str]:
+    """Of the record's `names` (-> the metadata file a SQLite catalog registers for it; None when the catalog is
+    not read), those whose recorded data files are each there with their recorded size: a file on a local disk is
+    stat'ed, one on object storage taken as recorded (`tables maintain` reads those). A name without recorded files,
+    or with files recorded beside another metadata file than the catalog's, is not vouched for: its table is opened,
+    checked and its files recorded."""
+    if not names:
+        return set()
+    query = (
+        f"SELECT table_name, metadata_location, data_files FROM {MIRROR_FILES} "
+        "WHERE mirror = ? AND list_contains(?, table_name)"
+    )
+    whole = set()
+    for name, location, files in conn.execute(query, [mirror_id, sorted(names)]).fetchall():
+        registered = names[name]
+        if registered is not None and registered != location:
+            continue
+        if all(_local_file_whole(_local_path(f["path"]), f["size"]) for f in files):
+            whole.add(name)
+    return whole
+
+
 def _rows_digest(conn: duckdb.DuckDBPyConnection, select: str) -> str:
     """The query's row count and the XOR of its rows' digests: a mart's snapshot summary (CONTENT_DIGEST)."""
     return str(scalar(conn, f"SELECT count(*) || ':' || coalesce(bit_xor(d), 0) FROM ({_digests(conn, select)})"))
@@ -1421,17 +1488,18 @@ def _record_mart(conn: duckdb.DuckDBPyConnection, mirror_id: str, name: str, sta
 
 
 def _ensure_record(conn: duckdb.DuckDBPyConnection) -> None:
-    """The record table, described like the warehouse's other internal tables (the mirror step may create it after
-    the run's last schema change, which is when the warehouse describes its tables). Nothing when it exists: the
+    """The record tables, described like the warehouse's other internal tables (the mirror step may create it after
+    the run's last schema change, which is when the warehouse describes its tables). Nothing when they exist: the
     background mirror asks while commits run on other connections, and a catalog change there and here would
     conflict."""
     exists = (
         "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = ? "
-        "AND table_name = ?"
+        "AND list_contains(?, table_name)"
     )
-    if scalar(conn, exists, [SCHEMA, MIRROR_RECORD.split(".")[-1]]):
+    if scalar(conn, exists, [SCHEMA, [MIRROR_RECORD.split(".")[-1], MIRROR_FILES.split(".")[-1]]]) == 2:
         return
     conn.execute(MIRROR_RECORD_DDL)
+    conn.execute(MIRROR_FILES_DDL)
     set_comments(conn, [])
 
 
