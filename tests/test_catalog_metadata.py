@@ -45,3 +45,20 @@ def test_the_summary_lists_loads_then_the_models_apart():
     assert lines[2].startswith("models built: 20 (rows) model_0 1,000, model_1 1,001")
     assert len(lines) < 2 + 20 and not any(line.startswith("analytics/") for line in lines)
     assert lines[-1] == "models unchanged since their last build (inputs the same): 3"
+
+
+def test_the_summary_names_the_iceberg_tables_the_background_mirror_wrote_too():
+    """The raw tables' mirror writes while the streams fetch: a cron user's summary names those writes too."""
+    lines = summary_lines(
+        {
+            "lake/iceberg_tables": {
+                "tables_written": ["lms.groups"],
+                "background_tables_written": ["lms.answers", "lms.groups"],
+            },
+            "lake/iceberg_marts": {"tables_written": []},
+        }
+    )
+    assert lines == [
+        f"{'lake/iceberg_marts':32} Iceberg tables written: none",
+        f"{'lake/iceberg_tables':32} Iceberg tables written: lms.answers, lms.groups",
+    ]
