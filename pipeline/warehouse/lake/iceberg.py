@@ -412,12 +412,19 @@ class IcebergMirror:
         """The tables (-> rows; of `names` only, when given) the record vouches for, that a SQLite catalog still
         registers here, and whose recorded data files are all there (_whole_by_record)."""
         current = {t: rows for t, rows in _current_by_record(conn, self.mirror_id, names).items() if self._mirrors(t)}
-        registered = self._registered(SCHEMA) if current else None
-        if registered is not None:
-            current = {t: rows for t, rows in current.items() if self._registered_here(registered.get(t.name))}
-        locations = {t.name: registered.get(t.name) if registered is not None else None for t in current}
-        whole = _whole_by_record(conn, self.mirror_id, locations)
-        return {t: rows for t, rows in current.items() if t.name in whole}
+        here = self._still_here(conn, SCHEMA, {t.name: t.name for t in current})
+        return {t: rows for t, rows in current.items() if t.name in here}
+
+    def _still_here(self, conn: duckdb.DuckDBPyConnection, namespace: str, names: Mapping[str, str]) -> set[str]:
+        """Of the record's `names` (-> the table's name in `namespace`), those a SQLite catalog still registers here
+        (any, for a catalog that is not read) and whose recorded data files are all there (_whole_by_record)."""
+        registered = self._registered(namespace) if names else None
+        locations = {
+            record: registered.get(table) if registered is not None else None
+            for record, table in names.items()
+            if registered is None or self._registered_here(registered.get(table))
+        }
+        return _whole_by_record(conn, self.mirror_id, locations)
 
     def current_data_files(self, conn: duckdb.DuckDBPyConnection, name: str) -> list[Path] | None:
         """The data files of the raw table `name`'s Iceberg table when they hold the warehouse table's rows as it is
@@ -793,12 +800,8 @@ class IcebergMirror:
         and whose recorded data files are all there (_whole_by_record)."""
         recorded = _mart_records(conn, self.mirror_id)
         current = {name for name, state in states.items() if recorded.get(name) == state}
-        registered = self._registered(MARTS_NAMESPACE) if current else None
-        if registered is not None:
-            current = {name for name in current if self._registered_here(registered.get(name))}
-        locations = {MART_RECORD_PREFIX + n: registered.get(n) if registered is not None else None for n in current}
-        whole = _whole_by_record(conn, self.mirror_id, locations)
-        return {name for name in current if MART_RECORD_PREFIX + name in whole}
+        here = self._still_here(conn, MARTS_NAMESPACE, {MART_RECORD_PREFIX + name: name for name in current})
+        return {name for name in current if MART_RECORD_PREFIX + name in here}
 
     def _sync_mart(
         self,
