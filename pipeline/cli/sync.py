@@ -167,9 +167,9 @@ def summary_lines(materializations: Mapping[str, Mapping[str, object]], up_to_da
     for key, metadata in sorted(materializations.items()):
         fetched = metadata.get("rows_fetched", metadata.get("events_loaded"))
         if key.startswith("lake/"):  # the Iceberg mirror: its raw step's background writes, then the step's own
-            written = [metadata.get("background_tables_written"), metadata.get("tables_written")]
-            names = dict.fromkeys(str(name) for names in written if isinstance(names, list) for name in names)
-            lines.append(f"{key:32} Iceberg tables written: {', '.join(names) or 'none'}")
+            lists = [metadata.get("background_tables_written"), metadata.get("tables_written")]
+            written = dict.fromkeys(str(name) for listed in lists if isinstance(listed, list) for name in listed)
+            lines.append(f"{key:32} Iceberg tables written: {', '.join(written) or 'none'}")
             continue
         if fetched is None:  # not a load: an analytics model, or the published copy (which is no model)
             if "published_at" in metadata:  # it names the models skipped, their inputs unchanged since their build
