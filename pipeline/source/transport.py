@@ -64,6 +64,9 @@ from pipeline.source.slots import PrioritySlots
 log = logging.getLogger("lessonsync.source")
 
 T = TypeVar("T")
+# A renewed token can still be rejected when it expires in transit (short lifetimes on a stalled machine, or
+# `iat` in whole seconds making the lifetime look longer): the app secret is blamed only after this many in a row.
+RENEWALS_BEFORE_REFUSAL = 3
 # A body's decoder: its value, or an awaitable of it (a page decoded in a worker process, decode_workers.py)
 Decode = Callable[[bytes], T | Awaitable[T]]
 
@@ -245,15 +248,17 @@ class Transport:
         async with self._slots:
             token = await self.auth.bearer()
             response = await _answered(self._send(method, path, params, body, token, clock))
-            if response.status_code == 401:
+            renewals = 0
+            while response.status_code == 401:
+                if renewals == RENEWALS_BEFORE_REFUSAL:
+                    raise PlatformAuthError(
+                        f"{method} {path} answered 401 to {renewals} freshly issued tokens in a row; the app "
+                        "secret may lack the admin scope (check LESSONSYNC_APP_SECRET)"
+                    )
                 await self.auth.on_unauthorized(token)
+                renewals += 1
                 token = await self.auth.bearer()
                 response = await _answered(self._send(method, path, params, body, token, clock))
-                if response.status_code == 401:
-                    raise PlatformAuthError(
-                        f"{method} {path} answered 401 to a freshly issued token; the app secret may lack "
-                        "the admin scope (check LESSONSYNC_APP_SECRET)"
-                    )
         # decoded once the slot is free: the slot bounds requests at the platform, not our CPU (a decode that
         # waits for a worker process must not keep a request from being sent)
         return await self._decoded(method, path, params, response, decode, attempt)

@@ -28,6 +28,7 @@ class EdgeState:
     token_ttl: float | None = 3600.0  # None: opaque tokens that are not JWTs
     refuse_refresh: bool = False
     reject_all_tokens: bool = False
+    reject_next_tokens: int = 0  # this many tokens issued from now on are refused at once (expired in transit)
     body: list | dict = field(default_factory=list)
     script: list[Script] = field(default_factory=list)  # consumed in order, one per GET
     seen: list[Request] = field(default_factory=list)
@@ -49,7 +50,10 @@ class EdgeState:
                 algorithm="HS256",
             )
         refresh = f"refresh-{n}-{time.time_ns()}"
-        self.valid.add(access)
+        if self.reject_next_tokens > 0:
+            self.reject_next_tokens -= 1
+        else:
+            self.valid.add(access)
         self.refresh_tokens.add(refresh)
         return {"access_token": access, "refresh_token": refresh}
 

@@ -161,6 +161,21 @@ def test_concurrent_401s_share_one_refresh(state):
     assert len(state.seen) == 1 + 8 + 8  # every rejected request retried once with the new token
 
 
+def test_renewed_tokens_that_expire_in_transit_are_renewed_again(state):
+    async def scenario(url: str) -> None:
+        core = SourceCore(settings_for(url).client)
+        await core.transport.get("/v1/categories", {}, json_body)
+        state.valid.clear()
+        state.reject_next_tokens = 2  # the first two renewals arrive already expired
+        await core.transport.get("/v1/categories", {}, json_body)
+        await core.transport.aclose()
+
+    with edge_server(state) as url:
+        asyncio.run(scenario(url))
+    assert state.exchanges + state.refreshes == 1 + 3
+    assert len(state.seen) == 1 + 4  # rejected with the old token and two renewed ones, answered with the third
+
+
 def test_rejected_fresh_token_and_bad_secret_are_auth_errors(state):
     with edge_server(state) as url:
         state.reject_all_tokens = True
