@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import jwt
 import pytest
 from simtools import enc, token_pair
 from starlette.testclient import TestClient
@@ -78,12 +79,14 @@ def test_fast_routes_answer_like_fastapi(pair):
 
 
 def test_an_expired_token_is_refused_after_it_was_accepted():
-    with start_simulator(SimulatorConfig(seed=42, scale="tiny", token_ttl_seconds=1.0)) as sim:
+    # three seconds: the first GET must arrive while the token lives, even on a machine that stalls for a second
+    with start_simulator(SimulatorConfig(seed=42, scale="tiny", token_ttl_seconds=3.0)) as sim:
         token = token_pair(sim.base_url, sim.config.app_secret)["access_token"]
         client = TestClient(build_app(sim.platform), base_url="http://sim")
         headers = {"Authorization": f"Bearer {token}"}
         assert client.get("/v1/active-lessons?pageSize=1", headers=headers).status_code == 200
-        time.sleep(1.2)
+        expires = jwt.decode(token, options={"verify_signature": False})["exp"]
+        time.sleep(max(0.0, expires - time.time()) + 1.05)  # exp is checked with one-second resolution
         for _ in range(2):  # the cached verification honours the expiry, and keeps refusing
             refused = client.get("/v1/active-lessons?pageSize=1", headers=headers)
             assert refused.status_code == 401 and "expired" in refused.json()["message"]
