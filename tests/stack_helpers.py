@@ -1,11 +1,13 @@
 """Assertions about a local stack, shared by the end-to-end tests (imported by name: tests/ is on sys.path)."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import duckdb
+from dagster import DagsterInstance, EventLogEntry
 
 from pipeline.stack import Stack
 from pipeline.verify import compare_warehouse
@@ -41,3 +43,15 @@ def sync_command_adopting_its_fetches(stack: Stack, dagster_home: Path, **env: s
     assert any(ADOPTED in line for line in done.stdout.splitlines()), done.stdout[-3000:]
     assert "discarded the fetches" not in done.stdout, done.stdout[-3000:]
     return done.stdout
+
+
+def failed_run_logs(data_dir: Path, last_line: str) -> tuple[list[EventLogEntry], float]:
+    """The events of the run named on a failed sync's last line, and when its one failed step recorded the failure
+    (wall clock): a deadline ends there, not at the process's exit, which then marks the run failed (seconds more on
+    a loaded machine)."""
+    run_id = re.findall(r"\(run ([0-9a-f-]+)\)", last_line)[-1]
+    with DagsterInstance.from_config(str(data_dir / "dagster_home")) as instance:
+        logs = instance.all_logs(run_id)
+    failed = [e.timestamp for e in logs if e.dagster_event is not None and e.dagster_event.is_step_failure]
+    assert len(failed) == 1, f"one step fails, once: {len(failed)} failures in run {run_id}"
+    return logs, failed[0]

@@ -19,7 +19,7 @@ import duckdb
 import pytest
 from dagster import DagsterInstance, DagsterRunStatus
 from hostile_upstream import Hostile, hostile_upstream
-from stack_helpers import RAW, assert_warehouse_equals_platform
+from stack_helpers import RAW, assert_warehouse_equals_platform, failed_run_logs
 
 from pipeline.settings import Settings
 from pipeline.source.client import PlatformClient
@@ -109,17 +109,6 @@ def test_a_hostile_platform_ends_the_fetch_cleanly_within_its_bound(
     assert "lessonsync-demo-secret" not in message
 
 
-def _step_failed_at(data_dir: Path, last_line: str) -> float:
-    """When the run named on the sync's last line recorded its step's failure (wall clock): the budget's end, not the
-    process's, which then marks the run failed and exits (seconds more on a loaded machine)."""
-    run_id = re.findall(r"\(run ([0-9a-f-]+)\)", last_line)[-1]
-    with DagsterInstance.from_config(str(data_dir / "dagster_home")) as instance:
-        logs = instance.all_logs(run_id)
-    failed = [e.timestamp for e in logs if e.dagster_event is not None and e.dagster_event.is_step_failure]
-    assert len(failed) == 1, "the raw step fails, once"
-    return failed[0]
-
-
 def _sync(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [LESSONSYNC, "sync", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -175,7 +164,7 @@ def test_a_drip_feeding_platform_fails_the_sync_within_the_budget_and_sigterm_en
         last = output.strip().splitlines()[-1]
         assert dripped.returncode == 1, output[-3000:]
         assert last.startswith("sync FAILED: ") and "GET /v1/categories" in last and "deadline" in last, last
-        took = _step_failed_at(data_dir, last) - first_hit_at
+        took = failed_run_logs(data_dir, last)[1] - first_hit_at
         assert took <= 15 * 1.1, f"failed {took:.1f} s after the first request, budget 15 s"
         assert _categories(data_dir) == before  # nothing committed
         print(f"drip: sync failed {took:.1f} s after its first request to /v1/categories (budget 15 s)")
