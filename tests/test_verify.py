@@ -13,14 +13,14 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from pipeline.contract.streams import SYNC_STREAMS
+from pipeline.contract.streams import SYNC_STREAMS, stream_tables
 from pipeline.raw.runner import RawRun, RawSync
 from pipeline.settings import Settings
 from pipeline.verify import LOAD_METADATA, compare_table, compare_warehouse
 from pipeline.warehouse import Warehouse, read_table_def
 from simulator import SimulatorConfig, SimulatorHandle, start_simulator
 
-# A different value of each column type, as SQL over the column `c`.
+# A different value of each column type, as SQL over the column named by `{c}`.
 CHANGED = {
     "VARCHAR": "{c} || 'x'",
     "BIGINT": "{c} + 1",
@@ -45,42 +45,34 @@ def synced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Simulator
         yield sim, warehouse.path
 
 
-def _data_columns(conn: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str, str]]:
-    definition = read_table_def(conn, table)
-    assert definition is not None
+def _columns(conn: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
+    """Every column of lms.`table` and its type."""
     rows = conn.execute(
         "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = 'lms' AND table_name = ?",
         [table],
     ).fetchall()
-    return [(c, t) for c, t in rows if c not in LOAD_METADATA and c not in definition.key]
+    return dict(rows)
 
 
 def test_the_synced_warehouse_equals_the_platform(synced: tuple[SimulatorHandle, Path]) -> None:
     sim, path = synced
     with duckdb.connect(str(path), read_only=True) as conn:
-        diffs = compare_warehouse(
-            conn, sim, [s for s in SYNC_STREAMS if s != "answers"] + ["answers", "answer_results"]
-        )
+        diffs = compare_warehouse(conn, sim, stream_tables())
     assert [d.summary() for d in diffs if not d.equal] == []
     assert all(d.actual_rows > 0 for d in diffs), [(d.table, d.actual_rows) for d in diffs]
 
 
 def test_one_changed_value_of_any_column_is_the_one_mismatch_named(synced: tuple[SimulatorHandle, Path]) -> None:
     sim, path = synced
-    tables = [
-        *("active_lessons", "answers", "answer_results", "groups", "users", "lessons", "lesson_questions"),
-        *("lesson_sessions", "lesson_session_registrations", "categories"),
-    ]
     seen_types: set[str] = set()
     changed = 0
     with duckdb.connect(str(path)) as conn:
-        for table in tables:
-            live = "deleted_at IS NULL AND " if conn.execute(
-                "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'lms' AND table_name = ? "
-                "AND column_name = 'deleted_at'", [table]
-            ).fetchone()[0] else ""  # fmt: skip
-            for column, kind in _data_columns(conn, table):
-                if kind not in CHANGED:
+        for table in stream_tables():
+            columns, definition = _columns(conn, table), read_table_def(conn, table)
+            assert definition is not None
+            live = "deleted_at IS NULL AND " if "deleted_at" in columns else ""
+            for column, kind in columns.items():
+                if kind not in CHANGED or column in LOAD_METADATA or column in definition.key:
                     continue
                 target = conn.execute(
                     f'SELECT min(rowid) FROM lms."{table}" WHERE {live}"{column}" IS NOT NULL'
