@@ -11,7 +11,10 @@ command's wall and CPU seconds and peak RSS (its own: bench/common.py PeakRss), 
 request (the token exchange) and to its first GET, the requests the simulator answered, the Dagster runs it created
 and the events they wrote (read back through the same instance: a run's fixed cost is about one storage write an
 event), whether the warehouse then equals the platform, and the run's floor: the bare download of the same GETs by
-bench/common.py (page 0 of the first-page probe, which answers 400, and the token left out). Then the ratios the
+bench/common.py (page 0 of the first-page probe, which answers 400, and the token left out); and Dagster alone: the
+same runs, steps, materializations, checks and log lines replayed by assets that do nothing (bench/dagster_alone.py),
+a process of its own, interpreter start to exit, on a Dagster home of its own with the same storage. The rest of
+the command's time is our own work, also reported as a share of the full command's rest. Then the ratios the
 issue sets: no-change / full (at most 0.25) and 1%-change / full (at most 0.50), and each run's wall time over its
 floor (the latency-bound target: 1.35 at scale medium, 40 ms a request, page size 100).
 
@@ -39,11 +42,20 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.common import ChildRun, PeakRss, created_directory, installed_bytecode, load_average, run_bare_download
+from bench.common import (
+    ChildRun,
+    PeakRss,
+    created_directory,
+    installed_bytecode,
+    load_average,
+    run_bare_download,
+    run_measured,
+)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 RUN_KINDS = ("full", "no_change", "one_percent")
@@ -51,11 +63,18 @@ TARGETS = {"no_change": 0.25, "one_percent": 0.50}  # share of the full sync's w
 FLOOR_TARGET = 1.35  # the whole command over the bare download of its pages, latency-bound (scale medium, 40 ms)
 TOKEN_PATH = "/v1/token"
 COMMAND = [str(Path(sys.executable).with_name("lessonsync")), "sync"]
+ALONE_ROUNDS = 3  # timed replays of each command's runs (Dagster alone): one round swings by a third on a busy machine
 SAMPLE_SECONDS = 0.01  # how often the command's CPU time is read (the kernel counts it in 10 ms ticks)
 
 
 def run_command(
-    stack: Any, data_dir: Path, work: Path, kind: str, concurrency: int, extra_env: dict[str, str]
+    stack: Any,
+    data_dir: Path,
+    work: Path,
+    kind: str,
+    concurrency: int,
+    extra_env: dict[str, str],
+    alone_env: dict[str, str],
 ) -> dict[str, Any]:
     """One `lessonsync sync` in a child process: its wall time from just before the start, first requests, peak RSS,
     CPU seconds, exactness, and the bare download of its GETs."""
@@ -78,6 +97,9 @@ def run_command(
     result: dict[str, Any] = {"returncode": child.returncode, **sides, "dagster_events": _events(env, created_after)}
     if child.returncode != 0:
         return {**result, "error": child.stderr_tail}
+    result["dagster_alone"] = _dagster_alone(
+        env, result["dagster_events"]["run_shapes"], work / "dagster_alone", alone_env
+    )
     gets = [r for r in requests if r.path.split("?", 1)[0] != TOKEN_PATH and "pageNumber=0&" not in r.path + "&"]
     result.update(
         {
@@ -154,9 +176,11 @@ def run_sampled(
 
 def _events(env: dict[str, str], created_after: datetime) -> dict[str, Any]:
     """What the command wrote to Dagster's event log (the fixed cost of a run: one storage write an event), read
-    back through the instance the command used: its runs, their events, and the events by type (LOG_MESSAGE: a log line)."""
+    back through the instance the command used: its runs, their events, and the events by type (LOG_MESSAGE: a log line);
+    and the runs' shapes, for Dagster alone."""
     from dagster import DagsterInstance, RunsFilter
 
+    from bench.dagster_alone import run_shapes
     from pipeline.instance import POSTGRES_URL_VARIABLE, with_psycopg2_driver
     from pipeline.stack import environment
 
@@ -170,8 +194,46 @@ def _events(env: dict[str, str], created_after: datetime) -> dict[str, Any]:
             for entry in instance.all_logs(run.run_id):
                 name = str(entry.dagster_event_type.value) if entry.dagster_event_type else "LOG_MESSAGE"
                 by_type[name] = by_type.get(name, 0) + 1
+        shapes = run_shapes(instance, [run.run_id for run in reversed(runs)])  # get_runs: newest first
     ordered = dict(sorted(by_type.items(), key=lambda item: -item[1]))
-    return {"runs": len(runs), "events": sum(by_type.values()), "by_type": ordered}
+    return {
+        "runs": len(runs),
+        "events": sum(by_type.values()),
+        "by_type": ordered,
+        "run_shapes": [asdict(shape) for shape in shapes],
+    }
+
+
+def _dagster_alone(
+    env: dict[str, str], shapes: list[dict[str, Any]], home: Path, storage: dict[str, str]
+) -> dict[str, Any]:
+    """The command's runs (`shapes`, from _events) replayed by bench/dagster_alone.py on a Dagster home of its own
+    (the same dagster.yaml, `storage`: a PostgreSQL database of its own with --postgres): once to create its
+    databases, then ALONE_ROUNDS times, each timed interpreter start to exit; the median round is reported."""
+    from pipeline.instance import POSTGRES_URL_VARIABLE, instance_config, with_psycopg2_driver
+
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "dagster.yaml").write_text(instance_config(POSTGRES_URL_VARIABLE in env), encoding="utf-8")
+    shape_file = home.parent / "dagster_alone_shape.json"
+    shape_file.write_text(json.dumps(shapes))
+    child_env = {**env, **storage, "DAGSTER_HOME": str(home)}
+    if POSTGRES_URL_VARIABLE in child_env:
+        child_env[POSTGRES_URL_VARIABLE] = with_psycopg2_driver(child_env[POSTGRES_URL_VARIABLE])
+    argv = [sys.executable, "-m", "bench.dagster_alone", str(shape_file)]
+    replays = []
+    for _ in range(1 + ALONE_ROUNDS):
+        replayed = run_measured(argv, child_env)
+        if replayed.returncode != 0:
+            return {"error": replayed.stderr_tail}
+        replays.append(replayed)
+    timed = sorted(replays[1:], key=lambda r: r.seconds)
+    median = timed[len(timed) // 2]
+    return {
+        "seconds": median.seconds,
+        "cpu_seconds": median.cpu_seconds,
+        "rounds": [r.seconds for r in replays[1:]],
+        "steps": sum(len(run["steps"]) for run in shapes),
+    }
 
 
 def _cpu_by(samples: list[tuple[float, float]], instant: float) -> float | None:
@@ -222,11 +284,12 @@ def measure(
         if warmed.returncode != 0:
             raise SystemExit(f"the warm-up sync failed: {warmed.stderr_tail}")
         storage = _dagster_storage(postgres, "measured")
+        alone_storage = _dagster_storage(postgres, "dagster_alone")
         for kind in RUN_KINDS:
             if kind == "one_percent":
                 result["advance_activity"] = stack.advance(hours=24)
             print(f"[{scale}] {kind} sync ...", file=sys.stderr, flush=True)
-            run = result["runs"][kind] = run_command(stack, data_dir, work, kind, concurrency, storage)
+            run = result["runs"][kind] = run_command(stack, data_dir, work, kind, concurrency, storage, alone_storage)
             print(f"[{scale}] {kind}: {_line(run)}", file=sys.stderr, flush=True)
             if "error" in run:
                 break
@@ -237,6 +300,16 @@ def measure(
         if full and "error" not in run and "process_seconds" in run:
             run["share_of_full"] = round(run["process_seconds"] / full, 3)
             run["share_target"] = target
+    full_alone = result["runs"]["full"].get("dagster_alone", {}).get("seconds")
+    for run in result["runs"].values():
+        alone = run.get("dagster_alone", {})
+        if full and "seconds" in alone:
+            alone["share_of_full"] = round(alone["seconds"] / full, 3)
+            # what the command costs beyond Dagster's runs, over the same for the full command
+            if full_alone is not None and full > full_alone and "process_seconds" in run:
+                alone["rest_share_of_full_rest"] = round(
+                    (run["process_seconds"] - alone["seconds"]) / (full - full_alone), 3
+                )
     return result
 
 
@@ -255,8 +328,20 @@ def _line(run: dict[str, Any]) -> str:
         f"({run['first_request_cpu_s']} s CPU), "
         f"first GET {run['first_get_s']} s, {run['requests']} requests, peak RSS {run['peak_rss_mib']} MiB, "
         f"floor {run['floor'].get('run_seconds', 'FAILED')} s (x{run.get('over_floor', '?')}), exact {run['exact']}, "
-        f"{run['dagster_events']['events']} Dagster events in {run['dagster_events']['runs']} run(s)"
+        f"{run['dagster_events']['events']} Dagster events in {run['dagster_events']['runs']} run(s), "
+        f"Dagster alone {_alone(run)} s"
     )
+
+
+def _alone(run: dict[str, Any]) -> str:
+    alone = run.get("dagster_alone", {})
+    if "seconds" not in alone:
+        return "FAILED" if "error" in alone else "-"
+    share = f" ({alone['share_of_full']:.2f})" if "share_of_full" in alone else ""
+    rest = (
+        f"; the rest {alone['rest_share_of_full_rest']:.2f} of the full's" if "rest_share_of_full_rest" in alone else ""
+    )
+    return f"{alone['seconds']}{share}{rest}"
 
 
 def summary(result: dict[str, Any]) -> str:
@@ -268,13 +353,13 @@ def summary(result: dict[str, Any]) -> str:
         f"({result['cpus']} cores)",
         "| run | wall s | CPU s | first request s (CPU s by then) | first GET s | requests | peak RSS MiB | floor s | "
         "x floor | "
-        "share of full (target) | exact | Dagster runs / events |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "share of full (target) | exact | Dagster runs / events | Dagster alone s (share of full) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for kind, run in result["runs"].items():
         if "error" in run:
             lines.append(
-                f"| {kind} | FAILED after {run['process_seconds']} | | | | | {run['peak_rss_mib']} | | | | | |"
+                f"| {kind} | FAILED after {run['process_seconds']} | | | | | {run['peak_rss_mib']} | | | | | | |"
             )
             continue
         share = f"{run['share_of_full']:.2f} ({run['share_target']:.2f})" if "share_of_full" in run else "-"
@@ -283,7 +368,7 @@ def summary(result: dict[str, Any]) -> str:
             f"({run['first_request_cpu_s']}) | "
             f"{run['first_get_s']} | {run['requests']:,} | {run['peak_rss_mib']} | "
             f"{run['floor'].get('run_seconds', '-')} | {run.get('over_floor', '-')} | {share} | {run['exact']} | "
-            f"{run['dagster_events']['runs']} / {run['dagster_events']['events']:,} |"
+            f"{run['dagster_events']['runs']} / {run['dagster_events']['events']:,} | {_alone(run)} |"
         )
     return "\n".join(lines)
 
