@@ -10,10 +10,12 @@ downloaded again by the bare httpx loop with the sync's concurrency (bench/commo
 each run kind reports its requests (by endpoint), the bare download's seconds, LessonSync's seconds and the
 overhead above that floor.
 
-Each sync runs in its own child process (`pipeline.sync.run_sync` on an ephemeral instance), so the peak
-RSS is the sync's own (os.wait4), never the simulator's. Results go to bench/results/sync_<scale>.json
-after every run, so an interrupted benchmark keeps what it measured; at the end, the generated section of
-docs/BENCHMARKS.md for that scale (between `<!-- sync-<scale>:start -->` and its end marker; `--no-docs`
+Each sync runs in its own child process (`pipeline.sync.run_sync` on an ephemeral instance; `--dagster-storage
+sqlite`: on the persistent instance of a DAGSTER_HOME of its own, whose SQLite storage the runs' events are written
+to as those of `lessonsync sync` and the daemon's runs are), so the peak RSS is the sync's own (os.wait4), never the
+simulator's. Results go to bench/results/sync_<scale>.json (`_sqlite` added for that storage) after every run,
+so an interrupted benchmark keeps what it measured; at the end, the generated section of docs/BENCHMARKS.md for
+that scale (between `<!-- sync-<scale>:start -->` and its end marker), on an ephemeral instance only (`--no-docs`
 leaves the file alone).
 
     .venv/bin/python -m bench.sync_bench --scale large                     # raw tables + certificates
@@ -40,7 +42,7 @@ import tempfile
 import time
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -59,9 +61,15 @@ from bench.common import (
 from bench.rss_timeline import TIMELINE_ENV
 from bench.rss_timeline import summarize as rss_summary
 
+if TYPE_CHECKING:
+    from dagster import DagsterInstance
+
+    from pipeline.settings import Settings
+
 RESULTS = Path(__file__).resolve().parent / "results"
 STREAMS = ("active_lessons", "answers", "answer_results")
 RUN_KINDS = ("full", "no_change", "one_percent")
+STORAGE_ENV = "BENCH_DAGSTER_STORAGE"  # the children's Dagster instance: "ephemeral" (default) or "sqlite"
 NO_CHANGE_ROUNDS = 3  # no-change syncs in a row (bench_selection), each beside its floor; the median one is reported
 
 
@@ -72,7 +80,7 @@ def sync_child(select: list[str], urls_file: str | None = None, full_refresh: bo
     from pipeline.memory import pause_collections
 
     pause_collections()  # the process set up as `lessonsync sync` sets up its own (pipeline/memory.py)
-    from dagster import DagsterEventType, DagsterInstance
+    from dagster import DagsterEventType
 
     from bench.rss_timeline import step_marks, timeline_from_env
     from pipeline.settings import load_settings
@@ -82,7 +90,7 @@ def sync_child(select: list[str], urls_file: str | None = None, full_refresh: bo
     # as a run worker has them loaded before its run begins: run_seconds is the run's own time, building the
     # definitions included.
     importlib.import_module("pipeline.defs.code_location")
-    instance = DagsterInstance.ephemeral()
+    instance = _instance(load_settings())
     with recorded_gets() as urls, timeline_from_env() as timeline:
         began, cpu_began = time.perf_counter(), time.process_time()
         report = run_sync(load_settings(), select=select, instance=instance, full_refresh=full_refresh)
@@ -120,6 +128,18 @@ def sync_child(select: list[str], urls_file: str | None = None, full_refresh: bo
         "materializations": report.materializations,
         **recorded,
     }
+
+
+def _instance(settings: Settings) -> DagsterInstance:
+    """The child's Dagster instance (STORAGE_ENV), made before the clock starts as a run worker has its own."""
+    from dagster import DagsterInstance
+
+    from pipeline.instance import ensure_dagster_home
+
+    if os.environ.get(STORAGE_ENV, "ephemeral") == "ephemeral":
+        return DagsterInstance.ephemeral()
+    ensure_dagster_home(settings)  # the DAGSTER_HOME of _sync_env, with LessonSync's dagster.yaml
+    return DagsterInstance.get()
 
 
 def run_sync_child(
@@ -494,6 +514,13 @@ def main() -> int:
     parser.add_argument(
         "--no-warm-up", action="store_true", help="skip the full sync that warms the simulator first (not measured)"
     )
+    parser.add_argument(
+        "--dagster-storage",
+        choices=["ephemeral", "sqlite"],
+        default="ephemeral",
+        help="the syncs' Dagster instance: ephemeral (in memory), or sqlite: a persistent one in a DAGSTER_HOME "
+        "of each data dir, with LessonSync's dagster.yaml, as `lessonsync sync` runs (results file of its own)",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--urls", help=argparse.SUPPRESS)
     parser.add_argument("--full-refresh", action="store_true", help=argparse.SUPPRESS)
@@ -504,6 +531,7 @@ def main() -> int:
     if args.child:
         print(json.dumps(sync_child(selections, args.urls, args.full_refresh), default=str))
         return 0
+    os.environ[STORAGE_ENV] = args.dagster_storage  # the sync children inherit it
     with tempfile.TemporaryDirectory(prefix="sync_bench_", dir=args.work_dir) as work:
         results = run_all(
             args.scale,
@@ -518,8 +546,9 @@ def main() -> int:
     print(markdown(results))
     print(requests_markdown(results))
     print(ratios_markdown(results))
-    if not args.no_docs and not os.environ.get("LESSONSYNC_DUCKDB_MEMORY_LIMIT"):  # the default limit's figures
-        write_doc_section(DOC, *_markers(_variant(args.scale, args.latency_ms)), render_section(results))
+    if args.no_docs or os.environ.get("LESSONSYNC_DUCKDB_MEMORY_LIMIT") or args.dagster_storage != "ephemeral":
+        return 0  # the generated sections hold the default limit's figures on an ephemeral instance
+    write_doc_section(DOC, *_markers(_variant(args.scale, args.latency_ms)), render_section(results))
     return 0
 
 
@@ -547,11 +576,13 @@ def run_all(
         "load_average_at_start": os.getloadavg(),
         "simulator_startup_s": round(time.perf_counter() - began, 1),
         "duckdb_memory_limit": os.environ.get("LESSONSYNC_DUCKDB_MEMORY_LIMIT", "default"),
+        "dagster_storage": os.environ.get(STORAGE_ENV, "ephemeral"),
         "counts": httpx.get(f"{base_url}/_sim/counts", timeout=60).json(),
         "selections": {},
     }
     memory_limit = os.environ.get("LESSONSYNC_DUCKDB_MEMORY_LIMIT")  # a second data point, kept apart
-    out = RESULTS / f"sync_{_variant(scale, latency_ms)}{f'_mem{memory_limit}' if memory_limit else ''}.json"
+    storage = "" if results["dagster_storage"] == "ephemeral" else f"_{results['dagster_storage']}"
+    out = RESULTS / f"sync_{_variant(scale, latency_ms)}{f'_mem{memory_limit}' if memory_limit else ''}{storage}.json"
     RESULTS.mkdir(parents=True, exist_ok=True)  # git-ignored: absent from a fresh clone
 
     def save(label: str, runs: dict[str, Any]) -> None:
