@@ -88,6 +88,11 @@ class MirrorWorker:
         except Exception as error:  # a bulkhead: the raw step goes on, the mirror step does the mirroring
             log.warning(f"background Iceberg mirror not started ({type(error).__name__}: {error})")
             return None
+        # The catalog (pyiceberg's SqlCatalog) imports SQLAlchemy's ORM, which registers an inspection hook for every
+        # object before the `orm.exc` it names is complete. Imported on the worker's thread, that moment fails any
+        # statement this thread builds meanwhile (Dagster's event log binds an enum): so it is imported here, first.
+        import sqlalchemy.orm  # noqa: F401
+
         worker = cls(warehouse, conn, connection)
         with _registry_lock:
             _registry[_key(warehouse.path)] = worker
