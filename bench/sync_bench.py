@@ -90,10 +90,11 @@ def sync_child(select: list[str], urls_file: str | None = None, full_refresh: bo
     # as a run worker has them loaded before its run begins: run_seconds is the run's own time, building the
     # definitions included.
     importlib.import_module("pipeline.defs.code_location")
-    instance = _instance(load_settings())
+    settings = load_settings()
+    instance = _instance(settings)
     with recorded_gets() as urls, timeline_from_env() as timeline:
         began, cpu_began = time.perf_counter(), time.process_time()
-        report = run_sync(load_settings(), select=select, instance=instance, full_refresh=full_refresh)
+        report = run_sync(settings, select=select, instance=instance, full_refresh=full_refresh)
         seconds, cpu_seconds = time.perf_counter() - began, time.process_time() - cpu_began
         if timeline is not None:  # bench/rss_timeline.py asked for the run's memory over time
             timeline.close(step_marks(instance, report.run_id))
