@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import sys
+import threading
 from pathlib import Path
 
 from dagster import (
@@ -129,3 +131,41 @@ def test_a_run_that_uses_the_warehouse_holds_its_storage_open_until_it_ends(tmp_
         assert result.success
         assert not [p for p in (tmp_path / "home").rglob("*.db") if _open_in_this_process(p)]
         assert instance.get_latest_materialization_event(lessons_in_the_warehouse.key) is not None
+
+
+def test_blocks_opening_and_closing_never_fail_a_connect_on_another_thread(tmp_path: Path) -> None:
+    """The background Iceberg mirror connects on its own thread while runs' blocks open and close on others: a connect
+    must never meet the listener being added or removed (SQLAlchemy iterates the class-level listeners)."""
+    db = _database(tmp_path / "catalog.db", wal=False)
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def connect_repeatedly() -> None:
+        while not stop.is_set():
+            engine = create_engine(f"sqlite:///{db}", poolclass=NullPool)
+            try:
+                with engine.connect() as connection:
+                    connection.execute(text("SELECT 1"))
+            except BaseException as error:  # noqa: BLE001 - any failure of the connect is what the test looks for
+                errors.append(error)
+                return
+            finally:
+                engine.dispose()
+
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter allows: the window is a few bytecodes
+    connector = threading.Thread(target=connect_repeatedly)
+    connector.start()
+    try:
+        for _ in range(3000):
+            with sqlite_writes_kept_open():
+                pass
+    finally:
+        stop.set()
+        connector.join()
+        sys.setswitchinterval(switch_interval)
+    assert not errors, f"a connect failed while blocks opened and closed: {errors[0]!r}"
+    # the listener stays registered, and outside every block a WAL database is left as SQLite opens it
+    wal_db = _database(tmp_path / "shard.db", wal=True)
+    assert _write_like_dagster(wal_db) == FULL
+    assert not _open_in_this_process(wal_db)

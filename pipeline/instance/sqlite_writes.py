@@ -28,7 +28,8 @@ from sqlalchemy.engine import Engine
 
 log = logging.getLogger(__name__)
 _lock = threading.Lock()
-_blocks = 0  # the sqlite_writes_kept_open blocks open in this process; the listener is on while any is
+_blocks = 0  # the sqlite_writes_kept_open blocks open in this process; the listener acts while any is
+_listening = False
 _held: dict[str, sqlite3.Connection] = {}  # database file -> our idle connection to it
 
 
@@ -36,11 +37,14 @@ _held: dict[str, sqlite3.Connection] = {}  # database file -> our idle connectio
 def sqlite_writes_kept_open() -> Iterator[None]:
     """Within the block, Dagster's SQLite databases in WAL mode are held open and committed to without a sync
     (module docstring); at its end our connections close, and the last close checkpoints each WAL."""
-    global _blocks
+    global _blocks, _listening
     with _lock:
         _blocks += 1
-        if _blocks == 1:
+        # Listened once and never removed: SQLAlchemy iterates a class-level listener deque on every connect, and
+        # adding or removing one while another thread (the background Iceberg mirror) connects can fail that connect.
+        if not _listening:
             event.listen(Engine, "connect", _on_connect)
+            _listening = True
     try:
         yield
     finally:
@@ -48,7 +52,6 @@ def sqlite_writes_kept_open() -> Iterator[None]:
         with _lock:
             _blocks -= 1
             if _blocks == 0:
-                event.remove(Engine, "connect", _on_connect)
                 closing = list(_held.values())
                 _held.clear()
         for connection in closing:
@@ -56,7 +59,7 @@ def sqlite_writes_kept_open() -> Iterator[None]:
 
 
 def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-    if not isinstance(dbapi_connection, sqlite3.Connection):
+    if not _blocks or not isinstance(dbapi_connection, sqlite3.Connection):  # outside every block: inert
         return
     try:
         mode = dbapi_connection.execute("PRAGMA journal_mode").fetchone()
