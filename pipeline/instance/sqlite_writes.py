@@ -29,7 +29,6 @@ from sqlalchemy.engine import Engine
 log = logging.getLogger(__name__)
 _lock = threading.Lock()
 _blocks = 0  # the sqlite_writes_kept_open blocks open in this process; the listener acts while any is
-_listening = False
 _held: dict[str, sqlite3.Connection] = {}  # database file -> our idle connection to it
 
 
@@ -37,14 +36,9 @@ _held: dict[str, sqlite3.Connection] = {}  # database file -> our idle connectio
 def sqlite_writes_kept_open() -> Iterator[None]:
     """Within the block, Dagster's SQLite databases in WAL mode are held open and committed to without a sync
     (module docstring); at its end our connections close, and the last close checkpoints each WAL."""
-    global _blocks, _listening
+    global _blocks
     with _lock:
         _blocks += 1
-        # Listened once and never removed: SQLAlchemy iterates a class-level listener deque on every connect, and
-        # adding or removing one while another thread (the background Iceberg mirror) connects can fail that connect.
-        if not _listening:
-            event.listen(Engine, "connect", _on_connect)
-            _listening = True
     try:
         yield
     finally:
@@ -90,3 +84,9 @@ def _idle_connection(path: str) -> sqlite3.Connection:
     connection = sqlite3.connect(f"{Path(path).absolute().as_uri()}?mode=rw", uri=True, check_same_thread=False)
     connection.execute("PRAGMA schema_version").fetchone()
     return connection
+
+
+# Listened from import, before any thread connects, and never removed: SQLAlchemy iterates a class-level listener deque
+# on every connect, and adding or removing one while another thread (the background Iceberg mirror) connects can fail
+# that connect. Outside every block the listener returns at once.
+event.listen(Engine, "connect", _on_connect)
